@@ -1,0 +1,64 @@
+import math
+
+import pytest
+
+from vllm_load.histogram import LogHistogram, bucket_of, bucket_value
+from vllm_load.records import COLUMNS, RequestRecord, RequestsCsvWriter, read_requests
+
+
+@pytest.mark.parametrize("seconds", [1e-5, 0.001, 0.0199, 0.02, 0.5, 3.0, 120.0])
+def test_bucket_relative_error_is_half_a_percent(seconds):
+    assert abs(bucket_value(bucket_of(seconds)) - seconds) / seconds <= 0.005
+
+
+def test_histogram_percentiles_nearest_rank():
+    values = [0.010] * 90 + [0.020] * 9 + [0.500]
+    hist = LogHistogram.of(values)
+    assert hist.total == 100
+    assert hist.percentile(50) == pytest.approx(0.010, rel=0.005)
+    assert hist.percentile(90) == pytest.approx(0.010, rel=0.005)
+    assert hist.percentile(91) == pytest.approx(0.020, rel=0.005)
+    assert hist.percentile(99) == pytest.approx(0.020, rel=0.005)
+    assert hist.percentile(100) == pytest.approx(0.500, rel=0.005)
+    assert hist.mean() == pytest.approx(sum(values) / len(values), rel=0.005)
+    assert math.isnan(LogHistogram().percentile(50))
+
+
+def test_histogram_roundtrip_and_merge():
+    a = LogHistogram.of([0.01, 0.01, 0.03])
+    b = LogHistogram.parse(LogHistogram.of([0.01, 0.2]).format())
+    merged = LogHistogram.parse(a.format()).merge(b)
+    assert merged.total == 5
+    assert merged.percentile(60) == pytest.approx(0.01, rel=0.005)
+    assert merged.percentile(100) == pytest.approx(0.2, rel=0.005)
+
+
+def _record(i: int, ok: int = 1) -> RequestRecord:
+    return RequestRecord(
+        request_id=f"0-{i}", worker="local", level=0, users=10, endpoint="chat", stream=1,
+        start_ts=1000.0 + i, end_ts=1001.5 + i, ttft=0.2, e2e=1.5, tpot=0.01,
+        itl_mean=0.01, itl_p50=0.01, itl_p90=0.01, itl_p99=0.012, itl_max=0.02,
+        itl_hist=LogHistogram.of([0.01] * 3).format(), n_chunks=4,
+        prompt_tokens=2048 if ok else None, completion_tokens=4 if ok else None,
+        requested_prompt_tokens=2048, requested_completion_tokens=4, ok=ok,
+        status=200 if ok else 503, error="" if ok else "http_status",
+        error_message="" if ok else 'Service "unavailable", try later',
+    )
+
+
+def test_requests_csv_roundtrip(tmp_path):
+    path = tmp_path / "requests.csv"
+    writer = RequestsCsvWriter(str(path))
+    writer.write_rows([_record(0).to_row(), _record(1, ok=0).to_row()])
+    writer.close()
+    # appending later (a resumed writer) must not repeat the header
+    writer = RequestsCsvWriter(str(path))
+    writer.write_rows([_record(2).to_row()])
+    writer.close()
+    frame = read_requests(str(path))
+    assert list(frame.columns) == list(COLUMNS)
+    assert len(frame) == 3
+    assert frame["ok"].tolist() == [1, 0, 1]
+    assert frame.loc[1, "error_message"] == 'Service "unavailable", try later'
+    assert frame["prompt_tokens"].isna().tolist() == [False, True, False]
+    assert LogHistogram.parse(frame.loc[0, "itl_hist"]).total == 3

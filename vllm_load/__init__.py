@@ -1,0 +1,3 @@
+"""vllm-load: distributed load testing for OpenAI-compatible LLM inference servers."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,51 @@
+"""The `vllm-load` command: one subcommand per job, each in the module that owns it.
+
+Subcommand modules are imported lazily so that `vllm-load sim` (asyncio) never imports
+Locust (which monkey-patches the standard library with gevent) and `--help` stays fast.
+Each module exposes `configure_parser(parser)` and `main(args) -> int`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from . import __version__
+
+#: subcommand -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="vllm-load",
+        description="Load testing for vLLM and other OpenAI-compatible inference servers, built on Locust.",
+    )
+    parser.add_argument("--version", action="version", version=f"vllm-load {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        sub_parser = sub.add_parser(name, help=help_text, description=help_text)
+        module = importlib.import_module(module_name)
+        module.configure_parser(sub_parser, name)
+        sub_parser.set_defaults(_module=module_name)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    module = importlib.import_module(args._module)
+    try:
+        return int(module.main(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

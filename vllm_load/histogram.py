@@ -1,0 +1,81 @@
+"""A mergeable log-bucketed histogram for latency gaps (ITL).
+
+Percentiles cannot be merged from per-worker or per-request summaries, so every request
+carries its ITL gaps as a sparse histogram; any set of requests is merged by adding counts.
+Bucket b stands for 1e-6 * 1.01**b seconds, so values keep a relative error of at most 0.5 %.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Iterable
+
+BASE_SECONDS = 1e-6
+GROWTH = 1.01
+_LOG_GROWTH = math.log(GROWTH)
+
+
+def bucket_of(seconds: float) -> int:
+    """Bucket index of a gap in seconds (gaps under 1 µs go to bucket 0)."""
+    if seconds <= BASE_SECONDS:
+        return 0
+    return round(math.log(seconds / BASE_SECONDS) / _LOG_GROWTH)
+
+
+def bucket_value(bucket: int) -> float:
+    """The value in seconds that a bucket stands for."""
+    return BASE_SECONDS * GROWTH**bucket
+
+
+class LogHistogram:
+    """Counts of values per log bucket; add, merge, serialise, and read percentiles."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self, counts: dict[int, int] | None = None) -> None:
+        self.counts: Counter[int] = Counter(counts or {})
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> "LogHistogram":
+        return cls(Counter(map(bucket_of, values)))
+
+    @classmethod
+    def parse(cls, text: str) -> "LogHistogram":
+        """Read the `bucket:count;bucket:count` form used in requests.csv."""
+        counts: Counter[int] = Counter()
+        if text:
+            for item in text.split(";"):
+                bucket, _, count = item.partition(":")
+                counts[int(bucket)] += int(count)
+        return cls(counts)
+
+    def format(self) -> str:
+        return ";".join(f"{b}:{c}" for b, c in sorted(self.counts.items()))
+
+    def merge(self, other: "LogHistogram") -> "LogHistogram":
+        self.counts.update(other.counts)
+        return self
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def percentile(self, q: float) -> float:
+        """The q-th percentile (0..100) by nearest rank; NaN when empty."""
+        total = self.total
+        if total == 0:
+            return math.nan
+        rank = max(1, math.ceil(q / 100.0 * total))
+        seen = 0
+        for bucket in sorted(self.counts):
+            seen += self.counts[bucket]
+            if seen >= rank:
+                return bucket_value(bucket)
+        return bucket_value(max(self.counts))
+
+    def mean(self) -> float:
+        total = self.total
+        if total == 0:
+            return math.nan
+        return sum(bucket_value(b) * c for b, c in self.counts.items()) / total

@@ -1,0 +1,119 @@
+"""Per-request records: what one finished request measured, and its row in requests.csv.
+
+Records travel from workers to the master as plain tuples (`RequestRecord.to_row`) inside
+Locust's own worker reports, and are appended to requests.csv by `RequestsCsvWriter`.
+The columns are documented in docs/run-format.md.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from dataclasses import astuple, dataclass, fields
+from typing import IO, Iterable, Optional
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    request_id: str
+    worker: str
+    level: int
+    users: int
+    endpoint: str
+    stream: int
+    start_ts: float
+    end_ts: float
+    ttft: Optional[float]
+    e2e: float
+    tpot: Optional[float]
+    itl_mean: Optional[float]
+    itl_p50: Optional[float]
+    itl_p90: Optional[float]
+    itl_p99: Optional[float]
+    itl_max: Optional[float]
+    itl_hist: str
+    n_chunks: int
+    prompt_tokens: Optional[int]
+    completion_tokens: Optional[int]
+    requested_prompt_tokens: int
+    requested_completion_tokens: int
+    ok: int
+    status: int
+    error: str
+    error_message: str
+
+    def to_row(self) -> tuple:
+        return astuple(self)
+
+    @classmethod
+    def from_row(cls, row: Iterable) -> "RequestRecord":
+        return cls(*row)
+
+
+COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RequestRecord))
+LEVEL_INDEX = COLUMNS.index("level")
+USERS_INDEX = COLUMNS.index("users")
+START_INDEX = COLUMNS.index("start_ts")
+
+#: dtypes for reading requests.csv with pandas
+PANDAS_DTYPES: dict[str, str] = {
+    "request_id": "string",
+    "worker": "string",
+    "level": "Int64",
+    "users": "Int64",
+    "endpoint": "string",
+    "stream": "Int64",
+    "itl_hist": "string",
+    "n_chunks": "Int64",
+    "prompt_tokens": "Int64",
+    "completion_tokens": "Int64",
+    "requested_prompt_tokens": "Int64",
+    "requested_completion_tokens": "Int64",
+    "ok": "Int64",
+    "status": "Int64",
+    "error": "string",
+    "error_message": "string",
+}
+
+
+def _cell(value) -> object:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(round(value, 7))
+    return value
+
+
+class RequestsCsvWriter:
+    """Appends rows to requests.csv as they arrive, flushing after each batch."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        new_file = not os.path.exists(path) or os.path.getsize(path) == 0
+        self._fh: IO[str] = open(path, "a", newline="", encoding="utf-8")
+        self._writer = csv.writer(self._fh)
+        self.rows_written = 0
+        if new_file:
+            self._writer.writerow(COLUMNS)
+            self._fh.flush()
+
+    def write_rows(self, rows: Iterable[Iterable]) -> int:
+        count = 0
+        for row in rows:
+            self._writer.writerow([_cell(v) for v in row])
+            count += 1
+        self._fh.flush()
+        self.rows_written += count
+        return count
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.flush()
+            self._fh.close()
+
+
+def read_requests(path: str):
+    """Load requests.csv into a pandas DataFrame with the documented dtypes."""
+    import pandas as pd
+
+    return pd.read_csv(path, dtype=PANDAS_DTYPES, keep_default_na=True)
