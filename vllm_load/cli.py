@@ -15,6 +15,9 @@ from . import __version__
 
 #: subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("vllm_load.run_cli", "run a stepped load test against an OpenAI-compatible server"),
+    "master": ("vllm_load.run_cli", "start a Locust master for workers on other machines"),
+    "worker": ("vllm_load.run_cli", "start Locust worker(s) that connect to a master"),
 }
 
 

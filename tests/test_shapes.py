@@ -1,0 +1,34 @@
+"""Level transitions of the stepped shape: targets, time caps, cooldown, the end."""
+
+from vllm_load.steps import LevelPlan, StepController
+
+
+def run_ticks(controller, script):
+    """script: list of (now, finished counts per level); returns user counts per tick."""
+    out = []
+    for now, finished in script:
+        out.append(controller.tick(now, lambda level: finished.get(level, 0)))
+    return out
+
+
+def test_levels_advance_when_warmup_plus_target_finished():
+    c = StepController(LevelPlan((10, 50, 100), warmup_requests=2, requests_per_level=5, level_time_cap=100))
+    users = run_ticks(c, [(0, {}), (1, {0: 6}), (2, {0: 7}), (3, {0: 9, 1: 3}), (4, {1: 7}), (5, {2: 6}), (6, {2: 7})])
+    assert users == [10, 10, 50, 50, 100, 100, None]
+    changes = c.take_changes()
+    assert [(ch.kind, ch.level, ch.at) for ch in changes] == [
+        ("start", 0, 0), ("end", 0, 2), ("start", 1, 2), ("end", 1, 4), ("start", 2, 4), ("end", 2, 6)]
+    assert {ch.reason for ch in changes if ch.kind == "end"} == {"target_reached"}
+
+
+def test_time_cap_ends_a_level_that_is_short_of_requests():
+    c = StepController(LevelPlan((10, 20), warmup_requests=0, requests_per_level=100, level_time_cap=30))
+    users = run_ticks(c, [(0, {}), (29, {0: 5}), (30, {0: 6}), (61, {1: 1})])
+    assert users == [10, 10, 20, None]
+    assert [ch.reason for ch in c.take_changes() if ch.kind == "end"] == ["time_cap", "time_cap"]
+
+
+def test_cooldown_runs_zero_users_between_levels():
+    c = StepController(LevelPlan((5, 6), warmup_requests=0, requests_per_level=1, cooldown=10))
+    users = run_ticks(c, [(0, {}), (1, {0: 1}), (5, {0: 1}), (11, {0: 1}), (12, {1: 1})])
+    assert users == [5, 0, 0, 6, None]

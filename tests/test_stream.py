@@ -1,0 +1,103 @@
+"""SSE framing and chunk timing: split events, merged events, role-only and usage chunks."""
+
+import orjson
+import pytest
+
+from vllm_load.stream import SseMeter, StreamError, itl_summary
+
+
+def chat_chunk(content=None, role=None, finish=None, usage=None, choices=True) -> bytes:
+    delta = {}
+    if role:
+        delta["role"] = role
+    if content is not None:
+        delta["content"] = content
+    body = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}] if choices else []}
+    if usage:
+        body["usage"] = usage
+    return b"data: " + orjson.dumps(body) + b"\n\n"
+
+
+STREAM = [
+    chat_chunk(role="assistant", content=""),
+    chat_chunk(content="Hello"),
+    chat_chunk(content=" world"),
+    chat_chunk(content="!", finish="length"),
+    chat_chunk(choices=False, usage={"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}),
+    b"data: [DONE]\n\n",
+]
+
+
+def feed(meter: SseMeter, pieces, times):
+    buf = bytearray()
+    for piece, now in zip(pieces, times):
+        buf += piece
+        meter.consume(buf, now)
+    return buf
+
+
+def test_one_event_per_read_role_chunk_is_not_content():
+    meter = SseMeter()
+    buf = feed(meter, STREAM, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    assert meter.chunk_times == [2.0, 3.0, 4.0]  # the role-only chunk at 1.0 is not the first token
+    assert meter.usage["completion_tokens"] == 3
+    assert meter.finish_reason == "length"
+    assert meter.done and not buf
+
+
+def test_events_split_across_reads_get_the_time_they_complete():
+    whole = b"".join(STREAM)
+    pieces = [whole[i:i + 7] for i in range(0, len(whole), 7)]
+    meter = SseMeter()
+    feed(meter, pieces, [float(i) for i in range(len(pieces))])
+    assert len(meter.chunk_times) == 3
+    assert meter.chunk_times == sorted(meter.chunk_times)
+    # each content event is stamped with the read that completed it
+    ends = []
+    pos = 0
+    for event in STREAM:
+        pos += len(event)
+        ends.append((pos - 1) // 7)
+    assert meter.chunk_times == [float(ends[1]), float(ends[2]), float(ends[3])]
+    assert meter.done and meter.usage["prompt_tokens"] == 7
+
+
+def test_merged_events_in_one_read_share_its_timestamp():
+    meter = SseMeter()
+    feed(meter, [b"".join(STREAM[:3]), b"".join(STREAM[3:])], [1.5, 2.5])
+    assert meter.chunk_times == [1.5, 1.5, 2.5]
+    assert meter.done
+
+
+def test_crlf_framing_and_comments():
+    meter = SseMeter()
+    text = b": keep-alive\r\n\r\n" + b"".join(e.replace(b"\n\n", b"\r\n\r\n") for e in STREAM)
+    feed(meter, [text], [1.0])
+    assert len(meter.chunk_times) == 3 and meter.done
+
+
+def test_completions_stream_uses_text():
+    meter = SseMeter(chat=False)
+    event = lambda text, finish=None: b"data: " + orjson.dumps(  # noqa: E731
+        {"object": "text_completion", "choices": [{"index": 0, "text": text, "finish_reason": finish}]}) + b"\n\n"
+    feed(meter, [event("a"), event("b"), event("", "length"), b"data: [DONE]\n\n"], [1, 2, 3, 4])
+    assert meter.chunk_times == [1, 2]
+
+
+def test_error_event_and_bad_json_raise_categorised_errors():
+    with pytest.raises(StreamError) as err:
+        feed(SseMeter(), [b'data: {"error": {"message": "boom", "code": 500}}\n\n'], [1.0])
+    assert err.value.category == "server_error" and "boom" in err.value.message
+    with pytest.raises(StreamError) as err:
+        feed(SseMeter(), [b"data: {not json\n\n"], [1.0])
+    assert err.value.category == "bad_sse"
+
+
+def test_itl_summary_per_chunk_gaps():
+    mean, p50, p90, p99, top, hist = itl_summary([0.0, 0.01, 0.02, 0.03, 0.13])
+    assert mean == pytest.approx(0.0325)
+    assert p50 == pytest.approx(0.01)
+    assert p99 == pytest.approx(0.1) and top == pytest.approx(0.1)
+    assert sum(int(x.split(":")[1]) for x in hist.split(";")) == 4
+    assert itl_summary([1.0]) == (None, None, None, None, None, "")

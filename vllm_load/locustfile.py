@@ -1,0 +1,13 @@
+"""The stepped chat-completion test as a locustfile: users, shape and vllm-load's event wiring.
+
+Run it through `vllm-load run`, or with Locust directly:
+    locust -f locustfiles/chat_stepped.py --host http://127.0.0.1:8000 --headless
+"""
+
+from vllm_load.session import install
+from vllm_load.shapes import SteppedShape
+from vllm_load.users import LLMUser
+
+install()
+
+__all__ = ["LLMUser", "SteppedShape"]

@@ -1,0 +1,244 @@
+"""Exact-length prompts for the target's tokenizer, chat template included.
+
+Prompts are built from *atoms*: common words with a leading space that the target's tokenizer
+counts as exactly one token each and that do not merge across the spaces between them.
+Calibration (once per process, before any load) finds the atoms and the fixed overhead of the
+chat template by asking a `TokenCounter` (the server's `/tokenize`, or a local tokenizer), then
+checks sample prompts end to end. Every prompt then costs a random choice of a few atoms:
+
+    LEAD + shared prefix (optional, the same for all) + unique head + pre-built body
+
+The unique head at the front means no two requests share a prefix, so prefix caching cannot
+inflate throughput unless a shared prefix is asked for on purpose.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .http import HttpError, request_json
+
+LEAD = "Continue"
+UNIQUE_HEAD_ATOMS = 16
+BODY_POOL = 32
+
+WORDS = """the of and to in is was for that on as with by he at from his it an were are which this be
+has or had first one their its new after who they two her she been other when time all during there
+into school more may years over only year most would world city some where between later up such used
+many can state about national out known university united then made three also but him film team part
+high well like game line long back each end best year very see even old way work life home day part
+man good both under just while new own show run side set how long group city name few area land war
+case body book car water place word play point far low top sun sea sky red blue green king road hand
+head eye face door room tree fish bird dog cat horse rock fire rain snow wind star moon gold iron
+wood salt milk rice bread cake tea corn oil gas art law act age air arm bed box boy cup dry ear egg
+fat few fun gun hat ice job key kid lab leg lip map mix mud net nut pan pen pet pie pig pin pot ray
+row rug sad sit ski sky son sum tax tip toe toy van web wet win yes zoo ball bank bear bell bill
+boat bone cell chip city coat code cold cook cool cost crew dark deal deep desk dish door down draw
+drop dust duty easy edge face fact fair fall farm fast fear feel file fill find fine foot form free
+full gain gate gift girl give glad goal gray grow hair half hall hard hear heat help hide hill hold
+hole hope hour huge idea join jump keep kind kiss knee lack lady lake last late lead left lift list
+live load lock loss love luck mail main mark mass meal meet mind miss mode moon move must near neck
+need news next nice nose note open page pain pair park past path peak pick pile plan plus pool poor
+post pull pure push race rare rate read real rest rich ride ring rise risk role roof rule safe sail
+sale save seat seed sell send ship shop shot sick sign sing size skin slow soft soil song sort spot
+step stop suit sure tail take talk tall task tell term test text thin tour town trip true turn type
+unit user vast view vote wait walk wall want warm wash wave weak wear week west wide wild wine wire
+wise wish wood yard zone""".split()
+
+
+class CalibrationError(Exception):
+    """Exact prompts cannot be built; the message says what to do instead."""
+
+
+class TokenCounter(Protocol):
+    """Counts tokens the way the target does."""
+
+    method: str
+
+    def count_text(self, text: str) -> int:
+        """Tokens of plain text, no special tokens added."""
+
+    def count_input(self, content: str, endpoint: str) -> int:
+        """Prompt tokens the server will count for `content` sent to `endpoint` ("chat": one user
+        message with the chat template and generation prompt; "completions": the raw prompt
+        with the tokenizer's special tokens)."""
+
+
+class ServerTokenCounter:
+    """Counts with the target's own `/tokenize` endpoint (vLLM has it)."""
+
+    method = "server_tokenize"
+
+    def __init__(self, host: str, model: str, api_key: str | None = None, timeout: float = 60.0) -> None:
+        self.url = host.rstrip("/") + "/tokenize"
+        self.model = model
+        self.api_key = api_key
+        self.timeout = timeout
+
+    def _count(self, body: dict) -> int:
+        answer = request_json(self.url, {"model": self.model, **body}, api_key=self.api_key, timeout=self.timeout)
+        if not isinstance(answer, dict) or "count" not in answer:
+            raise CalibrationError(f"{self.url} answered without a token count: {str(answer)[:200]}")
+        return int(answer["count"])
+
+    def count_text(self, text: str) -> int:
+        return self._count({"prompt": text, "add_special_tokens": False})
+
+    def count_input(self, content: str, endpoint: str) -> int:
+        if endpoint == "chat":
+            return self._count(
+                {"messages": [{"role": "user", "content": content}], "add_generation_prompt": True, "add_special_tokens": False}
+            )
+        return self._count({"prompt": content, "add_special_tokens": True})
+
+    def available(self) -> bool:
+        try:
+            self.count_text(" the")
+            return True
+        except HttpError as e:
+            if e.status in (404, 405, 501):
+                return False
+            raise
+
+
+class LocalTokenCounter:
+    """Counts with a local tokenizer (`vllm_load.tokenization`), chat template included."""
+
+    method = "local_tokenizer"
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+
+    def count_text(self, text: str) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def count_input(self, content: str, endpoint: str) -> int:
+        if endpoint == "chat":
+            return len(self.tokenizer.encode_chat([{"role": "user", "content": content}], add_generation_prompt=True))
+        return len(self.tokenizer.encode(content, add_special_tokens=True))
+
+
+def _atom_text(words: list[str]) -> str:
+    return "".join(" " + w for w in words)
+
+
+def find_single_token_words(counter: TokenCounter, words: list[str]) -> list[str]:
+    """The words that cost exactly one token each in running text, found by bisection.
+
+    A group of n space-separated words that counts n tokens contains only one-token words
+    (every word costs at least one, and pre-tokenizers split at spaces), so most of the
+    vocabulary is settled in a few calls.
+    """
+    keep: list[str] = []
+    groups = [sorted(set(words))]
+    while groups:
+        group = groups.pop()
+        if counter.count_text(_atom_text(group)) == len(group):
+            keep.extend(group)
+        elif len(group) > 1:
+            half = len(group) // 2
+            groups += [group[:half], group[half:]]
+    return sorted(keep)
+
+
+@dataclass(frozen=True)
+class PromptPlan:
+    """What calibration found: how to reach an exact prompt length on this target."""
+
+    endpoint: str
+    input_tokens: int
+    atoms: tuple[str, ...]
+    overhead: int  # tokens the template, special tokens and LEAD add to the atoms
+    method: str
+    shared_prefix_tokens: int = 0
+
+    @property
+    def body_atoms(self) -> int:
+        return self.input_tokens - self.overhead - self.shared_prefix_tokens - UNIQUE_HEAD_ATOMS
+
+    def to_json(self) -> dict:
+        return {
+            "method": self.method,
+            "endpoint": self.endpoint,
+            "input_tokens": self.input_tokens,
+            "overhead_tokens": self.overhead,
+            "atoms": len(self.atoms),
+            "shared_prefix_tokens": self.shared_prefix_tokens,
+        }
+
+
+def calibrate(
+    counter: TokenCounter,
+    endpoint: str,
+    input_tokens: int,
+    shared_prefix_tokens: int = 0,
+    seed: int = 0,
+) -> PromptPlan:
+    """Find atoms and template overhead with `counter`, and check them end to end."""
+    atoms = find_single_token_words(counter, WORDS)
+    if len(atoms) < 50:
+        raise CalibrationError(
+            f"only {len(atoms)} common words are single tokens for this tokenizer; "
+            "exact prompts need at least 50 (use --approximate-prompts to send approximate lengths)"
+        )
+    rng = random.Random(seed)
+    overheads = set()
+    for k in (7, 61, 203):
+        overheads.add(counter.count_input(LEAD + _atom_text(rng.choices(atoms, k=k)), endpoint) - k)
+    if len(overheads) != 1:
+        raise CalibrationError(
+            f"this tokenizer does not count the prompt atoms additively (template overheads {sorted(overheads)}); "
+            "use --approximate-prompts"
+        )
+    plan = PromptPlan(endpoint, input_tokens, tuple(atoms), overheads.pop(), counter.method, shared_prefix_tokens)
+    if plan.body_atoms < 0:
+        raise CalibrationError(
+            f"--input-tokens {input_tokens} is too short: the chat template and a unique head alone take "
+            f"{plan.overhead + UNIQUE_HEAD_ATOMS + shared_prefix_tokens} tokens on this target"
+        )
+    factory = PromptFactory(plan, seed=seed, pool=2)
+    for _ in range(2):
+        content = factory.next_content()
+        got = counter.count_input(content, endpoint)
+        if got != input_tokens:
+            raise CalibrationError(
+                f"a calibrated prompt counts {got} tokens instead of {input_tokens} on this target; "
+                "use --approximate-prompts"
+            )
+    return plan
+
+
+def approximate_plan(endpoint: str, input_tokens: int, shared_prefix_tokens: int = 0) -> PromptPlan:
+    """A plan that assumes one token per atom and no template overhead (no tokenizer at hand)."""
+    overhead = 1  # LEAD
+    if input_tokens < overhead + UNIQUE_HEAD_ATOMS + shared_prefix_tokens:
+        raise CalibrationError(f"--input-tokens {input_tokens} is too short for a unique prompt")
+    return PromptPlan(endpoint, input_tokens, tuple(WORDS), overhead, "approximate", shared_prefix_tokens)
+
+
+@dataclass
+class PromptFactory:
+    """Hands out prompt texts of the plan's exact length, each with a unique head."""
+
+    plan: PromptPlan
+    seed: int = 0
+    pool: int = BODY_POOL
+    _rng: random.Random = field(init=False, repr=False)
+    _prefix: str = field(init=False, repr=False)
+    _bodies: list[str] = field(init=False, repr=False)
+    _next: int = field(init=False, default=0, repr=False)
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+        atoms = list(self.plan.atoms)
+        shared = random.Random(0x5EED).choices(atoms, k=self.plan.shared_prefix_tokens)
+        self._prefix = LEAD + _atom_text(shared)
+        self._bodies = [_atom_text(self._rng.choices(atoms, k=self.plan.body_atoms)) for _ in range(self.pool)]
+
+    def next_content(self) -> str:
+        head = _atom_text(self._rng.choices(self.plan.atoms, k=UNIQUE_HEAD_ATOMS))
+        body = self._bodies[self._next]
+        self._next = (self._next + 1) % len(self._bodies)
+        return self._prefix + head + body

@@ -1,0 +1,146 @@
+"""The run directory writer on the master: requests.csv, steps.csv and run.json.
+
+Records arrive in batches from workers (or the local process), are attributed to the level
+during which they started, appended to requests.csv at once, and counted per level so the
+shape knows when a level has enough finished requests. Nothing is held for the whole run.
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import json
+import os
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Iterable
+
+from .records import LEVEL_INDEX, START_INDEX, USERS_INDEX, RequestsCsvWriter
+
+STEPS_COLUMNS = ("level", "users", "start_ts", "end_ts", "warmup_requests", "target_requests", "time_cap", "stop_reason")
+
+
+def utc_iso(ts: float | None = None) -> str:
+    return datetime.fromtimestamp(ts if ts is not None else time.time(), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def new_run_dir(base: str, model: str) -> str:
+    """`base/<model>/<UTC timestamp>-<short id>`, with `/` in the model id made safe."""
+    safe_model = re.sub(r"[^A-Za-z0-9._-]+", "_", model.replace("/", "__")) or "unknown-model"
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return os.path.join(base, safe_model, f"{stamp}-{secrets.token_hex(3)}")
+
+
+@dataclass
+class LevelRecord:
+    level: int
+    users: int
+    start_ts: float
+    warmup_requests: int
+    target_requests: int
+    time_cap: float
+    end_ts: float | None = None
+    stop_reason: str = ""
+
+    def row(self) -> list:
+        return [
+            self.level, self.users, repr(self.start_ts), "" if self.end_ts is None else repr(self.end_ts),
+            self.warmup_requests, self.target_requests, self.time_cap, self.stop_reason,
+        ]
+
+
+class RunRecorder:
+    """Owns one run directory while the run goes on."""
+
+    def __init__(self, run_dir: str, run_info: dict) -> None:
+        self.run_dir = run_dir
+        os.makedirs(run_dir, exist_ok=True)
+        self.run_info = dict(run_info)
+        self.run_info.setdefault("outcome", "running")
+        self.run_info.setdefault("started_at", utc_iso())
+        self.levels: list[LevelRecord] = []
+        self._level_starts: list[float] = []
+        self._finished: list[int] = []
+        self.workers_seen: set[str] = set()
+        self.requests = RequestsCsvWriter(os.path.join(run_dir, "requests.csv"))
+        self.closed = False
+        self.write_steps()
+        self.write_run_json()
+
+    # levels -------------------------------------------------------------------------------
+    def start_level(self, level: int, users: int, at: float, warmup: int, target: int, time_cap: float) -> None:
+        self.levels.append(LevelRecord(level, users, at, warmup, target, time_cap))
+        self._level_starts.append(at)
+        self._finished.append(0)
+        self.write_steps()
+
+    def end_level(self, level: int, at: float, reason: str) -> None:
+        record = self.levels[level]
+        if record.end_ts is None:
+            record.end_ts, record.stop_reason = at, reason
+            self.write_steps()
+
+    def finished_in_level(self, level: int) -> int:
+        return self._finished[level] if 0 <= level < len(self._finished) else 0
+
+    def level_of(self, start_ts: float) -> int:
+        """The level during which a request started (level 0 for anything earlier)."""
+        return max(0, bisect.bisect_right(self._level_starts, start_ts) - 1)
+
+    # records ------------------------------------------------------------------------------
+    def add_rows(self, rows: Iterable, worker: str | None = None) -> int:
+        """Attribute rows (RequestRecord.to_row tuples or lists) to levels and append them."""
+        attributed = []
+        for row in rows:
+            row = list(row)
+            if self.levels:
+                level = self.level_of(row[START_INDEX])
+                row[LEVEL_INDEX], row[USERS_INDEX] = level, self.levels[level].users
+                self._finished[level] += 1
+            else:
+                row[LEVEL_INDEX] = 0
+            if worker is not None:
+                row[1] = worker
+            self.workers_seen.add(str(row[1]))
+            attributed.append(row)
+        if attributed and not self.closed:
+            self.requests.write_rows(attributed)
+        return len(attributed)
+
+    # files --------------------------------------------------------------------------------
+    def write_steps(self) -> None:
+        path = os.path.join(self.run_dir, "steps.csv")
+        tmp = path + ".tmp"
+        with open(tmp, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(STEPS_COLUMNS)
+            writer.writerows(level.row() for level in self.levels)
+        os.replace(tmp, path)
+
+    def write_run_json(self) -> None:
+        self.run_info["workers_seen"] = sorted(self.workers_seen)
+        self.run_info["requests_recorded"] = self.requests.rows_written
+        path = os.path.join(self.run_dir, "run.json")
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(self.run_info, fh, indent=2, default=str)
+            fh.write("\n")
+        os.replace(tmp, path)
+
+    def close(self, outcome: str, reason: str = "interrupted") -> None:
+        """End open levels, record the outcome and close the files. Safe to call twice."""
+        if self.closed:
+            return
+        now = time.time()
+        for level in self.levels:
+            if level.end_ts is None:
+                level.end_ts, level.stop_reason = now, reason
+        self.write_steps()
+        self.run_info["outcome"] = outcome
+        self.run_info["ended_at"] = utc_iso(now)
+        self.write_run_json()
+        self.requests.close()
+        self.closed = True

@@ -1,0 +1,153 @@
+"""`vllm-load run`, `master` and `worker`: Locust with vllm-load's locustfile and options.
+
+They check the options and the target first (one clear line on a bad value or an unreachable
+server, before any load is sent), then run Locust in a child process with the packaged
+locustfile; every vllm-load option travels as a Locust custom argument, so these commands and
+`locust -f locustfiles/chat_stepped.py` are the same test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+
+from .http import HttpError, model_ids, request_json
+from .recorder import new_run_dir
+from .settings import Settings, SettingsError, add_arguments
+
+LOCUSTFILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "locustfile.py")
+
+
+def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
+    parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
+    if name in ("run", "master"):
+        parser.add_argument("--host", required=True, help="base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000")
+        mode = parser.add_mutually_exclusive_group()
+        mode.add_argument("--headless", action="store_true", default=True, help="run without the web UI (default)")
+        mode.add_argument("--web", action="store_true", help="serve Locust's web UI and start the test from it")
+        parser.add_argument("--web-port", type=int, default=8089, help="web UI port")
+        parser.add_argument("--web-host", default="127.0.0.1", help="web UI bind address")
+    if name == "run":
+        parser.add_argument("--workers", type=int, default=0, help="local worker processes (0: a single process)")
+    if name == "master":
+        parser.add_argument("--expect-workers", type=int, default=1, help="workers to wait for before starting")
+        parser.add_argument("--master-bind-host", default="*", help="address the master listens on for workers")
+        parser.add_argument("--master-bind-port", type=int, default=5557, help="port the master listens on for workers")
+    if name == "worker":
+        parser.add_argument("--master-host", required=True, help="address of the vllm-load master")
+        parser.add_argument("--master-port", type=int, default=5557, help="port of the vllm-load master")
+        parser.add_argument("--processes", type=int, default=1, help="worker processes on this machine")
+        parser.add_argument("--api-key", default="", help="Bearer token (default: $OPENAI_API_KEY; the master's is used if unset)")
+        parser.add_argument("--loglevel", default="INFO", help="Locust log level")
+        return
+    parser.add_argument("--loglevel", default="INFO", help="Locust log level")
+    add_arguments(parser)
+
+
+def _option_argv(args: argparse.Namespace) -> list[str]:
+    """vllm-load options that differ from their defaults, as Locust command-line arguments."""
+    reference = argparse.ArgumentParser(add_help=False)
+    add_arguments(reference)
+    argv: list[str] = []
+    for action in reference._actions:
+        if not action.option_strings or action.dest == "api_key":
+            continue
+        value = getattr(args, action.dest, action.default)
+        if value == action.default or value is None:
+            continue
+        flag = action.option_strings[0]
+        if isinstance(action, argparse._StoreTrueAction):
+            argv.append(flag)
+        elif isinstance(action, argparse._AppendAction):
+            for item in value:
+                argv += [flag, str(item)]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+def check_target(host: str, settings: Settings) -> str:
+    """Resolve the model and prove the target answers, before any load. Returns the model id."""
+    try:
+        models = request_json(host.rstrip("/") + "/v1/models", api_key=settings.api_key or None, timeout=15)
+    except HttpError as e:
+        raise SettingsError(f"cannot reach the target: {e}") from None
+    ids = model_ids(models)
+    if settings.model:
+        if ids and settings.model not in ids:
+            raise SettingsError(f"--model {settings.model!r} is not served by {host} (it serves: {', '.join(ids)})")
+        return settings.model
+    if not ids:
+        raise SettingsError(f"{host}/v1/models lists no model; pass --model")
+    return ids[0]
+
+
+def locust_command(args: argparse.Namespace, run_dir: str | None) -> list[str]:
+    cmd = [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--loglevel", args.loglevel, "--exit-code-on-error", "0"]
+    if args.command == "worker":
+        cmd += ["--worker", "--master-host", args.master_host, "--master-port", str(args.master_port)]
+        if args.processes > 1:
+            cmd += ["--processes", str(args.processes)]
+        return cmd
+    cmd += ["--host", args.host]
+    if args.web:
+        cmd += ["--web-host", args.web_host, "--web-port", str(args.web_port)]
+    else:
+        cmd += ["--headless", "--only-summary"]
+    if args.command == "run" and args.workers > 0:
+        cmd += ["--processes", str(args.workers)]
+    if args.command == "master":
+        cmd += ["--master", "--expect-workers", str(args.expect_workers),
+                "--master-bind-host", args.master_bind_host, "--master-bind-port", str(args.master_bind_port)]
+    cmd += _option_argv(args)
+    if run_dir and not args.web:  # the web UI may run several tests: each gets its own directory
+        cmd += ["--run-dir", run_dir]
+    return cmd
+
+
+def run_locust(cmd: list[str], api_key: str = "") -> int:
+    """Run Locust as a child; the API key goes by environment, never on a command line."""
+    env = dict(os.environ)
+    if api_key:
+        env["OPENAI_API_KEY"] = api_key
+    child = subprocess.Popen(cmd, env=env)
+    try:
+        return child.wait()
+    except KeyboardInterrupt:
+        child.send_signal(signal.SIGINT)  # Locust flushes its files and exits
+        try:
+            return child.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            return child.wait()
+
+
+def prepare(args: argparse.Namespace) -> tuple[list[str], str | None, Settings | None]:
+    """Validate everything that can be validated here; return the Locust command and run dir."""
+    if args.command == "worker":
+        return locust_command(args, None), None, None
+    settings = Settings.from_options(args)
+    if args.command == "run" and args.workers < 0:
+        raise SettingsError(f"--workers must be 0 or more, got {args.workers}")
+    model = check_target(args.host, settings)
+    run_dir = None if args.web else (settings.run_dir or new_run_dir(settings.out, model))
+    if run_dir:
+        args.run_dir = run_dir
+    return locust_command(args, run_dir), run_dir, settings
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        cmd, run_dir, settings = prepare(args)
+    except SettingsError as e:
+        print(f"vllm-load {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    api_key = (settings.api_key if settings else getattr(args, "api_key", "")) or ""
+    code = run_locust(cmd, api_key)
+    if run_dir and not os.path.exists(os.path.join(run_dir, "run.json")):
+        print(f"vllm-load {args.command}: the test did not start (see the errors above)", file=sys.stderr)
+        return code or 1
+    return code

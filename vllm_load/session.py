@@ -1,0 +1,312 @@
+"""Wiring vllm-load into Locust's events: one `RunSession` per test on the master.
+
+- Workers ship their finished records inside Locust's own worker reports
+  (`report_to_master`), and push a last report as soon as their users stop.
+- The master (or a single local process) keeps one `RunSession` per test: it creates the run
+  directory, follows the shape's level changes, appends arriving records, keeps Locust's CSVs
+  beside them, and closes the run when the test is over.
+
+In headless mode the master's `test_stop` fires before the workers' last reports arrive (they
+come during Locust's quit), so a run is closed at `quit`; after a test started from the web UI,
+where `quit` may be hours away, it is closed a few seconds after `test_stop`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import socket
+import sys
+import time
+
+import gevent
+import locust
+from locust import events as locust_events
+from locust import runners as locust_runners
+from locust import stats as locust_stats
+from locust.runners import LocalRunner, MasterRunner, WorkerRunner
+
+from . import __version__
+from .http import max_model_len, model_ids, target_info
+from .prompts import CalibrationError
+from .recorder import RunRecorder, new_run_dir, utc_iso
+from .settings import Settings, SettingsError, add_arguments
+from .steps import LevelChange
+from .users import LoadContext, prompt_plan
+
+logger = logging.getLogger("vllm_load")
+
+LOCAL_FLUSH_INTERVAL = 0.5
+WEB_UI_CLOSE_GRACE = 5.0
+
+
+class RunSession:
+    """One test on the master: its settings, run directory and Locust CSV writer."""
+
+    def __init__(self, environment) -> None:
+        self.environment = environment
+        options = environment.parsed_options
+        self.settings = Settings.from_options(options)
+        host = (environment.host or "").rstrip("/")
+        if not host:
+            raise SettingsError("no target: pass --host URL (e.g. --host http://127.0.0.1:8000)")
+        self.host = host
+        self.target = target_info(host, api_key=self.settings.api_key or None)
+        self.model = self.settings.model or next(iter(model_ids(self.target.get("models"))), "")
+        if not self.model:
+            raise SettingsError(f"cannot tell which model {host} serves ({self.target.get('models_error', 'no models listed')}); pass --model")
+        limit = max_model_len(self.target.get("models"), self.model)
+        if limit and self.settings.input_tokens + self.settings.output_tokens > limit:
+            raise SettingsError(
+                f"--input-tokens {self.settings.input_tokens} + --output-tokens {self.settings.output_tokens} "
+                f"exceeds the model's max_model_len {limit}"
+            )
+        plan = prompt_plan(host, self.model, self.settings)
+        run_dir = self.settings.run_dir or new_run_dir(self.settings.out, self.model)
+        runner = environment.runner
+        self.recorder = RunRecorder(
+            run_dir,
+            {
+                "format": 1,
+                "run_id": os.path.basename(run_dir.rstrip("/")),
+                "vllm_load_version": __version__,
+                "locust_version": locust.__version__,
+                "target": self.target,
+                "model": self.model,
+                "settings": self.settings.public(),
+                "meta": self.settings.meta,
+                "client": {
+                    "hostname": socket.gethostname(),
+                    "platform": platform.platform(),
+                    "python": platform.python_version(),
+                    "cpus": os.cpu_count(),
+                    "mode": "master" if isinstance(runner, MasterRunner) else "local",
+                    "workers": runner.worker_count if isinstance(runner, MasterRunner) else 1,
+                    "command": " ".join(_redacted_argv()),
+                },
+                "prompts": plan.to_json(),
+                "started_at": utc_iso(),
+            },
+        )
+        self.csv_writer = locust_stats.StatsCSVFileWriter(
+            environment, locust_stats.PERCENTILES_TO_REPORT, os.path.join(run_dir, "locust"), full_history=False
+        )
+        self._csv_greenlet = gevent.spawn(self.csv_writer.stats_writer)
+        self.completed = False
+        self.closed = False
+        self.stopped_at: float | None = None
+        logger.info("run directory: %s", run_dir)
+
+    # lifecycle ---------------------------------------------------------------------------------
+    @classmethod
+    def current(cls, environment) -> "RunSession | None":
+        session = getattr(environment, "vllm_load_session", None)
+        return None if session is None or session.closed else session
+
+    @classmethod
+    def ensure(cls, environment) -> "RunSession":
+        """The open session of the running test, creating it (and closing a stale one) if needed."""
+        session = cls.current(environment)
+        if session is not None and session.stopped_at is None:
+            return session
+        if session is not None:
+            session.close()
+        session = cls(environment)
+        environment.vllm_load_session = session
+        return session
+
+    def level_changed(self, change: LevelChange) -> None:
+        settings = self.settings
+        if change.kind == "start":
+            self.recorder.start_level(
+                change.level, change.users, change.at, settings.warmup_requests,
+                settings.warmup_requests + settings.requests_per_level, settings.level_time_cap,
+            )
+            logger.info("level %d: %d users", change.level, change.users)
+        else:
+            self.recorder.end_level(change.level, change.at, change.reason)
+            logger.info("level %d ended (%s) after %d finished requests", change.level, change.reason,
+                        self.recorder.finished_in_level(change.level))
+            if change.level == len(settings.levels) - 1:
+                self.completed = True
+
+    def add_rows(self, rows, worker: str | None = None) -> None:
+        if rows:
+            self.recorder.add_rows(rows, worker)
+
+    def stopped(self) -> None:
+        self.stopped_at = time.time()
+        self.recorder.write_run_json()
+
+    def close(self) -> None:
+        """Take in the last local records, write the final Locust CSVs and run.json, print the table."""
+        if self.closed:
+            return
+        context = getattr(self.environment, "vllm_load_context", None)
+        if context is not None and isinstance(self.environment.runner, LocalRunner):
+            self.add_rows(context.buffer.drain())
+        self._csv_greenlet.kill(block=False)
+        _final_csv_write(self.csv_writer)
+        self.csv_writer.close_files()
+        self.recorder.run_info["locust_totals"] = {
+            "requests": self.environment.stats.total.num_requests,
+            "failures": self.environment.stats.total.num_failures,
+        }
+        self.recorder.close("completed" if self.completed else "interrupted")
+        self.closed = True
+        print_summary(self.recorder.run_dir)
+
+
+def _final_csv_write(writer) -> None:
+    """One last pass of Locust's CSV writer, after the final worker reports have arrived."""
+    writer.requests_csv_filehandle.seek(0)
+    writer.requests_csv_filehandle.truncate()
+    writer.requests_csv_writer.writerow(writer.requests_csv_columns)
+    writer._requests_data_rows(writer.requests_csv_writer)
+    writer.failures_csv_filehandle.seek(0)
+    writer.failures_csv_filehandle.truncate()
+    writer.failures_csv_writer.writerow(writer.failures_columns)
+    writer._failures_data_rows(writer.failures_csv_writer)
+    writer.exceptions_csv_filehandle.seek(0)
+    writer.exceptions_csv_filehandle.truncate()
+    writer.exceptions_csv_writer.writerow(writer.exceptions_columns)
+    writer._exceptions_data_rows(writer.exceptions_csv_writer)
+    writer._stats_history_data_rows(writer.stats_history_csv_writer, time.time())
+
+
+def _redacted_argv() -> list[str]:
+    """sys.argv with the value of --api-key hidden."""
+    out, hide = [], False
+    for arg in sys.argv:
+        if hide:
+            out.append("***")
+            hide = False
+        elif arg == "--api-key":
+            out.append(arg)
+            hide = True
+        elif arg.startswith("--api-key="):
+            out.append("--api-key=***")
+        else:
+            out.append(arg)
+    return out
+
+
+def print_summary(run_dir: str) -> None:
+    """The per-level table and where the run directory is, on stdout."""
+    try:
+        from .analysis.levels import format_level_table, level_metrics
+        from .analysis.rundir import load_run
+
+        run = load_run(run_dir)
+        table = format_level_table(level_metrics(run.requests, run.steps))
+    except Exception as e:  # a summary must never lose the run: say why it is missing instead
+        logger.warning("could not summarise the run: %s", e)
+        table = ""
+    if table:
+        print("\n" + table, flush=True)
+    print(f"\nRun directory: {run_dir}", flush=True)
+
+
+# event wiring ------------------------------------------------------------------------------------
+def fail(environment, message: str) -> None:
+    logger.error("%s", message)
+    print(f"vllm-load: error: {message}", file=sys.stderr, flush=True)
+    environment.process_exit_code = 2
+    gevent.spawn_later(0.1, environment.runner.quit)
+
+
+_installed = False
+
+
+def install(events=locust_events) -> None:
+    """Register vllm-load's listeners on Locust's events (called by the locustfiles)."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    # records ride on worker reports: report every second so levels end promptly
+    locust_runners.WORKER_REPORT_INTERVAL = 1.0
+
+    @events.init_command_line_parser.add_listener
+    def _(parser, **_kw):
+        add_arguments(parser)
+
+    @events.init.add_listener
+    def _(environment, runner, **_kw):
+        if isinstance(runner, WorkerRunner):
+            _install_worker(environment, runner)
+        elif isinstance(runner, MasterRunner):
+            _install_master(environment)
+        else:
+            _install_local(environment)
+
+    @events.test_start.add_listener
+    def _(environment, **_kw):
+        LoadContext.of(environment).reset()
+        if isinstance(environment.runner, WorkerRunner):
+            return
+        try:
+            RunSession.ensure(environment)
+        except (SettingsError, CalibrationError) as e:
+            fail(environment, str(e))
+
+    @events.test_stop.add_listener
+    def _(environment, **_kw):
+        session = RunSession.current(environment)
+        if session is None:
+            return
+        session.stopped()
+        options = environment.parsed_options
+        if options is not None and not getattr(options, "headless", True):
+            gevent.spawn_later(WEB_UI_CLOSE_GRACE, session.close)
+
+    @events.quit.add_listener
+    def _(**_kw):
+        for environment in _environments:
+            session = RunSession.current(environment)
+            if session is not None:
+                session.close()
+
+
+_environments: list = []
+
+
+def _install_worker(environment, runner) -> None:
+    context = LoadContext.of(environment)
+
+    @environment.events.report_to_master.add_listener
+    def _(client_id, data, **_kw):
+        rows = context.buffer.drain()
+        if rows:
+            data["vllm_records"] = rows
+
+    @environment.events.test_stop.add_listener
+    def _(**_kw):
+        # ship the last records (and Locust's stats with them) before the worker says it stopped
+        runner._send_stats()
+
+
+def _install_master(environment) -> None:
+    _environments.append(environment)
+
+    @environment.events.worker_report.add_listener
+    def _(client_id, data, **_kw):
+        rows = data.get("vllm_records")
+        session = getattr(environment, "vllm_load_session", None)
+        if rows and session is not None and not session.closed:
+            session.add_rows(rows, client_id)
+
+
+def _install_local(environment) -> None:
+    _environments.append(environment)
+    context = LoadContext.of(environment)
+
+    def flush_forever():
+        while True:
+            gevent.sleep(LOCAL_FLUSH_INTERVAL)
+            session = RunSession.current(environment)
+            if session is not None:
+                session.add_rows(context.buffer.drain(), "local")
+
+    gevent.spawn(flush_forever)

@@ -1,0 +1,162 @@
+"""vllm-load's options: Locust custom arguments, and the typed `Settings` read from them.
+
+The same options work with `vllm-load run` and with plain `locust -f locustfiles/...`:
+they are registered on Locust's own parser, so Locust ships them to workers and shows
+them in its web UI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import asdict, dataclass, field
+
+DEFAULT_LEVELS = "10,50,100,200,500,750,1000"
+ENDPOINTS = ("chat", "completions")
+
+
+class SettingsError(ValueError):
+    """A bad option value; the message is one line saying what is wrong."""
+
+
+def parse_levels(text: str) -> list[int]:
+    try:
+        levels = [int(x) for x in str(text).replace(" ", "").split(",") if x]
+    except ValueError:
+        raise SettingsError(f"--levels must be comma-separated whole numbers, got {text!r}") from None
+    if not levels:
+        raise SettingsError("--levels is empty")
+    if any(n < 1 for n in levels):
+        raise SettingsError(f"--levels must all be at least 1, got {text!r}")
+    return levels
+
+
+def parse_meta(items: list[str] | None) -> dict[str, str]:
+    meta: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SettingsError(f"--meta takes key=value, got {item!r}")
+        meta[key.strip()] = value.strip()
+    return meta
+
+
+def add_arguments(parser) -> None:
+    """Register vllm-load's options on a Locust (configargparse) or argparse parser."""
+    # Locust's parser takes web-UI flags on add_argument itself (not on argument groups)
+    locust_parser = hasattr(parser, "args_included_in_web_ui")
+    extra = {"include_in_web_ui": True} if locust_parser else {}
+    hidden = {"include_in_web_ui": False} if locust_parser else {}
+    group = parser if locust_parser else parser.add_argument_group("vllm-load", "LLM load test options")
+    group.add_argument("--model", default="", help="model id to request (default: the first id in /v1/models)", **extra)
+    group.add_argument("--levels", default=DEFAULT_LEVELS, help=f"concurrency levels to step through (default {DEFAULT_LEVELS})", **extra)
+    group.add_argument("--input-tokens", type=int, default=2048, help="exact prompt length in tokens, chat template included (default 2048)", **extra)
+    group.add_argument("--output-tokens", type=int, default=512, help="exact output length, forced with max_tokens + min_tokens + ignore_eos (default 512)", **extra)
+    group.add_argument("--requests-per-level", type=int, default=100, help="measured requests per level after warm-up (default 100)", **extra)
+    group.add_argument("--warmup-requests", type=int, default=10, help="first finished requests of each level to discard (default 10)", **extra)
+    group.add_argument("--level-time-cap", type=float, default=1200.0, help="end a level after this many seconds even if short of requests (default 1200)", **extra)
+    group.add_argument("--cooldown", type=float, default=0.0, help="seconds with no load between levels (default 0)", **extra)
+    group.add_argument("--spawn-rate-per-level", type=float, default=1000.0, help="users started per second when a level begins (default 1000)", **extra)
+    group.add_argument("--endpoint", choices=ENDPOINTS, default="chat", help="chat: /v1/chat/completions; completions: /v1/completions", **extra)
+    group.add_argument("--no-stream", action="store_true", default=False, help="send non-streaming requests (TTFT = E2E)", **extra)
+    group.add_argument("--tokenizer", default="", help="local tokenizer directory for exact prompts when the server has no /tokenize", **extra)
+    group.add_argument("--approximate-prompts", action="store_true", default=False, help="allow prompts of approximate length when no tokenizer is available", **extra)
+    group.add_argument("--shared-prefix-tokens", type=int, default=0, help="a common prompt prefix of N tokens, to measure prefix caching on purpose (default 0)", **extra)
+    group.add_argument("--temperature", type=float, default=None, help="sampling temperature to send (default: the server's)", **extra)
+    group.add_argument("--no-vllm-params", action="store_true", default=False, help="do not send vLLM's min_tokens/ignore_eos (for servers that reject them)", **extra)
+    group.add_argument("--connect-timeout", type=float, default=30.0, help="seconds to connect (default 30)", **extra)
+    group.add_argument("--stall-timeout", type=float, default=120.0, help="seconds without a byte before a request fails (default 120)", **extra)
+    group.add_argument("--request-timeout", type=float, default=1800.0, help="seconds for a whole request (default 1800)", **extra)
+    group.add_argument("--out", default="runs", help="base directory for run directories (default runs/)", **extra)
+    group.add_argument("--run-dir", default="", help="exact run directory to write (default: OUT/<model>/<UTC time>-<id>)", **hidden)
+    group.add_argument("--meta", action="append", default=[], help="key=value recorded in run.json and the report (repeatable)", **hidden)
+    secret = {"include_in_web_ui": True, "is_secret": True} if locust_parser else {}
+    group.add_argument("--api-key", default="", help="Bearer token (default: $OPENAI_API_KEY); never written anywhere", **secret)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a run is configured with (secrets excluded from `public()`)."""
+
+    model: str = ""
+    levels: list[int] = field(default_factory=lambda: parse_levels(DEFAULT_LEVELS))
+    input_tokens: int = 2048
+    output_tokens: int = 512
+    requests_per_level: int = 100
+    warmup_requests: int = 10
+    level_time_cap: float = 1200.0
+    cooldown: float = 0.0
+    spawn_rate_per_level: float = 1000.0
+    endpoint: str = "chat"
+    stream: bool = True
+    tokenizer: str = ""
+    approximate_prompts: bool = False
+    shared_prefix_tokens: int = 0
+    temperature: float | None = None
+    vllm_params: bool = True
+    connect_timeout: float = 30.0
+    stall_timeout: float = 120.0
+    request_timeout: float = 1800.0
+    out: str = "runs"
+    run_dir: str = ""
+    meta: dict[str, str] = field(default_factory=dict)
+    api_key: str = field(default="", repr=False)
+
+    @classmethod
+    def from_options(cls, options) -> "Settings":
+        get = lambda name, default=None: getattr(options, name, default)  # noqa: E731
+        settings = cls(
+            model=get("model", "") or "",
+            levels=parse_levels(get("levels", DEFAULT_LEVELS)),
+            input_tokens=int(get("input_tokens", 2048)),
+            output_tokens=int(get("output_tokens", 512)),
+            requests_per_level=int(get("requests_per_level", 100)),
+            warmup_requests=int(get("warmup_requests", 10)),
+            level_time_cap=float(get("level_time_cap", 1200.0)),
+            cooldown=float(get("cooldown", 0.0)),
+            spawn_rate_per_level=float(get("spawn_rate_per_level", 1000.0)),
+            endpoint=get("endpoint", "chat") or "chat",
+            stream=not get("no_stream", False),
+            tokenizer=get("tokenizer", "") or "",
+            approximate_prompts=bool(get("approximate_prompts", False)),
+            shared_prefix_tokens=int(get("shared_prefix_tokens", 0)),
+            temperature=get("temperature"),
+            vllm_params=not get("no_vllm_params", False),
+            connect_timeout=float(get("connect_timeout", 30.0)),
+            stall_timeout=float(get("stall_timeout", 120.0)),
+            request_timeout=float(get("request_timeout", 1800.0)),
+            out=get("out", "runs") or "runs",
+            run_dir=get("run_dir", "") or "",
+            meta=parse_meta(get("meta")),
+            api_key=get("api_key", "") or os.environ.get("OPENAI_API_KEY", ""),
+        )
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        if self.endpoint not in ENDPOINTS:
+            raise SettingsError(f"--endpoint must be one of {', '.join(ENDPOINTS)}, got {self.endpoint!r}")
+        for name in ("input_tokens", "output_tokens", "requests_per_level"):
+            if getattr(self, name) < 1:
+                raise SettingsError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        for name in ("warmup_requests", "shared_prefix_tokens"):
+            if getattr(self, name) < 0:
+                raise SettingsError(f"--{name.replace('_', '-')} must not be negative, got {getattr(self, name)}")
+        for name in ("level_time_cap", "spawn_rate_per_level", "connect_timeout", "stall_timeout", "request_timeout"):
+            if getattr(self, name) <= 0:
+                raise SettingsError(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
+        if self.cooldown < 0:
+            raise SettingsError(f"--cooldown must not be negative, got {self.cooldown}")
+
+    def public(self) -> dict:
+        """The settings as recorded in run.json: everything but the API key."""
+        data = asdict(self)
+        data.pop("api_key")
+        data["api_key_set"] = bool(self.api_key)
+        return data
+
+
+def standalone_parser(prog: str = "vllm-load") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, add_help=False)
+    add_arguments(parser)
+    return parser

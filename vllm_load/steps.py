@@ -1,0 +1,92 @@
+"""The stepped load plan: when to move from one concurrency level to the next.
+
+Per level: ask for N users, let the first W requests of the level finish as warm-up, then
+keep the level until K more have finished (or the level's time cap), then the next level,
+with an optional cooldown at zero users in between. A request belongs to the level during
+which it started; counting finished requests per level is the run recorder's job.
+
+`StepController` is the decision logic alone (plain data in, plain data out), so it is tested
+without Locust; `vllm_load.shapes.SteppedShape` adapts it to Locust on the master.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+
+@dataclass(frozen=True)
+class LevelPlan:
+    levels: tuple[int, ...]
+    warmup_requests: int = 10
+    requests_per_level: int = 100
+    level_time_cap: float = 1200.0
+    cooldown: float = 0.0
+
+    @property
+    def finish_target(self) -> int:
+        """Finished requests a level needs: warm-up plus measured."""
+        return self.warmup_requests + self.requests_per_level
+
+
+@dataclass(frozen=True)
+class LevelChange:
+    """Something the controller decided: a level started or ended."""
+
+    kind: str  # "start" or "end"
+    level: int
+    users: int
+    at: float
+    reason: str = ""
+
+
+@dataclass
+class StepController:
+    """Decides, tick by tick, how many users the test should have."""
+
+    plan: LevelPlan
+    level: int = -1
+    phase: str = "idle"  # idle -> running -> (cooldown -> running)* -> done
+    phase_started: float = 0.0
+    changes: list[LevelChange] = field(default_factory=list)
+
+    def tick(self, now: float, finished_in_level: Callable[[int], int]) -> Optional[int]:
+        """The user count to run now, or None when the test is over.
+
+        `finished_in_level(i)` is how many requests that started in level i have finished so far.
+        """
+        if self.phase == "idle":
+            return self._start(0, now)
+        if self.phase == "running":
+            reason = ""
+            if finished_in_level(self.level) >= self.plan.finish_target:
+                reason = "target_reached"
+            elif now - self.phase_started >= self.plan.level_time_cap:
+                reason = "time_cap"
+            if not reason:
+                return self.plan.levels[self.level]
+            self.changes.append(LevelChange("end", self.level, self.plan.levels[self.level], now, reason))
+            if self.level + 1 >= len(self.plan.levels):
+                self.phase = "done"
+                return None
+            if self.plan.cooldown > 0:
+                self.phase, self.phase_started = "cooldown", now
+                return 0
+            return self._start(self.level + 1, now)
+        if self.phase == "cooldown":
+            if now - self.phase_started >= self.plan.cooldown:
+                return self._start(self.level + 1, now)
+            return 0
+        return None
+
+    def _start(self, level: int, now: float) -> int:
+        self.level, self.phase, self.phase_started = level, "running", now
+        users = self.plan.levels[level]
+        self.changes.append(LevelChange("start", level, users, now))
+        return users
+
+    def take_changes(self) -> list[LevelChange]:
+        changes, self.changes = self.changes, []
+        return changes
+
+

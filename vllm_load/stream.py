@@ -1,0 +1,132 @@
+"""Measuring one streamed response: SSE event framing, chunk timestamps, usage.
+
+`SseMeter.consume(buffer, now)` is called after every socket read with the decoded body
+bytes received so far and the `perf_counter()` time of that read. It takes every complete
+SSE event out of the buffer (events may be split across reads, and one read may carry
+many), timestamps content chunks, and keeps what the end of the stream says (usage,
+errors, `[DONE]`).
+
+This is the hottest path in the project. Only the first events (until content starts),
+the last ones (finish reason, usage) and error events are JSON-parsed; a mid-stream
+content chunk is recognised by `"finish_reason":null` and costs a couple of byte searches.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from .histogram import LogHistogram
+
+_DONE = b"data: [DONE]"
+_DONE_NOSPACE = b"data:[DONE]"
+_DATA = b"data:"
+_MID_STREAM = b'"finish_reason":null'
+_MID_STREAM_SPACED = b'"finish_reason": null'
+
+
+class StreamError(Exception):
+    """The stream broke the protocol or carried an error; `category` names which."""
+
+    def __init__(self, category: str, message: str) -> None:
+        super().__init__(message)
+        self.category = category
+        self.message = message
+
+
+def _delta_text(choice: dict, chat: bool) -> str:
+    if chat:
+        delta = choice.get("delta") or {}
+        return delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or ""
+    return choice.get("text") or ""
+
+
+class SseMeter:
+    """Timestamps the content chunks of one SSE stream and collects its final usage."""
+
+    __slots__ = ("chat", "chunk_times", "usage", "done", "finish_reason", "_sep", "_started")
+
+    def __init__(self, chat: bool = True) -> None:
+        self.chat = chat
+        self.chunk_times: list[float] = []
+        self.usage: dict | None = None
+        self.done = False
+        self.finish_reason: str | None = None
+        self._sep = b"\n\n"
+        self._started = False
+
+    @property
+    def first_chunk_time(self) -> float | None:
+        return self.chunk_times[0] if self.chunk_times else None
+
+    def consume(self, buf: bytearray, now: float) -> None:
+        """Take every complete event out of `buf` (in place), timestamped `now`."""
+        sep = self._sep
+        if not self._started and buf:
+            if b"\r\n" in buf:  # the server frames events with CRLF
+                self._sep = sep = b"\r\n\r\n"
+            self._started = True
+        sep_len = len(sep)
+        start = 0
+        times = self.chunk_times
+        while True:
+            end = buf.find(sep, start)
+            if end < 0:
+                break
+            if times and (buf.find(_MID_STREAM, start, end) >= 0 or buf.find(_MID_STREAM_SPACED, start, end) >= 0):
+                times.append(now)
+            else:
+                self._slow_event(buf, start, end, now)
+            start = end + sep_len
+        if start:
+            del buf[:start]
+
+    def _slow_event(self, buf: bytearray, start: int, end: int, now: float) -> None:
+        """An event that needs a closer look: before content, done, finish, usage or error."""
+        if buf.startswith(_DONE, start) or buf.startswith(_DONE_NOSPACE, start):
+            self.done = True
+            return
+        event = bytes(buf[start:end])
+        payload = None
+        for line in event.splitlines():
+            if line.startswith(_DATA):
+                payload = line[5:].strip()
+        if payload is None:  # comment, keep-alive or an event without data
+            return
+        try:
+            message = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            raise StreamError("bad_sse", f"unparseable SSE data: {payload[:120]!r}") from None
+        if not isinstance(message, dict):
+            raise StreamError("bad_sse", f"SSE data is not an object: {payload[:120]!r}")
+        if "error" in message and not message.get("choices"):
+            error = message["error"]
+            text = error.get("message", str(error)) if isinstance(error, dict) else str(error)
+            raise StreamError("server_error", str(text)[:300])
+        if message.get("usage"):
+            self.usage = message["usage"]
+        for choice in message.get("choices") or ():
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+            if _delta_text(choice, self.chat):
+                self.chunk_times.append(now)
+
+
+def _nearest_rank(sorted_values: list[float], q: float) -> float:
+    rank = int(-(-len(sorted_values) * q // 100))
+    return sorted_values[max(0, min(len(sorted_values), rank) - 1)]
+
+
+def itl_summary(chunk_times: list[float]) -> tuple[float | None, ...]:
+    """(mean, p50, p90, p99, max, histogram) of the gaps between consecutive content chunks."""
+    if len(chunk_times) < 2:
+        return None, None, None, None, None, ""
+    gaps = [b - a for a, b in zip(chunk_times, chunk_times[1:])]
+    ordered = sorted(gaps)
+    return (
+        sum(gaps) / len(gaps),
+        _nearest_rank(ordered, 50),
+        _nearest_rank(ordered, 90),
+        _nearest_rank(ordered, 99),
+        ordered[-1],
+        LogHistogram.of(gaps).format(),
+    )

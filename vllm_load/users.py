@@ -1,0 +1,378 @@
+"""Locust users that load an OpenAI-compatible server and measure every request.
+
+Each user is a closed loop: send one request, read it to the end, record it, repeat. The
+users are Locust `FastHttpUser`s, but the request itself is driven on the underlying
+geventhttpclient socket so that every read is timestamped when it arrives (a blocking
+`read(n)` would wait for n bytes and smear chunk times). Every request fires Locust's
+`request` event (so Locust's stats, CSVs and web UI stay meaningful) and leaves a
+`RequestRecord` in the process's `RecordBuffer`, which reaches the master with Locust's own
+worker reports.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import socket
+import time
+from urllib.parse import urlparse
+
+import gevent
+import gevent.lock
+import orjson
+from geventhttpclient import HTTPClient
+from locust import FastHttpUser, constant, task
+
+from .http import HttpError, model_ids, request_json
+from .prompts import (
+    CalibrationError,
+    LocalTokenCounter,
+    PromptFactory,
+    PromptPlan,
+    ServerTokenCounter,
+    approximate_plan,
+    calibrate,
+)
+from .records import RequestRecord
+from .settings import Settings
+from .stream import SseMeter, StreamError, itl_summary
+
+logger = logging.getLogger(__name__)
+
+PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+RECV_SIZE = 65536
+ERROR_BODY_LIMIT = 300
+
+
+class RequestTimeout(Exception):
+    """The whole request took longer than --request-timeout."""
+
+
+class RecordBuffer:
+    """Finished records of this process, waiting to be shipped to the master."""
+
+    def __init__(self) -> None:
+        self._rows: list[tuple] = []
+
+    def append(self, record: RequestRecord) -> None:
+        self._rows.append(record.to_row())
+
+    def drain(self) -> list[tuple]:
+        rows, self._rows = self._rows, []
+        return rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+
+class LoadContext:
+    """What all users of one process share: settings, the prompt factory, the record buffer.
+
+    Prompt calibration talks to the target, so it happens once, lazily, when the first user
+    starts (before that user's first request is timed), under a lock the other users wait on.
+    """
+
+    def __init__(self, environment) -> None:
+        self.environment = environment
+        self.buffer = RecordBuffer()
+        self.process_tag = secrets.token_hex(3)
+        self._sequence = 0
+        self._lock = gevent.lock.Semaphore()
+        self._settings: Settings | None = None
+        self.model: str | None = None
+        self.prompts: PromptFactory | None = None
+        self.plan: PromptPlan | None = None
+
+    @classmethod
+    def of(cls, environment) -> "LoadContext":
+        context = getattr(environment, "vllm_load_context", None)
+        if context is None:
+            context = cls(environment)
+            environment.vllm_load_context = context
+        return context
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = Settings.from_options(self.environment.parsed_options)
+        return self._settings
+
+    @property
+    def worker_name(self) -> str:
+        return str(getattr(self.environment.runner, "client_id", None) or "local")
+
+    def next_request_id(self) -> str:
+        self._sequence += 1
+        return f"{self.process_tag}-{self._sequence}"
+
+    def reset(self) -> None:
+        """Forget settings and prompts so a new test (web UI) picks up new options."""
+        self._settings = None
+        self.prompts = None
+        self.plan = None
+        self.model = None
+
+    def ensure_ready(self, host: str) -> None:
+        if self.prompts is not None:
+            return
+        with self._lock:
+            if self.prompts is None:
+                self.model = resolve_model(host, self.settings)
+                self.plan = prompt_plan(host, self.model, self.settings)
+                self.prompts = PromptFactory(self.plan, seed=secrets.randbits(32))
+                logger.info("prompts ready: %s", self.plan.to_json())
+
+
+def resolve_model(host: str, settings: Settings) -> str:
+    """The --model, or the first model the target serves."""
+    if settings.model:
+        return settings.model
+    try:
+        ids = model_ids(request_json(host.rstrip("/") + "/v1/models", api_key=settings.api_key or None))
+    except HttpError as e:
+        raise CalibrationError(f"cannot list models at {host} ({e}); pass --model") from None
+    if not ids:
+        raise CalibrationError(f"{host}/v1/models lists no model; pass --model")
+    return ids[0]
+
+
+def prompt_plan(host: str, model: str, settings: Settings) -> PromptPlan:
+    """Calibrate exact prompts: server /tokenize, else --tokenizer, else approximate if allowed."""
+    args = (settings.endpoint, settings.input_tokens, settings.shared_prefix_tokens)
+    if settings.tokenizer:
+        from .tokenization import load_tokenizer
+
+        return calibrate(LocalTokenCounter(load_tokenizer(settings.tokenizer)), *args)
+    server = ServerTokenCounter(host, model, api_key=settings.api_key or None)
+    if server.available():
+        return calibrate(server, *args)
+    if settings.approximate_prompts:
+        logger.warning("no /tokenize on %s and no --tokenizer: prompt lengths are approximate", host)
+        return approximate_plan(*args)
+    raise CalibrationError(
+        f"{host} has no /tokenize endpoint, so exact {settings.input_tokens}-token prompts cannot be built; "
+        "pass --tokenizer PATH (the model's tokenizer directory) or --approximate-prompts"
+    )
+
+
+def request_payload(settings: Settings, model: str, content: str, stream: bool, endpoint: str) -> bytes:
+    payload: dict = {"model": model, "max_tokens": settings.output_tokens, "stream": stream}
+    if endpoint == "chat":
+        payload["messages"] = [{"role": "user", "content": content}]
+    else:
+        payload["prompt"] = content
+    if settings.vllm_params:
+        payload["min_tokens"] = settings.output_tokens
+        payload["ignore_eos"] = True
+    if stream:
+        payload["stream_options"] = {"include_usage": True}
+    if settings.temperature is not None:
+        payload["temperature"] = settings.temperature
+    return orjson.dumps(payload)
+
+
+def _error_text(raw: bytes) -> str:
+    try:
+        body = orjson.loads(raw)
+        error = body.get("error", body) if isinstance(body, dict) else body
+        text = error.get("message", str(error)) if isinstance(error, dict) else str(error)
+    except (orjson.JSONDecodeError, AttributeError):
+        text = raw.decode("utf-8", "replace")
+    return str(text)[:ERROR_BODY_LIMIT]
+
+
+def _discard(response) -> None:
+    """Close a response's connection instead of returning it to the pool mid-message."""
+    sock, pool = getattr(response, "_sock", None), getattr(response, "_pool", None)
+    response._sock = response._pool = None
+    if sock is not None:
+        if pool is not None:
+            pool.release_socket(sock)
+        else:
+            sock.close()
+
+
+class LLMUser(FastHttpUser):
+    """A closed-loop user of /v1/chat/completions or /v1/completions (per --endpoint)."""
+
+    wait_time = constant(0)
+    endpoint: str | None = None  # None: from --endpoint
+
+    def __init__(self, environment) -> None:
+        super().__init__(environment)
+        self.context = LoadContext.of(environment)
+        self._http: HTTPClient | None = None
+
+    def on_start(self) -> None:
+        settings = self.context.settings
+        self.context.ensure_ready(self.host)
+        self._endpoint = self.endpoint or settings.endpoint
+        self._stream = settings.stream
+        self._path = urlparse(self.host).path.rstrip("/") + PATHS[self._endpoint]
+        self._name = f"{PATHS[self._endpoint]}{' (stream)' if self._stream else ''}"
+        self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream" if self._stream else "application/json"}
+        if settings.api_key:
+            self._headers["Authorization"] = f"Bearer {settings.api_key}"
+        self._http = HTTPClient.from_url(
+            self.host,
+            concurrency=1,
+            connection_timeout=settings.connect_timeout,
+            network_timeout=settings.stall_timeout,
+            block_size=RECV_SIZE,
+        )
+
+    def on_stop(self) -> None:
+        if self._http is not None:
+            self._http.close()
+
+    @task
+    def send_request(self) -> None:
+        context = self.context
+        settings = context.settings
+        body = request_payload(settings, context.model, context.prompts.next_content(), self._stream, self._endpoint)
+        record = self.measure(body, settings)
+        context.buffer.append(record)
+        self.environment.events.request.fire(
+            request_type="POST",
+            name=self._name,
+            response_time=record.e2e * 1000.0,
+            response_length=record.completion_tokens or 0,
+            exception=None if record.ok else Exception(f"{record.error}: {record.error_message}"),
+            context={},
+            url=self._path,
+            start_time=record.start_ts,
+            response=None,
+        )
+
+    def measure(self, body: bytes, settings: Settings) -> RequestRecord:
+        """Send one request, read it to the end, and return what was measured."""
+        meter = SseMeter(chat=self._endpoint == "chat")
+        status = 0
+        error = message = ""
+        usage: dict | None = None
+        response = None
+        non_stream_text = False
+        start_ts = time.time()
+        t0 = time.perf_counter()
+        t_end = None
+        timeout = gevent.Timeout(settings.request_timeout, RequestTimeout)
+        timeout.start()
+        try:
+            response = self._http.request("POST", self._path, body=body, headers=self._headers)
+            status = response.status_code
+            if status != 200:
+                error, message = "http_status", f"HTTP {status}: {_error_text(response.read())}"
+            elif self._stream:
+                t_end = self._read_stream(response, meter)
+                usage = meter.usage
+            else:
+                raw = response.read()
+                t_end = time.perf_counter()
+                answer = orjson.loads(raw)
+                usage = answer.get("usage")
+                choice = (answer.get("choices") or [{}])[0]
+                non_stream_text = bool((choice.get("message") or {}).get("content") or choice.get("text"))
+        except StreamError as e:
+            error, message = e.category, e.message
+        except RequestTimeout:
+            error, message = "timeout_total", f"no complete response within {settings.request_timeout:g} s"
+        except (socket.timeout, TimeoutError):
+            if status == 0:
+                error, message = "connect", f"no response headers within {settings.stall_timeout:g} s"
+            else:
+                error = "timeout_ttft" if not meter.chunk_times else "timeout_stall"
+                message = f"no bytes for {settings.stall_timeout:g} s"
+        except (ConnectionRefusedError, socket.gaierror) as e:
+            error, message = "connect", str(e)[:ERROR_BODY_LIMIT]
+        except orjson.JSONDecodeError as e:
+            error, message = "bad_sse", f"unparseable response body: {e}"[:ERROR_BODY_LIMIT]
+        except (OSError, EOFError) as e:  # resets, closed connections, parser errors
+            error, message = "disconnect", f"{type(e).__name__}: {e}"[:ERROR_BODY_LIMIT]
+        finally:
+            timeout.cancel()
+            if response is not None and (error or not response.message_complete):
+                _discard(response)
+        end = t_end if t_end is not None and not error else time.perf_counter()
+        return self._record(meter, usage, status, error, message, start_ts, t0, end, non_stream_text, settings)
+
+    def _read_stream(self, response, meter: SseMeter) -> float:
+        """Read SSE events until the body ends; return the perf_counter time of the last event."""
+        buf = response._body_buffer  # the parser appends decoded body bytes here, in place
+        if buf:
+            meter.consume(buf, time.perf_counter())
+        t_done = None
+        while not response.message_complete:
+            data = response._sock.recv(RECV_SIZE)
+            now = time.perf_counter()
+            if not data:
+                raise StreamError("disconnect", "server closed the connection mid-stream")
+            response.feed(data)
+            meter.consume(buf, now)
+            if meter.done and t_done is None:
+                t_done = now
+        if buf:
+            meter.consume(buf + b"\n\n", time.perf_counter())
+        if not meter.done:
+            raise StreamError("disconnect", "stream ended without data: [DONE]")
+        return t_done if t_done is not None else time.perf_counter()
+
+    def _record(self, meter, usage, status, error, message, start_ts, t0, t_end, non_stream_text, settings) -> RequestRecord:
+        context = self.context
+        e2e = t_end - t0
+        times = meter.chunk_times
+        if self._stream:
+            ttft = times[0] - t0 if times else None
+            n_chunks = len(times)
+        else:
+            ttft = e2e if non_stream_text and not error else None
+            n_chunks = 1 if non_stream_text else 0
+        prompt_tokens = completion_tokens = None
+        if isinstance(usage, dict):
+            prompt_tokens = usage.get("prompt_tokens")
+            completion_tokens = usage.get("completion_tokens")
+        tpot = None
+        if ttft is not None and completion_tokens and completion_tokens >= 2:
+            tpot = (e2e - ttft) / (completion_tokens - 1)
+        itl_mean, itl_p50, itl_p90, itl_p99, itl_max, itl_hist = itl_summary(times)
+        if not error and self._stream and not times:
+            error, message = "bad_sse", "stream finished without any content chunk"
+        return RequestRecord(
+            request_id=context.next_request_id(),
+            worker=context.worker_name,
+            level=-1,
+            users=0,
+            endpoint=self._endpoint,
+            stream=int(self._stream),
+            start_ts=start_ts,
+            end_ts=start_ts + e2e,
+            ttft=ttft,
+            e2e=e2e,
+            tpot=tpot,
+            itl_mean=itl_mean,
+            itl_p50=itl_p50,
+            itl_p90=itl_p90,
+            itl_p99=itl_p99,
+            itl_max=itl_max,
+            itl_hist=itl_hist,
+            n_chunks=n_chunks,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            requested_prompt_tokens=settings.input_tokens,
+            requested_completion_tokens=settings.output_tokens,
+            ok=0 if error else 1,
+            status=status,
+            error=error,
+            error_message=message,
+        )
+
+
+class ChatCompletionUser(LLMUser):
+    """Always /v1/chat/completions, whatever --endpoint says."""
+
+    endpoint = "chat"
+
+
+class CompletionUser(LLMUser):
+    """Always /v1/completions, whatever --endpoint says."""
+
+    endpoint = "completions"
