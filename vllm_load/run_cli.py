@@ -85,7 +85,7 @@ def check_target(host: str, settings: Settings) -> str:
     return ids[0]
 
 
-def locust_command(args: argparse.Namespace, run_dir: str | None) -> list[str]:
+def locust_command(args: argparse.Namespace) -> list[str]:
     cmd = [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--loglevel", args.loglevel, "--exit-code-on-error", "0"]
     if args.command == "worker":
         cmd += ["--worker", "--master-host", args.master_host, "--master-port", str(args.master_port)]
@@ -102,10 +102,7 @@ def locust_command(args: argparse.Namespace, run_dir: str | None) -> list[str]:
     if args.command == "master":
         cmd += ["--master", "--expect-workers", str(args.expect_workers),
                 "--master-bind-host", args.master_bind_host, "--master-bind-port", str(args.master_bind_port)]
-    cmd += _option_argv(args)
-    if run_dir and not args.web:  # the web UI may run several tests: each gets its own directory
-        cmd += ["--run-dir", run_dir]
-    return cmd
+    return cmd + _option_argv(args)  # includes --run-dir when prepare() chose one
 
 
 def run_locust(cmd: list[str], api_key: str = "") -> int:
@@ -114,6 +111,8 @@ def run_locust(cmd: list[str], api_key: str = "") -> int:
     if api_key:
         env["OPENAI_API_KEY"] = api_key
     child = subprocess.Popen(cmd, env=env)
+    # a SIGTERM to us stops the test the same way: Locust closes the run and exits
+    previous = signal.signal(signal.SIGTERM, lambda *_: child.send_signal(signal.SIGTERM))
     try:
         return child.wait()
     except KeyboardInterrupt:
@@ -123,20 +122,23 @@ def run_locust(cmd: list[str], api_key: str = "") -> int:
         except subprocess.TimeoutExpired:
             child.kill()
             return child.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def prepare(args: argparse.Namespace) -> tuple[list[str], str | None, Settings | None]:
     """Validate everything that can be validated here; return the Locust command and run dir."""
     if args.command == "worker":
-        return locust_command(args, None), None, None
+        return locust_command(args), None, None
     settings = Settings.from_options(args)
     if args.command == "run" and args.workers < 0:
         raise SettingsError(f"--workers must be 0 or more, got {args.workers}")
     model = check_target(args.host, settings)
+    # the web UI may run several tests, each in its own directory; headless runs get theirs now
     run_dir = None if args.web else (settings.run_dir or new_run_dir(settings.out, model))
     if run_dir:
         args.run_dir = run_dir
-    return locust_command(args, run_dir), run_dir, settings
+    return locust_command(args), run_dir, settings
 
 
 def main(args: argparse.Namespace) -> int:

@@ -32,7 +32,7 @@ from .http import max_model_len, model_ids, target_info
 from .prompts import CalibrationError
 from .recorder import RunRecorder, new_run_dir, utc_iso
 from .settings import Settings, SettingsError, add_arguments
-from .steps import LevelChange
+from .steps import LevelChange, LevelPlan, StepController
 from .users import LoadContext, prompt_plan
 
 logger = logging.getLogger("vllm_load")
@@ -93,6 +93,15 @@ class RunSession:
             environment, locust_stats.PERCENTILES_TO_REPORT, os.path.join(run_dir, "locust"), full_history=False
         )
         self._csv_greenlet = gevent.spawn(self.csv_writer.stats_writer)
+        self.controller = StepController(
+            LevelPlan(
+                tuple(self.settings.levels),
+                self.settings.warmup_requests,
+                self.settings.requests_per_level,
+                self.settings.level_time_cap,
+                self.settings.cooldown,
+            )
+        )
         self.completed = False
         self.closed = False
         self.stopped_at: float | None = None
@@ -115,6 +124,13 @@ class RunSession:
         session = cls(environment)
         environment.vllm_load_session = session
         return session
+
+    def tick(self, now: float) -> int | None:
+        """Users to run now (None: the test is over), recording any level change."""
+        users = self.controller.tick(now, self.recorder.finished_in_level)
+        for change in self.controller.take_changes():
+            self.level_changed(change)
+        return users
 
     def level_changed(self, change: LevelChange) -> None:
         settings = self.settings
@@ -227,6 +243,10 @@ def install(events=locust_events) -> None:
     _installed = True
     # records ride on worker reports: report every second so levels end promptly
     locust_runners.WORKER_REPORT_INTERVAL = 1.0
+    # each level starts its users at once on purpose; Locust's warning about it is noise here
+    logging.getLogger("locust.runners").addFilter(
+        lambda record: "spawn rate is very high" not in record.getMessage()
+    )
 
     @events.init_command_line_parser.add_listener
     def _(parser, **_kw):
