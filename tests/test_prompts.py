@@ -1,0 +1,95 @@
+"""Exact-length prompts: atom discovery, template overhead, uniqueness, refusal when impossible."""
+
+import pytest
+
+from vllm_load.prompts import (
+    LEAD,
+    UNIQUE_HEAD_ATOMS,
+    WORDS,
+    CalibrationError,
+    PromptFactory,
+    approximate_plan,
+    calibrate,
+    find_single_token_words,
+)
+
+
+class FakeCounter:
+    """A tokenizer where words longer than `max_len` letters cost two tokens, plus a chat template."""
+
+    method = "fake"
+
+    def __init__(self, max_len=4, chat_overhead=9, bos=1, additive=True):
+        self.max_len, self.chat_overhead, self.bos, self.additive = max_len, chat_overhead, bos, additive
+        self.calls = 0
+        self.split_letters = set()
+
+    def count_text(self, text):
+        self.calls += 1
+        words = text.split()
+        return sum(1 if len(w) <= self.max_len and not (set(w) & self.split_letters) else 2 for w in words)
+
+    def count_input(self, content, endpoint):
+        n = self.count_text(content)
+        if not self.additive and len(content.split()) > 100:
+            n -= 1  # merges across a boundary in long texts
+        return n + (self.chat_overhead if endpoint == "chat" else self.bos)
+
+
+@pytest.mark.parametrize("max_len", [3, 4])
+def test_single_token_words_found_by_bisection(max_len):
+    counter = FakeCounter(max_len=max_len)
+    words = find_single_token_words(counter, WORDS)
+    assert set(words) == {w for w in set(WORDS) if len(w) <= max_len}
+
+
+def test_bisection_is_cheap_when_most_words_are_single_tokens():
+    counter = FakeCounter()
+    counter.split_letters = {"z", "x", "q", "j", "v"}  # like real vocabularies: a few words split
+    words = find_single_token_words(counter, WORDS)
+    assert len(WORDS) - len(words) >= 10
+    assert counter.calls < len(WORDS) // 3
+
+
+@pytest.mark.parametrize("endpoint,template", [("chat", 9), ("completions", 1)])
+def test_calibrated_prompts_are_exact_and_unique(endpoint, template):
+    counter = FakeCounter()
+    plan = calibrate(counter, endpoint, input_tokens=2048)
+    assert plan.overhead == template + counter.count_text(LEAD)  # template (or BOS) plus the LEAD word
+    factory = PromptFactory(plan, seed=1)
+    contents = [factory.next_content() for _ in range(200)]
+    assert all(counter.count_input(c, endpoint) == 2048 for c in contents)
+    heads = {" ".join(c.split()[1:1 + UNIQUE_HEAD_ATOMS]) for c in contents}
+    assert len(heads) == 200  # every prompt starts differently: no prefix-cache hits
+    assert all(c.startswith(LEAD) for c in contents)
+
+
+def test_shared_prefix_is_common_and_length_still_exact():
+    counter = FakeCounter()
+    plan = calibrate(counter, "chat", input_tokens=1000, shared_prefix_tokens=300)
+    factory = PromptFactory(plan, seed=2)
+    a, b = factory.next_content(), factory.next_content()
+    assert a.split()[:301] == b.split()[:301]
+    assert a.split()[301:301 + UNIQUE_HEAD_ATOMS] != b.split()[301:301 + UNIQUE_HEAD_ATOMS]
+    assert counter.count_input(a, "chat") == counter.count_input(b, "chat") == 1000
+
+
+def test_refuses_when_counts_are_not_additive():
+    with pytest.raises(CalibrationError, match="approximate-prompts"):
+        calibrate(FakeCounter(additive=False), "chat", input_tokens=512)
+
+
+def test_refuses_too_short_input_with_a_clear_message():
+    with pytest.raises(CalibrationError, match="too short"):
+        calibrate(FakeCounter(chat_overhead=30), "chat", input_tokens=40)
+
+
+def test_refuses_tokenizers_without_enough_single_token_words():
+    with pytest.raises(CalibrationError, match="single tokens"):
+        calibrate(FakeCounter(max_len=1), "chat", input_tokens=512)
+
+
+def test_approximate_plan_counts_words():
+    plan = approximate_plan("chat", 300)
+    content = PromptFactory(plan).next_content()
+    assert len(content.split()) == 300
