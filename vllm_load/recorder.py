@@ -91,8 +91,8 @@ class RunRecorder:
         return max(0, bisect.bisect_right(self._level_starts, start_ts) - 1)
 
     # records ------------------------------------------------------------------------------
-    def add_rows(self, rows: Iterable, worker: str | None = None) -> int:
-        """Attribute rows (RequestRecord.to_row tuples or lists) to levels and append them."""
+    def add_rows(self, rows: Iterable, worker: str | None = None) -> list[list]:
+        """Attribute rows (RequestRecord.to_row tuples or lists) to levels, append them, return them."""
         attributed = []
         for row in rows:
             row = list(row)
@@ -108,7 +108,7 @@ class RunRecorder:
             attributed.append(row)
         if attributed and not self.closed:
             self.requests.write_rows(attributed)
-        return len(attributed)
+        return attributed
 
     # files --------------------------------------------------------------------------------
     def write_steps(self) -> None:

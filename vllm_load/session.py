@@ -28,6 +28,7 @@ from locust import stats as locust_stats
 from locust.runners import LocalRunner, MasterRunner, WorkerRunner
 
 from . import __version__
+from .live import LiveStats
 from .http import max_model_len, model_ids, target_info
 from .prompts import CalibrationError
 from .recorder import RunRecorder, new_run_dir, utc_iso
@@ -102,6 +103,8 @@ class RunSession:
                 self.settings.cooldown,
             )
         )
+        self.live = LiveStats()
+        environment.vllm_load_live = self.live  # the web UI keeps showing the last test
         self.completed = False
         self.closed = False
         self.stopped_at: float | None = None
@@ -139,6 +142,7 @@ class RunSession:
                 change.level, change.users, change.at, settings.warmup_requests,
                 settings.warmup_requests + settings.requests_per_level, settings.level_time_cap,
             )
+            self.live.level_started(change.level, change.users)
             logger.info("level %d: %d users", change.level, change.users)
         else:
             self.recorder.end_level(change.level, change.at, change.reason)
@@ -149,7 +153,8 @@ class RunSession:
 
     def add_rows(self, rows, worker: str | None = None) -> None:
         if rows:
-            self.recorder.add_rows(rows, worker)
+            for row in self.recorder.add_rows(rows, worker):
+                self.live.add(row)
 
     def stopped(self) -> None:
         self.stopped_at = time.time()
@@ -253,7 +258,11 @@ def install(events=locust_events) -> None:
         add_arguments(parser)
 
     @events.init.add_listener
-    def _(environment, runner, **_kw):
+    def _(environment, runner, web_ui=None, **_kw):
+        if web_ui is not None:
+            from .webui import install_web_ui
+
+            install_web_ui(environment, web_ui)
         if isinstance(runner, WorkerRunner):
             _install_worker(environment, runner)
         elif isinstance(runner, MasterRunner):

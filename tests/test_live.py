@@ -1,0 +1,41 @@
+"""Live per-level figures for the web UI: counts, rates, percentiles, token series."""
+
+import pytest
+
+from vllm_load.histogram import LogHistogram
+from vllm_load.live import LiveStats
+from vllm_load.records import RequestRecord
+
+
+def row(level, start, e2e, ok=1, ttft=0.1, out=10):
+    return RequestRecord(
+        request_id="x", worker="w", level=level, users=4, endpoint="chat", stream=1,
+        start_ts=start, end_ts=start + e2e, ttft=ttft if ok else None, e2e=e2e, tpot=None,
+        itl_mean=None, itl_p50=None, itl_p90=None, itl_p99=None, itl_max=None,
+        itl_hist=LogHistogram.of([0.02] * (out - 1)).format() if ok else "", n_chunks=out if ok else 0,
+        prompt_tokens=100 if ok else None, completion_tokens=out if ok else None,
+        requested_prompt_tokens=100, requested_completion_tokens=out, ok=ok, status=200 if ok else 500,
+        error="" if ok else "http_status", error_message="",
+    ).to_row()
+
+
+def test_level_figures_and_series():
+    live = LiveStats()
+    live.level_started(0, 4)
+    for i in range(9):
+        live.add(row(0, 1000.0 + i, 1.0))
+    live.add(row(0, 1009.0, 1.0, ok=0))
+    snap = live.snapshot(now=1012.0)
+    assert snap["current_level"] == 0 and snap["current_users"] == 4
+    level = snap["levels"][0]
+    assert level["finished"] == 10 and level["success_pct"] == 90.0
+    assert level["req_per_s"] == pytest.approx(10 / 10.0)  # first start 1000, last end 1010
+    assert level["output_tok_per_s"] == pytest.approx(90 / 10.0)
+    assert level["ttft_p50_ms"] == pytest.approx(100, rel=0.01)
+    assert level["itl_p99_ms"] == pytest.approx(20, rel=0.01)
+    series = snap["series"]
+    assert series[-1]["t"] == 1011
+    by_second = {p["t"]: p for p in series}
+    # 5-second smoothing: seconds 1001..1005 each finished one 10-token request
+    assert by_second[1005]["output_tok_per_s"] == pytest.approx(50 / 5)
+    assert by_second[1005]["total_tok_per_s"] == pytest.approx(5 * 110 / 5)

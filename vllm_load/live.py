@@ -1,0 +1,124 @@
+"""Live per-level figures on the master, for the web UI while a test runs.
+
+Fed with every attributed record row as it arrives; cheap per row (counters and mergeable
+histograms). These are running figures over every finished request of a level, warm-up
+included; the report's figures over each level's measured window are the ones to publish.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+from .histogram import LogHistogram, bucket_of
+from .records import COLUMNS
+
+_I = {name: COLUMNS.index(name) for name in COLUMNS}
+SERIES_SECONDS = 900
+
+
+@dataclass
+class LiveLevel:
+    level: int
+    users: int
+    ok: int = 0
+    failed: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    first_start: float = math.inf
+    last_end: float = 0.0
+    ttft: LogHistogram = field(default_factory=LogHistogram)
+    e2e: LogHistogram = field(default_factory=LogHistogram)
+    itl: LogHistogram = field(default_factory=LogHistogram)
+
+    def add(self, row) -> None:
+        self.first_start = min(self.first_start, row[_I["start_ts"]])
+        self.last_end = max(self.last_end, row[_I["end_ts"]])
+        if not row[_I["ok"]]:
+            self.failed += 1
+            return
+        self.ok += 1
+        self.input_tokens += row[_I["prompt_tokens"]] or row[_I["requested_prompt_tokens"]] or 0
+        self.output_tokens += row[_I["completion_tokens"]] or 0
+        if row[_I["ttft"]] is not None:
+            self.ttft.counts[bucket_of(row[_I["ttft"]])] += 1
+        self.e2e.counts[bucket_of(row[_I["e2e"]])] += 1
+        if row[_I["itl_hist"]]:
+            self.itl.merge(LogHistogram.parse(row[_I["itl_hist"]]))
+
+    def as_dict(self) -> dict:
+        span = self.last_end - self.first_start if self.last_end > self.first_start else math.nan
+        finished = self.ok + self.failed
+        ms = lambda hist, q: round(hist.percentile(q) * 1000, 1) if hist.total else None  # noqa: E731
+        rate = lambda x: round(x / span, 1) if span == span and span > 0 else None  # noqa: E731
+        return {
+            "level": self.level,
+            "users": self.users,
+            "finished": finished,
+            "req_per_s": rate(finished),
+            "total_tok_per_s": rate(self.input_tokens + self.output_tokens),
+            "output_tok_per_s": rate(self.output_tokens),
+            "ttft_p50_ms": ms(self.ttft, 50),
+            "ttft_p99_ms": ms(self.ttft, 99),
+            "itl_p99_ms": ms(self.itl, 99),
+            "e2e_p50_ms": ms(self.e2e, 50),
+            "e2e_p99_ms": ms(self.e2e, 99),
+            "success_pct": round(100.0 * self.ok / finished, 2) if finished else None,
+        }
+
+
+class LiveStats:
+    """Per-level running figures and a per-second token series for the whole test."""
+
+    def __init__(self) -> None:
+        self.levels: dict[int, LiveLevel] = {}
+        self.current_level: int | None = None
+        self.current_users = 0
+        self._seconds: dict[int, list[int]] = {}  # second -> [input, output] tokens finished in it
+        self._order: deque[int] = deque()
+
+    def level_started(self, level: int, users: int) -> None:
+        self.current_level, self.current_users = level, users
+        self.levels.setdefault(level, LiveLevel(level, users))
+
+    def add(self, row) -> None:
+        level = row[_I["level"]]
+        entry = self.levels.get(level)
+        if entry is None:
+            entry = self.levels[level] = LiveLevel(level, row[_I["users"]])
+        entry.add(row)
+        if row[_I["ok"]]:
+            second = int(row[_I["end_ts"]])
+            bucket = self._seconds.get(second)
+            if bucket is None:
+                bucket = self._seconds[second] = [0, 0]
+                self._order.append(second)
+                while self._order and self._order[0] < second - SERIES_SECONDS:
+                    self._seconds.pop(self._order.popleft(), None)
+            bucket[0] += row[_I["prompt_tokens"]] or row[_I["requested_prompt_tokens"]] or 0
+            bucket[1] += row[_I["completion_tokens"]] or 0
+
+    def series(self, now: float, window: int = 5) -> list[dict]:
+        """Tokens/s per second (smoothed over `window` seconds), oldest first."""
+        if not self._seconds:
+            return []
+        start, end = min(self._seconds), int(now) - 1
+        out = []
+        for second in range(max(start, end - SERIES_SECONDS), end + 1):
+            span = range(second - window + 1, second + 1)
+            total = [self._seconds.get(s, (0, 0)) for s in span]
+            out.append({
+                "t": second,
+                "output_tok_per_s": sum(t[1] for t in total) / window,
+                "total_tok_per_s": sum(t[0] + t[1] for t in total) / window,
+            })
+        return out
+
+    def snapshot(self, now: float) -> dict:
+        return {
+            "current_level": self.current_level,
+            "current_users": self.current_users,
+            "levels": [self.levels[k].as_dict() for k in sorted(self.levels)],
+            "series": self.series(now),
+        }
