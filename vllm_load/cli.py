@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("vllm_load.run_cli", "run a stepped load test against an OpenAI-compatible server"),
     "master": ("vllm_load.run_cli", "start a Locust master for workers on other machines"),
     "worker": ("vllm_load.run_cli", "start Locust worker(s) that connect to a master"),
+    "sim": ("vllm_load.sim.cli", "serve the simulated vLLM OpenAI server"),
 }
 
 

@@ -1,0 +1,74 @@
+"""A small, real Hugging Face tokenizer directory built in the test itself (nothing downloaded):
+a byte-level BPE trained on an in-memory corpus, Llama-3-style special tokens and chat template.
+Used to test exact prompt lengths against a server that has no /tokenize."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+
+BOS = "<|begin_of_text|>"
+EOS = "<|end_of_text|>"
+EOT = "<|eot_id|>"
+HEADER_START = "<|start_header_id|>"
+HEADER_END = "<|end_header_id|>"
+SPECIAL_TOKENS = [BOS, EOS, EOT, HEADER_START, HEADER_END]
+
+CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% for message in messages %}"
+    "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' }}"
+    "{% if message['content'] is string %}{{ message['content'] | trim }}"
+    "{% else %}{% for part in message['content'] %}{{ part['text'] }}{% endfor %}{% endif %}"
+    "{{ '<|eot_id|>' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}"
+)
+
+_EXTRA_TEXT = """Once upon a time there was a small model that counted tokens for a living.
+It read every prompt twice, because the first time it was usually thinking about lunch.
+Numbers like 12, 345 and 2048 appeared, with punctuation: commas, periods; and questions?"""
+
+
+def _corpus(seed: int = 0) -> list[str]:
+    from vllm_load.prompts import WORDS
+
+    rng = random.Random(seed)
+    lines = [" ".join(rng.choices(WORDS, k=40)) for _ in range(400)]
+    lines += ["Continue " + " ".join(rng.choices(WORDS, k=20)) for _ in range(50)]
+    lines += _EXTRA_TEXT.splitlines() * 20
+    return lines
+
+
+def build_hf_tokenizer_dir(path) -> str:
+    """Train the tokenizer and write tokenizer.json + tokenizer_config.json into `path`."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    path = str(path)
+    os.makedirs(path, exist_ok=True)
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=3000,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(_corpus(), trainer=trainer)
+    bos_id = tokenizer.token_to_id(BOS)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B", special_tokens=[(BOS, bos_id)]
+    )
+    tokenizer.save(os.path.join(path, "tokenizer.json"))
+    config = {
+        "bos_token": BOS,
+        "eos_token": {"content": EOT, "special": True},
+        "chat_template": CHAT_TEMPLATE,
+        "model_max_length": 131072,
+        "tokenizer_class": "PreTrainedTokenizerFast",
+    }
+    with open(os.path.join(path, "tokenizer_config.json"), "w", encoding="utf-8") as fh:
+        json.dump(config, fh, indent=1)
+    return path

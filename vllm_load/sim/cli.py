@@ -1,0 +1,200 @@
+"""`vllm-load sim`: serve the simulated vLLM OpenAI server.
+
+aiohttp and the server modules are imported inside `main`, so `vllm-load --help` stays light and
+a process that imported Locust (gevent) never pulls asyncio servers in by accident.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+from .config import DEFAULT_MODEL, EngineConfig, FixedLatency, OutputConfig, SimConfig, StepCost
+
+_E = EngineConfig()
+_C = StepCost()
+_O = OutputConfig()
+
+
+def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
+    parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
+    parser.epilog = "docs/simulator.md describes the engine model, the tokenizer and every option."
+    srv = parser.add_argument_group("server")
+    srv.add_argument("--host", default="127.0.0.1", help="address to bind (use 0.0.0.0 to serve other machines)")
+    srv.add_argument("--port", type=int, default=8000, help="TCP port")
+    srv.add_argument("--workers", type=int, default=1,
+                     help="server processes sharing the port through SO_REUSEPORT (each has its own engine)")
+    srv.add_argument("--api-key", default=None, help="require `Authorization: Bearer KEY` on /v1/* (401 otherwise)")
+    srv.add_argument("--no-tokenize-endpoint", action="store_true",
+                     help="serve no /tokenize and /detokenize (404), like a server without them")
+    model = parser.add_argument_group("model")
+    model.add_argument("--served-model-name", default=DEFAULT_MODEL, help="model id in /v1/models and responses")
+    model.add_argument("--tokenizer", default=None, metavar="PATH",
+                       help="local Hugging Face tokenizer directory (tokenizer.json + tokenizer_config.json); "
+                            "default: the built-in sim tokenizer")
+    model.add_argument("--max-model-len", type=int, default=_E.max_model_len,
+                       help="context length: prompt + max_tokens above it is a 400")
+    eng = parser.add_argument_group("continuous-batching engine (default mode)")
+    eng.add_argument("--max-num-seqs", type=int, default=_E.max_num_seqs, help="most sequences in one batch")
+    eng.add_argument("--max-num-batched-tokens", type=int, default=_E.max_num_batched_tokens,
+                     help="token budget of one step: each decode takes 1, prefill is chunked into the rest")
+    eng.add_argument("--num-gpu-blocks", type=int, default=_E.num_gpu_blocks,
+                     help="KV-cache size in blocks; sequences are preempted (recomputed) when it runs out")
+    eng.add_argument("--block-size", type=int, default=_E.block_size, help="tokens per KV-cache block")
+    eng.add_argument("--step-base", type=float, default=_C.base, metavar="S",
+                     help="fixed cost of every step, seconds")
+    eng.add_argument("--prefill-cost", type=float, default=_C.prefill_per_token, metavar="S",
+                     help="step cost per prefill token, seconds")
+    eng.add_argument("--decode-cost", type=float, default=_C.decode_per_seq, metavar="S",
+                     help="step cost per decoding sequence, seconds")
+    eng.add_argument("--time-scale", type=float, default=_E.time_scale, metavar="F",
+                     help="multiply every modelled delay (steps, --ttft, --itl) by F (0.01: 100x faster, same shape)")
+    eng.add_argument("--step-jitter", type=float, default=_E.jitter, metavar="R",
+                     help="random relative standard deviation of step durations (0: none)")
+    fixed = parser.add_argument_group("fixed-latency mode (no batching)")
+    fixed.add_argument("--ttft", type=float, default=None, metavar="S",
+                       help="every request: first token S seconds after arrival (needs --itl)")
+    fixed.add_argument("--itl", type=float, default=None, metavar="S",
+                       help="every request: one more token every S seconds after the first (needs --ttft)")
+    out = parser.add_argument_group("output")
+    out.add_argument("--echo", action="store_true",
+                     help="no model delays at all: whole responses as fast as they can be written")
+    out.add_argument("--tokens-per-chunk", type=int, default=_O.tokens_per_chunk, metavar="N",
+                     help="tokens per streamed chunk after the first (the first token is always alone)")
+    out.add_argument("--eos-probability", type=float, default=_O.eos_probability, metavar="P",
+                     help="chance that each token is a simulated EOS, unless ignore_eos or min_tokens forbid it")
+    out.add_argument("--seed", type=int, default=_O.seed, help="seed of output lengths and texts")
+
+
+class ConfigError(ValueError):
+    """An inconsistent combination of options."""
+
+
+def build_config(args: argparse.Namespace) -> SimConfig:
+    """SimConfig from parsed options; ConfigError says what is wrong."""
+    if (args.ttft is None) != (args.itl is None):
+        raise ConfigError("--ttft and --itl go together")
+    if args.echo and args.ttft is not None:
+        raise ConfigError("--echo has no delays; it cannot be combined with --ttft/--itl")
+    positive = {"--max-num-seqs": args.max_num_seqs, "--max-num-batched-tokens": args.max_num_batched_tokens,
+                "--num-gpu-blocks": args.num_gpu_blocks, "--block-size": args.block_size,
+                "--max-model-len": args.max_model_len, "--workers": args.workers,
+                "--tokens-per-chunk": args.tokens_per_chunk}
+    for option, value in positive.items():
+        if value < 1:
+            raise ConfigError(f"{option} must be at least 1")
+    for option, value in {"--step-base": args.step_base, "--prefill-cost": args.prefill_cost,
+                          "--decode-cost": args.decode_cost, "--time-scale": args.time_scale,
+                          "--step-jitter": args.step_jitter, "--ttft": args.ttft or 0, "--itl": args.itl or 0}.items():
+        if value < 0:
+            raise ConfigError(f"{option} must not be negative")
+    if not 0 <= args.eos_probability <= 1:
+        raise ConfigError("--eos-probability must be between 0 and 1")
+    engine = EngineConfig(
+        max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
+        max_model_len=args.max_model_len, block_size=args.block_size, num_gpu_blocks=args.num_gpu_blocks,
+        cost=StepCost(args.step_base, args.prefill_cost, args.decode_cost),
+        time_scale=args.time_scale, jitter=args.step_jitter,
+    )
+    mode = "echo" if args.echo else "fixed" if args.ttft is not None else "engine"
+    if mode == "engine":
+        usable = engine.num_gpu_blocks - max(1, engine.num_gpu_blocks // 100)
+        if -(-engine.max_model_len // engine.block_size) > usable:
+            raise ConfigError(
+                f"--max-model-len {engine.max_model_len} does not fit the KV cache "
+                f"({usable} usable blocks of {engine.block_size} tokens): raise --num-gpu-blocks")
+        if engine.max_num_batched_tokens < engine.max_num_seqs:
+            raise ConfigError("--max-num-batched-tokens must be at least --max-num-seqs")
+    return SimConfig(
+        host=args.host, port=args.port, served_model_name=args.served_model_name, api_key=args.api_key,
+        tokenizer=args.tokenizer, tokenize_endpoint=not args.no_tokenize_endpoint, mode=mode, engine=engine,
+        fixed=FixedLatency(args.ttft * args.time_scale, args.itl * args.time_scale) if mode == "fixed" else None,
+        output=OutputConfig(args.eos_probability, args.tokens_per_chunk, args.seed), workers=args.workers,
+    )
+
+
+def _describe(config: SimConfig) -> str:
+    if config.mode == "echo":
+        what = "echo mode (no delays)"
+    elif config.mode == "fixed":
+        what = f"fixed latency (ttft {config.fixed.ttft}s, itl {config.fixed.itl}s)"
+    else:
+        e = config.engine
+        what = (f"engine: max-num-seqs {e.max_num_seqs}, max-num-batched-tokens {e.max_num_batched_tokens}, "
+                f"KV {e.kv_capacity_tokens} tokens, time-scale {e.time_scale}")
+    return (f"vllm-load sim: {config.served_model_name} on http://{config.host}:{config.port} "
+            f"({config.workers} worker{'s' if config.workers > 1 else ''}; {what})")
+
+
+def _run_workers(config: SimConfig) -> int:
+    """N processes, each binding the port with SO_REUSEPORT; this one only supervises them."""
+    import multiprocessing
+
+    from . import server  # noqa: F401  (loaded once here, before forking, rather than in every worker)
+
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_worker_main, args=(config,), name=f"sim-worker-{i}") for i in range(config.workers)]
+    stopping = False
+
+    def stop(signum, frame):
+        nonlocal stopping
+        stopping = True
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for p in procs:
+        p.start()
+    code = 0
+    try:
+        # wait for any worker to end; if one dies on its own, stop the others too
+        while any(p.is_alive() for p in procs):
+            for p in procs:
+                p.join(timeout=0.2)
+                if not p.is_alive() and not stopping:
+                    code = 1
+                    stop(signal.SIGTERM, None)
+    finally:
+        for p in procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+    return code
+
+
+def _worker_main(config: SimConfig) -> None:
+    try:  # die with the supervisor even if it is killed outright
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor handles Ctrl-C
+    from .server import run
+
+    run(config)
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        config = build_config(args)
+    except ConfigError as e:
+        print(f"vllm-load sim: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        from ..tokenization import load_tokenizer
+
+        load_tokenizer(config.tokenizer)  # fail now, with a clear message, not in every worker
+    except ValueError as e:
+        print(f"vllm-load sim: error: {e}", file=sys.stderr)
+        return 2
+    print(_describe(config), flush=True)
+    if config.workers > 1:
+        return _run_workers(config)
+    from .server import run
+
+    run(config)
+    return 0

@@ -1,0 +1,78 @@
+"""The simulator's settings: one dataclass per concern, filled from the command line.
+
+Defaults describe an 8B-class model on one large GPU; docs/simulator.md explains why they
+make a 2048-in/512-out stepped test saturate between 100 and 200 concurrent requests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DEFAULT_MODEL = "sim-llama-8b"
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """Duration of one engine step, in seconds before --time-scale:
+
+        base + prefill_per_token * prefill tokens in the step + decode_per_seq * decoding sequences
+    """
+
+    base: float = 0.010
+    prefill_per_token: float = 0.00002
+    decode_per_seq: float = 0.00005
+
+    def seconds(self, prefill_tokens: int, decode_seqs: int) -> float:
+        return self.base + self.prefill_per_token * prefill_tokens + self.decode_per_seq * decode_seqs
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """vLLM's scheduler knobs, with vLLM's names."""
+
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    max_model_len: int = 8192
+    block_size: int = 16
+    num_gpu_blocks: int = 24576  # 393,216 tokens of KV cache: ~153 sequences of 2048+512
+    cost: StepCost = field(default_factory=StepCost)
+    time_scale: float = 1.0
+    jitter: float = 0.0  # relative standard deviation of each step's duration
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        return self.num_gpu_blocks * self.block_size
+
+
+@dataclass(frozen=True)
+class FixedLatency:
+    """Fixed-latency mode: each request alone, first token after `ttft`, then one every `itl`."""
+
+    ttft: float
+    itl: float
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    """How long outputs are and how they are streamed."""
+
+    eos_probability: float = 0.01  # per generated token, when neither ignore_eos nor min_tokens forbid it
+    tokens_per_chunk: int = 1
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Everything one simulator process needs."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    served_model_name: str = DEFAULT_MODEL
+    api_key: str | None = None
+    tokenizer: str | None = None
+    tokenize_endpoint: bool = True
+    mode: str = "engine"  # "engine" | "fixed" | "echo"
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    fixed: FixedLatency | None = None
+    output: OutputConfig = field(default_factory=OutputConfig)
+    workers: int = 1

@@ -1,0 +1,245 @@
+"""A continuous-batching engine model: vLLM's scheduler in miniature, with simulated time.
+
+Every step the scheduler (like vLLM v1's) first serves the running sequences in admission
+order, one token each for decodes and as much of the remaining prompt as the step's token
+budget allows for prefills (chunked prefill), then admits waiting sequences while there is
+room in the batch (`max_num_seqs`), in the budget (`max_num_batched_tokens`) and in the KV
+cache (`num_gpu_blocks` x `block_size`). When a running sequence needs a new KV block and none
+is free, the most recently admitted sequence is preempted: its blocks are freed and it goes
+back to the front of the queue to be recomputed later (vLLM's recompute preemption).
+
+A step lasts `StepCost.seconds(prefill tokens, decoding sequences) * time_scale`. Steps are
+chained on absolute deadlines: the next step starts at the previous step's deadline, not at
+the moment Python got round to it, so event-loop overhead is absorbed instead of added.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import deque
+from dataclasses import dataclass, field
+
+from .config import EngineConfig
+from .stats import Occupancy, ServerStats
+
+# How far (real seconds) the step chain may lag behind its deadlines before it gives up
+# catching up and restarts from "now" (a stalled process should not burst afterwards).
+MAX_LAG = 0.25
+
+
+@dataclass(eq=False)
+class Sequence:
+    """One request inside the engine: its sizes, progress and timestamps (loop time)."""
+
+    prompt_tokens: int
+    output_tokens: int  # tokens it will generate before it finishes (decided by the API layer)
+    arrival: float
+    num_computed: int = 0  # tokens whose KV is in the cache
+    num_generated: int = 0
+    num_blocks: int = 0
+    scheduled_at: float | None = None
+    first_token_at: float | None = None
+    last_token_at: float | None = None
+    finished: bool = False
+    aborted: bool = False
+    waiter: asyncio.Future | None = field(default=None, repr=False)
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens known so far (prompt + generated): what a full recompute must process."""
+        return self.prompt_tokens + self.num_generated
+
+    def notify(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def wait(self, want: int) -> int:
+        """Wait until at least `want` tokens (capped at the output length) exist; return how many do."""
+        want = min(want, self.output_tokens)
+        loop = asyncio.get_running_loop()
+        while self.num_generated < want and not self.aborted:
+            self.waiter = loop.create_future()
+            await self.waiter
+        return self.num_generated
+
+
+class Engine:
+    """Schedules sequences step by step on the running event loop."""
+
+    def __init__(self, config: EngineConfig, stats: ServerStats, seed: int = 0) -> None:
+        self.config = config
+        self.stats = stats
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.free_blocks = config.num_gpu_blocks
+        self._watermark = max(1, config.num_gpu_blocks // 100)  # admission keeps 1% free, like vLLM v0
+        self._plan: StepPlan | None = None
+        self._deadline: float | None = None  # end of the step in flight; None when idle
+        self._rng = random.Random(seed)
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # --- API for the HTTP layer -----------------------------------------------------------
+
+    def add(self, seq: Sequence) -> None:
+        """Queue a sequence; starts the step chain if the engine was idle."""
+        self.waiting.append(seq)
+        if self._deadline is None:
+            self._loop = asyncio.get_running_loop()
+            self._start_step(self._loop.time())
+
+    def abort(self, seq: Sequence) -> None:
+        """The client went away: drop the sequence and free its KV blocks."""
+        if seq.finished or seq.aborted:
+            return
+        seq.aborted = True
+        if seq in self.running:
+            self.running.remove(seq)
+            self.free_blocks += seq.num_blocks
+            seq.num_blocks = 0
+        else:
+            try:
+                self.waiting.remove(seq)
+            except ValueError:
+                pass
+        self.stats.requests_ok["abort"] += 1
+        seq.notify()
+
+    def occupancy(self) -> Occupancy:
+        used = 1.0 - self.free_blocks / self.config.num_gpu_blocks
+        return Occupancy(len(self.running), len(self.waiting), used)
+
+    # --- scheduling -----------------------------------------------------------------------
+
+    def _blocks_for(self, tokens: int) -> int:
+        return -(-tokens // self.config.block_size)
+
+    def _preempt(self, victim: Sequence) -> None:
+        self.running.remove(victim)
+        self.free_blocks += victim.num_blocks
+        victim.num_blocks = 0
+        victim.num_computed = 0
+        self.waiting.appendleft(victim)
+        self.stats.preemptions += 1
+
+    def schedule(self) -> "StepPlan":
+        """Choose the next step's work (and take the KV blocks it needs)."""
+        budget = self.config.max_num_batched_tokens
+        work: list[tuple[Sequence, int]] = []
+        prefill = decodes = 0
+        preempted = False
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            new = min(seq.num_tokens - seq.num_computed, budget)
+            need = self._blocks_for(seq.num_computed + new) - seq.num_blocks
+            while need > self.free_blocks and self.running[-1] is not seq:
+                self._preempt(self.running[-1])
+                preempted = True
+            if need > self.free_blocks:  # nothing left to take from: preempt this one too
+                self._preempt(seq)
+                preempted = True
+                continue
+            self.free_blocks -= need
+            seq.num_blocks += need
+            work.append((seq, new))
+            budget -= new
+            if new == 1 and seq.num_generated:
+                decodes += 1
+            else:
+                prefill += new
+            i += 1
+        if not preempted:  # like vLLM: no admissions in a step that had to preempt
+            config = self.config
+            while self.waiting and budget > 0 and len(self.running) < config.max_num_seqs:
+                seq = self.waiting[0]
+                if self._blocks_for(seq.num_tokens) > self.free_blocks - self._watermark:
+                    break  # admit only when the whole (re)computation fits
+                self.waiting.popleft()
+                new = min(seq.num_tokens, budget)
+                need = self._blocks_for(new)
+                self.free_blocks -= need
+                seq.num_blocks = need
+                self.running.append(seq)
+                work.append((seq, new))
+                budget -= new
+                prefill += new
+        duration = self.config.cost.seconds(prefill, decodes) * self.config.time_scale
+        if self.config.jitter:
+            duration *= max(0.0, self._rng.gauss(1.0, self.config.jitter))
+        return StepPlan(work, prefill, decodes, duration)
+
+    def complete(self, plan: "StepPlan", now: float) -> None:
+        """Apply a finished step at loop time `now`: sequences advance, sample a token where their
+        known tokens are all computed, finish at their output length and wake their handlers."""
+        stats = self.stats
+        itl_gap, itl_n = 0.0, 0
+        finished_any = False
+        for seq, new in plan.work:
+            if seq.aborted:
+                continue
+            seq.num_computed += new
+            if seq.num_computed < seq.num_tokens:
+                continue  # a prefill chunk: no token yet
+            seq.num_generated += 1
+            stats.generation_tokens += 1
+            if seq.first_token_at is None:
+                seq.first_token_at = now
+                stats.prompt_tokens += seq.prompt_tokens
+                stats.ttft.observe(now - seq.arrival)
+            elif seq.last_token_at is not None:
+                gap = now - seq.last_token_at
+                if itl_n and gap != itl_gap:
+                    stats.itl.observe(gap)
+                else:  # the decodes of one step usually share one gap: observed in bulk below
+                    itl_gap = gap
+                    itl_n += 1
+            seq.last_token_at = now
+            if seq.num_generated >= seq.output_tokens:
+                seq.finished = True
+                finished_any = True
+                self.free_blocks += seq.num_blocks
+                seq.num_blocks = 0
+            seq.notify()
+        if itl_n:
+            stats.itl.observe(itl_gap, itl_n)
+        if finished_any:
+            self.running = [s for s in self.running if not s.finished]
+
+    # --- the step chain on the event loop -------------------------------------------------
+
+    def _start_step(self, start: float) -> None:
+        """Plan a step that starts at `start` and arm its deadline; go idle if there is no work."""
+        plan = self.schedule()
+        if not plan.work:
+            self._deadline = None
+            self._plan = None
+            return
+        now = self._loop.time()
+        for seq, _ in plan.work:
+            if seq.scheduled_at is None:
+                seq.scheduled_at = now
+                self.stats.queue_time.observe(now - seq.arrival)
+        self._plan = plan
+        self._deadline = start + plan.duration
+        self._loop.call_at(self._deadline, self._finish_step)
+
+    def _finish_step(self) -> None:
+        """The step's deadline: apply it, and start the next one at this deadline (or now, if the
+        loop fell too far behind to catch up)."""
+        now = self._loop.time()
+        self.complete(self._plan, now)
+        deadline = self._deadline
+        self._start_step(deadline if now - deadline < MAX_LAG else now)
+
+
+@dataclass
+class StepPlan:
+    """One step: [(sequence, tokens computed for it)], its prefill tokens, decoding sequences
+    and modelled duration (seconds, time scale applied)."""
+
+    work: list[tuple[Sequence, int]]
+    prefill_tokens: int
+    decode_seqs: int
+    duration: float

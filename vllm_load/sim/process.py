@@ -1,0 +1,100 @@
+"""Running the simulator as a child process: for tests, `vllm-load demo`, benches and campaigns.
+
+The child is `python -m vllm_load sim --host H --port P ...` in a new session (its own process
+group), so `stop()` reaches its --workers children too, and it is only ever stopped by its id.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now (the kernel's choice)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class SimulatorProcess:
+    """Start `python -m vllm_load sim --host 127.0.0.1 --port <free port> *args` as a subprocess,
+    wait for /health, stop it by PID."""
+
+    def __init__(self, *args: str, host: str = "127.0.0.1", port: int | None = None,
+                 startup_timeout: float = 30.0) -> None:
+        self.args = list(args)
+        self.host = host
+        self.port = port or free_port(host)
+        self.startup_timeout = startup_timeout
+        self.url = f"http://{host}:{self.port}"
+        self.proc: subprocess.Popen | None = None
+        self._log = None
+
+    def start(self) -> "SimulatorProcess":
+        self._log = tempfile.TemporaryFile(mode="w+b")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "vllm_load", "sim", "--host", self.host, "--port", str(self.port), *self.args],
+            stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                output = self.output()
+                self.stop()
+                raise RuntimeError(f"the simulator exited with {self.proc.returncode}:\n{output}")
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=1) as resp:
+                    if resp.status == 200:
+                        return self
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.05)
+        output = self.output()
+        self.stop()
+        raise RuntimeError(f"the simulator did not answer /health within {self.startup_timeout}s:\n{output}")
+
+    def output(self) -> str:
+        """What the simulator printed so far (stdout and stderr)."""
+        if self._log is None:
+            return ""
+        self._log.seek(0)
+        return self._log.read().decode("utf-8", "replace")
+
+    def stop(self) -> None:
+        """SIGTERM to the simulator's process group, wait, SIGKILL if it lingers."""
+        proc = self.proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            self._signal_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._signal_group(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        # workers that outlived their supervisor share its process group id
+        self._signal_group(proc.pid, signal.SIGKILL)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    @staticmethod
+    def _signal_group(pgid: int, sig: int) -> None:
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def __enter__(self) -> "SimulatorProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,238 @@
+"""The simulated vLLM OpenAI-compatible server: aiohttp routes over a timing backend.
+
+The generation handlers are the hot path: a request is parsed with orjson, its prompt counted
+by the tokenizer, its output planned (length, end reason, text), and its response written from
+byte templates (`ResponseRenderer`); tokens that became available together go out in one write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import secrets
+import signal
+import sys
+import time
+
+import orjson
+from aiohttp import web
+
+from .. import __version__
+from ..tokenization import load_tokenizer
+from .backends import Backend, EchoBackend, EngineBackend, FixedLatencyBackend, TokenSource
+from .config import SimConfig
+from .output import OutputPlan, OutputPlanner, OutputVocabulary
+from .protocol import (ApiError, ApiLimits, GenerationRequest, ResponseRenderer, check_model, error_body,
+                       parse_generation, parse_json, render_chat)
+from .stats import MetricsExporter, ServerStats
+
+_DONE = b"data: [DONE]\n\n"
+_SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
+_JSON = "application/json"
+
+
+def make_backend(config: SimConfig, stats: ServerStats) -> Backend:
+    if config.mode == "echo":
+        return EchoBackend(stats)
+    if config.mode == "fixed":
+        assert config.fixed is not None
+        return FixedLatencyBackend(config.fixed, stats)
+    return EngineBackend(config.engine, stats, config.output.seed)
+
+
+def _error(e: ApiError) -> web.Response:
+    return web.Response(body=e.body(), status=e.status, content_type=_JSON)
+
+
+class SimServer:
+    """One simulator process: tokenizer, timing backend, counters, and the HTTP routes."""
+
+    def __init__(self, config: SimConfig) -> None:
+        self.config = config
+        self.tokenizer = load_tokenizer(config.tokenizer)
+        self.stats = ServerStats()
+        self.backend = make_backend(config, self.stats)
+        self.vocab = OutputVocabulary(self.tokenizer, config.output.seed)
+        self.planner = OutputPlanner(config.output.eos_probability, config.output.seed)
+        self.limits = ApiLimits(config.served_model_name, config.engine.max_model_len)
+        self.model_json = orjson.dumps(config.served_model_name)
+        self.exporter = MetricsExporter(self.stats, self.backend.occupancy, config.served_model_name)
+        self.created = int(time.time())
+        self._ids = itertools.count()
+        self._id_prefix = secrets.token_hex(12)
+        self._tokens_per_chunk = max(1, config.output.tokens_per_chunk)
+
+    def app(self) -> web.Application:
+        middlewares = [self._auth_middleware()] if self.config.api_key else []
+        app = web.Application(middlewares=middlewares, client_max_size=64 * 1024 * 1024)
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/version", self.version)
+        app.router.add_get("/metrics", self.metrics)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_post("/v1/chat/completions", self.chat_completions)
+        app.router.add_post("/v1/completions", self.completions)
+        if self.config.tokenize_endpoint:
+            app.router.add_post("/tokenize", self.tokenize)
+            app.router.add_post("/detokenize", self.detokenize)
+        return app
+
+    def _auth_middleware(self):
+        expected = f"Bearer {self.config.api_key}"
+
+        @web.middleware
+        async def auth(request: web.Request, handler):
+            # like vLLM: only the /v1 API needs the key; health, metrics and tokenize do not
+            if request.path.startswith("/v1") and request.headers.get("Authorization") != expected:
+                return web.Response(body=error_body(401, "Unauthorized"), status=401, content_type=_JSON)
+            return await handler(request)
+
+        return auth
+
+    # --- small endpoints ------------------------------------------------------------------
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    async def version(self, request: web.Request) -> web.Response:
+        return web.Response(body=orjson.dumps({"version": f"vllm-load-sim {__version__}"}), content_type=_JSON)
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        body, content_type = self.exporter.render()
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
+    async def models(self, request: web.Request) -> web.Response:
+        name = self.config.served_model_name
+        root = getattr(self.tokenizer, "path", None) or name
+        card = {"id": name, "object": "model", "created": self.created, "owned_by": "vllm", "root": root,
+                "parent": None, "max_model_len": self.limits.max_model_len,
+                "permission": [{"id": f"modelperm-{self._id_prefix}", "object": "model_permission",
+                                "created": self.created, "allow_create_engine": False, "allow_sampling": True,
+                                "allow_logprobs": True, "allow_search_indices": False, "allow_view": True,
+                                "allow_fine_tuning": False, "organization": "*", "group": None, "is_blocking": False}]}
+        return web.Response(body=orjson.dumps({"object": "list", "data": [card]}), content_type=_JSON)
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        try:
+            body = parse_json(await request.read())
+            check_model(body, self.limits)
+            tok = self.tokenizer
+            if "messages" in body:
+                messages = body.get("messages")
+                if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+                    raise ApiError(400, "messages: Input should be a valid list of messages", "messages")
+                text = render_chat(tok, messages, body.get("add_generation_prompt", True) is not False)
+                tokens = tok.encode(text, add_special_tokens=bool(body.get("add_special_tokens", False)))
+            elif isinstance(body.get("prompt"), str):
+                tokens = tok.encode(body["prompt"], add_special_tokens=body.get("add_special_tokens", True) is not False)
+            else:
+                raise ApiError(400, "prompt (a string) or messages: Field required", "prompt")
+        except ApiError as e:
+            return _error(e)
+        answer = {"count": len(tokens), "max_model_len": self.limits.max_model_len, "tokens": tokens, "token_strs": None}
+        return web.Response(body=orjson.dumps(answer), content_type=_JSON)
+
+    async def detokenize(self, request: web.Request) -> web.Response:
+        try:
+            body = parse_json(await request.read())
+            check_model(body, self.limits)
+            tokens = body.get("tokens")
+            if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+                raise ApiError(400, "tokens: Input should be a valid list of integers", "tokens")
+            try:
+                text = self.tokenizer.decode(tokens)
+            except (ValueError, OverflowError, TypeError) as e:
+                raise ApiError(400, f"tokens: {e}", "tokens") from None
+        except ApiError as e:
+            return _error(e)
+        return web.Response(body=orjson.dumps({"prompt": text}), content_type=_JSON)
+
+    # --- generation -----------------------------------------------------------------------
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=True)
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=False)
+
+    async def _generate(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            req = parse_generation(parse_json(await request.read()), chat, self.limits, self.tokenizer)
+        except ApiError as e:
+            return _error(e)
+        plan = self.planner.plan(req.max_tokens, req.min_tokens, req.ignore_eos, req.seed, req.temperature,
+                                 req.prompt_key)
+        rid = f"{'chatcmpl' if chat else 'cmpl'}-{self._id_prefix}{next(self._ids):08x}"
+        renderer = ResponseRenderer(chat, rid, self.model_json)
+        source = self.backend.open(req.prompt_tokens, plan.length)
+        completed = False
+        try:
+            if req.stream:
+                response = await self._stream(request, req, plan, renderer, source)
+            else:
+                await source.wait(plan.length)
+                text = self.vocab.text(plan.offset, 0, plan.text_tokens)
+                body = renderer.full(text, plan.finish_reason, req.prompt_tokens, plan.length)
+                response = web.Response(body=body, content_type=_JSON)
+            completed = True
+            return response
+        finally:
+            source.close()
+            if completed:
+                self.stats.requests_ok[plan.finish_reason] += 1
+                self.stats.e2e.observe(loop.time() - started)
+
+    async def _stream(self, request: web.Request, req: GenerationRequest, plan: OutputPlan,
+                      renderer: ResponseRenderer, source: TokenSource) -> web.StreamResponse:
+        response = web.StreamResponse(headers=_SSE_HEADERS)
+        await response.prepare(request)
+        vocab, offset = self.vocab, plan.offset
+        total, text_total, finish = plan.length, plan.text_tokens, plan.finish_reason
+        per_chunk = self._tokens_per_chunk
+        sent = 0
+        while sent < total:
+            got = await source.wait(1 if sent == 0 else sent + per_chunk)
+            parts = [renderer.role_chunk()] if sent == 0 and req.chat else []
+            while sent < got:
+                # the first token goes alone (TTFT is not delayed), then `per_chunk` at a time
+                end = 1 if sent == 0 else min(got, sent + per_chunk)
+                if end - sent == 1 and sent < text_total:
+                    text_json = vocab.json_of_one(offset, sent)
+                else:
+                    text_json = orjson.dumps(vocab.text(offset, sent, min(end, text_total)))
+                parts.append(renderer.content_chunk(text_json, finish if end == total else None))
+                sent = end
+            await response.write(b"".join(parts))
+        tail = [_DONE]
+        if req.include_usage:
+            tail.insert(0, renderer.usage_chunk(req.prompt_tokens, total))
+        await response.write(b"".join(tail))
+        await response.write_eof()
+        return response
+
+
+async def serve(config: SimConfig) -> None:
+    """Serve until SIGTERM or SIGINT."""
+    server = SimServer(config)
+    runner = web.AppRunner(server.app(), access_log=None, handler_cancellation=True, shutdown_timeout=0.5)
+    await runner.setup()
+    site = web.TCPSite(runner, config.host, config.port, backlog=4096, reuse_port=config.workers > 1 or None)
+    await site.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def run(config: SimConfig) -> None:
+    """Run one server process (blocking)."""
+    try:
+        asyncio.run(serve(config))
+    except KeyboardInterrupt:
+        pass
+    sys.stdout.flush()

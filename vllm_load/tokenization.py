@@ -1,0 +1,286 @@
+"""Tokenizers shared by the simulator (to count and produce tokens) and the client (to build
+exact-length prompts without a server `/tokenize`).
+
+`SimTokenizer` is the simulator's own deterministic tokenizer: not word counting, so a client
+can only hit an exact prompt length by asking `/tokenize` or by using this same tokenizer.
+`HFTokenizer` loads a local Hugging Face tokenizer directory (never downloads anything).
+The rules of `SimTokenizer` are documented in docs/simulator.md; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any, Protocol, Sequence
+
+
+class Tokenizer(Protocol):
+    """What the simulator and the prompt builder need from a tokenizer."""
+
+    name: str
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        """Token ids of `text`; special-token strings inside it count as one token each."""
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of `ids`, special tokens included."""
+
+    def render_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
+        """The prompt text the chat template makes of `messages`."""
+
+    def encode_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
+        """Token ids of `render_chat(...)`, each special token counted once."""
+
+
+def message_text(content: Any) -> str:
+    """The text of an OpenAI message `content`: a string, or a list of parts whose text parts
+    are joined (image parts and the like carry no text here)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            elif isinstance(part, str):
+                parts.append(part)
+        return "".join(parts)
+    return str(content)
+
+
+# --- SimTokenizer -------------------------------------------------------------------------
+
+EOS_TOKEN = "<|endoftext|>"
+IM_START = "<|im_start|>"
+IM_END = "<|im_end|>"
+BOS_TOKEN = "<|begin_of_text|>"
+SIM_SPECIAL_TOKENS = (EOS_TOKEN, IM_START, IM_END, BOS_TOKEN)
+
+_SPECIAL_IDS = {tok: i for i, tok in enumerate(SIM_SPECIAL_TOKENS)}
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_LETTER_INDEX = {c: i for i, c in enumerate(_LETTERS)}
+_NL = len(_LETTERS)
+# Id layout: [specials | ASCII letter runs of 1-4 | digit runs of 1-3 | single characters],
+# each of the last three doubled for "with a leading space". Arithmetic, so every process
+# (and --workers child) agrees on ids without sharing a vocabulary file.
+_LETTER_RUNS = sum(_NL**k for k in range(1, 5))
+_DIGIT_RUNS = sum(10**k for k in range(1, 4))
+_CHAR_RANGE = 0x110000
+_LETTER_BASE = 256
+_DIGIT_BASE = _LETTER_BASE + 2 * _LETTER_RUNS
+_CHAR_BASE = _DIGIT_BASE + 2 * _DIGIT_RUNS
+SIM_VOCAB_SIZE = _CHAR_BASE + 2 * _CHAR_RANGE
+
+# One alternative per token kind, tried in this order at every position:
+# a special token; 1-4 ASCII letters; 1-3 digits; any other single non-space character; one
+# whitespace character. The first three may start with one space (the leading space belongs to
+# the word). Longer words and numbers are therefore split into pieces.
+_SPECIALS_RE = "|".join(re.escape(t) for t in SIM_SPECIAL_TOKENS)
+_SIM_PATTERN = re.compile(
+    # the lookahead keeps a space in front of a special token a token of its own
+    _SPECIALS_RE + r"| ?[A-Za-z]{1,4}| ?[0-9]{1,3}| ?(?!" + _SPECIALS_RE + r")\S|\s"
+)
+_findall = _SIM_PATTERN.findall
+
+
+def _run_offset(length: int, radix: int) -> int:
+    return sum(radix**k for k in range(1, length))
+
+
+def _piece_id(piece: str) -> int:
+    special = _SPECIAL_IDS.get(piece)
+    if special is not None:
+        return special
+    space = piece[0] == " " and len(piece) > 1
+    body = piece[1:] if space else piece
+    first = body[0]
+    if first in _LETTER_INDEX:
+        value = 0
+        for c in body:
+            value = value * _NL + _LETTER_INDEX[c]
+        return _LETTER_BASE + space * _LETTER_RUNS + _run_offset(len(body), _NL) + value
+    if "0" <= first <= "9":
+        return _DIGIT_BASE + space * _DIGIT_RUNS + _run_offset(len(body), 10) + int(body)
+    return _CHAR_BASE + space * _CHAR_RANGE + ord(first)
+
+
+def _id_piece(token_id: int) -> str:
+    if not 0 <= token_id < SIM_VOCAB_SIZE:
+        raise ValueError(f"token id {token_id} is outside the vocabulary (0..{SIM_VOCAB_SIZE - 1})")
+    if token_id < _LETTER_BASE:
+        if token_id < len(SIM_SPECIAL_TOKENS):
+            return SIM_SPECIAL_TOKENS[token_id]
+        raise ValueError(f"token id {token_id} is a reserved id with no text")
+    if token_id < _DIGIT_BASE:
+        space, rest = divmod(token_id - _LETTER_BASE, _LETTER_RUNS)
+        length = 1
+        while rest >= _NL**length:
+            rest -= _NL**length
+            length += 1
+        chars = []
+        for _ in range(length):
+            rest, i = divmod(rest, _NL)
+            chars.append(_LETTERS[i])
+        return " " * space + "".join(reversed(chars))
+    if token_id < _CHAR_BASE:
+        space, rest = divmod(token_id - _DIGIT_BASE, _DIGIT_RUNS)
+        length = 1
+        while rest >= 10**length:
+            rest -= 10**length
+            length += 1
+        return " " * space + str(rest).zfill(length)
+    space, code = divmod(token_id - _CHAR_BASE, _CHAR_RANGE)
+    return " " * space + chr(code)
+
+
+class SimTokenizer:
+    """The simulator's deterministic tokenizer and ChatML-style chat template.
+
+    Pieces: special tokens; runs of at most 4 ASCII letters (a longer word is split into
+    4-letter pieces); runs of at most 3 digits; every other non-space character alone; every
+    whitespace character alone. A single space before a letter/digit/other piece belongs to it.
+    `add_special_tokens=True` puts `<|begin_of_text|>` in front. The chat template is
+    `<|im_start|>{role}\\n{content}<|im_end|>\\n` per message, then `<|im_start|>assistant\\n`
+    as the generation prompt, so the overhead is fixed per message.
+    """
+
+    name = "sim"
+    bos_token = BOS_TOKEN
+    eos_token = EOS_TOKEN
+    eos_token_id = _SPECIAL_IDS[EOS_TOKEN]
+    vocab_size = SIM_VOCAB_SIZE
+
+    def pieces(self, text: str) -> list[str]:
+        """The text of every token of `text`, in order."""
+        return _findall(text)
+
+    def count(self, text: str, add_special_tokens: bool = False) -> int:
+        """len(encode(text, add_special_tokens)) without building the ids (the server's hot path)."""
+        return len(_findall(text)) + (1 if add_special_tokens else 0)
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        ids = [_piece_id(p) for p in _findall(text)]
+        if add_special_tokens:
+            ids.insert(0, _SPECIAL_IDS[BOS_TOKEN])
+        return ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return "".join(_id_piece(int(i)) for i in ids)
+
+    def render_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
+        parts = [f"{IM_START}{m.get('role', 'user')}\n{message_text(m.get('content'))}{IM_END}\n" for m in messages]
+        if add_generation_prompt:
+            parts.append(f"{IM_START}assistant\n")
+        return "".join(parts)
+
+    def encode_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
+        return self.encode(self.render_chat(messages, add_generation_prompt), add_special_tokens=False)
+
+    def count_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> int:
+        return self.count(self.render_chat(messages, add_generation_prompt))
+
+
+# --- HFTokenizer --------------------------------------------------------------------------
+
+
+def _token_text(value: Any) -> str | None:
+    """tokenizer_config.json writes special tokens as strings or as {"content": ...}."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else None
+
+
+def _pick_template(template: Any) -> str | None:
+    """tokenizer_config.json's chat_template: a string, or a list of named templates."""
+    if isinstance(template, str):
+        return template
+    if isinstance(template, list):
+        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+        return named.get("default") or next(iter(named.values()), None)
+    return None
+
+
+class HFTokenizer:
+    """A local Hugging Face tokenizer directory: `tokenizer.json` loaded with the `tokenizers`
+    library, and the chat template of `tokenizer_config.json` (or `chat_template.jinja`)
+    rendered in a sandboxed jinja2 environment the way transformers' apply_chat_template does."""
+
+    def __init__(self, path: str) -> None:
+        from tokenizers import Tokenizer as _RustTokenizer
+
+        self.path = os.path.abspath(path)
+        self.name = self.path
+        tokenizer_file = os.path.join(self.path, "tokenizer.json")
+        if not os.path.isfile(tokenizer_file):
+            raise ValueError(f"{path} has no tokenizer.json (pass a Hugging Face tokenizer directory)")
+        self._tok = _RustTokenizer.from_file(tokenizer_file)
+        config: dict = {}
+        config_file = os.path.join(self.path, "tokenizer_config.json")
+        if os.path.isfile(config_file):
+            with open(config_file, encoding="utf-8") as fh:
+                config = json.load(fh)
+        self.bos_token = _token_text(config.get("bos_token"))
+        self.eos_token = _token_text(config.get("eos_token"))
+        self.eos_token_id = self._tok.token_to_id(self.eos_token) if self.eos_token else None
+        self.vocab_size = self._tok.get_vocab_size()
+        template = _pick_template(config.get("chat_template"))
+        jinja_file = os.path.join(self.path, "chat_template.jinja")
+        if template is None and os.path.isfile(jinja_file):
+            with open(jinja_file, encoding="utf-8") as fh:
+                template = fh.read()
+        self.chat_template = template
+        self._compiled = None
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return self._tok.encode(text, add_special_tokens=add_special_tokens).ids
+
+    def count(self, text: str, add_special_tokens: bool = False) -> int:
+        return len(self.encode(text, add_special_tokens))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self._tok.decode(list(ids), skip_special_tokens=False)
+
+    def _template(self):
+        if self._compiled is None:
+            if not self.chat_template:
+                raise ValueError(f"{self.path} has no chat template (tokenizer_config.json chat_template)")
+            from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+            def raise_exception(message: str) -> None:
+                raise ValueError(message)
+
+            env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+            env.filters["tojson"] = lambda value, indent=None: json.dumps(value, ensure_ascii=False, indent=indent)
+            env.globals["raise_exception"] = raise_exception
+            self._compiled = env.from_string(self.chat_template)
+        return self._compiled
+
+    def render_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
+        return self._template().render(
+            messages=messages,
+            add_generation_prompt=add_generation_prompt,
+            bos_token=self.bos_token or "",
+            eos_token=self.eos_token or "",
+        )
+
+    def encode_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
+        # The template writes BOS itself where the model wants one, so nothing is added (as vLLM does).
+        return self.encode(self.render_chat(messages, add_generation_prompt), add_special_tokens=False)
+
+    def count_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> int:
+        return len(self.encode_chat(messages, add_generation_prompt))
+
+
+def load_tokenizer(spec: str | None) -> Tokenizer:
+    """None or "sim" -> SimTokenizer; an existing directory -> HFTokenizer."""
+    if spec is None or spec == "sim":
+        return SimTokenizer()
+    if os.path.isdir(spec):
+        return HFTokenizer(spec)
+    raise ValueError(
+        f"tokenizer {spec!r} is neither 'sim' nor an existing directory: pass a local directory "
+        "holding tokenizer.json (+ tokenizer_config.json), or 'sim'"
+    )
