@@ -131,3 +131,31 @@ def test_steps_run_on_absolute_deadlines():
     elapsed, engine = asyncio.run(scenario())
     assert 0.4 <= elapsed < 0.4 + 0.1, elapsed
     assert engine.stats.itl.count == 199 and engine.stats.generation_tokens == 200
+
+
+def _closed_loop(users: int, duration: float = 240.0, warmup: float = 60.0) -> tuple[float, float]:
+    """Virtual-time closed loop with the default engine, 2048 in / 512 out: (total tok/s, p99 latency)."""
+    engine = Engine(EngineConfig(), ServerStats())
+    engine.waiting.extend(Sequence(2048, 512, 0.0) for _ in range(users))
+    now, latencies, tokens = 0.0, [], 0
+    while now < duration:
+        plan = engine.schedule()
+        now += plan.duration
+        engine.complete(plan, now)
+        for seq, _ in plan.work:
+            if seq.finished and seq.last_token_at == now:
+                if now >= warmup:
+                    latencies.append(now - seq.arrival)
+                    tokens += 2048 + 512
+                engine.waiting.append(Sequence(2048, 512, now))
+    latencies.sort()
+    return tokens / (duration - warmup), latencies[int(0.99 * (len(latencies) - 1))]
+
+
+def test_defaults_saturate_a_2048_in_512_out_test_between_100_and_200_users():
+    results = {users: _closed_loop(users) for users in (10, 100, 200, 1000)}
+    peak = max(tput for tput, _ in results.values())
+    assert results[10][0] < 0.3 * peak
+    assert results[100][0] < 0.95 * peak  # still climbing at 100
+    assert results[200][0] >= 0.95 * peak and results[1000][0] >= 0.95 * peak  # flat from 200 on
+    assert results[1000][1] > 3 * results[200][1]  # while latency keeps growing

@@ -169,23 +169,32 @@ class SimServer:
         completed = False
         try:
             if req.stream:
-                response = await self._stream(request, req, plan, renderer, source)
-            else:
-                await source.wait(plan.length)
-                text = self.vocab.text(plan.offset, 0, plan.text_tokens)
-                body = renderer.full(text, plan.finish_reason, req.prompt_tokens, plan.length)
-                response = web.Response(body=body, content_type=_JSON)
+                response = web.StreamResponse(headers=_SSE_HEADERS)
+                completed = await self._stream(request, response, req, plan, renderer, source)
+                return response
+            await source.wait(plan.length)
+            text = self.vocab.text(plan.offset, 0, plan.text_tokens)
+            body = renderer.full(text, plan.finish_reason, req.prompt_tokens, plan.length)
             completed = True
-            return response
+            return web.Response(body=body, content_type=_JSON)
         finally:
             source.close()
             if completed:
                 self.stats.requests_ok[plan.finish_reason] += 1
                 self.stats.e2e.observe(loop.time() - started)
 
-    async def _stream(self, request: web.Request, req: GenerationRequest, plan: OutputPlan,
-                      renderer: ResponseRenderer, source: TokenSource) -> web.StreamResponse:
-        response = web.StreamResponse(headers=_SSE_HEADERS)
+    async def _stream(self, request: web.Request, response: web.StreamResponse, req: GenerationRequest,
+                      plan: OutputPlan, renderer: ResponseRenderer, source: TokenSource) -> bool:
+        """Write the SSE response; False if the client went away first."""
+        try:
+            await self._write_stream(request, response, req, plan, renderer, source)
+            return True
+        except ConnectionError:
+            # aiohttp finishes a response to a closed connection quietly; raising would log a traceback
+            return False
+
+    async def _write_stream(self, request: web.Request, response: web.StreamResponse, req: GenerationRequest,
+                            plan: OutputPlan, renderer: ResponseRenderer, source: TokenSource) -> None:
         await response.prepare(request)
         vocab, offset = self.vocab, plan.offset
         total, text_total, finish = plan.length, plan.text_tokens, plan.finish_reason
@@ -209,11 +218,24 @@ class SimServer:
             tail.insert(0, renderer.usage_chunk(req.prompt_tokens, total))
         await response.write(b"".join(tail))
         await response.write_eof()
-        return response
+
+
+def _raise_open_file_limit() -> None:
+    """Every connection is a file descriptor; 1024 (a common soft limit) is too few for a
+    1000-user test, so take whatever the hard limit allows."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or hard > soft:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 1 << 20, hard))
+    except (ImportError, ValueError, OSError):
+        pass
 
 
 async def serve(config: SimConfig) -> None:
     """Serve until SIGTERM or SIGINT."""
+    _raise_open_file_limit()
     server = SimServer(config)
     runner = web.AppRunner(server.app(), access_log=None, handler_cancellation=True, shutdown_timeout=0.5)
     await runner.setup()

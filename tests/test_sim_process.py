@@ -1,0 +1,57 @@
+"""SimulatorProcess and --workers: several processes on one port, all stopped together."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+
+from test_sim_helpers import call
+from vllm_load.sim.process import SimulatorProcess, free_port
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                members.append(int(entry))
+    return members
+
+
+def test_free_port_is_bindable():
+    port = free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+
+
+def test_workers_share_the_port_and_stop_together():
+    sim = SimulatorProcess("--echo", "--workers", "2").start()
+    try:
+        pgid = sim.proc.pid
+        assert len(_group_members(pgid)) == 3  # the supervisor and two servers
+        for _ in range(20):  # connections land on either worker; all are answered
+            status, answer = call(sim.url + "/v1/completions", {"prompt": "hi", "max_tokens": 2})
+            assert status == 200 and answer["usage"]["completion_tokens"] == 2
+    finally:
+        sim.stop()
+    assert sim.proc.returncode is not None and _group_members(pgid) == []
+
+
+def test_a_failing_simulator_reports_its_output():
+    with pytest.raises(RuntimeError, match="--ttft and --itl go together"):
+        SimulatorProcess("--ttft", "0.1").start()
+
+
+def test_context_manager_stops_on_error():
+    with pytest.raises(ZeroDivisionError):
+        with SimulatorProcess("--echo") as sim:
+            pid = sim.proc.pid
+            1 / 0
+    assert sim.proc.poll() is not None and _group_members(pid) == []
