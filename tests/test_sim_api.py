@@ -216,3 +216,30 @@ def test_the_openai_client_streams_unchanged(sim):
     completion = client.completions.create(model=MODEL, prompt="Hi", max_tokens=3, extra_body={"ignore_eos": True})
     assert completion.usage.completion_tokens == 3
     assert [m.id for m in client.models.list()] == [MODEL]
+
+
+def test_a_client_that_leaves_frees_its_place_in_the_engine():
+    import socket
+    import time
+
+    with SimulatorProcess("--max-num-seqs", "4") as slow:  # real time: 1000 tokens would take 10 s
+        host, port = slow.url.rsplit("/", 1)[1].split(":")
+        body = (b'{"messages":[{"role":"user","content":"hi"}],"max_tokens":1000,"ignore_eos":true,"stream":%s}')
+        for stream in (b"true", b"false"):
+            payload = body % stream
+            with socket.create_connection((host, int(port))) as s:
+                s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: %d\r\n\r\n%s" % (len(payload), payload))
+                deadline = time.monotonic() + 5
+                while metric_value(call(slow.url + "/metrics")[1], "vllm:num_requests_running") != 1:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.02)
+            deadline = time.monotonic() + 5
+            while metric_value(call(slow.url + "/metrics")[1], "vllm:num_requests_running") != 0:
+                assert time.monotonic() < deadline, "the engine kept generating for a client that left"
+                time.sleep(0.02)
+        metrics = call(slow.url + "/metrics")[1]
+        assert 'finished_reason="abort"' in metrics
+        aborts = [line for line in metrics.splitlines() if 'finished_reason="abort"' in line]
+        assert float(aborts[0].rsplit(" ", 1)[1]) == 2
+        assert metric_value(metrics, "vllm:kv_cache_usage_perc") == 0

@@ -112,7 +112,7 @@ def test_abort_frees_blocks_and_wakes_the_waiter():
 
     engine, got = asyncio.run(scenario())
     assert got < 1000 and engine.free_blocks == engine.config.num_gpu_blocks
-    assert engine.stats.requests_ok["abort"] == 1 and not engine.running
+    assert not engine.running and not engine.waiting
 
 
 def test_steps_run_on_absolute_deadlines():

@@ -55,3 +55,25 @@ def test_context_manager_stops_on_error():
             pid = sim.proc.pid
             1 / 0
     assert sim.proc.poll() is not None and _group_members(pid) == []
+
+
+def test_help_documents_every_option_and_the_docs_do_too():
+    import re
+    import subprocess
+    import sys
+
+    from vllm_load.cli import build_parser
+
+    help_text = subprocess.run([sys.executable, "-m", "vllm_load", "sim", "--help"], capture_output=True,
+                               text=True, timeout=60).stdout
+    sim_parser = build_parser()._subparsers._group_actions[0].choices["sim"]
+    options = [opt for action in sim_parser._actions for opt in action.option_strings if opt.startswith("--")]
+    assert len(options) > 20
+    docs = open(os.path.join(os.path.dirname(__file__), "..", "docs", "simulator.md"), encoding="utf-8").read()
+    for action in sim_parser._actions:
+        if action.dest != "help":
+            assert action.help and action.help.strip(), action.dest
+    for option in options:
+        if option != "--help":
+            assert re.search(rf"{option}\b", help_text), option
+            assert f"`{option}" in docs, f"{option} is not in docs/simulator.md"

@@ -103,7 +103,6 @@ class Engine:
                 self.waiting.remove(seq)
             except ValueError:
                 pass
-        self.stats.requests_ok["abort"] += 1
         seq.notify()
 
     def occupancy(self) -> Occupancy:

@@ -182,6 +182,8 @@ class SimServer:
             if completed:
                 self.stats.requests_ok[plan.finish_reason] += 1
                 self.stats.e2e.observe(loop.time() - started)
+            else:  # the client left (or the handler was cancelled) before the end
+                self.stats.requests_ok["abort"] += 1
 
     async def _stream(self, request: web.Request, response: web.StreamResponse, req: GenerationRequest,
                       plan: OutputPlan, renderer: ResponseRenderer, source: TokenSource) -> bool:
