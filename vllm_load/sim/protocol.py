@@ -175,11 +175,11 @@ class ResponseRenderer:
 
     __slots__ = ("chat", "rid", "created", "model", "_prefix", "_head")
 
-    def __init__(self, chat: bool, rid: str, model_json: bytes, created: int | None = None) -> None:
+    def __init__(self, chat: bool, rid: str, model: str, model_json: bytes, created: int | None = None) -> None:
         self.chat = chat
         self.rid = rid
         self.created = int(time.time()) if created is None else created
-        self.model = model_json
+        self.model = model
         obj = b"chat.completion.chunk" if chat else b"text_completion"
         self._head = b'{"id":"' + rid.encode() + b'","object":"' + obj + b'","created":' + \
             str(self.created).encode() + b',"model":' + model_json + b',"choices":['
@@ -212,7 +212,7 @@ class ResponseRenderer:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason,
                       "stop_reason": None, "prompt_logprobs": None}
             obj = "text_completion"
-        return orjson.dumps({"id": self.rid, "object": obj, "created": self.created, "model": orjson.loads(self.model),
+        return orjson.dumps({"id": self.rid, "object": obj, "created": self.created, "model": self.model,
                              "choices": [choice], "usage": usage(prompt_tokens, completion_tokens),
                              "system_fingerprint": None, "prompt_logprobs": None})
 

@@ -164,7 +164,7 @@ class SimServer:
         plan = self.planner.plan(req.max_tokens, req.min_tokens, req.ignore_eos, req.seed, req.temperature,
                                  req.prompt_key)
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{self._id_prefix}{next(self._ids):08x}"
-        renderer = ResponseRenderer(chat, rid, self.model_json)
+        renderer = ResponseRenderer(chat, rid, self.limits.model, self.model_json)
         source = self.backend.open(req.prompt_tokens, plan.length)
         completed = False
         try:
