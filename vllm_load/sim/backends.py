@@ -31,13 +31,19 @@ class Backend(Protocol):
     def occupancy(self) -> Occupancy: ...
 
 
+# asyncio's timers fire late by 0 to ~1.5 ms (epoll waits whole milliseconds, rounded up, plus
+# wake-up latency); arming fixed-latency deadlines this much early centres them on time.
+TIMER_LEAD = 0.0005
+
+
 def _set_done(fut: asyncio.Future) -> None:
     if not fut.done():
         fut.set_result(None)
 
 
 async def sleep_until(loop: asyncio.AbstractEventLoop, when: float) -> None:
-    """Sleep until the absolute loop time `when` (absolute, so delays never accumulate)."""
+    """Sleep until about the absolute loop time `when` (absolute, so delays never accumulate)."""
+    when -= TIMER_LEAD
     if when <= loop.time():
         return
     fut = loop.create_future()
