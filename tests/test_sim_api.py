@@ -243,3 +243,12 @@ def test_a_client_that_leaves_frees_its_place_in_the_engine():
         aborts = [line for line in metrics.splitlines() if 'finished_reason="abort"' in line]
         assert float(aborts[0].rsplit(" ", 1)[1]) == 2
         assert metric_value(metrics, "vllm:kv_cache_usage_perc") == 0
+
+
+def test_a_32k_prompt_with_a_longer_context_option():
+    with SimulatorProcess("--max-model-len", "40960", "--time-scale", "0.01") as big:
+        status, answer = call(big.url + "/v1/completions", {"prompt": " the" * 32767, "max_tokens": 512,
+                                                            "ignore_eos": True})
+        assert status == 200 and answer["usage"]["prompt_tokens"] == 32768  # BOS included
+        assert answer["usage"]["completion_tokens"] == 512
+        _assert_error(call(big.url + "/v1/completions", {"prompt": " the" * 40960, "max_tokens": 1}), 400, "max_tokens")

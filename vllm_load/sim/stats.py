@@ -21,8 +21,8 @@ REQUEST_LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 2
 
 
 class Histogram:
-    """Cumulative-free bucket counts (Prometheus `le` semantics: a value equal to a bound
-    belongs to that bound's bucket)."""
+    """A latency histogram kept as per-bucket counts, made cumulative only when scraped
+    (Prometheus `le` semantics: a value equal to a bound belongs to that bound's bucket)."""
 
     __slots__ = ("bounds", "counts", "total", "count")
 
