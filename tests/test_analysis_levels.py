@@ -1,0 +1,185 @@
+"""Per-level figures over the measured window, checked against numbers worked out by hand."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from vllm_load.analysis.hist import hist_percentiles, merge_hist_column
+from vllm_load.analysis.levels import format_level_table, level_metrics, measure_levels
+from vllm_load.histogram import LogHistogram, bucket_value
+from vllm_load.records import COLUMNS, PANDAS_DTYPES
+
+
+def make_requests(rows: list[dict]) -> pd.DataFrame:
+    """A requests frame with the documented columns and dtypes; unspecified cells empty."""
+    full = []
+    for i, row in enumerate(rows):
+        rec = {c: None for c in COLUMNS}
+        rec.update({"request_id": f"0-{i}", "worker": "local", "endpoint": "chat", "stream": 1,
+                    "requested_prompt_tokens": 10, "requested_completion_tokens": 10, "status": 200,
+                    "error": "", "error_message": "", "itl_hist": ""})
+        rec.update(row)
+        rec["e2e"] = rec["end_ts"] - rec["start_ts"]
+        full.append(rec)
+    frame = pd.DataFrame(full, columns=list(COLUMNS))
+    return frame.astype({c: t for c, t in PANDAS_DTYPES.items()})
+
+
+def make_steps(rows: list[tuple]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["level", "users", "start_ts", "end_ts", "warmup_requests",
+                                       "target_requests", "time_cap", "stop_reason"])
+
+
+def ok(level, users, start, end, prompt=10, completion=10, ttft=0.1, itl="", **kw):
+    return {"level": level, "users": users, "start_ts": start, "end_ts": end, "ok": 1, "ttft": ttft,
+            "prompt_tokens": prompt, "completion_tokens": completion, "itl_hist": itl, **kw}
+
+
+@pytest.fixture
+def two_levels():
+    requests = make_requests([
+        # level 0: W = 1, K = 3, ended by target
+        ok(0, 2, 100.0, 101.0, itl="50:100"),                      # a: warm-up (first to finish)
+        ok(0, 2, 100.5, 102.0, completion=8, ttft=0.3, itl="100:3;200:1"),  # b: measured
+        {"level": 0, "users": 2, "start_ts": 101.0, "end_ts": 103.0, "ok": 0, "status": 500,
+         "error": "http_status"},                                  # c: measured failure
+        ok(0, 2, 102.0, 104.0, prompt=None, completion=None, ttft=0.5, itl="100:1;300:4"),  # d: no usage
+        ok(0, 2, 103.0, 105.0),                                    # e: after W + K: not measured
+        # level 1: W = 1, K = 3, cut by its time cap at 115
+        ok(1, 3, 110.0, 111.0),                                    # f: warm-up
+        ok(1, 3, 110.0, 113.0),                                    # g: measured
+        ok(1, 3, 111.0, 116.0),                                    # h: finished after the level ended
+    ])
+    # arrival order is not time order
+    requests = requests.sample(frac=1.0, random_state=3).reset_index(drop=True)
+    steps = make_steps([(0, 2, 100.0, 110.0, 1, 4, 600.0, "target_reached"),
+                        (1, 3, 110.0, 115.0, 1, 4, 5.0, "time_cap")])
+    return requests, steps
+
+
+def test_measured_window_counts_and_throughput(two_levels):
+    m = level_metrics(*two_levels).set_index("level")
+    l0 = m.loc[0]
+    assert (l0.started, l0.warmup, l0.measured, l0.ok, l0.failed) == (5, 1, 3, 2, 1)
+    assert l0.finished == 5
+    assert l0.success_rate == pytest.approx(2 / 3)
+    # window: end of the 1st finished (101) to the last measured end (104)
+    assert (l0.window_start, l0.window_end, l0.window_s) == (101.0, 104.0, 3.0)
+    assert l0.req_per_s == pytest.approx(2 / 3)
+    # b: 10 + 8 tokens; d: no usage, requested 10 + 10 used and flagged
+    assert l0.total_tok_per_s == pytest.approx(38 / 3)
+    assert l0.output_tok_per_s == pytest.approx(18 / 3)
+    assert l0.input_tok_per_s == pytest.approx(20 / 3)
+    assert l0.usage_missing == 1
+    assert l0.prompt_exact_share == 1.0 and l0.completion_exact_share == 0.0
+    # in flight during [101, 104]: b 1 s, c 2 s, d 2 s, e 1 s -> 6 s / 3 s
+    assert l0.achieved_concurrency == pytest.approx(2.0)
+    assert l0.stop_reason == "target_reached"
+
+
+def test_level_cut_by_time_cap_measures_only_what_finished_in_it(two_levels):
+    l1 = level_metrics(*two_levels).set_index("level").loc[1]
+    assert (l1.started, l1.finished, l1.measured, l1.ok) == (3, 2, 1, 1)
+    assert (l1.window_start, l1.window_end) == (111.0, 113.0)
+    assert l1.req_per_s == pytest.approx(0.5)
+    assert l1.total_tok_per_s == pytest.approx(10.0)
+    # in flight during [111, 113]: g 2 s, h 2 s
+    assert l1.achieved_concurrency == pytest.approx(2.0)
+
+
+def test_latency_percentiles_over_successful_measured_requests(two_levels):
+    l0 = level_metrics(*two_levels).set_index("level").loc[0]
+    # E2E of b and d: 1.5 and 2.0, linear interpolation between them
+    assert l0.e2e_p50 == pytest.approx(1.75)
+    assert l0.e2e_p90 == pytest.approx(1.95)
+    assert l0.e2e_p99 == pytest.approx(1.995)
+    assert l0.ttft_p50 == pytest.approx(0.4)
+    # ITL: b and d merged = {100: 4, 200: 1, 300: 4}; the warm-up's bucket 50 is left out
+    assert l0.itl_p50 == pytest.approx(bucket_value(200))  # rank ceil(4.5) = 5
+    assert l0.itl_p90 == pytest.approx(bucket_value(300))  # rank ceil(8.1) = 9
+    assert l0.itl_p99 == pytest.approx(bucket_value(300))
+    assert math.isnan(level_metrics(*two_levels).set_index("level").loc[1].itl_p50)
+
+
+def test_no_warmup_window_starts_at_level_start():
+    requests = make_requests([ok(0, 1, 50.0, 52.0), ok(0, 1, 52.0, 54.0), ok(0, 1, 54.0, 56.0)])
+    steps = make_steps([(0, 1, 49.0, 57.0, 0, 2, 600.0, "target_reached")])
+    m = level_metrics(requests, steps).iloc[0]
+    assert (m.window_start, m.window_end, m.measured) == (49.0, 54.0, 2)
+    assert m.total_tok_per_s == pytest.approx(40 / 5)
+    assert m.achieved_concurrency == pytest.approx(4 / 5)  # 2 + 2 s in flight over 5 s
+
+
+def test_fewer_than_w_finished_has_no_window():
+    requests = make_requests([ok(0, 4, 10.0, 11.0)])
+    steps = make_steps([(0, 4, 10.0, None, 2, 12, 600.0, None)])
+    m = level_metrics(requests, steps).iloc[0]
+    assert m.measured == 0 and m.warmup == 1
+    assert math.isnan(m.window_s) and math.isnan(m.total_tok_per_s) and math.isnan(m.success_rate)
+
+
+def test_steps_rewritten_twice_or_missing_a_level():
+    requests = make_requests([ok(0, 2, 10.0, 11.0), ok(0, 2, 10.0, 12.0), ok(1, 4, 20.0, 21.0),
+                              ok(1, 4, 20.0, 22.0), ok(1, 4, 20.5, 23.0)])
+    steps = make_steps([(0, 2, 9.0, None, 1, 3, 600.0, None), (0, 2, 10.0, None, 1, 3, 600.0, None)])
+    m = level_metrics(requests, steps).set_index("level")
+    assert list(m.index) == [0, 1]
+    assert m.loc[0, "measured"] == 1 and m.loc[0, "window_s"] == pytest.approx(1.0)
+    # level 1 comes from its requests, with the other level's W and K
+    assert m.loc[1, "users"] == 4 and m.loc[1, "measured"] == 2
+    assert (m.loc[1, "window_start"], m.loc[1, "window_end"]) == (21.0, 23.0)
+
+
+def test_empty_run_and_table():
+    requests = make_requests([])
+    steps = make_steps([(0, 2, 9.0, None, 1, 3, 600.0, None)])
+    m = level_metrics(requests, steps)
+    assert len(m) == 1 and m.iloc[0].measured == 0
+    assert format_level_table(m).splitlines()[2].split()[0] == "2"
+    assert format_level_table(m.iloc[0:0]) == ""
+
+
+def test_format_level_table(two_levels):
+    text = format_level_table(level_metrics(*two_levels))
+    lines = text.splitlines()
+    assert lines[0].split()[:3] == ["users", "achieved", "req/s"]
+    assert "E2E p99 s" in lines[0] and "success %" in lines[0]
+    first = lines[2].split()
+    assert first[0] == "2" and first[1] == "2.0" and first[2] == "0.67" and first[-1] == "66.7"
+    assert len({len(line) for line in lines}) == 1  # fixed width
+
+
+def test_vectorised_histograms_match_loghistogram():
+    rng = random.Random(7)
+    texts, groups, reference = [], [], [LogHistogram(), LogHistogram(), LogHistogram()]
+    for _ in range(300):
+        gaps = [rng.lognormvariate(-4, 0.7) for _ in range(rng.randint(0, 30))]
+        hist = LogHistogram.of(gaps)
+        g = rng.randrange(3)
+        texts.append(hist.format() if gaps else None)
+        groups.append(g)
+        reference[g].merge(hist)
+    counts = merge_hist_column(pd.Series(texts, dtype="string"), np.array(groups), 3)
+    qs = (1, 50, 90, 99, 100)
+    got = hist_percentiles(counts, qs)
+    for g in range(3):
+        assert counts[g].sum() == reference[g].total
+        assert list(got[g]) == pytest.approx([reference[g].percentile(q) for q in qs])
+
+
+def test_malformed_histogram_is_an_error():
+    with pytest.raises(ValueError):
+        merge_hist_column(pd.Series(["1:2;x:3"], dtype="string"), np.array([0]), 1)
+    with pytest.raises(ValueError):
+        merge_hist_column(pd.Series(["1:2;3"], dtype="string"), np.array([0]), 1)
+
+
+def test_measurement_keeps_histograms_and_measured_rows(two_levels):
+    meas = measure_levels(*two_levels)
+    assert meas.itl_counts.shape[0] == 2 and meas.itl_counts[0].sum() == 9
+    assert sorted(meas.measured[meas.measured.level == 0].e2e) == [1.5, 2.0]

@@ -1,0 +1,270 @@
+"""Per-level figures of one run, over each level's measured window (docs/run-format.md).
+
+For every level: take the requests that started during it, order them by `end_ts`, drop the
+first W to finish (warm-up), measure the next K (fewer when the level was cut short: then only
+those that finished before the level ended). The measured window runs from the end of the W-th
+finished request (the level's start when W = 0) to the end of the last measured request.
+
+Throughput counts the tokens of the successful measured requests over the window; latency
+percentiles are over the successful measured requests (a failure's "latency" is its time to
+fail, which says nothing about serving speed; failures are counted separately); ITL
+percentiles come from their merged `itl_hist`.
+
+Everything is vectorised: a run with a million requests is a few array passes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .hist import hist_percentiles, merge_hist_column
+
+PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
+LATENCIES: tuple[str, ...] = ("e2e", "ttft", "itl", "tpot")
+#: stop reasons after which the level ended before W + K requests finished
+CUT_SHORT = frozenset({"time_cap", "interrupted", "workers_lost"})
+
+METRIC_COLUMNS: tuple[str, ...] = (
+    "level", "users", "level_start", "level_end", "started", "finished", "warmup", "measured",
+    "ok", "failed", "success_rate", "window_start", "window_end", "window_s",
+    "req_per_s", "total_tok_per_s", "output_tok_per_s", "input_tok_per_s", "achieved_concurrency",
+    *(f"{lat}_p{p}" for lat in LATENCIES for p in PERCENTILES),
+    "prompt_exact_share", "completion_exact_share", "usage_missing", "stop_reason",
+)
+
+
+@dataclass
+class LevelMeasurement:
+    """The per-level table of one run plus what charts need beyond it.
+
+    `itl_counts[i]` is the merged ITL histogram (bucket counts, see `hist`) of level row i of
+    `metrics`; `measured` holds the successful measured requests (level, ttft, e2e, tpot).
+    """
+
+    metrics: pd.DataFrame
+    itl_counts: np.ndarray
+    measured: pd.DataFrame
+
+
+def _num(series: pd.Series) -> np.ndarray:
+    return pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def level_plan(steps: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
+    """One row per level: users, start/end, W, K, time cap, stop reason.
+
+    steps.csv is rewritten while a run goes on, so a level may appear twice (the last row wins)
+    or not at all (a crash before the rewrite): such a level is taken from its requests, with
+    the W and K of the other levels and its first request's start as its start.
+    """
+    if steps is not None and len(steps):
+        plan = steps.copy()
+        plan["level"] = _num(plan["level"]).astype(np.int64)
+        plan = plan.drop_duplicates("level", keep="last")
+    else:
+        plan = pd.DataFrame({"level": pd.Series([], dtype=np.int64)})
+    out = pd.DataFrame({"level": plan["level"].to_numpy(np.int64)})
+    for col in ("users", "start_ts", "end_ts", "warmup_requests", "target_requests", "time_cap"):
+        out[col] = _num(plan[col]) if col in plan else np.nan
+    reason = plan["stop_reason"] if "stop_reason" in plan else pd.Series([""] * len(plan))
+    out["stop_reason"] = reason.astype("string").fillna("").to_numpy(dtype=object)
+
+    if len(requests):
+        req_levels = _num(requests["level"])
+        known = set(out["level"].tolist())
+        seen = pd.DataFrame({"level": req_levels, "users": _num(requests["users"]),
+                             "start": _num(requests["start_ts"])}).dropna(subset=["level"])
+        missing = seen[~seen["level"].isin(known)]
+        if len(missing):
+            agg = missing.groupby("level").agg(users=("users", "first"), start_ts=("start", "min")).reset_index()
+            default_w = out["warmup_requests"].dropna().iloc[0] if out["warmup_requests"].notna().any() else 0.0
+            default_t = out["target_requests"].dropna().iloc[0] if out["target_requests"].notna().any() else np.nan
+            extra = pd.DataFrame({
+                "level": agg["level"].astype(np.int64), "users": agg["users"], "start_ts": agg["start_ts"],
+                "end_ts": np.nan, "warmup_requests": default_w, "target_requests": default_t,
+                "time_cap": np.nan, "stop_reason": "",
+            })
+            out = pd.concat([out, extra], ignore_index=True) if len(out) else extra
+    out["warmup_requests"] = out["warmup_requests"].fillna(0.0)
+    return out.sort_values("level", kind="mergesort").reset_index(drop=True)
+
+
+def _group_quantiles(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
+    """Linearly interpolated percentiles (numpy's default) per group; NaN where a group has none."""
+    out = np.full((n_groups, len(PERCENTILES)), np.nan)
+    keep = ~np.isnan(values)
+    if not keep.any():
+        return out
+    frame = pd.DataFrame({"g": groups[keep], "v": values[keep]})
+    q = frame.groupby("g")["v"].quantile([p / 100.0 for p in PERCENTILES]).unstack()
+    out[q.index.to_numpy(dtype=np.int64)] = q.to_numpy()
+    return out
+
+
+def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurement:
+    """Per-level figures of one run (see the module docstring); one row per level in `metrics`."""
+    plan = level_plan(steps, requests)
+    n_levels = len(plan)
+    lv_all = _num(requests["level"]) if len(requests) else np.array([])
+    valid = ~np.isnan(lv_all)
+    req = requests[valid] if not valid.all() else requests
+    lv = lv_all[valid].astype(np.int64)
+    start = _num(req["start_ts"]) if len(req) else np.array([])
+    end = _num(req["end_ts"]) if len(req) else np.array([])
+    pos = np.searchsorted(plan["level"].to_numpy(), lv)  # every request level is in the plan
+
+    order = np.lexsort((end, pos))
+    pos_s, end_s = pos[order], end[order]
+    first = np.searchsorted(pos_s, np.arange(n_levels))
+    rank = np.arange(len(pos_s)) - first[pos_s]
+
+    w = plan["warmup_requests"].to_numpy(np.float64)
+    k = (plan["target_requests"].to_numpy(np.float64) - w)
+    k = np.where(np.isnan(k), np.inf, k)
+    level_end = plan["end_ts"].to_numpy(np.float64)
+    cut = np.array([r in CUT_SHORT for r in plan["stop_reason"]], dtype=bool) & ~np.isnan(level_end)
+    cutoff = np.where(cut, level_end, np.inf)
+
+    warm_s = rank < w[pos_s]
+    meas_s = ~warm_s & (rank < w[pos_s] + k[pos_s]) & (end_s <= cutoff[pos_s])
+    measured_mask = np.zeros(len(pos), dtype=bool)
+    measured_mask[order[meas_s]] = True
+
+    # window: from the W-th finished request's end (level start when W = 0) to the last measured end
+    counts = np.bincount(pos, minlength=n_levels)
+    wi = w.astype(np.int64)
+    has_w = (wi > 0) & (counts >= wi)
+    wth_idx = np.minimum(first + np.maximum(wi - 1, 0), max(len(end_s) - 1, 0))
+    wth_end = end_s[wth_idx] if len(end_s) else np.full(n_levels, np.nan)
+    window_start = np.where(wi == 0, plan["start_ts"].to_numpy(np.float64), np.where(has_w, wth_end, np.nan))
+    window_end = np.full(n_levels, np.nan)
+    if meas_s.any():
+        last = pd.Series(end_s[meas_s]).groupby(pos_s[meas_s]).max()
+        window_end[last.index.to_numpy()] = last.to_numpy()
+    window_s = window_end - window_start
+    window_s = np.where(window_s > 0, window_s, np.nan)
+
+    ok_all = _num(req["ok"]) == 1 if len(req) else np.array([], dtype=bool)
+    mok = measured_mask & ok_all
+    n_meas = np.bincount(pos[measured_mask], minlength=n_levels)
+    n_ok = np.bincount(pos[mok], minlength=n_levels)
+    n_warm = np.minimum(counts, wi)
+    finished_in_level = np.bincount(pos[end <= np.where(np.isnan(level_end), np.inf, level_end)[pos]],
+                                    minlength=n_levels)
+
+    sub = req[mok]
+    g = pos[mok]
+    prompt_usage = _num(sub["prompt_tokens"])
+    completion_usage = _num(sub["completion_tokens"])
+    req_prompt = _num(sub["requested_prompt_tokens"])
+    req_completion = _num(sub["requested_completion_tokens"])
+    prompt = np.where(np.isnan(prompt_usage), req_prompt, prompt_usage)
+    completion = np.where(np.isnan(completion_usage), req_completion, completion_usage)
+    usage_missing = np.isnan(prompt_usage) | np.isnan(completion_usage)
+    in_tok = np.bincount(g, weights=np.nan_to_num(prompt), minlength=n_levels)
+    out_tok = np.bincount(g, weights=np.nan_to_num(completion), minlength=n_levels)
+    with_prompt = ~np.isnan(prompt_usage)
+    with_completion = ~np.isnan(completion_usage)
+    n_with_prompt = np.bincount(g[with_prompt], minlength=n_levels)
+    n_with_completion = np.bincount(g[with_completion], minlength=n_levels)
+    prompt_exact = np.bincount(g[with_prompt & (prompt_usage == req_prompt)], minlength=n_levels)
+    completion_exact = np.bincount(g[with_completion & (completion_usage == req_completion)], minlength=n_levels)
+
+    # achieved concurrency: requests in flight (any level, any outcome) averaged over the window
+    achieved = np.full(n_levels, np.nan)
+    for i in np.flatnonzero(~np.isnan(window_s)):
+        overlap = np.minimum(end, window_end[i]) - np.maximum(start, window_start[i])
+        achieved[i] = np.clip(overlap, 0.0, None).sum() / window_s[i]
+
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = pd.DataFrame({
+            "level": plan["level"].to_numpy(np.int64),
+            "users": plan["users"].to_numpy(np.float64),
+            "level_start": plan["start_ts"].to_numpy(np.float64),
+            "level_end": level_end,
+            "started": counts,
+            "finished": finished_in_level,
+            "warmup": n_warm,
+            "measured": n_meas,
+            "ok": n_ok,
+            "failed": n_meas - n_ok,
+            "success_rate": np.where(n_meas > 0, n_ok / np.maximum(n_meas, 1), np.nan),
+            "window_start": window_start,
+            "window_end": window_end,
+            "window_s": window_s,
+            "req_per_s": n_ok / window_s,
+            "total_tok_per_s": (in_tok + out_tok) / window_s,
+            "output_tok_per_s": out_tok / window_s,
+            "input_tok_per_s": in_tok / window_s,
+            "achieved_concurrency": achieved,
+        })
+    measured_frame = pd.DataFrame({"level": plan["level"].to_numpy(np.int64)[g], "ttft": _num(sub["ttft"]),
+                                   "e2e": _num(sub["e2e"]), "tpot": _num(sub["tpot"])})
+    for lat in ("e2e", "ttft", "tpot"):
+        q = _group_quantiles(measured_frame[lat].to_numpy(), g, n_levels)
+        for j, p in enumerate(PERCENTILES):
+            out[f"{lat}_p{p}"] = q[:, j]
+    itl_counts = merge_hist_column(sub["itl_hist"], g, n_levels)
+    q = hist_percentiles(itl_counts, PERCENTILES)
+    for j, p in enumerate(PERCENTILES):
+        out[f"itl_p{p}"] = q[:, j]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["prompt_exact_share"] = np.where(n_with_prompt > 0, prompt_exact / np.maximum(n_with_prompt, 1), np.nan)
+        out["completion_exact_share"] = np.where(n_with_completion > 0,
+                                                 completion_exact / np.maximum(n_with_completion, 1), np.nan)
+    out["usage_missing"] = np.bincount(g[usage_missing], minlength=n_levels)
+    out["stop_reason"] = plan["stop_reason"].to_numpy(dtype=object)
+    return LevelMeasurement(metrics=out[list(METRIC_COLUMNS)], itl_counts=itl_counts, measured=measured_frame)
+
+
+def level_metrics(requests: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """One row per level of one run with the columns of `METRIC_COLUMNS` (see the module docstring).
+
+    `started` counts the level's recorded requests (they started during it), `finished` those
+    of them that finished before the level ended, `warmup`/`measured` the discarded and measured
+    ones, `ok`/`failed` the measured successes and failures. Rates are per second of the measured
+    window; latencies are in seconds; `*_exact_share` is the share of successful measured
+    requests with usage whose token count equals the requested one; `usage_missing` counts those
+    without usage (their requested counts are used for throughput instead).
+    """
+    return measure_levels(requests, steps).metrics
+
+
+def _fmt(value: float, spec: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return format(value, spec)
+
+
+TABLE_COLUMNS: tuple[tuple[str, str, float, str], ...] = (
+    # header, metric, scale, format
+    ("users", "users", 1, ",.0f"),
+    ("achieved", "achieved_concurrency", 1, ",.1f"),
+    ("req/s", "req_per_s", 1, ",.2f"),
+    ("tok/s", "total_tok_per_s", 1, ",.0f"),
+    ("out tok/s", "output_tok_per_s", 1, ",.0f"),
+    ("TTFT p50 ms", "ttft_p50", 1000, ",.1f"),
+    ("TTFT p99 ms", "ttft_p99", 1000, ",.1f"),
+    ("ITL p99 ms", "itl_p99", 1000, ",.2f"),
+    ("E2E p50 s", "e2e_p50", 1, ",.3f"),
+    ("E2E p99 s", "e2e_p99", 1, ",.3f"),
+    ("success %", "success_rate", 100, ".1f"),
+)
+
+
+def format_level_table(metrics: pd.DataFrame) -> str:
+    """A fixed-width text table of `level_metrics` for the terminal (empty string for no levels)."""
+    if metrics is None or metrics.empty:
+        return ""
+    rows = [[h for h, *_ in TABLE_COLUMNS]]
+    for rec in metrics.to_dict("records"):
+        rows.append([_fmt(rec.get(col, math.nan) * scale if rec.get(col) is not None else math.nan, spec)
+                     for _, col, scale, spec in TABLE_COLUMNS])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(TABLE_COLUMNS))]
+    lines = ["  ".join(cell.rjust(wd) for cell, wd in zip(row, widths)) for row in rows]
+    lines.insert(1, "  ".join("-" * wd for wd in widths))
+    return "\n".join(lines)
