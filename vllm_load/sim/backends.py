@@ -26,7 +26,8 @@ class TokenSource(Protocol):
 class Backend(Protocol):
     """A timing model for generation."""
 
-    def open(self, prompt_tokens: int, output_tokens: int) -> TokenSource: ...
+    def open(self, prompt_tokens: int, output_tokens: int, arrival: float) -> TokenSource:
+        """Start generating; `arrival` is the loop time the request's handler began."""
 
     def occupancy(self) -> Occupancy: ...
 
@@ -73,8 +74,8 @@ class EngineBackend:
     def __init__(self, config: EngineConfig, stats: ServerStats, seed: int = 0) -> None:
         self.engine = Engine(config, stats, seed)
 
-    def open(self, prompt_tokens: int, output_tokens: int) -> TokenSource:
-        seq = Sequence(prompt_tokens, output_tokens, asyncio.get_running_loop().time())
+    def open(self, prompt_tokens: int, output_tokens: int, arrival: float) -> TokenSource:
+        seq = Sequence(prompt_tokens, output_tokens, arrival)
         self.engine.add(seq)
         return _EngineSource(seq, self.engine)
 
@@ -135,10 +136,10 @@ class FixedLatencyBackend:
         self.in_flight = 0
         self.loop: asyncio.AbstractEventLoop | None = None
 
-    def open(self, prompt_tokens: int, output_tokens: int) -> TokenSource:
+    def open(self, prompt_tokens: int, output_tokens: int, arrival: float) -> TokenSource:
         self.loop = asyncio.get_running_loop()
         self.in_flight += 1
-        return _FixedSource(self, self.loop.time(), prompt_tokens, output_tokens)
+        return _FixedSource(self, arrival, prompt_tokens, output_tokens)
 
     def occupancy(self) -> Occupancy:
         return Occupancy(self.in_flight, 0, 0.0)
@@ -168,7 +169,7 @@ class EchoBackend:
         self.stats = stats
         self.in_flight = 0
 
-    def open(self, prompt_tokens: int, output_tokens: int) -> TokenSource:
+    def open(self, prompt_tokens: int, output_tokens: int, arrival: float) -> TokenSource:
         stats = self.stats
         stats.prompt_tokens += prompt_tokens
         stats.generation_tokens += output_tokens

@@ -165,7 +165,8 @@ class SimServer:
                                  req.prompt_key)
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{self._id_prefix}{next(self._ids):08x}"
         renderer = ResponseRenderer(chat, rid, self.limits.model, self.model_json)
-        source = self.backend.open(req.prompt_tokens, plan.length)
+        # the clock starts when the handler began, so reading and parsing the body is inside TTFT
+        source = self.backend.open(req.prompt_tokens, plan.length, started)
         completed = False
         try:
             if req.stream:
