@@ -209,7 +209,10 @@ class HFTokenizer:
     rendered in a sandboxed jinja2 environment the way transformers' apply_chat_template does."""
 
     def __init__(self, path: str) -> None:
-        from tokenizers import Tokenizer as _RustTokenizer
+        try:
+            from tokenizers import Tokenizer as _RustTokenizer
+        except ImportError:
+            raise ValueError("a tokenizer directory needs the `tokenizers` package: pip install 'vllm-load[hf]'") from None
 
         self.path = os.path.abspath(path)
         self.name = self.path
