@@ -1,0 +1,311 @@
+"""Saturation analysis of one series: peak, saturation point, scaling, recommendations, findings.
+
+Input is a *curve*: the per-level aggregate of a series (`stats.aggregate` over its runs),
+one row per requested concurrency with `<metric>_mean`, `_ci_low`, `_ci_high`, `_n` columns.
+Throughput here is always total throughput (input + output tokens per second).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+THROUGHPUT = "total_tok_per_s"
+
+
+@dataclass(frozen=True)
+class SaturationRule:
+    """When a level counts as reaching the peak, and the recommendation rules."""
+
+    tolerance: float = 0.05  # within this fraction of the peak mean counts as the peak
+    low_latency_slack: float = 0.10  # low latency: p99 E2E within this fraction of the best
+    balanced_share: float = 0.5  # balanced: at least this share of the peak throughput
+    scaling_from: float = 10
+    scaling_to: float = 200
+
+    def describe(self) -> str:
+        return (
+            "The peak is the level with the highest mean total throughput (input + output tokens/s). "
+            "A level is statistically indistinguishable from the peak when its mean throughput is within "
+            f"{self.tolerance:.0%} of the peak mean, or when both it and the peak have n ≥ 2 runs and their 95 % "
+            "t-confidence intervals overlap. The saturation point is the lowest tested concurrency that is "
+            "indistinguishable from the peak. When only the highest tested level reaches the peak, the curve is "
+            "still rising: not saturated within the tested levels."
+        )
+
+    def describe_recommendations(self) -> str:
+        return (
+            f"Low latency: the highest level whose p99 E2E latency is within {self.low_latency_slack:.0%} of the "
+            f"lowest p99 E2E of any tested level. Balanced: the lowest level reaching at least "
+            f"{self.balanced_share:.0%} of the peak throughput. High throughput: the saturation point (more "
+            "concurrency adds latency, not throughput); the highest tested level when not saturated."
+        )
+
+
+@dataclass(frozen=True)
+class LevelPoint:
+    """One level of a curve, as quoted in the analysis."""
+
+    users: float
+    tok_per_s: float
+    ci_low: float
+    ci_high: float
+    n: int
+    e2e_p99: float
+    ttft_p99: float
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """Throughput at one level divided by throughput at another."""
+
+    requested_from: float
+    requested_to: float
+    from_users: float
+    to_users: float
+    ratio: float
+
+    @property
+    def substituted(self) -> bool:
+        return (self.from_users, self.to_users) != (self.requested_from, self.requested_to)
+
+    def note(self) -> str:
+        if not self.substituted:
+            return ""
+        return (f"{_u(self.requested_from)}→{_u(self.requested_to)} was not tested; nearest tested levels "
+                f"{_u(self.from_users)}→{_u(self.to_users)} used")
+
+
+@dataclass(frozen=True)
+class LatencyCost:
+    """What going from the saturation point to the highest tested level costs and gains."""
+
+    from_users: float
+    to_users: float
+    e2e_p99_from: float
+    e2e_p99_to: float
+    ttft_p99_from: float
+    ttft_p99_to: float
+    throughput_change: float  # fraction, to vs from
+
+    @property
+    def e2e_p99_added(self) -> float:
+        return self.e2e_p99_to - self.e2e_p99_from
+
+    @property
+    def e2e_p99_change(self) -> float:
+        return self.e2e_p99_to / self.e2e_p99_from - 1 if self.e2e_p99_from else math.nan
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    use_case: str
+    point: LevelPoint
+    note: str = ""
+
+
+@dataclass
+class Saturation:
+    """The saturation analysis of one series."""
+
+    peak: LevelPoint | None
+    saturation: LevelPoint | None
+    saturated: bool
+    reason: str  # why not saturated, or ""
+    scaling: Scaling | None
+    past_saturation: LatencyCost | None
+    recommendations: list[Recommendation] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        if self.saturated and self.saturation is not None:
+            return f"~{_u(self.saturation.users)} concurrent"
+        return "not saturated within the tested levels"
+
+
+def _u(users: float) -> str:
+    return f"{users:,.0f}" if users == users else "-"
+
+
+def _col(curve: pd.DataFrame, name: str) -> np.ndarray:
+    if name in curve:
+        return pd.to_numeric(curve[name], errors="coerce").to_numpy(np.float64)
+    return np.full(len(curve), np.nan)
+
+
+def _point(curve: pd.DataFrame, i: int) -> LevelPoint:
+    row = curve.iloc[i]
+    n = row.get(f"{THROUGHPUT}_n", 1)
+    return LevelPoint(
+        users=float(row["users"]),
+        tok_per_s=float(row[f"{THROUGHPUT}_mean"]),
+        ci_low=float(row.get(f"{THROUGHPUT}_ci_low", math.nan)),
+        ci_high=float(row.get(f"{THROUGHPUT}_ci_high", math.nan)),
+        n=int(n) if n == n else 0,
+        e2e_p99=float(row.get("e2e_p99_mean", math.nan)),
+        ttft_p99=float(row.get("ttft_p99_mean", math.nan)),
+    )
+
+
+def indistinguishable(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> tuple[int, np.ndarray]:
+    """(index of the peak, mask of levels indistinguishable from it) by `rule`; curve sorted by users."""
+    mean = _col(curve, f"{THROUGHPUT}_mean")
+    if np.all(np.isnan(mean)):
+        return -1, np.zeros(len(curve), dtype=bool)
+    peak = int(np.nanargmax(mean))
+    lo, hi, n = _col(curve, f"{THROUGHPUT}_ci_low"), _col(curve, f"{THROUGHPUT}_ci_high"), _col(curve, f"{THROUGHPUT}_n")
+    n = np.where(np.isnan(n), 1, n)
+    within = mean >= (1.0 - rule.tolerance) * mean[peak]
+    overlap = (n >= 2) & (n[peak] >= 2) & (hi >= lo[peak])
+    mask = (within | overlap) & ~np.isnan(mean)
+    mask[peak] = True
+    return peak, mask
+
+
+def nearest_level(levels: np.ndarray, target: float) -> float:
+    """The tested level closest to `target` (the lower one on a tie)."""
+    levels = np.sort(levels)
+    return float(levels[int(np.argmin(np.abs(levels - target)))])
+
+
+def scaling_ratio(curve: pd.DataFrame, from_users: float, to_users: float) -> Scaling | None:
+    """Mean throughput at `to_users` / at `from_users`, using the nearest tested levels if absent."""
+    users = _col(curve, "users")
+    mean = _col(curve, f"{THROUGHPUT}_mean")
+    ok = ~np.isnan(mean)
+    if ok.sum() < 2:
+        return None
+    a, b = nearest_level(users[ok], from_users), nearest_level(users[ok], to_users)
+    if a == b:
+        return None
+    ta, tb = mean[users == a][0], mean[users == b][0]
+    return Scaling(from_users, to_users, a, b, tb / ta if ta > 0 else math.nan)
+
+
+def analyse(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> Saturation:
+    """Peak, saturation point, scaling, latency cost past saturation and recommendations."""
+    curve = curve[~np.isnan(_col(curve, f"{THROUGHPUT}_mean"))].sort_values("users").reset_index(drop=True)
+    if curve.empty:
+        return Saturation(None, None, False, "no level has a measured throughput", None, None)
+    peak_i, mask = indistinguishable(curve, rule)
+    sat_i = int(np.flatnonzero(mask)[0])
+    top = len(curve) - 1
+    if len(curve) == 1:
+        saturated, reason = False, "only one level was tested"
+    elif sat_i == top:
+        saturated, reason = False, "throughput still rises at the highest tested level"
+    else:
+        saturated, reason = True, ""
+    peak, sat = _point(curve, peak_i), _point(curve, sat_i)
+    cost = None
+    if saturated and sat_i < top:
+        last = _point(curve, top)
+        cost = LatencyCost(sat.users, last.users, sat.e2e_p99, last.e2e_p99, sat.ttft_p99, last.ttft_p99,
+                           last.tok_per_s / sat.tok_per_s - 1 if sat.tok_per_s else math.nan)
+    result = Saturation(peak, sat, saturated, reason, scaling_ratio(curve, rule.scaling_from, rule.scaling_to), cost)
+    result.recommendations = recommend(curve, sat_i, saturated, rule)
+    return result
+
+
+def recommend(curve: pd.DataFrame, sat_i: int, saturated: bool, rule: SaturationRule) -> list[Recommendation]:
+    """Low-latency, balanced and high-throughput levels by the rules of `rule` (curve sorted by users)."""
+    mean = _col(curve, f"{THROUGHPUT}_mean")
+    p99 = _col(curve, "e2e_p99_mean")
+    out = []
+    if not np.all(np.isnan(p99)):
+        best = np.nanmin(p99)
+        near = np.flatnonzero(p99 <= best * (1 + rule.low_latency_slack))
+        out.append(Recommendation("Low latency", _point(curve, int(near.max()))))
+    else:
+        out.append(Recommendation("Low latency", _point(curve, 0), "no latency measured; lowest level"))
+    reaching = np.flatnonzero(mean >= rule.balanced_share * np.nanmax(mean))
+    out.append(Recommendation("Balanced", _point(curve, int(reaching[0]))))
+    if saturated:
+        out.append(Recommendation("High throughput", _point(curve, sat_i), "the saturation point; more adds only latency"))
+    else:
+        out.append(Recommendation("High throughput", _point(curve, len(curve) - 1),
+                                  "highest tested level; not saturated, test higher concurrency"))
+    return out
+
+
+# --- findings --------------------------------------------------------------------------------------
+def _pct(x: float) -> str:
+    return f"{x * 100:+.0f}%" if x == x else "n/a"
+
+
+def _s(seconds: float) -> str:
+    if seconds != seconds:
+        return "n/a"
+    return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1000:.0f} ms"
+
+
+def findings(curve: pd.DataFrame, sat: Saturation, n_runs: int) -> list[str]:
+    """Key findings of one series as sentences built from its numbers."""
+    curve = curve[~np.isnan(_col(curve, f"{THROUGHPUT}_mean"))].sort_values("users").reset_index(drop=True)
+    out: list[str] = []
+    if sat.peak is None:
+        return ["No level has a measured throughput: every level either failed or ended before its warm-up."]
+    top = _point(curve, len(curve) - 1)
+    if sat.saturated and sat.saturation is not None:
+        s = sat.saturation
+        text = (f"Throughput saturates at ~{_u(s.users)} concurrent: {s.tok_per_s:,.0f} tok/s there, against a "
+                f"peak of {sat.peak.tok_per_s:,.0f} tok/s at {_u(sat.peak.users)}")
+        cost = sat.past_saturation
+        if cost is not None and cost.e2e_p99_from == cost.e2e_p99_from and cost.e2e_p99_change > 0.05:
+            text += (f"; more concurrency only adds latency (p99 E2E {_s(cost.e2e_p99_from)} at {_u(cost.from_users)} "
+                     f"→ {_s(cost.e2e_p99_to)} at {_u(cost.to_users)}, {_pct(cost.e2e_p99_change)}, for "
+                     f"{_pct(cost.throughput_change)} throughput).")
+        else:
+            text += "; more concurrency adds no throughput."
+        out.append(text)
+    else:
+        prev = _point(curve, len(curve) - 2) if len(curve) > 1 else None
+        gain = f", {_pct(top.tok_per_s / prev.tok_per_s - 1)} over {_u(prev.users)}" if prev and prev.tok_per_s else ""
+        out.append(f"Throughput is still rising at the highest tested level ({_u(top.users)} concurrent: "
+                   f"{top.tok_per_s:,.0f} tok/s{gain}): not saturated within the tested levels; test higher concurrency.")
+    if sat.scaling is not None and sat.scaling.ratio == sat.scaling.ratio:
+        sc = sat.scaling
+        note = f" ({sc.note()})" if sc.substituted else ""
+        out.append(f"Throughput scales {sc.ratio:.1f}x from {_u(sc.from_users)} to {_u(sc.to_users)} concurrent{note}.")
+    ttft = _col(curve, "ttft_p99_mean")
+    if len(curve) > 1 and ttft[0] == ttft[0] and ttft[-1] == ttft[-1] and ttft[0] > 0 and ttft[-1] / ttft[0] >= 2:
+        out.append(f"TTFT p99 grows {ttft[-1] / ttft[0]:.1f}x, from {_s(ttft[0])} at {_u(curve['users'].iloc[0])} "
+                   f"to {_s(ttft[-1])} at {_u(top.users)}: requests wait in the server's queue before their first token.")
+    success = _col(curve, "success_rate_mean")
+    if np.all(np.isnan(success) | (success >= 1.0)):
+        out.append(f"100% success at every tested level (up to {_u(top.users)} concurrent).")
+    else:
+        worst = int(np.nanargmin(success))
+        failing = curve["users"][success < 1.0].tolist()
+        out.append(f"Requests failed at {len(failing)} level(s) (from {_u(min(failing))} concurrent); the lowest success "
+                   f"rate is {success[worst] * 100:.1f}% at {_u(curve['users'].iloc[worst])}.")
+    achieved = _col(curve, "achieved_concurrency_mean")
+    users = _col(curve, "users")
+    short = np.flatnonzero(achieved < 0.9 * users)
+    if short.size:
+        i = int(short[0])
+        out.append(f"Achieved concurrency fell short of the requested one at {short.size} level(s), first at "
+                   f"{_u(users[i])} ({achieved[i]:.1f} in flight on average): the client did not keep every user's "
+                   "request in flight, so those levels measure a lighter load than their label.")
+    exact = _col(curve, "prompt_exact_share_mean")
+    if np.any(exact < 0.99):
+        out.append(f"Prompt lengths were not exact: as few as {np.nanmin(exact) * 100:.1f}% of requests got the "
+                   "requested prompt token count.")
+    cexact = _col(curve, "completion_exact_share_mean")
+    if np.any(cexact < 0.99):
+        out.append(f"Output lengths were not exact: as few as {np.nanmin(cexact) * 100:.1f}% of requests produced "
+                   "the requested number of tokens (the server may ignore min_tokens/ignore_eos).")
+    if np.nansum(_col(curve, "usage_missing_mean")) > 0:
+        out.append("The server sent no token usage for some requests; their requested token counts were used "
+                   "for throughput.")
+    cov = _col(curve, f"{THROUGHPUT}_cov")
+    if n_runs >= 2 and not np.all(np.isnan(cov)):
+        worst = float(np.nanmax(cov))
+        word = "low" if worst < 0.05 else "moderate" if worst < 0.15 else "high"
+        out.append(f"Run-to-run variation of throughput is {word} across {n_runs} runs: CoV at most {worst * 100:.1f}%.")
+    elif n_runs < 2:
+        out.append("Single run: no confidence intervals; repeat the test (n ≥ 3) to tell real differences from noise.")
+    return out

@@ -1,0 +1,152 @@
+"""Statistics across independent runs, and which runs belong together.
+
+Runs of the same model with the same settings (run.json `settings`, minus what differs from
+run to run by construction: where the run was written, its metadata) form a *series*. For
+every figure of every level of a series this module gives n, mean, standard deviation
+(ddof = 1), the 95 % confidence interval of the mean from the t-distribution with n - 1
+degrees of freedom, and the coefficient of variation (std / mean). With n = 1 there is no
+spread: std, interval and CoV are missing (NaN), never a zero-width interval.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+CONFIDENCE = 0.95
+#: settings that say where or how a run was recorded, not what was tested
+RUN_SPECIFIC_SETTINGS = frozenset({"run_dir", "out", "meta", "api_key_set", "model"})
+STAT_SUFFIXES: tuple[str, ...] = ("n", "mean", "std", "ci_low", "ci_high", "cov")
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Mean and spread of one figure over n runs."""
+
+    n: int
+    mean: float
+    std: float
+    ci_low: float
+    ci_high: float
+    cov: float
+
+    @property
+    def half_width(self) -> float:
+        return (self.ci_high - self.ci_low) / 2.0
+
+
+def t_quantile(n: int | np.ndarray, confidence: float = CONFIDENCE):
+    """Two-sided t critical value for n observations (df = n - 1); NaN for n < 2."""
+    n = np.asarray(n, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        q = sps.t.ppf(0.5 + confidence / 2.0, np.where(n >= 2, n - 1, np.nan))
+    return float(q) if q.ndim == 0 else q
+
+
+def summarize(values: Iterable[float], confidence: float = CONFIDENCE) -> Summary:
+    """n, mean, std (ddof 1), t-interval and CoV of the non-missing values."""
+    arr = np.asarray([v for v in values if v is not None], dtype=np.float64)
+    arr = arr[~np.isnan(arr)]
+    n = int(arr.size)
+    if n == 0:
+        return Summary(0, math.nan, math.nan, math.nan, math.nan, math.nan)
+    mean = float(arr.mean())
+    if n == 1:
+        return Summary(1, mean, math.nan, math.nan, math.nan, math.nan)
+    std = float(arr.std(ddof=1))
+    half = t_quantile(n, confidence) * std / math.sqrt(n)
+    cov = std / mean if mean != 0 else math.nan
+    return Summary(n, mean, std, mean - half, mean + half, cov)
+
+
+def aggregate(frame: pd.DataFrame, by: Sequence[str], metrics: Sequence[str],
+              confidence: float = CONFIDENCE) -> pd.DataFrame:
+    """Per group of `by`: `<metric>_n/_mean/_std/_ci_low/_ci_high/_cov` for every metric.
+
+    Vectorised over groups; agrees with `summarize` on each group.
+    """
+    if frame.empty:
+        cols = list(by) + [f"{m}_{s}" for m in metrics for s in STAT_SUFFIXES]
+        return pd.DataFrame(columns=cols)
+    numeric = frame[list(by)].copy()
+    for m in metrics:
+        numeric[m] = pd.to_numeric(frame[m], errors="coerce").astype(np.float64)
+    grouped = numeric.groupby(list(by), sort=True, dropna=False)
+    n = grouped[list(metrics)].count()
+    mean = grouped[list(metrics)].mean()
+    std = grouped[list(metrics)].std(ddof=1)
+    columns: dict[str, np.ndarray] = {}
+    for m in metrics:
+        nn = n[m].to_numpy(np.float64)
+        sd = np.where(nn >= 2, std[m].to_numpy(np.float64), np.nan)
+        mu = np.where(nn >= 1, mean[m].to_numpy(np.float64), np.nan)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            half = t_quantile(nn, confidence) * sd / np.sqrt(nn)
+            cov = np.where(mu != 0, sd / mu, np.nan)
+        columns.update({f"{m}_n": nn.astype(np.int64), f"{m}_mean": mu, f"{m}_std": sd,
+                        f"{m}_ci_low": mu - half, f"{m}_ci_high": mu + half, f"{m}_cov": cov})
+    return pd.DataFrame(columns, index=n.index).reset_index()
+
+
+# --- grouping runs into series -------------------------------------------------------------------
+@dataclass
+class Series:
+    """Runs of one model with the same settings: the unit that statistics are taken over."""
+
+    key: str
+    model: str
+    settings: dict
+    run_indices: list[int] = field(default_factory=list)
+    label: str = ""
+
+    @property
+    def n_runs(self) -> int:
+        return len(self.run_indices)
+
+
+def comparable_settings(run: dict) -> dict:
+    """A run's settings without the fields that differ between repeats of the same test."""
+    settings = run.get("settings") or {}
+    return {k: v for k, v in sorted(settings.items()) if k not in RUN_SPECIFIC_SETTINGS}
+
+
+def _fmt_setting(value) -> str:
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def group_runs(runs: Sequence[dict]) -> list[Series]:
+    """Series of runs (by model and comparable settings), in order of first appearance.
+
+    Labels are the model id, plus the settings that tell apart series of the same model.
+    """
+    series: dict[str, Series] = {}
+    for i, run in enumerate(runs):
+        model = str(run.get("model") or (run.get("settings") or {}).get("model") or "unknown")
+        settings = comparable_settings(run)
+        key = json.dumps([model, settings], sort_keys=True, default=str)
+        if key not in series:
+            series[key] = Series(key=key, model=model, settings=settings)
+        series[key].run_indices.append(i)
+    out = list(series.values())
+    for s in out:
+        siblings = [o for o in out if o.model == s.model and o is not s]
+        if not siblings:
+            s.label = s.model
+            continue
+        differing = sorted({k for o in siblings for k in set(s.settings) | set(o.settings)
+                            if s.settings.get(k) != o.settings.get(k)})
+        shown = ", ".join(f"{k}={_fmt_setting(s.settings.get(k))}" for k in differing[:3])
+        s.label = f"{s.model} ({shown})" if shown else s.model
+    labels = [s.label for s in out]
+    for s in out:  # still ambiguous (more than three differing settings): number them
+        if labels.count(s.label) > 1:
+            s.label = f"{s.label} #{out.index(s) + 1}"
+    return out
