@@ -106,24 +106,27 @@ def locust_command(args: argparse.Namespace) -> list[str]:
 
 
 def run_locust(cmd: list[str], api_key: str = "") -> int:
-    """Run Locust as a child; the API key goes by environment, never on a command line."""
+    """Run Locust as a child; the API key goes by environment, never on a command line.
+
+    Locust runs in its own session so that a terminal's Ctrl-C reaches it exactly once,
+    through us (a second SIGINT would cut its shutdown short). SIGINT and SIGTERM are
+    forwarded explicitly, even where the caller started us with SIGINT ignored (a shell's
+    background job): Locust then flushes every file, marks the run interrupted and exits.
+    """
     env = dict(os.environ)
     if api_key:
         env["OPENAI_API_KEY"] = api_key
-    child = subprocess.Popen(cmd, env=env)
-    # a SIGTERM to us stops the test the same way: Locust closes the run and exits
-    previous = signal.signal(signal.SIGTERM, lambda *_: child.send_signal(signal.SIGTERM))
+    child = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+    forward = lambda signum, _frame: child.send_signal(signum)  # noqa: E731
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         return child.wait()
-    except KeyboardInterrupt:
-        child.send_signal(signal.SIGINT)  # Locust flushes its files and exits
-        try:
-            return child.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            return child.wait()
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if child.poll() is None:
+            child.kill()
+            child.wait()
 
 
 def prepare(args: argparse.Namespace) -> tuple[list[str], str | None, Settings | None]:

@@ -1,0 +1,78 @@
+"""`vllm-load run` end to end against the simulator: records, levels, exact tokens, timing."""
+
+import pytest
+
+from runhelpers import load_run_files, only_run_dir, run_vllm_load
+from vllm_load.sim.process import SimulatorProcess
+
+
+def test_two_workers_record_every_request_once_and_attribute_levels(tmp_path):
+    with SimulatorProcess("--time-scale", "0.02", "--max-num-seqs", "16") as sim:
+        run_vllm_load(
+            "run", "--host", sim.url, "--workers", "2", "--levels", "4,12", "--input-tokens", "256",
+            "--output-tokens", "32", "--requests-per-level", "30", "--warmup-requests", "4",
+            "--out", str(tmp_path), "--meta", "purpose=test",
+        )
+    requests, steps, run, stats = load_run_files(only_run_dir(tmp_path))
+    locust_total = int(stats.loc[stats["Name"] == "Aggregated", "Request Count"].item())
+    assert len(requests) == locust_total == run["locust_totals"]["requests"]
+    assert requests["worker"].nunique() == 2  # rows from both workers
+    assert requests["level"].between(0, 1).all()
+    assert (requests.groupby("level").size() >= 34).all()  # warm-up + target per level
+    assert list(steps["users"]) == [4, 12] and list(steps["stop_reason"]) == ["target_reached"] * 2
+    # a request belongs to the level during which it started
+    level_1_start = steps.loc[1, "start_ts"]
+    assert ((requests["start_ts"] >= level_1_start) == (requests["level"] == 1)).all()
+    assert run["outcome"] == "completed" and run["meta"] == {"purpose": "test"}
+    assert run["client"]["mode"] == "master" and run["prompts"]["method"] == "server_tokenize"
+    assert requests["ok"].all()
+
+
+def _assert_exact(requests, n, input_tokens, output_tokens):
+    assert len(requests) >= n
+    assert (requests["prompt_tokens"] == input_tokens).all()
+    assert (requests["completion_tokens"] == output_tokens).all()
+    assert (requests["requested_prompt_tokens"] == input_tokens).all()
+
+
+def test_200_streamed_requests_are_exactly_2048_in_512_out(tmp_path):
+    with SimulatorProcess("--time-scale", "0.002", "--max-num-seqs", "64") as sim:
+        run_vllm_load(
+            "run", "--host", sim.url, "--levels", "40", "--requests-per-level", "190",
+            "--warmup-requests", "10", "--out", str(tmp_path),
+        )
+    requests, *_ = load_run_files(only_run_dir(tmp_path))
+    _assert_exact(requests, 200, 2048, 512)
+    assert (requests["n_chunks"] == 512).all() and requests["stream"].all()
+
+
+def test_exact_with_a_local_tokenizer_when_the_server_has_no_tokenize(tmp_path):
+    from hf_tokenizer import build_hf_tokenizer_dir
+
+    tokenizer_dir = build_hf_tokenizer_dir(tmp_path / "tok")
+    with SimulatorProcess("--time-scale", "0.002", "--tokenizer", tokenizer_dir, "--no-tokenize-endpoint") as sim:
+        with pytest.raises(AssertionError, match="tokenize"):  # refused without a tokenizer
+            run_vllm_load("run", "--host", sim.url, "--levels", "2", "--out", str(tmp_path / "refused"))
+        run_vllm_load(
+            "run", "--host", sim.url, "--levels", "40", "--requests-per-level", "190", "--warmup-requests", "10",
+            "--tokenizer", tokenizer_dir, "--out", str(tmp_path / "runs"),
+        )
+    requests, _, run, _ = load_run_files(only_run_dir(tmp_path / "runs"))
+    assert run["prompts"]["method"] == "local_tokenizer"
+    _assert_exact(requests, 200, 2048, 512)
+
+
+def test_ttft_and_itl_within_5ms_of_injected_delays_at_10_users(tmp_path):
+    with SimulatorProcess("--ttft", "0.2", "--itl", "0.02") as sim:
+        run_vllm_load(
+            "run", "--host", sim.url, "--levels", "10", "--input-tokens", "256", "--output-tokens", "20",
+            "--requests-per-level", "40", "--warmup-requests", "10", "--out", str(tmp_path),
+        )
+    requests, *_ = load_run_files(only_run_dir(tmp_path))
+    # measured requests only: each user's first request (the warm-up) includes connection setup
+    ok = requests[requests["ok"] == 1].sort_values("end_ts").iloc[10:]
+    assert len(ok) >= 40
+    assert abs(ok["ttft"].median() - 0.2) < 0.005
+    assert abs(ok["itl_p50"].median() - 0.02) < 0.005
+    assert abs(ok["tpot"].median() - 0.02) < 0.005
+    assert (ok["ttft"] - 0.2).abs().quantile(0.9) < 0.005
