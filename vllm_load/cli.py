@@ -18,12 +18,21 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("vllm_load.run_cli", "run a stepped load test against an OpenAI-compatible server"),
     "master": ("vllm_load.run_cli", "start a Locust master for workers on other machines"),
     "worker": ("vllm_load.run_cli", "start Locust worker(s) that connect to a master"),
+    "demo": ("vllm_load.demo", "run the whole pipeline against the built-in simulator, with its report"),
+    "report": ("vllm_load.report.cli", "build the HTML report (with multi-run statistics) from run directories"),
     "sim": ("vllm_load.sim.cli", "serve the simulated vLLM OpenAI server"),
 }
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line saying what is wrong (usage is in --help)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="vllm-load",
         description="Load testing for vLLM and other OpenAI-compatible inference servers, built on Locust.",
     )

@@ -268,3 +268,18 @@ def format_level_table(metrics: pd.DataFrame) -> str:
     lines = ["  ".join(cell.rjust(wd) for cell, wd in zip(row, widths)) for row in rows]
     lines.insert(1, "  ".join("-" * wd for wd in widths))
     return "\n".join(lines)
+
+
+def error_counts(requests: pd.DataFrame) -> pd.DataFrame:
+    """Failed requests per level and error category: columns level, error, count.
+
+    Every recorded failure counts, warm-up included: a failure is never discarded as warm-up.
+    """
+    if requests.empty:
+        return pd.DataFrame({"level": pd.Series([], dtype=np.int64), "error": pd.Series([], dtype=object),
+                             "count": pd.Series([], dtype=np.int64)})
+    failed = requests[(_num(requests["ok"]) != 1) & ~np.isnan(_num(requests["level"]))]
+    errors = failed["error"].astype("string").fillna("").replace("", "unknown")
+    counts = (pd.DataFrame({"level": _num(failed["level"]).astype(np.int64), "error": errors.to_numpy(dtype=object)})
+              .groupby(["level", "error"], sort=True).size().rename("count").reset_index())
+    return counts

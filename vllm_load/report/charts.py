@@ -1,0 +1,236 @@
+"""The report's charts: matplotlib figures rendered to PNG and embedded as data URIs.
+
+Each function takes the report's plain data and returns a `Chart` (or None when there is
+nothing to draw), so the HTML stays self-contained and needs no network. Text from runs
+(model ids, labels) is drawn literally: mathtext is off so a `$` in a model id cannot break
+a chart.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from ..analysis.hist import bucket_values  # noqa: E402
+from .model import RunSummary, SeriesReport  # noqa: E402
+
+STYLE = {
+    "figure.dpi": 100,
+    "savefig.dpi": 110,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "font.size": 9,
+    "legend.fontsize": 8,
+    "text.parse_math": False,
+}
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One embedded chart: an id for anchors and tests, a title, alt text and the PNG."""
+
+    key: str
+    title: str
+    alt: str
+    png_base64: str
+
+    @property
+    def data_uri(self) -> str:
+        return f"data:image/png;base64,{self.png_base64}"
+
+
+def slug(text: str) -> str:
+    """`text` reduced to characters safe in an HTML id."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "x"
+
+
+def _render(fig: plt.Figure) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _figure(width: float = 7.5, height: float = 3.6, ncols: int = 1):
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(1, ncols, figsize=(width, height), squeeze=False)
+    return fig, list(axes[0])
+
+
+def _log_users_axis(ax, users: Sequence[float]) -> None:
+    """A log concurrency axis labelled with the tested levels (10 → 1000 spans two decades)."""
+    users = sorted({float(u) for u in users if u == u and u > 0})
+    if len(users) >= 2 and users[-1] / users[0] >= 8:
+        ax.set_xscale("log")
+        ax.set_xticks(users)
+        ax.set_xticklabels([f"{u:,.0f}" for u in users], rotation=45 if len(users) > 8 else 0)
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.minorticks_off()
+    ax.set_xlabel("concurrent users (requested)")
+
+
+def _col(frame: pd.DataFrame, name: str) -> np.ndarray:
+    if name not in frame.columns:
+        return np.full(len(frame), np.nan)
+    return pd.to_numeric(frame[name], errors="coerce").to_numpy(np.float64)
+
+
+def throughput_vs_concurrency(series: Sequence[SeriesReport]) -> Chart | None:
+    """Mean total tok/s per level, one line per series, 95 % CI error bars where n >= 2."""
+    if not series:
+        return None
+    with plt.rc_context(STYLE):
+        fig, (ax,) = _figure()
+        all_users: list[float] = []
+        for s in series:
+            c = s.curve
+            users, mean = _col(c, "users"), _col(c, "total_tok_per_s_mean")
+            lo, hi = _col(c, "total_tok_per_s_ci_low"), _col(c, "total_tok_per_s_ci_high")
+            err = np.vstack([np.nan_to_num(mean - lo), np.nan_to_num(hi - mean)])
+            ax.errorbar(users, mean, yerr=err, marker="o", capsize=3, label=f"{s.label} (n={s.n_runs})")
+            sat = s.saturation.saturation
+            if s.saturation.saturated and sat is not None:
+                ax.axvline(sat.users, linestyle=":", alpha=0.6, color=ax.lines[-1].get_color())
+            all_users.extend(users)
+        _log_users_axis(ax, all_users)
+        ax.set_ylabel("total throughput (tok/s, input + output)")
+        ax.set_ylim(bottom=0)
+        ax.legend(loc="best")
+        ax.set_title("Throughput vs concurrency (dotted: saturation point)")
+        png = _render(fig)
+    return Chart("throughput", "Throughput vs concurrency",
+                 "Mean total tokens per second at each concurrency level with 95% confidence intervals", png)
+
+
+def latency_vs_concurrency(series: Sequence[SeriesReport]) -> Chart | None:
+    """p99 E2E and p99 TTFT per level, one line per series, CI bars where n >= 2."""
+    if not series:
+        return None
+    with plt.rc_context(STYLE):
+        fig, axes = _figure(width=9.5, height=3.6, ncols=2)
+        all_users: list[float] = []
+        for ax, metric, title in ((axes[0], "e2e_p99", "p99 end-to-end latency"), (axes[1], "ttft_p99", "p99 time to first token")):
+            for s in series:
+                c = s.curve
+                users, mean = _col(c, "users"), _col(c, f"{metric}_mean")
+                lo, hi = _col(c, f"{metric}_ci_low"), _col(c, f"{metric}_ci_high")
+                err = np.vstack([np.nan_to_num(mean - lo), np.nan_to_num(hi - mean)])
+                ax.errorbar(users, mean, yerr=err, marker="o", capsize=3, label=s.label)
+                all_users.extend(users)
+            _log_users_axis(ax, all_users)
+            ax.set_ylabel("seconds")
+            ax.set_ylim(bottom=0)
+            ax.set_title(title)
+        axes[0].legend(loc="best")
+        png = _render(fig)
+    return Chart("latency", "p99 latency vs concurrency",
+                 "p99 end-to-end latency and p99 time to first token at each concurrency level", png)
+
+
+def latency_throughput_tradeoff(series: Sequence[SeriesReport]) -> Chart | None:
+    """Throughput against p99 E2E, points labelled with their concurrency: the price of each tok/s."""
+    if not series:
+        return None
+    with plt.rc_context(STYLE):
+        fig, (ax,) = _figure()
+        for s in series:
+            c = s.curve
+            x, y, users = _col(c, "e2e_p99_mean"), _col(c, "total_tok_per_s_mean"), _col(c, "users")
+            ax.plot(x, y, marker="o", label=s.label)
+            for xi, yi, u in zip(x, y, users):
+                if xi == xi and yi == yi:
+                    ax.annotate(f"{u:,.0f}", (xi, yi), textcoords="offset points", xytext=(4, -10), fontsize=7)
+        ax.set_xlabel("p99 end-to-end latency (s)")
+        ax.set_ylabel("total throughput (tok/s)")
+        ax.set_xlim(left=0)
+        ax.set_ylim(bottom=0)
+        ax.legend(loc="best")
+        ax.set_title("Latency–throughput trade-off (labels: concurrent users)")
+        png = _render(fig)
+    return Chart("tradeoff", "Latency–throughput trade-off",
+                 "Total throughput against p99 end-to-end latency, one point per concurrency level", png)
+
+
+def run_timeline(run: RunSummary) -> Chart | None:
+    """Throughput and active users over a run's time, with level boundaries and measured windows."""
+    tl = run.timeline
+    if tl is None or tl.empty:
+        return None
+    t0 = float(np.nanmin(run.steps["level_start"])) if len(run.steps) else float(tl["t"].min())
+    with plt.rc_context(STYLE):
+        fig, (ax,) = _figure(width=9.5, height=3.4)
+        ax.plot(tl["t"] - t0, tl["tok_per_s"], color="tab:blue", linewidth=1.2, label="total tok/s")
+        ax.set_ylabel("tok/s", color="tab:blue")
+        ax.set_xlabel("seconds since the first level started")
+        ax.set_ylim(bottom=0)
+        metrics = run.metrics
+        for rec in metrics.to_dict("records"):
+            start = rec.get("level_start")
+            if start == start and start is not None:
+                ax.axvline(start - t0, color="grey", linestyle="--", linewidth=0.8, alpha=0.7)
+            ws, we = rec.get("window_start"), rec.get("window_end")
+            if ws == ws and we == we and ws is not None and we is not None:
+                ax.axvspan(ws - t0, we - t0, color="tab:green", alpha=0.08)
+        users_ax = ax.twinx()
+        users_ax.grid(False)
+        hist = run.history
+        if hist is not None and "User Count" in hist.columns and "Timestamp" in hist.columns:
+            ts = pd.to_numeric(hist["Timestamp"], errors="coerce").to_numpy(np.float64)
+            users_ax.step(ts - t0, pd.to_numeric(hist["User Count"], errors="coerce"), where="post",
+                          color="tab:orange", linewidth=1.0, label="active users (Locust)")
+        users_ax.plot(tl["t"] - t0, tl["in_flight"], color="tab:red", linewidth=0.8, alpha=0.7,
+                      label="requests in flight")
+        users_ax.set_ylabel("users", color="tab:orange")
+        users_ax.set_ylim(bottom=0)
+        lines = ax.get_lines()[:1] + users_ax.get_lines()
+        ax.legend(lines, [ln.get_label() for ln in lines], loc="upper left", fontsize=7)
+        ax.set_title(f"Run {run.run_id}: throughput (tokens spread over each request) and users; dashed: level starts; shaded: measured windows", fontsize=8)
+        png = _render(fig)
+    return Chart(f"timeline-{slug(run.run_id)}", f"Timeline of run {run.run_id}",
+                 "Total tokens per second and active users over the run, with level boundaries", png)
+
+
+def distributions(s: SeriesReport) -> Chart | None:
+    """TTFT and ITL distributions of the measured requests at the saturation level (or the peak)."""
+    ttft = np.asarray(s.ttft_at_dist, dtype=np.float64)
+    ttft = ttft[~np.isnan(ttft)]
+    itl = np.asarray(s.itl_at_dist, dtype=np.int64)
+    if s.dist_users is None or (ttft.size == 0 and itl.sum() == 0):
+        return None
+    with plt.rc_context(STYLE):
+        fig, axes = _figure(width=9.5, height=3.2, ncols=2)
+        if ttft.size:
+            axes[0].hist(ttft * 1000.0, bins=min(60, max(10, int(np.sqrt(ttft.size)))), color="tab:blue", alpha=0.8)
+            for q, style in ((50, "-"), (99, "--")):
+                v = float(np.percentile(ttft, q)) * 1000.0
+                axes[0].axvline(v, color="black", linestyle=style, linewidth=0.8, label=f"p{q} {v:,.1f} ms")
+            axes[0].legend(loc="best")
+        axes[0].set_xlabel("TTFT (ms)")
+        axes[0].set_ylabel("requests")
+        axes[0].set_title(f"TTFT at {s.dist_users:,.0f} users")
+        if itl.sum():
+            nz = np.flatnonzero(itl)
+            lo = nz[0]
+            hi = int(np.searchsorted(np.cumsum(itl), 0.999 * itl.sum())) + 2  # up to p99.9: tails flatten the view
+            values = bucket_values(hi)[lo:hi] * 1000.0
+            edges = np.append(values, values[-1] * 1.01)
+            axes[1].stairs(itl[lo:hi], edges, fill=True, color="tab:purple", alpha=0.8)
+        axes[1].set_xlabel("inter-token latency (ms), up to p99.9")
+        axes[1].set_ylabel("gaps")
+        axes[1].set_title(f"ITL at {s.dist_users:,.0f} users")
+        png = _render(fig)
+    return Chart(f"dist-{slug(s.label)}", f"TTFT and ITL distributions at {s.dist_users:,.0f} users",
+                 "Histograms of time to first token and inter-token latency at the saturation level", png)

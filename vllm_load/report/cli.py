@@ -1,0 +1,80 @@
+"""`vllm-load report`: build the report over one or more run directories."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import os
+import sys
+
+
+def _gpus(text: str) -> tuple[str, float]:
+    model, sep, count = text.rpartition("=")
+    try:
+        value = float(count)
+    except ValueError:
+        value = -1.0
+    if not sep or not model or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected MODEL=GPUS with a positive count, got {text!r}")
+    return model, value
+
+
+def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
+    parser.description = (
+        "Measure run directories and write a self-contained HTML report with per-level tables, "
+        "multi-run statistics (mean, 95%% t-CI, CoV), saturation analysis, recommendations and charts; "
+        "plus NAME.summary.json, NAME.summary.csv and NAME.md beside it. Runs of the same model and "
+        "settings are grouped, so pass every repeat of a test to get confidence intervals."
+    )
+    parser.add_argument("runs", nargs="+", metavar="RUN_DIR_OR_GLOB",
+                        help="run directories, globs, or directories holding runs (e.g. runs/ or 'runs/*/2026*')")
+    parser.add_argument("-o", "--output", default="",
+                        help="HTML file to write (default: reports/<model>-<UTC time>.html)")
+    parser.add_argument("--gpus-per-model", action="append", default=[], type=_gpus, metavar="MODEL=GPUS",
+                        help="GPU count of a model for per-GPU throughput (repeatable; overrides run.json meta 'gpus')")
+    parser.add_argument("--scaling", default="10,200", metavar="FROM,TO",
+                        help="levels for the scaling ratio (nearest tested levels are used; default 10,200)")
+    parser.add_argument("--tolerance", type=float, default=0.05,
+                        help="a level within this fraction of the peak counts as saturated (default 0.05)")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def _default_output(run_dirs: list[str]) -> str:
+    models = set()
+    for path in run_dirs:
+        models.add(os.path.basename(os.path.dirname(os.path.abspath(path))))
+    name = models.pop() if len(models) == 1 else "comparison"
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return os.path.join("reports", f"{name}-{stamp}.html")
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..analysis.rundir import expand_run_paths
+    from ..analysis.saturation import SaturationRule
+    from .render import build_report
+
+    def fail(message: str) -> int:
+        print(f"vllm-load report: error: {message}", file=sys.stderr)
+        return 2
+
+    try:
+        scaling = [float(x) for x in args.scaling.split(",")]
+        if len(scaling) != 2 or min(scaling) <= 0:
+            raise ValueError
+    except ValueError:
+        return fail(f"--scaling takes two positive levels FROM,TO, got {args.scaling!r}")
+    if not 0 <= args.tolerance < 1:
+        return fail(f"--tolerance must be in [0, 1), got {args.tolerance}")
+    try:
+        run_dirs = expand_run_paths(args.runs)
+    except ValueError as e:
+        return fail(str(e))
+    rule = SaturationRule(tolerance=args.tolerance, scaling_from=scaling[0], scaling_to=scaling[1])
+    out = args.output or _default_output(run_dirs)
+    try:
+        paths = build_report(run_dirs, out, dict(args.gpus_per_model), progress=not args.quiet, rule=rule)
+    except ValueError as e:
+        return fail(str(e))
+    print(f"Report: {paths.html}")
+    print(f"Summary: {paths.json}, {paths.csv}, {paths.markdown}")
+    return 0

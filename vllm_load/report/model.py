@@ -1,0 +1,186 @@
+"""The numbers of a report: runs loaded and measured, grouped into series, aggregated, analysed.
+
+`build_report_data` is the only step that reads files (through `analysis.rundir`); what it
+returns is everything the templates, charts and summary files show.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..analysis.compare import ModelRow, compare, comparison_findings
+from ..analysis.hist import pad_columns
+from ..analysis.levels import METRIC_COLUMNS, error_counts, measure_levels
+from ..analysis.rundir import ANALYSIS_COLUMNS, load_run
+from ..analysis.saturation import Saturation, SaturationRule, analyse, findings
+from ..analysis.stats import Series, aggregate, group_runs
+
+#: per-level figures that are averaged across runs (everything numeric but timestamps)
+AGG_METRICS: tuple[str, ...] = tuple(
+    c for c in METRIC_COLUMNS
+    if c not in {"level", "users", "level_start", "level_end", "window_start", "window_end", "stop_reason"}
+)
+
+
+@dataclass
+class RunSummary:
+    """One run, measured: its per-level table and what the charts need from its requests."""
+
+    run_id: str
+    path: str
+    model: str
+    run: dict
+    metrics: pd.DataFrame
+    itl_counts: np.ndarray
+    measured: pd.DataFrame
+    timeline: pd.DataFrame
+    history: pd.DataFrame | None
+    steps: pd.DataFrame
+    errors: pd.DataFrame
+    series_label: str = ""
+
+
+@dataclass
+class SeriesReport:
+    """A series (same model and settings) with its statistics across runs and its analysis."""
+
+    series: Series
+    runs: list[RunSummary]
+    curve: pd.DataFrame
+    saturation: Saturation
+    findings: list[str]
+    dist_users: float | None = None
+    ttft_at_dist: np.ndarray = field(default_factory=lambda: np.array([]))
+    itl_at_dist: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+
+    @property
+    def label(self) -> str:
+        return self.series.label
+
+    @property
+    def n_runs(self) -> int:
+        return self.series.n_runs
+
+
+@dataclass
+class ReportData:
+    """Everything a report shows."""
+
+    runs: list[RunSummary]
+    series: list[SeriesReport]
+    comparison: list[ModelRow]
+    comparison_findings: list[str]
+    rule: SaturationRule
+    generated_at: str
+
+
+def timeline(requests: pd.DataFrame, bin_s: float | None = None) -> pd.DataFrame:
+    """Total tok/s and requests in flight per time bin, from successful requests, vectorised.
+
+    Each request's tokens are spread evenly over its duration, so the curve shows the rate
+    at which the server was working rather than spikes when batches of requests finish.
+    """
+    start = pd.to_numeric(requests["start_ts"], errors="coerce").to_numpy(np.float64)
+    end = pd.to_numeric(requests["end_ts"], errors="coerce").to_numpy(np.float64)
+    ok = (pd.to_numeric(requests["ok"], errors="coerce").to_numpy(np.float64) == 1) & ~np.isnan(start) & ~np.isnan(end)
+    if not ok.any():
+        return pd.DataFrame({"t": [], "tok_per_s": [], "in_flight": []})
+    t0, t1 = np.nanmin(start[ok]), np.nanmax(end[ok])
+    span = max(t1 - t0, 1.0)
+    if bin_s is None:
+        bin_s = max(0.25, span / 400.0)  # at most ~400 points
+    n_bins = int(span // bin_s) + 2
+    tokens = np.zeros(len(requests))
+    for col, fallback in (("prompt_tokens", "requested_prompt_tokens"), ("completion_tokens", "requested_completion_tokens")):
+        used = pd.to_numeric(requests[col], errors="coerce").to_numpy(np.float64)
+        asked = pd.to_numeric(requests[fallback], errors="coerce").to_numpy(np.float64)
+        tokens += np.nan_to_num(np.where(np.isnan(used), asked, used))
+    # sampled at bin centres c_i = t0 + (i + 0.5) * bin_s: a request counts where start <= c_i < end
+    first = np.ceil((start[ok] - t0) / bin_s - 0.5).astype(np.int64)
+    last = np.ceil((end[ok] - t0) / bin_s - 0.5).astype(np.int64) - 1
+    keep = last >= first
+    first, last = first[keep], last[keep]
+    duration = np.maximum(end[ok] - start[ok], 1e-9)
+    rate = (tokens[ok] / duration)[keep]
+    # difference arrays: a request adds its rate (and one in flight) from its first sample to its last
+    delta_rate = np.bincount(first, weights=rate, minlength=n_bins + 1) - np.bincount(last + 1, weights=rate, minlength=n_bins + 1)
+    delta_n = np.bincount(first, minlength=n_bins + 1) - np.bincount(last + 1, minlength=n_bins + 1)
+    return pd.DataFrame({
+        "t": t0 + (np.arange(n_bins) + 0.5) * bin_s,
+        "tok_per_s": np.cumsum(delta_rate)[:n_bins],
+        "in_flight": np.cumsum(delta_n)[:n_bins],
+    })
+
+
+def summarize_run(path: str) -> RunSummary:
+    """Load and measure one run directory."""
+    data = load_run(path, ANALYSIS_COLUMNS)
+    meas = measure_levels(data.requests, data.steps)
+    metrics = meas.metrics.copy()
+    metrics.insert(0, "run_id", data.run_id)
+    return RunSummary(
+        run_id=data.run_id, path=path, model=data.model, run=data.run, metrics=metrics,
+        itl_counts=meas.itl_counts, measured=meas.measured[["level", "ttft"]],
+        timeline=timeline(data.requests), history=data.history, steps=meas.metrics[
+            ["level", "users", "level_start", "level_end", "stop_reason"]].copy(),
+        errors=error_counts(data.requests),
+    )
+
+
+def _curve(runs: Sequence[RunSummary]) -> pd.DataFrame:
+    frame = pd.concat([r.metrics for r in runs], ignore_index=True)
+    frame = frame[frame["users"].notna()]
+    return aggregate(frame, ["users"], AGG_METRICS).sort_values("users").reset_index(drop=True)
+
+
+def _distributions(report: SeriesReport) -> None:
+    """TTFT values and merged ITL counts at the saturation level (the peak when not saturated)."""
+    point = report.saturation.saturation if report.saturation.saturated else report.saturation.peak
+    if point is None:
+        return
+    report.dist_users = point.users
+    ttfts, itls = [], []
+    for run in report.runs:
+        rows = run.metrics.index[run.metrics["users"] == point.users]
+        for i in rows:
+            level = run.metrics.at[i, "level"]
+            ttfts.append(run.measured.loc[run.measured["level"] == level, "ttft"].dropna().to_numpy())
+            itls.append(run.itl_counts[i][None, :])
+    report.ttft_at_dist = np.concatenate(ttfts) if ttfts else np.array([])
+    report.itl_at_dist = np.sum(pad_columns(itls), axis=0)[0] if itls else np.zeros(1, dtype=np.int64)
+
+
+def build_report_data(run_dirs: Sequence[str], gpus_per_model: Mapping[str, float] | None = None,
+                      rule: SaturationRule = SaturationRule(),
+                      step: Callable[[str], None] = lambda _msg: None) -> ReportData:
+    """Measure every run, group runs into series, aggregate, analyse and compare.
+
+    `step(description)` is called once per unit of work (one per run, then one per series).
+    """
+    runs: list[RunSummary] = []
+    for path in run_dirs:
+        step(f"measuring {path}")
+        runs.append(summarize_run(path))
+    groups = group_runs([r.run for r in runs])
+    series: list[SeriesReport] = []
+    for g in groups:
+        step(f"analysing {g.label}")
+        members = [runs[i] for i in g.run_indices]
+        for r in members:
+            r.series_label = g.label
+        curve = _curve(members)
+        sat = analyse(curve, rule)
+        report = SeriesReport(series=g, runs=members, curve=curve, saturation=sat,
+                              findings=findings(curve, sat, g.n_runs))
+        _distributions(report)
+        series.append(report)
+    rows = compare([s.series for s in series], [s.saturation for s in series], [r.run for r in runs], gpus_per_model)
+    return ReportData(
+        runs=runs, series=series, comparison=rows, comparison_findings=comparison_findings(rows), rule=rule,
+        generated_at=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
+    )

@@ -1,0 +1,252 @@
+"""Build a report: measure the runs, draw the charts, write HTML, Markdown, JSON and CSV.
+
+`build_report` is the one entry point (used by `vllm-load report` and `vllm-load demo`). The
+HTML is a single self-contained file: charts are embedded PNGs, styles inline, no scripts,
+no external requests; every string from a run (model ids, error messages, metadata) goes
+through jinja2's autoescaping.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import jinja2
+
+from .. import __version__
+from ..analysis.saturation import SaturationRule
+from . import charts
+from .model import ReportData, RunSummary, SeriesReport, build_report_data
+from .summary import summary_dict, write_summary_csv
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    """Where one report's files were written."""
+
+    html: str
+    json: str
+    csv: str
+    markdown: str
+
+
+@dataclass
+class SeriesView:
+    report: SeriesReport
+    anchor: str
+    charts: list[charts.Chart] = field(default_factory=list)
+
+
+@dataclass
+class RunView:
+    summary: RunSummary
+    anchor: str
+    errors: list[dict]
+    environment: list[tuple[str, str]]
+    chart: charts.Chart | None = None
+
+
+# --- formatting filters ---------------------------------------------------------------------------
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def num(value, spec: str = ",.2f") -> str:
+    if _missing(value):
+        return "-"
+    try:
+        return format(value, spec)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def ms(seconds) -> str:
+    return "-" if _missing(seconds) else f"{seconds * 1000:,.1f} ms"
+
+
+def secs(seconds) -> str:
+    return "-" if _missing(seconds) else f"{seconds:,.3f} s"
+
+
+def pct(share) -> str:
+    return "-" if _missing(share) else f"{share * 100:.1f}%"
+
+
+def signed_pct(share) -> str:
+    return "-" if _missing(share) else f"{share * 100:+.0f}%"
+
+
+def md(text) -> str:
+    """A string safe inside a Markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _value(value, spec: str) -> str:
+    if spec == "ms":
+        return ms(value)
+    if spec == "s":
+        return secs(value)
+    return num(value, spec)
+
+
+def interval(low, high, n, spec: str = ",.0f") -> str:
+    """`low – high`, or why there is none (a single run has no interval)."""
+    if _missing(low) or _missing(high) or (n is not None and n < 2):
+        return "n = 1, no interval" if n == 1 else "-"
+    return f"{_value(low, spec)} – {_value(high, spec)}"
+
+
+def mean_ci(row: Mapping, metric: str, spec: str) -> str:
+    """`mean ± half-width` of an aggregated figure; the bare mean when n < 2."""
+    mean = row.get(f"{metric}_mean")
+    low, high = row.get(f"{metric}_ci_low"), row.get(f"{metric}_ci_high")
+    text = _value(mean, spec)
+    if _missing(mean) or _missing(low) or _missing(high):
+        return text
+    half = (high - low) / 2.0
+    if spec in ("ms", "s"):
+        half_text = ms(half) if spec == "ms" else secs(half)
+    else:
+        half_text = num(half, spec)
+    return f"{text} ± {half_text}"
+
+
+def _environment(run: dict) -> list[tuple[str, str]]:
+    """The "Test environment" rows of one run: target, model, versions, client, settings, metadata."""
+    target = run.get("target") or {}
+    models = ((target.get("models") or {}).get("data")) or []
+    client = run.get("client") or {}
+    prompts = run.get("prompts") or {}
+    rows = [
+        ("target", target.get("host", "-")),
+        ("server version", json.dumps(target.get("version"), sort_keys=True) if target.get("version") else "-"),
+        ("models served", ", ".join(f"{m.get('id')} (max_model_len {m.get('max_model_len', '?')}, root {m.get('root', '-')})"
+                                    for m in models if isinstance(m, dict)) or "-"),
+        ("model tested", run.get("model", "-")),
+        ("outcome", run.get("outcome", "-")),
+        ("started / ended", f"{run.get('started_at', '-')} / {run.get('ended_at', '-')}"),
+        ("vllm-load / Locust", f"{run.get('vllm_load_version', '-')} / {run.get('locust_version', '-')}"),
+        ("client", ", ".join(f"{k}={v}" for k, v in client.items()) or "-"),
+        ("workers seen", ", ".join(map(str, run.get("workers_seen") or [])) or "-"),
+        ("workers lost", ", ".join(map(str, run.get("workers_lost") or [])) or "none"),
+        ("prompts", ", ".join(f"{k}={v}" for k, v in prompts.items()) or "-"),
+        ("requests recorded", str(run.get("requests_recorded", "-"))),
+    ]
+    for key, value in sorted((run.get("settings") or {}).items()):
+        if key in ("meta", "run_dir", "out"):
+            continue
+        rows.append((f"setting: {key}", ",".join(map(str, value)) if isinstance(value, list) else str(value)))
+    for key, value in sorted((run.get("meta") or {}).items()):
+        rows.append((f"meta: {key}", str(value)))
+    return [(k, str(v)) for k, v in rows]
+
+
+def _template_env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("vllm_load.report", "templates"),
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html",), default_for_string=True),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=False,
+    )
+    env.filters.update(num=num, ms=ms, secs=secs, pct=pct, signed_pct=signed_pct, md=md)
+    env.globals.update(interval=interval, mean_ci=mean_ci)
+    return env
+
+
+# --- progress ---------------------------------------------------------------------------------------
+class Progress:
+    """A progress bar on a terminal (rich), plain lines otherwise, nothing when disabled."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.enabled = enabled
+        self._bar = None
+        if enabled and sys.stderr.isatty():
+            from rich.progress import BarColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn
+
+            self._bar = RichProgress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task("report", total=total)
+
+    def step(self, description: str) -> None:
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.update(self._task, advance=1, description=description[-70:])
+        else:
+            print(f"report: {description}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def _side_paths(out_html: str) -> ReportPaths:
+    base = out_html[:-5] if out_html.endswith(".html") else out_html
+    html = out_html if out_html.endswith(".html") else out_html + ".html"
+    return ReportPaths(html=html, json=f"{base}.summary.json", csv=f"{base}.summary.csv", markdown=f"{base}.md")
+
+
+def _title(data: ReportData) -> str:
+    models = sorted({s.series.model for s in data.series})
+    if len(models) == 1:
+        return f"vllm-load report: {models[0]}"
+    return f"vllm-load report: {len(models)} models" if models else "vllm-load report"
+
+
+def _views(data: ReportData, progress: Progress) -> tuple[list[SeriesView], list[RunView], list[charts.Chart]]:
+    overview = [c for c in (charts.throughput_vs_concurrency(data.series), charts.latency_vs_concurrency(data.series),
+                            charts.latency_throughput_tradeoff(data.series)) if c is not None]
+    progress.step("charts: overview")
+    series = []
+    for i, s in enumerate(data.series):
+        view = SeriesView(report=s, anchor=f"series-{i + 1}")
+        dist = charts.distributions(s)
+        if dist is not None:
+            view.charts.append(dist)
+        series.append(view)
+    runs = []
+    for i, r in enumerate(data.runs):
+        users = dict(zip(r.metrics["level"], r.metrics["users"]))
+        errors = [{"users": users.get(e["level"], math.nan), "error": e["error"], "count": int(e["count"])}
+                  for e in r.errors.to_dict("records")]
+        runs.append(RunView(summary=r, anchor=f"{i + 1}", errors=errors, environment=_environment(r.run),
+                            chart=charts.run_timeline(r)))
+        progress.step(f"charts: run {r.run_id}")
+    return series, runs, overview
+
+
+def build_report(run_dirs: Sequence[str], out_html: str, gpus_per_model: Mapping[str, float] | None = None,
+                 progress: bool = True, rule: SaturationRule = SaturationRule()) -> ReportPaths:
+    """Measure `run_dirs`, and write the HTML report at `out_html` with its summary files beside it.
+
+    Raises ValueError when a directory is not a readable run.
+    """
+    bar = Progress(total=2 * len(run_dirs) + 4, enabled=progress)
+    try:
+        data = build_report_data(run_dirs, gpus_per_model, rule, step=bar.step)
+        series, runs, overview = _views(data, bar)
+        paths = _side_paths(out_html)
+        os.makedirs(os.path.dirname(os.path.abspath(paths.html)), exist_ok=True)
+        env = _template_env()
+        context = dict(data=data, series=series, runs=runs, overview_charts=overview, title=_title(data),
+                       version=__version__)
+        _write(paths.html, env.get_template("report.html").render(**context))
+        _write(paths.markdown, env.get_template("report.md").render(**context))
+        summary = summary_dict(data)
+        _write(paths.json, json.dumps(summary, indent=2, ensure_ascii=False))
+        write_summary_csv(summary, paths.csv)
+        bar.step("written")
+        return paths
+    finally:
+        bar.close()
+
+
+def _write(path: str, text: str) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)

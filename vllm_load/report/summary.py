@@ -1,0 +1,148 @@
+"""The report's numbers as plain data: `summary.json`, the long-form `summary.csv`.
+
+`summary_dict` is the one source for the machine-readable outputs; the HTML and Markdown
+templates show the same figures from the same `ReportData`, so every number in the HTML can
+be found in the JSON and the CSV.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import asdict
+from typing import Any, Iterator
+
+import numpy as np
+import pandas as pd
+
+from .. import __version__
+from ..analysis.stats import STAT_SUFFIXES
+from .model import ReportData, SeriesReport
+
+#: per-run level columns that are not figures (timestamps are kept, they locate the window)
+_LABEL_COLUMNS = ("stop_reason", "run_id")
+
+
+def clean(value: Any) -> Any:
+    """JSON-safe: NaN and infinities become None, numpy scalars become Python numbers."""
+    if isinstance(value, dict):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is pd.NA or value is pd.NaT:
+        return None
+    return value
+
+
+def _records(frame: pd.DataFrame) -> list[dict]:
+    return [clean(r) for r in frame.to_dict("records")]
+
+
+def _saturation(s: SeriesReport) -> dict:
+    sat = s.saturation
+    out = {
+        "status": sat.status,
+        "saturated": sat.saturated,
+        "reason": sat.reason,
+        "peak": asdict(sat.peak) if sat.peak else None,
+        "saturation_point": asdict(sat.saturation) if sat.saturation else None,
+        "scaling": None,
+        "past_saturation": None,
+        "recommendations": [
+            {"use_case": r.use_case, "users": r.point.users, "total_tok_per_s": r.point.tok_per_s,
+             "e2e_p99": r.point.e2e_p99, "ttft_p99": r.point.ttft_p99, "note": r.note}
+            for r in sat.recommendations
+        ],
+    }
+    if sat.scaling is not None:
+        out["scaling"] = {**asdict(sat.scaling), "note": sat.scaling.note()}
+    if sat.past_saturation is not None:
+        cost = sat.past_saturation
+        out["past_saturation"] = {**asdict(cost), "e2e_p99_added": cost.e2e_p99_added,
+                                  "e2e_p99_change": cost.e2e_p99_change}
+    return clean(out)
+
+
+def summary_dict(data: ReportData) -> dict:
+    """Everything the report shows, as JSON-ready data."""
+    return clean({
+        "format": 1,
+        "generated_at": data.generated_at,
+        "vllm_load_version": __version__,
+        "confidence": 0.95,
+        "rules": {"saturation": data.rule.describe(), "recommendations": data.rule.describe_recommendations()},
+        "series": [
+            {
+                "label": s.label, "model": s.series.model, "n_runs": s.n_runs,
+                "run_ids": [r.run_id for r in s.runs], "settings": s.series.settings,
+                "levels": _records(s.curve), "saturation": _saturation(s), "findings": s.findings,
+            }
+            for s in data.series
+        ],
+        "comparison": [asdict(r) for r in data.comparison],
+        "comparison_findings": data.comparison_findings,
+        "runs": [
+            {
+                "run_id": r.run_id, "path": r.path, "model": r.model, "series": r.series_label,
+                "outcome": r.run.get("outcome"), "started_at": r.run.get("started_at"),
+                "ended_at": r.run.get("ended_at"), "levels": _records(r.metrics), "errors": _records(r.errors),
+                "workers_lost": r.run.get("workers_lost") or [],
+            }
+            for r in data.runs
+        ],
+    })
+
+
+def _split_stat(column: str) -> tuple[str, str]:
+    for suffix in STAT_SUFFIXES:
+        if column.endswith(f"_{suffix}"):
+            return column[: -len(suffix) - 1], suffix
+    return column, "value"
+
+
+def summary_rows(summary: dict) -> Iterator[tuple]:
+    """Long-form rows (scope, series, run_id, users, metric, stat, value) of `summary_dict`."""
+    for s in summary["series"]:
+        for level in s["levels"]:
+            users = level.get("users")
+            for column, value in level.items():
+                if column == "users" or value is None:
+                    continue
+                metric, stat = _split_stat(column)
+                yield ("series", s["label"], "", users, metric, stat, value)
+        sat = s["saturation"]
+        for key in ("peak", "saturation_point", "scaling", "past_saturation"):
+            for name, value in (sat.get(key) or {}).items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and value is not None:
+                    yield ("saturation", s["label"], "", "", f"{key}.{name}", "value", value)
+        for rec in sat["recommendations"]:
+            yield ("recommendation", s["label"], "", rec["users"], rec["use_case"], "users", rec["users"])
+    for row in summary["comparison"]:
+        for name, value in row.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value is not None:
+                yield ("comparison", row["label"], "", "", name, "value", value)
+    for run in summary["runs"]:
+        for level in run["levels"]:
+            users = level.get("users")
+            for column, value in level.items():
+                if column in ("users", *_LABEL_COLUMNS) or value is None:
+                    continue
+                yield ("run", run["series"], run["run_id"], users, column, "value", value)
+        for err in run["errors"]:
+            yield ("errors", run["series"], run["run_id"], "", f"level{err['level']}.{err['error']}", "count", err["count"])
+
+
+def write_summary_csv(summary: dict, path: str) -> int:
+    """Write `summary_rows` with a header; returns the number of data rows."""
+    n = 0
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(("scope", "series", "run_id", "users", "metric", "stat", "value"))
+        for row in summary_rows(summary):
+            writer.writerow(row)
+            n += 1
+    return n
