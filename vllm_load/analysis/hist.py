@@ -21,6 +21,10 @@ def bucket_values(n_buckets: int) -> np.ndarray:
     return BASE_SECONDS * GROWTH ** np.arange(n_buckets, dtype=np.float64)
 
 
+#: rows parsed per pass: bounds the memory of the joined text and the parsed numbers
+CHUNK_ROWS = 100_000
+
+
 def merge_hist_column(texts: pd.Series, groups: np.ndarray, n_groups: int) -> np.ndarray:
     """Sum the histograms in `texts` per group into an int64 matrix of shape (n_groups, buckets).
 
@@ -30,6 +34,14 @@ def merge_hist_column(texts: pd.Series, groups: np.ndarray, n_groups: int) -> np
     groups = np.asarray(groups, dtype=np.int64)
     if len(texts) != len(groups):
         raise ValueError("texts and groups differ in length")
+    parts = [_merge_chunk(texts.iloc[i:i + CHUNK_ROWS], groups[i:i + CHUNK_ROWS], n_groups)
+             for i in range(0, len(texts), CHUNK_ROWS)]
+    if not parts:
+        return np.zeros((n_groups, 1), dtype=np.int64)
+    return np.sum(pad_columns(parts), axis=0)
+
+
+def _merge_chunk(texts: pd.Series, groups: np.ndarray, n_groups: int) -> np.ndarray:
     values = texts.astype("string").fillna("")
     nonempty = (values.str.len() > 0).to_numpy(dtype=bool)
     if not nonempty.any():
