@@ -10,11 +10,13 @@ import argparse
 import signal
 import sys
 
-from .config import DEFAULT_MODEL, EngineConfig, FixedLatency, OutputConfig, SimConfig, StepCost
+from .config import DEFAULT_MODEL, EngineConfig, FaultConfig, FixedLatency, OutputConfig, SimConfig, StepCost
 
 _E = EngineConfig()
 _C = StepCost()
 _O = OutputConfig()
+_F = FaultConfig()
+ERROR_STATUSES = (500, 503, 429)
 
 
 def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
@@ -64,7 +66,28 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
                      help="tokens per streamed chunk after the first (the first token is always alone)")
     out.add_argument("--eos-probability", type=float, default=_O.eos_probability, metavar="P",
                      help="chance that each token is a simulated EOS, unless ignore_eos or min_tokens forbid it")
-    out.add_argument("--seed", type=int, default=_O.seed, help="seed of output lengths and texts")
+    out.add_argument("--seed", type=int, default=_O.seed, help="seed of output lengths and texts (and of faults)")
+    flt = parser.add_argument_group(
+        "fault injection (off by default; per-request rates are exclusive and add up to at most 1)")
+    flt.add_argument("--fault-error-rate", type=float, default=0.0, metavar="P",
+                     help="answer this share of requests with --fault-error-status and OpenAI error JSON")
+    flt.add_argument("--fault-error-status", type=int, choices=ERROR_STATUSES, default=_F.error_status,
+                     help="status of injected errors (429 comes with Retry-After)")
+    flt.add_argument("--fault-reset-rate", type=float, default=0.0, metavar="P",
+                     help="reset the connection (TCP RST) after half the output")
+    flt.add_argument("--fault-bad-sse-rate", type=float, default=0.0, metavar="P",
+                     help="send a malformed SSE event after half the output (non-streaming: a truncated JSON body)")
+    flt.add_argument("--fault-stall-rate", type=float, default=0.0, metavar="P",
+                     help="after half the output, send nothing for --fault-stall-seconds, then the rest")
+    flt.add_argument("--fault-stall-seconds", type=float, default=_F.stall_seconds, metavar="S",
+                     help="length of an injected stall (wall-clock, not scaled by --time-scale)")
+    flt.add_argument("--fault-slow-first-token-rate", type=float, default=0.0, metavar="P",
+                     help="hold the request --fault-slow-first-token-seconds before it reaches the engine "
+                          "(headers go out at once)")
+    flt.add_argument("--fault-slow-first-token-seconds", type=float, default=_F.slow_first_token_seconds,
+                     metavar="S", help="extra wait before an outlier's first token (wall-clock)")
+    flt.add_argument("--fault-close-after-headers-rate", type=float, default=0.0, metavar="P",
+                     help="close the connection right after the response headers")
 
 
 class ConfigError(ValueError):
@@ -91,6 +114,7 @@ def build_config(args: argparse.Namespace) -> SimConfig:
             raise ConfigError(f"{option} must not be negative")
     if not 0 <= args.eos_probability <= 1:
         raise ConfigError("--eos-probability must be between 0 and 1")
+    faults = _fault_config(args)
     engine = EngineConfig(
         max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
         max_model_len=args.max_model_len, block_size=args.block_size, num_gpu_blocks=args.num_gpu_blocks,
@@ -111,7 +135,26 @@ def build_config(args: argparse.Namespace) -> SimConfig:
         tokenizer=args.tokenizer, tokenize_endpoint=not args.no_tokenize_endpoint, mode=mode, engine=engine,
         fixed=FixedLatency(args.ttft * args.time_scale, args.itl * args.time_scale) if mode == "fixed" else None,
         output=OutputConfig(args.eos_probability, args.tokens_per_chunk, args.seed), workers=args.workers,
+        faults=faults,
     )
+
+
+def _fault_config(args: argparse.Namespace) -> FaultConfig:
+    faults = FaultConfig(
+        error_rate=args.fault_error_rate, error_status=args.fault_error_status, reset_rate=args.fault_reset_rate,
+        bad_sse_rate=args.fault_bad_sse_rate, stall_rate=args.fault_stall_rate,
+        stall_seconds=args.fault_stall_seconds, slow_first_token_rate=args.fault_slow_first_token_rate,
+        slow_first_token_seconds=args.fault_slow_first_token_seconds,
+        close_after_headers_rate=args.fault_close_after_headers_rate, seed=args.seed,
+    )
+    for kind, rate in faults.rates().items():
+        if not 0 <= rate <= 1:
+            raise ConfigError(f"--fault-{kind.replace('_', '-')}-rate must be between 0 and 1")
+    if sum(faults.rates().values()) > 1 + 1e-9:
+        raise ConfigError("the --fault-*-rate options add up to more than 1 (a request gets at most one fault)")
+    if faults.stall_seconds < 0 or faults.slow_first_token_seconds < 0:
+        raise ConfigError("--fault-stall-seconds and --fault-slow-first-token-seconds must not be negative")
+    return faults
 
 
 def _describe(config: SimConfig) -> str:
@@ -123,6 +166,8 @@ def _describe(config: SimConfig) -> str:
         e = config.engine
         what = (f"engine: max-num-seqs {e.max_num_seqs}, max-num-batched-tokens {e.max_num_batched_tokens}, "
                 f"KV {e.kv_capacity_tokens} tokens, time-scale {e.time_scale}")
+    if config.faults.enabled:
+        what += "; faults: " + ", ".join(f"{kind} {rate:g}" for kind, rate in config.faults.rates().items() if rate)
     return (f"vllm-load sim: {config.served_model_name} on http://{config.host}:{config.port} "
             f"({config.workers} worker{'s' if config.workers > 1 else ''}; {what})")
 

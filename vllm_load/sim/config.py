@@ -62,6 +62,37 @@ class OutputConfig:
 
 
 @dataclass(frozen=True)
+class FaultConfig:
+    """Faults injected into generation requests (all off by default); see vllm_load/sim/faults.py.
+
+    Rates are per request and exclusive (one request gets at most one fault), so they must add
+    up to at most 1. Stall and slow-first-token delays are wall-clock seconds, not scaled by
+    --time-scale: they exist to trip client timeouts, which are wall-clock too.
+    """
+
+    error_rate: float = 0.0
+    error_status: int = 500
+    reset_rate: float = 0.0
+    bad_sse_rate: float = 0.0
+    stall_rate: float = 0.0
+    stall_seconds: float = 10.0
+    slow_first_token_rate: float = 0.0
+    slow_first_token_seconds: float = 10.0
+    close_after_headers_rate: float = 0.0
+    seed: int = 0
+
+    def rates(self) -> dict[str, float]:
+        """Fault kind -> rate, in the fixed order a request's draw is matched against."""
+        return {"error": self.error_rate, "reset": self.reset_rate, "bad_sse": self.bad_sse_rate,
+                "stall": self.stall_rate, "slow_first_token": self.slow_first_token_rate,
+                "close_after_headers": self.close_after_headers_rate}
+
+    @property
+    def enabled(self) -> bool:
+        return any(rate > 0 for rate in self.rates().values())
+
+
+@dataclass(frozen=True)
 class SimConfig:
     """Everything one simulator process needs."""
 
@@ -76,3 +107,4 @@ class SimConfig:
     fixed: FixedLatency | None = None
     output: OutputConfig = field(default_factory=OutputConfig)
     workers: int = 1
+    faults: FaultConfig = field(default_factory=FaultConfig)

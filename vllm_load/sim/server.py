@@ -21,6 +21,7 @@ from .. import __version__
 from ..tokenization import load_tokenizer
 from .backends import Backend, EchoBackend, EngineBackend, FixedLatencyBackend, TokenSource
 from .config import SimConfig
+from .faults import STREAM_STRIKES, Fault, FaultPlan, error_response, faulted_body, open_source, strike
 from .output import OutputPlan, OutputPlanner, OutputVocabulary
 from .protocol import (ApiError, ApiLimits, GenerationRequest, ResponseRenderer, check_model, error_body,
                        parse_generation, parse_json, render_chat)
@@ -61,6 +62,7 @@ class SimServer:
         self._ids = itertools.count()
         self._id_prefix = secrets.token_hex(12)
         self._tokens_per_chunk = max(1, config.output.tokens_per_chunk)
+        self.faults = FaultPlan(config.faults)
 
     def app(self) -> web.Application:
         middlewares = [self._auth_middleware()] if self.config.api_key else []
@@ -161,21 +163,26 @@ class SimServer:
             req = parse_generation(parse_json(await request.read()), chat, self.limits, self.tokenizer)
         except ApiError as e:
             return _error(e)
+        fault = self.faults.draw()
+        if fault is not None and fault.kind == "error":
+            return error_response(self.config.faults.error_status)
         plan = self.planner.plan(req.max_tokens, req.min_tokens, req.ignore_eos, req.seed, req.temperature,
                                  req.prompt_key)
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{self._id_prefix}{next(self._ids):08x}"
         renderer = ResponseRenderer(chat, rid, self.limits.model, self.model_json)
         # the clock starts when the handler began, so reading and parsing the body is inside TTFT
-        source = self.backend.open(req.prompt_tokens, plan.length, started)
+        source = open_source(fault, self.backend, req.prompt_tokens, plan.length, started, req.stream)
         completed = False
         try:
             if req.stream:
                 response = web.StreamResponse(headers=_SSE_HEADERS)
-                completed = await self._stream(request, response, req, plan, renderer, source)
+                completed = await self._stream(request, response, req, plan, renderer, source, fault)
                 return response
             await source.wait(plan.length)
             text = self.vocab.text(plan.offset, 0, plan.text_tokens)
             body = renderer.full(text, plan.finish_reason, req.prompt_tokens, plan.length)
+            if fault is not None and fault.kind != "slow_first_token":
+                return await faulted_body(fault, request, body)
             completed = True
             return web.Response(body=body, content_type=_JSON)
         finally:
@@ -187,22 +194,27 @@ class SimServer:
                 self.stats.requests_ok["abort"] += 1
 
     async def _stream(self, request: web.Request, response: web.StreamResponse, req: GenerationRequest,
-                      plan: OutputPlan, renderer: ResponseRenderer, source: TokenSource) -> bool:
-        """Write the SSE response; False if the client went away first."""
+                      plan: OutputPlan, renderer: ResponseRenderer, source: TokenSource,
+                      fault: Fault | None) -> bool:
+        """Write the SSE response; False if the client went away (or a fault ended it) first."""
         try:
-            await self._write_stream(request, response, req, plan, renderer, source)
+            await self._write_stream(request, response, req, plan, renderer, source, fault)
             return True
         except ConnectionError:
             # aiohttp finishes a response to a closed connection quietly; raising would log a traceback
             return False
 
     async def _write_stream(self, request: web.Request, response: web.StreamResponse, req: GenerationRequest,
-                            plan: OutputPlan, renderer: ResponseRenderer, source: TokenSource) -> None:
+                            plan: OutputPlan, renderer: ResponseRenderer, source: TokenSource,
+                            fault: Fault | None) -> None:
         await response.prepare(request)
         vocab, offset = self.vocab, plan.offset
         total, text_total, finish = plan.length, plan.text_tokens, plan.finish_reason
         per_chunk = self._tokens_per_chunk
         sent = 0
+        strike_at = fault.strike_at(total) if fault is not None and fault.kind in STREAM_STRIKES else -1
+        if strike_at == 0:
+            await strike(fault, request, response)
         while sent < total:
             got = await source.wait(1 if sent == 0 else sent + per_chunk)
             parts = [renderer.role_chunk()] if sent == 0 and req.chat else []
@@ -216,6 +228,9 @@ class SimServer:
                 parts.append(renderer.content_chunk(text_json, finish if end == total else None))
                 sent = end
             await response.write(b"".join(parts))
+            if 0 < strike_at <= sent:
+                strike_at = -1
+                await strike(fault, request, response)
         tail = [_DONE]
         if req.include_usage:
             tail.insert(0, renderer.usage_chunk(req.prompt_tokens, total))
