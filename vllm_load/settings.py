@@ -65,6 +65,7 @@ def add_arguments(parser) -> None:
     group.add_argument("--temperature", type=float, default=None, help="sampling temperature to send (default: the server's)", **extra)
     group.add_argument("--no-vllm-params", action="store_true", default=False, help="do not send vLLM's min_tokens/ignore_eos (for servers that reject them)", **extra)
     group.add_argument("--connect-timeout", type=float, default=30.0, help="seconds to connect (default 30)", **extra)
+    group.add_argument("--ttft-timeout", type=float, default=600.0, help="seconds from a streamed request's start to its first content chunk (default 600)", **extra)
     group.add_argument("--stall-timeout", type=float, default=120.0, help="seconds without a byte before a request fails (default 120)", **extra)
     group.add_argument("--request-timeout", type=float, default=1800.0, help="seconds for a whole request (default 1800)", **extra)
     group.add_argument("--out", default="runs", help="base directory for run directories (default runs/)", **extra)
@@ -95,6 +96,7 @@ class Settings:
     temperature: float | None = None
     vllm_params: bool = True
     connect_timeout: float = 30.0
+    ttft_timeout: float = 600.0
     stall_timeout: float = 120.0
     request_timeout: float = 1800.0
     out: str = "runs"
@@ -123,6 +125,7 @@ class Settings:
             temperature=get("temperature"),
             vllm_params=not get("no_vllm_params", False),
             connect_timeout=float(get("connect_timeout", 30.0)),
+            ttft_timeout=float(get("ttft_timeout", 600.0)),
             stall_timeout=float(get("stall_timeout", 120.0)),
             request_timeout=float(get("request_timeout", 1800.0)),
             out=get("out", "runs") or "runs",
@@ -142,7 +145,8 @@ class Settings:
         for name in ("warmup_requests", "shared_prefix_tokens"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"--{name.replace('_', '-')} must not be negative, got {getattr(self, name)}")
-        for name in ("level_time_cap", "spawn_rate_per_level", "connect_timeout", "stall_timeout", "request_timeout"):
+        for name in ("level_time_cap", "spawn_rate_per_level", "connect_timeout", "ttft_timeout", "stall_timeout",
+                     "request_timeout"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
         if self.cooldown < 0:

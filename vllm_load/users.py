@@ -48,6 +48,10 @@ class RequestTimeout(Exception):
     """The whole request took longer than --request-timeout."""
 
 
+class FirstTokenTimeout(Exception):
+    """A stream sent no content chunk within --ttft-timeout of the request's start."""
+
+
 class RecordBuffer:
     """Finished records of this process, waiting to be shipped to the master."""
 
@@ -257,13 +261,16 @@ class LLMUser(FastHttpUser):
         t_end = None
         timeout = gevent.Timeout(settings.request_timeout, RequestTimeout)
         timeout.start()
+        first_token = gevent.Timeout(settings.ttft_timeout, FirstTokenTimeout) if self._stream else None
+        if first_token is not None:
+            first_token.start()
         try:
             response = self._http.request("POST", self._path, body=body, headers=self._headers)
             status = response.status_code
             if status != 200:
                 error, message = "http_status", f"HTTP {status}: {_error_text(response.read())}"
             elif self._stream:
-                t_end = self._read_stream(response, meter)
+                t_end = self._read_stream(response, meter, first_token)
                 usage = meter.usage
             else:
                 raw = response.read()
@@ -276,6 +283,8 @@ class LLMUser(FastHttpUser):
             error, message = e.category, e.message
         except RequestTimeout:
             error, message = "timeout_total", f"no complete response within {settings.request_timeout:g} s"
+        except FirstTokenTimeout:
+            error, message = "timeout_ttft", f"no content chunk within {settings.ttft_timeout:g} s"
         except (socket.timeout, TimeoutError):
             if status == 0:
                 error, message = "connect", f"no response headers within {settings.stall_timeout:g} s"
@@ -290,18 +299,26 @@ class LLMUser(FastHttpUser):
             error, message = "disconnect", f"{type(e).__name__}: {e}"[:ERROR_BODY_LIMIT]
         finally:
             timeout.cancel()
+            if first_token is not None:
+                first_token.cancel()
             if response is not None and (error or not response.message_complete):
                 _discard(response)
         end = t_end if t_end is not None and not error else time.perf_counter()
         return self._record(meter, usage, status, error, message, start_ts, t0, end, non_stream_text, settings)
 
-    def _read_stream(self, response, meter: SseMeter) -> float:
-        """Read SSE events until the body ends; return the perf_counter time of the last event."""
+    def _read_stream(self, response, meter: SseMeter, first_token: gevent.Timeout | None) -> float:
+        """Read SSE events until the body ends; return the perf_counter time of the last event.
+
+        `first_token` (the --ttft-timeout) is cancelled as soon as a content chunk has arrived.
+        """
         buf = response._body_buffer  # the parser appends decoded body bytes here, in place
         if buf:
             meter.consume(buf, time.perf_counter())
         t_done = None
         while not response.message_complete:
+            if first_token is not None and meter.chunk_times:
+                first_token.cancel()
+                first_token = None
             data = response._sock.recv(RECV_SIZE)
             now = time.perf_counter()
             if not data:
