@@ -177,3 +177,15 @@ def test_cli_writes_report_and_rejects_bad_input_in_one_line(tmp_path):
         bad = run_cli(*args)
         assert bad.returncode == 2
         assert message in bad.stderr and len(bad.stderr.strip().splitlines()) <= 2, bad.stderr
+
+
+def test_distribution_chart_with_all_gaps_in_the_last_bucket():
+    from types import SimpleNamespace
+
+    from vllm_load.report import charts
+
+    itl = np.zeros(900, dtype=np.int64)
+    itl[-1] = 40  # every gap in the widest bucket: the p99.9 cut must stay inside the array
+    series = SimpleNamespace(ttft_at_dist=np.array([0.1, 0.2]), itl_at_dist=itl, dist_users=8.0, label="m")
+    chart = charts.distributions(series)
+    assert chart is not None and embedded_pngs(f'src="{chart.data_uri}"')

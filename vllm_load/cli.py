@@ -18,10 +18,21 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("vllm_load.run_cli", "run a stepped load test against an OpenAI-compatible server"),
     "master": ("vllm_load.run_cli", "start a Locust master for workers on other machines"),
     "worker": ("vllm_load.run_cli", "start Locust worker(s) that connect to a master"),
+    "campaign": ("vllm_load.campaign", "repeat a test n times (server restarted between runs), optionally refine the knee, report"),
     "demo": ("vllm_load.demo", "run the whole pipeline against the built-in simulator, with its report"),
     "report": ("vllm_load.report.cli", "build the HTML report (with multi-run statistics) from run directories"),
     "sim": ("vllm_load.sim.cli", "serve the simulated vLLM OpenAI server"),
 }
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default, unless its help already states it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "(default" in text or action.default in (None, "", False, [], argparse.SUPPRESS):
+            return text
+        return super()._get_help_string(action)
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -42,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
         module = importlib.import_module(module_name)
         module.configure_parser(sub_parser, name)
+        sub_parser.formatter_class = HelpFormatter
         sub_parser.set_defaults(_module=module_name)
     return parser
 

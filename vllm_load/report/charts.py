@@ -224,7 +224,7 @@ def distributions(s: SeriesReport) -> Chart | None:
         if itl.sum():
             nz = np.flatnonzero(itl)
             lo = nz[0]
-            hi = int(np.searchsorted(np.cumsum(itl), 0.999 * itl.sum())) + 2  # up to p99.9: tails flatten the view
+            hi = min(int(np.searchsorted(np.cumsum(itl), 0.999 * itl.sum())) + 2, len(itl))  # to p99.9: tails flatten the view
             values = bucket_values(hi)[lo:hi] * 1000.0
             edges = np.append(values, values[-1] * 1.01)
             axes[1].stairs(itl[lo:hi], edges, fill=True, color="tab:purple", alpha=0.8)

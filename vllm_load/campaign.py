@@ -1,0 +1,295 @@
+"""`vllm-load campaign`: n independent runs of one test, an optional fine sweep, one report.
+
+The protocol of seed 001: the same stepped test repeated n times (5 for publication) with the
+server restarted between runs and a cooldown, then, with `--refine`, a finer sweep around the
+saturation knee the coarse runs found. Every run is a normal run directory under the campaign
+directory; `campaign.json` there records which runs finished, so running the same command
+again after an interruption does only the missing runs. The report covers the completed runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+
+from .recorder import new_run_dir
+from .server_control import ServerError, ServerProcess, run_restart_command, wait_ready
+from .settings import SettingsError, add_arguments
+
+STATE_FILE = "campaign.json"
+#: run options that do not change what a run measures, so may differ on resume
+NOT_COMPARED = frozenset({"out", "run_dir", "api_key_set", "meta"})
+
+
+@dataclass
+class CampaignRun:
+    run_dir: str
+    phase: str  # "coarse" or "refine"
+    outcome: str
+
+
+@dataclass
+class CampaignState:
+    """What `campaign.json` holds: the options the campaign was started with and its runs so far."""
+
+    name: str
+    options: dict
+    refine_levels: list[int] | None = None
+    runs: list[CampaignRun] = field(default_factory=list)
+
+    def completed(self, phase: str) -> list[str]:
+        return [r.run_dir for r in self.runs if r.phase == phase and r.outcome == "completed"]
+
+    def save(self, directory: str) -> None:
+        path = os.path.join(directory, STATE_FILE)
+        with open(path + ".tmp", "w", encoding="utf-8") as fh:
+            json.dump({"format": 1, **asdict(self)}, fh, indent=2)
+        os.replace(path + ".tmp", path)
+
+    @classmethod
+    def load(cls, directory: str) -> "CampaignState | None":
+        path = os.path.join(directory, STATE_FILE)
+        if not os.path.exists(path):
+            return None
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        return cls(name=data["name"], options=data["options"], refine_levels=data.get("refine_levels"),
+                   runs=[CampaignRun(**r) for r in data.get("runs", [])])
+
+
+# --- refinement -------------------------------------------------------------------------------------
+def _nice_step(span: float, steps: int) -> int:
+    """A round integer step (1, 2, 2.5, 5 x 10^k) closest to span / steps; the larger on a tie."""
+    raw = max(span / max(steps, 1), 1.0)
+    magnitude = 10 ** math.floor(math.log10(raw))
+    candidates = [f * magnitude for f in (1, 2, 2.5, 5, 10) if float(f * magnitude).is_integer()]
+    return int(min(candidates, key=lambda c: (abs(c - raw), -c)))
+
+
+def refine_levels(tested: list[float], saturation_users: float | None, steps: int = 10) -> list[int]:
+    """Levels for the fine sweep: from the tested level below the knee to the one above it.
+
+    With levels 10,50,100,200,500,750,1000 and the knee at 750 this gives 500, 550, ..., 1000
+    (seed 001's sweep). Not saturated: the two highest tested levels bracket the sweep.
+    """
+    tested = sorted(set(tested))
+    if len(tested) < 2:
+        raise ValueError("the coarse runs tested fewer than two levels; nothing to refine")
+    if saturation_users is None or saturation_users not in tested:
+        lo, hi = tested[-2], tested[-1]
+    else:
+        i = tested.index(saturation_users)
+        lo, hi = tested[max(i - 1, 0)], tested[min(i + 1, len(tested) - 1)]
+    step = _nice_step(hi - lo, steps)
+    levels = list(range(int(lo), int(hi) + 1, step))
+    if levels[-1] != int(hi):
+        levels.append(int(hi))
+    return levels
+
+
+def knee_from_runs(run_dirs: list[str]) -> list[int]:
+    """Fine-sweep levels from the saturation analysis of the completed coarse runs."""
+    from .report.model import build_report_data
+
+    data = build_report_data(run_dirs)
+    series = data.series[0]
+    sat = series.saturation
+    knee = sat.saturation.users if sat.saturated and sat.saturation else None
+    return refine_levels([float(u) for u in series.curve["users"]], knee)
+
+
+# --- the command --------------------------------------------------------------------------------------
+def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
+    parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
+    parser.conflict_handler = "resolve"  # the campaign's --cooldown (between runs) replaces the level one
+    parser.add_argument("--host", required=True, help="base URL of the server under test")
+    parser.add_argument("--workers", type=int, default=0, help="local Locust worker processes per run")
+    parser.add_argument("--loglevel", default="WARNING", help="Locust log level")
+    add_arguments(parser)
+    for action in parser._actions:
+        if action.dest == "out":
+            action.default, action.help = "campaigns", "base directory: the campaign lives in OUT/NAME"
+        elif action.dest == "run_dir":
+            action.help = argparse.SUPPRESS  # every run gets its own directory inside the campaign
+    run = parser.add_argument_group("campaign")
+    run.add_argument("--level-cooldown", dest="cooldown", type=float, default=0.0,
+                     help="seconds with no load between levels within a run")
+    run.add_argument("--runs", type=int, default=5, help="independent runs (n for the confidence intervals)")
+    run.add_argument("--cooldown", dest="run_cooldown", type=float, default=60.0, help="seconds of rest between runs")
+    run.add_argument("--name", default="", help="campaign name (default: the model id); same name = resume")
+    control = run.add_mutually_exclusive_group()
+    control.add_argument("--restart-cmd", default="", metavar="CMD",
+                         help="shell command that restarts the server and returns (e.g. 'docker restart vllm'); "
+                              "run between runs")
+    control.add_argument("--server-cmd", default="", metavar="CMD",
+                         help="shell command that runs the server in the foreground; started before and stopped "
+                              "after every run")
+    run.add_argument("--ready-timeout", type=float, default=900.0,
+                     help="seconds to wait for /health and /v1/models after a (re)start")
+    run.add_argument("--refine", action="store_true", help="then sweep finely around the knee the coarse runs found")
+    run.add_argument("--refine-levels", default="", help="fine-sweep levels (default: derived from the knee)")
+    run.add_argument("--refine-runs", type=int, default=3, help="runs of the fine sweep")
+    run.add_argument("--refine-output-tokens", type=int, default=100, help="output tokens in the fine sweep")
+    run.add_argument("--refine-requests", type=int, default=200, help="measured requests per level in the fine sweep")
+    run.add_argument("--no-report", action="store_true", help="do not write the report at the end")
+
+
+def _compared_options(args: argparse.Namespace) -> dict:
+    """The target and the run settings as run.json records them, minus what may change on resume."""
+    from .settings import Settings
+
+    public = Settings.from_options(args).public()
+    return {"host": args.host, **{k: v for k, v in sorted(public.items()) if k not in NOT_COMPARED}}
+
+
+def _validate(args: argparse.Namespace) -> None:
+    if args.runs < 1 or args.refine_runs < 1:
+        raise SettingsError("--runs and --refine-runs must be at least 1")
+    if args.run_cooldown < 0:
+        raise SettingsError(f"--cooldown must not be negative, got {args.run_cooldown}")
+    if args.refine_levels:
+        from .settings import parse_levels
+
+        parse_levels(args.refine_levels)
+
+
+class Campaign:
+    """Runs the phases of one campaign, keeping `campaign.json` current after every run."""
+
+    def __init__(self, args: argparse.Namespace, directory: str, state: CampaignState):
+        self.args = args
+        self.directory = directory
+        self.state = state
+        self.server = ServerProcess(args.server_cmd, os.path.join(directory, "server.log")) if args.server_cmd else None
+
+    def say(self, text: str) -> None:
+        print(f"campaign {self.state.name}: {text}", flush=True)
+
+    def _ready_server(self) -> None:
+        """A fresh, ready server for the next run: started (server command), restarted between
+        runs (restart command), or just waited for (it may still be starting)."""
+        api_key = self.args.api_key or os.environ.get("OPENAI_API_KEY") or None
+        process = None
+        if self.server is not None:
+            self.server.stop()
+            self.say("starting the server")
+            process = self.server.start()
+        elif self.args.restart_cmd and self.state.runs:
+            self.say("restarting the server")
+            run_restart_command(self.args.restart_cmd, self.args.ready_timeout)
+        wait_ready(self.args.host, self.args.ready_timeout, api_key, process)
+
+    def _run_once(self, phase: str, overrides: dict) -> str:
+        from . import run_cli
+
+        if self.state.runs and self.args.run_cooldown > 0:
+            self.say(f"cooling down {self.args.run_cooldown:g} s")
+            time.sleep(self.args.run_cooldown)
+        self._ready_server()
+        run_args = copy.copy(self.args)
+        run_args.command, run_args.web, run_args.headless = "run", False, True
+        run_args.out = os.path.join(self.directory, "runs")
+        run_args.run_dir = ""
+        run_args.meta = [*self.args.meta, f"campaign={self.state.name}", f"campaign_phase={phase}"]
+        for key, value in overrides.items():
+            setattr(run_args, key, value)
+        cmd, run_dir, settings = run_cli.prepare(run_args)
+        code = run_cli.run_locust(cmd, settings.api_key)
+        outcome = _outcome(run_dir) if run_dir else "failed"
+        if code != 0 and outcome == "completed":
+            outcome = "failed"
+        self.state.runs.append(CampaignRun(run_dir=run_dir or "", phase=phase, outcome=outcome))
+        self.state.save(self.directory)
+        return outcome
+
+    def phase(self, phase: str, count: int, overrides: dict) -> bool:
+        """Complete `count` runs of `phase`; False when one did not complete (the campaign stops)."""
+        while len(self.state.completed(phase)) < count:
+            n = len(self.state.completed(phase)) + 1
+            self.say(f"{phase} run {n}/{count}")
+            outcome = self._run_once(phase, overrides)
+            if outcome == "interrupted":
+                raise KeyboardInterrupt
+            if outcome != "completed":
+                self.say(f"run ended with outcome {outcome!r}; stopping (run the same command again to retry)")
+                return False
+        return True
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+
+def _outcome(run_dir: str) -> str:
+    try:
+        with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
+            return str(json.load(fh).get("outcome") or "unknown")
+    except (OSError, json.JSONDecodeError):
+        return "failed"
+
+
+def _campaign_name(args: argparse.Namespace) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", (args.name or args.model or "campaign").replace("/", "__"))
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        _validate(args)
+        name = _campaign_name(args)
+        directory = os.path.join(args.out, name)
+        options = _compared_options(args)
+        state = CampaignState.load(directory)
+        if state is None:
+            state = CampaignState(name=name, options=options)
+        elif state.options != options:
+            changed = sorted(k for k in set(state.options) | set(options) if state.options.get(k) != options.get(k))
+            raise SettingsError(f"campaign {name!r} in {directory} was started with different options "
+                                f"({', '.join(changed)}); pass --name to start another campaign")
+        os.makedirs(directory, exist_ok=True)
+        state.save(directory)
+    except (SettingsError, ValueError) as e:
+        print(f"vllm-load campaign: error: {e}", file=sys.stderr)
+        return 2
+    done = len(state.completed("coarse"))
+    campaign = Campaign(args, directory, state)
+    campaign.say(f"{directory}; {done}/{args.runs} runs already completed" if done else f"{directory}")
+    try:
+        if not campaign.phase("coarse", args.runs, {}):
+            return 1
+        if args.refine:
+            if state.refine_levels is None:
+                from .settings import parse_levels
+
+                state.refine_levels = (parse_levels(args.refine_levels) if args.refine_levels
+                                       else knee_from_runs(state.completed("coarse")))
+                state.save(directory)
+            levels = ",".join(map(str, state.refine_levels))
+            campaign.say(f"fine sweep over levels {levels}")
+            overrides = {"levels": levels, "output_tokens": args.refine_output_tokens,
+                         "requests_per_level": args.refine_requests}
+            if not campaign.phase("refine", args.refine_runs, overrides):
+                return 1
+    except (SettingsError, ServerError) as e:
+        print(f"vllm-load campaign: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        campaign.say("interrupted; run the same command again to finish the missing runs")
+        return 130
+    finally:
+        campaign.close()
+    if args.no_report:
+        return 0
+    from .report.render import build_report
+
+    completed = state.completed("coarse") + state.completed("refine")
+    paths = build_report(completed, os.path.join(directory, "report.html"), progress=True)
+    campaign.say(f"report: {paths.html}")
+    return 0
