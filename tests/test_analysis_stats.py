@@ -69,3 +69,14 @@ def test_runs_grouped_by_model_and_settings():
     assert series[0].label == "A (input_tokens=2048)"
     assert series[1].label == "B"
     assert series[2].label == "A (input_tokens=512)"
+
+
+def test_config_meta_separates_series_and_labels_them():
+    from vllm_load.analysis.stats import group_runs
+
+    def run(seqs, other="x"):
+        return {"model": "m", "settings": {"levels": [1]}, "meta": {"config.max_num_seqs": seqs, "note": other}}
+
+    series = group_runs([run(8), run(32), run(8, other="y")])
+    assert [s.run_indices for s in series] == [[0, 2], [1]]
+    assert [s.label for s in series] == ["m (config.max_num_seqs=8)", "m (config.max_num_seqs=32)"]

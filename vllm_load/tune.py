@@ -1,0 +1,248 @@
+"""`vllm-load tune`: the stepped test over a matrix of server settings, ranked.
+
+For every combination of `--matrix NAME=V1,V2,...` values, the server command (a template with
+`{NAME}` fields) is started, the stepped test runs once it is ready, and the server is stopped.
+Each run is tagged `config.NAME=value` in run.json, which makes every combination its own
+series in the report. The result is a configuration table with the best configuration for
+throughput (highest peak tok/s) and for latency (lowest p99 E2E averaged over the tested
+levels, the same levels for every configuration). Combinations already completed in the tune
+directory are not run again, so an interrupted tune resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import itertools
+import json
+import math
+import os
+import re
+import string
+import sys
+from dataclasses import asdict, dataclass
+
+from .server_control import ServerError, ServerProcess, wait_ready
+from .settings import SettingsError, add_arguments
+
+STATE_FILE = "tune.json"
+
+
+@dataclass
+class ConfigResult:
+    """One configuration's outcome and its headline figures."""
+
+    config: dict
+    run_dir: str
+    outcome: str
+    peak_tok_per_s: float = math.nan
+    peak_users: float = math.nan
+    saturation: str = ""
+    p99_at_peak: float = math.nan
+    mean_e2e_p99: float = math.nan
+
+    @property
+    def label(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.config.items())
+
+
+def parse_matrix(items: list[str]) -> dict[str, list[str]]:
+    """`NAME=V1,V2` items -> {NAME: [V1, V2]}; one clear error for a malformed item."""
+    matrix: dict[str, list[str]] = {}
+    for item in items:
+        name, sep, values = item.partition("=")
+        name = name.strip()
+        vals = [v.strip() for v in values.split(",") if v.strip()]
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or not vals:
+            raise SettingsError(f"--matrix takes NAME=V1,V2,... with NAME a template field, got {item!r}")
+        if name in matrix:
+            raise SettingsError(f"--matrix {name} given twice")
+        matrix[name] = vals
+    if not matrix:
+        raise SettingsError("give at least one --matrix NAME=V1,V2,...")
+    return matrix
+
+
+def combinations(matrix: dict[str, list[str]]) -> list[dict[str, str]]:
+    names = list(matrix)
+    return [dict(zip(names, values)) for values in itertools.product(*(matrix[n] for n in names))]
+
+
+def template_fields(template: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+
+
+def rank(results: list[ConfigResult]) -> tuple[ConfigResult | None, ConfigResult | None]:
+    """(best for throughput, best for latency) among the completed configurations."""
+    done = [r for r in results if r.outcome == "completed" and r.peak_tok_per_s == r.peak_tok_per_s]
+    if not done:
+        return None, None
+    best_throughput = max(done, key=lambda r: r.peak_tok_per_s)
+    timed = [r for r in done if r.mean_e2e_p99 == r.mean_e2e_p99]
+    best_latency = min(timed, key=lambda r: r.mean_e2e_p99) if timed else None
+    return best_throughput, best_latency
+
+
+def format_table(results: list[ConfigResult]) -> str:
+    best_t, best_l = rank(results)
+    header = ("configuration", "peak tok/s", "at users", "saturation", "p99 E2E at peak", "mean p99 E2E", "best for")
+    rows = [header]
+    for r in results:
+        tags = [t for t, best in (("throughput", best_t), ("latency", best_l)) if best is r]
+        rows.append((
+            r.label, f"{r.peak_tok_per_s:,.0f}" if r.peak_tok_per_s == r.peak_tok_per_s else r.outcome,
+            f"{r.peak_users:,.0f}" if r.peak_users == r.peak_users else "-", r.saturation or "-",
+            f"{r.p99_at_peak:.3f} s" if r.p99_at_peak == r.p99_at_peak else "-",
+            f"{r.mean_e2e_p99:.3f} s" if r.mean_e2e_p99 == r.mean_e2e_p99 else "-", ", ".join(tags),
+        ))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def measure(result: ConfigResult) -> None:
+    """Fill the headline figures of a completed configuration from its run directory."""
+    from .report.model import build_report_data
+
+    data = build_report_data([result.run_dir])
+    series = data.series[0]
+    sat = series.saturation
+    if sat.peak is not None:
+        result.peak_tok_per_s, result.peak_users, result.p99_at_peak = sat.peak.tok_per_s, sat.peak.users, sat.peak.e2e_p99
+    result.saturation = sat.status
+    p99 = series.curve["e2e_p99_mean"].astype(float)
+    result.mean_e2e_p99 = float(p99.mean()) if p99.notna().any() else math.nan
+
+
+# --- the command --------------------------------------------------------------------------------------
+def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
+    parser.add_argument("--server-cmd", required=True, metavar="TEMPLATE",
+                        help="server command with {NAME} fields filled from --matrix, e.g. \"vllm serve {model} "
+                             "--max-num-seqs {max_num_seqs} --max-num-batched-tokens {max_num_batched_tokens}\"")
+    parser.add_argument("--matrix", action="append", default=[], metavar="NAME=V1,V2",
+                        help="values of one template field (repeatable; every combination is tested)")
+    parser.add_argument("--host", required=True, help="base URL the started server answers on")
+    parser.add_argument("--workers", type=int, default=0, help="local Locust worker processes per run")
+    parser.add_argument("--loglevel", default="WARNING", help="Locust log level")
+    parser.add_argument("--ready-timeout", type=float, default=900.0, help="seconds to wait for the server to be ready")
+    parser.add_argument("--name", default="tune", help="tune name; the same name resumes (skips completed configurations)")
+    add_arguments(parser)
+    for action in parser._actions:
+        if action.dest == "out":
+            action.default, action.help = "tunes", "base directory: the tune lives in OUT/NAME"
+        elif action.dest == "run_dir":
+            action.help = argparse.SUPPRESS
+
+
+def _load_state(directory: str) -> dict:
+    path = os.path.join(directory, STATE_FILE)
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    return {"format": 1, "results": []}
+
+
+def _save_state(directory: str, state: dict) -> None:
+    path = os.path.join(directory, STATE_FILE)
+    with open(path + ".tmp", "w", encoding="utf-8") as fh:
+        json.dump(state, fh, indent=2, default=lambda v: None)
+    os.replace(path + ".tmp", path)
+
+
+def _run_config(args: argparse.Namespace, directory: str, config: dict, model: str) -> ConfigResult:
+    from . import run_cli
+
+    command = args.server_cmd.format(**config, model=model)
+    server = ServerProcess(command, os.path.join(directory, "server.log"))
+    try:
+        process = server.start()
+        wait_ready(args.host, args.ready_timeout, args.api_key or os.environ.get("OPENAI_API_KEY") or None, process)
+        run_args = copy.copy(args)
+        run_args.command, run_args.web, run_args.headless = "run", False, True
+        run_args.out, run_args.run_dir = os.path.join(directory, "runs"), ""
+        run_args.meta = [*args.meta, *(f"config.{k}={v}" for k, v in config.items()), f"tune={args.name}"]
+        cmd, run_dir, settings = run_cli.prepare(run_args)
+        code = run_cli.run_locust(cmd, settings.api_key)
+    finally:
+        server.stop()
+    outcome = "failed"
+    try:
+        with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
+            outcome = json.load(fh).get("outcome", "unknown")
+    except (OSError, ValueError):
+        pass
+    if code != 0 and outcome == "completed":
+        outcome = "failed"
+    result = ConfigResult(config=config, run_dir=run_dir, outcome=outcome)
+    if outcome == "completed":
+        measure(result)
+    return result
+
+
+def main(args: argparse.Namespace) -> int:
+    def fail(message: str, code: int = 2) -> int:
+        print(f"vllm-load tune: error: {message}", file=sys.stderr)
+        return code
+
+    try:
+        matrix = parse_matrix(args.matrix)
+        from .settings import Settings
+
+        Settings.from_options(args)  # every run option is valid before any server starts
+        fields = template_fields(args.server_cmd)
+        missing = fields - set(matrix) - {"model"}
+        if missing:
+            raise SettingsError(f"--server-cmd has fields with no --matrix values: {', '.join(sorted(missing))}")
+        unused = set(matrix) - fields
+        if unused:
+            raise SettingsError(f"--matrix {', '.join(sorted(unused))} not used in --server-cmd (add {{NAME}} to it)")
+        if "model" in fields and not args.model:
+            raise SettingsError("--server-cmd uses {model}: pass --model")
+    except SettingsError as e:
+        return fail(str(e))
+    directory = os.path.join(args.out, re.sub(r"[^A-Za-z0-9._-]+", "_", args.name))
+    os.makedirs(directory, exist_ok=True)
+    state = _load_state(directory)
+    known = {json.dumps(r["config"], sort_keys=True): r for r in state["results"] if r["outcome"] == "completed"}
+    results: list[ConfigResult] = []
+    configs = combinations(matrix)
+    try:
+        for i, config in enumerate(configs, 1):
+            key = json.dumps(config, sort_keys=True)
+            label = ", ".join(f"{k}={v}" for k, v in config.items())
+            if key in known:
+                print(f"tune {args.name}: [{i}/{len(configs)}] {label}: already completed", flush=True)
+                results.append(ConfigResult(**known[key]))
+                continue
+            print(f"tune {args.name}: [{i}/{len(configs)}] {label}: starting the server", flush=True)
+            result = _run_config(args, directory, config, args.model)
+            results.append(result)
+            state["results"] = [r for r in state["results"] if json.dumps(r["config"], sort_keys=True) != key]
+            state["results"].append(asdict(result))
+            _save_state(directory, state)
+            if result.outcome == "interrupted":
+                raise KeyboardInterrupt
+    except (ServerError, SettingsError) as e:
+        return fail(str(e), 1)
+    except KeyboardInterrupt:
+        print(f"tune {args.name}: interrupted; run the same command again to test the remaining configurations")
+        return 130
+    table = format_table(results)
+    print("\n" + table + "\n")
+    best_t, best_l = rank(results)
+    rule = ("best for throughput: highest peak total tok/s; best for latency: lowest p99 E2E latency averaged "
+            "over the tested levels")
+    with open(os.path.join(directory, "configurations.md"), "w", encoding="utf-8") as fh:
+        fh.write(f"# Tune {args.name}\n\n```\n{table}\n```\n\n{rule}.\n")
+    state["best"] = {"throughput": best_t.config if best_t else None, "latency": best_l.config if best_l else None,
+                     "rule": rule}
+    _save_state(directory, state)
+    completed = [r.run_dir for r in results if r.outcome == "completed"]
+    if completed:
+        from .report.render import build_report
+
+        paths = build_report(completed, os.path.join(directory, "report.html"), progress=True)
+        print(f"Report: {paths.html}")
+    print(f"Configuration table: {os.path.join(directory, 'configurations.md')}")
+    return 0 if best_t is not None else 1
