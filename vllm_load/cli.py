@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("vllm_load.demo", "run the whole pipeline against the built-in simulator, with its report"),
     "report": ("vllm_load.report.cli", "build the HTML report (with multi-run statistics) from run directories"),
     "sim": ("vllm_load.sim.cli", "serve the simulated vLLM OpenAI server"),
+    "validate-client": ("vllm_load.validate_client", "prove the client is not the bottleneck: the same users against an echo server"),
     "tune": ("vllm_load.tune", "run the stepped test over a matrix of server settings and rank the configurations"),
 }
 

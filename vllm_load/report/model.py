@@ -7,6 +7,8 @@ returns is everything the templates, charts and summary files show.
 from __future__ import annotations
 
 import datetime as _dt
+import json
+import os
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
@@ -42,6 +44,7 @@ class RunSummary:
     history: pd.DataFrame | None
     steps: pd.DataFrame
     errors: pd.DataFrame
+    client_validation: dict | None = None  # `vllm-load validate-client --run` result, when present
     series_label: str = ""
 
 
@@ -129,7 +132,19 @@ def summarize_run(path: str) -> RunSummary:
         timeline=timeline(data.requests), history=data.history, steps=meas.metrics[
             ["level", "users", "level_start", "level_end", "stop_reason"]].copy(),
         errors=error_counts(data.requests),
+        client_validation=_client_validation(path),
     )
+
+
+def _client_validation(path: str) -> dict | None:
+    from ..validate_client import RESULT_FILE
+
+    try:
+        with open(os.path.join(path, RESULT_FILE), encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _curve(runs: Sequence[RunSummary]) -> pd.DataFrame:

@@ -91,6 +91,7 @@ def summary_dict(data: ReportData) -> dict:
                 "outcome": r.run.get("outcome"), "started_at": r.run.get("started_at"),
                 "ended_at": r.run.get("ended_at"), "levels": _records(r.metrics), "errors": _records(r.errors),
                 "workers_lost": r.run.get("workers_lost") or [],
+                "client_validation": r.client_validation,
             }
             for r in data.runs
         ],
