@@ -41,6 +41,39 @@ def parse_meta(items: list[str] | None) -> dict[str, str]:
     return meta
 
 
+def load_meta_file(path: str) -> dict[str, str]:
+    """A YAML mapping of run metadata (hardware, GPU count, image digest, ...) as strings.
+
+    Nested mappings are flattened with dots (`gpu: {count: 8}` -> `gpu.count=8`).
+    """
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except OSError as e:
+        raise SettingsError(f"--meta-file {path}: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        raise SettingsError(f"--meta-file {path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SettingsError(f"--meta-file {path}: expected a mapping of key: value, got {type(data).__name__}")
+    flat: dict[str, str] = {}
+
+    def walk(prefix: str, value) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v)
+        elif isinstance(value, list):
+            flat[prefix] = ",".join(str(v) for v in value)
+        else:
+            flat[prefix] = "" if value is None else str(value)
+
+    walk("", data)
+    return flat
+
+
 def add_arguments(parser) -> None:
     """Register vllm-load's options on a Locust (configargparse) or argparse parser."""
     # Locust's parser takes web-UI flags on add_argument itself (not on argument groups)
@@ -71,6 +104,7 @@ def add_arguments(parser) -> None:
     group.add_argument("--out", default="runs", help="base directory for run directories (default runs/)", **extra)
     group.add_argument("--run-dir", default="", help="exact run directory to write (default: OUT/<model>/<UTC time>-<id>)", **hidden)
     group.add_argument("--meta", action="append", default=[], help="key=value recorded in run.json and the report (repeatable)", **hidden)
+    group.add_argument("--meta-file", default="", help="YAML file of run metadata (hardware, GPUs, image digest, model revision); --meta overrides", **hidden)
     secret = {"include_in_web_ui": True, "is_secret": True} if locust_parser else {}
     group.add_argument("--api-key", default="", help="Bearer token (default: $OPENAI_API_KEY); never written anywhere", **secret)
 
@@ -130,7 +164,7 @@ class Settings:
             request_timeout=float(get("request_timeout", 1800.0)),
             out=get("out", "runs") or "runs",
             run_dir=get("run_dir", "") or "",
-            meta=parse_meta(get("meta")),
+            meta={**(load_meta_file(get("meta_file")) if get("meta_file") else {}), **parse_meta(get("meta"))},
             api_key=get("api_key", "") or os.environ.get("OPENAI_API_KEY", ""),
         )
         settings.validate()
