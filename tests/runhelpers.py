@@ -6,8 +6,10 @@ from __future__ import annotations
 import glob
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pandas as pd
 
@@ -37,3 +39,25 @@ def load_run_files(run_dir: str):
         run = json.load(fh)
     stats = pd.read_csv(os.path.join(run_dir, "locust_stats.csv"))
     return requests, steps, run, stats
+
+
+def wait_for_rows(out: str, rows: int, proc: subprocess.Popen, timeout: float = 60.0) -> str:
+    """The run directory once its requests.csv has `rows` records."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[0][-3000:]
+        for path in glob.glob(os.path.join(out, "*", "*", "requests.csv")):
+            with open(path, encoding="utf-8") as fh:
+                if sum(1 for _ in fh) > rows:
+                    return os.path.dirname(path)
+        time.sleep(0.2)
+    raise AssertionError(f"no {rows} records within {timeout} s")
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """Kill whatever is left of a run started in its own session (its process group)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait(timeout=10)

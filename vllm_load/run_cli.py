@@ -17,6 +17,7 @@ import sys
 from .http import HttpError, model_ids, request_json
 from .recorder import new_run_dir
 from .settings import Settings, SettingsError, add_arguments
+from .sim.process import free_port
 
 LOCUSTFILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "locustfile.py")
 
@@ -98,7 +99,11 @@ def locust_command(args: argparse.Namespace) -> list[str]:
     else:
         cmd += ["--headless", "--only-summary"]
     if args.command == "run" and args.workers > 0:
-        cmd += ["--processes", str(args.workers)]
+        # local workers talk to their master on loopback, on a port of their own: two runs on one
+        # machine must neither fail to bind Locust's default 5557 nor adopt each other's workers
+        port = str(free_port())
+        cmd += ["--processes", str(args.workers), "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
+                "--master-port", port]
     if args.command == "master":
         cmd += ["--master", "--expect-workers", str(args.expect_workers),
                 "--master-bind-host", args.master_bind_host, "--master-bind-port", str(args.master_bind_port)]
@@ -134,6 +139,9 @@ def prepare(args: argparse.Namespace) -> tuple[list[str], str | None, Settings |
     if args.command == "worker":
         return locust_command(args), None, None
     settings = Settings.from_options(args)
+    if getattr(args, "meta_file", ""):  # expanded here, so workers on other hosts never need the file
+        args.meta = [f"{k}={v}" for k, v in settings.meta.items()]
+        args.meta_file = ""
     if args.command == "run" and args.workers < 0:
         raise SettingsError(f"--workers must be 0 or more, got {args.workers}")
     model = check_target(args.host, settings)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import platform
+import signal
 import socket
 import sys
 import time
@@ -25,7 +26,7 @@ import locust
 from locust import events as locust_events
 from locust import runners as locust_runners
 from locust import stats as locust_stats
-from locust.runners import LocalRunner, MasterRunner, WorkerRunner
+from locust.runners import STATE_MISSING, LocalRunner, MasterRunner, WorkerRunner
 
 from . import __version__
 from .live import LiveStats
@@ -39,6 +40,7 @@ from .users import LoadContext, prompt_plan
 logger = logging.getLogger("vllm_load")
 
 LOCAL_FLUSH_INTERVAL = 0.5
+WORKER_CHECK_INTERVAL = 1.0
 WEB_UI_CLOSE_GRACE = 5.0
 
 
@@ -88,6 +90,7 @@ class RunSession:
                 },
                 "prompts": plan.to_json(),
                 "started_at": utc_iso(),
+                "workers_lost": [],
             },
         )
         self.csv_writer = locust_stats.StatsCSVFileWriter(
@@ -156,6 +159,28 @@ class RunSession:
             for row in self.recorder.add_rows(rows, worker):
                 self.live.add(row)
 
+    def check_workers(self) -> None:
+        """Record workers the master lost: Locust marks a worker missing after 3 missed heartbeats.
+
+        Its records that reached the master stay; its requests in flight are gone.
+        """
+        runner = self.environment.runner
+        if not isinstance(runner, MasterRunner):
+            return
+        lost = self.recorder.run_info["workers_lost"]
+        known = {entry["worker"] for entry in lost}
+        for client in list(runner.clients.all):
+            if client.state == STATE_MISSING and client.id not in known:
+                level = max(self.controller.level, 0)
+                lost.append({"worker": client.id, "lost_at": time.time(), "level": level})
+                logger.warning("worker %s lost during level %d (no heartbeat)", client.id, level)
+                self.recorder.write_run_json()
+
+    def all_workers_lost(self) -> bool:
+        runner = self.environment.runner
+        return (isinstance(runner, MasterRunner) and bool(self.recorder.run_info["workers_lost"])
+                and all(client.state == STATE_MISSING for client in runner.clients.all))
+
     def stopped(self) -> None:
         self.stopped_at = time.time()
         self.recorder.write_run_json()
@@ -174,7 +199,9 @@ class RunSession:
             "requests": self.environment.stats.total.num_requests,
             "failures": self.environment.stats.total.num_failures,
         }
-        self.recorder.close("completed" if self.completed else "interrupted")
+        self.check_workers()
+        outcome = "completed" if self.completed else "workers_lost" if self.all_workers_lost() else "interrupted"
+        self.recorder.close(outcome, reason=outcome)
         self.closed = True
         print_summary(self.recorder.run_dir)
 
@@ -265,10 +292,15 @@ def install(events=locust_events) -> None:
             install_web_ui(environment, web_ui)
         if isinstance(runner, WorkerRunner):
             _install_worker(environment, runner)
-        elif isinstance(runner, MasterRunner):
+            return
+        if isinstance(runner, MasterRunner):
             _install_master(environment)
         else:
             _install_local(environment)
+        # Locust installs its SIGTERM handler only after a headless shape test has ended, so until
+        # then SIGTERM would kill the process with every file unclosed; make it stop the test the
+        # way Ctrl-C does (Locust's own handler takes over once installed)
+        signal.signal(signal.SIGTERM, _terminate_like_ctrl_c)
 
     @events.test_start.add_listener
     def _(environment, **_kw):
@@ -301,6 +333,10 @@ def install(events=locust_events) -> None:
 _environments: list = []
 
 
+def _terminate_like_ctrl_c(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def _install_worker(environment, runner) -> None:
     context = LoadContext.of(environment)
 
@@ -318,6 +354,9 @@ def _install_worker(environment, runner) -> None:
 
 def _install_master(environment) -> None:
     _environments.append(environment)
+    if environment.parsed_options is not None:
+        # a level is a concurrency: when a worker is lost (or joins), its users move to the others
+        environment.parsed_options.enable_rebalancing = True
 
     @environment.events.worker_report.add_listener
     def _(client_id, data, **_kw):
@@ -325,6 +364,15 @@ def _install_master(environment) -> None:
         session = getattr(environment, "vllm_load_session", None)
         if rows and session is not None and not session.closed:
             session.add_rows(rows, client_id)
+
+    def watch_workers():
+        while True:
+            gevent.sleep(WORKER_CHECK_INTERVAL)
+            session = RunSession.current(environment)
+            if session is not None:
+                session.check_workers()
+
+    gevent.spawn(watch_workers)
 
 
 def _install_local(environment) -> None:
