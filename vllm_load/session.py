@@ -20,6 +20,7 @@ import signal
 import socket
 import sys
 import time
+from dataclasses import asdict
 
 import gevent
 import locust
@@ -33,6 +34,7 @@ from .live import LiveStats
 from .http import max_model_len, model_ids, target_info
 from .prompts import CalibrationError
 from .recorder import RunRecorder, new_run_dir, utc_iso
+from .server_metrics import FILE as SERVER_METRICS_FILE, MetricsScraper
 from .settings import Settings, SettingsError, add_arguments
 from .steps import LevelChange, LevelPlan, StepController
 from .users import LoadContext, prompt_plan
@@ -97,6 +99,11 @@ class RunSession:
             environment, locust_stats.PERCENTILES_TO_REPORT, os.path.join(run_dir, "locust"), full_history=False
         )
         self._csv_greenlet = gevent.spawn(self.csv_writer.stats_writer)
+        self.scraper: MetricsScraper | None = None
+        if self.settings.metrics_interval > 0:
+            self.scraper = MetricsScraper(host, os.path.join(run_dir, SERVER_METRICS_FILE), self.settings.metrics_interval,
+                                          self.model, self.settings.api_key or None)
+            self._scrape_greenlet = gevent.spawn(self.scraper.run, gevent.sleep)
         self.controller = StepController(
             LevelPlan(
                 tuple(self.settings.levels),
@@ -200,10 +207,23 @@ class RunSession:
             "failures": self.environment.stats.total.num_failures,
         }
         self.check_workers()
+        self._stop_scraping()
         outcome = "completed" if self.completed else "workers_lost" if self.all_workers_lost() else "interrupted"
         self.recorder.close(outcome, reason=outcome)
         self.closed = True
         print_summary(self.recorder.run_dir)
+
+
+    def _stop_scraping(self) -> None:
+        """Take one last scrape (the counters after the last request) and record how scraping went."""
+        if self.scraper is None:
+            return
+        self.scraper.stop()
+        self._scrape_greenlet.join(timeout=self.settings.metrics_interval + 10)
+        self._scrape_greenlet.kill(block=False)
+        self.recorder.run_info["server_metrics"] = asdict(self.scraper.status)
+        if self.scraper.status.note and not self.scraper.status.samples:
+            logger.warning("%s", self.scraper.status.note)
 
 
 def _final_csv_write(writer) -> None:

@@ -101,6 +101,7 @@ def add_arguments(parser) -> None:
     group.add_argument("--ttft-timeout", type=float, default=600.0, help="seconds from a streamed request's start to its first content chunk (default 600)", **extra)
     group.add_argument("--stall-timeout", type=float, default=120.0, help="seconds without a byte before a request fails (default 120)", **extra)
     group.add_argument("--request-timeout", type=float, default=1800.0, help="seconds for a whole request (default 1800)", **extra)
+    group.add_argument("--metrics-interval", type=float, default=1.0, help="seconds between scrapes of the target's /metrics into server_metrics.csv; 0 turns scraping off (default 1)", **extra)
     group.add_argument("--out", default="runs", help="base directory for run directories (default runs/)", **extra)
     group.add_argument("--run-dir", default="", help="exact run directory to write (default: OUT/<model>/<UTC time>-<id>)", **hidden)
     group.add_argument("--meta", action="append", default=[], help="key=value recorded in run.json and the report (repeatable)", **hidden)
@@ -133,6 +134,7 @@ class Settings:
     ttft_timeout: float = 600.0
     stall_timeout: float = 120.0
     request_timeout: float = 1800.0
+    metrics_interval: float = 1.0
     out: str = "runs"
     run_dir: str = ""
     meta: dict[str, str] = field(default_factory=dict)
@@ -162,6 +164,7 @@ class Settings:
             ttft_timeout=float(get("ttft_timeout", 600.0)),
             stall_timeout=float(get("stall_timeout", 120.0)),
             request_timeout=float(get("request_timeout", 1800.0)),
+            metrics_interval=float(get("metrics_interval", 1.0)),
             out=get("out", "runs") or "runs",
             run_dir=get("run_dir", "") or "",
             meta={**(load_meta_file(get("meta_file")) if get("meta_file") else {}), **parse_meta(get("meta"))},
@@ -183,6 +186,8 @@ class Settings:
                      "request_timeout"):
             if getattr(self, name) <= 0:
                 raise SettingsError(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
+        if self.metrics_interval < 0:
+            raise SettingsError(f"--metrics-interval must not be negative, got {self.metrics_interval}")
         if self.cooldown < 0:
             raise SettingsError(f"--cooldown must not be negative, got {self.cooldown}")
 

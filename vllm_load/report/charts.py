@@ -234,3 +234,33 @@ def distributions(s: SeriesReport) -> Chart | None:
         png = _render(fig)
     return Chart(f"dist-{slug(s.label)}", f"TTFT and ITL distributions at {s.dist_users:,.0f} users",
                  "Histograms of time to first token and inter-token latency at the saturation level", png)
+
+
+def server_state(run: RunSummary) -> Chart | None:
+    """The server's running and waiting requests and KV-cache usage over the run (from /metrics)."""
+    srv = run.server
+    if srv is None or len(srv) < 2:
+        return None
+    t0 = float(np.nanmin(run.steps["level_start"])) if len(run.steps) else float(srv["ts"].min())
+    t = srv["ts"].to_numpy(np.float64) - t0
+    with plt.rc_context(STYLE):
+        fig, (ax,) = _figure(width=9.5, height=3.0)
+        ax.plot(t, _col(srv, "running"), label="running", color="tab:green")
+        ax.plot(t, _col(srv, "waiting"), label="waiting", color="tab:red")
+        for start in _col(run.metrics, "level_start"):
+            if start == start:
+                ax.axvline(start - t0, color="grey", linestyle="--", linewidth=0.8, alpha=0.7)
+        ax.set_ylabel("requests")
+        ax.set_xlabel("seconds since the first level started")
+        ax.set_ylim(bottom=0)
+        kv = ax.twinx()
+        kv.grid(False)
+        kv.plot(t, _col(srv, "kv_cache_usage") * 100.0, label="KV cache %", color="tab:purple", linewidth=0.9)
+        kv.set_ylabel("KV cache usage %", color="tab:purple")
+        kv.set_ylim(0, 100)
+        lines = ax.get_lines()[:2] + kv.get_lines()
+        ax.legend(lines, [ln.get_label() for ln in lines], loc="upper left", fontsize=7)
+        ax.set_title(f"Run {run.run_id}: server state from /metrics (dashed: level starts)", fontsize=8)
+        png = _render(fig)
+    return Chart(f"server-{slug(run.run_id)}", f"Server state during run {run.run_id}",
+                 "Running and waiting requests and KV-cache usage reported by the server", png)

@@ -19,6 +19,8 @@ from ..analysis.compare import ModelRow, compare, comparison_findings
 from ..analysis.hist import pad_columns
 from ..analysis.levels import METRIC_COLUMNS, error_counts, measure_levels
 from ..analysis.rundir import ANALYSIS_COLUMNS, load_run
+from ..analysis.server_side import level_server_figures, read_server_metrics
+from ..server_metrics import FILE as SERVER_METRICS_FILE
 from ..analysis.saturation import Saturation, SaturationRule, analyse, findings
 from ..analysis.stats import Series, aggregate, group_runs
 
@@ -45,6 +47,8 @@ class RunSummary:
     steps: pd.DataFrame
     errors: pd.DataFrame
     client_validation: dict | None = None  # `vllm-load validate-client --run` result, when present
+    server: pd.DataFrame | None = None  # server_metrics.csv, when the target had /metrics
+    server_levels: pd.DataFrame | None = None  # per-level server figures against the client's
     series_label: str = ""
 
 
@@ -124,6 +128,7 @@ def summarize_run(path: str) -> RunSummary:
     """Load and measure one run directory."""
     data = load_run(path, ANALYSIS_COLUMNS)
     meas = measure_levels(data.requests, data.steps)
+    server = read_server_metrics(os.path.join(path, SERVER_METRICS_FILE))
     metrics = meas.metrics.copy()
     metrics.insert(0, "run_id", data.run_id)
     return RunSummary(
@@ -133,6 +138,8 @@ def summarize_run(path: str) -> RunSummary:
             ["level", "users", "level_start", "level_end", "stop_reason"]].copy(),
         errors=error_counts(data.requests),
         client_validation=_client_validation(path),
+        server=server,
+        server_levels=level_server_figures(server, meas.metrics) if server is not None else None,
     )
 
 

@@ -49,6 +49,7 @@ class RunView:
     environment: list[tuple[str, str]]
     chart: charts.Chart | None = None
     validation: dict | None = None
+    server_chart: charts.Chart | None = None
 
 
 # --- formatting filters ---------------------------------------------------------------------------
@@ -215,7 +216,8 @@ def _views(data: ReportData, progress: Progress) -> tuple[list[SeriesView], list
         errors = [{"users": users.get(e["level"], math.nan), "error": e["error"], "count": int(e["count"])}
                   for e in r.errors.to_dict("records")]
         runs.append(RunView(summary=r, anchor=f"{i + 1}", errors=errors, environment=_environment(r.run),
-                            chart=charts.run_timeline(r), validation=r.client_validation))
+                            chart=charts.run_timeline(r), validation=r.client_validation,
+                            server_chart=charts.server_state(r)))
         progress.step(f"charts: run {r.run_id}")
     return series, runs, overview
 

@@ -92,6 +92,7 @@ def summary_dict(data: ReportData) -> dict:
                 "ended_at": r.run.get("ended_at"), "levels": _records(r.metrics), "errors": _records(r.errors),
                 "workers_lost": r.run.get("workers_lost") or [],
                 "client_validation": r.client_validation,
+                "server_levels": _records(r.server_levels) if r.server_levels is not None else None,
             }
             for r in data.runs
         ],

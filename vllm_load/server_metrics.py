@@ -1,0 +1,126 @@
+"""Scraping the target's Prometheus `/metrics` during a run into `server_metrics.csv`.
+
+vLLM exposes its scheduler state (running and waiting requests, KV-cache usage, preemptions)
+and token counters there; the report plots them against the levels and checks the server's
+generated-token rate against the client's measurement. Parsing uses prometheus-client's text
+parser. Samples of every label set for the tested model are summed (vLLM has one per engine).
+A target without `/metrics` is noted and skipped, never an error.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from .http import auth_headers
+
+FILE = "server_metrics.csv"
+
+#: column -> sample names, newest vLLM name first (older releases called KV usage gpu_cache_usage_perc)
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "running": ("vllm:num_requests_running",),
+    "waiting": ("vllm:num_requests_waiting",),
+    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    "prompt_tokens_total": ("vllm:prompt_tokens_total",),
+    "generation_tokens_total": ("vllm:generation_tokens_total",),
+    "preemptions_total": ("vllm:num_preemptions_total",),
+}
+HEADER = ("ts", *COLUMNS)
+
+
+def parse_metrics(text: str, model: str | None = None) -> dict[str, float]:
+    """The `COLUMNS` figures of one exposition, summed over label sets (of `model` when given)."""
+    sums: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if model and sample.labels.get("model_name", model) != model:
+                continue
+            sums[sample.name] = sums.get(sample.name, 0.0) + float(sample.value)
+    out = {}
+    for column, names in COLUMNS.items():
+        out[column] = next((sums[n] for n in names if n in sums), float("nan"))
+    return out
+
+
+@dataclass
+class ScrapeStatus:
+    """What happened to scraping in one run, recorded in run.json."""
+
+    url: str
+    interval: float
+    samples: int = 0
+    errors: int = 0
+    note: str = ""
+
+
+class MetricsScraper:
+    """Fetches `/metrics` every `interval` seconds and appends a row per scrape to the CSV.
+
+    `run()` loops until `stop()`; it is a plain blocking loop, meant for a greenlet in the
+    Locust master (gevent makes its socket and sleep cooperative) or a thread.
+    """
+
+    def __init__(self, host: str, path: str, interval: float = 1.0, model: str | None = None,
+                 api_key: str | None = None):
+        self.url = host.rstrip("/") + "/metrics"
+        self.path = path
+        self.model = model
+        self.headers = auth_headers(api_key)
+        self.status = ScrapeStatus(url=self.url, interval=interval)
+        self._stopped = False
+
+    def fetch(self) -> dict[str, float] | None:
+        """One scrape; None (with the status noted) when the target has no usable /metrics."""
+        try:
+            req = urllib.request.Request(self.url, headers=self.headers)
+            with urllib.request.urlopen(req, timeout=max(self.status.interval * 5, 5.0)) as resp:
+                text = resp.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as e:
+            self.status.errors += 1
+            self.status.note = f"{self.url} answered HTTP {e.code}"
+            return None
+        except (OSError, urllib.error.URLError) as e:
+            self.status.errors += 1
+            self.status.note = f"{self.url}: {e}"
+            return None
+        try:
+            values = parse_metrics(text, self.model)
+        except ValueError as e:
+            self.status.errors += 1
+            self.status.note = f"{self.url}: not Prometheus text ({e})"
+            return None
+        if all(v != v for v in values.values()):
+            self.status.note = f"{self.url} has none of vLLM's metrics"
+            return None
+        return values
+
+    def run(self, sleep=time.sleep) -> None:
+        first = self.fetch()
+        if first is None and self.status.samples == 0:
+            self.status.note = f"server metrics skipped: {self.status.note}"
+            return
+        with open(self.path, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(HEADER)
+            values = first
+            while True:
+                if values is not None:
+                    writer.writerow([f"{time.time():.3f}", *(_cell(values[c]) for c in COLUMNS)])
+                    fh.flush()
+                    self.status.samples += 1
+                if self._stopped:
+                    return
+                sleep(self.status.interval)
+                values = self.fetch()
+
+    def stop(self) -> None:
+        self._stopped = True
+
+
+def _cell(value: float) -> str:
+    return "" if value != value else repr(float(value))
