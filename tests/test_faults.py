@@ -44,6 +44,13 @@ CASES = {
     "slow_first_token_outliers": FaultCase(("--fault-slow-first-token-rate", "0.1",
                                             "--fault-slow-first-token-seconds", "0.3")),
     "close_after_headers": FaultCase(("--fault-close-after-headers-rate", RATE), category="disconnect"),
+    # non-streaming responses: the same faults on a JSON body
+    "json_error_503": FaultCase(("--fault-error-rate", RATE, "--fault-error-status", "503"), ("--no-stream",),
+                                category="http_status", status=503),
+    "json_reset": FaultCase(("--fault-reset-rate", RATE), ("--no-stream",), category="disconnect"),
+    "json_bad_body": FaultCase(("--fault-bad-sse-rate", RATE), ("--no-stream",), category="bad_sse"),
+    "json_close_after_headers": FaultCase(("--fault-close-after-headers-rate", RATE), ("--no-stream",),
+                                          category="disconnect"),
 }
 
 

@@ -21,6 +21,7 @@ import gevent
 import gevent.lock
 import orjson
 from geventhttpclient import HTTPClient
+from geventhttpclient.response import HTTPParseError
 from locust import FastHttpUser, constant, task
 
 from .http import HttpError, model_ids, request_json
@@ -295,7 +296,7 @@ class LLMUser(FastHttpUser):
             error, message = "connect", str(e)[:ERROR_BODY_LIMIT]
         except orjson.JSONDecodeError as e:
             error, message = "bad_sse", f"unparseable response body: {e}"[:ERROR_BODY_LIMIT]
-        except (OSError, EOFError) as e:  # resets, closed connections, parser errors
+        except (OSError, EOFError, HTTPParseError) as e:  # resets, closed connections, truncated or garbled HTTP
             error, message = "disconnect", f"{type(e).__name__}: {e}"[:ERROR_BODY_LIMIT]
         finally:
             timeout.cancel()
