@@ -7,8 +7,10 @@ that the per-level success rates and throughput are those of the rows.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
+import pandas as pd
 import pytest
 
 from runhelpers import load_run_files, only_run_dir, run_vllm_load
@@ -81,6 +83,8 @@ def test_a_stepped_run_survives_the_fault_and_accounts_for_every_request(name, t
     failed = requests[requests["ok"] == 0]
     assert len(requests) == aggregated["Request Count"] == run["locust_totals"]["requests"]
     assert len(failed) == aggregated["Failure Count"] == run["locust_totals"]["failures"]
+    # no request escaped as an exception in the user (it would be in neither count)
+    assert pd.read_csv(os.path.join(only_run_dir(tmp_path), "locust_exceptions.csv")).empty
 
     if case.category is None:
         assert failed.empty
