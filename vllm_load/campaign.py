@@ -10,7 +10,6 @@ again after an interruption does only the missing runs. The report covers the co
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import math
 import os
@@ -20,7 +19,8 @@ from dataclasses import asdict, dataclass, field
 
 from .recorder import new_run_dir
 from .server_control import ServerError, ServerProcess, run_restart_command, wait_ready
-from .settings import SettingsError, add_arguments
+from .run_cli import add_managed_run_options, run_headless
+from .settings import SettingsError
 
 STATE_FILE = "campaign.json"
 #: run options that do not change what a run measures, so may differ on resume
@@ -108,15 +108,8 @@ def knee_from_runs(run_dirs: list[str]) -> list[int]:
 def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
     parser.conflict_handler = "resolve"  # the campaign's --cooldown (between runs) replaces the level one
-    parser.add_argument("--host", required=True, help="base URL of the server under test")
-    parser.add_argument("--workers", type=int, default=0, help="local Locust worker processes per run")
-    parser.add_argument("--loglevel", default="WARNING", help="Locust log level")
-    add_arguments(parser)
-    for action in parser._actions:
-        if action.dest == "out":
-            action.default, action.help = "campaigns", "base directory: the campaign lives in OUT/NAME"
-        elif action.dest == "run_dir":
-            action.help = argparse.SUPPRESS  # every run gets its own directory inside the campaign
+    add_managed_run_options(parser, "base URL of the server under test", "campaigns",
+                            "base directory: the campaign lives in OUT/NAME")
     run = parser.add_argument_group("campaign")
     run.add_argument("--level-cooldown", dest="cooldown", type=float, default=0.0,
                      help="seconds with no load between levels within a run")
@@ -186,25 +179,13 @@ class Campaign:
         wait_ready(self.args.host, self.args.ready_timeout, api_key, process)
 
     def _run_once(self, phase: str, overrides: dict) -> str:
-        from . import run_cli
-
         if self.state.runs and self.args.run_cooldown > 0:
             self.say(f"cooling down {self.args.run_cooldown:g} s")
             time.sleep(self.args.run_cooldown)
         self._ready_server()
-        run_args = copy.copy(self.args)
-        run_args.command, run_args.web, run_args.headless = "run", False, True
-        run_args.out = os.path.join(self.directory, "runs")
-        run_args.run_dir = ""
-        run_args.meta = [*self.args.meta, f"campaign={self.state.name}", f"campaign_phase={phase}"]
-        for key, value in overrides.items():
-            setattr(run_args, key, value)
-        cmd, run_dir, settings = run_cli.prepare(run_args)
-        code = run_cli.run_locust(cmd, settings.api_key)
-        outcome = _outcome(run_dir) if run_dir else "failed"
-        if code != 0 and outcome == "completed":
-            outcome = "failed"
-        self.state.runs.append(CampaignRun(run_dir=run_dir or "", phase=phase, outcome=outcome))
+        run_dir, outcome = run_headless(self.args, os.path.join(self.directory, "runs"),
+                                        [f"campaign={self.state.name}", f"campaign_phase={phase}"], overrides)
+        self.state.runs.append(CampaignRun(run_dir=run_dir, phase=phase, outcome=outcome))
         self.state.save(self.directory)
         return outcome
 
@@ -224,14 +205,6 @@ class Campaign:
     def close(self) -> None:
         if self.server is not None:
             self.server.stop()
-
-
-def _outcome(run_dir: str) -> str:
-    try:
-        with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
-            return str(json.load(fh).get("outcome") or "unknown")
-    except (OSError, json.JSONDecodeError):
-        return "failed"
 
 
 def _campaign_name(args: argparse.Namespace) -> str:

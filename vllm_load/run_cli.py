@@ -9,6 +9,8 @@ locustfile; every vllm-load option travels as a Locust custom argument, so these
 from __future__ import annotations
 
 import argparse
+import copy
+import json
 import os
 import signal
 import subprocess
@@ -164,3 +166,42 @@ def main(args: argparse.Namespace) -> int:
         print(f"vllm-load {args.command}: the test did not start (see the errors above)", file=sys.stderr)
         return code or 1
     return code
+
+
+# --- runs started by other commands (campaign, tune) ----------------------------------------------
+def add_managed_run_options(parser: argparse.ArgumentParser, host_help: str, out_default: str, out_help: str) -> None:
+    """The options of `vllm-load run` for a command that starts runs itself into its own directory."""
+    parser.add_argument("--host", required=True, help=host_help)
+    parser.add_argument("--workers", type=int, default=0, help="local Locust worker processes per run")
+    parser.add_argument("--loglevel", default="WARNING", help="Locust log level")
+    add_arguments(parser)
+    for action in parser._actions:
+        if action.dest == "out":
+            action.default, action.help = out_default, out_help
+        elif action.dest == "run_dir":
+            action.help = argparse.SUPPRESS  # every run gets its own directory under OUT
+
+
+def run_outcome(run_dir: str | None) -> str:
+    """A run's outcome from its run.json; `failed` when it has none."""
+    try:
+        with open(os.path.join(run_dir or "", "run.json"), encoding="utf-8") as fh:
+            return str(json.load(fh).get("outcome") or "unknown")
+    except (OSError, ValueError):
+        return "failed"
+
+
+def run_headless(args: argparse.Namespace, out: str, extra_meta: list[str], overrides: dict | None = None) -> tuple[str, str]:
+    """One headless run of the test `args` describe, into `out`; returns (run directory, outcome)."""
+    run_args = copy.copy(args)
+    run_args.command, run_args.web, run_args.headless = "run", False, True
+    run_args.out, run_args.run_dir = out, ""
+    run_args.meta = [*args.meta, *extra_meta]
+    for key, value in (overrides or {}).items():
+        setattr(run_args, key, value)
+    cmd, run_dir, settings = prepare(run_args)
+    code = run_locust(cmd, settings.api_key)
+    outcome = run_outcome(run_dir)
+    if code != 0 and outcome == "completed":
+        outcome = "failed"
+    return run_dir or "", outcome

@@ -12,7 +12,6 @@ directory are not run again, so an interrupted tune resumes.
 from __future__ import annotations
 
 import argparse
-import copy
 import itertools
 import json
 import math
@@ -23,7 +22,8 @@ import sys
 from dataclasses import asdict, dataclass
 
 from .server_control import ServerError, ServerProcess, wait_ready
-from .settings import SettingsError, add_arguments
+from .run_cli import add_managed_run_options, run_headless
+from .settings import SettingsError
 
 STATE_FILE = "tune.json"
 
@@ -122,17 +122,10 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
                              "--max-num-seqs {max_num_seqs} --max-num-batched-tokens {max_num_batched_tokens}\"")
     parser.add_argument("--matrix", action="append", default=[], metavar="NAME=V1,V2",
                         help="values of one template field (repeatable; every combination is tested)")
-    parser.add_argument("--host", required=True, help="base URL the started server answers on")
-    parser.add_argument("--workers", type=int, default=0, help="local Locust worker processes per run")
-    parser.add_argument("--loglevel", default="WARNING", help="Locust log level")
     parser.add_argument("--ready-timeout", type=float, default=900.0, help="seconds to wait for the server to be ready")
     parser.add_argument("--name", default="tune", help="tune name; the same name resumes (skips completed configurations)")
-    add_arguments(parser)
-    for action in parser._actions:
-        if action.dest == "out":
-            action.default, action.help = "tunes", "base directory: the tune lives in OUT/NAME"
-        elif action.dest == "run_dir":
-            action.help = argparse.SUPPRESS
+    add_managed_run_options(parser, "base URL the started server answers on", "tunes",
+                            "base directory: the tune lives in OUT/NAME")
 
 
 def _load_state(directory: str) -> dict:
@@ -151,29 +144,14 @@ def _save_state(directory: str, state: dict) -> None:
 
 
 def _run_config(args: argparse.Namespace, directory: str, config: dict, model: str) -> ConfigResult:
-    from . import run_cli
-
-    command = args.server_cmd.format(**config, model=model)
-    server = ServerProcess(command, os.path.join(directory, "server.log"))
+    server = ServerProcess(args.server_cmd.format(**config, model=model), os.path.join(directory, "server.log"))
     try:
         process = server.start()
         wait_ready(args.host, args.ready_timeout, args.api_key or os.environ.get("OPENAI_API_KEY") or None, process)
-        run_args = copy.copy(args)
-        run_args.command, run_args.web, run_args.headless = "run", False, True
-        run_args.out, run_args.run_dir = os.path.join(directory, "runs"), ""
-        run_args.meta = [*args.meta, *(f"config.{k}={v}" for k, v in config.items()), f"tune={args.name}"]
-        cmd, run_dir, settings = run_cli.prepare(run_args)
-        code = run_cli.run_locust(cmd, settings.api_key)
+        run_dir, outcome = run_headless(args, os.path.join(directory, "runs"),
+                                        [*(f"config.{k}={v}" for k, v in config.items()), f"tune={args.name}"])
     finally:
         server.stop()
-    outcome = "failed"
-    try:
-        with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
-            outcome = json.load(fh).get("outcome", "unknown")
-    except (OSError, ValueError):
-        pass
-    if code != 0 and outcome == "completed":
-        outcome = "failed"
     result = ConfigResult(config=config, run_dir=run_dir, outcome=outcome)
     if outcome == "completed":
         measure(result)

@@ -88,6 +88,16 @@ def _col(frame: pd.DataFrame, name: str) -> np.ndarray:
     return pd.to_numeric(frame[name], errors="coerce").to_numpy(np.float64)
 
 
+def _plot_with_ci(ax, s: SeriesReport, metric: str, label: str):
+    """One series' mean of `metric` per level with its 95 % CI as error bars; returns the users."""
+    c = s.curve
+    users, mean = _col(c, "users"), _col(c, f"{metric}_mean")
+    lo, hi = _col(c, f"{metric}_ci_low"), _col(c, f"{metric}_ci_high")
+    err = np.vstack([np.nan_to_num(mean - lo), np.nan_to_num(hi - mean)])
+    ax.errorbar(users, mean, yerr=err, marker="o", capsize=3, label=label)
+    return list(users)
+
+
 def throughput_vs_concurrency(series: Sequence[SeriesReport]) -> Chart | None:
     """Mean total tok/s per level, one line per series, 95 % CI error bars where n >= 2."""
     if not series:
@@ -96,11 +106,7 @@ def throughput_vs_concurrency(series: Sequence[SeriesReport]) -> Chart | None:
         fig, (ax,) = _figure()
         all_users: list[float] = []
         for s in series:
-            c = s.curve
-            users, mean = _col(c, "users"), _col(c, "total_tok_per_s_mean")
-            lo, hi = _col(c, "total_tok_per_s_ci_low"), _col(c, "total_tok_per_s_ci_high")
-            err = np.vstack([np.nan_to_num(mean - lo), np.nan_to_num(hi - mean)])
-            ax.errorbar(users, mean, yerr=err, marker="o", capsize=3, label=f"{s.label} (n={s.n_runs})")
+            users = _plot_with_ci(ax, s, "total_tok_per_s", f"{s.label} (n={s.n_runs})")
             sat = s.saturation.saturation
             if s.saturation.saturated and sat is not None:
                 ax.axvline(sat.users, linestyle=":", alpha=0.6, color=ax.lines[-1].get_color())
@@ -124,12 +130,7 @@ def latency_vs_concurrency(series: Sequence[SeriesReport]) -> Chart | None:
         all_users: list[float] = []
         for ax, metric, title in ((axes[0], "e2e_p99", "p99 end-to-end latency"), (axes[1], "ttft_p99", "p99 time to first token")):
             for s in series:
-                c = s.curve
-                users, mean = _col(c, "users"), _col(c, f"{metric}_mean")
-                lo, hi = _col(c, f"{metric}_ci_low"), _col(c, f"{metric}_ci_high")
-                err = np.vstack([np.nan_to_num(mean - lo), np.nan_to_num(hi - mean)])
-                ax.errorbar(users, mean, yerr=err, marker="o", capsize=3, label=s.label)
-                all_users.extend(users)
+                all_users.extend(_plot_with_ci(ax, s, metric, s.label))
             _log_users_axis(ax, all_users)
             ax.set_ylabel("seconds")
             ax.set_ylim(bottom=0)
