@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 
-from .http import HttpError, model_ids, request_json
+from .http import HttpError, max_model_len, model_ids, request_json
 from .recorder import new_run_dir
 from .settings import Settings, SettingsError, add_arguments
 from .sim.process import free_port
@@ -82,10 +82,13 @@ def check_target(host: str, settings: Settings) -> str:
     if settings.model:
         if ids and settings.model not in ids:
             raise SettingsError(f"--model {settings.model!r} is not served by {host} (it serves: {', '.join(ids)})")
-        return settings.model
-    if not ids:
+        model = settings.model
+    elif not ids:
         raise SettingsError(f"{host}/v1/models lists no model; pass --model")
-    return ids[0]
+    else:
+        model = ids[0]
+    settings.check_fits(max_model_len(models, model))
+    return model
 
 
 def locust_command(args: argparse.Namespace) -> list[str]:

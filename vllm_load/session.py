@@ -61,12 +61,7 @@ class RunSession:
         self.model = self.settings.model or next(iter(model_ids(self.target.get("models"))), "")
         if not self.model:
             raise SettingsError(f"cannot tell which model {host} serves ({self.target.get('models_error', 'no models listed')}); pass --model")
-        limit = max_model_len(self.target.get("models"), self.model)
-        if limit and self.settings.input_tokens + self.settings.output_tokens > limit:
-            raise SettingsError(
-                f"--input-tokens {self.settings.input_tokens} + --output-tokens {self.settings.output_tokens} "
-                f"exceeds the model's max_model_len {limit}"
-            )
+        self.settings.check_fits(max_model_len(self.target.get("models"), self.model))
         plan = prompt_plan(host, self.model, self.settings)
         run_dir = self.settings.run_dir or new_run_dir(self.settings.out, self.model)
         runner = environment.runner

@@ -191,6 +191,14 @@ class Settings:
         if self.cooldown < 0:
             raise SettingsError(f"--cooldown must not be negative, got {self.cooldown}")
 
+    def check_fits(self, limit: int | None) -> None:
+        """Refuse a prompt + output longer than the model's context (`max_model_len` from /v1/models)."""
+        if limit and self.input_tokens + self.output_tokens > limit:
+            raise SettingsError(
+                f"--input-tokens {self.input_tokens} + --output-tokens {self.output_tokens} "
+                f"exceeds the model's max_model_len {limit}"
+            )
+
     def public(self) -> dict:
         """The settings as recorded in run.json: everything but the API key."""
         data = asdict(self)
