@@ -189,3 +189,15 @@ def test_distribution_chart_with_all_gaps_in_the_last_bucket():
     series = SimpleNamespace(ttft_at_dist=np.array([0.1, 0.2]), itl_at_dist=itl, dist_users=8.0, label="m")
     chart = charts.distributions(series)
     assert chart is not None and embedded_pngs(f'src="{chart.data_uri}"')
+
+
+def test_a_lost_worker_is_named_and_its_level_marked(tmp_path):
+    (run,) = synthetic_runs(tmp_path, 1)
+    with open(f"{run}/run.json") as fh:
+        info = json.load(fh)
+    info["workers_lost"] = [{"worker": "host_abc<1>", "lost_at": 1.0, "level": 1}]
+    with open(f"{run}/run.json", "w") as fh:
+        json.dump(info, fh)
+    html = open(build_report([run], str(tmp_path / "w.html"), progress=False).html).read()
+    assert "host_abc&lt;1&gt;, lost during level 1" in html
+    assert html.count("⚠ ") == 1

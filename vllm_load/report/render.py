@@ -49,6 +49,7 @@ class RunView:
     environment: list[tuple[str, str]]
     chart: charts.Chart | None = None
     validation: dict | None = None
+    lost_levels: set = field(default_factory=set)
     server_chart: charts.Chart | None = None
 
 
@@ -117,6 +118,14 @@ def mean_ci(row: Mapping, metric: str, spec: str) -> str:
     return f"{text} ± {half_text}"
 
 
+def lost_worker_text(lost) -> str:
+    """`worker X, lost at level L` from a run.json `workers_lost` entry (older runs list bare ids)."""
+    if not isinstance(lost, dict):
+        return str(lost)
+    level = lost.get("level")
+    return f"{lost.get('worker', '?')}, lost during level {level}" if level is not None else str(lost.get("worker", "?"))
+
+
 def _environment(run: dict) -> list[tuple[str, str]]:
     """The "Test environment" rows of one run: target, model, versions, client, settings, metadata."""
     target = run.get("target") or {}
@@ -134,7 +143,7 @@ def _environment(run: dict) -> list[tuple[str, str]]:
         ("vllm-load / Locust", f"{run.get('vllm_load_version', '-')} / {run.get('locust_version', '-')}"),
         ("client", ", ".join(f"{k}={v}" for k, v in client.items()) or "-"),
         ("workers seen", ", ".join(map(str, run.get("workers_seen") or [])) or "-"),
-        ("workers lost", ", ".join(map(str, run.get("workers_lost") or [])) or "none"),
+        ("workers lost", "; ".join(lost_worker_text(w) for w in run.get("workers_lost") or []) or "none"),
         ("prompts", ", ".join(f"{k}={v}" for k, v in prompts.items()) or "-"),
         ("requests recorded", str(run.get("requests_recorded", "-"))),
     ]
@@ -155,7 +164,7 @@ def _template_env() -> jinja2.Environment:
         trim_blocks=False,
     )
     env.filters.update(num=num, ms=ms, secs=secs, pct=pct, signed_pct=signed_pct, md=md)
-    env.globals.update(interval=interval, mean_ci=mean_ci)
+    env.globals.update(interval=interval, mean_ci=mean_ci, lost_worker_text=lost_worker_text)
     return env
 
 
@@ -215,7 +224,9 @@ def _views(data: ReportData, progress: Progress) -> tuple[list[SeriesView], list
         users = dict(zip(r.metrics["level"], r.metrics["users"]))
         errors = [{"users": users.get(e["level"], math.nan), "error": e["error"], "count": int(e["count"])}
                   for e in r.errors.to_dict("records")]
-        runs.append(RunView(summary=r, anchor=f"{i + 1}", errors=errors, environment=_environment(r.run),
+        lost_levels = {w.get("level") for w in r.run.get("workers_lost") or [] if isinstance(w, dict)}
+        runs.append(RunView(summary=r, anchor=f"{i + 1}", errors=errors, lost_levels=lost_levels,
+                            environment=_environment(r.run),
                             chart=charts.run_timeline(r), validation=r.client_validation,
                             server_chart=charts.server_state(r)))
         progress.step(f"charts: run {r.run_id}")
