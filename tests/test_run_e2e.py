@@ -1,5 +1,8 @@
 """`vllm-load run` end to end against the simulator: records, levels, exact tokens, timing."""
 
+import os
+
+import pandas as pd
 import pytest
 
 from runhelpers import load_run_files, only_run_dir, run_vllm_load
@@ -26,6 +29,10 @@ def test_two_workers_record_every_request_once_and_attribute_levels(tmp_path):
     assert run["outcome"] == "completed" and run["meta"] == {"purpose": "test"}
     assert run["client"]["mode"] == "master" and run["prompts"]["method"] == "server_tokenize"
     assert requests["ok"].all()
+    # both workers shipped their CPU and loop-lag samples to the master with their records
+    health = pd.read_csv(os.path.join(only_run_dir(tmp_path), "client_health.csv"))
+    assert set(health["worker"]) == set(requests["worker"])
+    assert health["cpu_percent"].ge(0).all() and health["rss_mib"].gt(0).all()
 
 
 def _assert_exact(requests, n, input_tokens, output_tokens):

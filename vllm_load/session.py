@@ -34,6 +34,7 @@ from .live import LiveStats
 from .http import max_model_len, model_ids, target_info
 from .prompts import CalibrationError
 from .recorder import RunRecorder, new_run_dir, utc_iso
+from .client_health import FILE as CLIENT_HEALTH_FILE, HealthProbe, HealthSample, HealthWriter
 from .server_metrics import FILE as SERVER_METRICS_FILE, MetricsScraper
 from .settings import Settings, SettingsError, add_arguments
 from .steps import LevelChange, LevelPlan, StepController
@@ -42,6 +43,7 @@ from .users import LoadContext, prompt_plan
 logger = logging.getLogger("vllm_load")
 
 LOCAL_FLUSH_INTERVAL = 0.5
+HEALTH_INTERVAL = 1.0  # seconds per client health sample in local runs (workers: each report)
 WORKER_CHECK_INTERVAL = 1.0
 WEB_UI_CLOSE_GRACE = 5.0
 
@@ -109,6 +111,7 @@ class RunSession:
             )
         )
         self.live = LiveStats()
+        self.health = HealthWriter(os.path.join(run_dir, CLIENT_HEALTH_FILE))
         environment.vllm_load_live = self.live  # the web UI keeps showing the last test
         self.completed = False
         self.closed = False
@@ -156,6 +159,13 @@ class RunSession:
             if change.level == len(settings.levels) - 1:
                 self.completed = True
 
+    def add_health(self, sample: dict, worker: str) -> None:
+        """One load process's CPU and loop lag over its last report interval, with its level."""
+        sample = HealthSample(**{**sample, "worker": worker})
+        if self.recorder.levels:
+            sample.level = self.recorder.level_of(sample.ts)
+        self.health.write([sample])
+
     def add_rows(self, rows, worker: str | None = None) -> None:
         if rows:
             for row in self.recorder.add_rows(rows, worker):
@@ -194,6 +204,9 @@ class RunSession:
         context = getattr(self.environment, "vllm_load_context", None)
         if context is not None and isinstance(self.environment.runner, LocalRunner):
             self.add_rows(context.buffer.drain())
+            probe = getattr(self.environment, "vllm_load_probe", None)
+            if probe is not None:  # the last interval, so even a short run has a sample
+                self.add_health(asdict(probe.sample("local")), "local")
         self._csv_greenlet.kill(block=False)
         _final_csv_write(self.csv_writer)
         self.csv_writer.close_files()
@@ -205,6 +218,7 @@ class RunSession:
         self._stop_scraping()
         outcome = "completed" if self.completed else "workers_lost" if self.all_workers_lost() else "interrupted"
         self.recorder.close(outcome, reason=outcome)
+        self.health.close()
         self.closed = True
         print_summary(self.recorder.run_dir)
 
@@ -352,14 +366,22 @@ def _terminate_like_ctrl_c(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def _start_probe() -> HealthProbe:
+    probe = HealthProbe()
+    gevent.spawn(probe.run, gevent.sleep)
+    return probe
+
+
 def _install_worker(environment, runner) -> None:
     context = LoadContext.of(environment)
+    probe = _start_probe()
 
     @environment.events.report_to_master.add_listener
     def _(client_id, data, **_kw):
         rows = context.buffer.drain()
         if rows:
             data["vllm_records"] = rows
+        data["vllm_health"] = asdict(probe.sample(client_id))
 
     @environment.events.test_stop.add_listener
     def _(**_kw):
@@ -377,8 +399,12 @@ def _install_master(environment) -> None:
     def _(client_id, data, **_kw):
         rows = data.get("vllm_records")
         session = getattr(environment, "vllm_load_session", None)
-        if rows and session is not None and not session.closed:
+        if session is None or session.closed:
+            return
+        if rows:
             session.add_rows(rows, client_id)
+        if data.get("vllm_health"):
+            session.add_health(data["vllm_health"], client_id)
 
     def watch_workers():
         while True:
@@ -393,12 +419,17 @@ def _install_master(environment) -> None:
 def _install_local(environment) -> None:
     _environments.append(environment)
     context = LoadContext.of(environment)
+    probe = environment.vllm_load_probe = _start_probe()
 
     def flush_forever():
+        last_health = time.monotonic()
         while True:
             gevent.sleep(LOCAL_FLUSH_INTERVAL)
             session = RunSession.current(environment)
             if session is not None:
                 session.add_rows(context.buffer.drain(), "local")
+                if time.monotonic() - last_health >= HEALTH_INTERVAL:
+                    session.add_health(asdict(probe.sample("local")), "local")
+                    last_health = time.monotonic()
 
     gevent.spawn(flush_forever)

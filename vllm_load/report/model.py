@@ -19,6 +19,8 @@ from ..analysis.compare import ModelRow, compare, comparison_findings
 from ..analysis.hist import pad_columns
 from ..analysis.levels import METRIC_COLUMNS, error_counts, measure_levels
 from ..analysis.rundir import ANALYSIS_COLUMNS, load_run
+from ..analysis.client_side import level_client_health, read_client_health
+from ..client_health import FILE as CLIENT_HEALTH_FILE
 from ..analysis.server_side import level_server_figures, read_server_metrics
 from ..server_metrics import FILE as SERVER_METRICS_FILE
 from ..analysis.saturation import Saturation, SaturationRule, analyse, findings
@@ -49,6 +51,7 @@ class RunSummary:
     client_validation: dict | None = None  # `vllm-load validate-client --run` result, when present
     server: pd.DataFrame | None = None  # server_metrics.csv, when the target had /metrics
     server_levels: pd.DataFrame | None = None  # per-level server figures against the client's
+    client_levels: pd.DataFrame | None = None  # per-level CPU and loop lag of the load processes
     series_label: str = ""
 
 
@@ -129,6 +132,7 @@ def summarize_run(path: str) -> RunSummary:
     data = load_run(path, ANALYSIS_COLUMNS)
     meas = measure_levels(data.requests, data.steps)
     server = read_server_metrics(os.path.join(path, SERVER_METRICS_FILE))
+    health = read_client_health(os.path.join(path, CLIENT_HEALTH_FILE))
     metrics = meas.metrics.copy()
     metrics.insert(0, "run_id", data.run_id)
     return RunSummary(
@@ -140,6 +144,7 @@ def summarize_run(path: str) -> RunSummary:
         client_validation=_client_validation(path),
         server=server,
         server_levels=level_server_figures(server, meas.metrics) if server is not None else None,
+        client_levels=level_client_health(health, meas.metrics) if health is not None else None,
     )
 
 

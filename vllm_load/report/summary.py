@@ -93,6 +93,7 @@ def summary_dict(data: ReportData) -> dict:
                 "workers_lost": r.run.get("workers_lost") or [],
                 "client_validation": r.client_validation,
                 "server_levels": _records(r.server_levels) if r.server_levels is not None else None,
+                "client_levels": _records(r.client_levels) if r.client_levels is not None else None,
             }
             for r in data.runs
         ],

@@ -1,0 +1,66 @@
+"""Client health: loop lag and CPU of the load processes, and client-bound levels."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pandas as pd
+
+from runhelpers import load_run_files, only_run_dir, run_vllm_load
+from vllm_load.analysis.client_side import level_client_health, read_client_health
+from vllm_load.analysis.levels import level_metrics
+from vllm_load.client_health import HealthProbe
+from vllm_load.sim.process import SimulatorProcess
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_probe_measures_oversleep_and_cpu_share():
+    wall, cpu = FakeClock(), FakeClock()
+    probe = HealthProbe(tick=0.05, clock=wall, cpu_clock=cpu)
+    for late in (0.0, 0.002, 0.030):  # three ticks, woken 0, 2 and 30 ms late
+        before = wall()
+        wall.now += 0.05 + late
+        probe.record_lag(wall() - before - probe.tick)
+    cpu.now += 0.0741  # 0.0741 s of CPU over the 0.182 s elapsed
+    sample = probe.sample("w1", level=3)
+    assert math.isclose(sample.loop_lag_mean_ms, 32 / 3, rel_tol=1e-9) and math.isclose(sample.loop_lag_max_ms, 30)
+    assert math.isclose(sample.cpu_percent, 100 * 0.0741 / 0.182, rel_tol=1e-9)
+    assert sample.worker == "w1" and sample.level == 3
+    assert math.isnan(probe.sample("w1").loop_lag_mean_ms)  # a new interval with no ticks yet
+
+
+def test_levels_are_judged_over_their_measured_window():
+    metrics = pd.DataFrame({"level": [0, 1], "users": [10, 100], "window_start": [10.0, 30.0],
+                            "window_end": [20.0, 40.0]})
+    health = pd.DataFrame({
+        "ts": [5.0, 12.0, 15.0, 31.0, 35.0, 39.0],
+        "worker": ["a", "a", "b", "a", "b", "a"], "level": [0, 0, 0, 1, 1, 1],
+        "cpu_percent": [99.0, 40.0, 50.0, 60.0, 95.0, 30.0],  # the 99% at t=5 is before the window
+        "loop_lag_mean_ms": [50.0, 1.0, 2.0, 12.5, 3.0, 1.0], "loop_lag_max_ms": [200.0, 3, 4, 40, 9, 2],
+        "rss_mib": [50.0, 51, 52, 60, 61, 62],
+    })
+    out = level_client_health(health, metrics)
+    assert list(out["client_bound"]) == [False, True]
+    assert out.loc[0, "cpu_percent_max"] == 50.0 and out.loc[0, "processes"] == 2
+    assert out.loc[1, "reason"] == "CPU 95% > 80%; loop lag 12.5 ms > 10 ms"
+
+
+def test_a_client_flat_out_against_echo_is_marked_client_bound(tmp_path):
+    with SimulatorProcess("--echo") as sim:
+        run_vllm_load("run", "--host", sim.url, "--levels", "64", "--input-tokens", "64", "--output-tokens", "100",
+                      "--requests-per-level", "6000", "--warmup-requests", "64", "--out", str(tmp_path))
+    run_dir = only_run_dir(tmp_path)
+    requests, steps, *_ = load_run_files(run_dir)
+    health = read_client_health(os.path.join(run_dir, "client_health.csv"))
+    assert health is not None and (health["worker"] == "local").all()
+    verdict = level_client_health(health, level_metrics(requests, steps))
+    # an echo server costs nothing, so the single client process runs flat out
+    assert verdict.loc[0, "client_bound"] and verdict.loc[0, "cpu_percent_max"] > 80

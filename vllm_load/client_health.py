@@ -1,0 +1,102 @@
+"""Is the client the bottleneck right now? CPU use and event-loop lag of every load process.
+
+Each load-generating process (a worker, or the single local process) runs a `HealthProbe`: a
+greenlet that sleeps `TICK` seconds at a time and measures how late it wakes up. A loop that
+wakes late is a loop whose users also read their streams late, which inflates TTFT and ITL
+(the starving users of the pitfall list). With CPU time over wall time, that makes one
+`HealthSample` per report interval; workers ship theirs to the master with their records, and
+the run keeps them in `client_health.csv`. A level where any process went over
+`CPU_LIMIT` or `LAG_LIMIT_MS` is marked as possibly client-bound in the report.
+
+The probe uses only `time` and `/proc` (no extra dependency) and `sleep` is injected, so the
+module imports no gevent and the arithmetic can be tested alone.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import time
+from dataclasses import astuple, dataclass, fields
+
+FILE = "client_health.csv"
+TICK = 0.05
+CPU_LIMIT = 80.0  # percent of one core
+LAG_LIMIT_MS = 10.0
+
+
+@dataclass
+class HealthSample:
+    """One process over one interval."""
+
+    ts: float
+    worker: str
+    level: int
+    cpu_percent: float
+    loop_lag_mean_ms: float
+    loop_lag_max_ms: float
+    rss_mib: float
+
+
+HEADER = tuple(f.name for f in fields(HealthSample))
+
+
+def rss_mib() -> float:
+    """Resident set size of this process (Linux /proc; NaN elsewhere)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as fh:
+            pages = int(fh.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+class HealthProbe:
+    """Measures loop lag with a ticking loop (`run`) and CPU use between `sample()` calls."""
+
+    def __init__(self, tick: float = TICK, clock=time.perf_counter, cpu_clock=time.process_time):
+        self.tick = tick
+        self._clock, self._cpu_clock = clock, cpu_clock
+        self._wall0, self._cpu0 = clock(), cpu_clock()
+        self._lags: list[float] = []
+
+    def record_lag(self, lag_s: float) -> None:
+        self._lags.append(max(0.0, lag_s))
+
+    def run(self, sleep) -> None:
+        """Tick forever: `sleep(tick)` and record how much longer than `tick` it took."""
+        while True:
+            before = self._clock()
+            sleep(self.tick)
+            self.record_lag(self._clock() - before - self.tick)
+
+    def sample(self, worker: str, level: int = -1) -> HealthSample:
+        """The interval since the previous sample, then start a new one."""
+        wall, cpu = self._clock(), self._cpu_clock()
+        elapsed = max(wall - self._wall0, 1e-9)
+        lags = self._lags
+        self._lags = []
+        self._wall0, self._cpu0, cpu_used = wall, cpu, cpu - self._cpu0
+        return HealthSample(
+            ts=time.time(), worker=worker, level=level, cpu_percent=100.0 * cpu_used / elapsed,
+            loop_lag_mean_ms=1000.0 * sum(lags) / len(lags) if lags else float("nan"),
+            loop_lag_max_ms=1000.0 * max(lags) if lags else float("nan"), rss_mib=rss_mib(),
+        )
+
+
+class HealthWriter:
+    """Appends samples to `client_health.csv` in a run directory."""
+
+    def __init__(self, path: str):
+        self._fh = open(path, "w", newline="", encoding="utf-8")
+        self._writer = csv.writer(self._fh)
+        self._writer.writerow(HEADER)
+        self._fh.flush()
+
+    def write(self, samples) -> None:
+        for s in samples:
+            self._writer.writerow([f"{v:.3f}" if isinstance(v, float) else v for v in astuple(s)])
+        self._fh.flush()
+
+    def close(self) -> None:
+        self._fh.close()
