@@ -34,7 +34,7 @@ def locust_workers(proc: subprocess.Popen) -> tuple[psutil.Process, list[psutil.
     return master, workers
 
 
-def run_and_kill(tmp_path, how_many: int, requests_per_level: int) -> tuple[str, str, list[int]]:
+def run_and_kill(tmp_path, how_many: int, requests_per_level: int, exit_code: int) -> tuple[str, str, list[int]]:
     """Start a 2-worker run, `kill -9` `how_many` workers once records flow; (run dir, output, killed pids)."""
     out = str(tmp_path)
     with SimulatorProcess("--ttft", "0.05", "--itl", "0.02") as sim:  # about 0.43 s per request
@@ -50,7 +50,7 @@ def run_and_kill(tmp_path, how_many: int, requests_per_level: int) -> tuple[str,
             output, _ = proc.communicate(timeout=60)
         finally:
             stop_group(proc)
-    assert proc.returncode == 0, output[-3000:]
+    assert proc.returncode == exit_code, output[-3000:]
     return run_dir, output, killed
 
 
@@ -60,7 +60,7 @@ def assert_every_counted_request_is_recorded(requests, run, stats) -> None:
 
 
 def test_the_master_survives_a_lost_worker_and_names_it(tmp_path):
-    run_dir, output, _ = run_and_kill(tmp_path, 1, requests_per_level=50)
+    run_dir, output, _ = run_and_kill(tmp_path, 1, requests_per_level=50, exit_code=0)
     requests, steps, run, stats = load_run_files(run_dir)
     assert run["outcome"] == "completed" and list(steps["stop_reason"]) == ["target_reached"] * 2
     assert_every_counted_request_is_recorded(requests, run, stats)
@@ -80,7 +80,7 @@ def test_the_master_survives_a_lost_worker_and_names_it(tmp_path):
 
 def test_losing_every_worker_ends_the_run_with_outcome_workers_lost(tmp_path):
     started = time.monotonic()
-    run_dir, _, _ = run_and_kill(tmp_path, 2, requests_per_level=1000)
+    run_dir, _, _ = run_and_kill(tmp_path, 2, requests_per_level=1000, exit_code=3)  # a pipeline sees it
     assert time.monotonic() - started < 40  # ended by the loss, not by running out its levels
     requests, steps, run, stats = load_run_files(run_dir)
     assert run["outcome"] == "workers_lost" and run["ended_at"]

@@ -33,6 +33,10 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         mode.add_argument("--web", action="store_true", help="serve Locust's web UI and start the test from it")
         parser.add_argument("--web-port", type=int, default=8089, help="web UI port")
         parser.add_argument("--web-host", default="127.0.0.1", help="web UI bind address")
+    if name in ("run", "master"):
+        parser.epilog = ("exit status of a headless test: 0 when every level ran, 3 when every worker was lost, "
+                         "130 when interrupted (the run directory is complete and analysable either way), "
+                         "2 for bad arguments or an unusable target")
     if name == "run":
         parser.add_argument("--workers", type=int, default=0, help="local worker processes (0: a single process)")
     if name == "master":
@@ -168,6 +172,12 @@ def main(args: argparse.Namespace) -> int:
     if run_dir and not os.path.exists(os.path.join(run_dir, "run.json")):
         print(f"vllm-load {args.command}: the test did not start (see the errors above)", file=sys.stderr)
         return code or 1
+    outcome = run_outcome(run_dir) if run_dir else "completed"
+    if code == 0 and outcome in INCOMPLETE_EXIT_CODES:
+        # the run directory is complete and analysable, but a pipeline must not take it for a full run
+        print(f"vllm-load {args.command}: the run ended early (outcome {outcome}); {run_dir} holds what was measured",
+              file=sys.stderr)
+        return INCOMPLETE_EXIT_CODES[outcome]
     return code
 
 
@@ -183,6 +193,10 @@ def add_managed_run_options(parser: argparse.ArgumentParser, host_help: str, out
             action.default, action.help = out_default, out_help
         elif action.dest == "run_dir":
             action.help = argparse.SUPPRESS  # every run gets its own directory under OUT
+
+
+# exit codes of a headless run that did not walk every level (0 when it did)
+INCOMPLETE_EXIT_CODES = {"workers_lost": 3, "interrupted": 130}
 
 
 def run_outcome(run_dir: str | None) -> str:
