@@ -435,14 +435,15 @@ class Books:
 
 
 def users_at_stop(run_dir: str, held: Held) -> int:
-    """Users Locust was running when the level ended: the last non-zero user count in
-    locust_stats_history.csv (whole-second rows) up to the level's end; the level's users without it."""
+    """Users Locust was running when the level ended: the user count of the last row of
+    locust_stats_history.csv written before the stop (its timestamps are whole seconds, and rows
+    of the stop itself show workers already stopping); the level's users without it."""
     try:
         history = pd.read_csv(os.path.join(run_dir, "locust_stats_history.csv"))
     except (OSError, ValueError):
         return held.users
-    running = history[(history["User Count"] > 0) & (history["Timestamp"] <= held.level_end + 1)]
-    return int(running["User Count"].iloc[-1]) if len(running) else held.users
+    before = history[history["Timestamp"] < math.floor(held.level_end)]
+    return int(before["User Count"].iloc[-1]) if len(before) else held.users
 
 
 def books(requests: pd.DataFrame, locust: tuple[int, int], server: ServerCounts, in_flight: int) -> Books:
