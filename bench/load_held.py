@@ -10,7 +10,8 @@ it runs. Afterwards, from the run directory and the simulator:
 
 - memory: RSS per worker from client_health.csv, at the first sample once all N users have a
   request in flight (the server first reports running + waiting >= N) and at the last sample;
-  growth in MiB and %; also each worker's CPU % of a core and event-loop lag over that window;
+  growth in MiB and %; its peak under load and its drift once settled; also each worker's CPU %
+  of a core and event-loop lag over the held window;
 - achieved concurrency: mean recorded requests in flight (client side) and mean running +
   waiting (server side, server_metrics.csv), against the users asked for;
 - accounting: rows of requests.csv (ok + failed by category), Locust's own total (run.json
@@ -25,8 +26,8 @@ it runs. Afterwards, from the run directory and the simulator:
   requests.csv and no part of the split is negative (e.g. records lost on the way to the
   master would make the server have received more than was recorded plus in flight).
 
-Prints a verdict line (memory flat: every worker's RSS growth under --growth-limit %; every
-request accounted for) and exits 1 on FAIL, 2 when the run itself failed.
+Prints a verdict line (memory flat: every worker's RSS, at its last sample and at its peak
+under load, less than --growth-limit % above its start; every request accounted for) and exits 1 on FAIL, 2 when the run itself failed.
 
     python bench/load_held.py                                 # 1000 users, 2 workers, 300 s
     python bench/load_held.py --users 50 --duration 10        # a quick check that the bench works
@@ -82,7 +83,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="simulator --time-scale: with N running sequences a step takes about "
                              "(0.01 + N * 5e-5) * F seconds, so every stream gets one token per step")
     parser.add_argument("--growth-limit", type=float, default=10.0,
-                        help="memory is flat when every worker's RSS grew less than this %% from start to end")
+                        help="memory is flat when every worker's RSS, at its last sample and at its peak under "
+                             "load, is less than this %% above its start")
     parser.add_argument("--progress-interval", type=float, default=15.0, help="seconds between progress lines")
     parser.add_argument("--out", default="", help="keep the run directory under OUT (default: a temporary "
                                                   "directory, removed at the end)")
@@ -299,22 +301,33 @@ def held_level(run_dir: str, users: int) -> Held:
 
 
 def worker_memory(health: pd.DataFrame, held: Held) -> pd.DataFrame:
-    """Per worker: RSS at the first sample with every user in flight and at the last; CPU and lag."""
+    """Per worker: RSS at the first sample with every user in flight (start) and at the last
+    (end, taken after the users stopped); under load, its peak and its value at the level's end,
+    and the drift once settled (from min(60 s, a quarter of the level) in to the level's end);
+    CPU and loop lag over the held window."""
     rows = []
+    settle_at = held.full_at + min(60.0, (held.level_end - held.full_at) / 4)
     for worker, part in health.sort_values("ts").groupby("worker"):
         loaded = part[part["ts"] >= held.full_at]
         first = loaded.iloc[0] if len(loaded) else part.iloc[0]
         last = part.iloc[-1]
         window = part[(part["ts"] > held.full_at) & (part["ts"] <= held.level_end)]
+        if window.empty:
+            window = part.iloc[-1:]
+        settled = window[window["ts"] >= settle_at]
         rows.append({
             "worker": str(worker), "samples": len(part), "start_ts": float(first["ts"]), "end_ts": float(last["ts"]),
             "rss_start": float(first["rss_mib"]), "rss_end": float(last["rss_mib"]),
+            "rss_peak_load": float(window["rss_mib"].max()), "rss_level_end": float(window["rss_mib"].iloc[-1]),
+            "drift_mib": float(window["rss_mib"].iloc[-1] - (settled if len(settled) else window)["rss_mib"].iloc[0]),
+            "settled_s": float(settle_at - held.full_at),
             "cpu_mean": float(window["cpu_percent"].mean()), "cpu_max": float(window["cpu_percent"].max()),
             "lag_mean": float(window["loop_lag_mean_ms"].mean()), "lag_max": float(window["loop_lag_max_ms"].max()),
         })
     out = pd.DataFrame(rows)
     out["growth_mib"] = out["rss_end"] - out["rss_start"]
     out["growth_pct"] = 100.0 * out["growth_mib"] / out["rss_start"]
+    out["peak_growth_pct"] = 100.0 * (out["rss_peak_load"] - out["rss_start"]) / out["rss_start"]
     return out
 
 
@@ -374,16 +387,19 @@ def locust_total(run_dir: str) -> tuple[int, int]:
 def print_memory(memory: pd.DataFrame, held: Held, limit: float) -> bool:
     """Per-worker RSS start/end/growth, CPU and loop lag; True when every worker stayed under the limit."""
     print(f"\nmemory per worker (start: first sample with all {held.users:,} users in flight, "
-          f"{held.full_at - held.level_start:.1f} s into the level; end: last sample):")
+          f"{held.full_at - held.level_start:.1f} s into the level; end: last sample, after the users stopped):")
     for w in memory.itertuples():
         print(f"  worker {short(w.worker)}  RSS start {w.rss_start:7.1f} MiB  end {w.rss_end:7.1f} MiB  "
               f"growth {w.growth_mib:+6.1f} MiB ({w.growth_pct:+5.1f}%)  over {w.end_ts - w.start_ts:5.0f} s, "
               f"{w.samples} samples")
+        print(f"    under load: peak {w.rss_peak_load:.1f} MiB ({w.peak_growth_pct:+.1f}% on start), at the level's end "
+              f"{w.rss_level_end:.1f} MiB; drift from {w.settled_s:.0f} s in to the level's end {w.drift_mib:+.2f} MiB")
     print("cpu per worker over the held window (% of one core; the machine is shared, so noisy):")
     for w in memory.itertuples():
         print(f"  worker {short(w.worker)}  CPU mean {w.cpu_mean:5.1f}%  max {w.cpu_max:5.1f}%  "
               f"loop lag mean {w.lag_mean:6.2f} ms  max {w.lag_max:7.1f} ms")
-    return bool(len(memory)) and bool((memory["growth_pct"] < limit).all())
+    return (bool(len(memory)) and bool((memory["growth_pct"] < limit).all())
+            and bool((memory["peak_growth_pct"] < limit).all()))
 
 
 @dataclass
@@ -502,8 +518,8 @@ def analyse(run_dir: str, server: ServerCounts, args: argparse.Namespace) -> boo
     accounted = print_accounting(books(requests, locust_total(run_dir), server, in_flight),
                                  stop_gauge_reading(run_dir, held))
     verdict = "PASS" if flat and accounted else "FAIL"
-    print(f"\nVERDICT {verdict}: memory flat {'PASS' if flat else 'FAIL'} (every worker's RSS growth under "
-          f"{args.growth_limit:g}%), every request accounted for {'PASS' if accounted else 'FAIL'}")
+    print(f"\nVERDICT {verdict}: memory flat {'PASS' if flat else 'FAIL'} (every worker's RSS growth, to its "
+          f"last sample and to its peak under load, under {args.growth_limit:g}%), every request accounted for {'PASS' if accounted else 'FAIL'}")
     return verdict == "PASS"
 
 

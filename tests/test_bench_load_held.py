@@ -54,6 +54,11 @@ def test_progress_and_memory_per_worker(bench_output):
         assert 0 < start < 1000 and 0 < end < 1000, (start, end)
         assert float(growth_mib) == pytest.approx(end - start, abs=0.11)
         assert abs(float(growth_pct)) < 10, out
+    under_load = re.findall(rf"under load: peak ({NUMBER}) MiB \(({NUMBER})% on start\), at the level's end "
+                            rf"({NUMBER}) MiB; drift from \d+ s in to the level's end ({NUMBER}) MiB", out)
+    assert len(under_load) == 2, out
+    for peak, peak_pct, level_end, _drift in under_load:
+        assert float(level_end) <= float(peak) and float(peak_pct) < 10, out
     cpu = re.findall(rf"worker \S+\s+CPU mean\s+({NUMBER})%\s+max\s+({NUMBER})%\s+loop lag mean", out)
     assert len(cpu) == 2 and all(0 <= float(mean) <= float(top) for mean, top in cpu), out
 
@@ -82,5 +87,5 @@ def test_every_request_accounted_for(bench_output):
     total, recorded, unread, aborted, never_read = numbers(balance)[:5]
     assert (total, recorded) == (sent, rows) and unread + aborted + never_read == in_flight, balance
     assert balance.endswith("OK"), balance
-    assert re.search(r"^VERDICT PASS: memory flat PASS \(every worker's RSS growth under 10%\), "
-                     r"every request accounted for PASS$", out, re.M), out
+    assert re.search(r"^VERDICT PASS: memory flat PASS \(every worker's RSS growth, to its last sample and to its "
+                     r"peak under load, under 10%\), every request accounted for PASS$", out, re.M), out
