@@ -69,3 +69,12 @@ def test_timing_accuracy_quick(tmp_path):
         assert -20 < ttft_p50 < 200 and -20 < ttft_p99 < 200 and -20 < itl_p50 < 200 and -20 < itl_p99 < 200, line
         assert values[-1] == 100.0, line  # success %
     assert "Targets (issue 8):" in out, out
+
+
+def test_sse_parse_quick(tmp_path):
+    out = run_bench("sse_parse.py", tmp_path, timeout=60)
+    rows = [ln for ln in out.splitlines() if ln.startswith(("64 KB", "4 KB", "one event per read"))]
+    assert len(rows) == 3, out
+    for row in rows:
+        ours, plain, ratio = numbers(row.split("  ", 1)[1])[-3:]
+        assert ours > 0 and plain > 0 and ratio > 0, row

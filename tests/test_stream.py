@@ -101,3 +101,59 @@ def test_itl_summary_per_chunk_gaps():
     assert p99 == pytest.approx(0.1) and top == pytest.approx(0.1)
     assert sum(int(x.split(":")[1]) for x in hist.split(";")) == 4
     assert itl_summary([1.0]) == (None, None, None, None, None, "")
+
+
+def _long_stream(n: int, crlf: bool, spaced: bool, comment_every: int) -> list[bytes]:
+    """role chunk, n content chunks (a comment every `comment_every`), finish, usage, [DONE]."""
+    import json
+
+    def encode(event: bytes) -> bytes:
+        if spaced:  # a server that writes JSON with Python's default separators
+            event = b"data: " + json.dumps(orjson.loads(event[6:])).encode() + b"\n\n"
+        return event.replace(b"\n\n", b"\r\n\r\n") if crlf else event
+
+    events = [encode(chat_chunk(role="assistant", content=""))]
+    for i in range(n):
+        events.append(encode(chat_chunk(content=f"t{i} ")))
+        if comment_every and i % comment_every == comment_every - 1:
+            events.append(b": keep-alive\r\n\r\n" if crlf else b": keep-alive\n\n")
+    events.append(encode(chat_chunk(content="", finish="length")))
+    events.append(encode(chat_chunk(choices=False, usage={"prompt_tokens": 5, "completion_tokens": n, "total_tokens": n + 5})))
+    events.append(b"data: [DONE]\r\n\r\n" if crlf else b"data: [DONE]\n\n")
+    return events
+
+
+@pytest.mark.parametrize("crlf", [False, True])
+@pytest.mark.parametrize("spaced", [False, True])
+@pytest.mark.parametrize("comment_every", [0, 97])
+@pytest.mark.parametrize("read_size", [7, 300, 4096, 65536])
+def test_bursts_stamp_every_chunk_with_the_read_that_completed_it(crlf, spaced, comment_every, read_size):
+    """Whatever the read size, each content chunk gets the time of the read that completed it.
+
+    Long reads go through the counting fast path (a whole response in one read, as from a
+    fast server); the answer must be the one an event-by-event walk gives.
+    """
+    events = _long_stream(600, crlf, spaced, comment_every)
+    whole = b"".join(events)
+    pieces = [whole[i:i + read_size] for i in range(0, len(whole), read_size)]
+    meter = SseMeter()
+    buf = feed(meter, pieces, [float(i) for i in range(len(pieces))])
+    expected, pos = [], 0
+    for event in events:
+        pos += len(event)
+        if b'"t' in event and b"usage" not in event:  # a content chunk ("t0 ", "t1 ", ...)
+            expected.append(float((pos - 1) // read_size))
+    assert meter.chunk_times == expected
+    assert meter.done and meter.usage["completion_tokens"] == 600 and meter.finish_reason == "length"
+    assert not buf
+
+
+def test_an_error_event_inside_a_burst_is_not_counted_as_content():
+    events = _long_stream(300, False, False, 0)
+    error = b'data: {"error":{"message":"engine died","type":"InternalServerError","code":500}}\n\n'
+    burst = b"".join(events[:200]) + error + b"".join(events[200:])
+    meter = SseMeter()
+    with pytest.raises(StreamError) as caught:
+        feed(meter, [b"".join(events[:3]), burst[len(b"".join(events[:3])):]], [1.0, 2.0])
+    assert caught.value.category == "server_error"
+    assert len(meter.chunk_times) == 199  # the chunks before the error, none after

@@ -22,6 +22,7 @@ _DONE_NOSPACE = b"data:[DONE]"
 _DATA = b"data:"
 _MID_STREAM = b'"finish_reason":null'
 _MID_STREAM_SPACED = b'"finish_reason": null'
+_RUN_MIN_BYTES = 2048
 
 
 class StreamError(Exception):
@@ -43,7 +44,7 @@ def _delta_text(choice: dict, chat: bool) -> str:
 class SseMeter:
     """Timestamps the content chunks of one SSE stream and collects its final usage."""
 
-    __slots__ = ("chat", "chunk_times", "usage", "done", "finish_reason", "_sep", "_started")
+    __slots__ = ("chat", "chunk_times", "usage", "done", "finish_reason", "_sep", "_started", "_mid")
 
     def __init__(self, chat: bool = True) -> None:
         self.chat = chat
@@ -53,6 +54,7 @@ class SseMeter:
         self.finish_reason: str | None = None
         self._sep = b"\n\n"
         self._started = False
+        self._mid: bytes | None = None  # how this server writes a mid-stream chunk's finish_reason
 
     @property
     def first_chunk_time(self) -> float | None:
@@ -60,25 +62,54 @@ class SseMeter:
 
     def consume(self, buf: bytearray, now: float) -> None:
         """Take every complete event out of `buf` (in place), timestamped `now`."""
-        sep = self._sep
-        if not self._started and buf:
-            if b"\r\n" in buf:  # the server frames events with CRLF
-                self._sep = sep = b"\r\n\r\n"
+        if not self._started:  # the first line end tells how the server frames events
+            first_line = buf.find(b"\n")
+            if first_line < 0:
+                return
+            if first_line > 0 and buf[first_line - 1] == 13:
+                self._sep = b"\r\n\r\n"
             self._started = True
+        # a read of a few events is walked; a long one (a fast server's burst) is counted first
+        start = self._consume_content_run(buf, now) if self._mid is not None and len(buf) > _RUN_MIN_BYTES else 0
+        sep = self._sep
         sep_len = len(sep)
-        start = 0
+        mid = self._mid
         times = self.chunk_times
         while True:
             end = buf.find(sep, start)
             if end < 0:
                 break
-            if times and (buf.find(_MID_STREAM, start, end) >= 0 or buf.find(_MID_STREAM_SPACED, start, end) >= 0):
+            if mid is not None and buf.find(mid, start, end) >= 0:
                 times.append(now)
             else:
                 self._slow_event(buf, start, end, now)
+                mid = self._mid
             start = end + sep_len
         if start:
             del buf[:start]
+
+    def _consume_content_run(self, buf: bytearray, now: float) -> int:
+        """Count the run of mid-stream content chunks at the head of `buf` in one pass.
+
+        A fast server's whole response can arrive in one read: hundreds of events that differ
+        only in their text. Up to the last event holding the mid-stream marker, if every event
+        holds it once, they are all content chunks and need no event-by-event walk. Returns
+        where the walk has to go on (0: nothing was taken).
+        """
+        mid, sep = self._mid, self._sep
+        last_mid = buf.rfind(mid)
+        if last_mid < 0:
+            return 0
+        end = buf.find(sep, last_mid)
+        if end < 0:
+            end = buf.rfind(sep, 0, last_mid)
+            if end < 0:
+                return 0
+        events = buf.count(sep, 0, end) + 1
+        if buf.count(mid, 0, end) != events:
+            return 0  # something else (a comment, an error) sits among them: walk event by event
+        self.chunk_times.extend([now] * events)
+        return end + len(sep)
 
     def _slow_event(self, buf: bytearray, start: int, end: int, now: float) -> None:
         """An event that needs a closer look: before content, done, finish, usage or error."""
@@ -109,6 +140,8 @@ class SseMeter:
                 self.finish_reason = choice["finish_reason"]
             if _delta_text(choice, self.chat):
                 self.chunk_times.append(now)
+                if self._mid is None and not choice.get("finish_reason"):
+                    self._mid = _MID_STREAM if _MID_STREAM in event else _MID_STREAM_SPACED if _MID_STREAM_SPACED in event else None
 
 
 def _nearest_rank(sorted_values: list[float], q: float) -> float:
