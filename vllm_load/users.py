@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 
 import gevent
 import gevent.lock
+import gevent.socket
 import orjson
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPParseError
@@ -70,6 +71,37 @@ class RecordBuffer:
         return len(self._rows)
 
 
+class AddressCache:
+    """The target's addresses, looked up once per process instead of once per connection.
+
+    geventhttpclient resolves the host for every new connection, through gevent's resolver
+    (a pool of 10 threads whose answers come back one hub turn at a time). 1000 users
+    starting at once made 1000 lookups, and every reconnect after a failure another; a
+    target's address does not change during a benchmark, so one lookup serves them all
+    (aiohttp, which other benchmark clients use, caches them too).
+    """
+
+    def __init__(self) -> None:
+        self._addresses: dict[tuple[str, int], list] = {}
+        self._lock = gevent.lock.Semaphore()
+
+    def lookup(self, host: str, port: int) -> list:
+        addresses = self._addresses.get((host, port))
+        if addresses is None:
+            with self._lock:
+                addresses = self._addresses.get((host, port))
+                if addresses is None:  # a failure is not kept: the next connection asks again
+                    addresses = gevent.socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, socket.SOL_TCP)
+                    self._addresses[(host, port)] = addresses
+        return addresses
+
+    def install(self, client: HTTPClient) -> None:
+        """Make `client`'s connection pool take its addresses from this cache."""
+        pool = client._connection_pool
+        host, port = pool._connection_host, pool._connection_port
+        pool._resolve = lambda: self.lookup(host, port)
+
+
 class LoadContext:
     """What all users of one process share: settings, the prompt factory, the record buffer.
 
@@ -80,6 +112,7 @@ class LoadContext:
     def __init__(self, environment) -> None:
         self.environment = environment
         self.buffer = RecordBuffer()
+        self.addresses = AddressCache()
         self.process_tag = secrets.token_hex(3)
         self._sequence = 0
         self._lock = gevent.lock.Semaphore()
@@ -225,6 +258,7 @@ class LLMUser(FastHttpUser):
             network_timeout=settings.stall_timeout,
             block_size=RECV_SIZE,
         )
+        self.context.addresses.install(self._http)
 
     def on_stop(self) -> None:
         if self._http is not None:
@@ -232,6 +266,7 @@ class LLMUser(FastHttpUser):
 
     @task
     def send_request(self) -> None:
+        """One request, measured, recorded and reported to Locust."""
         context = self.context
         settings = context.settings
         body = request_payload(settings, context.model, context.prompts.next_content(), self._stream, self._endpoint)
