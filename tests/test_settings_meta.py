@@ -27,3 +27,14 @@ def test_bad_meta_files_are_one_clear_error(tmp_path, text, message):
         load_meta_file(str(path))
     with pytest.raises(SettingsError, match="No such file"):
         load_meta_file(str(tmp_path / "missing.yaml"))
+
+
+@pytest.mark.parametrize("value, expected", [(None, None), ("", None), ("  ", None), ("0.5", 0.5), (0, 0.0)])
+def test_temperature_from_the_web_ui_form_is_a_number_or_unset(value, expected):
+    # Locust's web UI sends an unset custom parameter back as "" (and set ones as text)
+    assert Settings.from_options(Options(temperature=value)).temperature == expected
+
+
+def test_a_temperature_that_is_no_number_is_one_clear_error():
+    with pytest.raises(SettingsError, match="--temperature must be a number"):
+        Settings.from_options(Options(temperature="hot"))

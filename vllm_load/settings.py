@@ -41,6 +41,20 @@ def parse_meta(items: list[str] | None) -> dict[str, str]:
     return meta
 
 
+def parse_temperature(value) -> float | None:
+    """--temperature as a number, or None (the server's default) when unset.
+
+    Locust's web UI sends every custom parameter back as text, an unset one as "": that
+    must mean "not set", never a temperature of "" (which a server refuses with 400).
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise SettingsError(f"--temperature must be a number, got {value!r}") from None
+
+
 def load_meta_file(path: str) -> dict[str, str]:
     """A YAML mapping of run metadata (hardware, GPU count, image digest, ...) as strings.
 
@@ -158,7 +172,7 @@ class Settings:
             tokenizer=get("tokenizer", "") or "",
             approximate_prompts=bool(get("approximate_prompts", False)),
             shared_prefix_tokens=int(get("shared_prefix_tokens", 0)),
-            temperature=get("temperature"),
+            temperature=parse_temperature(get("temperature")),
             vllm_params=not get("no_vllm_params", False),
             connect_timeout=float(get("connect_timeout", 30.0)),
             ttft_timeout=float(get("ttft_timeout", 600.0)),
