@@ -20,6 +20,7 @@ from .http import HttpError, max_model_len, model_ids, request_json
 from .recorder import new_run_dir
 from .settings import Settings, SettingsError, add_arguments
 from .sim.process import free_port
+from .webauth import DEFAULT_USER, MISSING_PASSWORD, PASSWORD_ENV, web_password
 
 LOCUSTFILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "locustfile.py")
 
@@ -33,6 +34,10 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         mode.add_argument("--web", action="store_true", help="serve Locust's web UI and start the test from it")
         parser.add_argument("--web-port", type=int, default=8089, help="web UI port")
         parser.add_argument("--web-host", default="127.0.0.1", help="web UI bind address")
+        parser.add_argument("--web-login", action="store_true",
+                            help=f"protect the web UI with a login page: user --web-user, password only from "
+                                 f"${PASSWORD_ENV} (never the command line); use TLS in front beyond a trusted network")
+        parser.add_argument("--web-user", default=DEFAULT_USER, help="user name for --web-login")
     if name in ("run", "master"):
         parser.epilog = ("exit status of a headless test: 0 when every level ran, 3 when every worker was lost, "
                          "130 when interrupted (the run directory is complete and analysable either way), "
@@ -105,6 +110,8 @@ def locust_command(args: argparse.Namespace) -> list[str]:
     cmd += ["--host", args.host]
     if args.web:
         cmd += ["--web-host", args.web_host, "--web-port", str(args.web_port)]
+        if args.web_login:  # the password travels by environment only (run_locust passes ours on)
+            cmd += ["--web-login", "--web-user", args.web_user]
     else:
         cmd += ["--headless", "--only-summary"]
     if args.command == "run" and args.workers > 0:
@@ -147,6 +154,13 @@ def prepare(args: argparse.Namespace) -> tuple[list[str], str | None, Settings |
     """Validate everything that can be validated here; return the Locust command and run dir."""
     if args.command == "worker":
         return locust_command(args), None, None
+    if getattr(args, "web_login", False):
+        if not args.web:
+            raise SettingsError("--web-login protects the web UI: use it with --web")
+        if not web_password():
+            raise SettingsError(MISSING_PASSWORD)
+        if not args.web_user:
+            raise SettingsError("--web-user must not be empty")
     settings = Settings.from_options(args)
     if getattr(args, "meta_file", ""):  # expanded here, so workers on other hosts never need the file
         args.meta = [f"{k}={v}" for k, v in settings.meta.items()]

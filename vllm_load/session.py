@@ -39,6 +39,7 @@ from .server_metrics import FILE as SERVER_METRICS_FILE, MetricsScraper
 from .settings import Settings, SettingsError, add_arguments
 from .steps import LevelChange, LevelPlan, StepController
 from .users import LoadContext, prompt_plan
+from .webauth import add_arguments as add_web_arguments
 
 logger = logging.getLogger("vllm_load")
 
@@ -312,6 +313,7 @@ def install(events=locust_events) -> None:
     @events.init_command_line_parser.add_listener
     def _(parser, **_kw):
         add_arguments(parser)
+        add_web_arguments(parser)
 
     @events.init.add_listener
     def _(environment, runner, web_ui=None, **_kw):

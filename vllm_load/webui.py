@@ -42,12 +42,18 @@ def snapshot(environment) -> dict:
 
 def install_web_ui(environment, web_ui) -> None:
     app = web_ui.app
+    if web_ui.web_login:  # Locust's --web-login: our login, and our routes behind it too
+        from .webauth import install_login
+
+        install_login(environment, web_ui)
 
     @app.route("/llm/stats")
+    @web_ui.auth_required_if_enabled
     def llm_stats():
         return jsonify(snapshot(environment))
 
     @app.route("/llm")
+    @web_ui.auth_required_if_enabled
     def llm_page():
         return Response(PAGE.replace("__COLUMNS__", json.dumps(LEVEL_COLUMNS)), mimetype="text/html")
 
