@@ -24,6 +24,7 @@ import orjson
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPParseError
 from locust import FastHttpUser, constant, task
+from locust.user.task import LOCUST_STATE_STOPPING
 
 from .http import HttpError, model_ids, request_json
 from .prompts import (
@@ -265,8 +266,22 @@ class LLMUser(FastHttpUser):
             self._http.close()
 
     @task
-    def send_request(self) -> None:
-        """One request, measured, recorded and reported to Locust."""
+    def closed_loop(self) -> None:
+        """Send requests back to back until one fails or the user is asked to stop.
+
+        Locust's task loop yields to the hub between tasks even with a zero wait: the user
+        then waits a whole turn of the hub, in which every other ready user reads its socket,
+        with no request in flight. On a saturated core that gap is as long as a request, and
+        1000 users held about half their concurrency. A request yields on every socket read
+        anyway, so between two successful requests nothing needs to wait. After a failure
+        (which may not have touched the network) the loop returns to Locust's, which yields
+        once, so a dead target cannot spin the process.
+        """
+        while self.send_request() and self._state != LOCUST_STATE_STOPPING:
+            pass
+
+    def send_request(self) -> bool:
+        """One request, measured, recorded and reported to Locust; True if it succeeded."""
         context = self.context
         settings = context.settings
         body = request_payload(settings, context.model, context.prompts.next_content(), self._stream, self._endpoint)
@@ -283,6 +298,7 @@ class LLMUser(FastHttpUser):
             start_time=record.start_ts,
             response=None,
         )
+        return bool(record.ok)
 
     def measure(self, body: bytes, settings: Settings) -> RequestRecord:
         """Send one request, read it to the end, and return what was measured."""
