@@ -54,13 +54,14 @@ def test_levels_are_judged_over_their_measured_window():
 
 
 def test_a_client_flat_out_against_echo_is_marked_client_bound(tmp_path):
-    with SimulatorProcess("--echo") as sim:
+    # two echo processes: one alone can no longer keep the client busy, the SSE meter is that fast
+    with SimulatorProcess("--echo", "--workers", "2") as sim:
         run_vllm_load("run", "--host", sim.url, "--levels", "64", "--input-tokens", "64", "--output-tokens", "100",
-                      "--requests-per-level", "6000", "--warmup-requests", "64", "--out", str(tmp_path))
+                      "--requests-per-level", "20000", "--warmup-requests", "64", "--out", str(tmp_path))
     run_dir = only_run_dir(tmp_path)
     requests, steps, *_ = load_run_files(run_dir)
     health = read_client_health(os.path.join(run_dir, "client_health.csv"))
     assert health is not None and (health["worker"] == "local").all()
     verdict = level_client_health(health, level_metrics(requests, steps))
     # an echo server costs nothing, so the single client process runs flat out
-    assert verdict.loc[0, "client_bound"] and verdict.loc[0, "cpu_percent_max"] > 80
+    assert verdict.loc[0, "client_bound"] and verdict.loc[0, "cpu_percent_max"] > 80, verdict.to_dict("records")
