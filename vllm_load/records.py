@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import csv
 import os
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import IO, Iterable, Optional
 
 
@@ -43,7 +44,7 @@ class RequestRecord:
     error_message: str
 
     def to_row(self) -> tuple:
-        return astuple(self)
+        return _as_row(self)
 
     @classmethod
     def from_row(cls, row: Iterable) -> "RequestRecord":
@@ -51,6 +52,9 @@ class RequestRecord:
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RequestRecord))
+# every field is a scalar, so a flat attrgetter makes the row (dataclasses.astuple would deep-copy
+# each value: 15 µs per record, in the user greenlet that just finished)
+_as_row = attrgetter(*COLUMNS)
 LEVEL_INDEX = COLUMNS.index("level")
 USERS_INDEX = COLUMNS.index("users")
 START_INDEX = COLUMNS.index("start_ts")

@@ -68,6 +68,12 @@ class RecordBuffer:
         rows, self._rows = self._rows, []
         return rows
 
+    def take(self, n: int) -> list[tuple]:
+        """The oldest `n` rows (or fewer), removed."""
+        rows = self._rows[:n]
+        del self._rows[:n]
+        return rows
+
     def __len__(self) -> int:
         return len(self._rows)
 
