@@ -7,10 +7,12 @@ import pytest
 
 from runhelpers import load_run_files, only_run_dir, run_vllm_load
 from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.trace import read_trace
 
 
 def test_two_workers_record_every_request_once_and_attribute_levels(tmp_path):
-    with SimulatorProcess("--time-scale", "0.02", "--max-num-seqs", "16") as sim:
+    trace_path = str(tmp_path / "trace.jsonl")
+    with SimulatorProcess("--time-scale", "0.02", "--max-num-seqs", "16", "--trace", trace_path) as sim:
         run_vllm_load(
             "run", "--host", sim.url, "--workers", "2", "--levels", "4,12", "--input-tokens", "256",
             "--output-tokens", "32", "--requests-per-level", "30", "--warmup-requests", "4",
@@ -33,6 +35,15 @@ def test_two_workers_record_every_request_once_and_attribute_levels(tmp_path):
     health = pd.read_csv(os.path.join(only_run_dir(tmp_path), "client_health.csv"))
     assert set(health["worker"]) == set(requests["worker"])
     assert health["cpu_percent"].ge(0).all() and health["rss_mib"].gt(0).all()
+    # every request went out with its request_id as X-Request-Id: the server's trace names each row
+    trace = read_trace(trace_path)
+    assert requests["request_id"].is_unique
+    for rid, start, ttft, end, tokens in zip(requests["request_id"], requests["start_ts"], requests["ttft"],
+                                             requests["end_ts"], requests["completion_tokens"]):
+        server = trace[rid]
+        assert len(server.tokens) == tokens == 32
+        assert start < server.received <= server.tokens[0] <= server.tokens[-1] <= server.end
+        assert server.tokens[0] <= start + ttft and server.end <= end  # the client saw them after they were sent
 
 
 def _assert_exact(requests, n, input_tokens, output_tokens):

@@ -26,6 +26,7 @@ from geventhttpclient.response import HTTPParseError
 from locust import FastHttpUser, constant, task
 from locust.user.task import LOCUST_STATE_STOPPING
 
+from .clock import WallClock
 from .http import HttpError, model_ids, request_json
 from .prompts import (
     CalibrationError,
@@ -45,6 +46,7 @@ logger = logging.getLogger(__name__)
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 RECV_SIZE = 65536
 ERROR_BODY_LIMIT = 300
+WALL_CLOCK = WallClock()
 
 
 class RequestTimeout(Exception):
@@ -120,7 +122,7 @@ class LoadContext:
         self.environment = environment
         self.buffer = RecordBuffer()
         self.addresses = AddressCache()
-        self.process_tag = secrets.token_hex(3)
+        self.process_tag = secrets.token_hex(4)
         self._sequence = 0
         self._lock = gevent.lock.Semaphore()
         self._settings: Settings | None = None
@@ -291,7 +293,7 @@ class LLMUser(FastHttpUser):
         context = self.context
         settings = context.settings
         body = request_payload(settings, context.model, context.prompts.next_content(), self._stream, self._endpoint)
-        record = self.measure(body, settings)
+        record = self.measure(body, settings, context.next_request_id())
         context.buffer.append(record)
         self.environment.events.request.fire(
             request_type="POST",
@@ -306,16 +308,20 @@ class LLMUser(FastHttpUser):
         )
         return bool(record.ok)
 
-    def measure(self, body: bytes, settings: Settings) -> RequestRecord:
-        """Send one request, read it to the end, and return what was measured."""
+    def measure(self, body: bytes, settings: Settings, request_id: str) -> RequestRecord:
+        """Send one request, read it to the end, and return what was measured.
+
+        `request_id` goes out as the `X-Request-Id` header (vLLM names the request after it in
+        its logs, and the simulator's --trace too), so a requests.csv row can be found there.
+        """
         meter = SseMeter(chat=self._endpoint == "chat")
         status = 0
         error = message = ""
         usage: dict | None = None
         response = None
         non_stream_text = False
-        start_ts = time.time()
         t0 = time.perf_counter()
+        start_ts = WALL_CLOCK.wall(t0)
         t_end = None
         timeout = gevent.Timeout(settings.request_timeout, RequestTimeout)
         timeout.start()
@@ -323,7 +329,9 @@ class LLMUser(FastHttpUser):
         if first_token is not None:
             first_token.start()
         try:
-            response = self._http.request("POST", self._path, body=body, headers=self._headers)
+            headers = self._headers.copy()
+            headers["X-Request-Id"] = request_id
+            response = self._http.request("POST", self._path, body=body, headers=headers)
             status = response.status_code
             if status != 200:
                 error, message = "http_status", f"HTTP {status}: {_error_text(response.read())}"
@@ -362,7 +370,8 @@ class LLMUser(FastHttpUser):
             if response is not None and (error or not response.message_complete):
                 _discard(response)
         end = t_end if t_end is not None and not error else time.perf_counter()
-        return self._record(meter, usage, status, error, message, start_ts, t0, end, non_stream_text, settings)
+        return self._record(request_id, meter, usage, status, error, message, start_ts, t0, end, non_stream_text,
+                            settings)
 
     def _read_stream(self, response, meter: SseMeter, first_token: gevent.Timeout | None) -> float:
         """Read SSE events until the body ends; return the perf_counter time of the last event.
@@ -391,7 +400,8 @@ class LLMUser(FastHttpUser):
             raise StreamError("disconnect", "stream ended without data: [DONE]")
         return t_done if t_done is not None else time.perf_counter()
 
-    def _record(self, meter, usage, status, error, message, start_ts, t0, t_end, non_stream_text, settings) -> RequestRecord:
+    def _record(self, request_id, meter, usage, status, error, message, start_ts, t0, t_end, non_stream_text,
+                settings) -> RequestRecord:
         context = self.context
         e2e = t_end - t0
         times = meter.chunk_times
@@ -412,7 +422,7 @@ class LLMUser(FastHttpUser):
         if not error and self._stream and not times:
             error, message = "bad_sse", "stream finished without any content chunk"
         return RequestRecord(
-            request_id=context.next_request_id(),
+            request_id=request_id,
             worker=context.worker_name,
             level=-1,
             users=0,

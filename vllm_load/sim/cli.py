@@ -7,6 +7,7 @@ a process that imported Locust (gevent) never pulls asyncio servers in by accide
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 
@@ -67,6 +68,9 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     out.add_argument("--eos-probability", type=float, default=_O.eos_probability, metavar="P",
                      help="chance that each token is a simulated EOS, unless ignore_eos or min_tokens forbid it")
     out.add_argument("--seed", type=int, default=_O.seed, help="seed of output lengths and texts (and of faults)")
+    out.add_argument("--trace", default=None, metavar="FILE",
+                     help="append a JSON line per streamed request to FILE: when each token was really written "
+                          "(the ground truth of bench/timing_accuracy.py; see vllm_load/sim/trace.py)")
     flt = parser.add_argument_group(
         "fault injection (off by default; per-request rates are exclusive and add up to at most 1)")
     flt.add_argument("--fault-error-rate", type=float, default=0.0, metavar="P",
@@ -114,6 +118,8 @@ def build_config(args: argparse.Namespace) -> SimConfig:
             raise ConfigError(f"{option} must not be negative")
     if not 0 <= args.eos_probability <= 1:
         raise ConfigError("--eos-probability must be between 0 and 1")
+    if args.trace and not os.path.isdir(os.path.dirname(os.path.abspath(args.trace))):
+        raise ConfigError(f"--trace {args.trace}: its directory does not exist")
     faults = _fault_config(args)
     engine = EngineConfig(
         max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
@@ -135,7 +141,7 @@ def build_config(args: argparse.Namespace) -> SimConfig:
         tokenizer=args.tokenizer, tokenize_endpoint=not args.no_tokenize_endpoint, mode=mode, engine=engine,
         fixed=FixedLatency(args.ttft * args.time_scale, args.itl * args.time_scale) if mode == "fixed" else None,
         output=OutputConfig(args.eos_probability, args.tokens_per_chunk, args.seed), workers=args.workers,
-        faults=faults,
+        faults=faults, trace=os.path.abspath(args.trace) if args.trace else None,
     )
 
 

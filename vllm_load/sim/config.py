@@ -108,3 +108,4 @@ class SimConfig:
     output: OutputConfig = field(default_factory=OutputConfig)
     workers: int = 1
     faults: FaultConfig = field(default_factory=FaultConfig)
+    trace: str | None = None  # JSON-lines file of when each streamed token was written (sim/trace.py)

@@ -26,6 +26,7 @@ from .output import OutputPlan, OutputPlanner, OutputVocabulary
 from .protocol import (ApiError, ApiLimits, GenerationRequest, ResponseRenderer, check_model, error_body,
                        parse_generation, parse_json, render_chat)
 from .stats import MetricsExporter, ServerStats
+from .trace import TraceRecord, TraceWriter
 
 _DONE = b"data: [DONE]\n\n"
 _SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
@@ -63,6 +64,7 @@ class SimServer:
         self._id_prefix = secrets.token_hex(12)
         self._tokens_per_chunk = max(1, config.output.tokens_per_chunk)
         self.faults = FaultPlan(config.faults)
+        self.trace = TraceWriter(config.trace) if config.trace else None
 
     def app(self) -> web.Application:
         middlewares = [self._auth_middleware()] if self.config.api_key else []
@@ -159,6 +161,7 @@ class SimServer:
     async def _generate(self, request: web.Request, chat: bool) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
         started = loop.time()
+        received = time.time()
         try:
             req = parse_generation(parse_json(await request.read()), chat, self.limits, self.tokenizer)
         except ApiError as e:
@@ -176,7 +179,12 @@ class SimServer:
         try:
             if req.stream:
                 response = web.StreamResponse(headers=_SSE_HEADERS)
-                completed = await self._stream(request, response, req, plan, renderer, source, fault)
+                trace = None
+                if self.trace is not None:
+                    trace = TraceRecord(request.headers.get("X-Request-Id") or rid, received, [], 0.0)
+                completed = await self._stream(request, response, req, plan, renderer, source, fault, trace)
+                if completed and trace is not None:
+                    self.trace.write(trace)
                 return response
             await source.wait(plan.length)
             text = self.vocab.text(plan.offset, 0, plan.text_tokens)
@@ -195,10 +203,10 @@ class SimServer:
 
     async def _stream(self, request: web.Request, response: web.StreamResponse, req: GenerationRequest,
                       plan: OutputPlan, renderer: ResponseRenderer, source: TokenSource,
-                      fault: Fault | None) -> bool:
+                      fault: Fault | None, trace: TraceRecord | None) -> bool:
         """Write the SSE response; False if the client went away (or a fault ended it) first."""
         try:
-            await self._write_stream(request, response, req, plan, renderer, source, fault)
+            await self._write_stream(request, response, req, plan, renderer, source, fault, trace)
             return True
         except ConnectionError:
             # aiohttp finishes a response to a closed connection quietly; raising would log a traceback
@@ -206,7 +214,8 @@ class SimServer:
 
     async def _write_stream(self, request: web.Request, response: web.StreamResponse, req: GenerationRequest,
                             plan: OutputPlan, renderer: ResponseRenderer, source: TokenSource,
-                            fault: Fault | None) -> None:
+                            fault: Fault | None, trace: TraceRecord | None) -> None:
+        """`trace`, when given, gets the wall-clock time each token and [DONE] were written (--trace)."""
         await response.prepare(request)
         vocab, offset = self.vocab, plan.offset
         total, text_total, finish = plan.length, plan.text_tokens, plan.finish_reason
@@ -218,6 +227,7 @@ class SimServer:
         while sent < total:
             got = await source.wait(1 if sent == 0 else sent + per_chunk)
             parts = [renderer.role_chunk()] if sent == 0 and req.chat else []
+            before = sent
             while sent < got:
                 # the first token goes alone (TTFT is not delayed), then `per_chunk` at a time
                 end = 1 if sent == 0 else min(got, sent + per_chunk)
@@ -227,6 +237,8 @@ class SimServer:
                     text_json = orjson.dumps(vocab.text(offset, sent, min(end, text_total)))
                 parts.append(renderer.content_chunk(text_json, finish if end == total else None))
                 sent = end
+            if trace is not None:  # stamped as the bytes go out: the client cannot see them earlier
+                trace.tokens.extend([time.time()] * (sent - before))
             await response.write(b"".join(parts))
             if 0 < strike_at <= sent:
                 strike_at = -1
@@ -234,6 +246,8 @@ class SimServer:
         tail = [_DONE]
         if req.include_usage:
             tail.insert(0, renderer.usage_chunk(req.prompt_tokens, total))
+        if trace is not None:
+            trace.end = time.time()
         await response.write(b"".join(tail))
         await response.write_eof()
 
@@ -267,6 +281,8 @@ async def serve(config: SimConfig) -> None:
         await stop.wait()
     finally:
         await runner.cleanup()
+        if server.trace is not None:
+            server.trace.close()
 
 
 def run(config: SimConfig) -> None:
