@@ -31,6 +31,7 @@ ITL percentiles come from vllm-load's log histograms (buckets 1 % wide: ±0.1 ms
 
     python bench/timing_accuracy.py                   # 10, 100, 1000 users, 20 s each
     python bench/timing_accuracy.py --quick           # 10 users, 3 s: checks that the bench works
+    python bench/timing_accuracy.py --users 1000 --no-reference --profile /tmp/stacks.txt   # py-spy
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ sys.path.insert(0, HERE)
 from dataclasses import dataclass  # noqa: E402
 
 import pandas as pd  # noqa: E402
-from client_capacity import Figures, Load, Sampler, group_pids, measure, pin, placement, server_busy  # noqa: E402
+from client_capacity import (Figures, Load, Sampler, group_pids, measure, pin, placement, server_busy,  # noqa: E402
+                             start_profile)
 from vllm_load.analysis.levels import measure_levels  # noqa: E402
 from vllm_load.histogram import LogHistogram  # noqa: E402
 from vllm_load.records import read_requests  # noqa: E402
@@ -206,6 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="simulator processes on the server cores (the server's own means need 1)")
     parser.add_argument("--no-reference", action="store_true", help="measure vllm-load only")
     parser.add_argument("--out", default="", help="where run directories go (default: a new temporary directory)")
+    parser.add_argument("--profile", default="", metavar="PATH",
+                        help="py-spy the vllm-load process (collapsed stacks, --nonblocking) at the highest level")
     parser.add_argument("--quick", action="store_true", help="10 users, 3 s, 16 tokens: a smoke test")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     return parser
@@ -238,7 +242,9 @@ def main(argv: list[str] | None = None) -> int:
                 load = Load(n, True, args.output_tokens, args.input_tokens, args.seconds)
                 for client in clients:
                     before = scrape(sim.url)
-                    fig = measure(client, sim.url, load, out, client_cpus, sampler)
+                    profile = start_profile(args.profile, args.seconds) if (
+                        args.profile and client == "vllm-load" and n == max(users)) else None
+                    fig = measure(client, sim.url, load, out, client_cpus, sampler, profile)
                     # each scrape reaches one worker: with several, the differences mean nothing
                     means = server_means(before, scrape(sim.url)) if args.sim_workers == 1 else (math.nan, math.nan)
                     rows.append((fig, means))
