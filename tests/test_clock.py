@@ -26,3 +26,33 @@ def test_reanchors_after_a_while(monkeypatch):
     time.sleep(0.01)
     clock.wall(time.perf_counter())
     assert clock._next_anchor > first
+
+
+def test_kernel_receive_timestamp_dates_bytes_when_they_arrived_not_when_read():
+    import socket
+    import sys
+
+    import pytest
+
+    from vllm_load.clock import ANCILLARY_SIZE, enable_receive_timestamps, received_at
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(listener.getsockname())
+    server, _ = listener.accept()
+    try:
+        if not enable_receive_timestamps(client):
+            assert not sys.platform.startswith("linux"), "Linux has SO_TIMESTAMPNS"
+            pytest.skip("no kernel receive timestamps on this platform")
+        clock = WallClock()
+        sent = time.perf_counter()
+        server.sendall(b"data: {}\n\n")
+        time.sleep(0.05)  # a busy client: the bytes wait in the socket
+        data, ancillary, _flags, _addr = client.recvmsg(65536, ANCILLARY_SIZE)
+        read = time.perf_counter()
+        arrived = received_at(ancillary, clock)
+        assert data == b"data: {}\n\n" and arrived is not None
+        assert sent - 1e-3 < arrived < sent + 0.01 and read - arrived > 0.04
+        assert received_at([], clock) is None
+    finally:
+        for s in (client, server, listener):
+            s.close()

@@ -20,13 +20,14 @@ from urllib.parse import urlparse
 import gevent
 import gevent.lock
 import gevent.socket
+from gevent.ssl import SSLSocket
 import orjson
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPParseError
 from locust import FastHttpUser, constant, task
 from locust.user.task import LOCUST_STATE_STOPPING
 
-from .clock import WallClock
+from .clock import ANCILLARY_SIZE, WallClock, enable_receive_timestamps, received_at
 from .http import HttpError, model_ids, request_json
 from .prompts import (
     CalibrationError,
@@ -228,6 +229,24 @@ def _error_text(raw: bytes) -> str:
     return str(text)[:ERROR_BODY_LIMIT]
 
 
+def _receive_stamped(sock) -> tuple[bytes, float]:
+    """One read of a gevent socket with kernel receive timestamps on, and when its bytes arrived.
+
+    The same loop as gevent's own recv() (try, else park the greenlet until the socket is
+    readable; the socket's timeout still raises socket.timeout), with recvmsg() for the stamp.
+    """
+    raw = sock._sock
+    while True:
+        try:
+            data, ancillary, _flags, _addr = raw.recvmsg(RECV_SIZE, ANCILLARY_SIZE)
+        except BlockingIOError:
+            sock._wait(sock._read_event)
+            continue
+        now = time.perf_counter()
+        arrived = received_at(ancillary, WALL_CLOCK) if ancillary else None
+        return data, arrived if arrived is not None and arrived <= now else now
+
+
 def _discard(response) -> None:
     """Close a response's connection instead of returning it to the pool mid-message."""
     sock, pool = getattr(response, "_sock", None), getattr(response, "_pool", None)
@@ -376,20 +395,31 @@ class LLMUser(FastHttpUser):
     def _read_stream(self, response, meter: SseMeter, first_token: gevent.Timeout | None) -> float:
         """Read SSE events until the body ends; return the perf_counter time of the last event.
 
+        Reads made here are dated by the kernel's receive timestamp where the platform has one
+        (`_receive_stamped`): when the bytes reached the machine, not when this greenlet's turn
+        came. Bytes that came with the response headers were read by geventhttpclient without a
+        stamp: they are dated when this method starts, and no later read is dated earlier than
+        that (chunk times never go backwards).
         `first_token` (the --ttft-timeout) is cancelled as soon as a content chunk has arrived.
         """
         buf = response._body_buffer  # the parser appends decoded body bytes here, in place
+        floor = time.perf_counter()
         if buf:
-            meter.consume(buf, time.perf_counter())
+            meter.consume(buf, floor)
         t_done = None
+        if not response.message_complete:  # (a complete response has given its socket back already)
+            sock = response._sock
+            stamped = not isinstance(sock, SSLSocket) and enable_receive_timestamps(sock._sock)
         while not response.message_complete:
             if first_token is not None and meter.chunk_times:
                 first_token.cancel()
                 first_token = None
-            data = response._sock.recv(RECV_SIZE)
-            now = time.perf_counter()
+            data, now = _receive_stamped(sock) if stamped else (sock.recv(RECV_SIZE), time.perf_counter())
             if not data:
                 raise StreamError("disconnect", "server closed the connection mid-stream")
+            if now < floor:
+                now = floor
+            floor = now
             response.feed(data)
             meter.consume(buf, now)
             if meter.done and t_done is None:
