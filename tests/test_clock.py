@@ -34,7 +34,7 @@ def test_kernel_receive_timestamp_dates_bytes_when_they_arrived_not_when_read():
 
     import pytest
 
-    from vllm_load.clock import ANCILLARY_SIZE, enable_receive_timestamps, received_at
+    from vllm_load.clock import ANCILLARY_SIZE, enable_receive_timestamps, hold_receive_timestamps, received_at
 
     listener = socket.create_server(("127.0.0.1", 0))
     client = socket.create_connection(listener.getsockname())
@@ -44,12 +44,16 @@ def test_kernel_receive_timestamp_dates_bytes_when_they_arrived_not_when_read():
             assert not sys.platform.startswith("linux"), "Linux has SO_TIMESTAMPNS"
             pytest.skip("no kernel receive timestamps on this platform")
         clock = WallClock()
-        sent = time.perf_counter()
-        server.sendall(b"data: {}\n\n")
-        time.sleep(0.05)  # a busy client: the bytes wait in the socket
-        data, ancillary, _flags, _addr = client.recvmsg(65536, ANCILLARY_SIZE)
-        read = time.perf_counter()
-        arrived = received_at(ancillary, clock)
+        hold_receive_timestamps()
+        for _attempt in range(5):  # the stack turns timestamping on lazily: early segments may be unstamped
+            sent = time.perf_counter()
+            server.sendall(b"data: {}\n\n")
+            time.sleep(0.05)  # a busy client: the bytes wait in the socket
+            data, ancillary, _flags, _addr = client.recvmsg(65536, ANCILLARY_SIZE)
+            read = time.perf_counter()
+            arrived = received_at(ancillary, clock)
+            if arrived is not None:
+                break
         assert data == b"data: {}\n\n" and arrived is not None
         assert sent - 1e-3 < arrived < sent + 0.01 and read - arrived > 0.04
         assert received_at([], clock) is None

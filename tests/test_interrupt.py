@@ -56,6 +56,9 @@ def test_an_interrupted_run_is_complete_on_disk_and_analysable(sig, workers, tmp
     assert list(steps["stop_reason"]) == ["interrupted"] and steps["end_ts"].notna().all()
     locust_total = int(stats.loc[stats["Name"] == "Aggregated", "Request Count"].item())
     assert len(requests) == locust_total == run["locust_totals"]["requests"] == run["requests_recorded"] >= 5
+    # the 4 users each had a ~1 s request in flight when the signal came: counted, at level 0
+    abandoned = run["requests_abandoned"]
+    assert 3 <= abandoned["total"] <= 4 and abandoned["by_level"] == {"0": abandoned["total"]}, abandoned
     assert not [p for p in os.listdir(run_dir) if p.endswith(".tmp")]
 
     data = load_run(run_dir)

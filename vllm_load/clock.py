@@ -74,6 +74,25 @@ def enable_receive_timestamps(sock: socket.socket) -> bool:
     return True
 
 
+_holder: socket.socket | None = None
+
+
+def hold_receive_timestamps() -> None:
+    """Keep kernel receive timestamps switched on for this process's lifetime.
+
+    The kernel turns timestamping on for the whole stack lazily, when the first socket asks for
+    it, and off again when the last one closes; segments received meanwhile carry no stamp. One
+    idle socket holding the option keeps it on, so the first chunks of a run are stamped too.
+    """
+    global _holder
+    if _holder is None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        if enable_receive_timestamps(sock):
+            _holder = sock
+        else:
+            sock.close()
+
+
 def received_at(ancillary: list, clock: WallClock) -> float | None:
     """The perf_counter() time of a recvmsg()'s kernel receive timestamp, if it carries one."""
     for level, kind, data in ancillary:
@@ -81,3 +100,22 @@ def received_at(ancillary: list, clock: WallClock) -> float | None:
             seconds, nanoseconds = _TIMESPEC.unpack_from(data)
             return clock.perf(seconds + nanoseconds * 1e-9)
     return None
+
+
+def receive_stamped(sock, size: int, clock: WallClock) -> tuple[bytes, float]:
+    """One read of a gevent socket with receive timestamps on, and the perf_counter() time its
+    bytes arrived (the time of the read when the kernel gave no stamp).
+
+    The same loop as gevent's own recv() (try, else park the greenlet on the socket's read
+    watcher; the socket's timeout still raises socket.timeout), with recvmsg() for the stamp.
+    """
+    raw = sock._sock
+    while True:
+        try:
+            data, ancillary, _flags, _addr = raw.recvmsg(size, ANCILLARY_SIZE)
+        except BlockingIOError:
+            sock._wait(sock._read_event)
+            continue
+        now = time.perf_counter()
+        arrived = received_at(ancillary, clock) if ancillary else None
+        return data, arrived if arrived is not None and arrived <= now else now

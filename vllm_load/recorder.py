@@ -65,6 +65,7 @@ class RunRecorder:
         self._level_starts: list[float] = []
         self._finished: list[int] = []
         self.workers_seen: set[str] = set()
+        self._abandoned: dict[int, int] = {}
         self.requests = RequestsCsvWriter(os.path.join(run_dir, "requests.csv"))
         self.closed = False
         self.write_steps()
@@ -110,6 +111,12 @@ class RunRecorder:
             self.requests.write_rows(attributed)
         return attributed
 
+    def add_abandoned(self, starts: Iterable[float]) -> None:
+        """Count requests that were in flight when the test stopped them (they have no row)."""
+        for start in starts:
+            level = self.level_of(start) if self.levels else 0
+            self._abandoned[level] = self._abandoned.get(level, 0) + 1
+
     # files --------------------------------------------------------------------------------
     def write_steps(self) -> None:
         path = os.path.join(self.run_dir, "steps.csv")
@@ -123,6 +130,8 @@ class RunRecorder:
     def write_run_json(self) -> None:
         self.run_info["workers_seen"] = sorted(self.workers_seen)
         self.run_info["requests_recorded"] = self.requests.rows_written
+        self.run_info["requests_abandoned"] = {"total": sum(self._abandoned.values()),
+                                               "by_level": {str(k): v for k, v in sorted(self._abandoned.items())}}
         path = os.path.join(self.run_dir, "run.json")
         tmp = path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as fh:

@@ -14,6 +14,7 @@ where `quit` may be hours away, it is closed a few seconds after `test_stop`.
 from __future__ import annotations
 
 import logging
+import json
 import os
 import platform
 import signal
@@ -210,6 +211,7 @@ class RunSession:
         context = getattr(self.environment, "vllm_load_context", None)
         if context is not None and isinstance(self.environment.runner, LocalRunner):
             self.add_rows(context.buffer.drain())
+            self.recorder.add_abandoned(context.drain_abandoned())
             probe = getattr(self.environment, "vllm_load_probe", None)
             if probe is not None:  # the last interval, so even a short run has a sample
                 self.add_health(asdict(probe.sample("local")), "local")
@@ -288,6 +290,14 @@ def print_summary(run_dir: str) -> None:
         table = ""
     if table:
         print("\n" + table, flush=True)
+    try:
+        with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
+            abandoned = json.load(fh).get("requests_abandoned", {}).get("total", 0)
+    except (OSError, ValueError):
+        abandoned = 0
+    if abandoned:
+        print(f"{abandoned} request(s) in flight when the test stopped were cut off: no rows, counted in run.json",
+              flush=True)
     print(f"\nRun directory: {run_dir}", flush=True)
 
 
@@ -388,6 +398,9 @@ def _install_worker(environment, runner) -> None:
         rows = context.buffer.drain()
         if rows:
             data["vllm_records"] = rows
+        abandoned = context.drain_abandoned()
+        if abandoned:
+            data["vllm_abandoned"] = abandoned
         data["vllm_health"] = asdict(probe.sample(client_id))
 
     @environment.events.test_stop.add_listener
@@ -410,6 +423,8 @@ def _install_master(environment) -> None:
             return
         if rows:
             session.add_rows(rows, client_id)
+        if data.get("vllm_abandoned"):
+            session.recorder.add_abandoned(data["vllm_abandoned"])
         if data.get("vllm_health"):
             session.add_health(data["vllm_health"], client_id)
 

@@ -20,6 +20,7 @@ from urllib.parse import urlparse
 import gevent
 import gevent.lock
 import gevent.socket
+from gevent import GreenletExit
 from gevent.ssl import SSLSocket
 import orjson
 from geventhttpclient import HTTPClient
@@ -27,7 +28,7 @@ from geventhttpclient.response import HTTPParseError
 from locust import FastHttpUser, constant, task
 from locust.user.task import LOCUST_STATE_STOPPING
 
-from .clock import ANCILLARY_SIZE, WallClock, enable_receive_timestamps, received_at
+from .clock import WallClock, enable_receive_timestamps, hold_receive_timestamps, receive_stamped
 from .http import HttpError, model_ids, request_json
 from .prompts import (
     CalibrationError,
@@ -122,6 +123,7 @@ class LoadContext:
     def __init__(self, environment) -> None:
         self.environment = environment
         self.buffer = RecordBuffer()
+        self.abandoned: list[float] = []  # start_ts of requests cut off by the end of the test
         self.addresses = AddressCache()
         self.process_tag = secrets.token_hex(4)
         self._sequence = 0
@@ -153,6 +155,10 @@ class LoadContext:
         self._sequence += 1
         return f"{self.process_tag}-{self._sequence}"
 
+    def drain_abandoned(self) -> list[float]:
+        starts, self.abandoned = self.abandoned, []
+        return starts
+
     def reset(self) -> None:
         """Forget settings and prompts so a new test (web UI) picks up new options."""
         self._settings = None
@@ -163,6 +169,7 @@ class LoadContext:
     def ensure_ready(self, host: str) -> None:
         if self.prompts is not None:
             return
+        hold_receive_timestamps()
         with self._lock:
             if self.prompts is None:
                 self.model = resolve_model(host, self.settings)
@@ -227,24 +234,6 @@ def _error_text(raw: bytes) -> str:
     except (orjson.JSONDecodeError, AttributeError):
         text = raw.decode("utf-8", "replace")
     return str(text)[:ERROR_BODY_LIMIT]
-
-
-def _receive_stamped(sock) -> tuple[bytes, float]:
-    """One read of a gevent socket with kernel receive timestamps on, and when its bytes arrived.
-
-    The same loop as gevent's own recv() (try, else park the greenlet until the socket is
-    readable; the socket's timeout still raises socket.timeout), with recvmsg() for the stamp.
-    """
-    raw = sock._sock
-    while True:
-        try:
-            data, ancillary, _flags, _addr = raw.recvmsg(RECV_SIZE, ANCILLARY_SIZE)
-        except BlockingIOError:
-            sock._wait(sock._read_event)
-            continue
-        now = time.perf_counter()
-        arrived = received_at(ancillary, WALL_CLOCK) if ancillary else None
-        return data, arrived if arrived is not None and arrived <= now else now
 
 
 def _discard(response) -> None:
@@ -364,6 +353,10 @@ class LLMUser(FastHttpUser):
                 usage = answer.get("usage")
                 choice = (answer.get("choices") or [{}])[0]
                 non_stream_text = bool((choice.get("message") or {}).get("content") or choice.get("text"))
+        except GreenletExit:
+            # the test is stopping this user mid-request: nothing to record, but the run counts it
+            self.context.abandoned.append(start_ts)
+            raise
         except StreamError as e:
             error, message = e.category, e.message
         except RequestTimeout:
@@ -396,7 +389,7 @@ class LLMUser(FastHttpUser):
         """Read SSE events until the body ends; return the perf_counter time of the last event.
 
         Reads made here are dated by the kernel's receive timestamp where the platform has one
-        (`_receive_stamped`): when the bytes reached the machine, not when this greenlet's turn
+        (`clock.receive_stamped`): when the bytes reached the machine, not when this greenlet's turn
         came. Bytes that came with the response headers were read by geventhttpclient without a
         stamp: they are dated when this method starts, and no later read is dated earlier than
         that (chunk times never go backwards).
@@ -414,7 +407,10 @@ class LLMUser(FastHttpUser):
             if first_token is not None and meter.chunk_times:
                 first_token.cancel()
                 first_token = None
-            data, now = _receive_stamped(sock) if stamped else (sock.recv(RECV_SIZE), time.perf_counter())
+            if stamped:
+                data, now = receive_stamped(sock, RECV_SIZE, WALL_CLOCK)
+            else:
+                data, now = sock.recv(RECV_SIZE), time.perf_counter()
             if not data:
                 raise StreamError("disconnect", "server closed the connection mid-stream")
             if now < floor:
