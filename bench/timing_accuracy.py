@@ -53,7 +53,6 @@ from dataclasses import dataclass  # noqa: E402
 import pandas as pd  # noqa: E402
 from client_capacity import (Figures, Load, Sampler, group_pids, measure, pin, placement, server_busy,  # noqa: E402
                              start_profile)
-from vllm_load.analysis.levels import measure_levels  # noqa: E402
 from vllm_load.histogram import LogHistogram  # noqa: E402
 from vllm_load.records import read_requests  # noqa: E402
 from vllm_load.sim.process import SimulatorProcess  # noqa: E402
@@ -107,38 +106,36 @@ class TraceFigures:
 def against_trace(fig: Figures, trace: dict[str, TraceRecord]) -> TraceFigures:
     """Join `fig`'s measured requests to the server's record of the same requests."""
     req = read_requests(os.path.join(fig.run_dir, "requests.csv"))
-    lm = measure_levels(req, pd.read_csv(os.path.join(fig.run_dir, "steps.csv")))
-    level, start, end = lm.metrics.iloc[0][["level", "window_start", "window_end"]]
-    # the measured requests: the level's successes that ended inside its measured window
-    rows = req[(req["level"] == level) & (req["ok"] == 1) & (req["end_ts"] > start) & (req["end_ts"] <= end)]
-    first_err, last_err = [], []
-    ttft_true, ttft_measured = LogHistogram(), LogHistogram()
-    itl_true, itl_measured = LogHistogram(), LogHistogram()
-    for rid, start, end, ttft, hist in zip(rows["request_id"], rows["start_ts"], rows["end_ts"], rows["ttft"],
-                                           rows["itl_hist"]):
+    start, end = fig.window
+    # the measured requests: level 0's successes that ended inside its measured window (`analyse`)
+    rows = req[(req["level"] == 0) & (req["ok"] == 1) & (req["end_ts"] > start) & (req["end_ts"] <= end)]
+    first_err, last_err, ttft_true, ttft_measured, itl_true = [], [], [], [], []
+    itl_measured = LogHistogram()
+    for rid, begin, finish, ttft, hist in zip(rows["request_id"], rows["start_ts"], rows["end_ts"], rows["ttft"],
+                                              rows["itl_hist"]):
         server = trace.get(rid)
         if server is None or not server.tokens:
             continue
-        first_err.append(start + ttft - server.tokens[0])
-        last_err.append(end - server.end)
-        ttft_true.merge(LogHistogram.of([server.tokens[0] - start]))
-        ttft_measured.merge(LogHistogram.of([ttft]))
-        itl_true.merge(LogHistogram.of(b - a for a, b in zip(server.tokens, server.tokens[1:])))
+        first_err.append(begin + ttft - server.tokens[0])
+        last_err.append(finish - server.end)
+        ttft_true.append(server.tokens[0] - begin)
+        ttft_measured.append(ttft)
+        itl_true.extend(b - a for a, b in zip(server.tokens, server.tokens[1:]))
         if isinstance(hist, str):
             itl_measured.merge(LogHistogram.parse(hist))
     if not first_err:
         raise RuntimeError(f"no request of {fig.run_dir} is in the simulator's trace")
-    first = pd.Series(first_err)
-    last = pd.Series(last_err)
+    first, last = pd.Series(first_err), pd.Series(last_err)
     pct = lambda s, q: float(s.quantile(q / 100, interpolation="higher"))  # noqa: E731
+    ttft_m, ttft_t, itl_t = LogHistogram.of(ttft_measured), LogHistogram.of(ttft_true), LogHistogram.of(itl_true)
     pair = lambda m, t, q: (m.percentile(q), t.percentile(q))  # noqa: E731
     return TraceFigures(
         matched=len(first_err), requests=len(rows),
         first_err=(pct(first, 50), pct(first, 99), float(first.max())),
         abs_first_err_p99=pct(first.abs(), 99),
         last_err=(pct(last, 50), pct(last, 99)),
-        ttft_p50=pair(ttft_measured, ttft_true, 50), ttft_p99=pair(ttft_measured, ttft_true, 99),
-        itl_p50=pair(itl_measured, itl_true, 50), itl_p99=pair(itl_measured, itl_true, 99),
+        ttft_p50=pair(ttft_m, ttft_t, 50), ttft_p99=pair(ttft_m, ttft_t, 99),
+        itl_p50=pair(itl_measured, itl_t, 50), itl_p99=pair(itl_measured, itl_t, 99),
     )
 
 

@@ -14,7 +14,6 @@ where `quit` may be hours away, it is closed a few seconds after `test_stop`.
 from __future__ import annotations
 
 import logging
-import json
 import os
 import platform
 import signal
@@ -278,23 +277,20 @@ def _redacted_argv() -> list[str]:
 
 
 def print_summary(run_dir: str) -> None:
-    """The per-level table and where the run directory is, on stdout."""
+    """The per-level table, the requests cut off at the stop, and where the run directory is."""
+    abandoned = 0
     try:
         from .analysis.levels import format_level_table, level_metrics
         from .analysis.rundir import load_run
 
         run = load_run(run_dir)
+        abandoned = run.run.get("requests_abandoned", {}).get("total", 0)
         table = format_level_table(level_metrics(run.requests, run.steps))
     except Exception as e:  # a summary must never lose the run: say why it is missing instead
         logger.warning("could not summarise the run: %s", e)
         table = ""
     if table:
         print("\n" + table, flush=True)
-    try:
-        with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
-            abandoned = json.load(fh).get("requests_abandoned", {}).get("total", 0)
-    except (OSError, ValueError):
-        abandoned = 0
     if abandoned:
         print(f"{abandoned} request(s) in flight when the test stopped were cut off: no rows, counted in run.json",
               flush=True)

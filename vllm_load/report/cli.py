@@ -22,7 +22,7 @@ def _gpus(text: str) -> tuple[str, float]:
 def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     parser.description = (
         "Measure run directories and write a self-contained HTML report with per-level tables, "
-        "multi-run statistics (mean, 95%% t-CI, CoV), saturation analysis, recommendations and charts; "
+        "multi-run statistics (mean, 95% t-CI, CoV), saturation analysis, recommendations and charts; "
         "plus NAME.summary.json, NAME.summary.csv and NAME.md beside it. Runs of the same model and "
         "settings are grouped, so pass every repeat of a test to get confidence intervals."
     )
