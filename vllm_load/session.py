@@ -13,6 +13,7 @@ where `quit` may be hours away, it is closed a few seconds after `test_stop`.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import platform
@@ -344,6 +345,8 @@ def install(events=locust_events) -> None:
         # way Ctrl-C does (Locust's own handler takes over once installed)
         signal.signal(signal.SIGTERM, _terminate_like_ctrl_c)
 
+    events.spawning_complete.add_listener(_freeze_collector)
+
     @events.test_start.add_listener
     def _(environment, **_kw):
         LoadContext.of(environment).reset()
@@ -373,6 +376,18 @@ def install(events=locust_events) -> None:
 
 
 _environments: list = []
+
+
+def _freeze_collector(**_kw) -> None:
+    """Take what is alive once a level's users have started out of the cyclic collector's view.
+
+    A full collection walks every tracked object, and Locust, gevent and 1000 users are a lot of
+    them: at 1000 streams it held the process for ~50 ms every ~4 s, and every stream that got
+    two tokens meanwhile had them merged into one read. What is alive when a level has spawned
+    lives about as long as the test; later collections walk only what came after (~12 ms, about
+    every 10 s, at the same load).
+    """
+    gc.freeze()
 
 
 def _terminate_like_ctrl_c(signum, frame) -> None:
