@@ -100,3 +100,22 @@ def received_at(ancillary: list, clock: WallClock) -> float | None:
             seconds, nanoseconds = _TIMESPEC.unpack_from(data)
             return clock.perf(seconds + nanoseconds * 1e-9)
     return None
+
+
+def receive_stamped(sock, size: int, clock: WallClock) -> tuple[bytes, float]:
+    """One read of a gevent socket with receive timestamps on, and the perf_counter() time its
+    bytes arrived (the time of the read when the kernel gave no stamp).
+
+    The same loop as gevent's own recv() (try, else park the greenlet on the socket's read
+    watcher; the socket's timeout still raises socket.timeout), with recvmsg() for the stamp.
+    """
+    raw = sock._sock
+    while True:
+        try:
+            data, ancillary, _flags, _addr = raw.recvmsg(size, ANCILLARY_SIZE)
+        except BlockingIOError:
+            sock._wait(sock._read_event)
+            continue
+        now = time.perf_counter()
+        arrived = received_at(ancillary, clock) if ancillary else None
+        return data, arrived if arrived is not None and arrived <= now else now

@@ -28,8 +28,7 @@ from geventhttpclient.response import HTTPParseError
 from locust import FastHttpUser, constant, task
 from locust.user.task import LOCUST_STATE_STOPPING
 
-from . import pump
-from .clock import WallClock, enable_receive_timestamps, hold_receive_timestamps
+from .clock import WallClock, enable_receive_timestamps, hold_receive_timestamps, receive_stamped
 from .http import HttpError, model_ids, request_json
 from .prompts import (
     CalibrationError,
@@ -42,12 +41,12 @@ from .prompts import (
 )
 from .records import RequestRecord
 from .settings import Settings
-from .pump import RECV_SIZE, StreamBody
 from .stream import SseMeter, StreamError, itl_summary
 
 logger = logging.getLogger(__name__)
 
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+RECV_SIZE = 65536
 ERROR_BODY_LIMIT = 300
 WALL_CLOCK = WallClock()
 
@@ -258,7 +257,6 @@ class LLMUser(FastHttpUser):
         super().__init__(environment)
         self.context = LoadContext.of(environment)
         self._http: HTTPClient | None = None
-        self._pump = pump.pump(WALL_CLOCK) if pump.available() else None
 
     def on_start(self) -> None:
         settings = self.context.settings
@@ -324,8 +322,6 @@ class LLMUser(FastHttpUser):
         `request_id` goes out as the `X-Request-Id` header (vLLM names the request after it in
         its logs, and the simulator's --trace too), so a requests.csv row can be found there.
         """
-        if self._pump is not None:
-            self._pump.read_ready()  # streams must not wait for a crowd of request starts (see StreamPump)
         meter = SseMeter(chat=self._endpoint == "chat")
         status = 0
         error = message = ""
@@ -392,22 +388,43 @@ class LLMUser(FastHttpUser):
     def _read_stream(self, response, meter: SseMeter, first_token: gevent.Timeout | None) -> float:
         """Read SSE events until the body ends; return the perf_counter time of the last event.
 
-        On Linux the body is read by this process's `pump.StreamPump` (one greenlet reading every
-        open stream) and every read is dated by the kernel's receive timestamp: when the bytes
-        reached the machine, not when the client got round to them. Elsewhere, and over TLS, this
-        greenlet reads its own socket and dates each read when it returns.
+        Reads made here are dated by the kernel's receive timestamp where the platform has one
+        (`clock.receive_stamped`): when the bytes reached the machine, not when this greenlet's turn
+        came. Bytes that came with the response headers were read by geventhttpclient without a
+        stamp: they are dated when this method starts, and no later read is dated earlier than
+        that (chunk times never go backwards).
         `first_token` (the --ttft-timeout) is cancelled as soon as a content chunk has arrived.
         """
-        body = StreamBody(response, meter, first_token)
-        if not body.complete:  # (a complete response has given its socket back already)
+        buf = response._body_buffer  # the parser appends decoded body bytes here, in place
+        floor = time.perf_counter()
+        if buf:
+            meter.consume(buf, floor)
+        t_done = None
+        if not response.message_complete:  # (a complete response has given its socket back already)
             sock = response._sock
-            raw = sock._sock
-            if self._pump is not None and not isinstance(sock, SSLSocket) and enable_receive_timestamps(raw):
-                self._pump.read(raw, body, self.context.settings.stall_timeout)
+            stamped = not isinstance(sock, SSLSocket) and enable_receive_timestamps(sock._sock)
+        while not response.message_complete:
+            if first_token is not None and meter.chunk_times:
+                first_token.cancel()
+                first_token = None
+            if stamped:
+                data, now = receive_stamped(sock, RECV_SIZE, WALL_CLOCK)
             else:
-                while not body.take(sock.recv(RECV_SIZE), time.perf_counter()):
-                    pass
-        return body.finish()
+                data, now = sock.recv(RECV_SIZE), time.perf_counter()
+            if not data:
+                raise StreamError("disconnect", "server closed the connection mid-stream")
+            if now < floor:
+                now = floor
+            floor = now
+            response.feed(data)
+            meter.consume(buf, now)
+            if meter.done and t_done is None:
+                t_done = now
+        if buf:
+            meter.consume(buf + b"\n\n", time.perf_counter())
+        if not meter.done:
+            raise StreamError("disconnect", "stream ended without data: [DONE]")
+        return t_done if t_done is not None else time.perf_counter()
 
     def _record(self, request_id, meter, usage, status, error, message, start_ts, t0, t_end, non_stream_text,
                 settings) -> RequestRecord:
