@@ -107,14 +107,15 @@ def receive_stamped(sock, size: int, clock: WallClock) -> tuple[bytes, float]:
     bytes arrived (the time of the read when the kernel gave no stamp).
 
     The same loop as gevent's own recv() (try, else park the greenlet on the socket's read
-    watcher; the socket's timeout still raises socket.timeout), with recvmsg() for the stamp.
+    watcher), with recvmsg() for the stamp; the wait has no timeout of its own (the caller
+    watches for stalls: `stalls.StallWatch`).
     """
     raw = sock._sock
     while True:
         try:
             data, ancillary, _flags, _addr = raw.recvmsg(size, ANCILLARY_SIZE)
         except BlockingIOError:
-            sock._wait(sock._read_event)
+            sock.hub.wait(sock._read_event)
             continue
         now = time.perf_counter()
         arrived = received_at(ancillary, clock) if ancillary else None

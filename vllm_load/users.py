@@ -41,6 +41,7 @@ from .prompts import (
 )
 from .records import RequestRecord
 from .settings import Settings
+from .stalls import STALLS
 from .stream import SseMeter, StreamError, itl_summary
 
 logger = logging.getLogger(__name__)
@@ -400,26 +401,34 @@ class LLMUser(FastHttpUser):
         if buf:
             meter.consume(buf, floor)
         t_done = None
-        if not response.message_complete:  # (a complete response has given its socket back already)
+        if response.message_complete:  # (a complete response has given its socket back already)
+            stamped = False
+        else:
             sock = response._sock
             stamped = not isinstance(sock, SSLSocket) and enable_receive_timestamps(sock._sock)
-        while not response.message_complete:
-            if first_token is not None and meter.chunk_times:
-                first_token.cancel()
-                first_token = None
-            if stamped:
-                data, now = receive_stamped(sock, RECV_SIZE, WALL_CLOCK)
-            else:
-                data, now = sock.recv(RECV_SIZE), time.perf_counter()
-            if not data:
-                raise StreamError("disconnect", "server closed the connection mid-stream")
-            if now < floor:
-                now = floor
-            floor = now
-            response.feed(data)
-            meter.consume(buf, now)
-            if meter.done and t_done is None:
-                t_done = now
+        mark = STALLS.watch(self.context.settings.stall_timeout) if stamped else None
+        try:
+            while not response.message_complete:
+                if first_token is not None and meter.chunk_times:
+                    first_token.cancel()
+                    first_token = None
+                if stamped:
+                    data, now = receive_stamped(sock, RECV_SIZE, WALL_CLOCK)
+                    mark[0] = now
+                else:
+                    data, now = sock.recv(RECV_SIZE), time.perf_counter()
+                if not data:
+                    raise StreamError("disconnect", "server closed the connection mid-stream")
+                if now < floor:
+                    now = floor
+                floor = now
+                response.feed(data)
+                meter.consume(buf, now)
+                if meter.done and t_done is None:
+                    t_done = now
+        finally:
+            if mark is not None:
+                STALLS.forget()
         if buf:
             meter.consume(buf + b"\n\n", time.perf_counter())
         if not meter.done:
