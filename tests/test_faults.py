@@ -43,6 +43,9 @@ CASES = {
                        category="timeout_stall"),
     "slow_first_token": FaultCase(("--fault-slow-first-token-rate", RATE, "--fault-slow-first-token-seconds", "1.5"),
                                   ("--ttft-timeout", "0.4"), category="timeout_ttft"),
+    # silence after the headers, caught by --stall-timeout before any content: a TTFT failure
+    "slow_first_token_stall": FaultCase(("--fault-slow-first-token-rate", RATE, "--fault-slow-first-token-seconds", "1.5"),
+                                        ("--stall-timeout", "0.4"), category="timeout_ttft"),
     "slow_first_token_outliers": FaultCase(("--fault-slow-first-token-rate", "0.1",
                                             "--fault-slow-first-token-seconds", "0.3")),
     "close_after_headers": FaultCase(("--fault-close-after-headers-rate", RATE), category="disconnect"),
