@@ -1,7 +1,7 @@
 """Failing streams that have gone quiet (--stall-timeout), with one timer per process.
 
 A gevent socket with a timeout arms and cancels a `gevent.Timeout` around every wait: at 1000
-streams that is one per chunk and ~10 % of the client's CPU. Stream reads wait without one;
+streams that is one per chunk and ~9 % of the profile samples. Stream reads wait without one;
 instead each stream notes when it last got bytes, and a timer in the hub (every 0.1 s) throws
 `socket.timeout` into the greenlet of any stream quiet for longer than its stall timeout, as a
 timed-out read would have. The throw happens inside the timer's callback, so it can only land
