@@ -326,6 +326,18 @@ def start_profile(path: str, level_seconds: float):
 
 
 # --- the report ------------------------------------------------------------------------------------
+def output_dir(path: str, prefix: str) -> str:
+    """Where this run's directories go: `path` (created; it must be empty, since run
+    directories and the simulator's trace would mix with an earlier run's), else a new
+    temporary directory."""
+    if not path:
+        return tempfile.mkdtemp(prefix=prefix)
+    os.makedirs(path, exist_ok=True)
+    if os.listdir(path):
+        sys.exit(f"--out {path}: not empty; give a new or empty directory (an earlier run's files would mix in)")
+    return path
+
+
 def cell(value: float, spec: str, width: int) -> str:
     """A right-aligned table cell; `-` for a missing (NaN) figure."""
     return (format(value, spec) if value == value else "-").rjust(width)
@@ -415,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.users, args.seconds, args.stream_tokens = "10", 2.0, 64
     users = [int(u) for u in args.users.split(",")]
-    out = args.out or tempfile.mkdtemp(prefix="vllm-load-capacity-")
+    out = output_dir(args.out, "vllm-load-capacity-")
     client_cpus, server_cpus = placement()
     print(f"client cores {sorted(client_cpus) if client_cpus else 'any'}, server cores "
           f"{sorted(server_cpus) if server_cpus else 'any'}; {os.cpu_count()} CPUs; run directories in {out}", flush=True)

@@ -41,7 +41,6 @@ import math
 import os
 import re
 import sys
-import tempfile
 import time
 import urllib.request
 
@@ -51,8 +50,8 @@ sys.path.insert(0, HERE)
 from dataclasses import dataclass  # noqa: E402
 
 import pandas as pd  # noqa: E402
-from client_capacity import (Figures, Load, Sampler, group_pids, measure, pin, placement, server_busy,  # noqa: E402
-                             start_profile)
+from client_capacity import (Figures, Load, Sampler, group_pids, measure, output_dir, pin, placement,  # noqa: E402
+                             server_busy, start_profile)
 from vllm_load.histogram import LogHistogram  # noqa: E402
 from vllm_load.records import read_requests  # noqa: E402
 from vllm_load.sim.process import SimulatorProcess  # noqa: E402
@@ -217,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.users, args.seconds, args.output_tokens = "10", 3.0, 16
     users = [int(u) for u in args.users.split(",")]
-    out = args.out or tempfile.mkdtemp(prefix="vllm-load-timing-")
+    out = output_dir(args.out, "vllm-load-timing-")
     client_cpus, server_cpus = placement()
     clients = ("vllm-load",) if args.no_reference else ("vllm-load", "reference")
     print(f"client cores {sorted(client_cpus) if client_cpus else 'any'}, server cores "
