@@ -407,13 +407,15 @@ class LLMUser(FastHttpUser):
             sock = response._sock
             stamped = not isinstance(sock, SSLSocket) and enable_receive_timestamps(sock._sock)
         mark = STALLS.watch(self.context.settings.stall_timeout) if stamped else None
+        drained = False
         try:
             while not response.message_complete:
                 if first_token is not None and meter.chunk_times:
                     first_token.cancel()
                     first_token = None
                 if stamped:
-                    data, now = receive_stamped(sock, RECV_SIZE, WALL_CLOCK)
+                    data, now = receive_stamped(sock, RECV_SIZE, WALL_CLOCK, drained)
+                    drained = len(data) < RECV_SIZE
                     mark[0] = now
                 else:
                     data, now = sock.recv(RECV_SIZE), time.perf_counter()
