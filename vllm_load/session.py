@@ -13,7 +13,6 @@ where `quit` may be hours away, it is closed a few seconds after `test_stop`.
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import platform
@@ -31,6 +30,7 @@ from locust import stats as locust_stats
 from locust.runners import STATE_MISSING, LocalRunner, MasterRunner, WorkerRunner
 
 from . import __version__
+from .collector import quiet_collector
 from .live import LiveStats
 from .http import max_model_len, model_ids, target_info
 from .prompts import CalibrationError
@@ -345,7 +345,7 @@ def install(events=locust_events) -> None:
         # way Ctrl-C does (Locust's own handler takes over once installed)
         signal.signal(signal.SIGTERM, _terminate_like_ctrl_c)
 
-    events.spawning_complete.add_listener(_freeze_collector)
+    events.spawning_complete.add_listener(_quiet_collector)
 
     @events.test_start.add_listener
     def _(environment, **_kw):
@@ -378,16 +378,10 @@ def install(events=locust_events) -> None:
 _environments: list = []
 
 
-def _freeze_collector(**_kw) -> None:
-    """Take what is alive once a level's users have started out of the cyclic collector's view.
-
-    A full collection walks every tracked object, and Locust, gevent and 1000 users are a lot of
-    them: at 1000 streams it held the process for ~50 ms every ~4 s, and every stream that got
-    two tokens meanwhile had them merged into one read. What is alive when a level has spawned
-    lives about as long as the test; later collections walk only what came after (~12 ms, about
-    every 10 s, at the same load).
-    """
-    gc.freeze()
+def _quiet_collector(**_kw) -> None:
+    """Once a level's users have started, what is alive lives about as long as the test: freeze
+    it, and let the cyclic collector pause the process only rarely (`collector`)."""
+    quiet_collector()
 
 
 def _terminate_like_ctrl_c(signum, frame) -> None:

@@ -18,6 +18,7 @@ import orjson
 from aiohttp import web
 
 from .. import __version__
+from ..collector import quiet_collector
 from ..tokenization import load_tokenizer
 from .backends import Backend, EchoBackend, EngineBackend, FixedLatencyBackend, TokenSource
 from .config import SimConfig
@@ -273,6 +274,7 @@ async def serve(config: SimConfig) -> None:
     await runner.setup()
     site = web.TCPSite(runner, config.host, config.port, backlog=4096, reuse_port=config.workers > 1 or None)
     await site.start()
+    quiet_collector()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
