@@ -32,6 +32,7 @@ from .trace import TraceRecord, TraceWriter
 _DONE = b"data: [DONE]\n\n"
 _SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
 _JSON = "application/json"
+_WRITE_BUFFER_LIMIT = 64 * 1024  # as aiohttp: beyond this a writer waits for the client to read
 
 
 def make_backend(config: SimConfig, stats: ServerStats) -> Backend:
@@ -217,7 +218,8 @@ class SimServer:
                             plan: OutputPlan, renderer: ResponseRenderer, source: TokenSource,
                             fault: Fault | None, trace: TraceRecord | None) -> None:
         """`trace`, when given, gets the wall-clock time each token and [DONE] were written (--trace)."""
-        await response.prepare(request)
+        writer = await response.prepare(request)
+        body = _BodyWriter(request.transport, writer.chunked)
         vocab, offset = self.vocab, plan.offset
         total, text_total, finish = plan.length, plan.text_tokens, plan.finish_reason
         per_chunk = self._tokens_per_chunk
@@ -240,7 +242,8 @@ class SimServer:
                 sent = end
             if trace is not None:  # stamped as the bytes go out: the client cannot see them earlier
                 trace.tokens.extend([time.time()] * (sent - before))
-            await response.write(b"".join(parts))
+            if body.write(b"".join(parts)):
+                await writer.drain()
             if 0 < strike_at <= sent:
                 strike_at = -1
                 await strike(fault, request, response)
@@ -249,8 +252,30 @@ class SimServer:
             tail.insert(0, renderer.usage_chunk(req.prompt_tokens, total))
         if trace is not None:
             trace.end = time.time()
-        await response.write(b"".join(tail))
+        body.write(b"".join(tail))
         await response.write_eof()
+
+
+class _BodyWriter:
+    """Writes pieces of a prepared streaming response straight to the connection.
+
+    `StreamResponse.write` is a coroutine through three layers of aiohttp for every token; this
+    is the same bytes (chunked framing when the response is chunked) in one `transport.write`.
+    """
+
+    __slots__ = ("transport", "chunked")
+
+    def __init__(self, transport: asyncio.Transport | None, chunked: bool) -> None:
+        self.transport = transport
+        self.chunked = chunked  # aiohttp frames an HTTP/1.1 stream of unknown length in chunks
+
+    def write(self, data: bytes) -> bool:
+        """Send `data`; True when the connection's buffer is full and the caller should drain."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            raise ConnectionResetError("the client closed the connection")
+        transport.write(b"%x\r\n%b\r\n" % (len(data), data) if self.chunked else data)
+        return transport.get_write_buffer_size() > _WRITE_BUFFER_LIMIT
 
 
 def _raise_open_file_limit() -> None:
