@@ -295,6 +295,18 @@ def analyse(fig: Figures, sampler: Sampler) -> Figures:
     return fig
 
 
+def output_dir(path: str, prefix: str) -> str:
+    """Where this run's directories go: `path` (created; it must be empty, since run
+    directories and the simulator's trace would mix with an earlier run's), else a new
+    temporary directory."""
+    if not path:
+        return tempfile.mkdtemp(prefix=prefix)
+    os.makedirs(path, exist_ok=True)
+    if os.listdir(path):
+        sys.exit(f"--out {path}: not empty; give a new or empty directory (an earlier run's files would mix in)")
+    return path
+
+
 def measure(client: str, url: str, load: Load, out: str, cpus, sampler: Sampler, on_start=None) -> Figures:
     """Run one client at one load and return its figures (progress on stdout)."""
     tag = f"{client}-{load.users}-{'stream' if load.stream else 'plain'}"
@@ -326,18 +338,6 @@ def start_profile(path: str, level_seconds: float):
 
 
 # --- the report ------------------------------------------------------------------------------------
-def output_dir(path: str, prefix: str) -> str:
-    """Where this run's directories go: `path` (created; it must be empty, since run
-    directories and the simulator's trace would mix with an earlier run's), else a new
-    temporary directory."""
-    if not path:
-        return tempfile.mkdtemp(prefix=prefix)
-    os.makedirs(path, exist_ok=True)
-    if os.listdir(path):
-        sys.exit(f"--out {path}: not empty; give a new or empty directory (an earlier run's files would mix in)")
-    return path
-
-
 def cell(value: float, spec: str, width: int) -> str:
     """A right-aligned table cell; `-` for a missing (NaN) figure."""
     return (format(value, spec) if value == value else "-").rjust(width)
