@@ -1,4 +1,5 @@
 import math
+import random
 
 import pytest
 
@@ -62,3 +63,18 @@ def test_requests_csv_roundtrip(tmp_path):
     assert frame.loc[1, "error_message"] == 'Service "unavailable", try later'
     assert frame["prompt_tokens"].isna().tolist() == [False, True, False]
     assert LogHistogram.parse(frame.loc[0, "itl_hist"]).total == 3
+
+
+def test_vectorised_buckets_and_text_agree_with_the_scalar_rule():
+    import numpy as np
+
+    from vllm_load.histogram import buckets_of, format_sorted
+
+    rng = random.Random(7)
+    values = [0.0, 1e-7, 1e-6, 2e-6] + [rng.lognormvariate(-4, 1.5) for _ in range(5000)]
+    values += [bucket_value(b) * 1.005 for b in range(0, 2000, 37)]  # near the rounding edges
+    assert buckets_of(np.array(values)).tolist() == [bucket_of(v) for v in values]
+    ordered = np.sort(np.array(values))
+    assert format_sorted(ordered) == LogHistogram.of(values).format()
+    assert format_sorted(np.array([])) == ""
+    assert format_sorted(np.array([0.02] * 5)) == f"{bucket_of(0.02)}:5"

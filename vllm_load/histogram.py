@@ -11,6 +11,8 @@ import math
 from collections import Counter
 from typing import Iterable
 
+import numpy as np
+
 BASE_SECONDS = 1e-6
 GROWTH = 1.01
 _LOG_GROWTH = math.log(GROWTH)
@@ -21,6 +23,29 @@ def bucket_of(seconds: float) -> int:
     if seconds <= BASE_SECONDS:
         return 0
     return round(math.log(seconds / BASE_SECONDS) / _LOG_GROWTH)
+
+
+def buckets_of(seconds: np.ndarray) -> np.ndarray:
+    """`bucket_of` for an array of gaps at once (same rule: halves round to even, as `round`)."""
+    scaled = np.maximum(seconds, BASE_SECONDS) / BASE_SECONDS
+    return np.rint(np.log(scaled) / _LOG_GROWTH).astype(np.int64)
+
+
+def format_sorted(sorted_seconds: np.ndarray) -> str:
+    """The `bucket:count;...` text (`LogHistogram.format`) of values already in ascending order.
+
+    Sorted values have non-decreasing buckets, so counting them is finding where the bucket
+    changes: no dictionary, no per-value Python. This is what a request's ITL costs when it
+    ends, and 1000 streams tend to end together.
+    """
+    n = len(sorted_seconds)
+    if not n:
+        return ""
+    buckets = buckets_of(sorted_seconds)
+    starts = [0, *(np.flatnonzero(buckets[1:] != buckets[:-1]) + 1).tolist()]
+    ends = starts[1:] + [n]
+    firsts = buckets[starts].tolist()
+    return ";".join([f"{b}:{end - start}" for b, start, end in zip(firsts, starts, ends)])
 
 
 def bucket_value(bucket: int) -> float:
