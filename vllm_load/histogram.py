@@ -45,7 +45,12 @@ def format_sorted(sorted_seconds: np.ndarray) -> str:
     starts = [0, *(np.flatnonzero(buckets[1:] != buckets[:-1]) + 1).tolist()]
     ends = starts[1:] + [n]
     firsts = buckets[starts].tolist()
-    return ";".join([f"{b}:{end - start}" for b, start, end in zip(firsts, starts, ends)])
+    return _text(zip(firsts, [end - start for start, end in zip(starts, ends)]))
+
+
+def _text(counts: Iterable[tuple[int, int]]) -> str:
+    """The `bucket:count;bucket:count` form of requests.csv, from (bucket, count) in bucket order."""
+    return ";".join([f"{b}:{c}" for b, c in counts])
 
 
 def bucket_value(bucket: int) -> float:
@@ -63,7 +68,7 @@ class LogHistogram:
 
     @classmethod
     def of(cls, values: Iterable[float]) -> "LogHistogram":
-        return cls(Counter(map(bucket_of, values)))
+        return cls(Counter(buckets_of(np.fromiter(values, dtype=float)).tolist()))
 
     @classmethod
     def parse(cls, text: str) -> "LogHistogram":
@@ -76,7 +81,7 @@ class LogHistogram:
         return cls(counts)
 
     def format(self) -> str:
-        return ";".join(f"{b}:{c}" for b, c in sorted(self.counts.items()))
+        return _text(sorted(self.counts.items()))
 
     def merge(self, other: "LogHistogram") -> "LogHistogram":
         self.counts.update(other.counts)

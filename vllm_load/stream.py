@@ -159,5 +159,5 @@ def itl_summary(chunk_times: list[float]) -> tuple[float | None, ...]:
     n = len(gaps)
     mean = float(gaps.sum()) / n
     gaps.sort()
-    p50, p90, p99 = gaps[[max(0, -(-n * q // 100) - 1) for q in (50, 90, 99)]].tolist()
+    p50, p90, p99 = gaps[[-(-n * q // 100) - 1 for q in (50, 90, 99)]].tolist()  # nearest ranks, from 1
     return mean, p50, p90, p99, float(gaps[-1]), format_sorted(gaps)
