@@ -62,14 +62,14 @@ gevent.sleep(0.02)
 add_in_slices(session, buffer)
 reading.join(timeout=5)
 writer.wait(timeout=5)
-print(json.dumps({"rows": session.rows, "left": len(buffer), "lags": lags}))
+print(json.dumps({"rows": session.rows, "slice": LOCAL_FLUSH_SLICE, "left": len(buffer), "lags": lags}))
 """
 
 
 def test_stream_reads_get_in_between_slices_of_a_flush():
     out = subprocess.run([sys.executable, "-c", SCRIPT, WRITER], capture_output=True, text=True, timeout=120, check=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    assert result["left"] == 0 and result["rows"] == 200 * 32
+    assert result["left"] == 0 and result["rows"] == 200 * result["slice"]
     lags = sorted(result["lags"])
     assert len(lags) == 60
     # a read waits for at most the slice being added (1 ms) and a turn of the loop; with a

@@ -73,12 +73,17 @@ class LogHistogram:
     @classmethod
     def parse(cls, text: str) -> "LogHistogram":
         """Read the `bucket:count;bucket:count` form used in requests.csv."""
-        counts: Counter[int] = Counter()
+        return cls().add_text(text)
+
+    def add_text(self, text: str) -> "LogHistogram":
+        """Add the counts of a `bucket:count;...` text (a merge without an intermediate histogram:
+        the live view does this for every finished request)."""
         if text:
+            counts = self.counts
             for item in text.split(";"):
                 bucket, _, count = item.partition(":")
                 counts[int(bucket)] += int(count)
-        return cls(counts)
+        return self
 
     def format(self) -> str:
         return _text(sorted(self.counts.items()))

@@ -45,7 +45,7 @@ class LiveLevel:
             self.ttft.counts[bucket_of(row[_I["ttft"]])] += 1
         self.e2e.counts[bucket_of(row[_I["e2e"]])] += 1
         if row[_I["itl_hist"]]:
-            self.itl.merge(LogHistogram.parse(row[_I["itl_hist"]]))
+            self.itl.add_text(row[_I["itl_hist"]])
 
     def as_dict(self) -> dict:
         span = self.last_end - self.first_start if self.last_end > self.first_start else math.nan

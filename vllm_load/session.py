@@ -46,10 +46,11 @@ logger = logging.getLogger("vllm_load")
 
 LOCAL_FLUSH_INTERVAL = 0.5
 # In a single-process run the users share the process with the recorder: a flush of every row
-# of the last interval in one go (600 rows at 1000 users, ~13 µs each) would hold the hub for
-# ~8 ms, and every chunk arriving meanwhile would be timestamped that late. Slices of this many
-# rows, with a turn of the event loop between them, bound that to well under a millisecond.
-LOCAL_FLUSH_SLICE = 32
+# of the last interval in one go would hold the hub, and every chunk arriving meanwhile would be
+# read that late. A row of a 512-token stream costs ~60-70 µs (CSV line, live histograms; it
+# was ~125 µs and 32-row slices held the hub 4 ms). Slices of this many rows, with a turn of the
+# event loop between them, keep each hold near half a millisecond.
+LOCAL_FLUSH_SLICE = 8
 # The pause between slices. It must be a timer, not sleep(0): gevent runs a greenlet that
 # sleeps 0 again in the same pass of callbacks, and checks the clock only every 50 callbacks,
 # so 1000 rows in slices went through without one poll for I/O: an 80 ms stall at 1000
