@@ -42,3 +42,30 @@ def test_collections_are_rare_but_cycles_are_still_collected():
     # ...while 200,000 containers of cyclic garbage set off collections that free them
     assert 1 <= len(result["runs"]) <= 5
     assert sum(result["runs"]) >= result["collect_after"]
+
+
+USERS_SCRIPT = r"""
+import gc, json
+from types import SimpleNamespace
+from vllm_load.users import LoadContext
+
+context = LoadContext(SimpleNamespace(parsed_options=None, runner=None))
+frozen = [gc.get_freeze_count()]
+for _ in range(3):
+    context.user_starting()
+connections = [[i] for i in range(3000)]  # what the users' first requests left alive
+context.user_settled()
+context.user_settled()
+frozen.append(gc.get_freeze_count())
+context.user_settled()  # the last user: everyone has had a response
+frozen.append(gc.get_freeze_count())
+print(json.dumps(frozen))
+"""
+
+
+def test_what_users_connect_is_frozen_once_every_user_has_had_a_response():
+    out = subprocess.run([sys.executable, "-c", USERS_SCRIPT], capture_output=True, text=True, timeout=120,
+                         check=True)
+    before, two_settled, all_settled = json.loads(out.stdout.strip().splitlines()[-1])
+    assert two_settled == before
+    assert all_settled >= before + 3000
