@@ -31,6 +31,7 @@ from locust.user.task import LOCUST_STATE_STOPPING
 from .collector import quiet_collector
 from .clock import WallClock, enable_receive_timestamps, hold_receive_timestamps, receive_stamped
 from .http import HttpError, model_ids, request_json
+from .pacing import PACER
 from .prompts import (
     CalibrationError,
     LocalTokenCounter,
@@ -319,7 +320,12 @@ class LLMUser(FastHttpUser):
             pass
 
     def send_request(self) -> bool:
-        """One request, measured, recorded and reported to Locust; True if it succeeded."""
+        """One request, measured, recorded and reported to Locust; True if it succeeded.
+
+        It starts when the pacer gives it a turn: at once, unless a wave of requests is turning
+        over in this process (`pacing`).
+        """
+        PACER.wait()
         context = self.context
         settings = context.settings
         body = request_payload(settings, context.model, context.prompts.next_content(), self._stream, self._endpoint)
