@@ -224,11 +224,10 @@ class SimServer:
         total, text_total, finish = plan.length, plan.text_tokens, plan.finish_reason
         per_chunk = self._tokens_per_chunk
         sent = 0
-        strike_at = fault.strike_at(total) if fault is not None and fault.kind in STREAM_STRIKES else -1
-        if strike_at == 0:
-            await strike(fault, request, response)
-        while sent < total:
-            got = await source.wait(1 if sent == 0 else sent + per_chunk)
+
+        def emit(got: int) -> bool:
+            """Write the tokens up to `got`; True when the connection's buffer wants a drain."""
+            nonlocal sent
             parts = [renderer.role_chunk()] if sent == 0 and req.chat else []
             before = sent
             while sent < got:
@@ -242,7 +241,20 @@ class SimServer:
                 sent = end
             if trace is not None:  # stamped as the bytes go out: the client cannot see them earlier
                 trace.tokens.extend([time.time()] * (sent - before))
-            if body.write(b"".join(parts)):
+            return body.write(b"".join(parts))
+
+        strike_at = fault.strike_at(total) if fault is not None and fault.kind in STREAM_STRIKES else -1
+        if strike_at == 0:
+            await strike(fault, request, response)
+        # a source that can push its tokens (fixed latency) writes them from its clock's timer
+        push = getattr(source, "push", None) if strike_at < 0 else None
+        while sent < total:
+            if push is not None:
+                await push(emit, per_chunk)
+                if sent < total:
+                    await writer.drain()
+                continue
+            if emit(await source.wait(1 if sent == 0 else sent + per_chunk)):
                 await writer.drain()
             if 0 < strike_at <= sent:
                 strike_at = -1

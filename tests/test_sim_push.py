@@ -1,0 +1,83 @@
+"""Fixed-latency sources pushing their tokens from one shared timer (`TokenClock`) instead of
+waking a coroutine per token: the same schedule, drains, errors and departures."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from vllm_load.sim.backends import TIMER_LEAD, FixedLatencyBackend
+from vllm_load.sim.config import FixedLatency
+from vllm_load.sim.stats import ServerStats
+
+TTFT, ITL = 0.05, 0.01
+
+
+def _backend() -> FixedLatencyBackend:
+    return FixedLatencyBackend(FixedLatency(TTFT, ITL), ServerStats())
+
+
+def test_three_streams_get_their_tokens_on_their_own_absolute_schedules():
+    async def main():
+        backend = _backend()
+        loop = asyncio.get_running_loop()
+        calls = {0: [], 1: [], 2: []}
+        sources, pushes = [], []
+        for i in range(3):
+            source = backend.open(10, 12, loop.time() + 0.003 * i)
+            sources.append(source)
+            pushes.append(source.push(lambda got, i=i: calls[i].append((got, loop.time())) and False, 4))
+        await asyncio.gather(*pushes)
+        return backend, sources, calls
+
+    backend, sources, calls = asyncio.run(main())
+    for i, seen in calls.items():
+        # the first token alone, then 4 at a time: tokens 1, 5, 9, 12 (the last group cut short)
+        assert [got for got, _ in seen] == [1, 5, 9, 12]
+        start = sources[i].start
+        for got, at in seen:
+            due = start + TTFT + (got - 1) * ITL
+            assert due - TIMER_LEAD - 0.001 <= at <= due + 0.008, (i, got, at - due)
+    assert backend.stats.generation_tokens == 36
+    assert backend.stats.prompt_tokens == 30
+
+
+def test_a_push_stops_for_a_drain_and_resumes_where_it_was():
+    async def main():
+        source = _backend().open(1, 6, asyncio.get_running_loop().time())
+        seen = []
+        await source.push(lambda got: seen.append(got) or got == 2, 1)  # the buffer fills at token 2
+        paused_at = list(seen)
+        await source.push(lambda got: seen.append(got) or False, 1)
+        return paused_at, seen
+
+    paused_at, seen = asyncio.run(main())
+    assert paused_at == [1, 2]
+    assert seen == [1, 2, 3, 4, 5, 6]
+
+
+def test_an_error_in_the_write_reaches_the_handler_and_a_closed_source_gets_no_more_tokens():
+    async def main():
+        backend = _backend()
+        loop = asyncio.get_running_loop()
+        failing = backend.open(1, 6, loop.time())
+
+        def reset(got):
+            raise ConnectionResetError("the client closed the connection")
+
+        with pytest.raises(ConnectionResetError):
+            await failing.push(reset, 1)
+        leaving = backend.open(1, 50, loop.time())
+        seen = []
+        pushed = leaving.push(lambda got: seen.append(got) or False, 1)
+        await asyncio.sleep(TTFT + 2.5 * ITL)
+        leaving.close()  # the handler's `finally` when the client has gone
+        pushed.cancel()
+        count = len(seen)
+        await asyncio.sleep(5 * ITL)
+        return count, seen, backend
+
+    count, seen, backend = asyncio.run(main())
+    assert 2 <= count <= 4 and len(seen) == count
+    assert backend.in_flight == 1  # the failing source was never closed here; the leaving one was
