@@ -106,8 +106,9 @@ class TokenClock:
 
     def add(self, when: float, stream: "PushedStream") -> None:
         """Call `stream.tick()` at about loop time `when` (absolute)."""
-        heapq.heappush(self._heap, (when - TIMER_LEAD, next(self._order), stream))
-        if when - TIMER_LEAD < self._armed_for:
+        when -= TIMER_LEAD
+        heapq.heappush(self._heap, (when, next(self._order), stream))
+        if when < self._armed_for:
             self._arm()
 
     def _arm(self) -> None:
@@ -151,6 +152,10 @@ class _FixedSource:
         latency = self.backend.latency
         return self.start + latency.ttft + (want - 1) * latency.itl
 
+    def _next_want(self) -> int:
+        """The token the next push hands out up to: the first alone, then `_step` at a time."""
+        return min(self.total, self.delivered + (1 if self.delivered == 0 else self._step))
+
     async def wait(self, want: int) -> int:
         want = min(want, self.total)
         if want <= self.delivered:
@@ -164,24 +169,22 @@ class _FixedSource:
         were handed out, or `emit` asked for a drain (push again after it), or raised."""
         self._emit, self._step = emit, step
         self._done = done = self.backend.loop.create_future()
-        self.backend.clock().add(self._due(min(self.total, self.delivered + (1 if self.delivered == 0 else step))),
-                                 self)
+        self.backend.clock().add(self._due(self._next_want()), self)
         return done
 
     def tick(self) -> float | None:
         done = self._done
         if self.closed or done is None or done.done():  # the handler has gone (client left)
             return None
-        want = min(self.total, self.delivered + (1 if self.delivered == 0 else self._step))
         try:
-            drain = self._emit(self._advance(want))
+            drain = self._emit(self._advance(self._next_want()))
         except Exception as e:  # noqa: BLE001  (the connection's error, for the handler to see)
             done.set_exception(e)
             return None
         if self.delivered >= self.total or drain:
             done.set_result(None)
             return None
-        return self._due(min(self.total, self.delivered + self._step))
+        return self._due(self._next_want())
 
     def _advance(self, want: int) -> int:
         """Count the tokens due now (at least `want`) as delivered; how many are."""
