@@ -4,21 +4,15 @@ reads for longer than about its budget, and every user still gets its turn.
 Run in a subprocess: the pacer lives in gevent's hub."""
 
 import json
+import os
 import subprocess
 import sys
 
-WRITER = r"""
-import socket, sys, time
-sock = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
-for _ in range(80):
-    time.sleep(0.004)
-    sock.sendall(str(time.perf_counter()).encode().ljust(32))
-sock.close()
-"""
-
 SCRIPT = r"""
-import json, subprocess, sys, time
+import json, sys, time
 import gevent, gevent.socket
+sys.path.insert(0, sys.argv[1])
+from read_lag import LagProbe
 from vllm_load.pacing import TurnoverPacer
 
 USERS, TURNOVER = 300, 0.0005  # 300 users whose streams end together, 0.5 ms of CPU each
@@ -37,33 +31,13 @@ def user(i, sock):
         pass
     done.append(i)
 
-listener = gevent.socket.socket()
-listener.bind(("127.0.0.1", 0))
-listener.listen(1)
-writer = subprocess.Popen([sys.executable, "-c", sys.argv[1], str(listener.getsockname()[1])])
-a, _ = listener.accept()
-lags = []
-
-def reader():
-    pending = b""
-    while True:
-        data = a.recv(4096)
-        if not data:
-            return
-        now = time.perf_counter()
-        pending += data
-        while len(pending) >= 32:
-            lags.append(now - float(pending[:32].decode()))
-            pending = pending[32:]
-
+probe = LagProbe(80)
 users = [gevent.spawn(user, i, b) for i, (_, b) in enumerate(pairs)]
-reading = gevent.spawn(reader)
 gevent.sleep(0.05)
 for s, _ in pairs:
     s.send(b"x")
 gevent.joinall(users, timeout=10)
-reading.join(timeout=5)
-writer.wait(timeout=5)
+lags = probe.join()
 
 # a user killed while it waits for its turn leaves the queue (no budget: nobody gets a turn)
 closed = TurnoverPacer(budget=0.0)
@@ -76,7 +50,7 @@ print(json.dumps({"arrived": arrived, "done": done, "lags": lags, "queued": queu
 
 
 def run(mode: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", SCRIPT, WRITER, mode], capture_output=True, text=True, timeout=120,
+    out = subprocess.run([sys.executable, "-c", SCRIPT, os.path.dirname(__file__), mode], capture_output=True, text=True, timeout=120,
                          check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
