@@ -11,9 +11,9 @@ together with the next token took that token's receive time, ITLs (20 ms, 40 ms,
 
 The pacer lets at most `budget` seconds of turnovers run per hub turn. A user past that waits,
 in a first-come queue, for the next turn, which starts with the queue: the hub polls the
-sockets in between, so reads wait at most about a budget. The user's next request starts that
-much later: the requests in flight (which vllm-load measures and reports) show it, and no latency
-of any request includes it, as none is under way meanwhile.
+sockets in between, so reads wait at most about a budget. The wait is client-side queueing of the
+user's next request, whose clock has started: it counts in that request's latency (TTFT, E2E)
+and time in flight, as a wait for a free connection would.
 """
 
 from __future__ import annotations

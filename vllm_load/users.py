@@ -320,12 +320,7 @@ class LLMUser(FastHttpUser):
             pass
 
     def send_request(self) -> bool:
-        """One request, measured, recorded and reported to Locust; True if it succeeded.
-
-        It starts when the pacer gives it a turn: at once, unless a wave of requests is turning
-        over in this process (`pacing`).
-        """
-        PACER.wait()
+        """One request, measured, recorded and reported to Locust; True if it succeeded."""
         context = self.context
         settings = context.settings
         body = request_payload(settings, context.model, context.prompts.next_content(), self._stream, self._endpoint)
@@ -365,6 +360,10 @@ class LLMUser(FastHttpUser):
         if first_token is not None:
             first_token.start()
         try:
+            # sent when the pacer gives it a turn: at once, unless a wave of requests is turning
+            # over in this process (`pacing`); a wait there is client-side queueing, inside the
+            # request's latency and its time in flight
+            PACER.wait()
             headers = self._headers.copy()
             headers["X-Request-Id"] = request_id
             response = self._http.request("POST", self._path, body=body, headers=headers)
