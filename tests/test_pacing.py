@@ -19,13 +19,13 @@ USERS, TURNOVER = 300, 0.0005  # 300 users whose streams end together, 0.5 ms of
 paced = sys.argv[2] == "paced"
 pacer = TurnoverPacer()
 pairs = [gevent.socket.socketpair() for _ in range(USERS)]
-arrived, done = [], []
+arrived, done, waited = [], [], []
 
 def user(i, sock):
     sock.recv(1)  # the stream's end: all of them become readable in one poll
     arrived.append(i)
     if paced:
-        pacer.wait()
+        waited.append(pacer.wait())
     end = time.perf_counter() + TURNOVER
     while time.perf_counter() < end:
         pass
@@ -45,7 +45,8 @@ stuck = gevent.spawn(closed.wait)
 gevent.sleep(0.01)
 queued = closed.queued
 stuck.kill()
-print(json.dumps({"arrived": arrived, "done": done, "lags": lags, "queued": queued, "after_kill": closed.queued}))
+print(json.dumps({"arrived": arrived, "done": done, "waited": waited, "lags": lags, "queued": queued,
+                  "after_kill": closed.queued}))
 """
 
 
@@ -59,6 +60,8 @@ def test_a_burst_of_turnovers_lets_reads_in_every_budget():
     paced, unpaced = run("paced"), run("unpaced")
     assert sorted(paced["done"]) == list(range(300))
     assert paced["done"] == paced["arrived"]  # first come, first served
+    # wait() says who was queued: the first turnovers of the burst went at once, most waited
+    assert paced["waited"][0] is False and 250 < sum(paced["waited"]) < 300, paced["waited"]
     lag = lambda result: sorted(result["lags"])[-3] * 1000  # noqa: E731  (3rd worst of ~80)
     # unpaced, the 300 turnovers run back to back: reads wait ~150 ms; paced, about a budget
     assert lag(unpaced) > 50, lag(unpaced)

@@ -10,18 +10,18 @@ SCRIPT = r"""
 import json, sys
 import gevent, gevent.socket
 from gevent import get_hub
-from vllm_load.users import FIRST_CHUNK_PRIORITY, _set_read_priority
+from vllm_load.reader import FIRST_CHUNK_PRIORITY, set_read_priority
 
 STREAMS, URGENT = 200, 150
 order = []
 
 def reader(i, sock):
-    get_hub().wait(sock._read_event)  # as clock.receive_stamped waits
+    get_hub().wait(sock._read_event)
     order.append(i)
 
 def turn(urgent):
     pairs = [gevent.socket.socketpair() for _ in range(STREAMS)]
-    raised = urgent and _set_read_priority(pairs[URGENT][1], FIRST_CHUNK_PRIORITY)
+    raised = urgent and set_read_priority(pairs[URGENT][1], FIRST_CHUNK_PRIORITY)
     readers = [gevent.spawn(reader, i, b) for i, (_, b) in enumerate(pairs)]
     gevent.sleep(0.01)  # every reader parked on its watcher
     del order[:]
@@ -31,9 +31,9 @@ def turn(urgent):
     first = order.index(URGENT)
     watcher = pairs[URGENT][1]._read_event
     watcher.start(lambda: None)
-    while_active = _set_read_priority(pairs[URGENT][1], 0)
+    while_active = set_read_priority(pairs[URGENT][1], 0)
     watcher.stop()
-    lowered = _set_read_priority(pairs[URGENT][1], 0) and watcher.priority == 0
+    lowered = set_read_priority(pairs[URGENT][1], 0) and watcher.priority == 0
     for a, b in pairs:
         a.close(); b.close()
     return {"raised": raised, "position": first, "woken": len(order), "while_active": while_active, "lowered": lowered}

@@ -100,29 +100,3 @@ def received_at(ancillary: list, clock: WallClock) -> float | None:
             seconds, nanoseconds = _TIMESPEC.unpack_from(data)
             return clock.perf(seconds + nanoseconds * 1e-9)
     return None
-
-
-def receive_stamped(sock, size: int, clock: WallClock, drained: bool = False) -> tuple[bytes, float]:
-    """One read of a gevent socket with receive timestamps on, and the perf_counter() time its
-    bytes arrived (the time of the read when the kernel gave no stamp).
-
-    The same loop as gevent's own recv() (try, else park the greenlet on the socket's read
-    watcher), with recvmsg() for the stamp; the wait has no timeout of its own (the caller
-    watches for stalls: `stalls.StallWatch`). `drained` says the caller's last read emptied the
-    receive queue (it returned less than it asked for): then it waits first, since trying at
-    once nearly always fails (at 1000 streams, 42,861 of 85,739 recvmsg() calls did), a system
-    call and an exception for nothing. The watcher is level-triggered, so bytes that did arrive
-    in between wake it at once.
-    """
-    raw = sock._sock
-    if drained:
-        sock.hub.wait(sock._read_event)
-    while True:
-        try:
-            data, ancillary, _flags, _addr = raw.recvmsg(size, ANCILLARY_SIZE)
-        except BlockingIOError:
-            sock.hub.wait(sock._read_event)
-            continue
-        now = time.perf_counter()
-        arrived = received_at(ancillary, clock) if ancillary else None
-        return data, arrived if arrived is not None and arrived <= now else now

@@ -37,17 +37,18 @@ class TurnoverPacer:
         self._watcher = None
         self._idle = None  # keeps the hub from blocking in its poll while anyone is queued
 
-    def wait(self) -> None:
+    def wait(self) -> bool:
         """Return at once if this hub turn has budget left and nobody is queued, else at the next
-        turn with budget for this caller."""
+        turn with budget for this caller; True if the caller was queued."""
         if self._watcher is None:
             # a check watcher runs right after each poll of the sockets: the start of a turn
             loop = get_hub().loop
             self._watcher = loop.check(ref=False)
             self._watcher.start(self._new_turn)
             self._idle = loop.idle(ref=False)
+            self._turn_start = time.perf_counter()
         if not self._queue and time.perf_counter() - self._turn_start < self.budget:
-            return
+            return False
         waiter = Waiter()
         self._queue.append(waiter)
         if not self._idle.active:
@@ -58,6 +59,7 @@ class TurnoverPacer:
             if waiter in self._queue:
                 self._queue.remove(waiter)
             raise
+        return True
 
     def _new_turn(self) -> None:
         """Start a turn: release queued users, one at a time, while the budget lasts."""

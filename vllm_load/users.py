@@ -29,7 +29,7 @@ from locust import FastHttpUser, constant, task
 from locust.user.task import LOCUST_STATE_STOPPING
 
 from .collector import quiet_collector
-from .clock import WallClock, enable_receive_timestamps, hold_receive_timestamps, receive_stamped
+from .clock import WallClock, enable_receive_timestamps, hold_receive_timestamps
 from .http import HttpError, model_ids, request_json
 from .pacing import PACER
 from .prompts import (
@@ -41,6 +41,7 @@ from .prompts import (
     approximate_plan,
     calibrate,
 )
+from .reader import RECV_SIZE, StreamReader
 from .records import RequestRecord
 from .settings import Settings
 from .stalls import STALLS
@@ -49,11 +50,6 @@ from .stream import SseMeter, StreamError, itl_summary
 logger = logging.getLogger(__name__)
 
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
-RECV_SIZE = 65536
-# libev runs the ready watchers of one loop iteration highest priority first (-2..2, default 0).
-# A stream still waiting for its first content chunk reads at the top, ahead of the streams
-# already flowing: see `LLMUser._read_stream`.
-FIRST_CHUNK_PRIORITY = 2
 ERROR_BODY_LIMIT = 300
 WALL_CLOCK = WallClock()
 
@@ -270,24 +266,24 @@ def _discard(response) -> None:
             sock.close()
 
 
-def _set_read_priority(sock, priority: int) -> bool:
-    """Set the priority of `sock`'s read watcher (libev loops only); False if it cannot be set.
-
-    A stream's first chunk is the one a late read cannot date: read after the next token has
-    arrived, it is merged with it in the kernel's receive queue and takes its later receive
-    timestamp (`clock.receive_stamped`), one ITL late. In a busy hub turn (1000 streams at 20 ms
-    ITL: ~1000 ready sockets, ~20 ms) a ready socket waits for the turn in which it became ready
-    to end, then for its place in the next; at the top priority only the first wait is left. A
-    flowing stream read late shifts two of its ~500 gaps; a first chunk read late is its TTFT.
-    """
-    watcher = sock._read_event
-    if watcher.active or not hasattr(watcher, "priority"):
-        return False
-    try:
-        watcher.priority = priority
-    except (AttributeError, ValueError):  # libuv loops have no priorities
-        return False
-    return True
+def _read_unstamped(sock, response, meter: SseMeter, mark: list, first_token, floor: float) -> float | None:
+    """Read a (TLS) stream's body in the owner greenlet, each read dated when it returns; the
+    time of the read that brought `data: [DONE]`."""
+    buf = response._body_buffer
+    t_done = None
+    while not response.message_complete:
+        if first_token is not None and meter.chunk_times:
+            first_token.cancel()
+            first_token = None
+        data = sock.recv(RECV_SIZE)
+        now = mark[0] = max(time.perf_counter(), floor)
+        if not data:
+            raise StreamError("disconnect", "server closed the connection mid-stream")
+        response.feed(data)
+        meter.consume(buf, now)
+        if meter.done and t_done is None:
+            t_done = now
+    return t_done
 
 
 class LLMUser(FastHttpUser):
@@ -301,6 +297,7 @@ class LLMUser(FastHttpUser):
         self.context = LoadContext.of(environment)
         self._http: HTTPClient | None = None
         self._settled = True
+        self._due: float | None = None  # when the next request became due, if it queued since
 
     def on_start(self) -> None:
         self._settled = False
@@ -344,12 +341,21 @@ class LLMUser(FastHttpUser):
             pass
 
     def send_request(self) -> bool:
-        """One request, measured, recorded and reported to Locust; True if it succeeded."""
+        """One request, measured, recorded and reported to Locust; True if it succeeded.
+
+        Its clock starts now, or, if this user queued for the pacer after its previous request,
+        when that one ended (`_due`): the wait is in its latency.
+        """
         context = self.context
         settings = context.settings
+        t0 = self._due if self._due is not None else time.perf_counter()
+        self._due = None
         body = request_payload(settings, context.model, context.prompts.next_content(), self._stream, self._endpoint)
-        record = self.measure(body, settings, context.next_request_id())
-        context.buffer.append(record)
+        return bool(self.measure(body, settings, context.next_request_id(), t0).ok)
+
+    def report(self, record: RequestRecord) -> None:
+        """Hand a finished request to the record buffer and to Locust's `request` event."""
+        self.context.buffer.append(record)
         self.environment.events.request.fire(
             request_type="POST",
             name=self._name,
@@ -361,13 +367,19 @@ class LLMUser(FastHttpUser):
             start_time=record.start_ts,
             response=None,
         )
-        return bool(record.ok)
 
-    def measure(self, body: bytes, settings: Settings, request_id: str) -> RequestRecord:
-        """Send one request, read it to the end, and return what was measured.
+    def measure(self, body: bytes, settings: Settings, request_id: str, t0: float) -> RequestRecord:
+        """Send one request due since `t0` (perf_counter), read it to the end, and record and
+        report what was measured.
 
         `request_id` goes out as the `X-Request-Id` header (vLLM names the request after it in
         its logs, and the simulator's --trace too), so a requests.csv row can be found there.
+
+        Once the response has ended, the turnover (this record, its report, the user's next
+        request) waits for a turn of the process's `pacing.PACER`: at once, unless a wave of
+        requests is turning over. A user that had to queue has had its next request due since
+        this one ended: that wait is client-side queueing, inside the next request's latency and
+        its time in flight.
         """
         meter = SseMeter(chat=self._endpoint == "chat")
         status = 0
@@ -375,19 +387,15 @@ class LLMUser(FastHttpUser):
         usage: dict | None = None
         response = None
         non_stream_text = False
-        t0 = time.perf_counter()
         start_ts = WALL_CLOCK.wall(t0)
         t_end = None
-        timeout = gevent.Timeout(settings.request_timeout, RequestTimeout)
+        waited = time.perf_counter() - t0  # timeouts count from t0 too
+        timeout = gevent.Timeout(max(settings.request_timeout - waited, 0.0), RequestTimeout)
         timeout.start()
-        first_token = gevent.Timeout(settings.ttft_timeout, FirstTokenTimeout) if self._stream else None
+        first_token = gevent.Timeout(max(settings.ttft_timeout - waited, 0.0), FirstTokenTimeout) if self._stream else None
         if first_token is not None:
             first_token.start()
         try:
-            # sent when the pacer gives it a turn: at once, unless a wave of requests is turning
-            # over in this process (`pacing`); a wait there is client-side queueing, inside the
-            # request's latency and its time in flight
-            PACER.wait()
             headers = self._headers.copy()
             headers["X-Request-Id"] = request_id
             response = self._http.request("POST", self._path, body=body, headers=headers)
@@ -434,8 +442,18 @@ class LLMUser(FastHttpUser):
             if response is not None and (error or not response.message_complete):
                 _discard(response)
         end = t_end if t_end is not None and not error else time.perf_counter()
-        return self._record(request_id, meter, usage, status, error, message, start_ts, t0, end, non_stream_text,
-                            settings)
+        due = time.perf_counter()
+        try:
+            queued = PACER.wait()
+        except GreenletExit:  # stopped while queued: the next request was due, and is cut off
+            self.context.abandoned.append(WALL_CLOCK.wall(due))
+            raise
+        finally:  # (a request that ended is recorded even if the user is stopped meanwhile)
+            record = self._record(request_id, meter, usage, status, error, message, start_ts, t0, end,
+                                  non_stream_text, settings)
+            self.report(record)
+        self._due = due if queued else None
+        return record
 
     def _settle(self) -> None:
         if not self._settled:
@@ -445,11 +463,12 @@ class LLMUser(FastHttpUser):
     def _read_stream(self, response, meter: SseMeter, first_token: gevent.Timeout | None) -> float:
         """Read SSE events until the body ends; return the perf_counter time of the last event.
 
-        Reads made here are dated by the kernel's receive timestamp where the platform has one
-        (`clock.receive_stamped`): when the bytes reached the machine, not when this greenlet's turn
-        came. Bytes that came with the response headers were read by geventhttpclient without a
-        stamp: they are dated when this method starts, and no later read is dated earlier than
-        that (chunk times never go backwards).
+        A plain socket is read by a `reader.StreamReader`, in the hub's callbacks, every read
+        dated by the kernel's receive timestamp: when the bytes reached the machine, not when
+        the hub got round to them. A TLS socket (whose bytes on the wire are not the chunks) is
+        read here, each read dated when it returns. Bytes that came with the response headers
+        were read by geventhttpclient: they are dated when this method starts, and no later read
+        is dated earlier than that (chunk times never go backwards).
         `first_token` (the --ttft-timeout) is cancelled as soon as a content chunk has arrived.
         """
         buf = response._body_buffer  # the parser appends decoded body bytes here, in place
@@ -457,44 +476,19 @@ class LLMUser(FastHttpUser):
         if buf:
             meter.consume(buf, floor)
         t_done = None
-        if response.message_complete:  # (a complete response has given its socket back already)
-            stamped = False
-        else:
+        if not response.message_complete:  # (a complete response has given its socket back already)
             sock = response._sock
-            stamped = not isinstance(sock, SSLSocket) and enable_receive_timestamps(sock._sock)
-        mark = STALLS.watch(self.context.settings.stall_timeout) if stamped else None
-        urgent = stamped and not meter.chunk_times and _set_read_priority(sock, FIRST_CHUNK_PRIORITY)
-        drained = False
-        before_first = not meter.chunk_times
-        try:
-            while not response.message_complete:
-                if before_first and meter.chunk_times:
-                    before_first = False
-                    if first_token is not None:
-                        first_token.cancel()
-                        first_token = None
-                    if urgent:
-                        urgent = not _set_read_priority(sock, 0)
-                if stamped:
-                    data, now = receive_stamped(sock, RECV_SIZE, WALL_CLOCK, drained)
-                    drained = len(data) < RECV_SIZE
-                    mark[0] = now
+            mark = STALLS.watch(self.context.settings.stall_timeout)
+            try:
+                if first_token is not None and meter.chunk_times:
+                    first_token.cancel()
+                    first_token = None
+                if not isinstance(sock, SSLSocket) and enable_receive_timestamps(sock._sock):
+                    t_done = StreamReader(sock, response, meter, WALL_CLOCK, mark, first_token, floor).read()
                 else:
-                    data, now = sock.recv(RECV_SIZE), time.perf_counter()
-                if not data:
-                    raise StreamError("disconnect", "server closed the connection mid-stream")
-                if now < floor:
-                    now = floor
-                floor = now
-                response.feed(data)
-                meter.consume(buf, now)
-                if meter.done and t_done is None:
-                    t_done = now
-        finally:
-            if mark is not None:
+                    t_done = _read_unstamped(sock, response, meter, mark, first_token, floor)
+            finally:
                 STALLS.forget()
-            if urgent:
-                _set_read_priority(sock, 0)
         if buf:
             meter.consume(buf + b"\n\n", time.perf_counter())
         if not meter.done:

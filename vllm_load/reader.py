@@ -1,0 +1,142 @@
+"""Reading a streamed response inside the hub, one watcher callback per readable socket.
+
+A gevent socket read parks its greenlet: the hub polls, switches to the greenlet, which reads
+and switches back (two greenlet switches, a `Waiter` and a watcher start and stop per read).
+At 1000 streams x 20 ms ITL that is 50k reads a second and most of a core. A `StreamReader`
+instead keeps the socket's read watcher started for the whole body, and reads, parses and
+timestamps each arrival in the watcher's callback, in the hub itself; the owner greenlet sleeps
+until the message is complete (or the read fails) and is then switched to at once, from that
+callback, as a `hub.wait()` would have been.
+
+Every read is dated by the kernel's receive timestamp (`clock`): when its bytes reached the
+machine, not when the hub got round to the socket. Bytes that came with the response headers
+(read by geventhttpclient) are dated when the reader starts; no read is dated earlier than one
+before it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from gevent import get_hub
+from gevent.hub import Waiter
+
+from .clock import ANCILLARY_SIZE, WallClock, received_at
+from .stream import SseMeter, StreamError
+
+RECV_SIZE = 65536
+# libev runs the ready watchers of one loop iteration highest priority first (-2..2, default 0).
+FIRST_CHUNK_PRIORITY = 2
+
+
+def set_read_priority(sock, priority: int) -> bool:
+    """Set the priority of `sock`'s (stopped) read watcher; False where it cannot be set.
+
+    A stream's first chunk is the one a late read cannot date: read after the next token has
+    arrived, it is merged with it in the kernel's receive queue and takes its later receive
+    timestamp, one ITL late. In a busy hub turn (1000 streams at 20 ms ITL: ~1000 ready sockets,
+    ~20 ms) a ready socket waits for the turn in which it became ready to end, then for its place
+    in the next; at the top priority only the first wait is left. A flowing stream read late
+    shifts two of its ~500 gaps; a first chunk read late is its TTFT.
+    """
+    watcher = sock._read_event
+    if watcher.active or not hasattr(watcher, "priority"):
+        return False
+    try:
+        watcher.priority = priority
+    except (AttributeError, ValueError):  # libuv loops have no priorities
+        return False
+    return True
+
+
+class StreamReader:
+    """Reads the rest of one HTTP response's SSE body from a plain (non-TLS) gevent socket with
+    kernel receive timestamps on, feeding it to `response` and `meter`.
+
+    `mark` is the stream's `stalls.StallWatch` mark ([0]: perf_counter time of the last bytes);
+    `first_token` (a started `gevent.Timeout`, or None) is cancelled by the first content chunk.
+    """
+
+    __slots__ = ("_sock", "_raw", "_watcher", "_response", "_buf", "_meter", "_clock", "_mark",
+                 "_first_token", "_waiter", "_floor", "_t_done", "_urgent")
+
+    def __init__(self, sock, response, meter: SseMeter, clock: WallClock, mark: list, first_token,
+                 floor: float) -> None:
+        self._sock = sock
+        self._raw = sock._sock
+        self._watcher = sock._read_event
+        self._response = response
+        self._buf = response._body_buffer  # the parser appends decoded body bytes here, in place
+        self._meter = meter
+        self._clock = clock
+        self._mark = mark
+        self._first_token = first_token
+        self._waiter: Waiter | None = None
+        self._floor = floor
+        self._t_done: float | None = None
+        self._urgent = False
+
+    def read(self) -> float | None:
+        """Park the calling greenlet until the message is complete; the perf_counter time of the
+        read that brought `data: [DONE]` (None if none did). Raises what a read raised (OSError,
+        StreamError, the parser's errors) and whatever is thrown into the greenlet meanwhile
+        (timeouts, a stall, the user being stopped)."""
+        watcher = self._watcher
+        self._waiter = Waiter(get_hub())
+        self._urgent = not self._meter.chunk_times and set_read_priority(self._sock, FIRST_CHUNK_PRIORITY)
+        watcher.start(self._readable)
+        try:
+            return self._waiter.get()
+        finally:
+            watcher.stop()
+            if self._urgent:
+                set_read_priority(self._sock, 0)
+
+    def throw(self, *exc_info) -> None:
+        """Fail the read (gevent calls this when another greenlet closes the socket under it)."""
+        self._watcher.stop()
+        self._waiter.throw(*exc_info)
+
+    def _readable(self) -> None:
+        """The watcher's callback, in the hub: one read of what the kernel holds."""
+        try:
+            data, ancillary, _flags, _addr = self._raw.recvmsg(RECV_SIZE, ANCILLARY_SIZE)
+        except BlockingIOError:
+            return
+        except OSError as e:
+            self.throw(e)
+            return
+        now = time.perf_counter()
+        if ancillary:
+            arrived = received_at(ancillary, self._clock)
+            if arrived is not None and arrived <= now:
+                now = arrived
+        if now < self._floor:
+            now = self._floor
+        self._floor = self._mark[0] = now
+        if not data:
+            self.throw(StreamError("disconnect", "server closed the connection mid-stream"))
+            return
+        meter = self._meter
+        try:
+            self._response.feed(data)  # (a completed message gives its socket back to the pool here)
+            meter.consume(self._buf, now)
+        except Exception as e:  # noqa: BLE001 - a garbled stream fails its request, not the hub
+            self.throw(e)
+            return
+        if meter.done and self._t_done is None:
+            self._t_done = now
+        if self._response.message_complete:
+            self._watcher.stop()
+            self._waiter.switch(self._t_done)
+        elif meter.chunk_times and (self._first_token is not None or self._urgent):
+            self._first_chunk_arrived()
+
+    def _first_chunk_arrived(self) -> None:
+        if self._first_token is not None:
+            self._first_token.cancel()
+            self._first_token = None
+        if self._urgent:  # back among the flowing streams (a started watcher's priority is fixed)
+            self._watcher.stop()
+            self._urgent = not set_read_priority(self._sock, 0)
+            self._watcher.start(self._readable)
