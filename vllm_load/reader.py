@@ -98,14 +98,21 @@ class StreamReader:
         self._waiter.throw(*exc_info)
 
     def _readable(self) -> None:
-        """The watcher's callback, in the hub: one read of what the kernel holds."""
+        """The watcher's callback, in the hub: read what the kernel holds (until a read comes
+        back short: a full one may have left more, which would otherwise wait for the next
+        turn of the hub)."""
+        while self._read_once():
+            pass
+
+    def _read_once(self) -> bool:
+        """One read; True if it filled the buffer and the stream goes on."""
         try:
             data, ancillary, _flags, _addr = self._raw.recvmsg(RECV_SIZE, ANCILLARY_SIZE)
         except BlockingIOError:
-            return
+            return False
         except OSError as e:
             self.throw(e)
-            return
+            return False
         now = time.perf_counter()
         if ancillary:
             arrived = received_at(ancillary, self._clock)
@@ -116,21 +123,23 @@ class StreamReader:
         self._floor = self._mark[0] = now
         if not data:
             self.throw(StreamError("disconnect", "server closed the connection mid-stream"))
-            return
+            return False
         meter = self._meter
         try:
             self._response.feed(data)  # (a completed message gives its socket back to the pool here)
             meter.consume(self._buf, now)
         except Exception as e:  # noqa: BLE001 - a garbled stream fails its request, not the hub
             self.throw(e)
-            return
+            return False
         if meter.done and self._t_done is None:
             self._t_done = now
         if self._response.message_complete:
             self._watcher.stop()
             self._waiter.switch(self._t_done)
-        elif meter.chunk_times and (self._first_token is not None or self._urgent):
+            return False
+        if meter.chunk_times and (self._first_token is not None or self._urgent):
             self._first_chunk_arrived()
+        return len(data) == RECV_SIZE
 
     def _first_chunk_arrived(self) -> None:
         if self._first_token is not None:
