@@ -10,7 +10,7 @@ import textwrap
 SCRIPT = textwrap.dedent("""
     import gevent, gevent.socket, socket
     from geventhttpclient import HTTPClient
-    from vllm_load.users import AddressCache
+    from vllm_load.context import AddressCache
 
     calls = []
     real = gevent.socket.getaddrinfo

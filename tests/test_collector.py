@@ -47,7 +47,7 @@ def test_collections_are_rare_but_cycles_are_still_collected():
 USERS_SCRIPT = r"""
 import gc, json
 from types import SimpleNamespace
-from vllm_load.users import LoadContext
+from vllm_load.context import LoadContext
 
 context = LoadContext(SimpleNamespace(parsed_options=None, runner=None))
 frozen = [gc.get_freeze_count()]

@@ -14,7 +14,7 @@ import gevent
 sys.path.insert(0, sys.argv[1])
 from read_lag import LagProbe
 from vllm_load.session import LOCAL_FLUSH_SLICE, add_in_slices
-from vllm_load.users import RecordBuffer
+from vllm_load.context import RecordBuffer
 
 SLICE_SECONDS = 0.001
 

@@ -17,7 +17,6 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 
-from .recorder import new_run_dir
 from .server_control import ServerError, ServerProcess, run_restart_command, wait_ready
 from .run_cli import add_managed_run_options, run_headless
 from .settings import SettingsError

@@ -39,7 +39,7 @@ from .client_health import FILE as CLIENT_HEALTH_FILE, HealthProbe, HealthSample
 from .server_metrics import FILE as SERVER_METRICS_FILE, MetricsScraper
 from .settings import Settings, SettingsError, add_arguments
 from .steps import LevelChange, LevelPlan, StepController
-from .users import LoadContext, prompt_plan
+from .context import LoadContext, prompt_plan
 from .webauth import add_arguments as add_web_arguments
 
 logger = logging.getLogger("vllm_load")

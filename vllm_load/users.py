@@ -12,14 +12,11 @@ worker reports.
 from __future__ import annotations
 
 import logging
-import secrets
 import socket
 import time
 from urllib.parse import urlparse
 
 import gevent
-import gevent.lock
-import gevent.socket
 from gevent import GreenletExit
 from gevent.ssl import SSLSocket
 import orjson
@@ -28,19 +25,9 @@ from geventhttpclient.response import HTTPParseError
 from locust import FastHttpUser, constant, task
 from locust.user.task import LOCUST_STATE_STOPPING
 
-from .collector import quiet_collector
-from .clock import WallClock, enable_receive_timestamps, hold_receive_timestamps
-from .http import HttpError, model_ids, request_json
+from .clock import WallClock, enable_receive_timestamps
+from .context import LoadContext
 from .pacing import PACER
-from .prompts import (
-    CalibrationError,
-    LocalTokenCounter,
-    PromptFactory,
-    PromptPlan,
-    ServerTokenCounter,
-    approximate_plan,
-    calibrate,
-)
 from .reader import RECV_SIZE, StreamReader
 from .records import RequestRecord
 from .settings import Settings
@@ -60,173 +47,6 @@ class RequestTimeout(Exception):
 
 class FirstTokenTimeout(Exception):
     """A stream sent no content chunk within --ttft-timeout of the request's start."""
-
-
-class RecordBuffer:
-    """Finished records of this process, waiting to be shipped to the master."""
-
-    def __init__(self) -> None:
-        self._rows: list[tuple] = []
-
-    def append(self, record: RequestRecord) -> None:
-        self._rows.append(record.to_row())
-
-    def drain(self) -> list[tuple]:
-        rows, self._rows = self._rows, []
-        return rows
-
-    def take(self, n: int) -> list[tuple]:
-        """The oldest `n` rows (or fewer), removed."""
-        rows = self._rows[:n]
-        del self._rows[:n]
-        return rows
-
-    def __len__(self) -> int:
-        return len(self._rows)
-
-
-class AddressCache:
-    """The target's addresses, looked up once per process instead of once per connection.
-
-    geventhttpclient resolves the host for every new connection, through gevent's resolver
-    (a pool of 10 threads whose answers come back one hub turn at a time). 1000 users
-    starting at once made 1000 lookups, and every reconnect after a failure another; a
-    target's address does not change during a benchmark, so one lookup serves them all
-    (aiohttp, which other benchmark clients use, caches them too).
-    """
-
-    def __init__(self) -> None:
-        self._addresses: dict[tuple[str, int], list] = {}
-        self._lock = gevent.lock.Semaphore()
-
-    def lookup(self, host: str, port: int) -> list:
-        addresses = self._addresses.get((host, port))
-        if addresses is None:
-            with self._lock:
-                addresses = self._addresses.get((host, port))
-                if addresses is None:  # a failure is not kept: the next connection asks again
-                    addresses = gevent.socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, socket.SOL_TCP)
-                    self._addresses[(host, port)] = addresses
-        return addresses
-
-    def install(self, client: HTTPClient) -> None:
-        """Make `client`'s connection pool take its addresses from this cache."""
-        pool = client._connection_pool
-        host, port = pool._connection_host, pool._connection_port
-        pool._resolve = lambda: self.lookup(host, port)
-
-
-class LoadContext:
-    """What all users of one process share: settings, the prompt factory, the record buffer.
-
-    Prompt calibration talks to the target, so it happens once, lazily, when the first user
-    starts (before that user's first request is timed), under a lock the other users wait on.
-    """
-
-    def __init__(self, environment) -> None:
-        self.environment = environment
-        self.buffer = RecordBuffer()
-        self.abandoned: list[float] = []  # start_ts of requests cut off by the end of the test
-        self.addresses = AddressCache()
-        self.process_tag = secrets.token_hex(4)
-        self._sequence = 0
-        self._lock = gevent.lock.Semaphore()
-        self._settings: Settings | None = None
-        self._settling = 0  # users that have not had a response yet
-        self.model: str | None = None
-        self.prompts: PromptFactory | None = None
-        self.plan: PromptPlan | None = None
-
-    @classmethod
-    def of(cls, environment) -> "LoadContext":
-        context = getattr(environment, "vllm_load_context", None)
-        if context is None:
-            context = cls(environment)
-            environment.vllm_load_context = context
-        return context
-
-    @property
-    def settings(self) -> Settings:
-        if self._settings is None:
-            self._settings = Settings.from_options(self.environment.parsed_options)
-        return self._settings
-
-    @property
-    def worker_name(self) -> str:
-        return str(getattr(self.environment.runner, "client_id", None) or "local")
-
-    def next_request_id(self) -> str:
-        self._sequence += 1
-        return f"{self.process_tag}-{self._sequence}"
-
-    def user_starting(self) -> None:
-        self._settling += 1
-
-    def user_settled(self) -> None:
-        """A user has had its first response, or stopped before it did.
-
-        Once every user has had one, their connections, parsers and pools exist and will live as
-        long as the users: freeze them out of the cyclic collector (`collector`), as Locust's
-        `spawning_complete` did for what existed then. Left in, they made the collector's next
-        pass walk ~100 objects per user: 29 ms at 1000 users, in the middle of the first wave.
-        """
-        self._settling -= 1
-        if self._settling == 0:
-            quiet_collector()
-
-    def drain_abandoned(self) -> list[float]:
-        starts, self.abandoned = self.abandoned, []
-        return starts
-
-    def reset(self) -> None:
-        """Forget settings and prompts so a new test (web UI) picks up new options."""
-        self._settings = None
-        self.prompts = None
-        self.plan = None
-        self.model = None
-
-    def ensure_ready(self, host: str) -> None:
-        if self.prompts is not None:
-            return
-        hold_receive_timestamps()
-        with self._lock:
-            if self.prompts is None:
-                self.model = resolve_model(host, self.settings)
-                self.plan = prompt_plan(host, self.model, self.settings)
-                self.prompts = PromptFactory(self.plan, seed=secrets.randbits(32))
-                logger.info("prompts ready: %s", self.plan.to_json())
-
-
-def resolve_model(host: str, settings: Settings) -> str:
-    """The --model, or the first model the target serves."""
-    if settings.model:
-        return settings.model
-    try:
-        ids = model_ids(request_json(host.rstrip("/") + "/v1/models", api_key=settings.api_key or None))
-    except HttpError as e:
-        raise CalibrationError(f"cannot list models at {host} ({e}); pass --model") from None
-    if not ids:
-        raise CalibrationError(f"{host}/v1/models lists no model; pass --model")
-    return ids[0]
-
-
-def prompt_plan(host: str, model: str, settings: Settings) -> PromptPlan:
-    """Calibrate exact prompts: server /tokenize, else --tokenizer, else approximate if allowed."""
-    args = (settings.endpoint, settings.input_tokens, settings.shared_prefix_tokens)
-    if settings.tokenizer:
-        from .tokenization import load_tokenizer
-
-        return calibrate(LocalTokenCounter(load_tokenizer(settings.tokenizer)), *args)
-    server = ServerTokenCounter(host, model, api_key=settings.api_key or None)
-    if server.available():
-        return calibrate(server, *args)
-    if settings.approximate_prompts:
-        logger.warning("no /tokenize on %s and no --tokenizer: prompt lengths are approximate", host)
-        return approximate_plan(*args)
-    raise CalibrationError(
-        f"{host} has no /tokenize endpoint, so exact {settings.input_tokens}-token prompts cannot be built; "
-        "pass --tokenizer PATH (the model's tokenizer directory) or --approximate-prompts"
-    )
 
 
 def request_payload(settings: Settings, model: str, content: str, stream: bool, endpoint: str) -> bytes:
