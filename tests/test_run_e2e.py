@@ -83,16 +83,24 @@ def test_exact_with_a_local_tokenizer_when_the_server_has_no_tokenize(tmp_path):
 
 
 def test_ttft_and_itl_within_5ms_of_injected_delays_at_10_users(tmp_path):
-    with SimulatorProcess("--ttft", "0.2", "--itl", "0.02") as sim:
+    trace_path = str(tmp_path / "trace.jsonl")
+    with SimulatorProcess("--ttft", "0.2", "--itl", "0.02", "--trace", trace_path) as sim:
         run_vllm_load(
             "run", "--host", sim.url, "--levels", "10", "--input-tokens", "256", "--output-tokens", "20",
-            "--requests-per-level", "40", "--warmup-requests", "10", "--out", str(tmp_path),
+            "--requests-per-level", "40", "--warmup-requests", "10", "--out", str(tmp_path / "runs"),
         )
-    requests, *_ = load_run_files(only_run_dir(tmp_path))
+    requests, *_ = load_run_files(only_run_dir(tmp_path / "runs"))
     # measured requests only: each user's first request (the warm-up) includes connection setup
     ok = requests[requests["ok"] == 1].sort_values("end_ts").iloc[10:]
     assert len(ok) >= 40
     assert abs(ok["ttft"].median() - 0.2) < 0.005
     assert abs(ok["itl_p50"].median() - 0.02) < 0.005
     assert abs(ok["tpot"].median() - 0.02) < 0.005
-    assert (ok["ttft"] - 0.2).abs().quantile(0.9) < 0.005
+    # Per request, against when the simulator really wrote the first token: the 10 users stay in
+    # phase, so their requests reach the single-process simulator together and its own handling
+    # (about 0.3 ms each, more on a busy machine) delays the last ones' first tokens by
+    # milliseconds; that is the server's time, not a measuring error.
+    trace = read_trace(trace_path)
+    first_written = ok["request_id"].map(lambda rid: trace[rid].tokens[0])
+    dating_error = (ok["start_ts"] + ok["ttft"] - first_written).abs()
+    assert dating_error.quantile(0.9) < 0.001
