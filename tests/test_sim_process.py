@@ -31,6 +31,12 @@ def test_free_port_is_bindable():
         s.bind(("127.0.0.1", port))
 
 
+def test_free_port_never_hands_out_a_port_twice():
+    # the kernel offers a just-closed port again; a simulator and a web UI once got the same one
+    ports = [free_port() for _ in range(300)]
+    assert len(set(ports)) == len(ports)
+
+
 def test_workers_share_the_port_and_stop_together():
     sim = SimulatorProcess("--echo", "--workers", "2").start()
     try:

@@ -17,11 +17,20 @@ import urllib.error
 import urllib.request
 
 
+_handed_out: set[int] = set()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nothing listens on right now (the kernel's choice)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A TCP port nothing listens on right now (the kernel's choice), and not one this process
+    was given before: the kernel may offer a port again as soon as the probe closes, so two calls
+    in a row (a simulator's port, then a web UI's) could otherwise get the same one."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 class SimulatorProcess:
