@@ -17,6 +17,11 @@ import time
 import orjson
 from aiohttp import web
 
+try:
+    import uvloop
+except ImportError:  # Windows: no uvloop
+    uvloop = None
+
 from .. import __version__
 from ..collector import quiet_collector
 from ..tokenization import load_tokenizer
@@ -325,9 +330,13 @@ async def serve(config: SimConfig) -> None:
 
 
 def run(config: SimConfig) -> None:
-    """Run one server process (blocking)."""
+    """Run one server process (blocking), on uvloop as vLLM's API server runs (asyncio's own loop
+    where uvloop does not exist: Windows)."""
     try:
-        asyncio.run(serve(config))
+        if uvloop is not None:
+            uvloop.run(serve(config))
+        else:
+            asyncio.run(serve(config))
     except KeyboardInterrupt:
         pass
     sys.stdout.flush()
