@@ -44,6 +44,15 @@ def test_one_event_per_read_role_chunk_is_not_content():
     assert meter.usage["completion_tokens"] == 3
     assert meter.finish_reason == "length"
     assert meter.done and not buf
+    assert meter.done_at == 6.0  # the end of a stream is the read that brought [DONE]
+
+
+def test_done_is_dated_by_the_read_that_completed_it_once():
+    meter = SseMeter()
+    done = STREAM[-1]
+    pieces = [*STREAM[:-1], done[:5], done[5:], b": keep-alive\n\n", done]
+    buf = feed(meter, pieces, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0])
+    assert meter.done_at == 7.0 and not buf
 
 
 def test_events_split_across_reads_get_the_time_they_complete():

@@ -40,7 +40,7 @@ def set_read_priority(sock, priority: int) -> bool:
     shifts two of its ~500 gaps; a first chunk read late is its TTFT.
     """
     watcher = sock._read_event
-    if watcher.active or not hasattr(watcher, "priority"):
+    if watcher.active:
         return False
     try:
         watcher.priority = priority
@@ -58,7 +58,7 @@ class StreamReader:
     """
 
     __slots__ = ("_sock", "_raw", "_watcher", "_response", "_buf", "_meter", "_clock", "_mark",
-                 "_first_token", "_waiter", "_floor", "_t_done", "_urgent")
+                 "_first_token", "_waiter", "_floor", "_urgent")
 
     def __init__(self, sock, response, meter: SseMeter, clock: WallClock, mark: list, first_token,
                  floor: float) -> None:
@@ -73,12 +73,10 @@ class StreamReader:
         self._first_token = first_token
         self._waiter: Waiter | None = None
         self._floor = floor
-        self._t_done: float | None = None
         self._urgent = False
 
-    def read(self) -> float | None:
-        """Park the calling greenlet until the message is complete; the perf_counter time of the
-        read that brought `data: [DONE]` (None if none did). Raises what a read raised (OSError,
+    def read(self) -> None:
+        """Park the calling greenlet until the message is complete. Raises what a read raised (OSError,
         StreamError, the parser's errors) and whatever is thrown into the greenlet meanwhile
         (timeouts, a stall, the user being stopped)."""
         watcher = self._watcher
@@ -86,7 +84,7 @@ class StreamReader:
         self._urgent = not self._meter.chunk_times and set_read_priority(self._sock, FIRST_CHUNK_PRIORITY)
         watcher.start(self._readable)
         try:
-            return self._waiter.get()
+            self._waiter.get()
         finally:
             watcher.stop()
             if self._urgent:
@@ -131,11 +129,9 @@ class StreamReader:
         except Exception as e:  # noqa: BLE001 - a garbled stream fails its request, not the hub
             self.throw(e)
             return False
-        if meter.done and self._t_done is None:
-            self._t_done = now
         if self._response.message_complete:
             self._watcher.stop()
-            self._waiter.switch(self._t_done)
+            self._waiter.switch(None)
             return False
         if meter.chunk_times and (self._first_token is not None or self._urgent):
             self._first_chunk_arrived()

@@ -45,17 +45,21 @@ def _delta_text(choice: dict, chat: bool) -> str:
 class SseMeter:
     """Timestamps the content chunks of one SSE stream and collects its final usage."""
 
-    __slots__ = ("chat", "chunk_times", "usage", "done", "finish_reason", "_sep", "_started", "_mid")
+    __slots__ = ("chat", "chunk_times", "usage", "done_at", "finish_reason", "_sep", "_started", "_mid")
 
     def __init__(self, chat: bool = True) -> None:
         self.chat = chat
         self.chunk_times: list[float] = []
         self.usage: dict | None = None
-        self.done = False
+        self.done_at: float | None = None  # the time of the read that brought `data: [DONE]`
         self.finish_reason: str | None = None
         self._sep = b"\n\n"
         self._started = False
         self._mid: bytes | None = None  # how this server writes a mid-stream chunk's finish_reason
+
+    @property
+    def done(self) -> bool:
+        return self.done_at is not None
 
     @property
     def first_chunk_time(self) -> float | None:
@@ -115,7 +119,8 @@ class SseMeter:
     def _slow_event(self, buf: bytearray, start: int, end: int, now: float) -> None:
         """An event that needs a closer look: before content, done, finish, usage or error."""
         if buf.startswith(_DONE, start) or buf.startswith(_DONE_NOSPACE, start):
-            self.done = True
+            if self.done_at is None:
+                self.done_at = now
             return
         event = bytes(buf[start:end])
         payload = None

@@ -86,11 +86,9 @@ def _discard(response) -> None:
             sock.close()
 
 
-def _read_unstamped(sock, response, meter: SseMeter, mark: list, first_token, floor: float) -> float | None:
-    """Read a (TLS) stream's body in the owner greenlet, each read dated when it returns; the
-    time of the read that brought `data: [DONE]`."""
+def _read_unstamped(sock, response, meter: SseMeter, mark: list, first_token, floor: float) -> None:
+    """Read a (TLS) stream's body in the owner greenlet, each read dated when it returns."""
     buf = response._body_buffer
-    t_done = None
     while not response.message_complete:
         if first_token is not None and meter.chunk_times:
             first_token.cancel()
@@ -101,9 +99,6 @@ def _read_unstamped(sock, response, meter: SseMeter, mark: list, first_token, fl
             raise StreamError("disconnect", "server closed the connection mid-stream")
         response.feed(data)
         meter.consume(buf, now)
-        if meter.done and t_done is None:
-            t_done = now
-    return t_done
 
 
 class LLMUser(FastHttpUser):
@@ -281,7 +276,8 @@ class LLMUser(FastHttpUser):
             self.context.user_settled()
 
     def _read_stream(self, response, meter: SseMeter, first_token: gevent.Timeout | None) -> float:
-        """Read SSE events until the body ends; return the perf_counter time of the last event.
+        """Read SSE events until the body ends; return the perf_counter time of the read that
+        brought `data: [DONE]`.
 
         A plain socket is read by a `reader.StreamReader`, in the hub's callbacks, every read
         dated by the kernel's receive timestamp: when the bytes reached the machine, not when
@@ -295,7 +291,6 @@ class LLMUser(FastHttpUser):
         floor = time.perf_counter()
         if buf:
             meter.consume(buf, floor)
-        t_done = None
         if not response.message_complete:  # (a complete response has given its socket back already)
             sock = response._sock
             mark = STALLS.watch(self.context.settings.stall_timeout)
@@ -304,16 +299,16 @@ class LLMUser(FastHttpUser):
                     first_token.cancel()
                     first_token = None
                 if not isinstance(sock, SSLSocket) and enable_receive_timestamps(sock._sock):
-                    t_done = StreamReader(sock, response, meter, WALL_CLOCK, mark, first_token, floor).read()
+                    StreamReader(sock, response, meter, WALL_CLOCK, mark, first_token, floor).read()
                 else:
-                    t_done = _read_unstamped(sock, response, meter, mark, first_token, floor)
+                    _read_unstamped(sock, response, meter, mark, first_token, floor)
             finally:
                 STALLS.forget()
         if buf:
             meter.consume(buf + b"\n\n", time.perf_counter())
         if not meter.done:
             raise StreamError("disconnect", "stream ended without data: [DONE]")
-        return t_done if t_done is not None else time.perf_counter()
+        return meter.done_at
 
     def _record(self, request_id, meter, usage, status, error, message, start_ts, t0, t_end, non_stream_text,
                 settings) -> RequestRecord:
