@@ -27,8 +27,11 @@ def bucket_of(seconds: float) -> int:
 
 def buckets_of(seconds: np.ndarray) -> np.ndarray:
     """`bucket_of` for an array of gaps at once (same rule: halves round to even, as `round`)."""
-    scaled = np.maximum(seconds, BASE_SECONDS) / BASE_SECONDS
-    return np.rint(np.log(scaled) / _LOG_GROWTH).astype(np.int64)
+    scaled = np.maximum(seconds, BASE_SECONDS)
+    scaled /= BASE_SECONDS  # (in place: one temporary array instead of four)
+    np.log(scaled, out=scaled)
+    scaled /= _LOG_GROWTH
+    return np.rint(scaled, out=scaled).astype(np.int64)
 
 
 def format_sorted(sorted_seconds: np.ndarray) -> str:

@@ -159,7 +159,7 @@ def itl_summary(chunk_times: list[float]) -> tuple[float | None, ...]:
     """
     if len(chunk_times) < 2:
         return None, None, None, None, None, ""
-    times = np.array(chunk_times)
+    times = np.fromiter(chunk_times, np.float64, len(chunk_times))  # (np.array() first infers a dtype: 2x slower)
     gaps = times[1:] - times[:-1]
     n = len(gaps)
     mean = float(gaps.sum()) / n
