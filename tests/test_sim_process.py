@@ -83,3 +83,15 @@ def test_help_documents_every_option_and_the_docs_do_too():
         if option != "--help":
             assert re.search(rf"{option}\b", help_text), option
             assert f"`{option}" in docs, f"{option} is not in docs/simulator.md"
+
+
+def test_only_the_echo_server_runs_on_uvloop():
+    import asyncio
+
+    import uvloop  # a dependency everywhere but Windows
+
+    from vllm_load.sim.server import loop_runner
+
+    assert loop_runner("echo") is uvloop.run
+    # millisecond clock and early timers: no loop for a server whose token times are the truth
+    assert loop_runner("fixed") is asyncio.run and loop_runner("engine") is asyncio.run
