@@ -11,7 +11,8 @@ callback, as a `hub.wait()` would have been.
 Every read is dated by the kernel's receive timestamp (`clock`): when its bytes reached the
 machine, not when the hub got round to the socket. Bytes that came with the response headers
 (read by geventhttpclient) are dated when the reader starts; no read is dated earlier than one
-before it.
+before it. A TLS socket is read by `read_unstamped`, a plain loop in the owner greenlet; both
+readers hand each read to `take_read`.
 """
 
 from __future__ import annotations
@@ -49,6 +50,28 @@ def set_read_priority(sock, priority: int) -> bool:
     return True
 
 
+def take_read(response, meter: SseMeter, data: bytes, now: float) -> None:
+    """Feed one read of a streamed body, dated `now`, to the HTTP parser and the meter; an empty
+    read (the server closed the connection) before the message ended is a disconnect."""
+    if not data:
+        raise StreamError("disconnect", "server closed the connection mid-stream")
+    response.feed(data)  # (a completed message gives its socket back to the pool here)
+    meter.consume(response._body_buffer, now)
+
+
+def read_unstamped(sock, response, meter: SseMeter, mark: list, first_token, floor: float) -> None:
+    """Read the rest of a body in the calling greenlet, each read dated when it returns: for a
+    TLS socket, whose bytes on the wire are not the chunks (and wherever the kernel gives no
+    receive timestamps). `mark`, `first_token` and `floor` as for `StreamReader`."""
+    while not response.message_complete:
+        if first_token is not None and meter.chunk_times:
+            first_token.cancel()
+            first_token = None
+        data = sock.recv(RECV_SIZE)
+        now = mark[0] = max(time.perf_counter(), floor)
+        take_read(response, meter, data, now)
+
+
 class StreamReader:
     """Reads the rest of one HTTP response's SSE body from a plain (non-TLS) gevent socket with
     kernel receive timestamps on, feeding it to `response` and `meter`.
@@ -57,7 +80,7 @@ class StreamReader:
     `first_token` (a started `gevent.Timeout`, or None) is cancelled by the first content chunk.
     """
 
-    __slots__ = ("_sock", "_raw", "_watcher", "_response", "_buf", "_meter", "_clock", "_mark",
+    __slots__ = ("_sock", "_raw", "_watcher", "_response", "_meter", "_clock", "_mark",
                  "_first_token", "_waiter", "_floor", "_urgent")
 
     def __init__(self, sock, response, meter: SseMeter, clock: WallClock, mark: list, first_token,
@@ -66,7 +89,6 @@ class StreamReader:
         self._raw = sock._sock
         self._watcher = sock._read_event
         self._response = response
-        self._buf = response._body_buffer  # the parser appends decoded body bytes here, in place
         self._meter = meter
         self._clock = clock
         self._mark = mark
@@ -119,14 +141,10 @@ class StreamReader:
         if now < self._floor:
             now = self._floor
         self._floor = self._mark[0] = now
-        if not data:
-            self.throw(StreamError("disconnect", "server closed the connection mid-stream"))
-            return False
         meter = self._meter
         try:
-            self._response.feed(data)  # (a completed message gives its socket back to the pool here)
-            meter.consume(self._buf, now)
-        except Exception as e:  # noqa: BLE001 - a garbled stream fails its request, not the hub
+            take_read(self._response, meter, data, now)
+        except Exception as e:  # noqa: BLE001 - a closed or garbled stream fails its request, not the hub
             self.throw(e)
             return False
         if self._response.message_complete:

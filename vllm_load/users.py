@@ -28,7 +28,7 @@ from locust.user.task import LOCUST_STATE_STOPPING
 from .clock import WallClock, enable_receive_timestamps
 from .context import LoadContext
 from .pacing import PACER
-from .reader import RECV_SIZE, StreamReader
+from .reader import RECV_SIZE, StreamReader, read_unstamped
 from .records import RequestRecord
 from .settings import Settings
 from .stalls import STALLS
@@ -84,21 +84,6 @@ def _discard(response) -> None:
             pool.release_socket(sock)
         else:
             sock.close()
-
-
-def _read_unstamped(sock, response, meter: SseMeter, mark: list, first_token, floor: float) -> None:
-    """Read a (TLS) stream's body in the owner greenlet, each read dated when it returns."""
-    buf = response._body_buffer
-    while not response.message_complete:
-        if first_token is not None and meter.chunk_times:
-            first_token.cancel()
-            first_token = None
-        data = sock.recv(RECV_SIZE)
-        now = mark[0] = max(time.perf_counter(), floor)
-        if not data:
-            raise StreamError("disconnect", "server closed the connection mid-stream")
-        response.feed(data)
-        meter.consume(buf, now)
 
 
 class LLMUser(FastHttpUser):
@@ -282,9 +267,10 @@ class LLMUser(FastHttpUser):
         A plain socket is read by a `reader.StreamReader`, in the hub's callbacks, every read
         dated by the kernel's receive timestamp: when the bytes reached the machine, not when
         the hub got round to them. A TLS socket (whose bytes on the wire are not the chunks) is
-        read here, each read dated when it returns. Bytes that came with the response headers
-        were read by geventhttpclient: they are dated when this method starts, and no later read
-        is dated earlier than that (chunk times never go backwards).
+        read in this greenlet (`reader.read_unstamped`), each read dated when it returns. Bytes
+        that came with the response headers were read by geventhttpclient: they are dated when
+        this method starts, and no later read is dated earlier than that (chunk times never go
+        backwards).
         `first_token` (the --ttft-timeout) is cancelled as soon as a content chunk has arrived.
         """
         buf = response._body_buffer  # the parser appends decoded body bytes here, in place
@@ -301,7 +287,7 @@ class LLMUser(FastHttpUser):
                 if not isinstance(sock, SSLSocket) and enable_receive_timestamps(sock._sock):
                     StreamReader(sock, response, meter, WALL_CLOCK, mark, first_token, floor).read()
                 else:
-                    _read_unstamped(sock, response, meter, mark, first_token, floor)
+                    read_unstamped(sock, response, meter, mark, first_token, floor)
             finally:
                 STALLS.forget()
         if buf:

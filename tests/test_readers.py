@@ -1,0 +1,60 @@
+"""The two stream readers (`reader.StreamReader` in the hub, `reader.read_unstamped` in the
+user's greenlet, the TLS path) against a live simulator stream: same chunks, same timing.
+
+Run in a subprocess: the readers live on gevent sockets."""
+
+import json
+import subprocess
+import sys
+
+from vllm_load.sim.process import SimulatorProcess
+
+SCRIPT = r"""
+import json, sys, time
+import gevent
+from geventhttpclient import HTTPClient
+from vllm_load.clock import WallClock, enable_receive_timestamps
+from vllm_load.reader import StreamReader, read_unstamped
+from vllm_load.stream import SseMeter
+
+body = json.dumps({"model": "sim-llama-8b", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 20,
+                   "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}).encode()
+out = {}
+for name in ("stamped", "unstamped"):
+    client = HTTPClient.from_url(sys.argv[1], concurrency=1, block_size=65536)
+    response = client.request("POST", "/v1/chat/completions", body=body, headers={"Content-Type": "application/json"})
+    meter, floor = SseMeter(chat=True), time.perf_counter()
+    mark = [floor]
+    if response._body_buffer:
+        meter.consume(response._body_buffer, floor)
+    first_token = gevent.Timeout(5)
+    first_token.start()
+    sock = response._sock
+    if name == "stamped":
+        assert enable_receive_timestamps(sock._sock)
+        StreamReader(sock, response, meter, WallClock(), mark, first_token, floor).read()
+    else:
+        read_unstamped(sock, response, meter, mark, first_token, floor)
+    out[name] = {"times": meter.chunk_times, "done_at": meter.done_at, "usage": meter.usage,
+                 "complete": response.message_complete, "first_token_pending": first_token.pending,
+                 "mark": mark[0], "floor": floor}
+    first_token.close()
+    client.close()
+print(json.dumps(out))
+"""
+
+
+def test_both_readers_take_the_whole_stream_with_its_timing():
+    with SimulatorProcess("--ttft", "0.05", "--itl", "0.01") as sim:
+        out = subprocess.run([sys.executable, "-c", SCRIPT, sim.url], capture_output=True, text=True, timeout=60,
+                             check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    for name, r in result.items():
+        times = r["times"]
+        assert len(times) == 20, (name, len(times))
+        assert r["complete"] and r["usage"]["completion_tokens"] == 20, name
+        assert times == sorted(times) and times[0] >= r["floor"], name
+        assert r["done_at"] >= times[-1] and r["mark"] >= times[-1], name
+        gaps = sorted(b - a for a, b in zip(times, times[1:]))
+        assert abs(gaps[len(gaps) // 2] - 0.01) < 0.003, (name, gaps)
+        assert r["first_token_pending"] is False, name  # the first content chunk cancelled it
