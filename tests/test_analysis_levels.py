@@ -70,11 +70,17 @@ def test_measured_window_counts_and_throughput(two_levels):
     assert l0.success_rate == pytest.approx(2 / 3)
     # window: end of the 1st finished (101) to the last measured end (104)
     assert (l0.window_start, l0.window_end, l0.window_s) == (101.0, 104.0, 3.0)
-    assert l0.req_per_s == pytest.approx(2 / 3)
-    # b: 10 + 8 tokens; d: no usage, requested 10 + 10 used and flagged
-    assert l0.total_tok_per_s == pytest.approx(38 / 3)
-    assert l0.output_tok_per_s == pytest.approx(18 / 3)
+    # work done inside [101, 104] by every successful request, any level (window_rates):
+    # requests: a 0, b (102-101)/1.5, d 1, e (104-103)/2
+    assert l0.req_per_s == pytest.approx((2 / 3 + 1 + 0.5) / 3)
+    # prompt tokens, spread over start -> first chunk: a, b before 101; d [102, 102.5] and
+    # e [103, 103.1] inside, with 10 each (d has no usage: its requested counts, flagged)
     assert l0.input_tok_per_s == pytest.approx(20 / 3)
+    # output: b's 7 after its first chunk (100.8) over [100.8, 102], 1 s inside; d's 10 inside;
+    # e's first (103.1) and 9 over [103.1, 105], 0.9 s inside; a's all before 101
+    output = 7 * 1 / 1.2 + 10 + 1 + 9 * 0.9 / 1.9
+    assert l0.output_tok_per_s == pytest.approx(output / 3)
+    assert l0.total_tok_per_s == pytest.approx((20 + output) / 3)
     assert l0.usage_missing == 1
     assert l0.prompt_exact_share == 1.0 and l0.completion_exact_share == 0.0
     # in flight during [101, 104]: b 1 s, c 2 s, d 2 s, e 1 s -> 6 s / 3 s
@@ -86,8 +92,12 @@ def test_level_cut_by_time_cap_measures_only_what_finished_in_it(two_levels):
     l1 = level_metrics(*two_levels).set_index("level").loc[1]
     assert (l1.started, l1.finished, l1.measured, l1.ok) == (3, 2, 1, 1)
     assert (l1.window_start, l1.window_end) == (111.0, 113.0)
-    assert l1.req_per_s == pytest.approx(0.5)
-    assert l1.total_tok_per_s == pytest.approx(10.0)
+    # inside [111, 113]: g 2 s of 3 and h 2 s of 5; f ended at 111
+    assert l1.req_per_s == pytest.approx((2 / 3 + 0.4) / 2)
+    # g: 9 tokens over [110.1, 113], 2 s inside; h: prefill [111, 111.1] (10), first chunk at
+    # 111.1, 9 over [111.1, 116], 1.9 s inside. h finished after the level: its work still counts
+    output = 9 * 2 / 2.9 + 1 + 9 * 1.9 / 4.9
+    assert l1.total_tok_per_s == pytest.approx((10 + output) / 2)
     # in flight during [111, 113]: g 2 s, h 2 s
     assert l1.achieved_concurrency == pytest.approx(2.0)
 
@@ -150,7 +160,7 @@ def test_format_level_table(two_levels):
     assert lines[0].split()[:3] == ["users", "achieved", "req/s"]
     assert "E2E p99 s" in lines[0] and "success %" in lines[0]
     first = lines[2].split()
-    assert first[0] == "2" and first[1] == "2.0" and first[2] == "0.67" and first[-1] == "66.7"
+    assert first[0] == "2" and first[1] == "2.0" and first[2] == "0.72" and first[-1] == "66.7"
     assert len({len(line) for line in lines}) == 1  # fixed width
 
 
@@ -183,3 +193,42 @@ def test_measurement_keeps_histograms_and_measured_rows(two_levels):
     meas = measure_levels(*two_levels)
     assert meas.itl_counts.shape[0] == 2 and meas.itl_counts[0].sum() == 9
     assert sorted(meas.measured[meas.measured.level == 0].e2e) == [1.5, 2.0]
+
+
+def _waves(users: int, n_waves: int, duration: float = 2.0, ttft: float = 0.2, prompt: int = 100,
+           completion: int = 50, offset: float = 0.0) -> list[dict]:
+    """A closed loop whose `users` requests all start together and finish together, wave after wave."""
+    rows = []
+    for wave in range(n_waves):
+        t = 1000.0 + offset + wave * duration
+        rows += [ok(0, users, t + u * 1e-4, t + duration + u * 1e-4, prompt=prompt, completion=completion,
+                    ttft=ttft) for u in range(users)]
+    return rows
+
+
+@pytest.mark.parametrize("warmup,target", [(10, 30), (8, 24), (12, 28), (3, 19)])
+def test_throughput_does_not_depend_on_where_the_window_edges_fall_in_a_wave(warmup, target):
+    """8 users finishing 8 at a time: W = 10, K = 20 spans two waves; counting the 20 requests
+    that finish in it read 25 % high on a real vLLM. The work done inside the window does not."""
+    users, duration = 8, 2.0
+    requests = make_requests(_waves(users, 6, duration))
+    steps = make_steps([(0, users, 1000.0, 1012.0, warmup, target, 600.0, "target_reached")])
+    m = level_metrics(requests, steps).iloc[0]
+    assert m.req_per_s == pytest.approx(users / duration, rel=1e-3)
+    assert m.output_tok_per_s == pytest.approx(users * 50 / duration, rel=1e-3)
+    assert m.input_tok_per_s == pytest.approx(users * 100 / duration, rel=1e-3)
+    assert m.achieved_concurrency == pytest.approx(users, rel=1e-3)
+
+
+def test_unmeasured_neighbours_and_in_flight_requests_count_their_work_inside_the_window():
+    """Requests of the level after the measured ones (the last level's drain) and of the level
+    before still did work inside the window: it counts, as the server counted it."""
+    rows = [ok(0, 1, 100.0, 104.0, prompt=0, completion=41, ttft=0.0),   # spans the whole window
+            ok(0, 1, 100.0, 101.0), ok(0, 1, 101.0, 102.0)]
+    requests = make_requests(rows)
+    steps = make_steps([(0, 1, 100.0, 102.0, 1, 2, 600.0, "target_reached")])
+    m = level_metrics(requests, steps).iloc[0]
+    assert (m.window_start, m.window_end) == (101.0, 102.0)
+    # the long request: its first token at 100.0, the other 40 over [100, 104], 1 s inside;
+    # the measured one: all 10 output tokens (its first at 101.1)
+    assert m.output_tok_per_s == pytest.approx(40 / 4 + 10)

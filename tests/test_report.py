@@ -14,6 +14,8 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+
+from vllm_load.analysis.window_rates import RequestSpans, work_in_window
 from PIL import Image
 
 from vllm_load.analysis.synthetic import ServerModel, SyntheticRun, write_synthetic_run
@@ -133,7 +135,13 @@ def test_failures_are_broken_down_and_never_throughput(tmp_path):
     assert sum(e["count"] for e in summary["runs"][0]["errors"]) == int((requests["ok"] != 1).sum())
     for level in summary["runs"][0]["levels"]:
         assert level["success_rate"] == pytest.approx(level["ok"] / level["measured"])
-        assert level["req_per_s"] == pytest.approx(level["ok"] / level["window_s"])
+        # the work of the successful requests only (window_rates), over the same window
+        good = requests[requests["ok"] == 1]
+        spans = RequestSpans.build(good["start_ts"], good["ttft"], good["end_ts"], good["prompt_tokens"],
+                                   good["completion_tokens"])
+        work = work_in_window(spans, level["window_start"], level["window_end"])
+        assert level["req_per_s"] == pytest.approx(work.requests / level["window_s"])
+        assert level["output_tok_per_s"] == pytest.approx(work.output_tokens / level["window_s"])
     assert "Errors per level" in open(paths.html).read()
 
 

@@ -5,8 +5,10 @@ first W to finish (warm-up), measure the next K (fewer when the level was cut sh
 those that finished before the level ended). The measured window runs from the end of the W-th
 finished request (the level's start when W = 0) to the end of the last measured request.
 
-Throughput counts the tokens of the successful measured requests over the window; latency
-percentiles are over the successful measured requests (a failure's "latency" is its time to
+Throughput and req/s count the work done inside the window by every successful request of the
+run, each spread over the part of its life in which it was done (`window_rates`: counting what
+*finishes* in a window whose edges are finish times depends on where closed-loop waves fall);
+latency percentiles are over the successful measured requests (a failure's "latency" is its time to
 fail, which says nothing about serving speed; failures are counted separately); ITL
 percentiles come from their merged `itl_hist`.
 
@@ -22,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from .hist import hist_percentiles, merge_hist_column
+from .window_rates import RequestSpans, work_in_window
 
 PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
 LATENCIES: tuple[str, ...] = ("e2e", "ttft", "itl", "tpot")
@@ -52,6 +55,22 @@ class LevelMeasurement:
 
 def _num(series: pd.Series) -> np.ndarray:
     return pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _token_counts(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Prompt and completion tokens per row: the server's usage, else the requested counts."""
+    prompt = _num(frame["prompt_tokens"])
+    completion = _num(frame["completion_tokens"])
+    prompt = np.where(np.isnan(prompt), _num(frame["requested_prompt_tokens"]), prompt)
+    completion = np.where(np.isnan(completion), _num(frame["requested_completion_tokens"]), completion)
+    return prompt, completion
+
+
+def _success_spans(req: pd.DataFrame, ok: np.ndarray) -> RequestSpans:
+    """The successful requests' lives and token counts, for `window_rates`."""
+    sub = req[ok]
+    prompt, completion = _token_counts(sub)
+    return RequestSpans.build(_num(sub["start_ts"]), _num(sub["ttft"]), _num(sub["end_ts"]), prompt, completion)
 
 
 def level_plan(steps: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
@@ -162,11 +181,7 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
     completion_usage = _num(sub["completion_tokens"])
     req_prompt = _num(sub["requested_prompt_tokens"])
     req_completion = _num(sub["requested_completion_tokens"])
-    prompt = np.where(np.isnan(prompt_usage), req_prompt, prompt_usage)
-    completion = np.where(np.isnan(completion_usage), req_completion, completion_usage)
     usage_missing = np.isnan(prompt_usage) | np.isnan(completion_usage)
-    in_tok = np.bincount(g, weights=np.nan_to_num(prompt), minlength=n_levels)
-    out_tok = np.bincount(g, weights=np.nan_to_num(completion), minlength=n_levels)
     with_prompt = ~np.isnan(prompt_usage)
     with_completion = ~np.isnan(completion_usage)
     n_with_prompt = np.bincount(g[with_prompt], minlength=n_levels)
@@ -174,11 +189,16 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
     prompt_exact = np.bincount(g[with_prompt & (prompt_usage == req_prompt)], minlength=n_levels)
     completion_exact = np.bincount(g[with_completion & (completion_usage == req_completion)], minlength=n_levels)
 
-    # achieved concurrency: requests in flight (any level, any outcome) averaged over the window
+    # achieved concurrency: requests in flight (any level, any outcome) averaged over the window;
+    # throughput: the work every successful request (any level) did inside it
+    spans = _success_spans(req, ok_all)
     achieved = np.full(n_levels, np.nan)
+    done = np.full((n_levels, 3), np.nan)  # requests, prompt tokens, output tokens
     for i in np.flatnonzero(~np.isnan(window_s)):
         overlap = np.minimum(end, window_end[i]) - np.maximum(start, window_start[i])
         achieved[i] = np.clip(overlap, 0.0, None).sum() / window_s[i]
+        work = work_in_window(spans, window_start[i], window_end[i])
+        done[i] = (work.requests, work.prompt_tokens, work.output_tokens)
 
     with np.errstate(invalid="ignore", divide="ignore"):
         out = pd.DataFrame({
@@ -196,10 +216,10 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
             "window_start": window_start,
             "window_end": window_end,
             "window_s": window_s,
-            "req_per_s": n_ok / window_s,
-            "total_tok_per_s": (in_tok + out_tok) / window_s,
-            "output_tok_per_s": out_tok / window_s,
-            "input_tok_per_s": in_tok / window_s,
+            "req_per_s": done[:, 0] / window_s,
+            "total_tok_per_s": (done[:, 1] + done[:, 2]) / window_s,
+            "output_tok_per_s": done[:, 2] / window_s,
+            "input_tok_per_s": done[:, 1] / window_s,
             "achieved_concurrency": achieved,
         })
     measured_frame = pd.DataFrame({"level": plan["level"].to_numpy(np.int64)[g], "ttft": _num(sub["ttft"]),

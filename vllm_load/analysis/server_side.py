@@ -1,9 +1,19 @@
 """The server's own view of a run, from `server_metrics.csv`, checked against the client's.
 
-Counters (`generation_tokens_total`, ...) are interpolated linearly at the edges of each
-level's measured window, so the server's generated-token rate covers exactly the window the
-client's output tok/s covers. The two should agree; a disagreement above `TOLERANCE` means
-tokens the client did not see (or counted twice) and is flagged in the report.
+Per level, over the same measured window as the client's figures:
+
+- generated tokens/s: `generation_tokens_total` interpolated linearly at the window's edges,
+  against the client's output tok/s (which counts the tokens generated inside the window,
+  `window_rates`);
+- requests in the server: the `running` and `waiting` gauges averaged over the window, against
+  the client's achieved concurrency (requests in flight);
+- mean TTFT: the server's TTFT histogram (`ttft_sum`/`ttft_count`) over the window, against the
+  mean TTFT of the client's requests whose first chunk came inside it (the same requests);
+- prefix-cache hits and queries over the window.
+
+A comparison needs a window several scrape intervals long: counters are read every `interval`
+seconds and interpolated in between, so a window of one or two intervals has edges the samples
+cannot place. Such a level reads "too short to compare", never a disagreement.
 """
 
 from __future__ import annotations
@@ -13,7 +23,19 @@ import os
 import numpy as np
 import pandas as pd
 
-TOLERANCE = 0.02
+TOLERANCE = 0.02  # client vs server generated tokens
+CONCURRENCY_TOLERANCE = 0.05
+TTFT_TOLERANCE = 0.05
+MIN_INTERVALS = 4  # a window shorter than this many scrape intervals is too short to compare
+GAUGE_POINTS = 200  # points a gauge is averaged over within a window
+
+#: why the client's and the server's figures can differ, for the report
+DISAGREEMENT_CAUSES = (
+    "other traffic on the server during the window (another client, a health check that generates)",
+    "requests the client cut off or never recorded (a run stopped mid-level; failures without usage)",
+    "window edges between two scrapes: counters are interpolated linearly inside a scrape interval",
+    "a client that read late (see client health): its chunk times, and so its windows, shift",
+)
 
 
 def read_server_metrics(path: str) -> pd.DataFrame | None:
@@ -26,39 +48,110 @@ def read_server_metrics(path: str) -> pd.DataFrame | None:
     return frame.sort_values("ts").reset_index(drop=True)
 
 
-def _counter_at(frame: pd.DataFrame, column: str, ts: float) -> float:
+def scrape_interval(server: pd.DataFrame, configured: float | None = None) -> float:
+    """The scrape interval: as configured (run.json), else the median gap between samples."""
+    if configured and configured > 0:
+        return float(configured)
+    gaps = np.diff(server["ts"].to_numpy(np.float64))
+    return float(np.median(gaps)) if len(gaps) else np.nan
+
+
+def _column(frame: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:
+    if column not in frame:
+        return np.array([]), np.array([])
     t = frame["ts"].to_numpy(np.float64)
     v = pd.to_numeric(frame[column], errors="coerce").to_numpy(np.float64)
     ok = ~np.isnan(v)
-    if ok.sum() < 2 or ts != ts or ts < t[ok][0] or ts > t[ok][-1]:
+    return t[ok], v[ok]
+
+
+def counter_delta(frame: pd.DataFrame, column: str, a: float, b: float) -> float:
+    """How much a counter grew over [a, b], interpolated between samples; NaN when the samples
+    do not cover both edges."""
+    t, v = _column(frame, column)
+    if len(t) < 2 or not (a == a and b == b) or a < t[0] or b > t[-1]:
         return np.nan
-    return float(np.interp(ts, t[ok], v[ok]))
+    return float(np.interp(b, t, v) - np.interp(a, t, v))
 
 
-def level_server_figures(server: pd.DataFrame, metrics: pd.DataFrame, tolerance: float = TOLERANCE) -> pd.DataFrame:
-    """Per level: server-side generation tok/s over the measured window against the client's
-    output tok/s, mean running/waiting requests, peak KV-cache usage and preemptions."""
+def gauge_mean(frame: pd.DataFrame, column: str, a: float, b: float) -> float:
+    """A gauge's mean over [a, b], linear between samples; NaN without samples around it."""
+    t, v = _column(frame, column)
+    if len(t) < 2 or not (a == a and b == b) or b <= a or a < t[0] or b > t[-1]:
+        inside = v[(t >= a) & (t <= b)] if len(t) else v
+        return float(inside.mean()) if len(inside) else np.nan
+    return float(np.interp(np.linspace(a, b, GAUGE_POINTS), t, v).mean())
+
+
+def _relative(server: float, client: float) -> float:
+    return server / client - 1.0 if client and client == client and server == server else np.nan
+
+
+def client_ttft_in_windows(requests: pd.DataFrame | None, metrics: pd.DataFrame) -> np.ndarray:
+    """Per level: mean TTFT of the successful requests (any level) whose first content chunk
+    came inside the level's window, the requests the server's TTFT histogram saw then."""
+    out = np.full(len(metrics), np.nan)
+    if requests is None or requests.empty:
+        return out
+    ok = pd.to_numeric(requests["ok"], errors="coerce").to_numpy() == 1
+    start = pd.to_numeric(requests["start_ts"], errors="coerce").to_numpy(np.float64)[ok]
+    ttft = pd.to_numeric(requests["ttft"], errors="coerce").to_numpy(np.float64)[ok]
+    first = start + ttft
+    for i, (a, b) in enumerate(zip(metrics["window_start"], metrics["window_end"])):
+        inside = (first > a) & (first <= b)
+        if inside.any():
+            out[i] = float(ttft[inside].mean())
+    return out
+
+
+def level_server_figures(server: pd.DataFrame, metrics: pd.DataFrame, requests: pd.DataFrame | None = None,
+                         interval: float | None = None, tolerance: float = TOLERANCE) -> pd.DataFrame:
+    """Per level: the server's figures over the measured window beside the client's, their
+    relative differences, whether the window is long enough to compare (`comparable`) and
+    whether the figures disagree beyond tolerance (`disagrees`, only where comparable)."""
+    step = scrape_interval(server, interval)
+    client_ttft = client_ttft_in_windows(requests, metrics)
+    t_last = server["ts"].to_numpy(np.float64)[-1] if len(server) else np.nan
     rows = []
-    t = server["ts"].to_numpy(np.float64)
-    for rec in metrics.to_dict("records"):
-        ws, we = rec["window_start"], rec["window_end"]
-        gen = np.nan
-        if ws == ws and we == we and we > ws:
-            gen = (_counter_at(server, "generation_tokens_total", we) - _counter_at(server, "generation_tokens_total", ws)) / (we - ws)
-        start, end = rec["level_start"], rec["level_end"] if rec["level_end"] == rec["level_end"] else t[-1]
-        inside = server[(t >= start) & (t <= end)]
-        client = rec["output_tok_per_s"]
-        diff = gen / client - 1.0 if client and client == client and gen == gen else np.nan
+    for i, rec in enumerate(metrics.to_dict("records")):
+        a, b = rec["window_start"], rec["window_end"]
+        window = b - a if a == a and b == b else np.nan
+        comparable = bool(window == window and step == step and window >= MIN_INTERVALS * step)
+        gen = counter_delta(server, "generation_tokens_total", a, b) / window if window == window else np.nan
+        running, waiting = gauge_mean(server, "running", a, b), gauge_mean(server, "waiting", a, b)
+        in_server = running + (waiting if waiting == waiting else 0.0)
+        ttft_n = counter_delta(server, "ttft_count", a, b)
+        server_ttft = counter_delta(server, "ttft_sum", a, b) / ttft_n if ttft_n and ttft_n == ttft_n else np.nan
+        diff = _relative(gen, rec["output_tok_per_s"])
+        conc_diff = _relative(rec["achieved_concurrency"], in_server)
+        ttft_diff = _relative(client_ttft[i], server_ttft)
+        start, end = rec["level_start"], rec["level_end"] if rec["level_end"] == rec["level_end"] else t_last
         rows.append({
-            "level": rec["level"], "users": rec["users"],
-            "server_gen_tok_per_s": gen, "client_output_tok_per_s": client, "difference": diff,
-            "disagrees": bool(diff == diff and abs(diff) > tolerance),
-            "running_mean": float(inside["running"].mean()) if len(inside) else np.nan,
-            "waiting_mean": float(inside["waiting"].mean()) if len(inside) else np.nan,
-            "kv_cache_usage_max": float(inside["kv_cache_usage"].max()) if len(inside) else np.nan,
-            "preemptions": _counter_at(server, "preemptions_total", end) - _counter_at(server, "preemptions_total", start),
+            "level": rec["level"], "users": rec["users"], "window_s": window, "comparable": comparable,
+            "server_gen_tok_per_s": gen, "client_output_tok_per_s": rec["output_tok_per_s"], "difference": diff,
+            "running_mean": running, "waiting_mean": waiting,
+            "achieved_concurrency": rec["achieved_concurrency"], "concurrency_difference": conc_diff,
+            "server_ttft_mean": server_ttft, "client_ttft_mean": client_ttft[i], "ttft_difference": ttft_diff,
+            "prefix_cache_hits": counter_delta(server, "prefix_cache_hits", a, b),
+            "prefix_cache_queries": counter_delta(server, "prefix_cache_queries", a, b),
+            "disagrees": bool(comparable and diff == diff and abs(diff) > tolerance),
+            "concurrency_disagrees": bool(comparable and conc_diff == conc_diff
+                                          and abs(conc_diff) > CONCURRENCY_TOLERANCE),
+            "ttft_disagrees": bool(comparable and ttft_diff == ttft_diff and abs(ttft_diff) > TTFT_TOLERANCE),
+            "kv_cache_usage_max": _level_max(server, "kv_cache_usage", start, end),
+            "preemptions": counter_delta(server, "preemptions_total", start, min(end, t_last)),
         })
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    if len(frame):
+        frame["flagged"] = frame["disagrees"] | frame["concurrency_disagrees"] | frame["ttft_disagrees"]
+        frame["too_short"] = ~frame["comparable"]
+    return frame
+
+
+def _level_max(server: pd.DataFrame, column: str, start: float, end: float) -> float:
+    t, v = _column(server, column)
+    inside = v[(t >= start) & (t <= end)]
+    return float(inside.max()) if len(inside) else np.nan
 
 
 def run_token_check(server: pd.DataFrame, requests: pd.DataFrame) -> dict:

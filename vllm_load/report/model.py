@@ -143,7 +143,9 @@ def summarize_run(path: str) -> RunSummary:
         errors=error_counts(data.requests),
         client_validation=_client_validation(path),
         server=server,
-        server_levels=level_server_figures(server, meas.metrics) if server is not None else None,
+        server_levels=(level_server_figures(server, meas.metrics, data.requests,
+                                            (data.run.get("server_metrics") or {}).get("interval"))
+                       if server is not None else None),
         client_levels=level_client_health(health, meas.metrics) if health is not None else None,
     )
 

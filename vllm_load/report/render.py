@@ -17,6 +17,7 @@ from typing import Mapping, Sequence
 
 import jinja2
 
+from ..analysis import server_side
 from .. import __version__
 from ..analysis.saturation import SaturationRule
 from . import charts
@@ -247,7 +248,8 @@ def build_report(run_dirs: Sequence[str], out_html: str, gpus_per_model: Mapping
         os.makedirs(os.path.dirname(os.path.abspath(paths.html)), exist_ok=True)
         env = _template_env()
         context = dict(data=data, series=series, runs=runs, overview_charts=overview, title=_title(data),
-                       version=__version__)
+                       version=__version__, server_causes=server_side.DISAGREEMENT_CAUSES,
+                       min_intervals=server_side.MIN_INTERVALS)
         _write(paths.html, env.get_template("report.html").render(**context))
         _write(paths.markdown, env.get_template("report.md").render(**context))
         summary = summary_dict(data)
