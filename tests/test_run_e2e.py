@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from runhelpers import load_run_files, only_run_dir, run_vllm_load
+from vllm_load.analysis.levels import level_metrics
 from vllm_load.sim.process import SimulatorProcess
 from vllm_load.sim.trace import read_trace
 
@@ -29,8 +30,12 @@ def test_two_workers_record_every_request_once_and_attribute_levels(tmp_path):
     level_1_start = steps.loc[1, "start_ts"]
     assert ((requests["start_ts"] >= level_1_start) == (requests["level"] == 1)).all()
     assert run["outcome"] == "completed" and run["meta"] == {"purpose": "test"}
-    # the last level's requests in flight at the end are cut off: counted, without rows
-    assert run["requests_abandoned"]["total"] <= 12 and set(run["requests_abandoned"]["by_level"]) <= {"1"}
+    # the last level is measured like the others: its requests in flight when it reached its target
+    # were let finish and have rows (the server saw no request the client did not record), so its
+    # achieved concurrency is its users, as at every level
+    assert run["requests_abandoned"]["total"] == 0
+    assert run["drain"]["reason"] == "all_finished" and run["drain"]["in_flight_at_end"] == 0
+    assert (requests["end_ts"] > steps.loc[1, "end_ts"]).sum() >= 1
     assert run["client"]["mode"] == "master" and run["prompts"]["method"] == "server_tokenize"
     assert requests["ok"].all()
     # both workers shipped their CPU and loop-lag samples to the master with their records
@@ -39,13 +44,29 @@ def test_two_workers_record_every_request_once_and_attribute_levels(tmp_path):
     assert health["cpu_percent"].ge(0).all() and health["rss_mib"].gt(0).all()
     # every request went out with its request_id as X-Request-Id: the server's trace names each row
     trace = read_trace(trace_path)
-    assert requests["request_id"].is_unique
+    assert requests["request_id"].is_unique and set(trace) == set(requests["request_id"])
     for rid, start, ttft, end, tokens in zip(requests["request_id"], requests["start_ts"], requests["ttft"],
                                              requests["end_ts"], requests["completion_tokens"]):
         server = trace[rid]
         assert len(server.tokens) == tokens == 32
         assert start < server.received <= server.tokens[0] <= server.tokens[-1] <= server.end
         assert server.tokens[0] <= start + ttft and server.end <= end  # the client saw them after they were sent
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_the_last_level_is_measured_like_the_others(tmp_path, workers):
+    """Requests in flight when the last level reaches its target finish and are recorded: its
+    achieved concurrency is its users, as at the level before (cut off, it read 6.0 of 8)."""
+    trace_path = str(tmp_path / "trace.jsonl")
+    with SimulatorProcess("--time-scale", "0.1", "--max-num-seqs", "16", "--trace", trace_path) as sim:
+        run_vllm_load("run", "--host", sim.url, "--workers", workers, "--levels", "3,8", "--input-tokens", "128",
+                      "--output-tokens", "64", "--requests-per-level", "20", "--warmup-requests", "8",
+                      "--out", str(tmp_path))
+    requests, steps, run, _ = load_run_files(only_run_dir(tmp_path))
+    assert run["requests_abandoned"]["total"] == 0 and run["drain"]["reason"] == "all_finished"
+    assert set(read_trace(trace_path)) == set(requests["request_id"])  # every request sent has its row
+    metrics = level_metrics(requests, steps)
+    assert list(metrics["achieved_concurrency"]) == pytest.approx([3, 8], rel=0.05)
 
 
 def _assert_exact(requests, n, input_tokens, output_tokens):

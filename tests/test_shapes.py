@@ -17,7 +17,8 @@ def test_levels_advance_when_warmup_plus_target_finished():
     assert users == [10, 10, 50, 50, 100, 100, None]
     changes = c.take_changes()
     assert [(ch.kind, ch.level, ch.at) for ch in changes] == [
-        ("start", 0, 0), ("end", 0, 2), ("start", 1, 2), ("end", 1, 4), ("start", 2, 4), ("end", 2, 6)]
+        ("start", 0, 0), ("end", 0, 2), ("start", 1, 2), ("end", 1, 4), ("start", 2, 4), ("end", 2, 6),
+        ("drain", 2, 6), ("drained", 2, 6)]  # nothing in flight: the drain ends at once
     assert {ch.reason for ch in changes if ch.kind == "end"} == {"target_reached"}
 
 
@@ -32,3 +33,23 @@ def test_cooldown_runs_zero_users_between_levels():
     c = StepController(LevelPlan((5, 6), warmup_requests=0, requests_per_level=1, cooldown=10))
     users = run_ticks(c, [(0, {}), (1, {0: 1}), (5, {0: 1}), (11, {0: 1}), (12, {1: 1})])
     assert users == [5, 0, 0, 6, None]
+
+
+def test_the_last_level_drains_its_requests_in_flight_before_the_test_ends():
+    c = StepController(LevelPlan((2, 4), warmup_requests=0, requests_per_level=2, drain_timeout=60))
+    flying = {"n": 4}
+    ticks = []
+    for now, finished, in_flight in [(0, {}, 2), (1, {0: 2}, 2), (2, {1: 2}, 4), (3, {1: 3}, 3), (4, {1: 6}, 0)]:
+        flying["n"] = in_flight
+        ticks.append(c.tick(now, lambda level: finished.get(level, 0), lambda: flying["n"]))
+    # the last level's users stay (sending nothing new) while requests are in flight
+    assert ticks == [2, 4, 4, 4, None]
+    changes = [(ch.kind, ch.at, ch.reason) for ch in c.take_changes()]
+    assert changes[-3:] == [("end", 2, "target_reached"), ("drain", 2, ""), ("drained", 4, "all_finished")]
+
+
+def test_a_drain_that_outlasts_its_timeout_ends_the_test():
+    c = StepController(LevelPlan((3,), warmup_requests=0, requests_per_level=1, drain_timeout=10))
+    ticks = [c.tick(now, lambda level: 1 if now else 0, lambda: 2) for now in (0, 1, 5, 11)]
+    assert ticks == [3, 3, 3, None]
+    assert [(ch.kind, ch.reason) for ch in c.take_changes()][-1] == ("drained", "drain_timeout")

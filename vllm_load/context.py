@@ -11,6 +11,7 @@ import logging
 import secrets
 import socket
 
+import gevent.event
 import gevent.lock
 import gevent.socket
 from geventhttpclient import HTTPClient
@@ -27,7 +28,7 @@ from .prompts import (
     approximate_plan,
     calibrate,
 )
-from .records import RequestRecord
+from .records import START_INDEX, RequestRecord
 from .settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -54,6 +55,11 @@ class RecordBuffer:
 
     def __len__(self) -> int:
         return len(self._rows)
+
+    def started_between(self, lo: float, hi: float) -> int:
+        """Waiting rows of requests that started in [lo, hi): what a level has finished that the
+        recorder has not taken in yet."""
+        return sum(1 for row in self._rows if lo <= row[START_INDEX] < hi)
 
 
 class AddressCache:
@@ -104,6 +110,9 @@ class LoadContext:
         self._lock = gevent.lock.Semaphore()
         self._settings: Settings | None = None
         self._settling = 0  # users that have not had a response yet
+        self.in_flight = 0  # requests sent (or due) and not yet recorded
+        self.draining = False  # the last level is over: users send nothing new
+        self._drained = gevent.event.Event()  # never set: users wait on it once draining
         self.model: str | None = None
         self.prompts: PromptFactory | None = None
         self.plan: PromptPlan | None = None
@@ -145,6 +154,14 @@ class LoadContext:
         if self._settling == 0:
             quiet_collector()
 
+    def start_draining(self) -> None:
+        """The test is draining (`steps`): users finish the request they have and send no other."""
+        self.draining = True
+
+    def park(self) -> None:
+        """Where a user waits, sending nothing, once the test drains; the end of the test stops it."""
+        self._drained.wait()
+
     def drain_abandoned(self) -> list[float]:
         starts, self.abandoned = self.abandoned, []
         return starts
@@ -152,6 +169,7 @@ class LoadContext:
     def reset(self) -> None:
         """Forget settings and prompts so a new test (web UI) picks up new options."""
         self._settings = None
+        self.draining = False
         self.prompts = None
         self.plan = None
         self.model = None

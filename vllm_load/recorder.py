@@ -84,6 +84,10 @@ class RunRecorder:
             record.end_ts, record.stop_reason = at, reason
             self.write_steps()
 
+    @property
+    def level_starts(self) -> list[float]:
+        return list(self._level_starts)
+
     def finished_in_level(self, level: int) -> int:
         return self._finished[level] if 0 <= level < len(self._finished) else 0
 

@@ -14,6 +14,7 @@ where `quit` may be hours away, it is closed a few seconds after `test_stop`.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import platform
 import signal
@@ -59,6 +60,9 @@ LOCAL_FLUSH_PAUSE = 0.0001
 HEALTH_INTERVAL = 1.0  # seconds per client health sample in local runs (workers: each report)
 WORKER_CHECK_INTERVAL = 1.0
 WEB_UI_CLOSE_GRACE = 5.0
+# The last level's drain may last a request timeout, plus this for the last reports to arrive.
+DRAIN_SLACK = 10.0
+DRAIN_MESSAGE = "vllm_load_drain"  # master -> workers: the last level is over, send nothing new
 
 
 class RunSession:
@@ -121,8 +125,10 @@ class RunSession:
                 self.settings.requests_per_level,
                 self.settings.level_time_cap,
                 self.settings.cooldown,
+                drain_timeout=self.settings.request_timeout + DRAIN_SLACK,
             )
         )
+        self.worker_flights: dict[str, tuple[bool, int]] = {}  # worker -> (draining, in flight), as reported
         self.live = LiveStats()
         self.health = HealthWriter(os.path.join(run_dir, CLIENT_HEALTH_FILE))
         environment.vllm_load_live = self.live  # the web UI keeps showing the last test
@@ -151,13 +157,62 @@ class RunSession:
 
     def tick(self, now: float) -> int | None:
         """Users to run now (None: the test is over), recording any level change."""
-        users = self.controller.tick(now, self.recorder.finished_in_level)
+        users = self.controller.tick(now, self.finished_in_level, self.in_flight)
         for change in self.controller.take_changes():
             self.level_changed(change)
         return users
 
+    def finished_in_level(self, level: int) -> int:
+        """Finished requests that started in `level`: the recorder's, and in a single process also
+        those still waiting in its buffer. At thousands of requests per second the local flush
+        (in slices, so as not to hold the event loop) takes rows in later than they finish, and a
+        level that ends on a request count would run past it."""
+        finished = self.recorder.finished_in_level(level)
+        if isinstance(self.environment.runner, LocalRunner):
+            starts = self.recorder.level_starts
+            lo = starts[level] if 0 < level < len(starts) else -math.inf
+            hi = starts[level + 1] if level + 1 < len(starts) else math.inf
+            finished += LoadContext.of(self.environment).buffer.started_between(lo, hi)
+        return finished
+
+    def in_flight(self) -> int:
+        """Requests in flight in every load process; while a worker has not yet reported that it
+        drains, at least one (its count may predate the drain)."""
+        runner = self.environment.runner
+        if not isinstance(runner, MasterRunner):
+            return LoadContext.of(self.environment).in_flight
+        total = 0
+        for client in runner.clients.all:
+            if client.state == STATE_MISSING:
+                continue
+            draining, flying = self.worker_flights.get(client.id, (False, 1))
+            total += flying if draining else max(flying, 1)
+        return total
+
+    def worker_flight(self, worker: str, draining: bool, in_flight: int) -> None:
+        self.worker_flights[worker] = (draining, in_flight)
+
+    def _drain(self, change: LevelChange) -> None:
+        """The last level is over: tell every load process to send nothing new."""
+        runner = self.environment.runner
+        if isinstance(runner, MasterRunner):
+            runner.send_message(DRAIN_MESSAGE)
+        else:
+            LoadContext.of(self.environment).start_draining()
+        self.recorder.run_info["drain"] = {"started_at": change.at, "in_flight_at_start": self.in_flight()}
+        logger.info("level %d: letting the requests in flight finish (at most %.0f s)", change.level,
+                    self.controller.plan.drain_timeout)
+
     def level_changed(self, change: LevelChange) -> None:
         settings = self.settings
+        if change.kind == "drain":
+            self._drain(change)
+            return
+        if change.kind == "drained":
+            drain = self.recorder.run_info.setdefault("drain", {})
+            drain.update(ended_at=change.at, reason=change.reason, in_flight_at_end=self.in_flight())
+            self.recorder.write_run_json()
+            return
         if change.kind == "start":
             self.recorder.start_level(
                 change.level, change.users, change.at, settings.warmup_requests,
@@ -413,6 +468,9 @@ def _install_worker(environment, runner) -> None:
         if abandoned:
             data["vllm_abandoned"] = abandoned
         data["vllm_health"] = asdict(probe.sample(client_id))
+        data["vllm_flight"] = [context.draining, context.in_flight]
+
+    runner.register_message(DRAIN_MESSAGE, lambda **_kw: context.start_draining())
 
     @environment.events.test_stop.add_listener
     def _(**_kw):
@@ -438,6 +496,8 @@ def _install_master(environment) -> None:
             session.recorder.add_abandoned(data["vllm_abandoned"])
         if data.get("vllm_health"):
             session.add_health(data["vllm_health"], client_id)
+        if data.get("vllm_flight"):  # after its records: a worker drained is one whose rows are in
+            session.worker_flight(client_id, *data["vllm_flight"])
 
     def watch_workers():
         while True:

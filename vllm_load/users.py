@@ -139,6 +139,8 @@ class LLMUser(FastHttpUser):
         """
         while self.send_request() and self._state != LOCUST_STATE_STOPPING:
             pass
+        if self.context.draining:
+            self.context.park()
 
     def send_request(self) -> bool:
         """One request, measured, recorded and reported to Locust; True if it succeeded.
@@ -147,11 +149,17 @@ class LLMUser(FastHttpUser):
         when that one ended (`_due`): the wait is in its latency.
         """
         context = self.context
+        if context.draining:
+            return False
         settings = context.settings
         t0 = self._due if self._due is not None else time.perf_counter()
         self._due = None
         body = request_payload(settings, context.model, context.prompts.next_content(), self._stream, self._endpoint)
-        return bool(self.measure(body, settings, context.next_request_id(), t0).ok)
+        context.in_flight += 1
+        try:
+            return bool(self.measure(body, settings, context.next_request_id(), t0).ok)
+        finally:
+            context.in_flight -= 1
 
     def report(self, record: RequestRecord) -> None:
         """Hand a finished request to the record buffer and to Locust's `request` event."""
