@@ -24,7 +24,7 @@ LEVELS = (10, 50, 100, 200)
 
 
 def synthetic_runs(base, n, model="synthetic/model-8b", **kwargs):
-    spec = dict(levels=LEVELS, requests_per_level=60, warmup_requests=6, output_tokens=64, **kwargs)
+    spec = {**dict(levels=LEVELS, requests_per_level=60, warmup_requests=6, output_tokens=64), **kwargs}
     return [write_synthetic_run(str(base), SyntheticRun(model=model, seed=i, **spec)) for i in range(n)]
 
 
@@ -40,7 +40,9 @@ def embedded_pngs(html: str) -> list[Image.Image]:
 @pytest.fixture(scope="module")
 def three_run_report(tmp_path_factory):
     base = tmp_path_factory.mktemp("runs")
-    runs = synthetic_runs(base, 3)
+    # enough requests that every level runs at its full concurrency (60 at 100 users would measure the
+    # burst of one wave: CoV ~20 %, which the old overlap rule hid and the saturation rule now reports)
+    runs = synthetic_runs(base, 3, requests_per_level=400, warmup_requests=200)
     paths = build_report(runs, str(base / "out" / "r.html"), progress=False)
     return runs, paths
 
@@ -61,6 +63,10 @@ def test_three_runs_give_n3_intervals_in_every_output(three_run_report):
     assert at_100["total_tok_per_s_std"] == pytest.approx(np.std(per_run, ddof=1))
     # the synthetic server batches 100 sequences: throughput flattens there
     assert series["saturation"]["saturated"] and series["saturation"]["saturation_point"]["users"] == 100
+    assert series["saturation"]["decision"]["state"] == "decided"
+    assert series["saturation"]["failed_levels"] == []
+    assert "saturation point is the lowest tested concurrency whose mean" in summary["rules"]["saturation"]
+    assert "left out" in summary["rules"]["failed_levels"]
     # the CSV holds the same numbers
     with open(paths.csv, newline="") as fh:
         rows = list(csv.DictReader(fh))

@@ -48,6 +48,8 @@ def _saturation(s: SeriesReport) -> dict:
         "status": sat.status,
         "saturated": sat.saturated,
         "reason": sat.reason,
+        "decision": None,
+        "failed_levels": [asdict(f) for f in sat.failed],
         "peak": asdict(sat.peak) if sat.peak else None,
         "saturation_point": asdict(sat.saturation) if sat.saturation else None,
         "scaling": None,
@@ -58,6 +60,8 @@ def _saturation(s: SeriesReport) -> dict:
             for r in sat.recommendations
         ],
     }
+    if sat.decision is not None:
+        out["decision"] = {**asdict(sat.decision), "text": sat.decision.sentence()}
     if sat.scaling is not None:
         out["scaling"] = {**asdict(sat.scaling), "note": sat.scaling.note()}
     if sat.past_saturation is not None:
@@ -74,7 +78,8 @@ def summary_dict(data: ReportData) -> dict:
         "generated_at": data.generated_at,
         "vllm_load_version": __version__,
         "confidence": 0.95,
-        "rules": {"saturation": data.rule.describe(), "recommendations": data.rule.describe_recommendations()},
+        "rules": {"saturation": data.rule.describe(), "failed_levels": data.rule.describe_failures(),
+                  "recommendations": data.rule.describe_recommendations()},
         "series": [
             {
                 "label": s.label, "model": s.series.model, "n_runs": s.n_runs,
