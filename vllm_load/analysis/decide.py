@@ -2,12 +2,13 @@
 
 The saturation point itself is a point estimate from mean throughputs alone (`saturation`):
 the lowest level whose mean is within the tolerance of the peak mean. This module asks the
-separate question whether the runs support it. For every level it takes the difference
-between the level's mean and the tolerance line, (1 - tolerance) × the peak mean, and gives
-that difference a 95 % t-interval: the two means' standard errors combined as independent,
-df = the smaller n - 1 (conservative). A level is *credibly within* when the interval lies
-above zero, *credibly below* when it lies below zero; the peak is within by definition (it is
-the reference). The point is decided when it is credibly within and every lower level is
+separate question whether the runs support it. Which level is truly the peak is itself
+uncertain, so every level is compared with every other: the difference between level i's
+mean and (1 - tolerance) × level j's mean gets a 95 % t-interval (the two means' standard
+errors combined as independent, df = the smaller n - 1, which is conservative). Level i is
+*credibly within* the tolerance of the peak when all its intervals lie above zero, and
+*credibly below* it when one lies below zero (it is below the tolerance line of some level,
+so of the peak's). The point is decided when it is credibly within and every lower level is
 credibly below. Interval width only decides whether the point is *decided*; it never moves it.
 """
 
@@ -29,39 +30,35 @@ DECIDED, UNDETERMINED, SINGLE_RUN = "decided", "undetermined", "single run"
 
 @dataclass(frozen=True)
 class Margin:
-    """How far one level's mean lies from the tolerance line, with the uncertainty of that gap."""
+    """How far one level's mean lies above the tolerance line of another level, with its uncertainty."""
 
     users: float
-    gap: float  # level mean - (1 - tolerance) * peak mean, tok/s
+    against: float  # the level whose tolerance line this is
+    gap: float  # level mean - (1 - tolerance) * the other level's mean, tok/s
     half_width: float  # 95 % half-width of the gap; NaN without spread
-    spread: float  # per-run standard deviation of the difference (s of the level and of the line combined)
-    n: int  # the smaller run count of the level and the peak
-    is_peak: bool = False
+    spread: float  # per-run standard deviation of the difference; NaN without spread
+    n: int  # the smaller run count of the two levels
 
     @property
-    def within(self) -> bool:
-        """Credibly within the tolerance of the peak (the peak always is)."""
-        return self.is_peak or (self.half_width == self.half_width and self.gap - self.half_width > 0)
+    def above(self) -> bool:
+        return self.half_width == self.half_width and self.gap - self.half_width > 0
 
     @property
     def below(self) -> bool:
-        """Credibly below the tolerance line."""
-        return not self.is_peak and self.half_width == self.half_width and self.gap + self.half_width < 0
+        return self.half_width == self.half_width and self.gap + self.half_width < 0
 
 
-def margin(users: float, mean: float, std: float, n: int, peak_mean: float, peak_std: float, peak_n: int,
-           tolerance: float, is_peak: bool = False, confidence: float = CONFIDENCE) -> Margin:
-    """The `Margin` of one level against the tolerance line of a peak (the peak's own when `is_peak`)."""
+def margin(users: float, mean: float, std: float, n: int, against: float, other_mean: float, other_std: float,
+           other_n: int, tolerance: float, confidence: float = CONFIDENCE) -> Margin:
+    """The `Margin` of one level against the tolerance line (1 - tolerance) × another level's mean."""
     line = 1.0 - tolerance
-    if is_peak:  # mean - line * mean: one variable, not two independent ones
-        gap, spread, se, m = tolerance * mean, tolerance * std, tolerance * std / math.sqrt(max(n, 1)), n
-    else:
-        gap = mean - line * peak_mean
-        spread = math.sqrt(std ** 2 + (line * peak_std) ** 2)
-        se = math.sqrt(std ** 2 / max(n, 1) + (line * peak_std) ** 2 / max(peak_n, 1))
-        m = min(n, peak_n)
-    half = t_quantile(m, confidence) * se if m >= 2 else math.nan
-    return Margin(users, gap, half, spread if m >= 2 else math.nan, int(m), is_peak)
+    gap = mean - line * other_mean
+    m = min(n, other_n)
+    if m < 2:
+        return Margin(users, against, gap, math.nan, math.nan, int(m))
+    spread = math.sqrt(std ** 2 + (line * other_std) ** 2)
+    se = math.sqrt(std ** 2 / n + (line * other_std) ** 2 / other_n)
+    return Margin(users, against, gap, t_quantile(m, confidence) * se, spread, int(m))
 
 
 def runs_to_decide(gap: float, spread: float, confidence: float = CONFIDENCE, max_runs: int = MAX_RUNS) -> int | None:
@@ -127,31 +124,41 @@ def _u(users: float) -> str:
     return f"{users:,.0f}" if users == users else "-"
 
 
-def decide(users: Sequence[float], mean: Sequence[float], std: Sequence[float], n: Sequence[int], peak_i: int,
-           sat_i: int, tolerance: float, confidence: float = CONFIDENCE) -> Decision:
-    """The `Decision` for a curve's levels (sorted by users) with its peak and point estimate found.
+def _runs(margins: list[Margin], pick) -> int | None:
+    needed = [runs_to_decide(m.gap, m.spread) for m in margins]
+    return None if any(k is None for k in needed) else pick(needed)
+
+
+def decide(users: Sequence[float], mean: Sequence[float], std: Sequence[float], n: Sequence[int], sat_i: int,
+           tolerance: float, confidence: float = CONFIDENCE) -> Decision:
+    """The `Decision` for a curve's levels (sorted by users, at least two) with its point estimate found.
 
     Decided: the saturation level is credibly within the tolerance and every lower level credibly
-    below. Plausible: every level up to the first credibly within that is not credibly below.
-    Runs needed: the largest `runs_to_decide` over the levels still unresolved for the decision.
+    below. Plausible: every level not credibly below with no credibly-within level under it.
+    Runs needed: the most `runs_to_decide` gives over what is still unresolved for the decision
+    (for a level to be credibly below, its most resolvable comparison counts).
     """
     users, mean, std = (np.asarray(a, dtype=np.float64) for a in (users, mean, std))
     n = np.asarray(n, dtype=np.float64)
     n = np.where(np.isnan(n), 1, n).astype(np.int64)
-    top = dict(at_top=sat_i == len(users) - 1, has_lower=sat_i > 0, tolerance=tolerance)
-    compared = sorted(set(range(sat_i + 1)) | {peak_i})
-    single = tuple(float(users[i]) for i in compared if n[i] < 2 or std[i] != std[i])
+    k = len(users)
+    common = dict(at_top=sat_i == k - 1, has_lower=sat_i > 0, tolerance=tolerance)
+    n_min = int(n.min())
+    single = tuple(float(users[i]) for i in range(k) if n[i] < 2 or std[i] != std[i])
     if single:
-        return Decision(SINGLE_RUN, int(min(n[i] for i in compared)), float(users[sat_i]), (float(users[sat_i]),),
-                        single_levels=single, **top)
-    margins = [margin(users[i], mean[i], std[i], n[i], mean[peak_i], std[peak_i], n[peak_i], tolerance,
-                      is_peak=i == peak_i, confidence=confidence) for i in range(len(users))]
-    first_within = next(i for i, m in enumerate(margins) if m.within)  # the peak at the latest
-    plausible = tuple(float(users[i]) for i in range(first_within + 1) if not margins[i].below)
-    n_min = int(min(n[i] for i in compared))
-    if first_within == sat_i and plausible == (float(users[sat_i]),):
-        return Decision(DECIDED, n_min, float(users[sat_i]), plausible, **top)
-    open_ = [m for i, m in enumerate(margins[: sat_i + 1]) if (i == sat_i and not m.within) or (i < sat_i and not m.below)]
-    needed = [runs_to_decide(m.gap, m.spread, confidence) for m in open_]
-    runs = None if any(k is None for k in needed) else max(needed)
-    return Decision(UNDETERMINED, n_min, float(users[sat_i]), plausible, runs, **top)
+        return Decision(SINGLE_RUN, n_min, float(users[sat_i]), (float(users[sat_i]),), single_levels=single, **common)
+    margins = [[margin(users[i], mean[i], std[i], n[i], users[j], mean[j], std[j], n[j], tolerance, confidence)
+                for j in range(k) if j != i] for i in range(k)]
+    within = [all(m.above for m in row) for row in margins]
+    below = [any(m.below for m in row) for row in margins]
+    plausible = tuple(float(users[i]) for i in range(k) if not below[i] and not any(within[:i]))
+    if within[sat_i] and all(below[:sat_i]):
+        return Decision(DECIDED, n_min, float(users[sat_i]), plausible, **common)
+    needed = []
+    if not within[sat_i]:
+        needed.append(_runs([m for m in margins[sat_i] if not m.above], max))
+    for i in range(sat_i):
+        if not below[i]:
+            needed.append(_runs([m for m in margins[i] if m.gap < 0], min))
+    runs = None if any(x is None for x in needed) else max(needed)
+    return Decision(UNDETERMINED, n_min, float(users[sat_i]), plausible, runs, **common)

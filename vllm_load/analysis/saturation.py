@@ -42,13 +42,14 @@ class SaturationRule:
             f"kept (see failed levels). The saturation point is the lowest tested concurrency whose mean throughput "
             f"is within {tol} of the peak mean; the runs' spread never moves it (overlapping confidence intervals are "
             f"not evidence of equal throughput). When only the highest tested level is within {tol}, the curve is "
-            "still rising: not saturated within the tested levels. Whether the runs decide it: each level's mean "
-            f"minus {1 - self.tolerance:.0%} of the peak mean gets a 95 % t-interval (the two standard errors "
-            "combined as independent, df = the smaller n − 1). The point is decided when that interval lies above "
-            "zero at the saturation point (the peak itself always counts as within) and below zero at every lower "
-            "level. Otherwise it is undetermined at that n: the levels up to the first one credibly within that are "
-            "not credibly below remain plausible, and the runs needed are estimated as the smallest n with "
-            "t(0.975, n − 1) · s / √n below the observed gap at every unresolved level (s: the per-run standard "
+            "still rising: not saturated within the tested levels. Whether the runs decide it: which level is truly "
+            f"the peak is uncertain too, so each level's mean minus {1 - self.tolerance:.0%} of every other level's "
+            "mean gets a 95 % t-interval (the two standard errors combined as independent, df = the smaller n − 1). "
+            "A level is credibly within the tolerance when all of its intervals lie above zero, credibly below when "
+            "one lies below zero. The point is decided when it is credibly within and every lower level credibly "
+            "below. Otherwise it is undetermined at that n: the levels not credibly below, up to the first one "
+            "credibly within, remain plausible, and the runs needed are estimated as the smallest n with "
+            "t(0.975, n − 1) · s / √n below the observed gap for everything unresolved (s: the per-run standard "
             "deviation of the difference), assuming the observed means and spreads hold. With a single run there "
             "is no spread: the point rests on that run."
         )
@@ -258,7 +259,7 @@ def analyse(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> Sat
     result.recommendations = recommend(curve, sat_i, saturated, rule)
     if len(curve) > 1:
         result.decision = decide(curve["users"], _col(curve, f"{THROUGHPUT}_mean"), _std(curve),
-                                 _col(curve, f"{THROUGHPUT}_n"), peak_i, sat_i, rule.tolerance)
+                                 _col(curve, f"{THROUGHPUT}_n"), sat_i, rule.tolerance)
     return result
 
 
