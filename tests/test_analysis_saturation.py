@@ -255,7 +255,7 @@ def test_clean_runs_are_decided():
     # still rising, cleanly: that is decided too, and said about the top level
     rising = analyse(curve(NOISY_USERS, [1000, 1500, 2000, 2600], n=3, half=[10, 15, 20, 26]))
     assert not rising.saturated and rising.decision.decided and rising.decision.at_top
-    assert rising.decision.sentence().startswith("That throughput still rises at the highest tested level (8")
+    assert rising.decision.sentence().startswith("That throughput is still rising at 8 concurrent (not saturated)")
 
 
 def test_a_single_run_is_said_to_rest_on_it():
@@ -277,6 +277,9 @@ def test_a_level_where_the_server_died_is_left_out_and_named():
     joined = " ".join(text)
     assert "still rising at the highest tested level" not in joined and "3,611" not in joined
     assert "Throughput is still rising at the highest level kept (4 concurrent" in joined
+    assert "where throughput saturates is not known" in joined and "test higher concurrency" not in joined
+    assert sat.reason.startswith("throughput still rises at the highest level kept")
+    assert sat.recommendations[-1].note == "highest level kept; the levels above it had failed requests"
     assert ("Level 8 concurrent is left out of the peak, saturation point, scaling and recommendations: "
             "75.0% of its measured requests failed, more than the 1% allowed") in joined
     assert "100% success" not in joined

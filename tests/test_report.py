@@ -141,6 +141,51 @@ def test_failures_are_broken_down_and_never_throughput(tmp_path):
         assert level["success_rate"] == pytest.approx(level["ok"] / level["measured"])
         assert level["req_per_s"] == pytest.approx(level["ok"] / level["window_s"])
     assert "Errors per level" in open(paths.html).read()
+    # ~20 % failed at every level: none is fit to conclude from, and the report says so
+    series = summary["series"][0]
+    assert series["saturation"]["peak"] is None and series["saturation"]["recommendations"] == []
+    assert len(series["saturation"]["failed_levels"]) == len(LEVELS)
+    assert series["findings"][0].startswith("Every tested level had more than 1% failed requests")
+
+
+def kill_server_during_last_level(run_dir, share=0.75):
+    """Rewrite a run's requests so that `share` of its last level's requests failed to connect."""
+    path = f"{run_dir}/requests.csv"
+    requests = pd.read_csv(path, dtype={"error": object, "error_message": object, "itl_hist": object})
+    requests = requests.astype({c: np.float64 for c in ("ttft", "prompt_tokens", "completion_tokens", "tpot")})
+    last = requests["level"] == requests["level"].max()
+    rows = requests.index[last]
+    dead = rows[len(rows) - int(len(rows) * share):]  # the server died part-way: the later requests failed
+    requests.loc[dead, ["ok", "status"]] = [0, 0]
+    requests.loc[dead, ["error", "error_message"]] = ["connect", "Cannot connect to host"]
+    for col in ("ttft", "prompt_tokens", "completion_tokens", "itl_mean", "itl_p50", "itl_p90", "itl_p99", "itl_max", "tpot"):
+        requests.loc[dead, col] = np.nan
+    requests.loc[dead, "itl_hist"] = ""
+    requests.loc[dead, "n_chunks"] = 0
+    requests.to_csv(path, index=False)
+
+
+def test_a_level_with_failures_is_left_out_and_flagged_everywhere(tmp_path):
+    runs = synthetic_runs(tmp_path, 2, requests_per_level=400, warmup_requests=200)
+    for run in runs:
+        kill_server_during_last_level(run)
+    paths = build_report(runs, str(tmp_path / "dead.html"), progress=False)
+    summary = json.loads(open(paths.json).read())
+    (series,) = summary["series"]
+    sat = series["saturation"]
+    (failed,) = sat["failed_levels"]
+    assert failed["users"] == 200 and failed["excluded"] and failed["worst_share"] > 0.5
+    assert sat["peak"]["users"] != 200 and all(r["users"] != 200 for r in sat["recommendations"])
+    flag = next(f for f in series["findings"] if f.startswith("Level 200 concurrent is left out"))
+    assert "of its measured requests failed in the worst of 2 runs" in flag
+    assert not any("highest tested level (200" in f for f in series["findings"])
+    assert "left out" in summary["rules"]["failed_levels"]
+    html, markdown = open(paths.html).read(), open(paths.markdown).read()
+    for text in (html, markdown):
+        assert "Level 200 concurrent is left out of the peak" in text
+        assert "Failed levels" in text and "more than 1% of the measured requests failed in any run" in text
+    assert 'class="warn failed-level"' in html and "<td>⚠ 200</td>" in html
+    assert "| ⚠ 200 |" in markdown
 
 
 def test_timeline_spreads_tokens_over_each_request():

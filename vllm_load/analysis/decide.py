@@ -99,7 +99,7 @@ class Decision:
     def sentence(self) -> str:
         """The decision as a finding."""
         u = _u(self.users)
-        subject = (f"That throughput still rises at the highest tested level ({u} concurrent)" if self.at_top
+        subject = (f"That throughput is still rising at {u} concurrent (not saturated)" if self.at_top
                    else f"The saturation point (~{u} concurrent)")
         if self.state == SINGLE_RUN:
             where = ", ".join(_u(x) for x in self.single_levels)

@@ -242,10 +242,12 @@ def analyse(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> Sat
     peak_i, mask = within_tolerance(curve, rule)
     sat_i = int(np.flatnonzero(mask)[0])
     top = len(curve) - 1
+    cut = any(f.excluded and f.users > curve["users"].iloc[-1] for f in failed)  # failed levels above the top kept
     if len(curve) == 1:
-        saturated, reason = False, "only one level was tested"
+        saturated, reason = False, "only one level was tested" if not failed else "only one level was kept"
     elif sat_i == top:
-        saturated, reason = False, "throughput still rises at the highest tested level"
+        saturated, reason = False, ("throughput still rises at the highest level kept; the levels above it had "
+                                    "failed requests" if cut else "throughput still rises at the highest tested level")
     else:
         saturated, reason = True, ""
     peak, sat = _point(curve, peak_i), _point(curve, sat_i)
@@ -256,15 +258,17 @@ def analyse(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> Sat
                            last.tok_per_s / sat.tok_per_s - 1 if sat.tok_per_s else math.nan)
     result = Saturation(peak, sat, saturated, reason, scaling_ratio(curve, rule.scaling_from, rule.scaling_to), cost,
                         failed=failed)
-    result.recommendations = recommend(curve, sat_i, saturated, rule)
+    result.recommendations = recommend(curve, sat_i, saturated, rule, cut)
     if len(curve) > 1:
         result.decision = decide(curve["users"], _col(curve, f"{THROUGHPUT}_mean"), _std(curve),
                                  _col(curve, f"{THROUGHPUT}_n"), sat_i, rule.tolerance)
     return result
 
 
-def recommend(curve: pd.DataFrame, sat_i: int, saturated: bool, rule: SaturationRule) -> list[Recommendation]:
-    """Low-latency, balanced and high-throughput levels by the rules of `rule` (curve sorted by users)."""
+def recommend(curve: pd.DataFrame, sat_i: int, saturated: bool, rule: SaturationRule,
+              failed_above: bool = False) -> list[Recommendation]:
+    """Low-latency, balanced and high-throughput levels by the rules of `rule` (curve sorted by users;
+    `failed_above`: levels above the curve's top were left out for failures)."""
     mean = _col(curve, f"{THROUGHPUT}_mean")
     p99 = _col(curve, "e2e_p99_mean")
     out = []
@@ -279,8 +283,9 @@ def recommend(curve: pd.DataFrame, sat_i: int, saturated: bool, rule: Saturation
     if saturated:
         out.append(Recommendation("High throughput", _point(curve, sat_i), "the saturation point; more adds only latency"))
     else:
-        out.append(Recommendation("High throughput", _point(curve, len(curve) - 1),
-                                  "highest tested level; not saturated, test higher concurrency"))
+        note = ("highest level kept; the levels above it had failed requests" if failed_above
+                else "highest tested level; not saturated, test higher concurrency")
+        out.append(Recommendation("High throughput", _point(curve, len(curve) - 1), note))
     return out
 
 
@@ -322,9 +327,14 @@ def findings(curve: pd.DataFrame, sat: Saturation, n_runs: int, rule: Saturation
     else:
         prev = _point(curve, len(curve) - 2) if len(curve) > 1 else None
         gain = f", {_pct(top.tok_per_s / prev.tok_per_s - 1)} over {_u(prev.users)}" if prev and prev.tok_per_s else ""
-        which = "tested level" if top.users == full["users"].iloc[-1] else "level kept"
-        out.append(f"Throughput is still rising at the highest {which} ({_u(top.users)} concurrent: "
-                   f"{top.tok_per_s:,.0f} tok/s{gain}): not saturated within the tested levels; test higher concurrency.")
+        if top.users == full["users"].iloc[-1]:
+            out.append(f"Throughput is still rising at the highest tested level ({_u(top.users)} concurrent: "
+                       f"{top.tok_per_s:,.0f} tok/s{gain}): not saturated within the tested levels; test higher "
+                       "concurrency.")
+        else:
+            out.append(f"Throughput is still rising at the highest level kept ({_u(top.users)} concurrent: "
+                       f"{top.tok_per_s:,.0f} tok/s{gain}); the levels above it had failed requests, so where "
+                       "throughput saturates is not known.")
     if sat.decision is not None:
         out.append(sat.decision.sentence())
     if sat.scaling is not None and sat.scaling.ratio == sat.scaling.ratio:
