@@ -216,14 +216,18 @@ def run_cli(*args):
 def test_cli_writes_report_and_rejects_bad_input_in_one_line(tmp_path):
     runs = synthetic_runs(tmp_path / "runs", 2)
     out = tmp_path / "cli.html"
-    ok = run_cli(str(tmp_path / "runs"), "-o", str(out), "--quiet", "--gpus-per-model", "synthetic/model-8b=4")
+    ok = run_cli(str(tmp_path / "runs"), "-o", str(out), "--quiet", "--gpus-per-model", "synthetic/model-8b=4",
+                 "--max-failed-share", "0.05")
     assert ok.returncode == 0, ok.stderr
     assert out.exists() and (tmp_path / "cli.summary.json").exists() and (tmp_path / "cli.md").exists()
-    assert json.loads((tmp_path / "cli.summary.json").read_text())["comparison"][0]["gpus"] == 4
+    summary = json.loads((tmp_path / "cli.summary.json").read_text())
+    assert summary["comparison"][0]["gpus"] == 4
+    assert "more than 5% of the measured requests failed in any run" in summary["rules"]["failed_levels"]
     for args, message in (
         ([str(tmp_path / "nothing")], "no such run directory"),
         ([runs[0], "--gpus-per-model", "eight"], "MODEL=GPUS"),
         ([runs[0], "--scaling", "10"], "--scaling"),
+        ([runs[0], "--max-failed-share", "1.5"], "--max-failed-share"),
     ):
         bad = run_cli(*args)
         assert bad.returncode == 2
