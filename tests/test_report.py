@@ -186,6 +186,9 @@ def test_a_level_with_failures_is_left_out_and_flagged_everywhere(tmp_path):
         assert "Failed levels" in text and "more than 1% of the measured requests failed in any run" in text
     assert 'class="warn failed-level"' in html and "<td>⚠ 200</td>" in html
     assert "| ⚠ 200 |" in markdown
+    with open(paths.csv, newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["scope"] == "failed_level"]
+    assert {(r["users"], r["metric"]) for r in rows} == {("200.0", "failed_worst_share"), ("200.0", "failed_mean_share")}
 
 
 def test_timeline_spreads_tokens_over_each_request():

@@ -127,6 +127,13 @@ def summary_rows(summary: dict) -> Iterator[tuple]:
             for name, value in (sat.get(key) or {}).items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and value is not None:
                     yield ("saturation", s["label"], "", "", f"{key}.{name}", "value", value)
+        for name in ("n", "runs_needed"):
+            value = (sat.get("decision") or {}).get(name)
+            if value is not None:
+                yield ("saturation", s["label"], "", "", f"decision.{name}", "value", value)
+        for f in sat["failed_levels"]:
+            for name in ("worst_share", "mean_share"):
+                yield ("failed_level", s["label"], "", f["users"], f"failed_{name}", "value", f[name])
         for rec in sat["recommendations"]:
             yield ("recommendation", s["label"], "", rec["users"], rec["use_case"], "users", rec["users"])
     for row in summary["comparison"]:
