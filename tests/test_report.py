@@ -26,7 +26,7 @@ LEVELS = (10, 50, 100, 200)
 
 
 def synthetic_runs(base, n, model="synthetic/model-8b", **kwargs):
-    spec = dict(levels=LEVELS, requests_per_level=60, warmup_requests=6, output_tokens=64, **kwargs)
+    spec = {**dict(levels=LEVELS, requests_per_level=60, warmup_requests=6, output_tokens=64), **kwargs}
     return [write_synthetic_run(str(base), SyntheticRun(model=model, seed=i, **spec)) for i in range(n)]
 
 
@@ -42,7 +42,9 @@ def embedded_pngs(html: str) -> list[Image.Image]:
 @pytest.fixture(scope="module")
 def three_run_report(tmp_path_factory):
     base = tmp_path_factory.mktemp("runs")
-    runs = synthetic_runs(base, 3)
+    # enough requests that every level runs at its full concurrency (60 at 100 users would measure the
+    # burst of one wave: CoV ~20 %, which the old overlap rule hid and the saturation rule now reports)
+    runs = synthetic_runs(base, 3, requests_per_level=400, warmup_requests=200)
     paths = build_report(runs, str(base / "out" / "r.html"), progress=False)
     return runs, paths
 
@@ -63,6 +65,10 @@ def test_three_runs_give_n3_intervals_in_every_output(three_run_report):
     assert at_100["total_tok_per_s_std"] == pytest.approx(np.std(per_run, ddof=1))
     # the synthetic server batches 100 sequences: throughput flattens there
     assert series["saturation"]["saturated"] and series["saturation"]["saturation_point"]["users"] == 100
+    assert series["saturation"]["decision"]["state"] == "decided"
+    assert series["saturation"]["failed_levels"] == []
+    assert "saturation point is the lowest tested concurrency whose mean" in summary["rules"]["saturation"]
+    assert "left out" in summary["rules"]["failed_levels"]
     # the CSV holds the same numbers
     with open(paths.csv, newline="") as fh:
         rows = list(csv.DictReader(fh))
@@ -143,6 +149,54 @@ def test_failures_are_broken_down_and_never_throughput(tmp_path):
         assert level["req_per_s"] == pytest.approx(work.requests / level["window_s"])
         assert level["output_tok_per_s"] == pytest.approx(work.output_tokens / level["window_s"])
     assert "Errors per level" in open(paths.html).read()
+    # ~20 % failed at every level: none is fit to conclude from, and the report says so
+    series = summary["series"][0]
+    assert series["saturation"]["peak"] is None and series["saturation"]["recommendations"] == []
+    assert len(series["saturation"]["failed_levels"]) == len(LEVELS)
+    assert series["findings"][0].startswith("Every tested level had more than 1% failed requests")
+
+
+def kill_server_during_last_level(run_dir, share=0.75):
+    """Rewrite a run's requests so that `share` of its last level's requests failed to connect."""
+    path = f"{run_dir}/requests.csv"
+    requests = pd.read_csv(path, dtype={"error": object, "error_message": object, "itl_hist": object})
+    requests = requests.astype({c: np.float64 for c in ("ttft", "prompt_tokens", "completion_tokens", "tpot")})
+    last = requests["level"] == requests["level"].max()
+    rows = requests.index[last]
+    dead = rows[len(rows) - int(len(rows) * share):]  # the server died part-way: the later requests failed
+    requests.loc[dead, ["ok", "status"]] = [0, 0]
+    requests.loc[dead, ["error", "error_message"]] = ["connect", "Cannot connect to host"]
+    for col in ("ttft", "prompt_tokens", "completion_tokens", "itl_mean", "itl_p50", "itl_p90", "itl_p99", "itl_max", "tpot"):
+        requests.loc[dead, col] = np.nan
+    requests.loc[dead, "itl_hist"] = ""
+    requests.loc[dead, "n_chunks"] = 0
+    requests.to_csv(path, index=False)
+
+
+def test_a_level_with_failures_is_left_out_and_flagged_everywhere(tmp_path):
+    runs = synthetic_runs(tmp_path, 2, requests_per_level=400, warmup_requests=200)
+    for run in runs:
+        kill_server_during_last_level(run)
+    paths = build_report(runs, str(tmp_path / "dead.html"), progress=False)
+    summary = json.loads(open(paths.json).read())
+    (series,) = summary["series"]
+    sat = series["saturation"]
+    (failed,) = sat["failed_levels"]
+    assert failed["users"] == 200 and failed["excluded"] and failed["worst_share"] > 0.5
+    assert sat["peak"]["users"] != 200 and all(r["users"] != 200 for r in sat["recommendations"])
+    flag = next(f for f in series["findings"] if f.startswith("Level 200 concurrent is left out"))
+    assert "of its measured requests failed in the worst of 2 runs" in flag
+    assert not any("highest tested level (200" in f for f in series["findings"])
+    assert "left out" in summary["rules"]["failed_levels"]
+    html, markdown = open(paths.html).read(), open(paths.markdown).read()
+    for text in (html, markdown):
+        assert "Level 200 concurrent is left out of the peak" in text
+        assert "Failed levels" in text and "more than 1% of the measured requests failed in any run" in text
+    assert 'class="warn failed-level"' in html and "<td>⚠ 200</td>" in html
+    assert "| ⚠ 200 |" in markdown
+    with open(paths.csv, newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["scope"] == "failed_level"]
+    assert {(r["users"], r["metric"]) for r in rows} == {("200.0", "failed_worst_share"), ("200.0", "failed_mean_share")}
 
 
 def test_timeline_spreads_tokens_over_each_request():
@@ -173,14 +227,18 @@ def run_cli(*args):
 def test_cli_writes_report_and_rejects_bad_input_in_one_line(tmp_path):
     runs = synthetic_runs(tmp_path / "runs", 2)
     out = tmp_path / "cli.html"
-    ok = run_cli(str(tmp_path / "runs"), "-o", str(out), "--quiet", "--gpus-per-model", "synthetic/model-8b=4")
+    ok = run_cli(str(tmp_path / "runs"), "-o", str(out), "--quiet", "--gpus-per-model", "synthetic/model-8b=4",
+                 "--max-failed-share", "0.05")
     assert ok.returncode == 0, ok.stderr
     assert out.exists() and (tmp_path / "cli.summary.json").exists() and (tmp_path / "cli.md").exists()
-    assert json.loads((tmp_path / "cli.summary.json").read_text())["comparison"][0]["gpus"] == 4
+    summary = json.loads((tmp_path / "cli.summary.json").read_text())
+    assert summary["comparison"][0]["gpus"] == 4
+    assert "more than 5% of the measured requests failed in any run" in summary["rules"]["failed_levels"]
     for args, message in (
         ([str(tmp_path / "nothing")], "no such run directory"),
         ([runs[0], "--gpus-per-model", "eight"], "MODEL=GPUS"),
         ([runs[0], "--scaling", "10"], "--scaling"),
+        ([runs[0], "--max-failed-share", "1.5"], "--max-failed-share"),
     ):
         bad = run_cli(*args)
         assert bad.returncode == 2

@@ -75,7 +75,7 @@ def compare(series: Sequence[Series], saturations: Sequence[Saturation], runs: S
             peak_ci_high=peak.ci_high if peak else math.nan,
             peak_users=peak.users if peak else math.nan,
             peak_per_gpu=(peak.tok_per_s / gpus) if peak and gpus else math.nan,
-            saturation=sat.status,
+            saturation=sat.headline,
             scaling_ratio=sc.ratio if sc else math.nan,
             scaling_levels=f"{sc.from_users:,.0f}→{sc.to_users:,.0f}" if sc else "",
             scaling_note=sc.note() if sc else "",

@@ -1,8 +1,11 @@
 """Saturation analysis of one series: peak, saturation point, scaling, recommendations, findings.
 
 Input is a *curve*: the per-level aggregate of a series (`stats.aggregate` over its runs),
-one row per requested concurrency with `<metric>_mean`, `_ci_low`, `_ci_high`, `_n` columns.
-Throughput here is always total throughput (input + output tokens per second).
+one row per requested concurrency with `<metric>_mean`, `_std`, `_ci_low`, `_ci_high`, `_n`
+columns (and `success_rate_min`, the worst run's success rate, when the report adds it).
+Throughput here is always total throughput (input + output tokens per second). Levels with
+too many failed requests are left out first (`failures`); whether the runs decide the
+saturation point is `decide`'s question.
 """
 
 from __future__ import annotations
@@ -12,6 +15,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+
+from . import failures
+from .decide import Decision, decide
+from .failures import FailedLevel, failed_levels, kept
+from .stats import t_quantile
 
 THROUGHPUT = "total_tok_per_s"
 
@@ -25,16 +33,29 @@ class SaturationRule:
     balanced_share: float = 0.5  # balanced: at least this share of the peak throughput
     scaling_from: float = 10
     scaling_to: float = 200
+    max_failed_share: float = failures.MAX_FAILED_SHARE  # more failed in any run: the level is left out
 
     def describe(self) -> str:
+        tol = f"{self.tolerance:.0%}"
         return (
-            "The peak is the level with the highest mean total throughput (input + output tokens/s). "
-            "A level is statistically indistinguishable from the peak when its mean throughput is within "
-            f"{self.tolerance:.0%} of the peak mean, or when both it and the peak have n ≥ 2 runs and their 95 % "
-            "t-confidence intervals overlap. The saturation point is the lowest tested concurrency that is "
-            "indistinguishable from the peak. When only the highest tested level reaches the peak, the curve is "
-            "still rising: not saturated within the tested levels."
+            "The peak is the level with the highest mean total throughput (input + output tokens/s) among the levels "
+            f"kept (see failed levels). The saturation point is the lowest tested concurrency whose mean throughput "
+            f"is within {tol} of the peak mean; the runs' spread never moves it (overlapping confidence intervals are "
+            f"not evidence of equal throughput). When only the highest tested level is within {tol}, the curve is "
+            "still rising: not saturated within the tested levels. Whether the runs decide it: which level is truly "
+            f"the peak is uncertain too, so each level's mean minus {1 - self.tolerance:.0%} of every other level's "
+            "mean gets a 95 % t-interval (the two standard errors combined as independent, df = the smaller n − 1). "
+            "A level is credibly within the tolerance when all of its intervals lie above zero, credibly below when "
+            "one lies below zero. The point is decided when it is credibly within and every lower level credibly "
+            "below. Otherwise it is undetermined at that n: the levels not credibly below, up to the first one "
+            "credibly within, remain plausible, and the runs needed are estimated as the smallest n with "
+            "t(0.975, n − 1) · s / √n below the observed gap for everything unresolved (s: the per-run standard "
+            "deviation of the difference), assuming the observed means and spreads hold. With a single run there "
+            "is no spread: the point rests on that run."
         )
+
+    def describe_failures(self) -> str:
+        return failures.describe(self.max_failed_share)
 
     def describe_recommendations(self) -> str:
         return (
@@ -118,12 +139,21 @@ class Saturation:
     scaling: Scaling | None
     past_saturation: LatencyCost | None
     recommendations: list[Recommendation] = field(default_factory=list)
+    failed: list[FailedLevel] = field(default_factory=list)  # levels with failures, left out or kept
+    decision: Decision | None = None  # whether the runs decide the saturation point
 
     @property
     def status(self) -> str:
         if self.saturated and self.saturation is not None:
             return f"~{_u(self.saturation.users)} concurrent"
+        if self.peak is None:
+            return "no level to judge"
         return "not saturated within the tested levels"
+
+    @property
+    def headline(self) -> str:
+        """The status with whether the runs decide it, for tables: "~100 concurrent (decided at n = 5)"."""
+        return f"{self.status} ({self.decision.short()})" if self.decision is not None else self.status
 
 
 def _u(users: float) -> str:
@@ -134,6 +164,16 @@ def _col(curve: pd.DataFrame, name: str) -> np.ndarray:
     if name in curve:
         return pd.to_numeric(curve[name], errors="coerce").to_numpy(np.float64)
     return np.full(len(curve), np.nan)
+
+
+def _std(curve: pd.DataFrame) -> np.ndarray:
+    """Per-run standard deviation of throughput; from the interval's width when the curve has no `_std`."""
+    if f"{THROUGHPUT}_std" in curve:
+        return _col(curve, f"{THROUGHPUT}_std")
+    n = _col(curve, f"{THROUGHPUT}_n")
+    half = (_col(curve, f"{THROUGHPUT}_ci_high") - _col(curve, f"{THROUGHPUT}_ci_low")) / 2.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return half * np.sqrt(n) / t_quantile(n)
 
 
 def _point(curve: pd.DataFrame, i: int) -> LevelPoint:
@@ -150,19 +190,25 @@ def _point(curve: pd.DataFrame, i: int) -> LevelPoint:
     )
 
 
-def indistinguishable(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> tuple[int, np.ndarray]:
-    """(index of the peak, mask of levels indistinguishable from it) by `rule`; curve sorted by users."""
+def within_tolerance(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> tuple[int, np.ndarray]:
+    """(index of the peak, mask of levels whose mean is within `rule.tolerance` of the peak mean).
+
+    Means only: interval width cannot add a level to the mask. Curve sorted by users.
+    """
     mean = _col(curve, f"{THROUGHPUT}_mean")
     if np.all(np.isnan(mean)):
         return -1, np.zeros(len(curve), dtype=bool)
     peak = int(np.nanargmax(mean))
-    lo, hi, n = _col(curve, f"{THROUGHPUT}_ci_low"), _col(curve, f"{THROUGHPUT}_ci_high"), _col(curve, f"{THROUGHPUT}_n")
-    n = np.where(np.isnan(n), 1, n)
-    within = mean >= (1.0 - rule.tolerance) * mean[peak]
-    overlap = (n >= 2) & (n[peak] >= 2) & (hi >= lo[peak])
-    mask = (within | overlap) & ~np.isnan(mean)
+    mask = (mean >= (1.0 - rule.tolerance) * mean[peak]) & ~np.isnan(mean)
     mask[peak] = True
     return peak, mask
+
+
+def usable(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> tuple[pd.DataFrame, list[FailedLevel]]:
+    """(the levels conclusions are drawn from, sorted by users; every level with failures) of `curve`."""
+    curve = curve[~np.isnan(_col(curve, f"{THROUGHPUT}_mean"))].sort_values("users").reset_index(drop=True)
+    failed = failed_levels(curve, rule.max_failed_share)
+    return kept(curve, failed), failed
 
 
 def nearest_level(levels: np.ndarray, target: float) -> float:
@@ -186,17 +232,22 @@ def scaling_ratio(curve: pd.DataFrame, from_users: float, to_users: float) -> Sc
 
 
 def analyse(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> Saturation:
-    """Peak, saturation point, scaling, latency cost past saturation and recommendations."""
-    curve = curve[~np.isnan(_col(curve, f"{THROUGHPUT}_mean"))].sort_values("users").reset_index(drop=True)
+    """Peak, saturation point, scaling, latency cost past saturation, recommendations, and whether the
+    runs decide the point, over the levels `failures` keeps."""
+    curve, failed = usable(curve, rule)
     if curve.empty:
-        return Saturation(None, None, False, "no level has a measured throughput", None, None)
-    peak_i, mask = indistinguishable(curve, rule)
+        reason = ("every level had more than {:.0%} failed requests".format(rule.max_failed_share) if failed
+                  else "no level has a measured throughput")
+        return Saturation(None, None, False, reason, None, None, failed=failed)
+    peak_i, mask = within_tolerance(curve, rule)
     sat_i = int(np.flatnonzero(mask)[0])
     top = len(curve) - 1
+    cut = any(f.excluded and f.users > curve["users"].iloc[-1] for f in failed)  # failed levels above the top kept
     if len(curve) == 1:
-        saturated, reason = False, "only one level was tested"
+        saturated, reason = False, "only one level was tested" if not failed else "only one level was kept"
     elif sat_i == top:
-        saturated, reason = False, "throughput still rises at the highest tested level"
+        saturated, reason = False, ("throughput still rises at the highest level kept; the levels above it had "
+                                    "failed requests" if cut else "throughput still rises at the highest tested level")
     else:
         saturated, reason = True, ""
     peak, sat = _point(curve, peak_i), _point(curve, sat_i)
@@ -205,13 +256,19 @@ def analyse(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> Sat
         last = _point(curve, top)
         cost = LatencyCost(sat.users, last.users, sat.e2e_p99, last.e2e_p99, sat.ttft_p99, last.ttft_p99,
                            last.tok_per_s / sat.tok_per_s - 1 if sat.tok_per_s else math.nan)
-    result = Saturation(peak, sat, saturated, reason, scaling_ratio(curve, rule.scaling_from, rule.scaling_to), cost)
-    result.recommendations = recommend(curve, sat_i, saturated, rule)
+    result = Saturation(peak, sat, saturated, reason, scaling_ratio(curve, rule.scaling_from, rule.scaling_to), cost,
+                        failed=failed)
+    result.recommendations = recommend(curve, sat_i, saturated, rule, cut)
+    if len(curve) > 1:
+        result.decision = decide(curve["users"], _col(curve, f"{THROUGHPUT}_mean"), _std(curve),
+                                 _col(curve, f"{THROUGHPUT}_n"), sat_i, rule.tolerance)
     return result
 
 
-def recommend(curve: pd.DataFrame, sat_i: int, saturated: bool, rule: SaturationRule) -> list[Recommendation]:
-    """Low-latency, balanced and high-throughput levels by the rules of `rule` (curve sorted by users)."""
+def recommend(curve: pd.DataFrame, sat_i: int, saturated: bool, rule: SaturationRule,
+              failed_above: bool = False) -> list[Recommendation]:
+    """Low-latency, balanced and high-throughput levels by the rules of `rule` (curve sorted by users;
+    `failed_above`: levels above the curve's top were left out for failures)."""
     mean = _col(curve, f"{THROUGHPUT}_mean")
     p99 = _col(curve, "e2e_p99_mean")
     out = []
@@ -226,8 +283,9 @@ def recommend(curve: pd.DataFrame, sat_i: int, saturated: bool, rule: Saturation
     if saturated:
         out.append(Recommendation("High throughput", _point(curve, sat_i), "the saturation point; more adds only latency"))
     else:
-        out.append(Recommendation("High throughput", _point(curve, len(curve) - 1),
-                                  "highest tested level; not saturated, test higher concurrency"))
+        note = ("highest level kept; the levels above it had failed requests" if failed_above
+                else "highest tested level; not saturated, test higher concurrency")
+        out.append(Recommendation("High throughput", _point(curve, len(curve) - 1), note))
     return out
 
 
@@ -242,11 +300,16 @@ def _s(seconds: float) -> str:
     return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1000:.0f} ms"
 
 
-def findings(curve: pd.DataFrame, sat: Saturation, n_runs: int) -> list[str]:
-    """Key findings of one series as sentences built from its numbers."""
-    curve = curve[~np.isnan(_col(curve, f"{THROUGHPUT}_mean"))].sort_values("users").reset_index(drop=True)
+def findings(curve: pd.DataFrame, sat: Saturation, n_runs: int, rule: SaturationRule = SaturationRule()) -> list[str]:
+    """Key findings of one series as sentences built from its numbers: throughput and latency from
+    the levels `sat` kept, then every level with failures, then the checks on the whole curve."""
+    full = curve[~np.isnan(_col(curve, f"{THROUGHPUT}_mean"))].sort_values("users").reset_index(drop=True)
+    curve = kept(full, sat.failed)
     out: list[str] = []
     if sat.peak is None:
+        if sat.failed:
+            return ([f"Every tested level had more than {rule.max_failed_share:.0%} failed requests: no peak, "
+                     "saturation point or recommendation is given."] + [f.sentence(rule.max_failed_share) for f in sat.failed])
         return ["No level has a measured throughput: every level either failed or ended before its warm-up."]
     top = _point(curve, len(curve) - 1)
     if sat.saturated and sat.saturation is not None:
@@ -264,8 +327,16 @@ def findings(curve: pd.DataFrame, sat: Saturation, n_runs: int) -> list[str]:
     else:
         prev = _point(curve, len(curve) - 2) if len(curve) > 1 else None
         gain = f", {_pct(top.tok_per_s / prev.tok_per_s - 1)} over {_u(prev.users)}" if prev and prev.tok_per_s else ""
-        out.append(f"Throughput is still rising at the highest tested level ({_u(top.users)} concurrent: "
-                   f"{top.tok_per_s:,.0f} tok/s{gain}): not saturated within the tested levels; test higher concurrency.")
+        if top.users == full["users"].iloc[-1]:
+            out.append(f"Throughput is still rising at the highest tested level ({_u(top.users)} concurrent: "
+                       f"{top.tok_per_s:,.0f} tok/s{gain}): not saturated within the tested levels; test higher "
+                       "concurrency.")
+        else:
+            out.append(f"Throughput is still rising at the highest level kept ({_u(top.users)} concurrent: "
+                       f"{top.tok_per_s:,.0f} tok/s{gain}); the levels above it had failed requests, so where "
+                       "throughput saturates is not known.")
+    if sat.decision is not None:
+        out.append(sat.decision.sentence())
     if sat.scaling is not None and sat.scaling.ratio == sat.scaling.ratio:
         sc = sat.scaling
         note = f" ({sc.note()})" if sc.substituted else ""
@@ -274,14 +345,11 @@ def findings(curve: pd.DataFrame, sat: Saturation, n_runs: int) -> list[str]:
     if len(curve) > 1 and ttft[0] == ttft[0] and ttft[-1] == ttft[-1] and ttft[0] > 0 and ttft[-1] / ttft[0] >= 2:
         out.append(f"TTFT p99 grows {ttft[-1] / ttft[0]:.1f}x, from {_s(ttft[0])} at {_u(curve['users'].iloc[0])} "
                    f"to {_s(ttft[-1])} at {_u(top.users)}: requests wait in the server's queue before their first token.")
-    success = _col(curve, "success_rate_mean")
-    if np.all(np.isnan(success) | (success >= 1.0)):
-        out.append(f"100% success at every tested level (up to {_u(top.users)} concurrent).")
-    else:
-        worst = int(np.nanargmin(success))
-        failing = curve["users"][success < 1.0].tolist()
-        out.append(f"Requests failed at {len(failing)} level(s) (from {_u(min(failing))} concurrent); the lowest success "
-                   f"rate is {success[worst] * 100:.1f}% at {_u(curve['users'].iloc[worst])}.")
+    if not sat.failed:
+        out.append(f"100% success at every tested level (up to {_u(full['users'].iloc[-1])} concurrent).")
+    out.extend(f.sentence(rule.max_failed_share) for f in sat.failed)
+    cov = _col(curve, f"{THROUGHPUT}_cov")
+    curve = full  # the checks below are about every level
     achieved = _col(curve, "achieved_concurrency_mean")
     users = _col(curve, "users")
     short = np.flatnonzero(achieved < 0.9 * users)
@@ -301,7 +369,6 @@ def findings(curve: pd.DataFrame, sat: Saturation, n_runs: int) -> list[str]:
     if np.nansum(_col(curve, "usage_missing_mean")) > 0:
         out.append("The server sent no token usage for some requests; their requested token counts were used "
                    "for throughput.")
-    cov = _col(curve, f"{THROUGHPUT}_cov")
     if n_runs >= 2 and not np.all(np.isnan(cov)):
         worst = float(np.nanmax(cov))
         word = "low" if worst < 0.05 else "moderate" if worst < 0.15 else "high"

@@ -35,7 +35,11 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument("--scaling", default="10,200", metavar="FROM,TO",
                         help="levels for the scaling ratio (nearest tested levels are used; default 10,200)")
     parser.add_argument("--tolerance", type=float, default=0.05,
-                        help="a level within this fraction of the peak counts as saturated (default 0.05)")
+                        help="the saturation point is the lowest level whose mean is within this fraction of "
+                             "the peak mean (default 0.05)")
+    parser.add_argument("--max-failed-share", type=float, default=0.01, metavar="SHARE",
+                        help="a level where more than this share of measured requests failed in any run is left "
+                             "out of peak, saturation and recommendations (default 0.01)")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
@@ -65,11 +69,14 @@ def main(args: argparse.Namespace) -> int:
         return fail(f"--scaling takes two positive levels FROM,TO, got {args.scaling!r}")
     if not 0 <= args.tolerance < 1:
         return fail(f"--tolerance must be in [0, 1), got {args.tolerance}")
+    if not 0 <= args.max_failed_share < 1:
+        return fail(f"--max-failed-share must be in [0, 1), got {args.max_failed_share}")
     try:
         run_dirs = expand_run_paths(args.runs)
     except ValueError as e:
         return fail(str(e))
-    rule = SaturationRule(tolerance=args.tolerance, scaling_from=scaling[0], scaling_to=scaling[1])
+    rule = SaturationRule(tolerance=args.tolerance, scaling_from=scaling[0], scaling_to=scaling[1],
+                          max_failed_share=args.max_failed_share)
     out = args.output or _default_output(run_dirs)
     try:
         paths = build_report(run_dirs, out, dict(args.gpus_per_model), progress=not args.quiet, rule=rule)

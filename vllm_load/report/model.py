@@ -162,9 +162,14 @@ def _client_validation(path: str) -> dict | None:
 
 
 def _curve(runs: Sequence[RunSummary]) -> pd.DataFrame:
+    """Per level across runs: `aggregate`'s statistics, plus `success_rate_min`, the worst run's
+    success rate, which decides whether the level is left out of the conclusions (`failures`)."""
     frame = pd.concat([r.metrics for r in runs], ignore_index=True)
     frame = frame[frame["users"].notna()]
-    return aggregate(frame, ["users"], AGG_METRICS).sort_values("users").reset_index(drop=True)
+    curve = aggregate(frame, ["users"], AGG_METRICS)
+    worst = pd.to_numeric(frame["success_rate"], errors="coerce").groupby(frame["users"]).min()
+    curve["success_rate_min"] = curve["users"].map(worst).astype(np.float64)
+    return curve.sort_values("users").reset_index(drop=True)
 
 
 def _distributions(report: SeriesReport) -> None:
@@ -205,7 +210,7 @@ def build_report_data(run_dirs: Sequence[str], gpus_per_model: Mapping[str, floa
         curve = _curve(members)
         sat = analyse(curve, rule)
         report = SeriesReport(series=g, runs=members, curve=curve, saturation=sat,
-                              findings=findings(curve, sat, g.n_runs))
+                              findings=findings(curve, sat, g.n_runs, rule))
         _distributions(report)
         series.append(report)
     rows = compare([s.series for s in series], [s.saturation for s in series], [r.run for r in runs], gpus_per_model)

@@ -48,6 +48,8 @@ def _saturation(s: SeriesReport) -> dict:
         "status": sat.status,
         "saturated": sat.saturated,
         "reason": sat.reason,
+        "decision": None,
+        "failed_levels": [asdict(f) for f in sat.failed],
         "peak": asdict(sat.peak) if sat.peak else None,
         "saturation_point": asdict(sat.saturation) if sat.saturation else None,
         "scaling": None,
@@ -58,6 +60,8 @@ def _saturation(s: SeriesReport) -> dict:
             for r in sat.recommendations
         ],
     }
+    if sat.decision is not None:
+        out["decision"] = {**asdict(sat.decision), "text": sat.decision.sentence()}
     if sat.scaling is not None:
         out["scaling"] = {**asdict(sat.scaling), "note": sat.scaling.note()}
     if sat.past_saturation is not None:
@@ -74,7 +78,8 @@ def summary_dict(data: ReportData) -> dict:
         "generated_at": data.generated_at,
         "vllm_load_version": __version__,
         "confidence": 0.95,
-        "rules": {"saturation": data.rule.describe(), "recommendations": data.rule.describe_recommendations()},
+        "rules": {"saturation": data.rule.describe(), "failed_levels": data.rule.describe_failures(),
+                  "recommendations": data.rule.describe_recommendations()},
         "series": [
             {
                 "label": s.label, "model": s.series.model, "n_runs": s.n_runs,
@@ -122,6 +127,13 @@ def summary_rows(summary: dict) -> Iterator[tuple]:
             for name, value in (sat.get(key) or {}).items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and value is not None:
                     yield ("saturation", s["label"], "", "", f"{key}.{name}", "value", value)
+        for name in ("n", "runs_needed"):
+            value = (sat.get("decision") or {}).get(name)
+            if value is not None:
+                yield ("saturation", s["label"], "", "", f"decision.{name}", "value", value)
+        for f in sat["failed_levels"]:
+            for name in ("worst_share", "mean_share"):
+                yield ("failed_level", s["label"], "", f["users"], f"failed_{name}", "value", f[name])
         for rec in sat["recommendations"]:
             yield ("recommendation", s["label"], "", rec["users"], rec["use_case"], "users", rec["users"])
     for row in summary["comparison"]:
