@@ -10,7 +10,7 @@ import pandas as pd
 from runhelpers import load_run_files, only_run_dir, run_vllm_load
 from vllm_load.analysis.client_side import level_client_health, read_client_health
 from vllm_load.analysis.levels import level_metrics
-from vllm_load.client_health import HealthProbe
+from vllm_load.client_health import HealthProbe, parse_schedstat, runqueue_wait_s
 from vllm_load.sim.process import SimulatorProcess
 
 
@@ -35,6 +35,26 @@ def test_probe_measures_oversleep_and_cpu_share():
     assert math.isclose(sample.cpu_percent, 100 * 0.0741 / 0.182, rel_tol=1e-9)
     assert sample.worker == "w1" and sample.level == 3
     assert math.isnan(probe.sample("w1").loop_lag_mean_ms)  # a new interval with no ticks yet
+
+
+def test_schedstat_is_parsed_to_seconds_waited():
+    assert parse_schedstat("123456789 1740000000 4242\n") == 1.74
+    assert math.isnan(parse_schedstat("")) and math.isnan(parse_schedstat("12 x 3"))
+    assert math.isnan(runqueue_wait_s(("/nonexistent/schedstat",)))  # no /proc: unknown, not an error
+    if os.path.exists("/proc/self/schedstat"):
+        assert runqueue_wait_s() >= 0.0
+
+
+def test_probe_reports_run_queue_wait_per_second_of_wall_time():
+    wall, cpu, wait = FakeClock(), FakeClock(), FakeClock()
+    probe = HealthProbe(clock=wall, cpu_clock=cpu, wait_clock=wait)
+    wall.now, wait.now = 2.0, 0.5  # 0.5 s waited for a CPU over 2 s
+    assert math.isclose(probe.sample("w").runqueue_wait_ms_per_s, 250.0)
+    wall.now += 1.0
+    assert probe.sample("w").runqueue_wait_ms_per_s == 0.0
+    nowhere = HealthProbe(clock=wall, cpu_clock=cpu, wait_clock=lambda: float("nan"))
+    wall.now += 1.0
+    assert math.isnan(nowhere.sample("w").runqueue_wait_ms_per_s)
 
 
 def test_levels_are_judged_over_their_measured_window():
