@@ -52,6 +52,8 @@ def test_probe_reports_run_queue_wait_per_second_of_wall_time():
     assert math.isclose(probe.sample("w").runqueue_wait_ms_per_s, 250.0)
     wall.now += 1.0
     assert probe.sample("w").runqueue_wait_ms_per_s == 0.0
+    wall.now, wait.now = wall.now + 0.004, wait.now + 0.002  # the run's last few ms: no rate
+    assert math.isnan(probe.sample("w").runqueue_wait_ms_per_s)
     nowhere = HealthProbe(clock=wall, cpu_clock=cpu, wait_clock=lambda: float("nan"))
     wall.now += 1.0
     assert math.isnan(nowhere.sample("w").runqueue_wait_ms_per_s)
@@ -99,11 +101,11 @@ def test_a_level_is_client_late_on_merged_chunks_or_run_queue_wait():
     assert list(out["client_bound"]) == [False, False, False]  # CPU and loop lag looked fine throughout
     assert out["merged_share"].tolist()[:2] == [0.01, 0.1] and out.loc[2, "merged_share"] == 0.0
     assert out.loc[1, "client_late_reason"] == "10% of chunks merged in reads > 5%"
-    assert out.loc[2, "client_late_reason"] == "run-queue wait 1,740 ms/s > 50 ms/s"
+    assert out.loc[2, "client_late_reason"] == "run-queue wait 1,740 ms/s > 100 ms/s"
     assert out.loc[2, "runqueue_wait_ms_per_s_max"] == 1740.0
     assert late_levels(out) == {1: out.loc[1, "client_late_reason"], 2: out.loc[2, "client_late_reason"]}
     assert health_problems(out) == ["2 users: client-late (10% of chunks merged in reads > 5%)",
-                                    "4 users: client-late (run-queue wait 1,740 ms/s > 50 ms/s)"]
+                                    "4 users: client-late (run-queue wait 1,740 ms/s > 100 ms/s)"]
 
 
 def test_old_runs_without_the_new_columns_judge_only_what_they_have():

@@ -87,3 +87,66 @@ def test_a_run_without_the_new_columns_reports_no_late_level(tmp_path):
     paths = build_report([run], str(tmp_path / "r.html"), progress=False)
     assert '<span class="late"' not in open(paths.html).read()
     assert not any(lv["client_late"] for lv in json.load(open(paths.json))["runs"][0]["levels"])
+
+
+def test_judge_is_not_proven_when_the_run_itself_was_client_late_or_bound():
+    from vllm_load.validate_client import EchoLevel, judge
+
+    echo = [EchoLevel(100, 99.0, 1000.0, 1e5, 1e5, 5.0, 10.0, 15.0, 1.0)]
+    assert judge(echo, 50, 2, 10.0, 100.0, []).proven
+    late = judge(echo, 50, 2, 10.0, 100.0, ["4 users: client-late (run-queue wait 1,740 ms/s > 100 ms/s)"])
+    assert not late.proven and late.run_health == ["4 users: client-late (run-queue wait 1,740 ms/s > 100 ms/s)"]
+    assert late.reasons == ["the run's own health: 4 users: client-late (run-queue wait 1,740 ms/s > 100 ms/s)"]
+
+
+def _validate_against(tmp_path, run, capsys, monkeypatch):
+    """validate-client --run RUN, with a healthy synthetic run standing in for its echo run."""
+    import argparse
+    import json
+
+    from vllm_load import validate_client
+    from vllm_load.analysis.synthetic import SyntheticRun, write_synthetic_run
+
+    echo = write_synthetic_run(str(tmp_path / "echo"), SyntheticRun(model="echo", seed=7, levels=(10,),
+                                                                    requests_per_level=40, warmup_requests=4))
+    monkeypatch.setattr(validate_client, "_echo_run", lambda _args, _host: echo)
+    parser = argparse.ArgumentParser()
+    validate_client.configure_parser(parser, "validate-client")
+    args = parser.parse_args(["--host", "http://echo.invalid", "--levels", "10", "--run", run,
+                              "--max-p50-ms", "1e9", "--min-margin", "1e-9"])
+    validate_client.main(args)
+    return capsys.readouterr().out, json.load(open(f"{run}/client_validation.json"))
+
+
+def test_validate_client_never_proves_a_run_its_own_health_marked(tmp_path, capsys, monkeypatch):
+    from vllm_load.analysis.synthetic import SyntheticRun, write_synthetic_run
+
+    healthy = write_synthetic_run(str(tmp_path / "ok"), SyntheticRun(model="synthetic/m", seed=2, levels=(10, 50),
+                                                                     requests_per_level=40, warmup_requests=4))
+    out, result = _validate_against(tmp_path, healthy, capsys, monkeypatch)
+    assert "NOT the bottleneck (proven)" in out and result["proven"]
+
+    late = _late_synthetic_run(tmp_path / "late")
+    out, result = _validate_against(tmp_path, late, capsys, monkeypatch)
+    assert "(proven)" not in out and "NOT proven" in out and not result["proven"]
+    assert "the run's own health: 50 users: client-late (100% of chunks merged in reads > 5%)" in out
+    assert result["run_health"] == ["50 users: client-late (100% of chunks merged in reads > 5%)"]
+
+
+def test_validate_client_never_proves_a_run_its_own_health_marked_client_bound(tmp_path, capsys, monkeypatch):
+    from vllm_load.analysis.levels import level_metrics
+    from vllm_load.analysis.rundir import load_run
+    from vllm_load.analysis.synthetic import SyntheticRun, write_synthetic_run
+
+    run = write_synthetic_run(str(tmp_path / "bound"), SyntheticRun(model="synthetic/m", seed=3, levels=(10, 50),
+                                                                    requests_per_level=40, warmup_requests=4))
+    data = load_run(run)
+    window = level_metrics(data.requests, data.steps)[["window_start", "window_end"]].to_numpy()
+    mid = [(a + b) / 2 for a, b in window]
+    pd.DataFrame({"ts": mid, "worker": ["local"] * 2, "level": [0, 1], "cpu_percent": [30.0, 97.0],
+                  "loop_lag_mean_ms": [1.0, 2.0], "loop_lag_max_ms": [2.0, 4.0], "rss_mib": [60.0, 61.0],
+                  "runqueue_wait_ms_per_s": [2.0, 3.0]}).to_csv(f"{run}/client_health.csv", index=False)
+    out, result = _validate_against(tmp_path, run, capsys, monkeypatch)
+    assert "(proven)" not in out and not result["proven"]
+    assert result["run_health"] == ["50 users: possibly client-bound (CPU 97% > 80%)"]
+    assert not math.isnan(mid[1])

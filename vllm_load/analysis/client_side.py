@@ -13,7 +13,8 @@ wherever they are shown. A chunk merged now and then is harmless; 5 % is where t
 reaches the figures a report prints: every merged chunk but the first of its read leaves a zero
 gap and the first one a gap too long, so at 5 % merged (in pairs) 2.5 % of the gaps are zeros
 and 2.5 % too long: ITL p99 and p95 are the reader's, not the server's (and at 50 % ITL p50
-reads 0.00 ms). On a client with a CPU to spare the share stays well under 1 %.
+reads 0.00 ms). On a client with a CPU to spare the share stays well under 1 %. For the
+run-queue limit see `client_health.RUNQUEUE_LIMIT_MS`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from ..client_health import CPU_LIMIT, LAG_LIMIT_MS, RUNQUEUE_LIMIT_MS
 
 #: the share of content chunks merged (dated with another) above which a level is client-late
 MERGED_LIMIT = 0.05
+#: the client-late rule, in words (shown in the report)
+LATE_RULE = (f"more than {MERGED_LIMIT * 100:g}% of the content chunks came in a read with another chunk, or a "
+             f"load process's event loop waited more than {RUNQUEUE_LIMIT_MS:g} ms per second for a CPU")
 
 
 def read_client_health(path: str) -> pd.DataFrame | None:
