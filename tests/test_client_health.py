@@ -128,5 +128,8 @@ def test_a_client_flat_out_against_echo_is_marked_client_bound(tmp_path):
     health = read_client_health(os.path.join(run_dir, "client_health.csv"))
     assert health is not None and (health["worker"] == "local").all()
     verdict = level_client_health(health, level_metrics(requests, steps))
-    # an echo server costs nothing, so the single client process runs flat out
-    assert verdict.loc[0, "client_bound"] and verdict.loc[0, "cpu_percent_max"] > 80, verdict.to_dict("records")
+    # an echo server costs nothing, so the single client process runs flat out: over 80% of a core,
+    # or, on a box whose cores others share, as much as it gets and waiting for more
+    row = verdict.loc[0]
+    assert (row["client_bound"] and row["cpu_percent_max"] > 80) or (
+        row["client_late"] and "run-queue wait" in row["client_late_reason"]), verdict.to_dict("records")

@@ -150,3 +150,43 @@ def test_validate_client_never_proves_a_run_its_own_health_marked_client_bound(t
     assert "(proven)" not in out and not result["proven"]
     assert result["run_health"] == ["50 users: possibly client-bound (CPU 97% > 80%)"]
     assert not math.isnan(mid[1])
+
+
+def test_a_run_writes_chunks_merged_and_run_queue_wait(tmp_path):
+    """End to end against the simulator at 20 ms between tokens: every row has `chunks_merged`,
+    every health sample of a second or so a run-queue wait (on Linux)."""
+    import os
+
+    from runhelpers import load_run_files, only_run_dir, run_vllm_load
+    from vllm_load.sim.process import SimulatorProcess
+
+    with SimulatorProcess("--ttft", "0.05", "--itl", "0.02") as sim:
+        run_vllm_load("run", "--host", sim.url, "--levels", "2,4", "--input-tokens", "64", "--output-tokens", "16",
+                      "--requests-per-level", "8", "--warmup-requests", "2", "--out", str(tmp_path))
+    run_dir = only_run_dir(tmp_path)
+    requests, *_ = load_run_files(run_dir)
+    assert requests["chunks_merged"].notna().all() and (requests["chunks_merged"] >= 0).all()
+    assert (requests["chunks_merged"] <= requests["n_chunks"]).all()
+    health = pd.read_csv(os.path.join(run_dir, "client_health.csv"))
+    assert "runqueue_wait_ms_per_s" in health
+    if os.path.exists("/proc/thread-self/schedstat"):
+        waits = health["runqueue_wait_ms_per_s"].dropna()
+        assert len(waits) and (waits >= 0).all() and (waits <= 1000.5).all()
+
+
+def test_a_run_whose_chunks_all_came_at_once_prints_its_latencies_marked(tmp_path):
+    """An echo server sends a whole response at once: no chunk can be dated apart, and the
+    table `vllm-load run` prints must not show the zero ITL as a measurement."""
+    from runhelpers import load_run_files, only_run_dir, run_vllm_load
+    from vllm_load.sim.process import SimulatorProcess
+
+    with SimulatorProcess("--echo") as sim:
+        done = run_vllm_load("run", "--host", sim.url, "--levels", "2", "--input-tokens", "64", "--output-tokens",
+                             "16", "--requests-per-level", "20", "--warmup-requests", "2", "--out", str(tmp_path))
+    requests, *_ = load_run_files(only_run_dir(tmp_path))
+    assert requests["chunks_merged"].sum() > 0.5 * requests["n_chunks"].sum()
+    table = done.stdout[done.stdout.index("users  achieved"):]
+    row = table.splitlines()[2]
+    assert row.count(LATE_MARK) == 3  # TTFT p50, TTFT p99, ITL p99
+    assert f"{LATE_MARK} client late: TTFT and ITL not trustworthy" in table
+    assert "2 users: " in table and "of chunks merged in reads > 5%" in table

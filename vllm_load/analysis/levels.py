@@ -281,8 +281,8 @@ def format_level_table(metrics: pd.DataFrame, late: dict[int, str] | None = None
     users = dict(zip(metrics["level"], metrics["users"]))
     marked = [(lv, why) for lv, why in sorted(late.items()) if lv in users]
     if marked:
-        lines.append(f"{LATE_MARK} client late: TTFT and ITL not trustworthy (the load process read chunks late "
-                     "and could not date them apart):")
+        lines.append(f"{LATE_MARK} client late: TTFT and ITL not trustworthy (chunks came together in reads and "
+                     "could not be dated apart, or the load process waited for a CPU):")
         lines += [f"  {users[lv]:,.0f} users: {why}" for lv, why in marked]
     return "\n".join(lines)
 
