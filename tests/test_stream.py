@@ -3,7 +3,7 @@
 import orjson
 import pytest
 
-from vllm_load.stream import SseMeter, StreamError, itl_summary
+from vllm_load.stream import SseMeter, StreamError, chunk_summary, itl_summary
 
 
 def chat_chunk(content=None, role=None, finish=None, usage=None, choices=True) -> bytes:
@@ -112,6 +112,13 @@ def test_itl_summary_per_chunk_gaps():
     assert itl_summary([1.0]) == (None, None, None, None, None, "")
 
 
+def test_chunks_that_share_a_date_are_merged_every_one_of_them():
+    assert chunk_summary([0.0, 0.01, 0.02, 0.03])[6] == 0
+    assert chunk_summary([0.0, 0.01, 0.01, 0.01, 0.02, 0.03, 0.03])[6] == 5  # a run of 3 and a run of 2
+    assert chunk_summary([0.5, 0.5])[6] == 2
+    assert chunk_summary([0.5])[6] == 0 and chunk_summary([])[6] == 0
+
+
 def _long_stream(n: int, crlf: bool, spaced: bool, comment_every: int) -> list[bytes]:
     """role chunk, n content chunks (a comment every `comment_every`), finish, usage, [DONE]."""
     import json
@@ -166,3 +173,23 @@ def test_an_error_event_inside_a_burst_is_not_counted_as_content():
         feed(meter, [b"".join(events[:3]), burst[len(b"".join(events[:3])):]], [1.0, 2.0])
     assert caught.value.category == "server_error"
     assert len(meter.chunk_times) == 199  # the chunks before the error, none after
+
+
+def test_chunks_completed_by_one_read_are_counted_as_merged():
+    meter = SseMeter()
+    content = [chat_chunk(content=f"t{i}") for i in range(6)]
+    # the role chunk alone, then three content chunks in one read, one alone, two split so that
+    # one read completes both, then the end
+    pieces = [STREAM[0], b"".join(content[:3]), content[3], content[4] + content[5][:9], content[5][9:],
+              b"".join(STREAM[3:])]
+    feed(meter, pieces, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    assert meter.chunk_times == [2.0, 2.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert chunk_summary(meter.chunk_times)[6] == 3  # the read at 2.0; the one at 4.0 completed one chunk only
+
+
+def test_a_burst_read_counts_every_chunk_in_it_as_merged():
+    meter = SseMeter()
+    feed(meter, [STREAM[0], chat_chunk(content="a")], [1.0, 2.0])  # learns the mid-stream marker
+    burst = b"".join(chat_chunk(content="x" * 20) for _ in range(200))  # > _RUN_MIN_BYTES: counted in one pass
+    feed(meter, [burst], [3.0])
+    assert len(meter.chunk_times) == 201 and chunk_summary(meter.chunk_times)[6] == 200

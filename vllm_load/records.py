@@ -34,6 +34,7 @@ class RequestRecord:
     itl_max: Optional[float]
     itl_hist: str
     n_chunks: int
+    chunks_merged: int
     prompt_tokens: Optional[int]
     completion_tokens: Optional[int]
     requested_prompt_tokens: int
@@ -69,6 +70,7 @@ PANDAS_DTYPES: dict[str, str] = {
     "stream": "Int64",
     "itl_hist": "string",
     "n_chunks": "Int64",
+    "chunks_merged": "Int64",
     "prompt_tokens": "Int64",
     "completion_tokens": "Int64",
     "requested_prompt_tokens": "Int64",

@@ -342,12 +342,15 @@ def print_summary(run_dir: str) -> None:
     """The per-level table, the requests cut off at the stop, and where the run directory is."""
     abandoned = 0
     try:
+        from .analysis.client_side import late_levels, level_client_health, read_client_health
         from .analysis.levels import format_level_table, level_metrics
         from .analysis.rundir import load_run
 
         run = load_run(run_dir)
         abandoned = run.run.get("requests_abandoned", {}).get("total", 0)
-        table = format_level_table(level_metrics(run.requests, run.steps))
+        metrics = level_metrics(run.requests, run.steps)
+        health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_FILE))
+        table = format_level_table(metrics, late_levels(level_client_health(health, metrics, run.requests)))
     except Exception as e:  # a summary must never lose the run: say why it is missing instead
         logger.warning("could not summarise the run: %s", e)
         table = ""

@@ -32,7 +32,7 @@ from .reader import RECV_SIZE, StreamReader, read_unstamped
 from .records import RequestRecord
 from .settings import Settings
 from .stalls import STALLS
-from .stream import SseMeter, StreamError, itl_summary
+from .stream import SseMeter, StreamError, chunk_summary
 
 logger = logging.getLogger(__name__)
 
@@ -322,7 +322,7 @@ class LLMUser(FastHttpUser):
         tpot = None
         if ttft is not None and completion_tokens and completion_tokens >= 2:
             tpot = (e2e - ttft) / (completion_tokens - 1)
-        itl_mean, itl_p50, itl_p90, itl_p99, itl_max, itl_hist = itl_summary(times)
+        itl_mean, itl_p50, itl_p90, itl_p99, itl_max, itl_hist, chunks_merged = chunk_summary(times)
         if not error and self._stream and not times:
             error, message = "bad_sse", "stream finished without any content chunk"
         return RequestRecord(
@@ -344,6 +344,7 @@ class LLMUser(FastHttpUser):
             itl_max=itl_max,
             itl_hist=itl_hist,
             n_chunks=n_chunks,
+            chunks_merged=chunks_merged,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             requested_prompt_tokens=settings.input_tokens,

@@ -8,7 +8,9 @@ the users show where its CPU saturates. The client counts as *proven* when every
 succeeded and the median latency at the lowest level stayed under `--max-p50-ms` (an echo
 answers in milliseconds; more means the client or the "echo" server is slow), and, given a run
 directory, when its capacity is at least `--min-margin` times that run's peak request rate and
-peak chunk rate. The result is written as
+peak chunk rate, and when that run's own health samples marked none of its levels possibly
+client-bound or client-late (`analysis.client_side`): a client with capacity to spare on the
+echo server may still have been starved of a CPU during the run itself. The result is written as
 `client_validation.json` (into the run directory when one is given), which the report shows.
 """
 
@@ -53,6 +55,7 @@ class Validation:
     run_peak_chunks_per_s: float | None = None
     margin_req: float | None = None
     margin_chunks: float | None = None
+    run_health: list[str] = field(default_factory=list)  # the run's levels its own health marked
     settings: dict = field(default_factory=dict)
 
 
@@ -71,8 +74,10 @@ def echo_levels(metrics, chunk_rates: dict[int, float]) -> list[EchoLevel]:
 
 
 def judge(levels: list[EchoLevel], max_p50_ms: float, min_margin: float,
-          run_peak_req: float | None = None, run_peak_chunks: float | None = None) -> Validation:
-    """The verdict on echo-run levels, optionally against a run's peak rates (pure)."""
+          run_peak_req: float | None = None, run_peak_chunks: float | None = None,
+          run_health: list[str] | None = None) -> Validation:
+    """The verdict on echo-run levels, optionally against a run's peak rates and what the run's
+    own health samples said about its levels (`client_side.health_problems`) (pure)."""
     reasons = []
     for lv in levels:
         if not lv.success_rate >= 1.0:
@@ -95,6 +100,8 @@ def judge(levels: list[EchoLevel], max_p50_ms: float, min_margin: float,
         if not result.margin_chunks >= min_margin:
             reasons.append(f"client capacity {cap_chunks:,.0f} chunks/s is only {result.margin_chunks:.1f}x the run's "
                            f"peak {run_peak_chunks:,.0f} chunks/s (< {min_margin:g}x)")
+    result.run_health = list(run_health or ())
+    reasons += [f"the run's own health: {problem}" for problem in result.run_health]
     result.reasons = reasons
     result.proven = not reasons and bool(levels)
     return result
@@ -119,15 +126,20 @@ def chunk_rates(requests, metrics) -> dict[int, float]:
     return out
 
 
-def run_peaks(run_dir: str) -> tuple[float, float]:
-    """The run's peak req/s and peak chunk rate over its levels."""
+def run_peaks(run_dir: str) -> tuple[float, float, list[str]]:
+    """The run's peak req/s and peak chunk rate over its levels, and the levels its own health
+    marked possibly client-bound or client-late (one line each)."""
+    from .analysis.client_side import health_problems, level_client_health, read_client_health
     from .analysis.levels import level_metrics
     from .analysis.rundir import load_run
+    from .client_health import FILE as CLIENT_HEALTH_FILE
 
     data = load_run(run_dir)
     metrics = level_metrics(data.requests, data.steps)
     rates = chunk_rates(data.requests, metrics)
-    return float(metrics["req_per_s"].max()), max(rates.values(), default=math.nan)
+    health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_FILE))
+    problems = health_problems(level_client_health(health, metrics, data.requests))
+    return float(metrics["req_per_s"].max()), max(rates.values(), default=math.nan), problems
 
 
 def format_table(levels: list[EchoLevel]) -> str:
@@ -212,8 +224,8 @@ def main(args: argparse.Namespace) -> int:
     data = load_run(run_dir)
     metrics = level_metrics(data.requests, data.steps)
     levels_out = echo_levels(metrics, chunk_rates(data.requests, metrics))
-    peak_req, peak_chunks = run_peaks(args.run) if args.run else (None, None)
-    result = judge(levels_out, args.max_p50_ms, args.min_margin, peak_req, peak_chunks)
+    peak_req, peak_chunks, run_health = run_peaks(args.run) if args.run else (None, None, [])
+    result = judge(levels_out, args.max_p50_ms, args.min_margin, peak_req, peak_chunks, run_health)
     result.settings = {"echo_run": run_dir, "levels": levels, "input_tokens": args.input_tokens,
                        "output_tokens": args.output_tokens, "stream": not args.no_stream, "workers": args.workers,
                        "echo_host": args.host or "built-in echo simulator", "min_margin": args.min_margin,

@@ -1,8 +1,20 @@
-"""The client's own health per level, from `client_health.csv` (see `vllm_load.client_health`).
+"""The client's own health per level, from `client_health.csv` (see `vllm_load.client_health`)
+and requests.csv's `chunks_merged`.
 
 A level is *possibly client-bound* when any load process, during the level's measured window,
 used more than `CPU_LIMIT` % of a core or had a mean event-loop lag above `LAG_LIMIT_MS` over a
 report interval: then some latency may be the client's, not the server's.
+
+A level is *client-late* when its chunk dates cannot be trusted: more than `MERGED_LIMIT` of the
+content chunks of its measured requests shared their read with another chunk (so they were
+dated alike and their gaps read 0), or a load process's loop thread waited more than
+`RUNQUEUE_LIMIT_MS` per second for a CPU. Its ITL and TTFT are then marked as not trustworthy
+wherever they are shown. A chunk merged now and then is harmless; 5 % is where the artefact
+reaches the figures a report prints: every merged chunk but the first of its read leaves a zero
+gap and the first one a gap too long, so at 5 % merged (in pairs) 2.5 % of the gaps are zeros
+and 2.5 % too long: ITL p99 and p95 are the reader's, not the server's (and at 50 % ITL p50
+reads 0.00 ms). On a client with a CPU to spare the share stays well under 1 %. For the
+run-queue limit see `client_health.RUNQUEUE_LIMIT_MS`.
 """
 
 from __future__ import annotations
@@ -12,7 +24,13 @@ import os
 import numpy as np
 import pandas as pd
 
-from ..client_health import CPU_LIMIT, LAG_LIMIT_MS
+from ..client_health import CPU_LIMIT, LAG_LIMIT_MS, RUNQUEUE_LIMIT_MS
+
+#: the share of content chunks merged (dated with another) above which a level is client-late
+MERGED_LIMIT = 0.05
+#: the client-late rule, in words (shown in the report)
+LATE_RULE = (f"more than {MERGED_LIMIT * 100:g}% of the content chunks came in a read with another chunk, or a "
+             f"load process's event loop waited more than {RUNQUEUE_LIMIT_MS:g} ms per second for a CPU")
 
 
 def read_client_health(path: str) -> pd.DataFrame | None:
@@ -22,28 +40,100 @@ def read_client_health(path: str) -> pd.DataFrame | None:
     return None if frame.empty else frame
 
 
-def level_client_health(health: pd.DataFrame, metrics: pd.DataFrame, cpu_limit: float = CPU_LIMIT,
-                        lag_limit_ms: float = LAG_LIMIT_MS) -> pd.DataFrame:
-    """Per level: processes seen, worst CPU %, worst interval-mean and single loop lag, peak RSS,
-    and whether the level was possibly client-bound (and why)."""
+def _num(frame: pd.DataFrame, column: str) -> np.ndarray:
+    if column not in frame:
+        return np.full(len(frame), np.nan)
+    return pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def level_merged_chunks(requests: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
+    """Per level: content chunks of the successful requests that finished in its measured window
+    (`chunks`), how many of them were merged, and the share (NaN for a run without the column)."""
+    level, ok, end = _num(requests, "level"), _num(requests, "ok") == 1, _num(requests, "end_ts")
+    chunks, merged = _num(requests, "n_chunks"), _num(requests, "chunks_merged")
+    known = ~np.isnan(merged)
     rows = []
-    ts = health["ts"].to_numpy(np.float64)
     for rec in metrics.to_dict("records"):
         ws, we = rec["window_start"], rec["window_end"]
-        in_window = (ts > ws) & (ts <= we) if ws == ws and we == we else np.zeros(len(health), dtype=bool)
-        part = health[in_window] if in_window.any() else health[health["level"] == rec["level"]]
-        cpu = float(part["cpu_percent"].max()) if len(part) else np.nan
-        lag = float(part["loop_lag_mean_ms"].max()) if len(part) else np.nan
-        reasons = []
+        mask = (level == rec["level"]) & ok
+        if ws == ws and we == we:
+            mask &= (end > ws) & (end <= we)
+        n = float(np.nansum(chunks[mask & known]))
+        m = float(np.sum(merged[mask & known]))
+        rows.append({"level": rec["level"], "chunks": n, "chunks_merged": m if (mask & known).any() else np.nan,
+                     "merged_share": m / n if n > 0 else np.nan})
+    return pd.DataFrame(rows, columns=["level", "chunks", "chunks_merged", "merged_share"])
+
+
+def _window_part(health: pd.DataFrame | None, rec: dict) -> pd.DataFrame:
+    """The health samples of one level's measured window (its level's samples if none fell in it)."""
+    if health is None:
+        return pd.DataFrame()
+    ts = health["ts"].to_numpy(np.float64)
+    ws, we = rec["window_start"], rec["window_end"]
+    in_window = (ts > ws) & (ts <= we) if ws == ws and we == we else np.zeros(len(health), dtype=bool)
+    return health[in_window] if in_window.any() else health[health["level"] == rec["level"]]
+
+
+def _max(part: pd.DataFrame, column: str) -> float:
+    values = _num(part, column)
+    return float(np.nanmax(values)) if len(values) and not np.isnan(values).all() else np.nan
+
+
+def level_client_health(health: pd.DataFrame | None, metrics: pd.DataFrame, requests: pd.DataFrame | None = None,
+                        cpu_limit: float = CPU_LIMIT, lag_limit_ms: float = LAG_LIMIT_MS,
+                        runqueue_limit_ms: float = RUNQUEUE_LIMIT_MS,
+                        merged_limit: float = MERGED_LIMIT) -> pd.DataFrame:
+    """Per level: processes seen, worst CPU %, worst interval-mean and single loop lag, worst
+    run-queue wait per second, peak RSS, the share of content chunks merged; whether the level
+    was possibly client-bound (`client_bound`, `reason`) and client-late (`client_late`,
+    `client_late_reason`). Either input may be missing: its figures are then NaN and judge nothing."""
+    merged = level_merged_chunks(requests, metrics).set_index("level") if requests is not None else None
+    rows = []
+    for rec in metrics.to_dict("records"):
+        part = _window_part(health, rec)
+        cpu, lag = _max(part, "cpu_percent"), _max(part, "loop_lag_mean_ms")
+        wait = _max(part, "runqueue_wait_ms_per_s")
+        share = float(merged.at[rec["level"], "merged_share"]) if merged is not None else np.nan
+        reasons, late = [], []
         if cpu > cpu_limit:
             reasons.append(f"CPU {cpu:.0f}% > {cpu_limit:.0f}%")
         if lag > lag_limit_ms:
             reasons.append(f"loop lag {lag:.1f} ms > {lag_limit_ms:g} ms")
+        if share > merged_limit:
+            late.append(f"{share * 100:.0f}% of chunks merged in reads > {merged_limit * 100:g}%")
+        if wait > runqueue_limit_ms:
+            late.append(f"run-queue wait {wait:,.0f} ms/s > {runqueue_limit_ms:g} ms/s")
         rows.append({
-            "level": rec["level"], "users": rec["users"], "processes": int(part["worker"].nunique()) if len(part) else 0,
-            "cpu_percent_max": cpu, "loop_lag_mean_ms_max": lag,
-            "loop_lag_max_ms": float(part["loop_lag_max_ms"].max()) if len(part) else np.nan,
-            "rss_mib_max": float(part["rss_mib"].max()) if len(part) else np.nan,
+            "level": rec["level"], "users": rec["users"],
+            "processes": int(part["worker"].nunique()) if len(part) else 0,
+            "cpu_percent_max": cpu, "loop_lag_mean_ms_max": lag, "loop_lag_max_ms": _max(part, "loop_lag_max_ms"),
+            "runqueue_wait_ms_per_s_max": wait, "rss_mib_max": _max(part, "rss_mib"),
+            "chunks": float(merged.at[rec["level"], "chunks"]) if merged is not None else np.nan,
+            "chunks_merged": float(merged.at[rec["level"], "chunks_merged"]) if merged is not None else np.nan,
+            "merged_share": share,
             "client_bound": bool(reasons), "reason": "; ".join(reasons),
+            "client_late": bool(late), "client_late_reason": "; ".join(late),
         })
     return pd.DataFrame(rows)
+
+
+def late_levels(client_levels: pd.DataFrame | None) -> dict[int, str]:
+    """{level: why} for the client-late levels of `level_client_health` (ITL/TTFT not trustworthy)."""
+    if client_levels is None or client_levels.empty:
+        return {}
+    late = client_levels[client_levels["client_late"]]
+    return {int(lv): str(why) for lv, why in zip(late["level"], late["client_late_reason"])}
+
+
+def health_problems(client_levels: pd.DataFrame | None) -> list[str]:
+    """One line per level whose own health samples say the client may have shaped the figures."""
+    if client_levels is None or client_levels.empty:
+        return []
+    out = []
+    for row in client_levels.to_dict("records"):
+        if row["client_bound"]:
+            out.append(f"{row['users']:,.0f} users: possibly client-bound ({row['reason']})")
+        if row["client_late"]:
+            out.append(f"{row['users']:,.0f} users: client-late ({row['client_late_reason']})")
+    return out

@@ -276,17 +276,34 @@ TABLE_COLUMNS: tuple[tuple[str, str, float, str], ...] = (
 )
 
 
-def format_level_table(metrics: pd.DataFrame) -> str:
-    """A fixed-width text table of `level_metrics` for the terminal (empty string for no levels)."""
+#: what marks a latency the client could not date (the level was client-late)
+LATE_MARK = "*"
+
+
+def format_level_table(metrics: pd.DataFrame, late: dict[int, str] | None = None) -> str:
+    """A fixed-width text table of `level_metrics` for the terminal (empty string for no levels).
+
+    `late` ({level: why}, from `analysis.client_side.late_levels`) marks the TTFT and ITL of
+    those levels with `LATE_MARK`, and a legend under the table says why they are not trustworthy.
+    """
     if metrics is None or metrics.empty:
         return ""
+    late = late or {}
     rows = [[h for h, *_ in TABLE_COLUMNS]]
     for rec in metrics.to_dict("records"):
+        mark = LATE_MARK if rec.get("level") in late else " " if late else ""
         rows.append([_fmt(rec.get(col, math.nan) * scale if rec.get(col) is not None else math.nan, spec)
+                     + (mark if col.startswith(("ttft_", "itl_")) else "")
                      for _, col, scale, spec in TABLE_COLUMNS])
     widths = [max(len(r[i]) for r in rows) for i in range(len(TABLE_COLUMNS))]
     lines = ["  ".join(cell.rjust(wd) for cell, wd in zip(row, widths)) for row in rows]
     lines.insert(1, "  ".join("-" * wd for wd in widths))
+    users = dict(zip(metrics["level"], metrics["users"]))
+    marked = [(lv, why) for lv, why in sorted(late.items()) if lv in users]
+    if marked:
+        lines.append(f"{LATE_MARK} client late: TTFT and ITL not trustworthy (chunks came together in reads and "
+                     "could not be dated apart, or the load process waited for a CPU):")
+        lines += [f"  {users[lv]:,.0f} users: {why}" for lv, why in marked]
     return "\n".join(lines)
 
 

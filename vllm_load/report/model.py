@@ -19,7 +19,7 @@ from ..analysis.compare import ModelRow, compare, comparison_findings
 from ..analysis.hist import pad_columns
 from ..analysis.levels import METRIC_COLUMNS, error_counts, measure_levels
 from ..analysis.rundir import ANALYSIS_COLUMNS, load_run
-from ..analysis.client_side import level_client_health, read_client_health
+from ..analysis.client_side import late_levels, level_client_health, read_client_health
 from ..client_health import FILE as CLIENT_HEALTH_FILE
 from ..analysis.server_side import level_server_figures, read_server_metrics
 from ..server_metrics import FILE as SERVER_METRICS_FILE
@@ -51,7 +51,7 @@ class RunSummary:
     client_validation: dict | None = None  # `vllm-load validate-client --run` result, when present
     server: pd.DataFrame | None = None  # server_metrics.csv, when the target had /metrics
     server_levels: pd.DataFrame | None = None  # per-level server figures against the client's
-    client_levels: pd.DataFrame | None = None  # per-level CPU and loop lag of the load processes
+    client_levels: pd.DataFrame | None = None  # per-level CPU, loop lag, run-queue wait, merged chunks
     series_label: str = ""
 
 
@@ -133,7 +133,10 @@ def summarize_run(path: str) -> RunSummary:
     meas = measure_levels(data.requests, data.steps)
     server = read_server_metrics(os.path.join(path, SERVER_METRICS_FILE))
     health = read_client_health(os.path.join(path, CLIENT_HEALTH_FILE))
-    metrics = meas.metrics.copy()
+    client_levels = None
+    if health is not None or data.requests["chunks_merged"].notna().any():
+        client_levels = level_client_health(health, meas.metrics, data.requests)
+    metrics = with_client_late(meas.metrics.copy(), client_levels)
     metrics.insert(0, "run_id", data.run_id)
     return RunSummary(
         run_id=data.run_id, path=path, model=data.model, run=data.run, metrics=metrics,
@@ -146,8 +149,17 @@ def summarize_run(path: str) -> RunSummary:
         server_levels=(level_server_figures(server, meas.metrics, data.requests,
                                             (data.run.get("server_metrics") or {}).get("interval"))
                        if server is not None else None),
-        client_levels=level_client_health(health, meas.metrics) if health is not None else None,
+        client_levels=client_levels,
     )
+
+
+def with_client_late(metrics: pd.DataFrame, client_levels: pd.DataFrame | None) -> pd.DataFrame:
+    """`metrics` with `client_late` (bool) and `client_late_reason` per level (False and "" where
+    the run's health does not say): whether the level's TTFT and ITL can be trusted."""
+    late = late_levels(client_levels)
+    metrics["client_late"] = [int(lv) in late for lv in metrics["level"]]
+    metrics["client_late_reason"] = [late.get(int(lv), "") for lv in metrics["level"]]
+    return metrics
 
 
 def _client_validation(path: str) -> dict | None:
@@ -169,7 +181,14 @@ def _curve(runs: Sequence[RunSummary]) -> pd.DataFrame:
     curve = aggregate(frame, ["users"], AGG_METRICS)
     worst = pd.to_numeric(frame["success_rate"], errors="coerce").groupby(frame["users"]).min()
     curve["success_rate_min"] = curve["users"].map(worst).astype(np.float64)
-    return curve.sort_values("users").reset_index(drop=True)
+    curve = curve.sort_values("users").reset_index(drop=True)
+    # a mean over runs is as untrustworthy as the late runs in it: say which, and why
+    late = frame[frame["client_late"]]
+    reasons = {u: "; ".join(f"run {r}: {why}" for r, why in zip(g["run_id"], g["client_late_reason"]))
+               for u, g in late.groupby("users")}
+    curve["client_late"] = [u in reasons for u in curve["users"]]
+    curve["client_late_reason"] = [reasons.get(u, "") for u in curve["users"]]
+    return curve
 
 
 def _distributions(report: SeriesReport) -> None:

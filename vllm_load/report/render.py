@@ -19,6 +19,7 @@ import jinja2
 
 from ..analysis import server_side
 from .. import __version__
+from ..analysis.client_side import LATE_RULE
 from ..analysis.saturation import SaturationRule
 from . import charts
 from .model import ReportData, RunSummary, SeriesReport, build_report_data
@@ -248,7 +249,7 @@ def build_report(run_dirs: Sequence[str], out_html: str, gpus_per_model: Mapping
         os.makedirs(os.path.dirname(os.path.abspath(paths.html)), exist_ok=True)
         env = _template_env()
         context = dict(data=data, series=series, runs=runs, overview_charts=overview, title=_title(data),
-                       version=__version__, server_causes=server_side.DISAGREEMENT_CAUSES,
+                       version=__version__, late_rule=LATE_RULE, server_causes=server_side.DISAGREEMENT_CAUSES,
                        min_intervals=server_side.MIN_INTERVALS)
         _write(paths.html, env.get_template("report.html").render(**context))
         _write(paths.markdown, env.get_template("report.md").render(**context))

@@ -118,7 +118,7 @@ def summary_rows(summary: dict) -> Iterator[tuple]:
         for level in s["levels"]:
             users = level.get("users")
             for column, value in level.items():
-                if column == "users" or value is None:
+                if column == "users" or value is None or value == "":
                     continue
                 metric, stat = _split_stat(column)
                 yield ("series", s["label"], "", users, metric, stat, value)
@@ -144,7 +144,7 @@ def summary_rows(summary: dict) -> Iterator[tuple]:
         for level in run["levels"]:
             users = level.get("users")
             for column, value in level.items():
-                if column in ("users", *_LABEL_COLUMNS) or value is None:
+                if column in ("users", *_LABEL_COLUMNS) or value is None or value == "":
                     continue
                 yield ("run", run["series"], run["run_id"], users, column, "value", value)
         for err in run["errors"]:
