@@ -14,6 +14,9 @@ import sys
 # A small server: 16 sequences per batch, time scaled so each level takes seconds while the
 # client stays far below its capacity (about 5k chunks/s at the top level; see bench/).
 SIM_ARGS = ("--max-num-seqs", "16", "--time-scale", "0.25")
+# The simulator's /metrics every 0.1 s: the top levels' windows last about half a second, and
+# the report compares the server's figures only over windows of several scrape intervals.
+METRICS_INTERVAL = "0.1"
 DEMO_LEVELS = "2,8,16,32,48"
 
 
@@ -22,7 +25,8 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument("--levels", default=DEMO_LEVELS, help="concurrency levels")
     parser.add_argument("--input-tokens", type=int, default=512, help="prompt length in tokens")
     parser.add_argument("--output-tokens", type=int, default=64, help="output length in tokens")
-    parser.add_argument("--requests-per-level", type=int, default=40, help="measured requests per level")
+    # 100: the top levels' windows last over a second, enough for the /metrics cross-check
+    parser.add_argument("--requests-per-level", type=int, default=100, help="measured requests per level")
     parser.add_argument("--warmup-requests", type=int, default=8, help="discarded requests per level")
     parser.add_argument("--workers", type=int, default=0, help="local Locust worker processes (0: one process)")
     parser.add_argument("--out", default="runs", help="base directory for the run directory")
@@ -46,7 +50,7 @@ def main(args: argparse.Namespace) -> int:
             "--input-tokens", str(args.input_tokens), "--output-tokens", str(args.output_tokens),
             "--requests-per-level", str(args.requests_per_level), "--warmup-requests", str(args.warmup_requests),
             "--workers", str(args.workers), "--out", args.out, "--loglevel", "WARNING",
-            "--meta", "demo=simulator",
+            "--meta", "demo=simulator", "--metrics-interval", METRICS_INTERVAL,
         ]
         run_args = build_parser().parse_args(run_argv)
         try:

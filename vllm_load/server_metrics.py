@@ -30,7 +30,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "generation_tokens_total": ("vllm:generation_tokens_total",),
     "preemptions_total": ("vllm:num_preemptions_total",),
 }
-HEADER = ("ts", *COLUMNS)
+HEADER = ("ts", *COLUMNS, "fetch_s")
 
 
 def parse_metrics(text: str, model: str | None = None) -> dict[str, float]:
@@ -72,14 +72,22 @@ class MetricsScraper:
         self.model = model
         self.headers = auth_headers(api_key)
         self.status = ScrapeStatus(url=self.url, interval=interval)
+        self.sent_at = 0.0
+        self.fetch_s = 0.0  # how long the last scrape took: how uncertain its time is
         self._stopped = False
 
     def fetch(self) -> dict[str, float] | None:
-        """One scrape; None (with the status noted) when the target has no usable /metrics."""
+        """One scrape; None (with the status noted) when the target has no usable /metrics.
+
+        The server reads its counters somewhere between `sent_at` and the answer's arrival
+        (`fetch_s` later; a busy server or load process makes that tens of ms): a sample is
+        dated halfway, to within `fetch_s / 2`, and parsing is not part of it."""
+        self.sent_at = time.time()
         try:
             req = urllib.request.Request(self.url, headers=self.headers)
             with urllib.request.urlopen(req, timeout=max(self.status.interval * 5, 5.0)) as resp:
                 text = resp.read().decode("utf-8", "replace")
+            self.fetch_s = time.time() - self.sent_at
         except urllib.error.HTTPError as e:
             self.status.errors += 1
             self.status.note = f"{self.url} answered HTTP {e.code}"
@@ -110,7 +118,9 @@ class MetricsScraper:
             values = first
             while True:
                 if values is not None:
-                    writer.writerow([f"{time.time():.3f}", *(_cell(values[c]) for c in COLUMNS)])
+                    # dated halfway through the scrape: the server read its counters in it
+                    writer.writerow([f"{self.sent_at + self.fetch_s / 2:.4f}", *(_cell(values[c]) for c in COLUMNS),
+                                     f"{self.fetch_s:.4f}"])
                     fh.flush()
                     self.status.samples += 1
                 if self._stopped:

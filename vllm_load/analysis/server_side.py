@@ -11,9 +11,13 @@ Per level, over the same measured window as the client's figures:
   mean TTFT of the client's requests whose first chunk came inside it (the same requests);
 - prefix-cache hits and queries over the window.
 
-A comparison needs a window several scrape intervals long: counters are read every `interval`
-seconds and interpolated in between, so a window of one or two intervals has edges the samples
-cannot place. Such a level reads "too short to compare", never a disagreement.
+A comparison needs samples that can place the window's edges: counters are read every
+`interval` seconds and interpolated in between, and each sample is dated when its request went
+out and its answer came, to within half the time the scrape took (`fetch_s`). A window shorter
+than `MIN_INTERVALS` scrape gaps (as configured, or as they were where a busy load process
+scraped late), or whose edge samples are dated less precisely than `EDGE_SHARE` of it, is not
+resolvable: it reads "too short to
+compare" with the reason, never a disagreement.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ TOLERANCE = 0.02  # client vs server generated tokens
 CONCURRENCY_TOLERANCE = 0.05
 TTFT_TOLERANCE = 0.05
 MIN_INTERVALS = 4  # a window shorter than this many scrape intervals is too short to compare
+EDGE_SHARE = 0.01  # the edge samples' dating may blur this share of the window, at most (half the tolerance)
 GAUGE_POINTS = 200  # points a gauge is averaged over within a window
 
 #: why the client's and the server's figures can differ, for the report
@@ -83,6 +88,32 @@ def gauge_mean(frame: pd.DataFrame, column: str, a: float, b: float) -> float:
     return float(np.interp(np.linspace(a, b, GAUGE_POINTS), t, v).mean())
 
 
+def resolvable(server: pd.DataFrame, a: float, b: float, step: float) -> str:
+    """Why the samples cannot resolve the window [a, b] ("" when they can).
+
+    The window must span `MIN_INTERVALS` of the gaps between the samples around and inside it
+    (the configured interval, or the real gaps where a busy load process scraped late), and the
+    dating of its edge samples must blur at most `EDGE_SHARE` of it."""
+    window = b - a
+    if not (window == window and step == step):
+        return "no measured window"
+    t = server["ts"].to_numpy(np.float64)
+    lo, hi = np.searchsorted(t, a) - 1, np.searchsorted(t, b)
+    if lo < 0 or hi >= len(t):
+        return "the scrapes do not cover the window"
+    gap = max(float(np.diff(t[lo:hi + 1]).max()), step)
+    if window < MIN_INTERVALS * gap:
+        spacing = f"{step:g} s scrape intervals" if gap <= 1.5 * step else f"scrapes {gap:.2f} s apart (every {step:g} s asked)"
+        return f"window {window:.2f} s < {MIN_INTERVALS} × {spacing}"
+    if "fetch_s" in server:
+        fetch = pd.to_numeric(server["fetch_s"], errors="coerce").to_numpy(np.float64)
+        blur = np.nansum([max(fetch[lo], fetch[lo + 1]), max(fetch[hi - 1], fetch[hi])]) / 2
+        if blur > EDGE_SHARE * window:
+            return (f"scrapes at the window's edges are dated to ±{blur * 1000:.0f} ms in all, "
+                    f"> {EDGE_SHARE:.0%} of its {window:.2f} s")
+    return ""
+
+
 def _relative(server: float, client: float) -> float:
     return server / client - 1.0 if client and client == client and server == server else np.nan
 
@@ -116,7 +147,8 @@ def level_server_figures(server: pd.DataFrame, metrics: pd.DataFrame, requests: 
     for i, rec in enumerate(metrics.to_dict("records")):
         a, b = rec["window_start"], rec["window_end"]
         window = b - a if a == a and b == b else np.nan
-        comparable = bool(window == window and step == step and window >= MIN_INTERVALS * step)
+        why_not = resolvable(server, a, b, step)
+        comparable = not why_not
         gen = counter_delta(server, "generation_tokens_total", a, b) / window if window == window else np.nan
         running, waiting = gauge_mean(server, "running", a, b), gauge_mean(server, "waiting", a, b)
         in_server = running + (waiting if waiting == waiting else 0.0)
@@ -128,6 +160,7 @@ def level_server_figures(server: pd.DataFrame, metrics: pd.DataFrame, requests: 
         start, end = rec["level_start"], rec["level_end"] if rec["level_end"] == rec["level_end"] else t_last
         rows.append({
             "level": rec["level"], "users": rec["users"], "window_s": window, "comparable": comparable,
+            "not_comparable_reason": why_not,
             "server_gen_tok_per_s": gen, "client_output_tok_per_s": rec["output_tok_per_s"], "difference": diff,
             "running_mean": running, "waiting_mean": waiting,
             "achieved_concurrency": rec["achieved_concurrency"], "concurrency_difference": conc_diff,
