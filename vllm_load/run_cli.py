@@ -18,7 +18,7 @@ import sys
 
 from .http import HttpError, max_model_len, model_ids, request_json
 from .recorder import new_run_dir
-from .settings import Settings, SettingsError, add_arguments
+from .settings import Settings, SettingsError, add_arguments, host_argument
 from .sim.process import free_port
 from .webauth import DEFAULT_USER, MISSING_PASSWORD, PASSWORD_ENV, web_password
 
@@ -28,7 +28,8 @@ LOCUSTFILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "locustfil
 def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
     if name in ("run", "master"):
-        parser.add_argument("--host", required=True, help="base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000")
+        parser.add_argument("--host", required=True, type=host_argument,
+                            help="base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000")
         mode = parser.add_mutually_exclusive_group()
         mode.add_argument("--headless", action="store_true", default=True, help="run without the web UI (default)")
         mode.add_argument("--web", action="store_true", help="serve Locust's web UI and start the test from it")
@@ -81,12 +82,26 @@ def _option_argv(args: argparse.Namespace) -> list[str]:
     return argv
 
 
+def unusable_target(host: str, error: HttpError) -> str:
+    """One line for a target whose /v1/models did not answer: what happened and what to do."""
+    if error.status in (401, 403):
+        hint = "pass the server's key with --api-key (or $OPENAI_API_KEY)"
+    elif error.status == 404:
+        hint = "is --host the base URL of an OpenAI-compatible server?"
+    elif error.status:
+        hint = "check the server's log"
+    else:
+        hint = "is the server running, and is --host its address?"
+    detail = " ".join(str(error).split(": ", 1)[-1].split())[:200]  # one line, whatever the server sent
+    return f"cannot use the target {host}: GET /v1/models failed ({detail}); {hint}"
+
+
 def check_target(host: str, settings: Settings) -> str:
     """Resolve the model and prove the target answers, before any load. Returns the model id."""
     try:
         models = request_json(host.rstrip("/") + "/v1/models", api_key=settings.api_key or None, timeout=15)
     except HttpError as e:
-        raise SettingsError(f"cannot reach the target: {e}") from None
+        raise SettingsError(unusable_target(host, e)) from None
     ids = model_ids(models)
     if settings.model:
         if ids and settings.model not in ids:
@@ -198,7 +213,7 @@ def main(args: argparse.Namespace) -> int:
 # --- runs started by other commands (campaign, tune) ----------------------------------------------
 def add_managed_run_options(parser: argparse.ArgumentParser, host_help: str, out_default: str, out_help: str) -> None:
     """The options of `vllm-load run` for a command that starts runs itself into its own directory."""
-    parser.add_argument("--host", required=True, help=host_help)
+    parser.add_argument("--host", required=True, type=host_argument, help=host_help)
     parser.add_argument("--workers", type=int, default=0, help="local Locust worker processes per run")
     parser.add_argument("--loglevel", default="WARNING", help="Locust log level")
     add_arguments(parser)

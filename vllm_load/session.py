@@ -37,7 +37,7 @@ from .prompts import CalibrationError
 from .recorder import RunRecorder, new_run_dir, utc_iso
 from .client_health import FILE as CLIENT_HEALTH_FILE, HealthProbe, HealthSample, HealthWriter
 from .server_metrics import FILE as SERVER_METRICS_FILE, MetricsScraper
-from .settings import Settings, SettingsError, add_arguments
+from .settings import Settings, SettingsError, add_arguments, parse_host
 from .steps import LevelChange, LevelPlan, StepController
 from .context import LoadContext, prompt_plan
 from .webauth import add_arguments as add_web_arguments
@@ -68,10 +68,7 @@ class RunSession:
         self.environment = environment
         options = environment.parsed_options
         self.settings = Settings.from_options(options)
-        host = (environment.host or "").rstrip("/")
-        if not host:
-            raise SettingsError("no target: pass --host URL (e.g. --host http://127.0.0.1:8000)")
-        self.host = host
+        host = self.host = parse_host(environment.host or "").rstrip("/")  # a web UI user may type any host
         self.target = target_info(host, api_key=self.settings.api_key or None)
         self.model = self.settings.model or next(iter(model_ids(self.target.get("models"))), "")
         if not self.model:
