@@ -24,6 +24,7 @@ from dataclasses import asdict
 
 import gevent
 import locust
+from gevent.event import Event
 from locust import events as locust_events
 from locust import runners as locust_runners
 from locust import stats as locust_stats
@@ -125,6 +126,7 @@ class RunSession:
         environment.vllm_load_live = self.live  # the web UI keeps showing the last test
         self.completed = False
         self.closed = False
+        self._closing: Event | None = None  # set once a close is done; a second close waits for it
         self.stopped_at: float | None = None
         logger.info("run directory: %s", run_dir)
 
@@ -208,6 +210,19 @@ class RunSession:
         self.recorder.write_run_json()
 
     def close(self) -> None:
+        """Close the run once, whoever asks: the web UI's delayed close, quit and a new test may all
+        come while a close waits for its last scrape; a second one waits for the first to finish
+        (never writes the Locust CSVs the first has closed, never lets the process exit before)."""
+        if self._closing is not None:
+            self._closing.wait()
+            return
+        self._closing = Event()
+        try:
+            self._close()
+        finally:
+            self._closing.set()
+
+    def _close(self) -> None:
         """Take in the last local records, write the final Locust CSVs and run.json, print the table."""
         if self.closed:
             return
