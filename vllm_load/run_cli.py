@@ -20,6 +20,7 @@ from .http import HttpError, max_model_len, model_ids, request_json
 from .recorder import new_run_dir
 from .settings import Settings, SettingsError, add_arguments, host_argument
 from .sim.process import free_port
+from .target_loss import target_lost
 from .webauth import DEFAULT_USER, MISSING_PASSWORD, PASSWORD_ENV, web_password
 
 LOCUSTFILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "locustfile.py")
@@ -41,8 +42,10 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         parser.add_argument("--web-user", default=DEFAULT_USER, help="user name for --web-login")
     if name in ("run", "master"):
         parser.epilog = ("exit status of a headless test: 0 when every level ran, 3 when every worker was lost, "
-                         "130 when interrupted (the run directory is complete and analysable either way), "
-                         "2 for bad arguments or an unusable target")
+                         "4 when the target stopped answering (the run ended on a streak of connect/disconnect/"
+                         "timeout failures and /v1/models no longer answers), 130 when interrupted (the run "
+                         "directory is complete and analysable in each case), 2 for bad arguments or an "
+                         "unusable target")
     if name == "run":
         parser.add_argument("--workers", type=int, default=0, help="local worker processes (0: a single process)")
     if name == "master":
@@ -207,6 +210,10 @@ def main(args: argparse.Namespace) -> int:
         print(f"vllm-load {args.command}: the run ended early (outcome {outcome}); {run_dir} holds what was measured",
               file=sys.stderr)
         return INCOMPLETE_EXIT_CODES[outcome]
+    lost = target_lost(run_dir, args.host, api_key or None) if code == 0 and run_dir and outcome == "completed" else None
+    if lost:  # every level ran, but against a server that was gone
+        print(f"vllm-load {args.command}: {lost}", file=sys.stderr)
+        return TARGET_LOST_EXIT_CODE
     return code
 
 
@@ -226,6 +233,9 @@ def add_managed_run_options(parser: argparse.ArgumentParser, host_help: str, out
 
 # exit codes of a headless run that did not walk every level (0 when it did)
 INCOMPLETE_EXIT_CODES = {"workers_lost": 3, "interrupted": 130}
+# ... and of one that walked them all against a target that stopped answering (vllm_load.target_loss)
+TARGET_LOST_EXIT_CODE = 4
+TARGET_LOST = "target_lost"  # the outcome campaign and tune see for such a run (run.json keeps "completed")
 
 
 def run_outcome(run_dir: str | None) -> str:
@@ -250,4 +260,9 @@ def run_headless(args: argparse.Namespace, out: str, extra_meta: list[str], over
     outcome = run_outcome(run_dir)
     if code != 0 and outcome == "completed":
         outcome = "failed"
+    if outcome == "completed" and run_dir:
+        lost = target_lost(run_dir, run_args.host, settings.api_key or None)
+        if lost:
+            print(f"vllm-load: {lost}", file=sys.stderr, flush=True)
+            outcome = TARGET_LOST
     return run_dir or "", outcome
