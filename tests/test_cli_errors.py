@@ -95,6 +95,16 @@ def test_locust_with_a_bad_host_is_one_error_line(tmp_path):
     assert not os.path.exists(tmp_path / "out")
 
 
+@pytest.mark.parametrize("argv,option", [
+    (["run", "--host", "http://127.0.0.1:1", "--web", "--web-port", "99999"], "--web-port"),
+    (["master", "--host", "http://127.0.0.1:1", "--master-bind-port", "70000"], "--master-bind-port"),
+    (["worker", "--master-host", "127.0.0.1", "--master-port", "0"], "--master-port"),
+], ids=["web-port", "master-bind-port", "master-port"])
+def test_a_port_out_of_range_is_one_line(argv, option):
+    line = one_error_line(run([sys.executable, "-m", "vllm_load", *argv]), argv[0])
+    assert f"argument {option}: a port is a whole number from 1 to 65535" in line
+
+
 @pytest.mark.parametrize("argv", [["report", "MISSING"], ["validate-client", "--run", "MISSING"]],
                          ids=["report", "validate-client-run"])
 def test_a_missing_run_directory_is_one_line(tmp_path, argv):

@@ -18,7 +18,7 @@ import sys
 
 from .http import HttpError, max_model_len, model_ids, request_json
 from .recorder import new_run_dir
-from .settings import Settings, SettingsError, add_arguments, host_argument
+from .settings import Settings, SettingsError, add_arguments, host_argument, port_argument
 from .sim.process import free_port
 from .target_loss import target_lost
 from .webauth import DEFAULT_USER, MISSING_PASSWORD, PASSWORD_ENV, web_password
@@ -34,7 +34,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         mode = parser.add_mutually_exclusive_group()
         mode.add_argument("--headless", action="store_true", default=True, help="run without the web UI (default)")
         mode.add_argument("--web", action="store_true", help="serve Locust's web UI and start the test from it")
-        parser.add_argument("--web-port", type=int, default=8089, help="web UI port")
+        parser.add_argument("--web-port", type=port_argument, default=8089, help="web UI port")
         parser.add_argument("--web-host", default="127.0.0.1", help="web UI bind address")
         parser.add_argument("--web-login", action="store_true",
                             help=f"protect the web UI with a login page: user --web-user, password only from "
@@ -51,10 +51,10 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     if name == "master":
         parser.add_argument("--expect-workers", type=int, default=1, help="workers to wait for before starting")
         parser.add_argument("--master-bind-host", default="*", help="address the master listens on for workers")
-        parser.add_argument("--master-bind-port", type=int, default=5557, help="port the master listens on for workers")
+        parser.add_argument("--master-bind-port", type=port_argument, default=5557, help="port the master listens on for workers")
     if name == "worker":
         parser.add_argument("--master-host", required=True, help="address of the vllm-load master")
-        parser.add_argument("--master-port", type=int, default=5557, help="port of the vllm-load master")
+        parser.add_argument("--master-port", type=port_argument, default=5557, help="port of the vllm-load master")
         parser.add_argument("--processes", type=int, default=1, help="worker processes on this machine")
         parser.add_argument("--api-key", default="", help="Bearer token (default: $OPENAI_API_KEY; the master's is used if unset)")
         parser.add_argument("--loglevel", default="INFO", help="Locust log level")

@@ -76,6 +76,18 @@ def host_argument(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def port_argument(text: str) -> int:
+    """A TCP port (1-65535) as an argparse type: Locust would fail on a bad one with a traceback
+    (--web-port) or silently wrap it round (--master-bind-port, --master-port)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is a whole number from 1 to 65535, got {text!r}")
+    return port
+
+
 def parse_meta(items: list[str] | None) -> dict[str, str]:
     meta: dict[str, str] = {}
     for item in items or []:
