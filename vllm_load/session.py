@@ -233,7 +233,7 @@ class RunSession:
             probe = getattr(self.environment, "vllm_load_probe", None)
             if probe is not None:  # the last interval, so even a short run has a sample
                 self.add_health(asdict(probe.sample("local")), "local")
-        self._csv_greenlet.kill(block=False)
+        self._csv_greenlet.kill(block=True)  # dead before its files are written and closed here
         _final_csv_write(self.csv_writer)
         self.csv_writer.close_files()
         self.recorder.run_info["locust_totals"] = {
