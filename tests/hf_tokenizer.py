@@ -41,12 +41,10 @@ def _corpus(seed: int = 0) -> list[str]:
     return lines
 
 
-def build_hf_tokenizer_dir(path) -> str:
-    """Train the tokenizer and write tokenizer.json + tokenizer_config.json into `path`."""
+def train_tokenizer():
+    """The byte-level BPE (a `tokenizers.Tokenizer`) with BOS put in front by its post-processor."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
-    path = str(path)
-    os.makedirs(path, exist_ok=True)
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -61,14 +59,37 @@ def build_hf_tokenizer_dir(path) -> str:
     tokenizer.post_processor = processors.TemplateProcessing(
         single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B", special_tokens=[(BOS, bos_id)]
     )
-    tokenizer.save(os.path.join(path, "tokenizer.json"))
+    return tokenizer
+
+
+def build_hf_tokenizer_dir(path) -> str:
+    """Train the tokenizer and write it into `path` as transformers 5's save_pretrained does:
+    tokenizer.json, tokenizer_config.json with the special tokens as plain strings, and the chat
+    template in chat_template.jinja (test_tokenizer_layouts checks this against transformers)."""
+    path = str(path)
+    os.makedirs(path, exist_ok=True)
+    train_tokenizer().save(os.path.join(path, "tokenizer.json"))
     config = {
+        "backend": "tokenizers",
         "bos_token": BOS,
-        "eos_token": {"content": EOT, "special": True},
-        "chat_template": CHAT_TEMPLATE,
+        "eos_token": EOT,
         "model_max_length": 131072,
         "tokenizer_class": "PreTrainedTokenizerFast",
     }
     with open(os.path.join(path, "tokenizer_config.json"), "w", encoding="utf-8") as fh:
-        json.dump(config, fh, indent=1)
+        json.dump(config, fh, indent=2)
+    with open(os.path.join(path, "chat_template.jinja"), "w", encoding="utf-8") as fh:
+        fh.write(CHAT_TEMPLATE)
     return path
+
+
+def save_with_transformers(path, **save_kwargs) -> str:
+    """The same tokenizer written by transformers' own `PreTrainedTokenizerFast.save_pretrained`
+    (needs `transformers`; no torch, nothing downloaded)."""
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=train_tokenizer(), bos_token=BOS, eos_token=EOT,
+                                        model_max_length=131072)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.save_pretrained(str(path), **save_kwargs)
+    return str(path)

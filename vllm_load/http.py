@@ -5,6 +5,7 @@ Plain urllib so it works the same in a gevent-patched Locust process and in the 
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
@@ -35,8 +36,8 @@ def request_json(
     headers = {"Accept": "application/json", **auth_headers(api_key)}
     if data is not None:
         headers["Content-Type"] = "application/json"
-    req = urllib.request.Request(url, data=data, headers=headers, method="POST" if data is not None else "GET")
     try:
+        req = urllib.request.Request(url, data=data, headers=headers, method="POST" if data is not None else "GET")
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             raw = resp.read()
     except urllib.error.HTTPError as e:
@@ -45,6 +46,8 @@ def request_json(
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
         raise HttpError(url, 0, str(reason)) from None
+    except (ValueError, http.client.HTTPException) as e:  # a URL urllib cannot use, an answer that is not HTTP
+        raise HttpError(url, 0, str(e) or type(e).__name__) from None
     try:
         return json.loads(raw) if raw else None
     except ValueError:

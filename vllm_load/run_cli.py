@@ -18,8 +18,9 @@ import sys
 
 from .http import HttpError, max_model_len, model_ids, request_json
 from .recorder import new_run_dir
-from .settings import Settings, SettingsError, add_arguments
+from .settings import Settings, SettingsError, add_arguments, host_argument, port_argument
 from .sim.process import free_port
+from .target_loss import target_lost
 from .webauth import DEFAULT_USER, MISSING_PASSWORD, PASSWORD_ENV, web_password
 
 LOCUSTFILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "locustfile.py")
@@ -28,11 +29,12 @@ LOCUSTFILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "locustfil
 def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
     if name in ("run", "master"):
-        parser.add_argument("--host", required=True, help="base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000")
+        parser.add_argument("--host", required=True, type=host_argument,
+                            help="base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000")
         mode = parser.add_mutually_exclusive_group()
         mode.add_argument("--headless", action="store_true", default=True, help="run without the web UI (default)")
         mode.add_argument("--web", action="store_true", help="serve Locust's web UI and start the test from it")
-        parser.add_argument("--web-port", type=int, default=8089, help="web UI port")
+        parser.add_argument("--web-port", type=port_argument, default=8089, help="web UI port")
         parser.add_argument("--web-host", default="127.0.0.1", help="web UI bind address")
         parser.add_argument("--web-login", action="store_true",
                             help=f"protect the web UI with a login page: user --web-user, password only from "
@@ -40,17 +42,19 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         parser.add_argument("--web-user", default=DEFAULT_USER, help="user name for --web-login")
     if name in ("run", "master"):
         parser.epilog = ("exit status of a headless test: 0 when every level ran, 3 when every worker was lost, "
-                         "130 when interrupted (the run directory is complete and analysable either way), "
-                         "2 for bad arguments or an unusable target")
+                         "4 when the target stopped answering (the run ended on a streak of connect/disconnect/"
+                         "timeout failures and /v1/models no longer answers), 130 when interrupted (the run "
+                         "directory is complete and analysable in each case), 2 for bad arguments or an "
+                         "unusable target")
     if name == "run":
         parser.add_argument("--workers", type=int, default=0, help="local worker processes (0: a single process)")
     if name == "master":
         parser.add_argument("--expect-workers", type=int, default=1, help="workers to wait for before starting")
         parser.add_argument("--master-bind-host", default="*", help="address the master listens on for workers")
-        parser.add_argument("--master-bind-port", type=int, default=5557, help="port the master listens on for workers")
+        parser.add_argument("--master-bind-port", type=port_argument, default=5557, help="port the master listens on for workers")
     if name == "worker":
         parser.add_argument("--master-host", required=True, help="address of the vllm-load master")
-        parser.add_argument("--master-port", type=int, default=5557, help="port of the vllm-load master")
+        parser.add_argument("--master-port", type=port_argument, default=5557, help="port of the vllm-load master")
         parser.add_argument("--processes", type=int, default=1, help="worker processes on this machine")
         parser.add_argument("--api-key", default="", help="Bearer token (default: $OPENAI_API_KEY; the master's is used if unset)")
         parser.add_argument("--loglevel", default="INFO", help="Locust log level")
@@ -81,12 +85,26 @@ def _option_argv(args: argparse.Namespace) -> list[str]:
     return argv
 
 
+def unusable_target(host: str, error: HttpError) -> str:
+    """One line for a target whose /v1/models did not answer: what happened and what to do."""
+    if error.status in (401, 403):
+        hint = "pass the server's key with --api-key (or $OPENAI_API_KEY)"
+    elif error.status == 404:
+        hint = "is --host the base URL of an OpenAI-compatible server?"
+    elif error.status:
+        hint = "check the server's log"
+    else:
+        hint = "is the server running, and is --host its address?"
+    detail = " ".join(str(error).split(": ", 1)[-1].split())[:200]  # one line, whatever the server sent
+    return f"cannot use the target {host}: GET /v1/models failed ({detail}); {hint}"
+
+
 def check_target(host: str, settings: Settings) -> str:
     """Resolve the model and prove the target answers, before any load. Returns the model id."""
     try:
         models = request_json(host.rstrip("/") + "/v1/models", api_key=settings.api_key or None, timeout=15)
     except HttpError as e:
-        raise SettingsError(f"cannot reach the target: {e}") from None
+        raise SettingsError(unusable_target(host, e)) from None
     ids = model_ids(models)
     if settings.model:
         if ids and settings.model not in ids:
@@ -200,13 +218,17 @@ def main(args: argparse.Namespace) -> int:
         print(f"vllm-load {args.command}: the run ended early (outcome {outcome}); {run_dir} holds what was measured",
               file=sys.stderr)
         return INCOMPLETE_EXIT_CODES[outcome]
+    lost = target_lost(run_dir, args.host, api_key or None) if code == 0 and run_dir and outcome == "completed" else None
+    if lost:  # every level ran, but against a server that was gone
+        print(f"vllm-load {args.command}: {lost}", file=sys.stderr)
+        return TARGET_LOST_EXIT_CODE
     return code
 
 
 # --- runs started by other commands (campaign, tune) ----------------------------------------------
 def add_managed_run_options(parser: argparse.ArgumentParser, host_help: str, out_default: str, out_help: str) -> None:
     """The options of `vllm-load run` for a command that starts runs itself into its own directory."""
-    parser.add_argument("--host", required=True, help=host_help)
+    parser.add_argument("--host", required=True, type=host_argument, help=host_help)
     parser.add_argument("--workers", type=int, default=0, help="local Locust worker processes per run")
     parser.add_argument("--loglevel", default="WARNING", help="Locust log level")
     add_arguments(parser)
@@ -219,6 +241,9 @@ def add_managed_run_options(parser: argparse.ArgumentParser, host_help: str, out
 
 # exit codes of a headless run that did not walk every level (0 when it did)
 INCOMPLETE_EXIT_CODES = {"workers_lost": 3, "interrupted": 130}
+# ... and of one that walked them all against a target that stopped answering (vllm_load.target_loss)
+TARGET_LOST_EXIT_CODE = 4
+TARGET_LOST = "target_lost"  # the outcome campaign and tune see for such a run (run.json keeps "completed")
 
 
 def run_outcome(run_dir: str | None) -> str:
@@ -243,4 +268,9 @@ def run_headless(args: argparse.Namespace, out: str, extra_meta: list[str], over
     outcome = run_outcome(run_dir)
     if code != 0 and outcome == "completed":
         outcome = "failed"
+    if outcome == "completed" and run_dir:
+        lost = target_lost(run_dir, run_args.host, settings.api_key or None)
+        if lost:
+            print(f"vllm-load: {lost}", file=sys.stderr, flush=True)
+            outcome = TARGET_LOST
     return run_dir or "", outcome

@@ -42,7 +42,7 @@ def wait_ready(host: str, timeout: float, api_key: str | None = None, process: s
                     return ids
                 last = "/v1/models lists no model"
         except (OSError, urllib.error.URLError, HttpError, ValueError) as e:
-            last = str(e)
+            last = str(getattr(e, "reason", e))
         time.sleep(0.25)
     raise ServerError(f"{base} was not ready within {timeout:.0f} s ({last}); raise --ready-timeout or check the server")
 

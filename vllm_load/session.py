@@ -25,6 +25,7 @@ from dataclasses import asdict
 
 import gevent
 import locust
+from gevent.event import Event
 from locust import events as locust_events
 from locust import runners as locust_runners
 from locust import stats as locust_stats
@@ -38,7 +39,7 @@ from .prompts import CalibrationError
 from .recorder import RunRecorder, new_run_dir, utc_iso
 from .client_health import FILE as CLIENT_HEALTH_FILE, HealthProbe, HealthSample, HealthWriter
 from .server_metrics import FILE as SERVER_METRICS_FILE, MetricsScraper
-from .settings import Settings, SettingsError, add_arguments
+from .settings import Settings, SettingsError, add_arguments, parse_host
 from .steps import LevelChange, LevelPlan, StepController
 from .context import LoadContext, prompt_plan
 from .webauth import add_arguments as add_web_arguments
@@ -72,10 +73,7 @@ class RunSession:
         self.environment = environment
         options = environment.parsed_options
         self.settings = Settings.from_options(options)
-        host = (environment.host or "").rstrip("/")
-        if not host:
-            raise SettingsError("no target: pass --host URL (e.g. --host http://127.0.0.1:8000)")
-        self.host = host
+        host = self.host = parse_host(environment.host or "").rstrip("/")  # a web UI user may type any host
         self.target = target_info(host, api_key=self.settings.api_key or None)
         self.model = self.settings.model or next(iter(model_ids(self.target.get("models"))), "")
         if not self.model:
@@ -134,6 +132,7 @@ class RunSession:
         environment.vllm_load_live = self.live  # the web UI keeps showing the last test
         self.completed = False
         self.closed = False
+        self._closing: Event | None = None  # set once a close is done; a second close waits for it
         self.stopped_at: float | None = None
         logger.info("run directory: %s", run_dir)
 
@@ -266,6 +265,19 @@ class RunSession:
         self.recorder.write_run_json()
 
     def close(self) -> None:
+        """Close the run once, whoever asks: the web UI's delayed close, quit and a new test may all
+        come while a close waits for its last scrape; a second one waits for the first to finish
+        (never writes the Locust CSVs the first has closed, never lets the process exit before)."""
+        if self._closing is not None:
+            self._closing.wait()
+            return
+        self._closing = Event()
+        try:
+            self._close()
+        finally:
+            self._closing.set()
+
+    def _close(self) -> None:
         """Take in the last local records, write the final Locust CSVs and run.json, print the table."""
         if self.closed:
             return
@@ -276,7 +288,7 @@ class RunSession:
             probe = getattr(self.environment, "vllm_load_probe", None)
             if probe is not None:  # the last interval, so even a short run has a sample
                 self.add_health(asdict(probe.sample("local")), "local")
-        self._csv_greenlet.kill(block=False)
+        self._csv_greenlet.kill(block=True)  # dead before its files are written and closed here
         _final_csv_write(self.csv_writer)
         self.csv_writer.close_files()
         self.recorder.run_info["locust_totals"] = {

@@ -23,7 +23,7 @@ import os
 import sys
 from dataclasses import asdict, dataclass, field
 
-from .settings import SettingsError, parse_levels
+from .settings import SettingsError, host_argument, parse_levels
 
 DEFAULT_LEVELS = "100,250,500,750,1000,1500,2000"
 RESULT_FILE = "client_validation.json"
@@ -156,7 +156,7 @@ def format_table(levels: list[EchoLevel]) -> str:
 
 
 def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
-    parser.add_argument("--host", default="", help="an echo server to use (default: start `vllm-load sim --echo`)")
+    parser.add_argument("--host", default=None, type=host_argument, help="an echo server to use (default: start `vllm-load sim --echo`)")
     parser.add_argument("--server-workers", type=int, default=2, help="processes of the echo server started for you")
     parser.add_argument("--workers", type=int, default=0, help="local Locust worker processes (as in your runs)")
     parser.add_argument("--levels", default=DEFAULT_LEVELS, help="concurrency levels")
@@ -218,9 +218,9 @@ def main(args: argparse.Namespace) -> int:
             with SimulatorProcess("--echo", "--workers", str(args.server_workers)) as sim:
                 print(f"Echo server ({args.server_workers} processes) at {sim.url}", flush=True)
                 run_dir = _echo_run(args, sim.url)
-    except (SettingsError, RuntimeError) as e:
+    except (SettingsError, RuntimeError) as e:  # an unusable target is a usage error (2), a failed echo run is not
         print(f"vllm-load validate-client: error: {e}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(e, SettingsError) else 1
     data = load_run(run_dir)
     metrics = level_metrics(data.requests, data.steps)
     levels_out = echo_levels(metrics, chunk_rates(data.requests, metrics))

@@ -1,0 +1,113 @@
+"""Did the target stop answering during a run? Decided after the run, from its run directory.
+
+A server that dies mid-run does not end the run: every request after that fails fast (`connect`)
+or is cut (`disconnect`), each level ends on its count of finished requests, and the run walks
+every level with outcome `completed`. It is then recorded faithfully, but a pipeline must not
+take it for a good run. The rule:
+
+- the run ends with a streak of failed requests and no success after its first one: at least
+  `MIN_STREAK` requests, at least `NO_ANSWER_SHARE` of them failures that mean no answer came
+  (`connect`, `disconnect` or a timeout), and
+- the target still does not answer `GET /v1/models` after the run.
+
+Failures the server answered (`http_status`, `bad_sse`, `server_error`) never count: an
+answering server is not lost, however badly it answers. The probe keeps random failures at the
+end of a run (fault injection, a flaky network) from reading as a dead server.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+#: failure categories that mean the server did not answer (docs/run-format.md)
+NO_ANSWER = ("connect", "disconnect", "timeout_ttft", "timeout_stall", "timeout_total")
+MIN_STREAK = 5
+NO_ANSWER_SHARE = 0.9
+PROBE_TIMEOUT = 10.0
+
+
+@dataclass
+class FinalStreak:
+    """The requests that ended the run after its last success, in the order they ended."""
+
+    level: int  # the level during which the first of them ended
+    users: int  # that level's users
+    count: int
+    by_error: dict[str, int] = field(default_factory=dict)
+
+    def no_answer(self) -> int:
+        return sum(n for error, n in self.by_error.items() if error in NO_ANSWER)
+
+    def describe(self) -> str:
+        """e.g. `4,062 connect failures, 16 disconnect failures`."""
+        parts = sorted(self.by_error.items(), key=lambda item: -item[1])
+        return ", ".join(f"{n:,} {error} failure{'s' if n != 1 else ''}" for error, n in parts)
+
+
+def final_streak(run_dir: str) -> FinalStreak | None:
+    """The failures after the run's last successful request (None when it ended on a success)."""
+    import pandas as pd
+
+    path = os.path.join(run_dir, "requests.csv")
+    try:
+        rows = pd.read_csv(path, usecols=["level", "users", "end_ts", "ok", "error"],
+                           dtype={"error": "string"}, keep_default_na=True)
+    except (OSError, ValueError):
+        return None
+    if rows.empty:
+        return None
+    rows = rows.sort_values("end_ts", kind="stable")
+    ok = pd.to_numeric(rows["ok"], errors="coerce").fillna(0).to_numpy() == 1
+    last_ok = int(ok.nonzero()[0][-1]) if ok.any() else -1
+    tail = rows.iloc[last_ok + 1:]
+    if tail.empty:
+        return None
+    first = tail.iloc[0]
+    level, users = _level_at(run_dir, float(first["end_ts"])) or (_whole(first["level"]), _whole(first["users"]))
+    counts = tail["error"].fillna("unknown").value_counts()
+    return FinalStreak(level=level, users=users, count=len(tail), by_error={str(k): int(v) for k, v in counts.items()})
+
+
+def _level_at(run_dir: str, ts: float) -> tuple[int, int] | None:
+    """(level, users) running at `ts` by steps.csv; None when it cannot tell. (A request's own
+    level is the one it started in: the first failures may have started a level earlier.)"""
+    import pandas as pd
+
+    try:
+        steps = pd.read_csv(os.path.join(run_dir, "steps.csv"), usecols=["level", "users", "start_ts"])
+    except (OSError, ValueError):
+        return None
+    started = steps[pd.to_numeric(steps["start_ts"], errors="coerce") <= ts]
+    if started.empty:
+        return None
+    last = started.iloc[-1]
+    return _whole(last["level"]), _whole(last["users"])
+
+
+def _whole(value) -> int:
+    """A level or user count from requests.csv (-1 when the cell is empty)."""
+    return -1 if value != value or value is None else int(value)
+
+
+def still_answers(host: str, api_key: str | None) -> bool:
+    """Whether the target answers GET /v1/models now."""
+    from .http import HttpError, request_json
+
+    try:
+        request_json(host.rstrip("/") + "/v1/models", api_key=api_key, timeout=PROBE_TIMEOUT)
+    except HttpError:
+        return False
+    return True
+
+
+def target_lost(run_dir: str, host: str, api_key: str | None = None) -> str | None:
+    """One line saying when the target stopped answering, or None when it did not (the rule above)."""
+    streak = final_streak(run_dir)
+    if streak is None or streak.count < MIN_STREAK or streak.no_answer() < NO_ANSWER_SHARE * streak.count:
+        return None
+    if still_answers(host, api_key):
+        return None
+    return (f"the target stopped answering during level {streak.level} (users {streak.users}): "
+            f"{streak.describe()} and no success after them, and {host}/v1/models does not answer now; "
+            f"{run_dir} holds what was measured")
