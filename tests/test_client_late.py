@@ -72,6 +72,9 @@ def test_the_report_marks_late_levels_and_its_summary_carries_them(tmp_path):
     assert [lv["client_late"] for lv in levels] == [False, True, False]
     assert levels[1]["client_late_reason"] == "100% of chunks merged in reads > 5%"
     assert [lv["client_late"] for lv in summary["series"][0]["levels"]] == [False, True, False]
+    # and the key findings say so, naming the level
+    assert any(f.startswith("The client was late at 1 of 3 level(s) (50 concurrent)")
+               for f in summary["series"][0]["findings"]), summary["series"][0]["findings"]
     rows = [r for r in open(paths.csv).read().splitlines() if ",client_late," in r and r.startswith("run,")]
     assert [r.rsplit(",", 1)[1] for r in rows] == ["False", "True", "False"]
 

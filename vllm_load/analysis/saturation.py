@@ -358,6 +358,12 @@ def findings(curve: pd.DataFrame, sat: Saturation, n_runs: int, rule: Saturation
         out.append(f"Achieved concurrency fell short of the requested one at {short.size} level(s), first at "
                    f"{_u(users[i])} ({achieved[i]:.1f} in flight on average): the client did not keep every user's "
                    "request in flight, so those levels measure a lighter load than their label.")
+    if "client_late" in curve and curve["client_late"].astype(bool).any():
+        late = curve.loc[curve["client_late"].astype(bool), "users"]
+        out.append(f"The client was late at {len(late)} of {len(curve)} level(s) ({', '.join(_u(u) for u in late)} "
+                   "concurrent): chunks came together in its reads or a load process waited for a CPU, so TTFT and "
+                   "ITL there are the client's reading, and throughput may be held back by the client; give the "
+                   "client CPUs of its own (or more workers) and repeat.")
     exact = _col(curve, "prompt_exact_share_mean")
     if np.any(exact < 0.99):
         out.append(f"Prompt lengths were not exact: as few as {np.nanmin(exact) * 100:.1f}% of requests got the "
