@@ -29,6 +29,8 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "prompt_tokens_total": ("vllm:prompt_tokens_total",),
     "generation_tokens_total": ("vllm:generation_tokens_total",),
     "preemptions_total": ("vllm:num_preemptions_total",),
+    "e2e_sum": ("vllm:e2e_request_latency_seconds_sum",),
+    "e2e_count": ("vllm:e2e_request_latency_seconds_count",),
 }
 HEADER = ("ts", *COLUMNS, "fetch_s")
 

@@ -5,8 +5,13 @@ Per level, over the same measured window as the client's figures:
 - generated tokens/s: `generation_tokens_total` interpolated linearly at the window's edges,
   against the client's output tok/s (which counts the tokens generated inside the window,
   `window_rates`);
-- requests in the server: the `running` and `waiting` gauges averaged over the window, against
-  the client's achieved concurrency (requests in flight);
+- requests in the server: by Little's law, the server's summed request latency
+  (`e2e_sum`) of the requests that ended in the window over its length, against the same sum of
+  the client's own E2E (what the client's concurrency accounting says); and the `running` and
+  `waiting` gauges averaged over the window beside the client's achieved concurrency. The
+  gauges are updated when an engine step ends: on a CPU, where one 2048-token prefill is a
+  ~1.6 s step, vLLM 0.32 read 0.5 running at 1 user with a request always in flight, so they
+  are shown, and judged only where the server has no latency histogram;
 - mean TTFT: the server's TTFT histogram (`ttft_sum`/`ttft_count`) over the window, against the
   mean TTFT of the client's requests whose first chunk came inside it (the same requests);
 - prefix-cache hits and queries over the window.
@@ -135,6 +140,21 @@ def client_ttft_in_windows(requests: pd.DataFrame | None, metrics: pd.DataFrame)
     return out
 
 
+def client_in_system(requests: pd.DataFrame | None, metrics: pd.DataFrame) -> np.ndarray:
+    """Per level: the summed E2E of the successful requests (any level) that ended inside the
+    window, over its length: Little's law on the client's side, as the server's `e2e_sum` gives it."""
+    out = np.full(len(metrics), np.nan)
+    if requests is None or requests.empty or "e2e" not in requests:
+        return out
+    ok = pd.to_numeric(requests["ok"], errors="coerce").to_numpy() == 1
+    end = pd.to_numeric(requests["end_ts"], errors="coerce").to_numpy(np.float64)[ok]
+    e2e = pd.to_numeric(requests["e2e"], errors="coerce").to_numpy(np.float64)[ok]
+    for i, (a, b) in enumerate(zip(metrics["window_start"], metrics["window_end"])):
+        if b > a:
+            out[i] = float(np.nansum(e2e[(end > a) & (end <= b)])) / (b - a)
+    return out
+
+
 def level_server_figures(server: pd.DataFrame, metrics: pd.DataFrame, requests: pd.DataFrame | None = None,
                          interval: float | None = None, tolerance: float = TOLERANCE) -> pd.DataFrame:
     """Per level: the server's figures over the measured window beside the client's, their
@@ -142,6 +162,7 @@ def level_server_figures(server: pd.DataFrame, metrics: pd.DataFrame, requests: 
     whether the figures disagree beyond tolerance (`disagrees`, only where comparable)."""
     step = scrape_interval(server, interval)
     client_ttft = client_ttft_in_windows(requests, metrics)
+    client_little = client_in_system(requests, metrics)
     t_last = server["ts"].to_numpy(np.float64)[-1] if len(server) else np.nan
     rows = []
     for i, rec in enumerate(metrics.to_dict("records")):
@@ -155,7 +176,11 @@ def level_server_figures(server: pd.DataFrame, metrics: pd.DataFrame, requests: 
         ttft_n = counter_delta(server, "ttft_count", a, b)
         server_ttft = counter_delta(server, "ttft_sum", a, b) / ttft_n if ttft_n and ttft_n == ttft_n else np.nan
         diff = _relative(gen, rec["output_tok_per_s"])
-        conc_diff = _relative(rec["achieved_concurrency"], in_server)
+        server_little = counter_delta(server, "e2e_sum", a, b) / window if window == window else np.nan
+        if server_little == server_little:  # the server's latency histogram: Little's law on both sides
+            conc_diff = _relative(client_little[i], server_little)
+        else:
+            conc_diff = _relative(rec["achieved_concurrency"], in_server)
         ttft_diff = _relative(client_ttft[i], server_ttft)
         start, end = rec["level_start"], rec["level_end"] if rec["level_end"] == rec["level_end"] else t_last
         rows.append({
@@ -163,7 +188,9 @@ def level_server_figures(server: pd.DataFrame, metrics: pd.DataFrame, requests: 
             "not_comparable_reason": why_not,
             "server_gen_tok_per_s": gen, "client_output_tok_per_s": rec["output_tok_per_s"], "difference": diff,
             "running_mean": running, "waiting_mean": waiting,
-            "achieved_concurrency": rec["achieved_concurrency"], "concurrency_difference": conc_diff,
+            "achieved_concurrency": rec["achieved_concurrency"],
+            "server_in_system": server_little, "client_in_system": client_little[i],
+            "concurrency_difference": conc_diff,
             "server_ttft_mean": server_ttft, "client_ttft_mean": client_ttft[i], "ttft_difference": ttft_diff,
             "prefix_cache_hits": counter_delta(server, "prefix_cache_hits", a, b),
             "prefix_cache_queries": counter_delta(server, "prefix_cache_queries", a, b),
