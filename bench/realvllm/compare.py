@@ -100,6 +100,7 @@ def level_comparison(run_dir: str) -> tuple[pd.DataFrame, dict]:
     totals["run_prefix_cache_queries"] = float(queries.iloc[-1] - queries.iloc[0]) if len(queries) >= 2 else math.nan
     totals["requests"] = int(len(data.requests))
     totals["failed"] = int((pd.to_numeric(data.requests["ok"], errors="coerce") != 1).sum())
+    totals["requests_abandoned"] = data.run.get("requests_abandoned")  # cut off at the end: no rows
     return table, totals
 
 
