@@ -78,12 +78,16 @@ def _records(table) -> list[dict]:
     return json.loads(table.to_json(orient="records"))
 
 
+def _interrupt(signum, frame):
+    """SIGTERM ends the script as Ctrl-C does, so the server is stopped on the way out."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
-    # SIGTERM ends the script as Ctrl-C does, so the server is stopped on the way out
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         return _main(args, out)
     except StepError as e:

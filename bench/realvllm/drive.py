@@ -34,22 +34,42 @@ class Load:
     level_time_cap: float
 
 
-def _run_bounded(cmd: list[str], log: str, timeout: float, what: str, cwd: str | None = None) -> int:
-    """Run `cmd` in its own process group with output to `log`; on timeout (or Ctrl-C) the group
-    gets SIGINT, then SIGKILL. Returns the exit code."""
+def _run_bounded(cmd: list[str], log: str, timeout: float, what: str, cwd: str | None = None,
+                 progress=None, every: float = 30.0) -> int:
+    """Run `cmd` in its own process group with output to `log`, calling `progress()` every
+    `every` seconds; on timeout (or Ctrl-C) the group gets SIGINT, then SIGKILL. Returns the exit code."""
+    t0 = time.monotonic()
     with open(log, "w", encoding="utf-8") as fh:
         fh.write("$ " + " ".join(cmd) + "\n")
         fh.flush()
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 cwd=cwd, start_new_session=True)
         try:
-            return proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _stop_group(proc)
-            raise StepError(f"{what} did not finish within {timeout:.0f} s; see {log}") from None
+            while True:
+                left = timeout - (time.monotonic() - t0)
+                if left <= 0:
+                    _stop_group(proc)
+                    raise StepError(f"{what} did not finish within {timeout:.0f} s; see {log}")
+                try:
+                    return proc.wait(timeout=min(left, every))
+                except subprocess.TimeoutExpired:
+                    if progress is not None:
+                        print(f"  {time.monotonic() - t0:.0f} s: {progress()}", flush=True)
         finally:
             if proc.poll() is None:
                 _stop_group(proc)
+
+
+def _run_progress(run_dir: str) -> str:
+    """The current level and how many requests the run has recorded (from its files)."""
+    try:
+        with open(os.path.join(run_dir, "steps.csv"), encoding="utf-8") as fh:
+            last = fh.read().strip().splitlines()[-1].split(",")
+        with open(os.path.join(run_dir, "requests.csv"), encoding="utf-8") as fh:
+            rows = sum(1 for _ in fh) - 1
+        return f"level {last[0]} ({last[1]} users), {rows} requests recorded"
+    except (OSError, IndexError):
+        return "starting (calibrating prompts)"
 
 
 def _stop_group(proc: subprocess.Popen) -> None:
@@ -81,7 +101,7 @@ def stepped_test(via: str, url: str, load: Load, run_dir: str, log: str) -> str:
     print(f"[real-vllm] {label}: levels {','.join(map(str, load.levels))}, {load.input_tokens}/{load.output_tokens} "
           f"tokens, {load.requests_per_level} requests per level (log: {log})", flush=True)
     t0 = time.monotonic()
-    code = _run_bounded(cmd, log, timeout, label, cwd=REPO)
+    code = _run_bounded(cmd, log, timeout, label, cwd=REPO, progress=lambda: _run_progress(run_dir))
     if not os.path.exists(os.path.join(run_dir, "requests.csv")):
         raise StepError(f"{label} exited {code} without writing {run_dir}/requests.csv; see {log}")
     print(f"[real-vllm] {label} done in {time.monotonic() - t0:.0f} s (exit {code}): {run_dir}", flush=True)
@@ -111,7 +131,7 @@ def vllm_bench(venv: str, url: str, model: str, model_dir: str, load: Load, leve
           f"--seed {seed}", flush=True)
     before = server_counters(url)
     code = _run_bounded(cmd, os.path.join(out_dir, name + ".log"), load.level_time_cap + 300, "vllm bench serve",
-                        cwd=out_dir)
+                        cwd=out_dir, progress=lambda: "vllm bench serve still running")
     after = server_counters(url)
     path = os.path.join(out_dir, name + ".json")
     if code != 0 or not os.path.exists(path):
