@@ -38,9 +38,13 @@ def test_every_level_has_figures_on_both_sides(results, via):
     levels = results["modes"][via]["levels"]
     assert [int(r["users"]) for r in levels] == LEVELS
     for row in levels:
-        for key in ("client_output_tok_per_s", "server_gen_tok_per_s", "achieved_concurrency", "running_mean",
+        for key in ("client_output_tok_per_s", "server_gen_tok_per_s", "achieved_concurrency",
                     "client_ttft_mean", "server_ttft_mean"):
             assert row[key] is not None and row[key] > 0, (via, row["users"], key, row[key])
+        # vLLM's running gauge is a figure too, but it may read 0 in a window of a few scrapes:
+        # it is updated when an engine step ends, so a scrape during a prefill step misses the
+        # request (bench/README.md, "Real vLLM")
+        assert row["running_mean"] is not None and row["running_mean"] >= 0, (via, row["users"])
         assert row["measured"] == 8 and row["ok"] == 8
 
 
