@@ -8,6 +8,7 @@ that function does not return yet (see `interim_server_columns`) is computed her
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 
@@ -85,11 +86,16 @@ def level_comparison(run_dir: str) -> tuple[pd.DataFrame, dict]:
     server = server_side.read_server_metrics(os.path.join(run_dir, "server_metrics.csv"))
     if server is None:
         raise ValueError(f"{run_dir} has no server_metrics.csv: vllm-load did not scrape /metrics")
-    figures = server_side.level_server_figures(server, metrics)
     interval = float((data.run.get("settings") or {}).get("metrics_interval", 1.0) or 1.0)
+    if "requests" in inspect.signature(server_side.level_server_figures).parameters:
+        # the extended function (main after af09c15): client TTFT and the scrape interval go in
+        figures = server_side.level_server_figures(server, metrics, data.requests, interval)
+    else:
+        figures = server_side.level_server_figures(server, metrics)
     if any(c not in figures.columns for c in SERVER_COLUMNS):
         figures = interim_server_columns(figures, metrics, lm.measured, server, interval)
     keep = ["level", "measured", "ok", "window_s", "prompt_exact_share", "completion_exact_share"]
+    keep = ["level"] + [c for c in keep if c not in figures.columns]
     table = figures.merge(metrics[keep], on="level", how="left")
     late = next((f["client_late"] for f in (figures, metrics) if "client_late" in f.columns), None)
     table["client_late"] = late.to_numpy() if late is not None else None
