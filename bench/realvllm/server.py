@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 
@@ -88,8 +89,9 @@ class VllmServer:
         while True:
             elapsed = time.monotonic() - t0
             if self.proc.poll() is not None:
+                self._show_tail()
                 raise StepError(f"vllm serve exited with {self.proc.returncode} after {elapsed:.0f} s; "
-                                f"log {self.log} ends:\n{tail(self.log)}")
+                                f"its log's last lines are above ({self.log})")
             try:
                 models = get_json(self.url + "/v1/models", timeout=2.0)
                 if any(m.get("id") == self.model_name for m in models.get("data", [])):
@@ -99,13 +101,17 @@ class VllmServer:
             except (OSError, ValueError):
                 pass
             if elapsed > self.startup_timeout:
-                raise StepError(f"vllm serve did not answer /v1/models within {self.startup_timeout:.0f} s; "
-                                f"log {self.log} ends:\n{tail(self.log)}")
+                self._show_tail()
+                raise StepError(f"vllm serve did not answer /v1/models within {self.startup_timeout:.0f} s "
+                                f"(--startup-timeout); its log's last lines are above ({self.log})")
             if time.monotonic() - last_note >= 15:
                 last_note = time.monotonic()
                 line = tail(self.log, 1).strip()
                 print(f"  waiting for vllm serve: {elapsed:.0f} s  {line[-110:]}", flush=True)
             time.sleep(1.0)
+
+    def _show_tail(self) -> None:
+        print(f"--- last lines of {self.log} ---\n{tail(self.log).rstrip()}\n---", file=sys.stderr, flush=True)
 
     def stop(self, grace: float = 30.0) -> None:
         """SIGTERM to the server's process group, SIGKILL to it after `grace` seconds."""
