@@ -139,7 +139,9 @@ def _main(args: argparse.Namespace, out: str) -> int:
 
         tables.append(compare.format_table(f"\n{labels[via]}  ({res['run_dir']})", pd.DataFrame(res["levels"]), bench))
         t = res["totals"]
-        tables.append(f"whole run: {t['requests']} requests, {t['failed']} failed, {t.get('requests_abandoned')} "
+        abandoned = t.get("requests_abandoned")
+        abandoned = abandoned.get("total") if isinstance(abandoned, dict) else abandoned
+        tables.append(f"whole run: {t['requests']} requests, {t['failed']} failed, {abandoned} "
                       f"abandoned at the end (no rows); server generated "
                       f"{t['server_generation_tokens']:.0f} tokens, the client received {t['client_completion_tokens']:.0f}; "
                       f"prefix-cache hits {t['run_prefix_cache_hits']:.0f} of {t['run_prefix_cache_queries']:.0f} queried tokens")
