@@ -35,6 +35,25 @@ def test_parse_sums_engines_of_the_model_and_knows_old_names():
     assert parse_metrics(EXPOSITION)["running"] == 12.0
 
 
+REAL_EXPOSITION = os.path.join(os.path.dirname(__file__), "data", "vllm_0.32.0_cpu_metrics.txt")
+
+
+def test_parse_a_real_vllm_exposition():
+    """vLLM 0.32.0's own text (captured from bench/real_vllm.py's server): every column is found,
+    counters by their `_total` sample names, the TTFT histogram by its `_sum`/`_count` samples."""
+    with open(REAL_EXPOSITION, encoding="utf-8") as fh:
+        text = fh.read()
+    values = parse_metrics(text, "tiny-llama")
+    assert values == parse_metrics(text)  # one model, one engine
+    assert values["running"] == 0.0 and values["waiting"] == 0.0 and values["kv_cache_usage"] == 0.0
+    assert values["prompt_tokens_total"] == 1042.0 and values["generation_tokens_total"] == 576.0
+    assert values["preemptions_total"] == 0.0
+    assert values["ttft_count"] == 5.0 and math.isclose(values["ttft_sum"], 0.48218560218811035)
+    assert values["prefix_cache_queries"] == 1042.0 and values["prefix_cache_hits"] == 384.0
+    assert all(v == v for v in values.values()), values
+    assert math.isnan(parse_metrics(text, "another-model")["prefix_cache_hits"])
+
+
 def test_a_target_without_metrics_is_noted_not_an_error(tmp_path):
     with SimulatorProcess("--echo") as sim:
         scraper = MetricsScraper(sim.url + "/no-such-prefix", str(tmp_path / "m.csv"), interval=0.05)

@@ -21,7 +21,13 @@ from .http import auth_headers
 
 FILE = "server_metrics.csv"
 
-#: column -> sample names, newest vLLM name first (older releases called KV usage gpu_cache_usage_perc)
+#: column -> sample names, newest vLLM name first (older releases called KV usage gpu_cache_usage_perc).
+#: Sample names, not family names: prometheus-client's parser strips `_total` from a counter's
+#: family name (`vllm:prefix_cache_hits`) but its samples keep it (`vllm:prefix_cache_hits_total`),
+#: as in vLLM 0.32's exposition (tests/data/vllm_0.32.0_cpu_metrics.txt). `ttft_sum`/`ttft_count`
+#: are the server's TTFT histogram sum and count, for its mean TTFT over a window; `e2e_sum`/`e2e_count`
+#: its request-latency histogram, for requests in the server by Little's law; the prefix-cache
+#: counters count tokens (queried, and found in the cache).
 COLUMNS: dict[str, tuple[str, ...]] = {
     "running": ("vllm:num_requests_running",),
     "waiting": ("vllm:num_requests_waiting",),
@@ -29,6 +35,10 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "prompt_tokens_total": ("vllm:prompt_tokens_total",),
     "generation_tokens_total": ("vllm:generation_tokens_total",),
     "preemptions_total": ("vllm:num_preemptions_total",),
+    "ttft_sum": ("vllm:time_to_first_token_seconds_sum",),
+    "ttft_count": ("vllm:time_to_first_token_seconds_count",),
+    "prefix_cache_hits": ("vllm:prefix_cache_hits_total",),
+    "prefix_cache_queries": ("vllm:prefix_cache_queries_total",),
     "e2e_sum": ("vllm:e2e_request_latency_seconds_sum",),
     "e2e_count": ("vllm:e2e_request_latency_seconds_count",),
 }

@@ -35,6 +35,7 @@ import pandas as pd
 TOLERANCE = 0.02  # client vs server generated tokens
 CONCURRENCY_TOLERANCE = 0.05
 TTFT_TOLERANCE = 0.05
+TTFT_FLOOR = 0.010  # s: a TTFT difference smaller than this (a client's own request write and read) is no disagreement
 MIN_INTERVALS = 4  # a window shorter than this many scrape intervals is too short to compare
 EDGE_SHARE = 0.01  # the edge samples' dating may blur this share of the window, at most (half the tolerance)
 GAUGE_POINTS = 200  # points a gauge is averaged over within a window
@@ -197,7 +198,8 @@ def level_server_figures(server: pd.DataFrame, metrics: pd.DataFrame, requests: 
             "disagrees": bool(comparable and diff == diff and abs(diff) > tolerance),
             "concurrency_disagrees": bool(comparable and conc_diff == conc_diff
                                           and abs(conc_diff) > CONCURRENCY_TOLERANCE),
-            "ttft_disagrees": bool(comparable and ttft_diff == ttft_diff and abs(ttft_diff) > TTFT_TOLERANCE),
+            "ttft_disagrees": bool(comparable and ttft_diff == ttft_diff and abs(ttft_diff) > TTFT_TOLERANCE
+                                   and abs(client_ttft[i] - server_ttft) > TTFT_FLOOR),
             "kv_cache_usage_max": _level_max(server, "kv_cache_usage", start, end),
             "preemptions": counter_delta(server, "preemptions_total", start, min(end, t_last)),
         })
