@@ -40,7 +40,8 @@ REAL_EXPOSITION = os.path.join(os.path.dirname(__file__), "data", "vllm_0.32.0_c
 
 def test_parse_a_real_vllm_exposition():
     """vLLM 0.32.0's own text (captured from bench/real_vllm.py's server): every column is found,
-    counters by their `_total` sample names, the TTFT histogram by its `_sum`/`_count` samples."""
+    counters by their `_total` sample names, the TTFT and E2E histograms by their `_sum`/`_count`
+    samples."""
     with open(REAL_EXPOSITION, encoding="utf-8") as fh:
         text = fh.read()
     values = parse_metrics(text, "tiny-llama")
@@ -50,6 +51,7 @@ def test_parse_a_real_vllm_exposition():
     assert values["preemptions_total"] == 0.0
     assert values["ttft_count"] == 5.0 and math.isclose(values["ttft_sum"], 0.48218560218811035)
     assert values["prefix_cache_queries"] == 1042.0 and values["prefix_cache_hits"] == 384.0
+    assert values["e2e_count"] == 16.0 and math.isclose(values["e2e_sum"], 57.015642404556274)
     assert all(v == v for v in values.values()), values
     assert math.isnan(parse_metrics(text, "another-model")["prefix_cache_hits"])
 
