@@ -4,27 +4,28 @@ Used to test exact prompt lengths against a server that has no /tokenize."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
 
-BOS = "<|begin_of_text|>"
-EOS = "<|end_of_text|>"
-EOT = "<|eot_id|>"
-HEADER_START = "<|start_header_id|>"
-HEADER_END = "<|end_header_id|>"
-SPECIAL_TOKENS = [BOS, EOS, EOT, HEADER_START, HEADER_END]
+def _load_spec():
+    """The special tokens and chat template of the tiny Llama that bench/real_vllm.py serves:
+    one Llama-3-style tokenizer spec for the tests and the real server (a script with no imports
+    beyond the standard library at load time)."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "realvllm",
+                        "build_model.py")
+    spec = importlib.util.spec_from_file_location("realvllm_build_model", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-CHAT_TEMPLATE = (
-    "{{ bos_token }}"
-    "{% for message in messages %}"
-    "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' }}"
-    "{% if message['content'] is string %}{{ message['content'] | trim }}"
-    "{% else %}{% for part in message['content'] %}{{ part['text'] }}{% endfor %}{% endif %}"
-    "{{ '<|eot_id|>' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}"
-)
+
+_SPEC = _load_spec()
+BOS, EOS, EOT = _SPEC.BOS, _SPEC.EOS, _SPEC.EOT
+HEADER_START, HEADER_END = _SPEC.HEADER_START, _SPEC.HEADER_END
+SPECIAL_TOKENS = _SPEC.SPECIAL_TOKENS
+CHAT_TEMPLATE = _SPEC.CHAT_TEMPLATE
 
 _EXTRA_TEXT = """Once upon a time there was a small model that counted tokens for a living.
 It read every prompt twice, because the first time it was usually thinking about lunch.
