@@ -232,3 +232,24 @@ def test_unmeasured_neighbours_and_in_flight_requests_count_their_work_inside_th
     # the long request: its first token at 100.0, the other 40 over [100, 104], 1 s inside;
     # the measured one: all 10 output tokens (its first at 101.1)
     assert m.output_tok_per_s == pytest.approx(40 / 4 + 10)
+
+
+def test_chunk_marks_place_a_stalled_streams_tokens_where_they_came():
+    """A stream that stalls (other requests' prefills) gets its tokens in bursts: its chunk marks
+    put them there, where spreading them evenly from first chunk to end would not."""
+    from vllm_load.analysis.window_rates import RequestSpans, work_in_window
+    from vllm_load.stream import chunk_marks
+
+    # 17 chunks: 8 in the first second after the first chunk, none for 10 s, 8 in the last second
+    t0 = 100.0
+    times = [t0 + 1 + i / 8 for i in range(9)] + [t0 + 12 + i / 8 for i in range(1, 9)]
+    marks = chunk_marks(times, t0)
+    assert marks.split(";")[0] == "1000.0" and len(marks.split(";")) == 17
+    spans = RequestSpans.build([t0], [1.0], [t0 + 13.0], [0], [17], marks=[marks])
+    stall = work_in_window(spans, t0 + 2.5, t0 + 11.5)
+    # nothing came during the stall: only the one chunk whose segment spans it is spread over it
+    assert stall.output_tokens < 1.0
+    assert work_in_window(spans, t0, t0 + 2.0).output_tokens == pytest.approx(9.0)  # first + 8
+    even = RequestSpans.build([t0], [1.0], [t0 + 13.0], [0], [17])
+    assert work_in_window(even, t0 + 2.5, t0 + 11.5).output_tokens == pytest.approx(16 * 9 / 12)
+    assert chunk_marks(times[:1], t0) == ""

@@ -39,7 +39,7 @@ def _record(i: int, ok: int = 1) -> RequestRecord:
         request_id=f"0-{i}", worker="local", level=0, users=10, endpoint="chat", stream=1,
         start_ts=1000.0 + i, end_ts=1001.5 + i, ttft=0.2, e2e=1.5, tpot=0.01,
         itl_mean=0.01, itl_p50=0.01, itl_p90=0.01, itl_p99=0.012, itl_max=0.02,
-        itl_hist=LogHistogram.of([0.01] * 3).format(), n_chunks=4, chunks_merged=0,
+        itl_hist=LogHistogram.of([0.01] * 3).format(), n_chunks=4, chunks_merged=0, chunk_marks="",
         prompt_tokens=2048 if ok else None, completion_tokens=4 if ok else None,
         requested_prompt_tokens=2048, requested_completion_tokens=4, ok=ok,
         status=200 if ok else 503, error="" if ok else "http_status",

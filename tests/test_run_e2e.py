@@ -51,6 +51,10 @@ def test_two_workers_record_every_request_once_and_attribute_levels(tmp_path):
         assert len(server.tokens) == tokens == 32
         assert start < server.received <= server.tokens[0] <= server.tokens[-1] <= server.end
         assert server.tokens[0] <= start + ttft and server.end <= end  # the client saw them after they were sent
+    # every stream's chunk marks: 17 arrival times (32 chunks, 16 segments), from its first chunk on
+    marks = requests["chunk_marks"].str.split(";").apply(lambda m: [float(x) for x in m])
+    assert (marks.str.len() == 17).all()
+    assert all(m == sorted(m) and abs(m[0] / 1000 - ttft) < 1e-3 for m, ttft in zip(marks, requests["ttft"]))
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])

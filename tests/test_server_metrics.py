@@ -7,6 +7,8 @@ import math
 import os
 import threading
 
+import pytest
+
 from runhelpers import load_run_files, only_run_dir, run_vllm_load
 from vllm_load.analysis.client_side import late_levels, level_client_health, read_client_health
 from vllm_load.analysis.levels import level_metrics
@@ -135,10 +137,15 @@ def test_server_ttft_and_requests_in_server_over_the_window():
     server, metrics = _frames(2.0, 8.0, ts, [100.0 * t for t in ts], [2.0, 2, 4, 4, 4, 4, 4, 4, 4, 2, 2],
                               ttft_sum=[0.5 * t for t in ts], ttft_count=[2.0 * t for t in ts])
     # client requests: first chunks at 3.0 and 5.0 (inside (2, 8]) and at 9.0 (outside)
-    requests = pd.DataFrame({"ok": [1, 1, 1, 0], "start_ts": [2.5, 4.6, 8.7, 3.0], "ttft": [0.5, 0.4, 0.3, 1.0]})
+    requests = pd.DataFrame({"ok": [1, 1, 1, 0], "start_ts": [2.5, 4.6, 8.7, 3.0], "ttft": [0.5, 0.4, 0.3, 1.0],
+                             "end_ts": [4.0, 6.0, 9.5, 4.0], "prompt_tokens": [1, 1, 1, 1],
+                             "completion_tokens": [2, 2, 2, 2], "requested_prompt_tokens": [1, 1, 1, 1],
+                             "requested_completion_tokens": [2, 2, 2, 2]})
     row = level_server_figures(server, metrics, requests, interval=1.0).iloc[0]
     assert row.server_ttft_mean == 0.25  # (3.0 - 1.0) / (12 - 4)
     assert row.client_ttft_mean == 0.45  # the two successful requests whose first chunk is inside
     assert row.ttft_difference == 0.45 / 0.25 - 1 and row.ttft_disagrees
-    assert row.running_mean == 4.0 and row.concurrency_difference == 0.0
+    assert row.running_mean == 4.0
+    # the client's side over the same span: in flight 1.5 + 1.4 + 1.0 (the failure) s over 6 s
+    assert row.achieved_concurrency == pytest.approx(3.9 / 6)
     assert math.isnan(row.prefix_cache_hits)  # not scraped: unknown, not zero

@@ -35,6 +35,7 @@ class RequestRecord:
     itl_hist: str
     n_chunks: int
     chunks_merged: int
+    chunk_marks: str
     prompt_tokens: Optional[int]
     completion_tokens: Optional[int]
     requested_prompt_tokens: int
@@ -71,6 +72,7 @@ PANDAS_DTYPES: dict[str, str] = {
     "itl_hist": "string",
     "n_chunks": "Int64",
     "chunks_merged": "Int64",
+    "chunk_marks": "string",
     "prompt_tokens": "Int64",
     "completion_tokens": "Int64",
     "requested_prompt_tokens": "Int64",

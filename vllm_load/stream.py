@@ -183,3 +183,18 @@ def chunk_summary(chunk_times: list[float]) -> tuple:
         same = times[1:] == times[:-1]
         merged = int(np.count_nonzero(np.concatenate(([False], same)) | np.concatenate((same, [False]))))
     return mean, p50, p90, p99, float(gaps[-1]), format_sorted(gaps), merged
+
+
+#: checkpoints per request: the times of evenly spaced chunks, so that a window can count the
+#: tokens a request got inside it even when its stream stalled (other requests' prefills)
+CHUNK_MARKS = 16
+
+
+def chunk_marks(chunk_times: list[float], t0: float) -> str:
+    """The arrival times (ms after `t0`) of chunks 0, n/M, 2n/M, ..., n-1 (M = min(CHUNK_MARKS,
+    n - 1) segments of equal chunk counts), `;`-joined; empty with fewer than 2 chunks."""
+    n = len(chunk_times)
+    if n < 2:
+        return ""
+    segments = min(CHUNK_MARKS, n - 1)
+    return ";".join(f"{(chunk_times[round(k * (n - 1) / segments)] - t0) * 1000:.1f}" for k in range(segments + 1))

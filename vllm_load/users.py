@@ -32,7 +32,7 @@ from .reader import RECV_SIZE, StreamReader, read_unstamped
 from .records import RequestRecord
 from .settings import Settings
 from .stalls import STALLS
-from .stream import SseMeter, StreamError, chunk_summary
+from .stream import SseMeter, StreamError, chunk_marks, chunk_summary
 
 logger = logging.getLogger(__name__)
 
@@ -345,6 +345,7 @@ class LLMUser(FastHttpUser):
             itl_hist=itl_hist,
             n_chunks=n_chunks,
             chunks_merged=chunks_merged,
+            chunk_marks=chunk_marks(times, t0) if self._stream else "",
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             requested_prompt_tokens=settings.input_tokens,

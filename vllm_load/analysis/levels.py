@@ -66,11 +66,14 @@ def _token_counts(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return prompt, completion
 
 
-def _success_spans(req: pd.DataFrame, ok: np.ndarray) -> RequestSpans:
+def success_spans(req: pd.DataFrame, ok: np.ndarray | None = None) -> RequestSpans:
     """The successful requests' lives and token counts, for `window_rates`."""
+    if ok is None:
+        ok = _num(req["ok"]) == 1
     sub = req[ok]
     prompt, completion = _token_counts(sub)
-    return RequestSpans.build(_num(sub["start_ts"]), _num(sub["ttft"]), _num(sub["end_ts"]), prompt, completion)
+    marks = sub["chunk_marks"] if "chunk_marks" in sub else None
+    return RequestSpans.build(_num(sub["start_ts"]), _num(sub["ttft"]), _num(sub["end_ts"]), prompt, completion, marks)
 
 
 def level_plan(steps: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
@@ -191,7 +194,7 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
 
     # achieved concurrency: requests in flight (any level, any outcome) averaged over the window;
     # throughput: the work every successful request (any level) did inside it
-    spans = _success_spans(req, ok_all)
+    spans = success_spans(req, ok_all)
     achieved = np.full(n_levels, np.nan)
     done = np.full((n_levels, 3), np.nan)  # requests, prompt tokens, output tokens
     for i in np.flatnonzero(~np.isnan(window_s)):

@@ -27,7 +27,7 @@ STEPS_COLUMNS = ("level", "users", "start_ts", "end_ts", "warmup_requests", "tar
 
 #: the requests.csv columns the analysis reads (the rest are for people reading the file)
 ANALYSIS_COLUMNS: tuple[str, ...] = (
-    "level", "users", "start_ts", "end_ts", "ttft", "e2e", "tpot", "itl_hist", "n_chunks", "chunks_merged",
+    "level", "users", "start_ts", "end_ts", "ttft", "e2e", "tpot", "itl_hist", "n_chunks", "chunks_merged", "chunk_marks",
     "prompt_tokens", "completion_tokens", "requested_prompt_tokens", "requested_completion_tokens",
     "ok", "error",
 )

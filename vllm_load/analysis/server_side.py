@@ -1,6 +1,9 @@
 """The server's own view of a run, from `server_metrics.csv`, checked against the client's.
 
-Per level, over the same measured window as the client's figures:
+Per level, over the part of the measured window between two scrapes (no interpolation: requests
+finish and start in closed-loop waves, and a latency sum's jump spread over a scrape interval
+that the window's edge cuts reads as a difference that is not there), the client's figures
+recomputed over exactly that span:
 
 - generated tokens/s: `generation_tokens_total` interpolated linearly at the window's edges,
   against the client's output tok/s (which counts the tokens generated inside the window,
@@ -28,9 +31,13 @@ compare" with the reason, never a disagreement.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+from .levels import success_spans
+from .window_rates import RequestSpans, work_in_window
 
 TOLERANCE = 0.02  # client vs server generated tokens
 CONCURRENCY_TOLERANCE = 0.05
@@ -94,28 +101,38 @@ def gauge_mean(frame: pd.DataFrame, column: str, a: float, b: float) -> float:
     return float(np.interp(np.linspace(a, b, GAUGE_POINTS), t, v).mean())
 
 
-def resolvable(server: pd.DataFrame, a: float, b: float, step: float) -> str:
-    """Why the samples cannot resolve the window [a, b] ("" when they can).
-
-    The window must span `MIN_INTERVALS` of the gaps between the samples around and inside it
-    (the configured interval, or the real gaps where a busy load process scraped late), and the
-    dating of its edge samples must blur at most `EDGE_SHARE` of it."""
-    window = b - a
-    if not (window == window and step == step):
-        return "no measured window"
+def scrape_window(server: pd.DataFrame, a: float, b: float) -> tuple[int, int]:
+    """Indices of the first scrape at or after `a` and the last at or before `b` ((-1, -1) when
+    the scrapes do not cover the window). Comparing between two scrapes needs no interpolation:
+    requests finish (and get their first token) in closed-loop waves, and a wave's jump in a
+    latency sum spread linearly over a scrape interval cut by the window's edge reads as a
+    difference that is not there."""
+    if not (a == a and b == b) or len(server) < 2:
+        return -1, -1
     t = server["ts"].to_numpy(np.float64)
-    lo, hi = np.searchsorted(t, a) - 1, np.searchsorted(t, b)
-    if lo < 0 or hi >= len(t):
+    lo, hi = int(np.searchsorted(t, a, "left")), int(np.searchsorted(t, b, "right")) - 1
+    return (lo, hi) if 0 <= lo < hi < len(t) else (-1, -1)
+
+
+def resolvable(server: pd.DataFrame, lo: int, hi: int, step: float) -> str:
+    """Why the scrapes `lo` .. `hi` cannot resolve a comparison ("" when they can).
+
+    The span must hold `MIN_INTERVALS` of the largest gap between its scrapes (the configured
+    interval, or the real gap where a busy load process scraped late), and the dating of its two
+    edge scrapes must blur at most `EDGE_SHARE` of it."""
+    if lo < 0:
         return "the scrapes do not cover the window"
-    gap = max(float(np.diff(t[lo:hi + 1]).max()), step)
+    t = server["ts"].to_numpy(np.float64)
+    window = t[hi] - t[lo]
+    gap = max(float(np.diff(t[lo:hi + 1]).max()), step if step == step else 0.0)
     if window < MIN_INTERVALS * gap:
         spacing = f"{step:g} s scrape intervals" if gap <= 1.5 * step else f"scrapes {gap:.2f} s apart (every {step:g} s asked)"
-        return f"window {window:.2f} s < {MIN_INTERVALS} × {spacing}"
+        return f"window {window:.2f} s between scrapes < {MIN_INTERVALS} × {spacing}"
     if "fetch_s" in server:
         fetch = pd.to_numeric(server["fetch_s"], errors="coerce").to_numpy(np.float64)
-        blur = np.nansum([max(fetch[lo], fetch[lo + 1]), max(fetch[hi - 1], fetch[hi])]) / 2
+        blur = np.nansum([fetch[lo], fetch[hi]]) / 2
         if blur > EDGE_SHARE * window:
-            return (f"scrapes at the window's edges are dated to ±{blur * 1000:.0f} ms in all, "
+            return (f"the scrapes at the window's edges are dated to ±{blur * 1000:.0f} ms in all, "
                     f"> {EDGE_SHARE:.0%} of its {window:.2f} s")
     return ""
 
@@ -124,82 +141,92 @@ def _relative(server: float, client: float) -> float:
     return server / client - 1.0 if client and client == client and server == server else np.nan
 
 
-def client_ttft_in_windows(requests: pd.DataFrame | None, metrics: pd.DataFrame) -> np.ndarray:
-    """Per level: mean TTFT of the successful requests (any level) whose first content chunk
-    came inside the level's window, the requests the server's TTFT histogram saw then."""
-    out = np.full(len(metrics), np.nan)
-    if requests is None or requests.empty:
-        return out
-    ok = pd.to_numeric(requests["ok"], errors="coerce").to_numpy() == 1
-    start = pd.to_numeric(requests["start_ts"], errors="coerce").to_numpy(np.float64)[ok]
-    ttft = pd.to_numeric(requests["ttft"], errors="coerce").to_numpy(np.float64)[ok]
-    first = start + ttft
-    for i, (a, b) in enumerate(zip(metrics["window_start"], metrics["window_end"])):
-        inside = (first > a) & (first <= b)
-        if inside.any():
-            out[i] = float(ttft[inside].mean())
-    return out
+@dataclass(frozen=True)
+class ClientRequests:
+    """The client's requests as arrays, for its side of each comparison."""
 
+    spans: RequestSpans  # successful requests, for output tokens in a window
+    start: np.ndarray  # every request (any outcome), for requests in flight
+    end: np.ndarray
+    ok_first: np.ndarray  # successful requests: first content chunk, TTFT, end, E2E
+    ok_ttft: np.ndarray
+    ok_end: np.ndarray
+    ok_e2e: np.ndarray
 
-def client_in_system(requests: pd.DataFrame | None, metrics: pd.DataFrame) -> np.ndarray:
-    """Per level: the summed E2E of the successful requests (any level) that ended inside the
-    window, over its length: Little's law on the client's side, as the server's `e2e_sum` gives it."""
-    out = np.full(len(metrics), np.nan)
-    if requests is None or requests.empty or "e2e" not in requests:
-        return out
-    ok = pd.to_numeric(requests["ok"], errors="coerce").to_numpy() == 1
-    end = pd.to_numeric(requests["end_ts"], errors="coerce").to_numpy(np.float64)[ok]
-    e2e = pd.to_numeric(requests["e2e"], errors="coerce").to_numpy(np.float64)[ok]
-    for i, (a, b) in enumerate(zip(metrics["window_start"], metrics["window_end"])):
-        if b > a:
-            out[i] = float(np.nansum(e2e[(end > a) & (end <= b)])) / (b - a)
-    return out
+    @classmethod
+    def of(cls, requests: pd.DataFrame) -> "ClientRequests":
+        def num(column: str) -> np.ndarray:
+            return pd.to_numeric(requests[column], errors="coerce").to_numpy(np.float64)
+
+        ok = num("ok") == 1
+        start, end, ttft = num("start_ts"), num("end_ts"), num("ttft")
+        return cls(success_spans(requests, ok), start, end, (start + ttft)[ok], ttft[ok], end[ok], (end - start)[ok])
+
+    def figures(self, a: float, b: float) -> dict:
+        """Over (a, b]: output tok/s, requests in flight, Little's law and mean TTFT."""
+        window = b - a
+        first = (self.ok_first > a) & (self.ok_first <= b)
+        in_flight = np.clip(np.minimum(self.end, b) - np.maximum(self.start, a), 0.0, None).sum()
+        return {
+            "client_output_tok_per_s": work_in_window(self.spans, a, b).output_tokens / window,
+            "achieved_concurrency": float(in_flight) / window,
+            "client_in_system": float(np.nansum(self.ok_e2e[(self.ok_end > a) & (self.ok_end <= b)])) / window,
+            "client_ttft_mean": float(self.ok_ttft[first].mean()) if first.any() else np.nan,
+        }
 
 
 def level_server_figures(server: pd.DataFrame, metrics: pd.DataFrame, requests: pd.DataFrame | None = None,
                          interval: float | None = None, tolerance: float = TOLERANCE) -> pd.DataFrame:
-    """Per level: the server's figures over the measured window beside the client's, their
-    relative differences, whether the window is long enough to compare (`comparable`) and
-    whether the figures disagree beyond tolerance (`disagrees`, only where comparable)."""
+    """Per level: the server's figures beside the client's over the part of the measured window
+    between two scrapes (`compare_start`, `compare_end`), their relative differences, whether the
+    scrapes resolve it (`comparable`, else `not_comparable_reason`) and whether the figures
+    disagree beyond tolerance (only where comparable). Without `requests`, the client's side is
+    the level's own figures over the whole measured window."""
     step = scrape_interval(server, interval)
-    client_ttft = client_ttft_in_windows(requests, metrics)
-    client_little = client_in_system(requests, metrics)
-    t_last = server["ts"].to_numpy(np.float64)[-1] if len(server) else np.nan
+    client = ClientRequests.of(requests) if requests is not None and len(requests) else None
+    t = server["ts"].to_numpy(np.float64)
+    t_last = t[-1] if len(t) else np.nan
     rows = []
-    for i, rec in enumerate(metrics.to_dict("records")):
-        a, b = rec["window_start"], rec["window_end"]
-        window = b - a if a == a and b == b else np.nan
-        why_not = resolvable(server, a, b, step)
+    for rec in metrics.to_dict("records"):
+        lo, hi = scrape_window(server, rec["window_start"], rec["window_end"])
+        a, b = (t[lo], t[hi]) if lo >= 0 else (np.nan, np.nan)
+        window = b - a
+        why_not = resolvable(server, lo, hi, step)
         comparable = not why_not
-        gen = counter_delta(server, "generation_tokens_total", a, b) / window if window == window else np.nan
+        mine = {"client_output_tok_per_s": rec["output_tok_per_s"], "achieved_concurrency": rec["achieved_concurrency"],
+                "client_in_system": np.nan, "client_ttft_mean": np.nan}
+        if client is not None and window > 0:
+            mine = client.figures(a, b)
+        gen = counter_delta(server, "generation_tokens_total", a, b) / window if window > 0 else np.nan
         running, waiting = gauge_mean(server, "running", a, b), gauge_mean(server, "waiting", a, b)
         in_server = running + (waiting if waiting == waiting else 0.0)
         ttft_n = counter_delta(server, "ttft_count", a, b)
         server_ttft = counter_delta(server, "ttft_sum", a, b) / ttft_n if ttft_n and ttft_n == ttft_n else np.nan
-        diff = _relative(gen, rec["output_tok_per_s"])
-        server_little = counter_delta(server, "e2e_sum", a, b) / window if window == window else np.nan
-        if server_little == server_little:  # the server's latency histogram: Little's law on both sides
-            conc_diff = _relative(client_little[i], server_little)
+        diff = _relative(gen, mine["client_output_tok_per_s"])
+        server_little = counter_delta(server, "e2e_sum", a, b) / window if window > 0 else np.nan
+        if server_little == server_little and mine["client_in_system"] == mine["client_in_system"]:
+            conc_diff = _relative(mine["client_in_system"], server_little)  # Little's law on both sides
         else:
-            conc_diff = _relative(rec["achieved_concurrency"], in_server)
-        ttft_diff = _relative(client_ttft[i], server_ttft)
+            conc_diff = _relative(mine["achieved_concurrency"], in_server)
+        ttft_diff = _relative(mine["client_ttft_mean"], server_ttft)
         start, end = rec["level_start"], rec["level_end"] if rec["level_end"] == rec["level_end"] else t_last
         rows.append({
-            "level": rec["level"], "users": rec["users"], "window_s": window, "comparable": comparable,
+            "level": rec["level"], "users": rec["users"], "window_s": rec["window_end"] - rec["window_start"],
+            "compare_start": a, "compare_end": b, "compare_s": window, "comparable": comparable,
             "not_comparable_reason": why_not,
-            "server_gen_tok_per_s": gen, "client_output_tok_per_s": rec["output_tok_per_s"], "difference": diff,
+            "server_gen_tok_per_s": gen, "client_output_tok_per_s": mine["client_output_tok_per_s"], "difference": diff,
             "running_mean": running, "waiting_mean": waiting,
-            "achieved_concurrency": rec["achieved_concurrency"],
-            "server_in_system": server_little, "client_in_system": client_little[i],
+            "achieved_concurrency": mine["achieved_concurrency"],
+            "server_in_system": server_little, "client_in_system": mine["client_in_system"],
             "concurrency_difference": conc_diff,
-            "server_ttft_mean": server_ttft, "client_ttft_mean": client_ttft[i], "ttft_difference": ttft_diff,
+            "server_ttft_mean": server_ttft, "client_ttft_mean": mine["client_ttft_mean"], "ttft_difference": ttft_diff,
             "prefix_cache_hits": counter_delta(server, "prefix_cache_hits", a, b),
             "prefix_cache_queries": counter_delta(server, "prefix_cache_queries", a, b),
             "disagrees": bool(comparable and diff == diff and abs(diff) > tolerance),
             "concurrency_disagrees": bool(comparable and conc_diff == conc_diff
                                           and abs(conc_diff) > CONCURRENCY_TOLERANCE),
             "ttft_disagrees": bool(comparable and ttft_diff == ttft_diff and abs(ttft_diff) > TTFT_TOLERANCE
-                                   and abs(client_ttft[i] - server_ttft) > TTFT_FLOOR),
+                                   and abs(mine["client_ttft_mean"] - server_ttft) > TTFT_FLOOR),
             "kv_cache_usage_max": _level_max(server, "kv_cache_usage", start, end),
             "preemptions": counter_delta(server, "preemptions_total", start, min(end, t_last)),
         })

@@ -133,6 +133,7 @@ def _level_requests(rng: np.random.Generator, spec: SyntheticRun, level: int, us
         "itl_hist": np.where(ok, np.asarray(texts, dtype=object)[pk], ""),
         "n_chunks": np.where(ok, spec.output_tokens, 0),
         "chunks_merged": 0,
+        "chunk_marks": "",
         "prompt_tokens": np.where(ok, spec.input_tokens, np.nan),
         "completion_tokens": out_tok,
         "requested_prompt_tokens": spec.input_tokens,
