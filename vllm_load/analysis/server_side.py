@@ -44,6 +44,7 @@ CONCURRENCY_TOLERANCE = 0.05
 TTFT_TOLERANCE = 0.05
 TTFT_FLOOR = 0.010  # s: a TTFT difference smaller than this (a client's own request write and read) is no disagreement
 MIN_INTERVALS = 4  # a window shorter than this many scrape intervals is too short to compare
+EVENT_MARGIN = 0.005  # s: a client event this close to a scrape (beyond its dating blur) is too close to call
 EDGE_SHARE = 0.01  # the edge samples' dating may blur this share of the window, at most (half the tolerance)
 GAUGE_POINTS = 200  # points a gauge is averaged over within a window
 
@@ -101,16 +102,32 @@ def gauge_mean(frame: pd.DataFrame, column: str, a: float, b: float) -> float:
     return float(np.interp(np.linspace(a, b, GAUGE_POINTS), t, v).mean())
 
 
-def scrape_window(server: pd.DataFrame, a: float, b: float) -> tuple[int, int]:
+def scrape_window(server: pd.DataFrame, a: float, b: float, events: np.ndarray | None = None) -> tuple[int, int]:
     """Indices of the first scrape at or after `a` and the last at or before `b` ((-1, -1) when
     the scrapes do not cover the window). Comparing between two scrapes needs no interpolation:
     requests finish (and get their first token) in closed-loop waves, and a wave's jump in a
     latency sum spread linearly over a scrape interval cut by the window's edge reads as a
-    difference that is not there."""
+    difference that is not there.
+
+    A scrape is dated to within half its fetch time: one with a client event (`events`: request
+    ends and first chunks) that close cannot tell on which side the server counted it, so the
+    edges move inward past such scrapes."""
     if not (a == a and b == b) or len(server) < 2:
         return -1, -1
     t = server["ts"].to_numpy(np.float64)
     lo, hi = int(np.searchsorted(t, a, "left")), int(np.searchsorted(t, b, "right")) - 1
+    if events is not None and len(events) and "fetch_s" in server:
+        events = np.sort(events[~np.isnan(events)])
+        blur = np.nan_to_num(pd.to_numeric(server["fetch_s"], errors="coerce").to_numpy(np.float64)) / 2 + EVENT_MARGIN
+
+        def ambiguous(i: int) -> bool:
+            j = np.searchsorted(events, t[i] - blur[i])
+            return j < len(events) and events[j] <= t[i] + blur[i]
+
+        while lo < hi and ambiguous(lo):
+            lo += 1
+        while hi > lo and ambiguous(hi):
+            hi -= 1
     return (lo, hi) if 0 <= lo < hi < len(t) else (-1, -1)
 
 
@@ -184,11 +201,12 @@ def level_server_figures(server: pd.DataFrame, metrics: pd.DataFrame, requests: 
     the level's own figures over the whole measured window."""
     step = scrape_interval(server, interval)
     client = ClientRequests.of(requests) if requests is not None and len(requests) else None
+    events = np.concatenate([client.ok_end, client.ok_first]) if client is not None else None
     t = server["ts"].to_numpy(np.float64)
     t_last = t[-1] if len(t) else np.nan
     rows = []
     for rec in metrics.to_dict("records"):
-        lo, hi = scrape_window(server, rec["window_start"], rec["window_end"])
+        lo, hi = scrape_window(server, rec["window_start"], rec["window_end"], events)
         a, b = (t[lo], t[hi]) if lo >= 0 else (np.nan, np.nan)
         window = b - a
         why_not = resolvable(server, lo, hi, step)
