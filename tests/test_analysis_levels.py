@@ -253,3 +253,13 @@ def test_chunk_marks_place_a_stalled_streams_tokens_where_they_came():
     even = RequestSpans.build([t0], [1.0], [t0 + 13.0], [0], [17])
     assert work_in_window(even, t0 + 2.5, t0 + 11.5).output_tokens == pytest.approx(16 * 9 / 12)
     assert chunk_marks(times[:1], t0) == ""
+
+
+def test_chunk_marks_rounded_past_the_requests_end_count_nothing_after_it():
+    """Marks are kept to 0.1 ms: the last ones may read a few µs after the request's end, and a
+    window may start exactly there (the W-th request's end). They belong to the request's life."""
+    from vllm_load.analysis.window_rates import RequestSpans, work_in_window
+
+    spans = RequestSpans.build([100.0], [0.0056], [100.01219], [0], [16],
+                               marks=["5.6;5.6;6.9;7.2;8.5;8.9;10.3;10.6;12.2;12.2;12.2"])
+    assert work_in_window(spans, 100.01219, 101.0).output_tokens == 0.0

@@ -54,7 +54,9 @@ class RequestSpans:
         marks_at = None
         if marks is not None:
             offsets = parse_marks(marks)
-            marks_at = start[:, None] + offsets / 1000.0 if offsets.size else None
+            # (marks are rounded to 0.1 ms: one may land just past the request's end, which is
+            # where a window edge may be: the W-th request's end)
+            marks_at = np.clip(start[:, None] + offsets / 1000.0, start[:, None], end[:, None]) if offsets.size else None
         return cls(start, first, end, np.nan_to_num(np.asarray(prompt_tokens, dtype=np.float64)),
                    np.nan_to_num(np.asarray(completion_tokens, dtype=np.float64)), marks_at)
 
