@@ -43,7 +43,7 @@ def _run_bounded(cmd: list[str], log: str, timeout: float, what: str, cwd: str |
         fh.write("$ " + " ".join(cmd) + "\n")
         fh.flush()
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                cwd=cwd, start_new_session=True)
+                                cwd=cwd, process_group=0)
         try:
             while True:
                 left = timeout - (time.monotonic() - t0)
