@@ -91,7 +91,26 @@ def test_completions_stream_uses_text():
     event = lambda text, finish=None: b"data: " + orjson.dumps(  # noqa: E731
         {"object": "text_completion", "choices": [{"index": 0, "text": text, "finish_reason": finish}]}) + b"\n\n"
     feed(meter, [event("a"), event("b"), event("", "length"), b"data: [DONE]\n\n"], [1, 2, 3, 4])
-    assert meter.chunk_times == [1, 2]
+    assert meter.chunk_times == [1, 2, 3]  # vLLM's last token may have no text of its own yet
+
+
+def test_a_first_token_without_text_is_the_first_token():
+    """vLLM's detokenizer holds back a token that is part of a multi-byte character and streams
+    it as empty content: the token exists (vLLM's TTFT is dated by it, usage counts it), so the
+    first chunk is dated by it, not by the next token, which can come a whole prefill later."""
+    meter = SseMeter()
+    stream = [chat_chunk(role="assistant", content=""), chat_chunk(content=""), chat_chunk(content="\ufffd code"),
+              chat_chunk(content="", finish="length"),
+              chat_chunk(choices=False, usage={"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10})]
+    feed(meter, stream, [1.0, 1.0, 2.5, 2.6, 2.6])
+    assert meter.chunk_times == [1.0, 2.5, 2.6]  # as many chunks as completion tokens
+
+
+def test_a_closing_chunk_without_a_text_field_is_not_a_token():
+    """OpenAI ends a chat stream with `"delta": {}` and a finish reason: no token in it."""
+    meter = SseMeter()
+    feed(meter, [chat_chunk(role="assistant", content="Hi"), chat_chunk(finish="stop"), b"data: [DONE]\n\n"], [1, 2, 3])
+    assert meter.chunk_times == [1]
 
 
 def test_error_event_and_bad_json_raise_categorised_errors():
@@ -120,7 +139,7 @@ def test_chunks_that_share_a_date_are_merged_every_one_of_them():
 
 
 def _long_stream(n: int, crlf: bool, spaced: bool, comment_every: int) -> list[bytes]:
-    """role chunk, n content chunks (a comment every `comment_every`), finish, usage, [DONE]."""
+    """role chunk, n content chunks (a comment every `comment_every`; the last one finishes), usage, [DONE]."""
     import json
 
     def encode(event: bytes) -> bytes:
@@ -130,10 +149,9 @@ def _long_stream(n: int, crlf: bool, spaced: bool, comment_every: int) -> list[b
 
     events = [encode(chat_chunk(role="assistant", content=""))]
     for i in range(n):
-        events.append(encode(chat_chunk(content=f"t{i} ")))
+        events.append(encode(chat_chunk(content=f"t{i} ", finish="length" if i == n - 1 else None)))
         if comment_every and i % comment_every == comment_every - 1:
             events.append(b": keep-alive\r\n\r\n" if crlf else b": keep-alive\n\n")
-    events.append(encode(chat_chunk(content="", finish="length")))
     events.append(encode(chat_chunk(choices=False, usage={"prompt_tokens": 5, "completion_tokens": n, "total_tokens": n + 5})))
     events.append(b"data: [DONE]\r\n\r\n" if crlf else b"data: [DONE]\n\n")
     return events

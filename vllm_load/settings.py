@@ -169,7 +169,7 @@ def add_arguments(parser) -> None:
     group.add_argument("--temperature", type=float, default=None, help="sampling temperature to send (default: the server's)", **extra)
     group.add_argument("--no-vllm-params", action="store_true", default=False, help="do not send vLLM's min_tokens/ignore_eos (for servers that reject them)", **extra)
     group.add_argument("--connect-timeout", type=float, default=30.0, help="seconds to connect (default 30)", **extra)
-    group.add_argument("--ttft-timeout", type=float, default=600.0, help="seconds from a streamed request's start to its first content chunk (default 600)", **extra)
+    group.add_argument("--ttft-timeout", type=float, default=600.0, help="seconds from a streamed request's start to its first content chunk (the first that carries a token; default 600)", **extra)
     group.add_argument("--stall-timeout", type=float, default=120.0, help="seconds without a byte before a request fails (default 120)", **extra)
     group.add_argument("--request-timeout", type=float, default=1800.0, help="seconds for a whole request (default 1800)", **extra)
     group.add_argument("--metrics-interval", type=float, default=1.0, help="seconds between scrapes of the target's /metrics into server_metrics.csv; 0 turns scraping off (default 1)", **extra)

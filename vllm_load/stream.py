@@ -3,7 +3,8 @@
 `SseMeter.consume(buffer, now)` is called after every socket read with the decoded body
 bytes received so far and the `perf_counter()` time of that read. It takes every complete
 SSE event out of the buffer (events may be split across reads, and one read may carry
-many), timestamps content chunks, and keeps what the end of the stream says (usage,
+many), timestamps content chunks (those that carry a generated token, even one whose text is
+still empty), and keeps what the end of the stream says (usage,
 errors, `[DONE]`). Content chunks completed by the same read share its date: they cannot be
 dated apart, and `chunk_summary` counts them once the stream has ended (nothing is counted
 per chunk or per read).
@@ -37,11 +38,20 @@ class StreamError(Exception):
         self.message = message
 
 
-def _delta_text(choice: dict, chat: bool) -> str:
-    if chat:
-        delta = choice.get("delta") or {}
-        return delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or ""
-    return choice.get("text") or ""
+_TEXT_KEYS = ("content", "reasoning_content", "reasoning")
+
+
+def _carries_token(choice: dict, chat: bool) -> bool:
+    """Whether a choice carries a generated token: it has text, or its text field is present but
+    empty and it is not the chat stream's role announcement. A token whose bytes do not yet make
+    a character (part of a multi-byte character, held back by the server's detokenizer) arrives
+    as empty text, and it is a token all the same: vLLM dates its TTFT by it and counts it in
+    `completion_tokens`."""
+    if not chat:
+        return isinstance(choice.get("text"), str)
+    delta = choice.get("delta") or {}
+    texts = [delta.get(key) for key in _TEXT_KEYS if isinstance(delta.get(key), str)]
+    return any(texts) or (bool(texts) and "role" not in delta)
 
 
 class SseMeter:
@@ -146,7 +156,7 @@ class SseMeter:
         for choice in message.get("choices") or ():
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
-            if _delta_text(choice, self.chat):
+            if _carries_token(choice, self.chat):
                 self.chunk_times.append(now)
                 if self._mid is None and not choice.get("finish_reason"):
                     self._mid = _MID_STREAM if _MID_STREAM in event else _MID_STREAM_SPACED if _MID_STREAM_SPACED in event else None
