@@ -150,7 +150,8 @@ def _main(args: argparse.Namespace, out: str) -> int:
               f"requests per level (+{args.warmup_requests} warm-up for vllm-load)\n"
               "diff % = server/client - 1 for tok/s; client/server - 1 for requests in the server by Little's law "
               "(summed latency of the requests that ended in the window / its length; vLLM's running gauge is shown "
-              "beside the client's achieved concurrency, but lags a whole engine step) and for mean TTFT; "
+              "beside the client's achieved concurrency, but is set when an engine step ends, so it misses each prefill step: "
+              "'past 1st tok' = the client's requests past their first chunk at the same scrapes) and for mean TTFT; "
               "server figures over vllm-load's measured window; bench = `vllm bench serve` at --max-concurrency = users")
     print("\n" + header + text)
     results["elapsed_s"] = round(time.monotonic() - t_start, 1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 
+import numpy as np
 import pandas as pd
 
 from vllm_load.analysis import server_side
@@ -31,6 +32,9 @@ def level_comparison(run_dir: str) -> tuple[pd.DataFrame, dict]:
         raise ValueError(f"{run_dir} has no server_metrics.csv: vllm-load did not scrape /metrics")
     interval = (data.run.get("server_metrics") or {}).get("interval")
     figures = server_side.level_server_figures(server, metrics, data.requests, interval)
+    decoding = [_decoding_at_scrapes(server, data.requests, a, b)
+                      for a, b in zip(figures["compare_start"], figures["compare_end"])]
+    figures["client_decoding_at_scrapes"] = decoding
     keep = ["level", "measured", "ok", "prompt_exact_share", "completion_exact_share"]
     table = figures.merge(metrics[keep], on="level", how="left")
     health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_FILE))
@@ -48,6 +52,20 @@ def level_comparison(run_dir: str) -> tuple[pd.DataFrame, dict]:
     return table, totals
 
 
+def _decoding_at_scrapes(server: pd.DataFrame, requests: pd.DataFrame, a: float, b: float) -> float:
+    """The client's requests past their first content chunk and not yet ended, at each scrape in
+    (a, b], averaged: what vLLM's running gauge shows if it counts a request from the end of its
+    prefill step (the gauge is set when an engine step ends) to the step that finishes it."""
+    ts = server["ts"].to_numpy(float)
+    at = ts[(ts > a) & (ts <= b)]
+    if not len(at):
+        return math.nan
+    start = pd.to_numeric(requests["start_ts"], errors="coerce").to_numpy(float)
+    first = start + pd.to_numeric(requests["ttft"], errors="coerce").to_numpy(float)
+    end = pd.to_numeric(requests["end_ts"], errors="coerce").to_numpy(float)
+    return float(np.mean([np.count_nonzero((first <= t) & (end > t)) for t in at]))
+
+
 def _f(value, spec: str, scale: float = 1.0) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
@@ -56,7 +74,7 @@ def _f(value, spec: str, scale: float = 1.0) -> str:
 
 def format_table(label: str, table: pd.DataFrame, bench: dict[int, dict]) -> str:
     """The side-by-side text table of one mode (and `vllm bench serve` per users, if run)."""
-    head = ["users", "meas", "out tok/s client", "server", "diff %", "achieved", "running", "Little srv/cli", "diff %",
+    head = ["users", "meas", "out tok/s client", "server", "diff %", "achieved", "running", "past 1st tok", "Little srv/cli", "diff %",
             "TTFT ms client", "server", "diff %", "prefix hits/queries", "exact", "window s", "note"]
     if bench:
         head += ["bench out tok/s", "bench TTFT ms", "bench prefix hits/queries"]
@@ -74,6 +92,7 @@ def format_table(label: str, table: pd.DataFrame, bench: dict[int, dict]) -> str
                _f(rec["client_output_tok_per_s"], ",.1f"), _f(rec["server_gen_tok_per_s"], ",.1f"),
                _f(rec["difference"], "+.1f", 100),
                _f(rec["achieved_concurrency"], ".2f"), _f(rec["running_mean"], ".2f"),
+               _f(rec.get("client_decoding_at_scrapes", math.nan), ".2f"),
                f"{_f(rec.get('server_in_system', math.nan), '.2f')}/{_f(rec.get('client_in_system', math.nan), '.2f')}",
                _f(rec["concurrency_difference"], "+.1f", 100),
                _f(rec["client_ttft_mean"], ",.1f", 1000), _f(rec["server_ttft_mean"], ",.1f", 1000),
