@@ -26,11 +26,13 @@ HEAD = b'data: {"id":"chatcmpl-0123456789abcdef","object":"chat.completion.chunk
 
 
 def chat_stream(tokens: int) -> list[bytes]:
-    """The events of one chat stream with usage: role chunk, content chunks, finish, usage, [DONE]."""
+    """The events of one chat stream with usage, as vLLM writes it: role chunk, content chunks (the
+    last one with the finish reason), usage, [DONE]."""
     events = [HEAD + b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n']
     events += [HEAD + b'{"index":0,"delta":{"content":" tok%d"},"logprobs":null,"finish_reason":null}]}\n\n' % i
-               for i in range(tokens)]
-    events.append(HEAD + b'{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"length","stop_reason":null}]}\n\n')
+               for i in range(tokens - 1)]
+    events.append(HEAD + b'{"index":0,"delta":{"content":" tok%d"},"logprobs":null,"finish_reason":"length",'
+                  b'"stop_reason":null}]}\n\n' % (tokens - 1))
     events.append(b'data: {"id":"chatcmpl-0123456789abcdef","object":"chat.completion.chunk","created":1700000000,'
                   b'"model":"sim-model","choices":[],"usage":{"prompt_tokens":2048,"total_tokens":%d,"completion_tokens":%d}}\n\n'
                   % (2048 + tokens, tokens))
