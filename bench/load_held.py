@@ -58,7 +58,7 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 
 from vllm_load.analysis.client_side import read_client_health  # noqa: E402
 from vllm_load.analysis.levels import measure_levels  # noqa: E402
-from vllm_load.records import read_requests  # noqa: E402
+from vllm_load.rundir.records import read_requests  # noqa: E402
 from vllm_load.sim.process import SimulatorProcess  # noqa: E402
 
 NEVER = 10**9  # requests per level: only the time cap ends the level

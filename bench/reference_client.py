@@ -171,8 +171,8 @@ def write_run_dir(run_dir: str, outputs: list[Output], args: argparse.Namespace,
                   level_end: float) -> None:
     """requests.csv, steps.csv and run.json in vllm-load's run format (docs/run-format.md)."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    from vllm_load.records import RequestRecord, RequestsCsvWriter
-    from vllm_load.stream import itl_summary
+    from vllm_load.rundir.records import RequestRecord, RequestsCsvWriter
+    from vllm_load.client.sse import itl_summary
 
     os.makedirs(run_dir, exist_ok=True)
     writer = RequestsCsvWriter(os.path.join(run_dir, "requests.csv"))

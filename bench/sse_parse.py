@@ -1,10 +1,10 @@
 """How fast vllm-load's SSE meter takes content chunks out of a stream, against a plain parser.
 
 The per-chunk path is the client's hot loop (issue 8, item 4). This bench feeds one 512-token
-chat stream, framed the way vLLM and the simulator write it, to `vllm_load.stream.SseMeter` in
+chat stream, framed the way vLLM and the simulator write it, to `vllm_load.client.sse.SseMeter` in
 reads of a given size, and to a straightforward parser (split events, `json.loads` every
 `data:` line, look at the delta) in the same reads; it prints chunks/s for both and their
-ratio. Pure CPU, no network: run it when changing vllm_load/stream.py and compare.
+ratio. Pure CPU, no network: run it when changing vllm_load/client/sse.py and compare.
 
     python bench/sse_parse.py            # 64 KB, 4 KB and one-event reads, best of 5
     python bench/sse_parse.py --quick    # smoke test
@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from vllm_load.stream import SseMeter  # noqa: E402
+from vllm_load.client.sse import SseMeter  # noqa: E402
 
 HEAD = b'data: {"id":"chatcmpl-0123456789abcdef","object":"chat.completion.chunk","created":1700000000,"model":"sim-model","choices":['
 

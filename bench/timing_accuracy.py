@@ -52,8 +52,8 @@ from dataclasses import dataclass  # noqa: E402
 import pandas as pd  # noqa: E402
 from client_capacity import (Figures, Load, Sampler, group_pids, measure, output_dir, pin, placement,  # noqa: E402
                              server_busy, start_profile)
-from vllm_load.histogram import LogHistogram  # noqa: E402
-from vllm_load.records import read_requests  # noqa: E402
+from vllm_load.rundir.histogram import LogHistogram  # noqa: E402
+from vllm_load.rundir.records import read_requests  # noqa: E402
 from vllm_load.sim.process import SimulatorProcess  # noqa: E402
 from vllm_load.sim.trace import TraceRecord, read_trace  # noqa: E402
 

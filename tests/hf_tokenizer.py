@@ -33,7 +33,7 @@ Numbers like 12, 345 and 2048 appeared, with punctuation: commas, periods; and q
 
 
 def _corpus(seed: int = 0) -> list[str]:
-    from vllm_load.prompts import WORDS
+    from vllm_load.client.prompts import WORDS
 
     rng = random.Random(seed)
     lines = [" ".join(rng.choices(WORDS, k=40)) for _ in range(400)]

@@ -13,7 +13,7 @@ import time
 
 import pandas as pd
 
-from vllm_load.records import read_requests
+from vllm_load.rundir.records import read_requests
 
 
 def run_vllm_load(*args: str, timeout: float = 240, env: dict | None = None) -> subprocess.CompletedProcess:

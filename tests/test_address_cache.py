@@ -1,6 +1,6 @@
 """One address lookup per load process, shared by every user's connections.
 
-Runs in a subprocess: gevent (which vllm_load.users needs) must not be imported into pytest.
+Runs in a subprocess: gevent (which vllm_load.client.users needs) must not be imported into pytest.
 """
 
 import subprocess
@@ -10,7 +10,7 @@ import textwrap
 SCRIPT = textwrap.dedent("""
     import gevent, gevent.socket, socket
     from geventhttpclient import HTTPClient
-    from vllm_load.context import AddressCache
+    from vllm_load.client.context import AddressCache
 
     calls = []
     real = gevent.socket.getaddrinfo

@@ -11,8 +11,8 @@ import pytest
 
 from vllm_load.analysis.hist import hist_percentiles, merge_hist_column
 from vllm_load.analysis.levels import format_level_table, level_metrics, measure_levels
-from vllm_load.histogram import LogHistogram, bucket_value
-from vllm_load.records import COLUMNS, PANDAS_DTYPES
+from vllm_load.rundir.histogram import LogHistogram, bucket_value
+from vllm_load.rundir.records import COLUMNS, PANDAS_DTYPES
 
 
 def make_requests(rows: list[dict]) -> pd.DataFrame:
@@ -238,7 +238,7 @@ def test_chunk_marks_place_a_stalled_streams_tokens_where_they_came():
     """A stream that stalls (other requests' prefills) gets its tokens in bursts: its chunk marks
     put them there, where spreading them evenly from first chunk to end would not."""
     from vllm_load.analysis.window_rates import RequestSpans, work_in_window
-    from vllm_load.stream import chunk_marks
+    from vllm_load.client.sse import chunk_marks
 
     # 17 chunks: 8 in the first second after the first chunk, none for 10 s, 8 in the last second
     t0 = 100.0

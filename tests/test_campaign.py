@@ -13,7 +13,7 @@ import time
 import pytest
 
 from runhelpers import run_vllm_load
-from vllm_load.campaign import _nice_step, refine_levels
+from vllm_load.cli.campaign import _nice_step, refine_levels
 from vllm_load.sim.process import free_port
 
 RUN_ARGS = ("--levels", "2,8", "--input-tokens", "128", "--output-tokens", "16", "--requests-per-level", "16",

@@ -93,7 +93,7 @@ def test_a_run_without_the_new_columns_reports_no_late_level(tmp_path):
 
 
 def test_judge_is_not_proven_when_the_run_itself_was_client_late_or_bound():
-    from vllm_load.validate_client import EchoLevel, judge
+    from vllm_load.cli.validate_client import EchoLevel, judge
 
     echo = [EchoLevel(100, 99.0, 1000.0, 1e5, 1e5, 5.0, 10.0, 15.0, 1.0)]
     assert judge(echo, 50, 2, 10.0, 100.0, []).proven
@@ -107,8 +107,8 @@ def _validate_against(tmp_path, run, capsys, monkeypatch):
     import argparse
     import json
 
-    from vllm_load import validate_client
     from vllm_load.analysis.synthetic import SyntheticRun, write_synthetic_run
+    from vllm_load.cli import validate_client
 
     echo = write_synthetic_run(str(tmp_path / "echo"), SyntheticRun(model="echo", seed=7, levels=(10,),
                                                                     requests_per_level=40, warmup_requests=4))
@@ -138,7 +138,7 @@ def test_validate_client_never_proves_a_run_its_own_health_marked(tmp_path, caps
 
 def test_validate_client_never_proves_a_run_its_own_health_marked_client_bound(tmp_path, capsys, monkeypatch):
     from vllm_load.analysis.levels import level_metrics
-    from vllm_load.analysis.rundir import load_run
+    from vllm_load.rundir.load import load_run
     from vllm_load.analysis.synthetic import SyntheticRun, write_synthetic_run
 
     run = write_synthetic_run(str(tmp_path / "bound"), SyntheticRun(model="synthetic/m", seed=3, levels=(10, 50),

@@ -2,7 +2,7 @@
 
 import time
 
-from vllm_load.clock import WallClock
+from vllm_load.client.clock import WallClock
 
 
 def test_wall_of_a_perf_reading_matches_time_time():
@@ -17,7 +17,7 @@ def test_wall_of_a_perf_reading_matches_time_time():
 
 
 def test_reanchors_after_a_while(monkeypatch):
-    import vllm_load.clock as clock_module
+    import vllm_load.client.clock as clock_module
 
     monkeypatch.setattr(clock_module, "REANCHOR_SECONDS", 0.0)
     clock = WallClock()
@@ -34,7 +34,7 @@ def test_kernel_receive_timestamp_dates_bytes_when_they_arrived_not_when_read():
 
     import pytest
 
-    from vllm_load.clock import ANCILLARY_SIZE, enable_receive_timestamps, hold_receive_timestamps, received_at
+    from vllm_load.client.clock import ANCILLARY_SIZE, enable_receive_timestamps, hold_receive_timestamps, received_at
 
     listener = socket.create_server(("127.0.0.1", 0))
     client = socket.create_connection(listener.getsockname())

@@ -8,7 +8,7 @@ import sys
 
 SCRIPT = r"""
 import gc, json
-from vllm_load.collector import COLLECT_AFTER, quiet_collector
+from vllm_load.gc_policy import COLLECT_AFTER, quiet_collector
 
 alive = [[i] for i in range(5000)]  # start-up state: frozen out of the collector's view
 quiet_collector()
@@ -47,7 +47,7 @@ def test_collections_are_rare_but_cycles_are_still_collected():
 USERS_SCRIPT = r"""
 import gc, json
 from types import SimpleNamespace
-from vllm_load.context import LoadContext
+from vllm_load.client.context import LoadContext
 
 context = LoadContext(SimpleNamespace(parsed_options=None, runner=None))
 frozen = [gc.get_freeze_count()]

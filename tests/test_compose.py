@@ -11,7 +11,7 @@ import subprocess
 import pytest
 import yaml
 
-from vllm_load.cli import build_parser
+from vllm_load.cli.main import build_parser
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMPOSE = os.path.join(ROOT, "docker-compose.yml")
@@ -65,7 +65,7 @@ def test_image_entry_point_is_the_installed_console_script():
     lines = cfg["options.entry_points"]["console_scripts"].strip().splitlines()
     scripts = {name.strip(): target.strip() for name, target in (line.split("=", 1) for line in lines)}
     assert entry in {k.strip() for k in scripts}
-    assert scripts[entry].strip() == "vllm_load.cli:main"
+    assert scripts[entry].strip() == "vllm_load.cli.main:main"
     for path in re.findall(r"^COPY (\S+) ", dockerfile, re.M):
         assert os.path.exists(os.path.join(ROOT, path)), path
 

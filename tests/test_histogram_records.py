@@ -3,8 +3,8 @@ import random
 
 import pytest
 
-from vllm_load.histogram import LogHistogram, bucket_of, bucket_value
-from vllm_load.records import COLUMNS, RequestRecord, RequestsCsvWriter, read_requests
+from vllm_load.rundir.histogram import LogHistogram, bucket_of, bucket_value
+from vllm_load.rundir.records import COLUMNS, RequestRecord, RequestsCsvWriter, read_requests
 
 
 @pytest.mark.parametrize("seconds", [1e-5, 0.001, 0.0199, 0.02, 0.5, 3.0, 120.0])
@@ -68,7 +68,7 @@ def test_requests_csv_roundtrip(tmp_path):
 def test_vectorised_buckets_and_text_agree_with_the_scalar_rule():
     import numpy as np
 
-    from vllm_load.histogram import buckets_of, format_sorted
+    from vllm_load.rundir.histogram import buckets_of, format_sorted
 
     rng = random.Random(7)
     values = [0.0, 1e-7, 1e-6, 2e-6] + [rng.lognormvariate(-4, 1.5) for _ in range(5000)]

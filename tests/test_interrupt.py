@@ -14,7 +14,7 @@ import pytest
 
 from runhelpers import load_run_files, stop_group, wait_for_rows
 from vllm_load.analysis.levels import level_metrics
-from vllm_load.analysis.rundir import load_run
+from vllm_load.rundir.load import load_run
 from vllm_load.sim.process import SimulatorProcess
 
 EXIT_WITHIN = 10.0

@@ -2,9 +2,9 @@
 
 import pytest
 
-from vllm_load.histogram import LogHistogram
-from vllm_load.live import LiveStats
-from vllm_load.records import RequestRecord
+from vllm_load.rundir.histogram import LogHistogram
+from vllm_load.run.live import LiveStats
+from vllm_load.rundir.records import RequestRecord
 
 
 def row(level, start, e2e, ok=1, ttft=0.1, out=10):

@@ -1,8 +1,8 @@
 """A reader fed several chunks in one read dates them alike, and they are counted as merged
 (`stream.chunk_summary`, the requests.csv column `chunks_merged`): they cannot be dated apart."""
 
-from vllm_load.reader import read_unstamped
-from vllm_load.stream import SseMeter, chunk_summary
+from vllm_load.client.reader import read_unstamped
+from vllm_load.client.sse import SseMeter, chunk_summary
 
 from test_stream import STREAM, chat_chunk
 
@@ -53,8 +53,8 @@ def test_stamped_reader_dates_chunks_of_one_read_alike():
     import gevent
     from gevent import socket
 
-    from vllm_load.clock import WallClock, enable_receive_timestamps
-    from vllm_load.reader import StreamReader
+    from vllm_load.client.clock import WallClock, enable_receive_timestamps
+    from vllm_load.client.reader import StreamReader
 
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))

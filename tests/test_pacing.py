@@ -13,7 +13,7 @@ import json, sys, time
 import gevent, gevent.socket
 sys.path.insert(0, sys.argv[1])
 from read_lag import LagProbe
-from vllm_load.pacing import TurnoverPacer
+from vllm_load.client.pacing import TurnoverPacer
 
 USERS, TURNOVER = 300, 0.0005  # 300 users whose streams end together, 0.5 ms of CPU each
 paced = sys.argv[2] == "paced"

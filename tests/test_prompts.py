@@ -2,7 +2,7 @@
 
 import pytest
 
-from vllm_load.prompts import (
+from vllm_load.client.prompts import (
     LEAD,
     UNIQUE_HEAD_ATOMS,
     WORDS,

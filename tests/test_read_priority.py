@@ -10,7 +10,7 @@ SCRIPT = r"""
 import json, sys
 import gevent, gevent.socket
 from gevent import get_hub
-from vllm_load.reader import FIRST_CHUNK_PRIORITY, set_read_priority
+from vllm_load.client.reader import FIRST_CHUNK_PRIORITY, set_read_priority
 
 STREAMS, URGENT = 200, 150
 order = []

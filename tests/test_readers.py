@@ -13,9 +13,9 @@ SCRIPT = r"""
 import json, sys, time
 import gevent
 from geventhttpclient import HTTPClient
-from vllm_load.clock import WallClock, enable_receive_timestamps
-from vllm_load.reader import StreamReader, read_unstamped
-from vllm_load.stream import SseMeter
+from vllm_load.client.clock import WallClock, enable_receive_timestamps
+from vllm_load.client.reader import StreamReader, read_unstamped
+from vllm_load.client.sse import SseMeter
 
 body = json.dumps({"model": "sim-llama-8b", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 20,
                    "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}).encode()

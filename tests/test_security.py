@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 
 from runhelpers import only_run_dir, run_vllm_load
-from vllm_load.server_metrics import parse_metrics
+from vllm_load.run.server_metrics import parse_metrics
 from vllm_load.sim.process import SimulatorProcess
 
 KEY = "sk-test-4f9c2e7d1b8a6053"
@@ -60,7 +60,7 @@ def test_server_strings_are_escaped_in_the_report(tmp_path):
 def test_the_simulator_binds_loopback_by_default():
     with SimulatorProcess("--echo") as sim:
         assert sim.url.startswith("http://127.0.0.1:")
-    from vllm_load.cli import build_parser  # noqa: PLC0415
+    from vllm_load.cli.main import build_parser  # noqa: PLC0415
 
     assert build_parser().parse_args(["sim"]).host == "127.0.0.1"
 

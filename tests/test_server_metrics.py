@@ -13,7 +13,7 @@ from runhelpers import load_run_files, only_run_dir, run_vllm_load
 from vllm_load.analysis.client_side import late_levels, level_client_health, read_client_health
 from vllm_load.analysis.levels import level_metrics
 from vllm_load.analysis.server_side import level_server_figures, read_server_metrics, run_token_check
-from vllm_load.server_metrics import MetricsScraper, parse_metrics
+from vllm_load.run.server_metrics import MetricsScraper, parse_metrics
 from vllm_load.sim.process import SimulatorProcess
 
 EXPOSITION = """\

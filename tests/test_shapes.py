@@ -1,6 +1,6 @@
 """Level transitions of the stepped shape: targets, time caps, cooldown, the end."""
 
-from vllm_load.steps import LevelPlan, StepController
+from vllm_load.run.steps import LevelPlan, StepController
 
 
 def run_ticks(controller, script):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from vllm_load.cli import build_parser
+from vllm_load.cli.main import build_parser
 from vllm_load.sim.cli import ConfigError, build_config
 from vllm_load.sim.config import FaultConfig
 from vllm_load.sim.faults import FaultPlan

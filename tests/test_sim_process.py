@@ -68,7 +68,7 @@ def test_help_documents_every_option_and_the_docs_do_too():
     import subprocess
     import sys
 
-    from vllm_load.cli import build_parser
+    from vllm_load.cli.main import build_parser
 
     help_text = subprocess.run([sys.executable, "-m", "vllm_load", "sim", "--help"], capture_output=True,
                                text=True, timeout=60).stdout

@@ -3,7 +3,7 @@
 import orjson
 import pytest
 
-from vllm_load.stream import SseMeter, StreamError, chunk_summary, itl_summary
+from vllm_load.client.sse import SseMeter, StreamError, chunk_summary, itl_summary
 
 
 def chat_chunk(content=None, role=None, finish=None, usage=None, choices=True) -> bytes:

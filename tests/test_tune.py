@@ -11,7 +11,7 @@ import pytest
 from runhelpers import run_vllm_load
 from vllm_load.settings import SettingsError
 from vllm_load.sim.process import free_port
-from vllm_load.tune import ConfigResult, combinations, parse_matrix, rank
+from vllm_load.cli.tune import ConfigResult, combinations, parse_matrix, rank
 
 
 def test_matrix_parsing_and_ranking():

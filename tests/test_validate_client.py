@@ -8,7 +8,7 @@ import sys
 
 from runhelpers import run_vllm_load
 from vllm_load.sim.process import SimulatorProcess
-from vllm_load.validate_client import EchoLevel, judge
+from vllm_load.cli.validate_client import EchoLevel, judge
 
 ARGS = ("--levels", "10,40", "--requests-per-level", "150", "--output-tokens", "32")
 
@@ -60,7 +60,7 @@ def test_a_slow_server_is_not_proof(tmp_path):
 def test_the_report_shows_a_validation_result(tmp_path):
     from test_report import synthetic_runs
     from vllm_load.report.render import build_report
-    from vllm_load.validate_client import RESULT_FILE
+    from vllm_load.cli.validate_client import RESULT_FILE
 
     (run,) = synthetic_runs(tmp_path, 1)
     result = judge([level(100), level(1000, rps=900)], max_p50_ms=50, min_margin=2, run_peak_req=40.0,

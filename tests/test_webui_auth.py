@@ -23,7 +23,7 @@ import requests
 from runhelpers import stop_group
 from test_security import every_file_text
 from vllm_load.sim.process import SimulatorProcess, free_port
-from vllm_load.webauth import PASSWORD_ENV
+from vllm_load.web.auth import PASSWORD_ENV
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PASSWORD = "pw-7c1e9a53f0d2-web"

@@ -24,7 +24,7 @@ from runhelpers import load_run_files, only_run_dir, stop_group
 from test_webui_auth import wait_for_ui
 from vllm_load.sim.process import SimulatorProcess, free_port
 
-WEB_UI_CLOSE_GRACE = 5.0  # vllm_load.session: the run is closed this long after a stop in the UI
+WEB_UI_CLOSE_GRACE = 5.0  # vllm_load.run.session: the run is closed this long after a stop in the UI
 METRICS_INTERVAL = 3.0  # a frozen target holds the last scrape for 5 intervals (its timeout)
 
 

@@ -17,8 +17,8 @@ import pandas as pd
 from vllm_load.analysis import server_side
 from vllm_load.analysis.client_side import late_levels, level_client_health, read_client_health
 from vllm_load.analysis.levels import measure_levels
-from vllm_load.analysis.rundir import load_run
-from vllm_load.client_health import FILE as CLIENT_HEALTH_FILE
+from vllm_load.rundir.load import load_run
+from vllm_load.client.health import FILE as CLIENT_HEALTH_FILE
 
 
 def level_comparison(run_dir: str) -> tuple[pd.DataFrame, dict]:

@@ -110,7 +110,7 @@ def stepped_test(via: str, url: str, load: Load, run_dir: str, log: str) -> str:
 
 def server_counters(url: str) -> dict[str, float]:
     """The /metrics counters vllm-load scrapes, read once (for before/after deltas)."""
-    from vllm_load.server_metrics import parse_metrics
+    from vllm_load.run.server_metrics import parse_metrics
 
     return parse_metrics(get_text(url + "/metrics"))
 

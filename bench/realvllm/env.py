@@ -144,7 +144,7 @@ def corpus_lines() -> list[str]:
     would on a real model's vocabulary, one word one token) and some prose."""
     import random
 
-    from vllm_load.prompts import WORDS
+    from vllm_load.client.prompts import WORDS
 
     rng = random.Random(0)
     lines = [" ".join(rng.choices(WORDS, k=40)) for _ in range(400)]

@@ -1,4 +1,4 @@
-"""The client's own health per level, from `client_health.csv` (see `vllm_load.client_health`)
+"""The client's own health per level, from `client_health.csv` (see `vllm_load.client.health`)
 and requests.csv's `chunks_merged`.
 
 A level is *possibly client-bound* when any load process, during the level's measured window,
@@ -24,7 +24,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from ..client_health import CPU_LIMIT, LAG_LIMIT_MS, RUNQUEUE_LIMIT_MS
+from ..client.health import CPU_LIMIT, LAG_LIMIT_MS, RUNQUEUE_LIMIT_MS
 
 #: the share of content chunks merged (dated with another) above which a level is client-late
 MERGED_LIMIT = 0.05

@@ -1,6 +1,6 @@
 """Vectorised reading of the `itl_hist` column and percentiles of merged log histograms.
 
-`vllm_load.histogram.LogHistogram` is the reference (one request at a time); this module
+`vllm_load.rundir.histogram.LogHistogram` is the reference (one request at a time); this module
 does the same over a whole column at once: every `bucket:count;...` string of the selected
 rows is parsed in one pass by numpy and summed into a dense (groups x buckets) count matrix.
 Percentiles follow `LogHistogram.percentile` exactly (nearest rank).
@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from ..histogram import BASE_SECONDS, GROWTH
+from ..rundir.histogram import BASE_SECONDS, GROWTH
 
 
 def bucket_values(n_buckets: int) -> np.ndarray:

@@ -53,7 +53,7 @@ def _default_output(run_dirs: list[str]) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..analysis.rundir import expand_run_paths
+    from ..rundir.load import expand_run_paths
     from ..analysis.saturation import SaturationRule
     from .render import build_report
 

@@ -18,11 +18,11 @@ import pandas as pd
 from ..analysis.compare import ModelRow, compare, comparison_findings
 from ..analysis.hist import pad_columns
 from ..analysis.levels import METRIC_COLUMNS, error_counts, measure_levels
-from ..analysis.rundir import ANALYSIS_COLUMNS, load_run
+from ..rundir.load import ANALYSIS_COLUMNS, load_run
 from ..analysis.client_side import late_levels, level_client_health, read_client_health
-from ..client_health import FILE as CLIENT_HEALTH_FILE
+from ..client.health import FILE as CLIENT_HEALTH_FILE
 from ..analysis.server_side import level_server_figures, read_server_metrics
-from ..server_metrics import FILE as SERVER_METRICS_FILE
+from ..run.server_metrics import FILE as SERVER_METRICS_FILE
 from ..analysis.saturation import Saturation, SaturationRule, analyse, findings
 from ..analysis.stats import Series, aggregate, group_runs
 
@@ -163,7 +163,7 @@ def with_client_late(metrics: pd.DataFrame, client_levels: pd.DataFrame | None) 
 
 
 def _client_validation(path: str) -> dict | None:
-    from ..validate_client import RESULT_FILE
+    from ..cli.validate_client import RESULT_FILE
 
     try:
         with open(os.path.join(path, RESULT_FILE), encoding="utf-8") as fh:

@@ -23,7 +23,7 @@ except ImportError:  # Windows: no uvloop
     uvloop = None
 
 from .. import __version__
-from ..collector import quiet_collector
+from ..gc_policy import quiet_collector
 from ..tokenization import load_tokenizer
 from .backends import Backend, EchoBackend, EngineBackend, FixedLatencyBackend, TokenSource
 from .config import SimConfig

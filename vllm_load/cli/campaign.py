@@ -17,9 +17,9 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 
-from .server_control import ServerError, ServerProcess, run_restart_command, wait_ready
-from .run_cli import add_managed_run_options, run_headless
-from .settings import SettingsError
+from ..target.process import ServerError, ServerProcess, run_restart_command, wait_ready
+from .run import add_managed_run_options, run_headless
+from ..settings import SettingsError
 
 STATE_FILE = "campaign.json"
 #: run options that do not change what a run measures, so may differ on resume
@@ -94,7 +94,7 @@ def refine_levels(tested: list[float], saturation_users: float | None, steps: in
 
 def knee_from_runs(run_dirs: list[str]) -> list[int]:
     """Fine-sweep levels from the saturation analysis of the completed coarse runs."""
-    from .report.model import build_report_data
+    from ..report.model import build_report_data
 
     data = build_report_data(run_dirs)
     series = data.series[0]
@@ -134,7 +134,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
 
 def _compared_options(args: argparse.Namespace) -> dict:
     """The target and the run settings as run.json records them, minus what may change on resume."""
-    from .settings import Settings
+    from ..settings import Settings
 
     public = Settings.from_options(args).public()
     return {"host": args.host, **{k: v for k, v in sorted(public.items()) if k not in NOT_COMPARED}}
@@ -146,7 +146,7 @@ def _validate(args: argparse.Namespace) -> None:
     if args.run_cooldown < 0:
         raise SettingsError(f"--cooldown must not be negative, got {args.run_cooldown}")
     if args.refine_levels:
-        from .settings import parse_levels
+        from ..settings import parse_levels
 
         parse_levels(args.refine_levels)
 
@@ -238,7 +238,7 @@ def main(args: argparse.Namespace) -> int:
             return 1
         if args.refine:
             if state.refine_levels is None:
-                from .settings import parse_levels
+                from ..settings import parse_levels
 
                 state.refine_levels = (parse_levels(args.refine_levels) if args.refine_levels
                                        else knee_from_runs(state.completed("coarse")))
@@ -259,7 +259,7 @@ def main(args: argparse.Namespace) -> int:
         campaign.close()
     if args.no_report:
         return 0
-    from .report.render import build_report
+    from ..report.render import build_report
 
     completed = state.completed("coarse") + state.completed("refine")
     paths = build_report(completed, os.path.join(directory, "report.html"), progress=True)

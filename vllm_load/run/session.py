@@ -31,18 +31,18 @@ from locust import runners as locust_runners
 from locust import stats as locust_stats
 from locust.runners import STATE_MISSING, LocalRunner, MasterRunner, WorkerRunner
 
-from . import __version__
-from .collector import quiet_collector
+from .. import __version__
+from ..gc_policy import quiet_collector
 from .live import LiveStats
-from .http import max_model_len, model_ids, target_info
-from .prompts import CalibrationError
+from ..target.api import max_model_len, model_ids, target_info
+from ..client.prompts import CalibrationError
 from .recorder import RunRecorder, new_run_dir, utc_iso
-from .client_health import FILE as CLIENT_HEALTH_FILE, HealthProbe, HealthSample, HealthWriter
+from ..client.health import FILE as CLIENT_HEALTH_FILE, HealthProbe, HealthSample, HealthWriter
 from .server_metrics import FILE as SERVER_METRICS_FILE, MetricsScraper
-from .settings import Settings, SettingsError, add_arguments, parse_host
+from ..settings import Settings, SettingsError, add_arguments, parse_host
 from .steps import LevelChange, LevelPlan, StepController
-from .context import LoadContext, prompt_plan
-from .webauth import add_arguments as add_web_arguments
+from ..client.context import LoadContext, prompt_plan
+from ..web.auth import add_arguments as add_web_arguments
 
 logger = logging.getLogger("vllm_load")
 
@@ -354,9 +354,9 @@ def print_summary(run_dir: str) -> None:
     """The per-level table, the requests cut off at the stop, and where the run directory is."""
     abandoned = 0
     try:
-        from .analysis.client_side import late_levels, level_client_health, read_client_health
-        from .analysis.levels import format_level_table, level_metrics
-        from .analysis.rundir import load_run
+        from ..analysis.client_side import late_levels, level_client_health, read_client_health
+        from ..analysis.levels import format_level_table, level_metrics
+        from ..rundir.load import load_run
 
         run = load_run(run_dir)
         abandoned = run.run.get("requests_abandoned", {}).get("total", 0)
@@ -406,7 +406,7 @@ def install(events=locust_events) -> None:
     @events.init.add_listener
     def _(environment, runner, web_ui=None, **_kw):
         if web_ui is not None:
-            from .webui import install_web_ui
+            from ..web.view import install_web_ui
 
             install_web_ui(environment, web_ui)
         if isinstance(runner, WorkerRunner):

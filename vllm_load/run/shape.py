@@ -1,4 +1,4 @@
-"""The stepped load shape: Locust's `LoadTestShape` driving `vllm_load.steps.StepController`.
+"""The stepped load shape: Locust's `LoadTestShape` driving `vllm_load.run.steps.StepController`.
 
 It runs on the master (or the single local process). Each tick asks the run session how many
 requests of the current level have finished, and reports level changes back to it.
@@ -10,8 +10,8 @@ import time
 
 from locust import LoadTestShape
 
-from .prompts import CalibrationError
-from .settings import SettingsError
+from ..client.prompts import CalibrationError
+from ..settings import SettingsError
 
 
 class SteppedShape(LoadTestShape):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from .http import auth_headers
+from ..target.api import auth_headers
 
 FILE = "server_metrics.csv"
 

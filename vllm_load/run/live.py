@@ -11,8 +11,8 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-from .histogram import LogHistogram, bucket_of
-from .records import COLUMNS
+from ..rundir.histogram import LogHistogram, bucket_of
+from ..rundir.records import COLUMNS
 
 _I = {name: COLUMNS.index(name) for name in COLUMNS}
 SERIES_SECONDS = 900

@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .http import HttpError, request_json
+from ..target.api import HttpError, request_json
 
 LEAD = "Continue"
 UNIQUE_HEAD_ATOMS = 16

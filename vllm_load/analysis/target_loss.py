@@ -92,7 +92,7 @@ def _whole(value) -> int:
 
 def still_answers(host: str, api_key: str | None) -> bool:
     """Whether the target answers GET /v1/models now."""
-    from .http import HttpError, request_json
+    from ..target.api import HttpError, request_json
 
     try:
         request_json(host.rstrip("/") + "/v1/models", api_key=api_key, timeout=PROBE_TIMEOUT)

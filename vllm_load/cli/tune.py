@@ -21,9 +21,9 @@ import string
 import sys
 from dataclasses import asdict, dataclass
 
-from .server_control import ServerError, ServerProcess, wait_ready
-from .run_cli import add_managed_run_options, run_headless
-from .settings import SettingsError
+from ..target.process import ServerError, ServerProcess, wait_ready
+from .run import add_managed_run_options, run_headless
+from ..settings import SettingsError
 
 STATE_FILE = "tune.json"
 
@@ -103,7 +103,7 @@ def format_table(results: list[ConfigResult]) -> str:
 
 def measure(result: ConfigResult) -> None:
     """Fill the headline figures of a completed configuration from its run directory."""
-    from .report.model import build_report_data
+    from ..report.model import build_report_data
 
     data = build_report_data([result.run_dir])
     series = data.series[0]
@@ -165,7 +165,7 @@ def main(args: argparse.Namespace) -> int:
 
     try:
         matrix = parse_matrix(args.matrix)
-        from .settings import Settings
+        from ..settings import Settings
 
         Settings.from_options(args)  # every run option is valid before any server starts
         fields = template_fields(args.server_cmd)
@@ -218,7 +218,7 @@ def main(args: argparse.Namespace) -> int:
     _save_state(directory, state)
     completed = [r.run_dir for r in results if r.outcome == "completed"]
     if completed:
-        from .report.render import build_report
+        from ..report.render import build_report
 
         paths = build_report(completed, os.path.join(directory, "report.html"), progress=True)
         print(f"Report: {paths.html}")

@@ -17,8 +17,8 @@ import gevent.socket
 from geventhttpclient import HTTPClient
 
 from .clock import hold_receive_timestamps
-from .collector import quiet_collector
-from .http import HttpError, model_ids, request_json
+from ..gc_policy import quiet_collector
+from ..target.api import HttpError, model_ids, request_json
 from .prompts import (
     CalibrationError,
     LocalTokenCounter,
@@ -28,8 +28,8 @@ from .prompts import (
     approximate_plan,
     calibrate,
 )
-from .records import START_INDEX, RequestRecord
-from .settings import Settings
+from ..rundir.records import START_INDEX, RequestRecord
+from ..settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -203,7 +203,7 @@ def prompt_plan(host: str, model: str, settings: Settings) -> PromptPlan:
     """Calibrate exact prompts: server /tokenize, else --tokenizer, else approximate if allowed."""
     args = (settings.endpoint, settings.input_tokens, settings.shared_prefix_tokens)
     if settings.tokenizer:
-        from .tokenization import load_tokenizer
+        from ..tokenization import load_tokenizer
 
         return calibrate(LocalTokenCounter(load_tokenizer(settings.tokenizer)), *args)
     server = ServerTokenCounter(host, model, api_key=settings.api_key or None)

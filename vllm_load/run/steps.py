@@ -12,7 +12,7 @@ others: its requests in flight during the window have rows, and count in its ach
 concurrency and throughput, instead of being cut off.
 
 `StepController` is the decision logic alone (plain data in, plain data out), so it is tested
-without Locust; `vllm_load.shapes.SteppedShape` adapts it to Locust on the master.
+without Locust; `vllm_load.run.shape.SteppedShape` adapts it to Locust on the master.
 """
 
 from __future__ import annotations

@@ -11,19 +11,19 @@ import argparse
 import importlib
 import sys
 
-from . import __version__
+from .. import __version__
 
 #: subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("vllm_load.run_cli", "run a stepped load test against an OpenAI-compatible server"),
-    "master": ("vllm_load.run_cli", "start a Locust master for workers on other machines"),
-    "worker": ("vllm_load.run_cli", "start Locust worker(s) that connect to a master"),
-    "campaign": ("vllm_load.campaign", "repeat a test n times (server restarted between runs), optionally refine the knee, report"),
-    "demo": ("vllm_load.demo", "run the whole pipeline against the built-in simulator, with its report"),
+    "run": ("vllm_load.cli.run", "run a stepped load test against an OpenAI-compatible server"),
+    "master": ("vllm_load.cli.run", "start a Locust master for workers on other machines"),
+    "worker": ("vllm_load.cli.run", "start Locust worker(s) that connect to a master"),
+    "campaign": ("vllm_load.cli.campaign", "repeat a test n times (server restarted between runs), optionally refine the knee, report"),
+    "demo": ("vllm_load.cli.demo", "run the whole pipeline against the built-in simulator, with its report"),
     "report": ("vllm_load.report.cli", "build the HTML report (with multi-run statistics) from run directories"),
     "sim": ("vllm_load.sim.cli", "serve the simulated vLLM OpenAI server"),
-    "validate-client": ("vllm_load.validate_client", "prove the client is not the bottleneck: the same users against an echo server"),
-    "tune": ("vllm_load.tune", "run the stepped test over a matrix of server settings and rank the configurations"),
+    "validate-client": ("vllm_load.cli.validate_client", "prove the client is not the bottleneck: the same users against an echo server"),
+    "tune": ("vllm_load.cli.tune", "run the stepped test over a matrix of server settings and rank the configurations"),
 }
 
 

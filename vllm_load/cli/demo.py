@@ -37,9 +37,9 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from . import run_cli
-    from .cli import build_parser
-    from .sim.process import SimulatorProcess
+    from . import run as run_cli
+    from .main import build_parser
+    from ..sim.process import SimulatorProcess
 
     sim_args = [*SIM_ARGS, *args.sim_arg]
     print(f"Starting the simulator ({' '.join(sim_args)}) ...", flush=True)
@@ -63,7 +63,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"vllm-load demo: the load test failed (exit code {code})", file=sys.stderr)
         return code or 1
     if not args.no_report:
-        from .report.render import build_report
+        from ..report.render import build_report
 
         out_html = os.path.join(args.report_dir, f"demo-{os.path.basename(run_dir)}.html")
         paths = build_report([run_dir], out_html, progress=False)

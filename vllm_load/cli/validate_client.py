@@ -23,7 +23,7 @@ import os
 import sys
 from dataclasses import asdict, dataclass, field
 
-from .settings import SettingsError, host_argument, parse_levels
+from ..settings import SettingsError, host_argument, parse_levels
 
 DEFAULT_LEVELS = "100,250,500,750,1000,1500,2000"
 RESULT_FILE = "client_validation.json"
@@ -129,10 +129,10 @@ def chunk_rates(requests, metrics) -> dict[int, float]:
 def run_peaks(run_dir: str) -> tuple[float, float, list[str]]:
     """The run's peak req/s and peak chunk rate over its levels, and the levels its own health
     marked possibly client-bound or client-late (one line each)."""
-    from .analysis.client_side import health_problems, level_client_health, read_client_health
-    from .analysis.levels import level_metrics
-    from .analysis.rundir import load_run
-    from .client_health import FILE as CLIENT_HEALTH_FILE
+    from ..analysis.client_side import health_problems, level_client_health, read_client_health
+    from ..analysis.levels import level_metrics
+    from ..rundir.load import load_run
+    from ..client.health import FILE as CLIENT_HEALTH_FILE
 
     data = load_run(run_dir)
     metrics = level_metrics(data.requests, data.steps)
@@ -173,8 +173,8 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
 
 
 def _echo_run(args: argparse.Namespace, host: str) -> str:
-    from . import run_cli
-    from .cli import build_parser
+    from . import run as run_cli
+    from .main import build_parser
 
     warmup = args.warmup_requests
     argv = ["run", "--host", host, "--levels", args.levels, "--input-tokens", str(args.input_tokens),
@@ -205,15 +205,15 @@ def main(args: argparse.Namespace) -> int:
         return 2
     if args.warmup_requests is None:
         args.warmup_requests = min(max(levels), 100)
-    from .analysis.levels import level_metrics
-    from .analysis.rundir import load_run
-    from .report.summary import clean
+    from ..analysis.levels import level_metrics
+    from ..rundir.load import load_run
+    from ..report.summary import clean
 
     try:
         if args.host:
             run_dir = _echo_run(args, args.host)
         else:
-            from .sim.process import SimulatorProcess
+            from ..sim.process import SimulatorProcess
 
             with SimulatorProcess("--echo", "--workers", str(args.server_workers)) as sim:
                 print(f"Echo server ({args.server_workers} processes) at {sim.url}", flush=True)

@@ -23,7 +23,7 @@ from gevent import get_hub
 from gevent.hub import Waiter
 
 from .clock import ANCILLARY_SIZE, WallClock, received_at
-from .stream import SseMeter, StreamError
+from .sse import SseMeter, StreamError
 
 RECV_SIZE = 65536
 # libev runs the ready watchers of one loop iteration highest priority first (-2..2, default 0).

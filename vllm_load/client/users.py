@@ -29,10 +29,10 @@ from .clock import WallClock, enable_receive_timestamps
 from .context import LoadContext
 from .pacing import PACER
 from .reader import RECV_SIZE, StreamReader, read_unstamped
-from .records import RequestRecord
-from .settings import Settings
+from ..rundir.records import RequestRecord
+from ..settings import Settings
 from .stalls import STALLS
-from .stream import SseMeter, StreamError, chunk_marks, chunk_summary
+from .sse import SseMeter, StreamError, chunk_marks, chunk_summary
 
 logger = logging.getLogger(__name__)
 

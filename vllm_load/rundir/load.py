@@ -15,7 +15,7 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-from ..records import COLUMNS, PANDAS_DTYPES
+from .records import COLUMNS, PANDAS_DTYPES
 
 RUN_JSON = "run.json"
 REQUESTS_CSV = "requests.csv"

@@ -16,14 +16,14 @@ import signal
 import subprocess
 import sys
 
-from .http import HttpError, max_model_len, model_ids, request_json
-from .recorder import new_run_dir
-from .settings import Settings, SettingsError, add_arguments, host_argument, port_argument
-from .sim.process import free_port
-from .target_loss import target_lost
-from .webauth import DEFAULT_USER, MISSING_PASSWORD, PASSWORD_ENV, web_password
+from ..target.api import HttpError, max_model_len, model_ids, request_json
+from ..run.recorder import new_run_dir
+from ..settings import Settings, SettingsError, add_arguments, host_argument, port_argument
+from ..sim.process import free_port
+from ..analysis.target_loss import target_lost
+from ..web.auth import DEFAULT_USER, MISSING_PASSWORD, PASSWORD_ENV, web_password
 
-LOCUSTFILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "locustfile.py")
+LOCUSTFILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "locustfile.py")
 
 
 def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
@@ -241,7 +241,7 @@ def add_managed_run_options(parser: argparse.ArgumentParser, host_help: str, out
 
 # exit codes of a headless run that did not walk every level (0 when it did)
 INCOMPLETE_EXIT_CODES = {"workers_lost": 3, "interrupted": 130}
-# ... and of one that walked them all against a target that stopped answering (vllm_load.target_loss)
+# ... and of one that walked them all against a target that stopped answering (vllm_load.analysis.target_loss)
 TARGET_LOST_EXIT_CODE = 4
 TARGET_LOST = "target_lost"  # the outcome campaign and tune see for such a run (run.json keeps "completed")
 

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import time
 
-from .http import HttpError, auth_headers, model_ids, request_json
+from .api import HttpError, auth_headers, model_ids, request_json
 
 
 class ServerError(RuntimeError):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterable
 
-from .records import LEVEL_INDEX, START_INDEX, USERS_INDEX, RequestsCsvWriter
+from ..rundir.records import LEVEL_INDEX, START_INDEX, USERS_INDEX, RequestsCsvWriter
 
 STEPS_COLUMNS = ("level", "users", "start_ts", "end_ts", "warmup_requests", "target_requests", "time_cap", "stop_reason")
 

@@ -43,7 +43,7 @@ def snapshot(environment) -> dict:
 def install_web_ui(environment, web_ui) -> None:
     app = web_ui.app
     if web_ui.web_login:  # Locust's --web-login: our login, and our routes behind it too
-        from .webauth import install_login
+        from .auth import install_login
 
         install_login(environment, web_ui)
 

@@ -1,0 +1,1 @@
+"""The `vllm-load` command: `main` dispatches to one module per subcommand."""
