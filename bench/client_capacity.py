@@ -40,9 +40,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from vllm_load.analysis.levels import measure_levels  # noqa: E402
+from vllm_load.cli.validate_client import chunk_rates  # noqa: E402
 from vllm_load.rundir.records import read_requests  # noqa: E402
 from vllm_load.sim.process import SimulatorProcess  # noqa: E402
-from vllm_load.cli.validate_client import chunk_rates  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_MIB = os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -74,11 +74,13 @@ def usage(pid: int) -> tuple[float, float]:
 
 def group_pids(pgid: int) -> list[int]:
     """Every process of a process group (a simulator and its --workers)."""
+
     def pgrp(pid: str) -> int:
         try:
             return int(_stat_fields(int(pid))[2])
         except (OSError, IndexError, ValueError):
             return -1
+
     return [int(p) for p in os.listdir("/proc") if p.isdigit() and pgrp(p) == pgid]
 
 
@@ -95,7 +97,10 @@ def child_pid(pid: int, timeout: float = 30.0) -> int:
     """The first child of `pid` (the Locust process under `vllm-load run`)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as fh:
+        with (
+            contextlib.suppress(OSError),
+            open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as fh,
+        ):
             if kids := fh.read().split():
                 return int(kids[0])
         time.sleep(0.05)
@@ -106,7 +111,10 @@ def core_ticks() -> dict[int, tuple[int, int]]:
     """Per core: (busy ticks, total ticks) from /proc/stat (idle and iowait are not busy)."""
     with open("/proc/stat", encoding="ascii") as fh:
         rows = [line.split() for line in fh if line.startswith("cpu") and line[3].isdigit()]
-    return {int(r[0][3:]): (sum(map(int, r[1:])) - int(r[4]) - int(r[5]), sum(map(int, r[1:]))) for r in rows}
+    return {
+        int(r[0][3:]): (sum(map(int, r[1:])) - int(r[4]) - int(r[5]), sum(map(int, r[1:])))
+        for r in rows
+    }
 
 
 class Sampler(threading.Thread):
@@ -137,12 +145,24 @@ class Sampler(threading.Thread):
 
     def cpu_between(self, name: str, t0: float, t1: float) -> float:
         """CPU seconds `name` used between two Unix times (interpolated between samples)."""
-        pts = np.array([(t, c[name]) for t, c, _, _ in self.rows if c.get(name, math.nan) == c.get(name)])
-        return float(np.interp(t1, pts[:, 0], pts[:, 1]) - np.interp(t0, pts[:, 0], pts[:, 1])) if len(pts) > 1 else math.nan
+        pts = np.array(
+            [(t, c[name]) for t, c, _, _ in self.rows if c.get(name, math.nan) == c.get(name)]
+        )
+        return (
+            float(np.interp(t1, pts[:, 0], pts[:, 1]) - np.interp(t0, pts[:, 0], pts[:, 1]))
+            if len(pts) > 1
+            else math.nan
+        )
 
     def rss_max(self, name: str, t0: float, t1: float) -> float:
-        return max((r[name] for t, _, r, _ in self.rows if t0 <= t <= t1 and r.get(name, math.nan) == r.get(name)),
-                   default=math.nan)
+        return max(
+            (
+                r[name]
+                for t, _, r, _ in self.rows
+                if t0 <= t <= t1 and r.get(name, math.nan) == r.get(name)
+            ),
+            default=math.nan,
+        )
 
     def core_busy(self, t0: float, t1: float) -> dict[int, float]:
         """Per core, % of the time busy (anyone's work) between the first and last sample in [t0, t1]."""
@@ -163,8 +183,11 @@ class Load:
     seconds: float = 15.0
 
     def label(self) -> str:
-        return f"{self.users} users, " + (f"streaming {self.output_tokens} tokens" if self.stream
-                                          else f"non-streaming {self.output_tokens} tokens")
+        return f"{self.users} users, " + (
+            f"streaming {self.output_tokens} tokens"
+            if self.stream
+            else f"non-streaming {self.output_tokens} tokens"
+        )
 
 
 @dataclass
@@ -199,22 +222,35 @@ class Figures:
     def cpu_per_1k(self) -> float:
         """Client CPU seconds per 1,000 chunks (streaming) or requests (non-streaming)."""
         per_s = self.chunks_per_s if self.load.stream else self.req_per_s
-        return 1000.0 * self.cpu_s / (per_s * self.window_s) if per_s and self.window_s > 0 else math.nan
+        return (
+            1000.0 * self.cpu_s / (per_s * self.window_s)
+            if per_s and self.window_s > 0
+            else math.nan
+        )
 
 
 def _popen(cmd: list[str], log_path: str, cpus: set[int] | None) -> subprocess.Popen:
     log = open(log_path, "wb")
     try:
-        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True,
-                                preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+        return subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
+        )
     finally:
         log.close()
 
 
 def _stop(proc: subprocess.Popen, pids: list[int], wait: float = 0.0, grace: float = 60.0) -> None:
     """Wait up to `wait` s for an exit, then SIGINT (a clean, flushed end), then SIGKILL to these exact pids."""
-    for targets, sig, timeout in (([], None, wait), ([proc.pid], signal.SIGINT, grace), (pids, signal.SIGKILL, 10)):
+    for targets, sig, timeout in (
+        ([], None, wait),
+        ([proc.pid], signal.SIGINT, grace),
+        (pids, signal.SIGKILL, 10),
+    ):
         if proc.poll() is not None:
             return
         for pid in targets:
@@ -236,21 +272,64 @@ def vllm_load_cmd(url: str, load: Load, run_dir: str) -> list[str]:
     """`vllm-load run`, one process: level 0 of `load.seconds` is measured, level 1 (the same users)
     keeps the load on while level 0's requests in flight finish."""
     n = load.users
-    return [sys.executable, "-m", "vllm_load", "run", "--host", url, "--workers", "0", "--levels", f"{n},{n}",
-            "--input-tokens", str(load.input_tokens), "--output-tokens", str(load.output_tokens),
-            "--warmup-requests", str(n), "--requests-per-level", str(NEVER), "--level-time-cap", f"{load.seconds:g}",
-            "--spawn-rate-per-level", str(max(1000, n)), "--metrics-interval", "0", "--loglevel", "WARNING",
-            "--approximate-prompts", "--run-dir", run_dir, "--meta", "purpose=bench"] + ([] if load.stream else ["--no-stream"])
+    return [
+        sys.executable,
+        "-m",
+        "vllm_load",
+        "run",
+        "--host",
+        url,
+        "--workers",
+        "0",
+        "--levels",
+        f"{n},{n}",
+        "--input-tokens",
+        str(load.input_tokens),
+        "--output-tokens",
+        str(load.output_tokens),
+        "--warmup-requests",
+        str(n),
+        "--requests-per-level",
+        str(NEVER),
+        "--level-time-cap",
+        f"{load.seconds:g}",
+        "--spawn-rate-per-level",
+        str(max(1000, n)),
+        "--metrics-interval",
+        "0",
+        "--loglevel",
+        "WARNING",
+        "--approximate-prompts",
+        "--run-dir",
+        run_dir,
+        "--meta",
+        "purpose=bench",
+    ] + ([] if load.stream else ["--no-stream"])
 
 
 def reference_cmd(url: str, load: Load, run_dir: str) -> list[str]:
     """The benchmark_serving-style client (bench/reference_client.py): it drains by itself."""
-    return [sys.executable, os.path.join(HERE, "reference_client.py"), "--url", url, "--concurrency", str(load.users),
-            "--input-tokens", str(load.input_tokens), "--output-tokens", str(load.output_tokens),
-            "--seconds", f"{load.seconds:g}", "--run-dir", run_dir] + ([] if load.stream else ["--no-stream"])
+    return [
+        sys.executable,
+        os.path.join(HERE, "reference_client.py"),
+        "--url",
+        url,
+        "--concurrency",
+        str(load.users),
+        "--input-tokens",
+        str(load.input_tokens),
+        "--output-tokens",
+        str(load.output_tokens),
+        "--seconds",
+        f"{load.seconds:g}",
+        "--run-dir",
+        run_dir,
+    ] + ([] if load.stream else ["--no-stream"])
 
 
-def run_client(client: str, url: str, load: Load, run_dir: str, cpus, sampler: Sampler, on_start=None) -> None:
+def run_client(
+    client: str, url: str, load: Load, run_dir: str, cpus, sampler: Sampler, on_start=None
+) -> None:
     """Run one client pinned to `cpus`, sampled under the name `run_dir`; bounded in time."""
     os.makedirs(run_dir, exist_ok=True)
     cmd = (vllm_load_cmd if client == "vllm-load" else reference_cmd)(url, load, run_dir)
@@ -268,8 +347,12 @@ def run_client(client: str, url: str, load: Load, run_dir: str, cpus, sampler: S
         while ended is None and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
             ended = _level0_end(run_dir)
-        if ended is not None:  # level 0's requests in flight count in its concurrency: let them finish
-            e2e = pd.to_numeric(read_requests(os.path.join(run_dir, "requests.csv"))["e2e"], errors="coerce")
+        if (
+            ended is not None
+        ):  # level 0's requests in flight count in its concurrency: let them finish
+            e2e = pd.to_numeric(
+                read_requests(os.path.join(run_dir, "requests.csv"))["e2e"], errors="coerce"
+            )
             time.sleep(min(load.seconds + 5, 2 * (e2e.max() if len(e2e) else 1.0) + 1))
     finally:
         _stop(proc, pids)
@@ -286,12 +369,22 @@ def analyse(fig: Figures, sampler: Sampler) -> Figures:
         raise RuntimeError(f"{fig.client}: no measured window in {fig.run_dir} (raise --seconds)")
     for name in ("req_per_s", "e2e_p99", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99"):
         setattr(fig, name, float(row[name]))
-    fig.achieved, fig.success, fig.measured = float(row["achieved_concurrency"]), float(row["success_rate"]), int(row["measured"])
+    fig.achieved, fig.success, fig.measured = (
+        float(row["achieved_concurrency"]),
+        float(row["success_rate"]),
+        int(row["measured"]),
+    )
     fig.ttft_mean = float(lm.measured.loc[lm.measured["level"] == row["level"], "ttft"].mean())
     fig.chunks_per_s = chunk_rates(req, lm.metrics.iloc[:1]).get(int(row["level"]), math.nan)
     t0, t1 = fig.window
-    fig.cpu_s, fig.rss_max_mib = sampler.cpu_between(fig.run_dir, t0, t1), sampler.rss_max(fig.run_dir, t0, t1)
-    fig.server_cpu_s, fig.core_busy = sampler.cpu_between("server", t0, t1), sampler.core_busy(t0, t1)
+    fig.cpu_s, fig.rss_max_mib = (
+        sampler.cpu_between(fig.run_dir, t0, t1),
+        sampler.rss_max(fig.run_dir, t0, t1),
+    )
+    fig.server_cpu_s, fig.core_busy = (
+        sampler.cpu_between("server", t0, t1),
+        sampler.core_busy(t0, t1),
+    )
     return fig
 
 
@@ -303,37 +396,66 @@ def output_dir(path: str, prefix: str) -> str:
         return tempfile.mkdtemp(prefix=prefix)
     os.makedirs(path, exist_ok=True)
     if os.listdir(path):
-        sys.exit(f"--out {path}: not empty; give a new or empty directory (an earlier run's files would mix in)")
+        sys.exit(
+            f"--out {path}: not empty; give a new or empty directory (an earlier run's files would mix in)"
+        )
     return path
 
 
-def measure(client: str, url: str, load: Load, out: str, cpus, sampler: Sampler, on_start=None) -> Figures:
+def measure(
+    client: str, url: str, load: Load, out: str, cpus, sampler: Sampler, on_start=None
+) -> Figures:
     """Run one client at one load and return its figures (progress on stdout)."""
     tag = f"{client}-{load.users}-{'stream' if load.stream else 'plain'}"
     run_dir = os.path.join(out, tag)
-    print(f"  {client:>9}  {load.label()}: running ({load.seconds:g} s + warm-up and drain) ...", flush=True)
+    print(
+        f"  {client:>9}  {load.label()}: running ({load.seconds:g} s + warm-up and drain) ...",
+        flush=True,
+    )
     run_client(client, url, load, run_dir, cpus, sampler, on_start)
     fig = analyse(Figures(client, load, run_dir), sampler)
     busy = ", ".join(f"core {c} {b:.0f}%" for c, b in sorted(fig.core_busy.items()))
-    print(f"  {client:>9}  {fig.req_per_s:,.0f} req/s" + (f", {fig.chunks_per_s:,.0f} chunks/s" if load.stream else "")
-          + f", achieved {fig.achieved:,.1f}, p99 E2E {fig.e2e_p99 * 1000:,.1f} ms, client CPU "
-          f"{100 * fig.cpu_s / fig.window_s:.0f}%, server CPU {100 * fig.server_cpu_s / fig.window_s:.0f}% ({busy}), "
-          f"window {fig.window_s:.1f} s, {fig.measured} requests", flush=True)
+    print(
+        f"  {client:>9}  {fig.req_per_s:,.0f} req/s"
+        + (f", {fig.chunks_per_s:,.0f} chunks/s" if load.stream else "")
+        + f", achieved {fig.achieved:,.1f}, p99 E2E {fig.e2e_p99 * 1000:,.1f} ms, client CPU "
+        f"{100 * fig.cpu_s / fig.window_s:.0f}%, server CPU {100 * fig.server_cpu_s / fig.window_s:.0f}% ({busy}), "
+        f"window {fig.window_s:.1f} s, {fig.measured} requests",
+        flush=True,
+    )
     return fig
 
 
 def start_profile(path: str, level_seconds: float):
     """A callback that runs `py-spy record` (collapsed stacks) on the pid it is given, from a third
     of the level on for half of it (start-up and warm-up left out). Its own CPU is not pinned."""
+
     def record(pid: int) -> None:
         time.sleep(2 + level_seconds / 3)  # Locust start-up, then the first third of the level
-        subprocess.run([shutil.which("py-spy") or "py-spy", "record", "--pid", str(pid), "--duration",
-                        f"{max(1, round(level_seconds / 2))}", "--rate", "100", "--nonblocking", "--format", "raw",
-                        "-o", path], capture_output=True, timeout=level_seconds + 60)
+        subprocess.run(
+            [
+                shutil.which("py-spy") or "py-spy",
+                "record",
+                "--pid",
+                str(pid),
+                "--duration",
+                f"{max(1, round(level_seconds / 2))}",
+                "--rate",
+                "100",
+                "--nonblocking",
+                "--format",
+                "raw",
+                "-o",
+                path,
+            ],
+            capture_output=True,
+            timeout=level_seconds + 60,
+        )
 
     def start(pid: int) -> None:
         print(f"  profiling pid {pid} with py-spy into {path}", flush=True)
         threading.Thread(target=record, args=(pid,), daemon=True).start()
+
     return start
 
 
@@ -350,30 +472,48 @@ def server_busy(fig: Figures, server_cores) -> float:
 
 
 def print_table(results: dict[tuple[int, bool], dict[str, Figures]], server_cores) -> None:
-    print(f"\n{'load':<36}{'client':<11}{'req/s':>9}{'chunks/s':>11}{'ratio':>7}{'CPU s/1k':>10}{'CPU ratio':>11}"
-          f"{'p99 E2E ms':>12}{'achieved':>10}{'RSS MiB':>9}{'server core':>13}")
+    print(
+        f"\n{'load':<36}{'client':<11}{'req/s':>9}{'chunks/s':>11}{'ratio':>7}{'CPU s/1k':>10}{'CPU ratio':>11}"
+        f"{'p99 E2E ms':>12}{'achieved':>10}{'RSS MiB':>9}{'server core':>13}"
+    )
     for (users, stream), pair in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         ref = pair.get("reference")
         for client, fig in pair.items():
             mine = client == "vllm-load" and ref is not None
-            rate = (lambda f: f.chunks_per_s if stream else f.req_per_s)
-            print(f"{fig.load.label():<36}{client:<11}{cell(fig.req_per_s, ',.0f', 9)}"
-                  f"{cell(fig.chunks_per_s if stream else math.nan, ',.0f', 11)}"
-                  f"{cell(rate(fig) / rate(ref) if mine else math.nan, '.2f', 7)}{cell(fig.cpu_per_1k, '.4f', 10)}"
-                  f"{cell(ref.cpu_per_1k / fig.cpu_per_1k if mine else math.nan, '.2f', 11)}"
-                  f"{cell(fig.e2e_p99 * 1000, ',.1f', 12)}{cell(fig.achieved, ',.1f', 10)}"
-                  f"{cell(fig.rss_max_mib, ',.0f', 9)}{cell(server_busy(fig, server_cores), '.0f', 12)}%")
-    print("(ratio: vllm-load / reference throughput; CPU s/1k: client CPU seconds per 1,000 chunks when streaming,\n"
-          " per 1,000 requests otherwise; CPU ratio: reference CPU per 1k / vllm-load's; server core: % busy)")
-    busy = [(f.client, f.load.label(), server_busy(f, server_cores)) for pair in results.values() for f in pair.values()]
+
+            def rate(f):
+                return f.chunks_per_s if stream else f.req_per_s
+
+            print(
+                f"{fig.load.label():<36}{client:<11}{cell(fig.req_per_s, ',.0f', 9)}"
+                f"{cell(fig.chunks_per_s if stream else math.nan, ',.0f', 11)}"
+                f"{cell(rate(fig) / rate(ref) if mine else math.nan, '.2f', 7)}{cell(fig.cpu_per_1k, '.4f', 10)}"
+                f"{cell(ref.cpu_per_1k / fig.cpu_per_1k if mine else math.nan, '.2f', 11)}"
+                f"{cell(fig.e2e_p99 * 1000, ',.1f', 12)}{cell(fig.achieved, ',.1f', 10)}"
+                f"{cell(fig.rss_max_mib, ',.0f', 9)}{cell(server_busy(fig, server_cores), '.0f', 12)}%"
+            )
+    print(
+        "(ratio: vllm-load / reference throughput; CPU s/1k: client CPU seconds per 1,000 chunks when streaming,\n"
+        " per 1,000 requests otherwise; CPU ratio: reference CPU per 1k / vllm-load's; server core: % busy)"
+    )
+    busy = [
+        (f.client, f.load.label(), server_busy(f, server_cores))
+        for pair in results.values()
+        for f in pair.values()
+    ]
     hot = [f"{c} at {label} ({b:.0f}%)" for c, label, b in busy if b >= SERVER_BUSY_LIMIT]
     if not server_cores:
         print("Server limit: not checked (nothing pinned: only one core available)")
     elif hot:
-        print(f"Server limit: the server core was >= {SERVER_BUSY_LIMIT}% busy for " + "; ".join(hot)
-              + ": those throughput figures may be server-bound (CPU s/1k and CPU ratio are not)")
+        print(
+            f"Server limit: the server core was >= {SERVER_BUSY_LIMIT}% busy for "
+            + "; ".join(hot)
+            + ": those throughput figures may be server-bound (CPU s/1k and CPU ratio are not)"
+        )
     else:
-        print(f"Server limit: the server core stayed below {SERVER_BUSY_LIMIT}% busy in every window: it was not the limit")
+        print(
+            f"Server limit: the server core stayed below {SERVER_BUSY_LIMIT}% busy in every window: it was not the limit"
+        )
 
 
 def targets(results: dict[tuple[int, bool], dict[str, Figures]]) -> list[tuple[str, bool]]:
@@ -390,34 +530,74 @@ def targets(results: dict[tuple[int, bool], dict[str, Figures]]) -> list[tuple[s
             out.append((f"streaming chunks/s at {users} users >= 2x reference: {r:.2f}x", r >= 2.0))
         else:
             r = v.req_per_s / ref.req_per_s
-            out.append((f"non-streaming req/s at {users} users >= 1.25x reference: {r:.2f}x", r >= 1.25))
+            out.append(
+                (f"non-streaming req/s at {users} users >= 1.25x reference: {r:.2f}x", r >= 1.25)
+            )
         if users != top:
             continue
-        out.append((f"{kind} p99 E2E at {users} users <= reference's: {v.e2e_p99 * 1000:,.1f} ms vs "
-                    f"{ref.e2e_p99 * 1000:,.1f} ms", v.e2e_p99 <= ref.e2e_p99))
-        out.append((f"{kind} achieved concurrency at {users} users >= 95%: {v.achieved:,.1f} "
-                    f"({100 * v.achieved / users:.1f}%; reference {ref.achieved:,.1f})", v.achieved >= 0.95 * users))
+        out.append(
+            (
+                f"{kind} p99 E2E at {users} users <= reference's: {v.e2e_p99 * 1000:,.1f} ms vs "
+                f"{ref.e2e_p99 * 1000:,.1f} ms",
+                v.e2e_p99 <= ref.e2e_p99,
+            )
+        )
+        out.append(
+            (
+                f"{kind} achieved concurrency at {users} users >= 95%: {v.achieved:,.1f} "
+                f"({100 * v.achieved / users:.1f}%; reference {ref.achieved:,.1f})",
+                v.achieved >= 0.95 * users,
+            )
+        )
         if stream:
-            out.append((f"RSS of vllm-load at {users} streaming users <= 300 MiB: {v.rss_max_mib:,.0f} MiB",
-                        v.rss_max_mib <= 300))
+            out.append(
+                (
+                    f"RSS of vllm-load at {users} streaming users <= 300 MiB: {v.rss_max_mib:,.0f} MiB",
+                    v.rss_max_mib <= 300,
+                )
+            )
     return out
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--users", default="100,1000", help="concurrency levels to measure")
-    parser.add_argument("--seconds", type=float, default=15.0, help="length of each measured level (warm-up included)")
-    parser.add_argument("--server-workers", type=int, default=0,
-                        help="echo simulator processes (default: one per server core, at least 2)")
-    parser.add_argument("--plain-tokens", type=int, default=8, help="output tokens of non-streaming requests")
-    parser.add_argument("--stream-tokens", type=int, default=512, help="output tokens of streaming requests")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=15.0,
+        help="length of each measured level (warm-up included)",
+    )
+    parser.add_argument(
+        "--server-workers",
+        type=int,
+        default=0,
+        help="echo simulator processes (default: one per server core, at least 2)",
+    )
+    parser.add_argument(
+        "--plain-tokens", type=int, default=8, help="output tokens of non-streaming requests"
+    )
+    parser.add_argument(
+        "--stream-tokens", type=int, default=512, help="output tokens of streaming requests"
+    )
     parser.add_argument("--input-tokens", type=int, default=64, help="prompt tokens")
-    parser.add_argument("--modes", default="plain,stream", help="plain (non-streaming) and/or stream, in that order")
-    parser.add_argument("--out", default="", help="where run directories go (default: a new temporary directory)")
-    parser.add_argument("--profile", default="", metavar="PATH",
-                        help="py-spy (raw collapsed stacks) of vllm-load at the top streaming level into PATH")
-    parser.add_argument("--quick", action="store_true", help="10 users, 2 s, 64 streamed tokens: a smoke test")
+    parser.add_argument(
+        "--modes", default="plain,stream", help="plain (non-streaming) and/or stream, in that order"
+    )
+    parser.add_argument(
+        "--out", default="", help="where run directories go (default: a new temporary directory)"
+    )
+    parser.add_argument(
+        "--profile",
+        default="",
+        metavar="PATH",
+        help="py-spy (raw collapsed stacks) of vllm-load at the top streaming level into PATH",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="10 users, 2 s, 64 streamed tokens: a smoke test"
+    )
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     return parser
 
@@ -429,8 +609,11 @@ def main(argv: list[str] | None = None) -> int:
     users = [int(u) for u in args.users.split(",")]
     out = output_dir(args.out, "vllm-load-capacity-")
     client_cpus, server_cpus = placement()
-    print(f"client cores {sorted(client_cpus) if client_cpus else 'any'}, server cores "
-          f"{sorted(server_cpus) if server_cpus else 'any'}; {os.cpu_count()} CPUs; run directories in {out}", flush=True)
+    print(
+        f"client cores {sorted(client_cpus) if client_cpus else 'any'}, server cores "
+        f"{sorted(server_cpus) if server_cpus else 'any'}; {os.cpu_count()} CPUs; run directories in {out}",
+        flush=True,
+    )
     args.server_workers = args.server_workers or max(2, len(server_cpus or ()))
     sampler = Sampler()
     results: dict[tuple[int, bool], dict[str, Figures]] = {}
@@ -444,13 +627,30 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for stream in [m == "stream" for m in args.modes.split(",")]:
                 for n in users:
-                    load = Load(n, stream, args.stream_tokens if stream else args.plain_tokens, args.input_tokens,
-                                args.seconds)
-                    profile = start_profile(args.profile, args.seconds) if (
-                        args.profile and stream and n == max(users)) else None
-                    results[(n, stream)] = {c: measure(c, sim.url, load, out, client_cpus, sampler,
-                                                       profile if c == "vllm-load" else None)
-                                            for c in ("vllm-load", "reference")}
+                    load = Load(
+                        n,
+                        stream,
+                        args.stream_tokens if stream else args.plain_tokens,
+                        args.input_tokens,
+                        args.seconds,
+                    )
+                    profile = (
+                        start_profile(args.profile, args.seconds)
+                        if (args.profile and stream and n == max(users))
+                        else None
+                    )
+                    results[(n, stream)] = {
+                        c: measure(
+                            c,
+                            sim.url,
+                            load,
+                            out,
+                            client_cpus,
+                            sampler,
+                            profile if c == "vllm-load" else None,
+                        )
+                        for c in ("vllm-load", "reference")
+                    }
         finally:
             sampler.stop()
     print_table(results, server_cpus)

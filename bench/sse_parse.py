@@ -28,14 +28,24 @@ HEAD = b'data: {"id":"chatcmpl-0123456789abcdef","object":"chat.completion.chunk
 def chat_stream(tokens: int) -> list[bytes]:
     """The events of one chat stream with usage, as vLLM writes it: role chunk, content chunks (the
     last one with the finish reason), usage, [DONE]."""
-    events = [HEAD + b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n']
-    events += [HEAD + b'{"index":0,"delta":{"content":" tok%d"},"logprobs":null,"finish_reason":null}]}\n\n' % i
-               for i in range(tokens - 1)]
-    events.append(HEAD + b'{"index":0,"delta":{"content":" tok%d"},"logprobs":null,"finish_reason":"length",'
-                  b'"stop_reason":null}]}\n\n' % (tokens - 1))
-    events.append(b'data: {"id":"chatcmpl-0123456789abcdef","object":"chat.completion.chunk","created":1700000000,'
-                  b'"model":"sim-model","choices":[],"usage":{"prompt_tokens":2048,"total_tokens":%d,"completion_tokens":%d}}\n\n'
-                  % (2048 + tokens, tokens))
+    events = [
+        HEAD
+        + b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
+    ]
+    events += [
+        HEAD
+        + b'{"index":0,"delta":{"content":" tok%d"},"logprobs":null,"finish_reason":null}]}\n\n' % i
+        for i in range(tokens - 1)
+    ]
+    events.append(
+        HEAD + b'{"index":0,"delta":{"content":" tok%d"},"logprobs":null,"finish_reason":"length",'
+        b'"stop_reason":null}]}\n\n' % (tokens - 1)
+    )
+    events.append(
+        b'data: {"id":"chatcmpl-0123456789abcdef","object":"chat.completion.chunk","created":1700000000,'
+        b'"model":"sim-model","choices":[],"usage":{"prompt_tokens":2048,"total_tokens":%d,"completion_tokens":%d}}\n\n'
+        % (2048 + tokens, tokens)
+    )
     events.append(b"data: [DONE]\n\n")
     return events
 
@@ -45,7 +55,7 @@ def reads(events: list[bytes], size: int) -> list[bytes]:
     if size == 0:
         return list(events)
     whole = b"".join(events)
-    return [whole[i:i + size] for i in range(0, len(whole), size)]
+    return [whole[i : i + size] for i in range(0, len(whole), size)]
 
 
 def meter_stream(pieces: list[bytes], now: float) -> int:
@@ -87,14 +97,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokens", type=int, default=512, help="content chunks per stream")
     parser.add_argument("--repeats", type=int, default=200, help="streams per timing")
-    parser.add_argument("--rounds", type=int, default=5, help="timings per figure; the best is printed")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="timings per figure; the best is printed"
+    )
     parser.add_argument("--quick", action="store_true", help="a smoke test: 64 tokens, few repeats")
     parser.add_argument("--out", default="", help="unused (accepted like the other benches)")
     args = parser.parse_args(argv)
     if args.quick:
         args.tokens, args.repeats, args.rounds = 64, 20, 2
     events = chat_stream(args.tokens)
-    print(f"one chat stream of {args.tokens} content chunks ({len(b''.join(events)):,} bytes), best of {args.rounds}")
+    print(
+        f"one chat stream of {args.tokens} content chunks ({len(b''.join(events)):,} bytes), best of {args.rounds}"
+    )
     print(f"{'reads':<20} {'SseMeter chunks/s':>18} {'plain json chunks/s':>20} {'ratio':>6}")
     for label, size in (("64 KB", 65536), ("4 KB", 4096), ("one event per read", 0)):
         pieces = reads(events, size)

@@ -9,12 +9,17 @@ import json
 import os
 import random
 
+
 def _load_spec():
     """The special tokens and chat template of the tiny Llama that bench/real_vllm.py serves:
     one Llama-3-style tokenizer spec for the tests and the real server (a script with no imports
     beyond the standard library at load time)."""
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "realvllm",
-                        "build_model.py")
+    path = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        "bench",
+        "realvllm",
+        "build_model.py",
+    )
     spec = importlib.util.spec_from_file_location("realvllm_build_model", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -89,8 +94,9 @@ def save_with_transformers(path, **save_kwargs) -> str:
     (needs `transformers`; no torch, nothing downloaded)."""
     from transformers import PreTrainedTokenizerFast
 
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=train_tokenizer(), bos_token=BOS, eos_token=EOT,
-                                        model_max_length=131072)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=train_tokenizer(), bos_token=BOS, eos_token=EOT, model_max_length=131072
+    )
     tokenizer.chat_template = CHAT_TEMPLATE
     tokenizer.save_pretrained(str(path), **save_kwargs)
     return str(path)

@@ -29,8 +29,9 @@ class LagProbe:
         listener = gevent.socket.socket()
         listener.bind(("127.0.0.1", 0))
         listener.listen(1)
-        self._sender = subprocess.Popen([sys.executable, os.path.abspath(__file__),
-                                         str(listener.getsockname()[1]), str(count)])
+        self._sender = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), str(listener.getsockname()[1]), str(count)]
+        )
         self._conn, _ = listener.accept()
         listener.close()
         self._reader = gevent.spawn(self._read)

@@ -16,13 +16,20 @@ import pandas as pd
 from vllm_load.rundir.records import read_requests
 
 
-def run_vllm_load(*args: str, timeout: float = 240, env: dict | None = None) -> subprocess.CompletedProcess:
+def run_vllm_load(
+    *args: str, timeout: float = 240, env: dict | None = None
+) -> subprocess.CompletedProcess:
     proc = subprocess.run(
         [sys.executable, "-m", "vllm_load", *args],
-        capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
     )
     if proc.returncode != 0:
-        raise AssertionError(f"vllm-load {' '.join(args)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}")
+        raise AssertionError(
+            f"vllm-load {' '.join(args)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
+        )
     return proc
 
 

@@ -46,6 +46,8 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_all_users_of_a_process_share_one_lookup_and_failures_are_retried():
-    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "ok"

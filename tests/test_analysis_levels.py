@@ -20,9 +20,20 @@ def make_requests(rows: list[dict]) -> pd.DataFrame:
     full = []
     for i, row in enumerate(rows):
         rec = {c: None for c in COLUMNS}
-        rec.update({"request_id": f"0-{i}", "worker": "local", "endpoint": "chat", "stream": 1,
-                    "requested_prompt_tokens": 10, "requested_completion_tokens": 10, "status": 200,
-                    "error": "", "error_message": "", "itl_hist": ""})
+        rec.update(
+            {
+                "request_id": f"0-{i}",
+                "worker": "local",
+                "endpoint": "chat",
+                "stream": 1,
+                "requested_prompt_tokens": 10,
+                "requested_completion_tokens": 10,
+                "status": 200,
+                "error": "",
+                "error_message": "",
+                "itl_hist": "",
+            }
+        )
         rec.update(row)
         rec["e2e"] = rec["end_ts"] - rec["start_ts"]
         full.append(rec)
@@ -31,34 +42,70 @@ def make_requests(rows: list[dict]) -> pd.DataFrame:
 
 
 def make_steps(rows: list[tuple]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=["level", "users", "start_ts", "end_ts", "warmup_requests",
-                                       "target_requests", "time_cap", "stop_reason"])
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "level",
+            "users",
+            "start_ts",
+            "end_ts",
+            "warmup_requests",
+            "target_requests",
+            "time_cap",
+            "stop_reason",
+        ],
+    )
 
 
 def ok(level, users, start, end, prompt=10, completion=10, ttft=0.1, itl="", **kw):
-    return {"level": level, "users": users, "start_ts": start, "end_ts": end, "ok": 1, "ttft": ttft,
-            "prompt_tokens": prompt, "completion_tokens": completion, "itl_hist": itl, **kw}
+    return {
+        "level": level,
+        "users": users,
+        "start_ts": start,
+        "end_ts": end,
+        "ok": 1,
+        "ttft": ttft,
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "itl_hist": itl,
+        **kw,
+    }
 
 
 @pytest.fixture
 def two_levels():
-    requests = make_requests([
-        # level 0: W = 1, K = 3, ended by target
-        ok(0, 2, 100.0, 101.0, itl="50:100"),                      # a: warm-up (first to finish)
-        ok(0, 2, 100.5, 102.0, completion=8, ttft=0.3, itl="100:3;200:1"),  # b: measured
-        {"level": 0, "users": 2, "start_ts": 101.0, "end_ts": 103.0, "ok": 0, "status": 500,
-         "error": "http_status"},                                  # c: measured failure
-        ok(0, 2, 102.0, 104.0, prompt=None, completion=None, ttft=0.5, itl="100:1;300:4"),  # d: no usage
-        ok(0, 2, 103.0, 105.0),                                    # e: after W + K: not measured
-        # level 1: W = 1, K = 3, cut by its time cap at 115
-        ok(1, 3, 110.0, 111.0),                                    # f: warm-up
-        ok(1, 3, 110.0, 113.0),                                    # g: measured
-        ok(1, 3, 111.0, 116.0),                                    # h: finished after the level ended
-    ])
+    requests = make_requests(
+        [
+            # level 0: W = 1, K = 3, ended by target
+            ok(0, 2, 100.0, 101.0, itl="50:100"),  # a: warm-up (first to finish)
+            ok(0, 2, 100.5, 102.0, completion=8, ttft=0.3, itl="100:3;200:1"),  # b: measured
+            {
+                "level": 0,
+                "users": 2,
+                "start_ts": 101.0,
+                "end_ts": 103.0,
+                "ok": 0,
+                "status": 500,
+                "error": "http_status",
+            },  # c: measured failure
+            ok(
+                0, 2, 102.0, 104.0, prompt=None, completion=None, ttft=0.5, itl="100:1;300:4"
+            ),  # d: no usage
+            ok(0, 2, 103.0, 105.0),  # e: after W + K: not measured
+            # level 1: W = 1, K = 3, cut by its time cap at 115
+            ok(1, 3, 110.0, 111.0),  # f: warm-up
+            ok(1, 3, 110.0, 113.0),  # g: measured
+            ok(1, 3, 111.0, 116.0),  # h: finished after the level ended
+        ]
+    )
     # arrival order is not time order
     requests = requests.sample(frac=1.0, random_state=3).reset_index(drop=True)
-    steps = make_steps([(0, 2, 100.0, 110.0, 1, 4, 600.0, "target_reached"),
-                        (1, 3, 110.0, 115.0, 1, 4, 5.0, "time_cap")])
+    steps = make_steps(
+        [
+            (0, 2, 100.0, 110.0, 1, 4, 600.0, "target_reached"),
+            (1, 3, 110.0, 115.0, 1, 4, 5.0, "time_cap"),
+        ]
+    )
     return requests, steps
 
 
@@ -134,9 +181,18 @@ def test_fewer_than_w_finished_has_no_window():
 
 
 def test_steps_rewritten_twice_or_missing_a_level():
-    requests = make_requests([ok(0, 2, 10.0, 11.0), ok(0, 2, 10.0, 12.0), ok(1, 4, 20.0, 21.0),
-                              ok(1, 4, 20.0, 22.0), ok(1, 4, 20.5, 23.0)])
-    steps = make_steps([(0, 2, 9.0, None, 1, 3, 600.0, None), (0, 2, 10.0, None, 1, 3, 600.0, None)])
+    requests = make_requests(
+        [
+            ok(0, 2, 10.0, 11.0),
+            ok(0, 2, 10.0, 12.0),
+            ok(1, 4, 20.0, 21.0),
+            ok(1, 4, 20.0, 22.0),
+            ok(1, 4, 20.5, 23.0),
+        ]
+    )
+    steps = make_steps(
+        [(0, 2, 9.0, None, 1, 3, 600.0, None), (0, 2, 10.0, None, 1, 3, 600.0, None)]
+    )
     m = level_metrics(requests, steps).set_index("level")
     assert list(m.index) == [0, 1]
     assert m.loc[0, "measured"] == 1 and m.loc[0, "window_s"] == pytest.approx(1.0)
@@ -195,14 +251,31 @@ def test_measurement_keeps_histograms_and_measured_rows(two_levels):
     assert sorted(meas.measured[meas.measured.level == 0].e2e) == [1.5, 2.0]
 
 
-def _waves(users: int, n_waves: int, duration: float = 2.0, ttft: float = 0.2, prompt: int = 100,
-           completion: int = 50, offset: float = 0.0) -> list[dict]:
+def _waves(
+    users: int,
+    n_waves: int,
+    duration: float = 2.0,
+    ttft: float = 0.2,
+    prompt: int = 100,
+    completion: int = 50,
+    offset: float = 0.0,
+) -> list[dict]:
     """A closed loop whose `users` requests all start together and finish together, wave after wave."""
     rows = []
     for wave in range(n_waves):
         t = 1000.0 + offset + wave * duration
-        rows += [ok(0, users, t + u * 1e-4, t + duration + u * 1e-4, prompt=prompt, completion=completion,
-                    ttft=ttft) for u in range(users)]
+        rows += [
+            ok(
+                0,
+                users,
+                t + u * 1e-4,
+                t + duration + u * 1e-4,
+                prompt=prompt,
+                completion=completion,
+                ttft=ttft,
+            )
+            for u in range(users)
+        ]
     return rows
 
 
@@ -223,8 +296,11 @@ def test_throughput_does_not_depend_on_where_the_window_edges_fall_in_a_wave(war
 def test_unmeasured_neighbours_and_in_flight_requests_count_their_work_inside_the_window():
     """Requests of the level after the measured ones (the last level's drain) and of the level
     before still did work inside the window: it counts, as the server counted it."""
-    rows = [ok(0, 1, 100.0, 104.0, prompt=0, completion=41, ttft=0.0),   # spans the whole window
-            ok(0, 1, 100.0, 101.0), ok(0, 1, 101.0, 102.0)]
+    rows = [
+        ok(0, 1, 100.0, 104.0, prompt=0, completion=41, ttft=0.0),  # spans the whole window
+        ok(0, 1, 100.0, 101.0),
+        ok(0, 1, 101.0, 102.0),
+    ]
     requests = make_requests(rows)
     steps = make_steps([(0, 1, 100.0, 102.0, 1, 2, 600.0, "target_reached")])
     m = level_metrics(requests, steps).iloc[0]
@@ -260,6 +336,12 @@ def test_chunk_marks_rounded_past_the_requests_end_count_nothing_after_it():
     window may start exactly there (the W-th request's end). They belong to the request's life."""
     from vllm_load.analysis.window_rates import RequestSpans, work_in_window
 
-    spans = RequestSpans.build([100.0], [0.0056], [100.01219], [0], [16],
-                               marks=["5.6;5.6;6.9;7.2;8.5;8.9;10.3;10.6;12.2;12.2;12.2"])
+    spans = RequestSpans.build(
+        [100.0],
+        [0.0056],
+        [100.01219],
+        [0],
+        [16],
+        marks=["5.6;5.6;6.9;7.2;8.5;8.9;10.3;10.6;12.2;12.2;12.2"],
+    )
     assert work_in_window(spans, 100.01219, 101.0).output_tokens == 0.0

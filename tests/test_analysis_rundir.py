@@ -14,13 +14,17 @@ from vllm_load.rundir.records import COLUMNS
 def write_run(path, model="m", rows=()):
     os.makedirs(path)
     with open(os.path.join(path, "run.json"), "w") as fh:
-        json.dump({"format": 1, "run_id": os.path.basename(path), "model": model, "settings": {}}, fh)
+        json.dump(
+            {"format": 1, "run_id": os.path.basename(path), "model": model, "settings": {}}, fh
+        )
     with open(os.path.join(path, "requests.csv"), "w") as fh:
         fh.write(",".join(COLUMNS) + "\n")
         for row in rows:
             fh.write(row + "\n")
     with open(os.path.join(path, "steps.csv"), "w") as fh:
-        fh.write("level,users,start_ts,end_ts,warmup_requests,target_requests,time_cap,stop_reason\n")
+        fh.write(
+            "level,users,start_ts,end_ts,warmup_requests,target_requests,time_cap,stop_reason\n"
+        )
         fh.write("0,2,1.0,5.0,0,2,600.0,target_reached\n")
     return str(path)
 

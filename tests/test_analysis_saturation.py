@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vllm_load.analysis.saturation import SaturationRule, analyse, findings, scaling_ratio
 from vllm_load.analysis.decide import MAX_RUNS, runs_to_decide
+from vllm_load.analysis.saturation import SaturationRule, analyse, findings, scaling_ratio
 from vllm_load.analysis.stats import aggregate, summarize, t_quantile
 
 
@@ -18,19 +18,21 @@ def curve(users, tok, p99=None, n=1, half=None, **extra):
     tok = np.asarray(tok, dtype=float)
     half = np.asarray(half if half is not None else [math.nan] * len(tok), dtype=float)
     std = half * math.sqrt(n) / t_quantile(n) if n >= 2 else np.full(len(tok), math.nan)
-    frame = pd.DataFrame({
-        "users": users,
-        "total_tok_per_s_mean": tok,
-        "total_tok_per_s_std": std,
-        "total_tok_per_s_n": n,
-        "total_tok_per_s_ci_low": tok - half,
-        "total_tok_per_s_ci_high": tok + half,
-        "total_tok_per_s_cov": math.nan,
-        "e2e_p99_mean": p99 if p99 is not None else [1.0] * len(tok),
-        "ttft_p99_mean": [0.1] * len(tok),
-        "success_rate_mean": 1.0,
-        "achieved_concurrency_mean": np.asarray(users, dtype=float),
-    })
+    frame = pd.DataFrame(
+        {
+            "users": users,
+            "total_tok_per_s_mean": tok,
+            "total_tok_per_s_std": std,
+            "total_tok_per_s_n": n,
+            "total_tok_per_s_ci_low": tok - half,
+            "total_tok_per_s_ci_high": tok + half,
+            "total_tok_per_s_cov": math.nan,
+            "e2e_p99_mean": p99 if p99 is not None else [1.0] * len(tok),
+            "ttft_p99_mean": [0.1] * len(tok),
+            "success_rate_mean": 1.0,
+            "achieved_concurrency_mean": np.asarray(users, dtype=float),
+        }
+    )
     for k, v in extra.items():
         frame[k] = v
     return frame
@@ -47,7 +49,9 @@ def test_flat_after_100_saturates_at_100():
     assert sat.peak.users == 1000 and sat.peak.tok_per_s == 11218
     assert sat.peak.e2e_p99 == 15.43
     assert sat.status == "~100 concurrent"
-    assert sat.scaling.from_users == 10 and sat.scaling.to_users == 200 and not sat.scaling.substituted
+    assert (
+        sat.scaling.from_users == 10 and sat.scaling.to_users == 200 and not sat.scaling.substituted
+    )
     assert sat.scaling.ratio == pytest.approx(11193 / 1902)  # 5.9x as in the seed table
     cost = sat.past_saturation
     assert (cost.from_users, cost.to_users) == (100, 1000)
@@ -97,13 +101,26 @@ def test_noisy_single_runs_with_a_dip_after_the_knee():
 
 
 def test_intervals_from_real_summaries():
-    runs = {10: [1900, 1880, 1925], 50: [6900, 7050, 6980], 100: [11150, 11300, 11190], 200: [11210, 11250, 11260]}
+    runs = {
+        10: [1900, 1880, 1925],
+        50: [6900, 7050, 6980],
+        100: [11150, 11300, 11190],
+        200: [11210, 11250, 11260],
+    }
     rows = []
     for users, values in runs.items():
         s = summarize(values)
-        rows.append({"users": users, "total_tok_per_s_mean": s.mean, "total_tok_per_s_n": s.n,
-                     "total_tok_per_s_ci_low": s.ci_low, "total_tok_per_s_ci_high": s.ci_high,
-                     "total_tok_per_s_cov": s.cov, "e2e_p99_mean": 1.0})
+        rows.append(
+            {
+                "users": users,
+                "total_tok_per_s_mean": s.mean,
+                "total_tok_per_s_n": s.n,
+                "total_tok_per_s_ci_low": s.ci_low,
+                "total_tok_per_s_ci_high": s.ci_high,
+                "total_tok_per_s_cov": s.cov,
+                "e2e_p99_mean": 1.0,
+            }
+        )
     sat = analyse(pd.DataFrame(rows))
     assert sat.saturation.users == 100 and sat.peak.users == 200 and sat.peak.n == 3
 
@@ -129,7 +146,10 @@ def test_latency_cost_and_failures_in_findings():
     assert "more concurrency only adds latency (p99 E2E 2.00 s at 50 → 5.00 s at 200, +150%" in text
     assert "TTFT p99 grows 26.0x" in text
     # 0.5 % failed: kept, and said so
-    assert "Level 100 concurrent is kept although 0.5% of its measured requests failed (at most the 1% allowed)" in text
+    assert (
+        "Level 100 concurrent is kept although 0.5% of its measured requests failed (at most the 1% allowed)"
+        in text
+    )
     assert "100% success" not in text
     assert "Achieved concurrency fell short" in text and "first at 200 (150.0" in text
 
@@ -137,8 +157,13 @@ def test_latency_cost_and_failures_in_findings():
 def test_rule_is_described_and_configurable():
     rule = SaturationRule(tolerance=0.01)
     assert "is within 1% of the peak mean; the runs' spread never moves it" in rule.describe()
-    assert "overlap" not in rule.describe().replace("overlapping confidence intervals are not evidence", "")
-    assert "more than 1% of the measured requests failed in any run is left out" in rule.describe_failures()
+    assert "overlap" not in rule.describe().replace(
+        "overlapping confidence intervals are not evidence", ""
+    )
+    assert (
+        "more than 1% of the measured requests failed in any run is left out"
+        in rule.describe_failures()
+    )
     sat = analyse(curve(QWEN_USERS, QWEN_TOK), rule)
     assert sat.saturation.users == 100  # 11198 >= 0.99 * 11218
     sat = analyse(curve(QWEN_USERS, QWEN_TOK), SaturationRule(tolerance=0.0001))
@@ -169,14 +194,21 @@ def test_seed_tables_give_their_saturation_points(model):
 
 # --- a rule that noise cannot win ---------------------------------------------------------------------
 NOISY_USERS = (1, 2, 4, 8)
-NOISY_TRUE = np.array([1100.0, 1750.0, 2200.0, 2350.0])  # the issue's real-vLLM curve: 8 users ~2x one user
+NOISY_TRUE = np.array(
+    [1100.0, 1750.0, 2200.0, 2350.0]
+)  # the issue's real-vLLM curve: 8 users ~2x one user
 
 
 def noisy_series(seed, cov=0.3, runs=3):
     """`runs` runs of NOISY_TRUE with log-normal noise at the given CoV, aggregated as the report does."""
     rng = np.random.default_rng(seed)
-    frame = pd.DataFrame([{"users": u, "total_tok_per_s": t * rng.lognormal(0.0, cov), "e2e_p99": 1.0}
-                          for _ in range(runs) for u, t in zip(NOISY_USERS, NOISY_TRUE)])
+    frame = pd.DataFrame(
+        [
+            {"users": u, "total_tok_per_s": t * rng.lognormal(0.0, cov), "e2e_p99": 1.0}
+            for _ in range(runs)
+            for u, t in zip(NOISY_USERS, NOISY_TRUE)
+        ]
+    )
     return aggregate(frame, ["users"], ["total_tok_per_s", "e2e_p99"])
 
 
@@ -214,8 +246,11 @@ def test_wider_intervals_never_move_the_point():
         wide = c.copy()
         mean = wide["total_tok_per_s_mean"]
         for k in ("std", "ci_low", "ci_high"):
-            wide[f"total_tok_per_s_{k}"] = mean + (c[f"total_tok_per_s_{k}"] - mean) * scale if k != "std" \
+            wide[f"total_tok_per_s_{k}"] = (
+                mean + (c[f"total_tok_per_s_{k}"] - mean) * scale
+                if k != "std"
                 else c["total_tok_per_s_std"] * scale
+            )
         assert analyse(wide).saturation.users == base, scale
 
 
@@ -230,11 +265,18 @@ def test_undetermined_says_so_with_the_runs_that_would_decide_it():
     assert d.plausible == (2, 4, 8)
     assert "any level from 2 to 8 concurrent plausible" in d.sentence()
     assert d.runs_needed is not None and 3 < d.runs_needed < 1000
-    assert f"about {d.runs_needed} runs would decide it" in d.sentence() and "an estimate" in d.sentence()
-    assert "undetermined at n = 3" in " ".join(findings(curve(NOISY_USERS, tok, n=3, half=half), sat, n_runs=3))
+    assert (
+        f"about {d.runs_needed} runs would decide it" in d.sentence()
+        and "an estimate" in d.sentence()
+    )
+    assert "undetermined at n = 3" in " ".join(
+        findings(curve(NOISY_USERS, tok, n=3, half=half), sat, n_runs=3)
+    )
     # the estimate is the run count at which the same means and spreads decide it, and not one fewer
     for n, decided in ((d.runs_needed, True), (d.runs_needed - 1, False)):
-        more = analyse(curve(NOISY_USERS, tok, n=n, half=np.asarray(tok) * cov * t_quantile(n) / math.sqrt(n)))
+        more = analyse(
+            curve(NOISY_USERS, tok, n=n, half=np.asarray(tok) * cov * t_quantile(n) / math.sqrt(n))
+        )
         assert more.saturation.users == 4 and more.decision.decided is decided, n
 
 
@@ -255,7 +297,9 @@ def test_clean_runs_are_decided():
     # still rising, cleanly: that is decided too, and said about the top level
     rising = analyse(curve(NOISY_USERS, [1000, 1500, 2000, 2600], n=3, half=[10, 15, 20, 26]))
     assert not rising.saturated and rising.decision.decided and rising.decision.at_top
-    assert rising.decision.sentence().startswith("That throughput is still rising at 8 concurrent (not saturated)")
+    assert rising.decision.sentence().startswith(
+        "That throughput is still rising at 8 concurrent (not saturated)"
+    )
 
 
 def test_a_single_run_is_said_to_rest_on_it():
@@ -277,32 +321,56 @@ def test_a_level_where_the_server_died_is_left_out_and_named():
     joined = " ".join(text)
     assert "still rising at the highest tested level" not in joined and "3,611" not in joined
     assert "Throughput is still rising at the highest level kept (4 concurrent" in joined
-    assert "where throughput saturates is not known" in joined and "test higher concurrency" not in joined
+    assert (
+        "where throughput saturates is not known" in joined
+        and "test higher concurrency" not in joined
+    )
     assert sat.reason.startswith("throughput still rises at the highest level kept")
-    assert sat.recommendations[-1].note == "highest level kept; the levels above it had failed requests"
-    assert ("Level 8 concurrent is left out of the peak, saturation point, scaling and recommendations: "
-            "75.0% of its measured requests failed, more than the 1% allowed") in joined
+    assert (
+        sat.recommendations[-1].note
+        == "highest level kept; the levels above it had failed requests"
+    )
+    assert (
+        "Level 8 concurrent is left out of the peak, saturation point, scaling and recommendations: "
+        "75.0% of its measured requests failed, more than the 1% allowed"
+    ) in joined
     assert "100% success" not in joined
 
 
 def test_the_worst_run_decides_and_the_threshold_is_configurable():
     # mean success 98 % over three runs, but one run lost 6 %: left out
-    c = curve([10, 50, 100], [1000, 3000, 3100], n=3, half=[10, 30, 31],
-              success_rate_mean=[1.0, 1.0, 0.98], success_rate_min=[1.0, 1.0, 0.94], success_rate_n=3)
+    c = curve(
+        [10, 50, 100],
+        [1000, 3000, 3100],
+        n=3,
+        half=[10, 30, 31],
+        success_rate_mean=[1.0, 1.0, 0.98],
+        success_rate_min=[1.0, 1.0, 0.94],
+        success_rate_n=3,
+    )
     sat = analyse(c)
     (f,) = sat.failed
-    assert f.excluded and f.worst_share == pytest.approx(0.06) and f.mean_share == pytest.approx(0.02)
+    assert (
+        f.excluded and f.worst_share == pytest.approx(0.06) and f.mean_share == pytest.approx(0.02)
+    )
     assert sat.peak.users == 50
     assert "6.0% of its measured requests failed in the worst of 3 runs (mean 2.0%)" in f.sentence()
     lenient = analyse(c, SaturationRule(max_failed_share=0.1))
     assert not lenient.failed[0].excluded and lenient.peak.users == 100
-    assert "kept although" in " ".join(findings(c, lenient, n_runs=3, rule=SaturationRule(max_failed_share=0.1)))
+    assert "kept although" in " ".join(
+        findings(c, lenient, n_runs=3, rule=SaturationRule(max_failed_share=0.1))
+    )
 
 
 def test_every_level_failed():
     c = curve([10, 50], [100, 120], success_rate_mean=[0.2, 0.1])
     sat = analyse(c)
-    assert sat.peak is None and sat.saturation is None and sat.recommendations == [] and sat.decision is None
+    assert (
+        sat.peak is None
+        and sat.saturation is None
+        and sat.recommendations == []
+        and sat.decision is None
+    )
     assert sat.status == "no level to judge" and "every level had more than 1% failed" in sat.reason
     text = findings(c, sat, n_runs=1)
     assert text[0].startswith("Every tested level had more than 1% failed requests")

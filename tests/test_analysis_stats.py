@@ -36,14 +36,20 @@ def test_five_runs_use_df_four():
 def test_single_run_has_no_interval():
     s = summarize([5.0, float("nan")])
     assert s.n == 1 and s.mean == 5.0
-    assert math.isnan(s.std) and math.isnan(s.ci_low) and math.isnan(s.ci_high) and math.isnan(s.cov)
+    assert (
+        math.isnan(s.std) and math.isnan(s.ci_low) and math.isnan(s.ci_high) and math.isnan(s.cov)
+    )
     assert summarize([]).n == 0
 
 
 def test_aggregate_matches_summarize_per_group():
-    frame = pd.DataFrame({"series": ["a"] * 5 + ["b"],
-                          "users": [10, 10, 10, 50, 50, 10],
-                          "tok": [100.0, 110.0, 90.0, 400.0, 420.0, 7.0]})
+    frame = pd.DataFrame(
+        {
+            "series": ["a"] * 5 + ["b"],
+            "users": [10, 10, 10, 50, 50, 10],
+            "tok": [100.0, 110.0, 90.0, 400.0, 420.0, 7.0],
+        }
+    )
     agg = aggregate(frame, ["series", "users"], ["tok"]).set_index(["series", "users"])
     for key, values in {("a", 10): [100, 110, 90], ("a", 50): [400, 420], ("b", 10): [7]}.items():
         s = summarize(values)
@@ -57,7 +63,13 @@ def test_aggregate_matches_summarize_per_group():
 
 
 def test_runs_grouped_by_model_and_settings():
-    base = {"levels": [10, 50], "input_tokens": 2048, "run_dir": "x", "out": "runs", "meta": {"gpus": "8"}}
+    base = {
+        "levels": [10, 50],
+        "input_tokens": 2048,
+        "run_dir": "x",
+        "out": "runs",
+        "meta": {"gpus": "8"},
+    }
     runs = [
         {"model": "A", "settings": {**base, "run_dir": "r1"}},
         {"model": "B", "settings": base},
@@ -75,7 +87,11 @@ def test_config_meta_separates_series_and_labels_them():
     from vllm_load.analysis.stats import group_runs
 
     def run(seqs, other="x"):
-        return {"model": "m", "settings": {"levels": [1]}, "meta": {"config.max_num_seqs": seqs, "note": other}}
+        return {
+            "model": "m",
+            "settings": {"levels": [1]},
+            "meta": {"config.max_num_seqs": seqs, "note": other},
+        }
 
     series = group_runs([run(8), run(32), run(8, other="y")])
     assert [s.run_indices for s in series] == [[0, 2], [1]]

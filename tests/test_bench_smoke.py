@@ -20,9 +20,16 @@ NUMBER = r"([-+]?[\d,]*\.?\d+)"
 
 def run_bench(name: str, tmp_path, timeout: float = 120) -> str:
     """Run bench/NAME --quick; return its stdout (assert exit 0)."""
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", name), "--quick", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
-    assert proc.returncode == 0, f"{name} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", name), "--quick", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, (
+        f"{name} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
     return proc.stdout
 
 
@@ -41,7 +48,10 @@ def test_client_capacity_quick(tmp_path):
     out = run_bench("client_capacity.py", tmp_path)
     assert "Server limit:" in out, out
     for client in ("vllm-load", "reference"):
-        for load, stream in (("10 users, non-streaming 8 tokens", False), ("10 users, streaming 64 tokens", True)):
+        for load, stream in (
+            ("10 users, non-streaming 8 tokens", False),
+            ("10 users, streaming 64 tokens", True),
+        ):
             cells = capacity_row(out, load, client)
             # req/s, chunks/s, ratio, CPU s/1k, CPU ratio, p99 E2E ms, achieved, RSS MiB, server core %
             assert len(cells) == 9, cells
@@ -49,11 +59,13 @@ def test_client_capacity_quick(tmp_path):
             positive = [req_s, cpu_1k, p99_ms, achieved, rss] + ([chunks_s] if stream else [])
             positive += [ratio, cpu_ratio] if client == "vllm-load" else []
             assert all(float(v.replace(",", "")) > 0 for v in positive), (load, client, cells)
-    for target in (r"non-streaming req/s at 10 users >= 1\.25x reference: [\d.]+x",
-                   r"streaming chunks/s at 10 users >= 2x reference: [\d.]+x",
-                   r"streaming p99 E2E at 10 users <= reference's: [\d,.]+ ms vs [\d,.]+ ms",
-                   r"streaming achieved concurrency at 10 users >= 95%: [\d.]+",
-                   r"RSS of vllm-load at 10 streaming users <= 300 MiB: [\d,]+ MiB"):
+    for target in (
+        r"non-streaming req/s at 10 users >= 1\.25x reference: [\d.]+x",
+        r"streaming chunks/s at 10 users >= 2x reference: [\d.]+x",
+        r"streaming p99 E2E at 10 users <= reference's: [\d,.]+ ms vs [\d,.]+ ms",
+        r"streaming achieved concurrency at 10 users >= 95%: [\d.]+",
+        r"RSS of vllm-load at 10 streaming users <= 300 MiB: [\d,]+ MiB",
+    ):
         assert re.search(r"(PASS|FAIL)  " + target, out), (target, out)
 
 
@@ -66,7 +78,12 @@ def test_timing_accuracy_quick(tmp_path):
         assert len(values) == 11, line
         ttft_p50, ttft_p99, itl_p50, itl_p99 = values[:4]
         # measured − true (ms): the measured TTFT and ITL are positive, and off by less than 200 ms
-        assert -20 < ttft_p50 < 200 and -20 < ttft_p99 < 200 and -20 < itl_p50 < 200 and -20 < itl_p99 < 200, line
+        assert (
+            -20 < ttft_p50 < 200
+            and -20 < ttft_p99 < 200
+            and -20 < itl_p50 < 200
+            and -20 < itl_p99 < 200
+        ), line
         assert values[-1] == 100.0, line  # success %
     # against the simulator's trace: every measured request joined on X-Request-Id, errors small
     (row,) = [ln for ln in out.splitlines() if re.match(r"\s+10\s+\d+/\d+\s", ln)]

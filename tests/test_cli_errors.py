@@ -43,12 +43,16 @@ def one_error_line(proc: subprocess.CompletedProcess, name: str) -> str:
     assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
     assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr[-3000:]
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith(f"vllm-load {name}: error: "), proc.stderr[-3000:]
+    assert len(lines) == 1 and lines[0].startswith(f"vllm-load {name}: error: "), proc.stderr[
+        -3000:
+    ]
     return lines[0]
 
 
 def run(cmd: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=ROOT)
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=ROOT
+    )
 
 
 @pytest.mark.parametrize("host,message", BAD_HOSTS.items(), ids=list(BAD_HOSTS))
@@ -59,7 +63,9 @@ def test_parse_host_says_what_is_wrong(host, message):
     assert "secret" not in str(caught.value)
 
 
-@pytest.mark.parametrize("host", ["http://127.0.0.1:8000", "https://gpu-host/", "http://[::1]:8000", "HTTP://H:1"])
+@pytest.mark.parametrize(
+    "host", ["http://127.0.0.1:8000", "https://gpu-host/", "http://[::1]:8000", "HTTP://H:1"]
+)
 def test_parse_host_takes_a_base_url_unchanged(host):
     assert parse_host(host) == host
 
@@ -87,26 +93,48 @@ def test_a_refused_connection_is_one_line_saying_what_to_do(tmp_path, name):
 
 
 def test_locust_with_a_bad_host_is_one_error_line(tmp_path):
-    proc = run([sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfiles", "chat_stepped.py"),
-                "--headless", "--host", "notaurl", "--out", str(tmp_path / "out")])
+    proc = run(
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            os.path.join(ROOT, "locustfiles", "chat_stepped.py"),
+            "--headless",
+            "--host",
+            "notaurl",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("vllm-load: error:")]
     assert len(errors) == 1 and "'notaurl' is not a URL" in errors[0], proc.stderr[-3000:]
     assert not os.path.exists(tmp_path / "out")
 
 
-@pytest.mark.parametrize("argv,option", [
-    (["run", "--host", "http://127.0.0.1:1", "--web", "--web-port", "99999"], "--web-port"),
-    (["master", "--host", "http://127.0.0.1:1", "--master-bind-port", "70000"], "--master-bind-port"),
-    (["worker", "--master-host", "127.0.0.1", "--master-port", "0"], "--master-port"),
-], ids=["web-port", "master-bind-port", "master-port"])
+@pytest.mark.parametrize(
+    "argv,option",
+    [
+        (["run", "--host", "http://127.0.0.1:1", "--web", "--web-port", "99999"], "--web-port"),
+        (
+            ["master", "--host", "http://127.0.0.1:1", "--master-bind-port", "70000"],
+            "--master-bind-port",
+        ),
+        (["worker", "--master-host", "127.0.0.1", "--master-port", "0"], "--master-port"),
+    ],
+    ids=["web-port", "master-bind-port", "master-port"],
+)
 def test_a_port_out_of_range_is_one_line(argv, option):
     line = one_error_line(run([sys.executable, "-m", "vllm_load", *argv]), argv[0])
     assert f"argument {option}: a port is a whole number from 1 to 65535" in line
 
 
-@pytest.mark.parametrize("argv", [["report", "MISSING"], ["validate-client", "--run", "MISSING"]],
-                         ids=["report", "validate-client-run"])
+@pytest.mark.parametrize(
+    "argv",
+    [["report", "MISSING"], ["validate-client", "--run", "MISSING"]],
+    ids=["report", "validate-client-run"],
+)
 def test_a_missing_run_directory_is_one_line(tmp_path, argv):
     argv = [str(tmp_path / "nothing-here") if a == "MISSING" else a for a in argv]
     line = one_error_line(run([sys.executable, "-m", "vllm_load", *argv]), argv[0])

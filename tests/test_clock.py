@@ -34,7 +34,12 @@ def test_kernel_receive_timestamp_dates_bytes_when_they_arrived_not_when_read():
 
     import pytest
 
-    from vllm_load.client.clock import ANCILLARY_SIZE, enable_receive_timestamps, hold_receive_timestamps, received_at
+    from vllm_load.client.clock import (
+        ANCILLARY_SIZE,
+        enable_receive_timestamps,
+        hold_receive_timestamps,
+        received_at,
+    )
 
     listener = socket.create_server(("127.0.0.1", 0))
     client = socket.create_connection(listener.getsockname())
@@ -45,7 +50,9 @@ def test_kernel_receive_timestamp_dates_bytes_when_they_arrived_not_when_read():
             pytest.skip("no kernel receive timestamps on this platform")
         clock = WallClock()
         hold_receive_timestamps()
-        for _attempt in range(5):  # the stack turns timestamping on lazily: early segments may be unstamped
+        for _attempt in range(
+            5
+        ):  # the stack turns timestamping on lazily: early segments may be unstamped
             sent = time.perf_counter()
             server.sendall(b"data: {}\n\n")
             time.sleep(0.05)  # a busy client: the bytes wait in the socket

@@ -33,7 +33,9 @@ print(json.dumps({"threshold": gc.get_threshold()[0], "collect_after": COLLECT_A
 
 
 def test_collections_are_rare_but_cycles_are_still_collected():
-    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120, check=True
+    )
     result = json.loads(out.stdout)
     assert result["threshold"] == result["collect_after"]
     assert result["frozen"] >= 5000
@@ -64,8 +66,13 @@ print(json.dumps(frozen))
 
 
 def test_what_users_connect_is_frozen_once_every_user_has_had_a_response():
-    out = subprocess.run([sys.executable, "-c", USERS_SCRIPT], capture_output=True, text=True, timeout=120,
-                         check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", USERS_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     before, two_settled, all_settled = json.loads(out.stdout.strip().splitlines()[-1])
     assert two_settled == before
     assert all_settled >= before + 3000

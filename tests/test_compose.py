@@ -19,9 +19,11 @@ COMPOSE = os.path.join(ROOT, "docker-compose.yml")
 
 def interpolate(text: str, env: dict) -> str:
     """Compose's ${VAR:-default} and ${VAR} substitution."""
+
     def sub(match):
         name, default = match.group(1), match.group(3)
         return env.get(name) or (default if default is not None else "")
+
     return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}", sub, text)
 
 
@@ -35,7 +37,9 @@ def command_argv(service: dict) -> list[str]:
     return list(command) if isinstance(command, list) else shlex.split(command)
 
 
-@pytest.mark.parametrize("env", [{}, {"MASTER_MODE": "--headless", "WORKERS": "8", "TARGET": "http://vllm:8000"}])
+@pytest.mark.parametrize(
+    "env", [{}, {"MASTER_MODE": "--headless", "WORKERS": "8", "TARGET": "http://vllm:8000"}]
+)
 def test_every_vllm_load_service_command_parses(env):
     services = compose(env)["services"]
     ours = {name: s for name, s in services.items() if s.get("image") == "vllm-load:latest"}
@@ -63,7 +67,9 @@ def test_image_entry_point_is_the_installed_console_script():
     cfg = configparser.ConfigParser()
     cfg.read(os.path.join(ROOT, "setup.cfg"))
     lines = cfg["options.entry_points"]["console_scripts"].strip().splitlines()
-    scripts = {name.strip(): target.strip() for name, target in (line.split("=", 1) for line in lines)}
+    scripts = {
+        name.strip(): target.strip() for name, target in (line.split("=", 1) for line in lines)
+    }
     assert entry in {k.strip() for k in scripts}
     assert scripts[entry].strip() == "vllm_load.cli.main:main"
     for path in re.findall(r"^COPY (\S+) ", dockerfile, re.M):
@@ -72,7 +78,10 @@ def test_image_entry_point_is_the_installed_console_script():
 
 def compose_client() -> list[str] | None:
     """`docker compose` (v2 plugin) if present, else Debian's `docker-compose`."""
-    if shutil.which("docker") and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+    if (
+        shutil.which("docker")
+        and subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0
+    ):
         return ["docker", "compose"]
     if shutil.which("docker-compose"):
         return ["docker-compose"]
@@ -83,7 +92,14 @@ def compose_client() -> list[str] | None:
 def test_compose_config_validates(env):
     client = compose_client()
     if client is None:
-        pytest.skip("no compose client installed (.ci/run installs Debian's docker-compose as root)")
-    result = subprocess.run([*client, "-f", COMPOSE, "config", "--quiet"], capture_output=True, text=True,
-                            cwd=ROOT, env={**os.environ, **env})
+        pytest.skip(
+            "no compose client installed (.ci/run installs Debian's docker-compose as root)"
+        )
+    result = subprocess.run(
+        [*client, "-f", COMPOSE, "config", "--quiet"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **env},
+    )
     assert result.returncode == 0, result.stderr

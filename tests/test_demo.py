@@ -21,7 +21,9 @@ def test_demo_writes_a_report_and_three_runs_give_n3_intervals(tmp_path):
     # a window the scrapes cannot resolve (on a loaded machine: gaps in scraping) is not judged and
     # says why; test_server_metrics checks that resolvable windows agree
     assert len(server_levels) == 4 and not any(lv["flagged"] for lv in server_levels), server_levels
-    assert all(lv["comparable"] or lv["not_comparable_reason"] for lv in server_levels), server_levels
+    assert all(lv["comparable"] or lv["not_comparable_reason"] for lv in server_levels), (
+        server_levels
+    )
     assert "differ from the client" not in open(html).read()
     for _ in range(2):
         run_vllm_load("demo", *DEMO_ARGS, "--no-report", timeout=180)
@@ -33,7 +35,11 @@ def test_demo_writes_a_report_and_three_runs_give_n3_intervals(tmp_path):
     assert series["n_runs"] == 3
     for level in series["levels"]:
         assert level["total_tok_per_s_n"] == 3
-        assert level["total_tok_per_s_ci_low"] < level["total_tok_per_s_mean"] < level["total_tok_per_s_ci_high"]
+        assert (
+            level["total_tok_per_s_ci_low"]
+            < level["total_tok_per_s_mean"]
+            < level["total_tok_per_s_ci_high"]
+        )
         assert level["success_rate_mean"] == 1.0
     # the simulator batches 16 sequences: 16 and 32 users are near the peak, 2 users far below it
     means = {lv["users"]: lv["total_tok_per_s_mean"] for lv in series["levels"]}

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 import pytest
-
 from runhelpers import load_run_files, only_run_dir, run_vllm_load
+
 from vllm_load.analysis.levels import level_metrics
 from vllm_load.sim.process import SimulatorProcess
 
@@ -33,29 +33,54 @@ class FaultCase:
 
 CASES = {
     "error_500": FaultCase(("--fault-error-rate", RATE), category="http_status", status=500),
-    "error_503": FaultCase(("--fault-error-rate", RATE, "--fault-error-status", "503"), category="http_status",
-                           status=503),
-    "error_429": FaultCase(("--fault-error-rate", RATE, "--fault-error-status", "429"), category="http_status",
-                           status=429),
+    "error_503": FaultCase(
+        ("--fault-error-rate", RATE, "--fault-error-status", "503"),
+        category="http_status",
+        status=503,
+    ),
+    "error_429": FaultCase(
+        ("--fault-error-rate", RATE, "--fault-error-status", "429"),
+        category="http_status",
+        status=429,
+    ),
     "reset": FaultCase(("--fault-reset-rate", RATE), category="disconnect"),
     "bad_sse": FaultCase(("--fault-bad-sse-rate", RATE), category="bad_sse"),
-    "stall": FaultCase(("--fault-stall-rate", RATE, "--fault-stall-seconds", "1.5"), ("--stall-timeout", "0.4"),
-                       category="timeout_stall"),
-    "slow_first_token": FaultCase(("--fault-slow-first-token-rate", RATE, "--fault-slow-first-token-seconds", "1.5"),
-                                  ("--ttft-timeout", "0.4"), category="timeout_ttft"),
+    "stall": FaultCase(
+        ("--fault-stall-rate", RATE, "--fault-stall-seconds", "1.5"),
+        ("--stall-timeout", "0.4"),
+        category="timeout_stall",
+    ),
+    "slow_first_token": FaultCase(
+        ("--fault-slow-first-token-rate", RATE, "--fault-slow-first-token-seconds", "1.5"),
+        ("--ttft-timeout", "0.4"),
+        category="timeout_ttft",
+    ),
     # silence after the headers, caught by --stall-timeout before any content: a TTFT failure
-    "slow_first_token_stall": FaultCase(("--fault-slow-first-token-rate", RATE, "--fault-slow-first-token-seconds", "1.5"),
-                                        ("--stall-timeout", "0.4"), category="timeout_ttft"),
-    "slow_first_token_outliers": FaultCase(("--fault-slow-first-token-rate", "0.1",
-                                            "--fault-slow-first-token-seconds", "0.3")),
-    "close_after_headers": FaultCase(("--fault-close-after-headers-rate", RATE), category="disconnect"),
+    "slow_first_token_stall": FaultCase(
+        ("--fault-slow-first-token-rate", RATE, "--fault-slow-first-token-seconds", "1.5"),
+        ("--stall-timeout", "0.4"),
+        category="timeout_ttft",
+    ),
+    "slow_first_token_outliers": FaultCase(
+        ("--fault-slow-first-token-rate", "0.1", "--fault-slow-first-token-seconds", "0.3")
+    ),
+    "close_after_headers": FaultCase(
+        ("--fault-close-after-headers-rate", RATE), category="disconnect"
+    ),
     # non-streaming responses: the same faults on a JSON body
-    "json_error_503": FaultCase(("--fault-error-rate", RATE, "--fault-error-status", "503"), ("--no-stream",),
-                                category="http_status", status=503),
+    "json_error_503": FaultCase(
+        ("--fault-error-rate", RATE, "--fault-error-status", "503"),
+        ("--no-stream",),
+        category="http_status",
+        status=503,
+    ),
     "json_reset": FaultCase(("--fault-reset-rate", RATE), ("--no-stream",), category="disconnect"),
-    "json_bad_body": FaultCase(("--fault-bad-sse-rate", RATE), ("--no-stream",), category="bad_sse"),
-    "json_close_after_headers": FaultCase(("--fault-close-after-headers-rate", RATE), ("--no-stream",),
-                                          category="disconnect"),
+    "json_bad_body": FaultCase(
+        ("--fault-bad-sse-rate", RATE), ("--no-stream",), category="bad_sse"
+    ),
+    "json_close_after_headers": FaultCase(
+        ("--fault-close-after-headers-rate", RATE), ("--no-stream",), category="disconnect"
+    ),
 }
 
 
@@ -64,7 +89,7 @@ def measured_success_rates(requests, steps) -> list[float]:
     rates = []
     for step in steps.itertuples():
         rows = requests[requests["level"] == step.level].sort_values("end_ts")
-        measured = rows.iloc[step.warmup_requests:step.target_requests]
+        measured = rows.iloc[step.warmup_requests : step.target_requests]
         rates.append(float(measured["ok"].mean()))
     return rates
 
@@ -72,11 +97,27 @@ def measured_success_rates(requests, steps) -> list[float]:
 @pytest.mark.parametrize("name", list(CASES))
 def test_a_stepped_run_survives_the_fault_and_accounts_for_every_request(name, tmp_path):
     case = CASES[name]
-    with SimulatorProcess("--time-scale", "0.05", "--max-num-seqs", "16", "--seed", "3", *case.sim) as sim:
+    with SimulatorProcess(
+        "--time-scale", "0.05", "--max-num-seqs", "16", "--seed", "3", *case.sim
+    ) as sim:
         run_vllm_load(
-            "run", "--host", sim.url, "--levels", "4,8", "--input-tokens", "128", "--output-tokens",
-            str(OUTPUT_TOKENS), "--requests-per-level", "40", "--warmup-requests", "4", "--out", str(tmp_path),
-            *case.client, timeout=60,
+            "run",
+            "--host",
+            sim.url,
+            "--levels",
+            "4,8",
+            "--input-tokens",
+            "128",
+            "--output-tokens",
+            str(OUTPUT_TOKENS),
+            "--requests-per-level",
+            "40",
+            "--warmup-requests",
+            "4",
+            "--out",
+            str(tmp_path),
+            *case.client,
+            timeout=60,
         )
     requests, steps, run, stats = load_run_files(only_run_dir(tmp_path))
     assert run["outcome"] == "completed" and list(steps["stop_reason"]) == ["target_reached"] * 2
@@ -91,7 +132,9 @@ def test_a_stepped_run_survives_the_fault_and_accounts_for_every_request(name, t
 
     if case.category is None:
         assert failed.empty
-        assert requests["ttft"].max() > 0.3 > requests["ttft"].median()  # the outliers are there, and rare
+        assert (
+            requests["ttft"].max() > 0.3 > requests["ttft"].median()
+        )  # the outliers are there, and rare
     else:
         assert set(failed["error"]) == {case.category}
         assert set(failed["status"]) == {case.status}

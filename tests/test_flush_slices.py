@@ -39,7 +39,13 @@ print(json.dumps({"rows": session.rows, "slice": LOCAL_FLUSH_SLICE, "left": len(
 
 
 def test_stream_reads_get_in_between_slices_of_a_flush():
-    out = subprocess.run([sys.executable, "-c", SCRIPT, os.path.dirname(__file__)], capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, os.path.dirname(__file__)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["left"] == 0 and result["rows"] == 200 * result["slice"]
     lags = sorted(result["lags"])

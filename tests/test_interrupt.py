@@ -11,8 +11,8 @@ import time
 
 import psutil
 import pytest
-
 from runhelpers import load_run_files, stop_group, wait_for_rows
+
 from vllm_load.analysis.levels import level_metrics
 from vllm_load.rundir.load import load_run
 from vllm_load.sim.process import SimulatorProcess
@@ -23,16 +23,41 @@ EXIT_WITHIN = 10.0
 def start_run(sim_url: str, out: str, workers: int) -> subprocess.Popen:
     """A run that would take minutes: 1000 requests per level of about one second each."""
     return subprocess.Popen(
-        [sys.executable, "-m", "vllm_load", "run", "--host", sim_url, "--workers", str(workers), "--levels", "4,8",
-         "--input-tokens", "64", "--output-tokens", "20", "--requests-per-level", "1000", "--warmup-requests", "2",
-         "--out", out],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+        [
+            sys.executable,
+            "-m",
+            "vllm_load",
+            "run",
+            "--host",
+            sim_url,
+            "--workers",
+            str(workers),
+            "--levels",
+            "4,8",
+            "--input-tokens",
+            "64",
+            "--output-tokens",
+            "20",
+            "--requests-per-level",
+            "1000",
+            "--warmup-requests",
+            "2",
+            "--out",
+            out,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
         start_new_session=True,
     )
 
 
-@pytest.mark.parametrize("sig,workers", [(signal.SIGINT, 0), (signal.SIGINT, 2), (signal.SIGTERM, 0)],
-                         ids=["sigint-local", "sigint-2-workers", "sigterm-local"])
+@pytest.mark.parametrize(
+    "sig,workers",
+    [(signal.SIGINT, 0), (signal.SIGINT, 2), (signal.SIGTERM, 0)],
+    ids=["sigint-local", "sigint-2-workers", "sigterm-local"],
+)
 def test_an_interrupted_run_is_complete_on_disk_and_analysable(sig, workers, tmp_path):
     out = str(tmp_path)
     with SimulatorProcess("--ttft", "0.05", "--itl", "0.05") as sim:
@@ -55,16 +80,26 @@ def test_an_interrupted_run_is_complete_on_disk_and_analysable(sig, workers, tmp
     assert run["outcome"] == "interrupted" and run["ended_at"]
     assert list(steps["stop_reason"]) == ["interrupted"] and steps["end_ts"].notna().all()
     locust_total = int(stats.loc[stats["Name"] == "Aggregated", "Request Count"].item())
-    assert len(requests) == locust_total == run["locust_totals"]["requests"] == run["requests_recorded"] >= 5
+    assert (
+        len(requests)
+        == locust_total
+        == run["locust_totals"]["requests"]
+        == run["requests_recorded"]
+        >= 5
+    )
     # the 4 users each had a ~1 s request in flight when the signal came: counted, at level 0
     abandoned = run["requests_abandoned"]
-    assert 3 <= abandoned["total"] <= 4 and abandoned["by_level"] == {"0": abandoned["total"]}, abandoned
+    assert 3 <= abandoned["total"] <= 4 and abandoned["by_level"] == {"0": abandoned["total"]}, (
+        abandoned
+    )
     assert not [p for p in os.listdir(run_dir) if p.endswith(".tmp")]
 
     data = load_run(run_dir)
     metrics = level_metrics(data.requests, data.steps)
     assert len(metrics) == 1 and metrics.loc[0, "stop_reason"] == "interrupted"
     assert metrics.loc[0, "started"] == len(requests) and metrics.loc[0, "success_rate"] == 1.0
-    assert metrics.loc[0, "measured"] == len(requests) - 2 and metrics.loc[0, "output_tok_per_s"] > 0
+    assert (
+        metrics.loc[0, "measured"] == len(requests) - 2 and metrics.loc[0, "output_tok_per_s"] > 0
+    )
     if workers:
         assert len(run["workers_seen"]) == workers

@@ -2,20 +2,41 @@
 
 import pytest
 
-from vllm_load.rundir.histogram import LogHistogram
 from vllm_load.run.live import LiveStats
+from vllm_load.rundir.histogram import LogHistogram
 from vllm_load.rundir.records import RequestRecord
 
 
 def row(level, start, e2e, ok=1, ttft=0.1, out=10):
     return RequestRecord(
-        request_id="x", worker="w", level=level, users=4, endpoint="chat", stream=1,
-        start_ts=start, end_ts=start + e2e, ttft=ttft if ok else None, e2e=e2e, tpot=None,
-        itl_mean=None, itl_p50=None, itl_p90=None, itl_p99=None, itl_max=None,
-        itl_hist=LogHistogram.of([0.02] * (out - 1)).format() if ok else "", n_chunks=out if ok else 0, chunks_merged=0, chunk_marks="",
-        prompt_tokens=100 if ok else None, completion_tokens=out if ok else None,
-        requested_prompt_tokens=100, requested_completion_tokens=out, ok=ok, status=200 if ok else 500,
-        error="" if ok else "http_status", error_message="",
+        request_id="x",
+        worker="w",
+        level=level,
+        users=4,
+        endpoint="chat",
+        stream=1,
+        start_ts=start,
+        end_ts=start + e2e,
+        ttft=ttft if ok else None,
+        e2e=e2e,
+        tpot=None,
+        itl_mean=None,
+        itl_p50=None,
+        itl_p90=None,
+        itl_p99=None,
+        itl_max=None,
+        itl_hist=LogHistogram.of([0.02] * (out - 1)).format() if ok else "",
+        n_chunks=out if ok else 0,
+        chunks_merged=0,
+        chunk_marks="",
+        prompt_tokens=100 if ok else None,
+        completion_tokens=out if ok else None,
+        requested_prompt_tokens=100,
+        requested_completion_tokens=out,
+        ok=ok,
+        status=200 if ok else 500,
+        error="" if ok else "http_status",
+        error_message="",
     ).to_row()
 
 

@@ -1,10 +1,10 @@
 """A reader fed several chunks in one read dates them alike, and they are counted as merged
 (`stream.chunk_summary`, the requests.csv column `chunks_merged`): they cannot be dated apart."""
 
+from test_stream import STREAM, chat_chunk
+
 from vllm_load.client.reader import read_unstamped
 from vllm_load.client.sse import SseMeter, chunk_summary
-
-from test_stream import STREAM, chat_chunk
 
 
 class FakeSocket:
@@ -36,7 +36,9 @@ def test_unstamped_reader_counts_chunks_that_shared_a_read():
     meter, response = SseMeter(), FakeResponse()
     read_unstamped(FakeSocket(reads), response, meter, [0.0], None, 0.0)
     assert response.message_complete and len(meter.chunk_times) == 6
-    assert chunk_summary(meter.chunk_times)[6] == 3  # the three content chunks of the third read; the last read brought one
+    assert (
+        chunk_summary(meter.chunk_times)[6] == 3
+    )  # the three content chunks of the third read; the last read brought one
 
 
 def test_one_chunk_per_read_merges_nothing():
@@ -64,7 +66,12 @@ def test_stamped_reader_dates_chunks_of_one_read_alike():
     content = [chat_chunk(content=f"t{i}") for i in range(5)]
 
     def send():
-        for piece in (STREAM[0] + content[0], b"".join(content[1:4]), content[4], b"".join(STREAM[3:])):
+        for piece in (
+            STREAM[0] + content[0],
+            b"".join(content[1:4]),
+            content[4],
+            b"".join(STREAM[3:]),
+        ):
             server.sendall(piece)
             gevent.sleep(0.02)
 

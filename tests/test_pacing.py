@@ -51,8 +51,13 @@ print(json.dumps({"arrived": arrived, "done": done, "waited": waited, "lags": la
 
 
 def run(mode: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", SCRIPT, os.path.dirname(__file__), mode], capture_output=True, text=True, timeout=120,
-                         check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, os.path.dirname(__file__), mode],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

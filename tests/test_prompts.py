@@ -20,14 +20,21 @@ class FakeCounter:
     method = "fake"
 
     def __init__(self, max_len=4, chat_overhead=9, bos=1, additive=True):
-        self.max_len, self.chat_overhead, self.bos, self.additive = max_len, chat_overhead, bos, additive
+        self.max_len, self.chat_overhead, self.bos, self.additive = (
+            max_len,
+            chat_overhead,
+            bos,
+            additive,
+        )
         self.calls = 0
         self.split_letters = set()
 
     def count_text(self, text):
         self.calls += 1
         words = text.split()
-        return sum(1 if len(w) <= self.max_len and not (set(w) & self.split_letters) else 2 for w in words)
+        return sum(
+            1 if len(w) <= self.max_len and not (set(w) & self.split_letters) else 2 for w in words
+        )
 
     def count_input(self, content, endpoint):
         n = self.count_text(content)
@@ -55,11 +62,13 @@ def test_bisection_is_cheap_when_most_words_are_single_tokens():
 def test_calibrated_prompts_are_exact_and_unique(endpoint, template):
     counter = FakeCounter()
     plan = calibrate(counter, endpoint, input_tokens=2048)
-    assert plan.overhead == template + counter.count_text(LEAD)  # template (or BOS) plus the LEAD word
+    assert plan.overhead == template + counter.count_text(
+        LEAD
+    )  # template (or BOS) plus the LEAD word
     factory = PromptFactory(plan, seed=1)
     contents = [factory.next_content() for _ in range(200)]
     assert all(counter.count_input(c, endpoint) == 2048 for c in contents)
-    heads = {" ".join(c.split()[1:1 + UNIQUE_HEAD_ATOMS]) for c in contents}
+    heads = {" ".join(c.split()[1 : 1 + UNIQUE_HEAD_ATOMS]) for c in contents}
     assert len(heads) == 200  # every prompt starts differently: no prefix-cache hits
     assert all(c.startswith(LEAD) for c in contents)
 
@@ -70,7 +79,7 @@ def test_shared_prefix_is_common_and_length_still_exact():
     factory = PromptFactory(plan, seed=2)
     a, b = factory.next_content(), factory.next_content()
     assert a.split()[:301] == b.split()[:301]
-    assert a.split()[301:301 + UNIQUE_HEAD_ATOMS] != b.split()[301:301 + UNIQUE_HEAD_ATOMS]
+    assert a.split()[301 : 301 + UNIQUE_HEAD_ATOMS] != b.split()[301 : 301 + UNIQUE_HEAD_ATOMS]
     assert counter.count_input(a, "chat") == counter.count_input(b, "chat") == 1000
 
 

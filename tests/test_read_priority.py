@@ -46,7 +46,9 @@ print(json.dumps({"urgent": turn(True), "plain": turn(False)}))
 
 
 def test_the_stream_waiting_for_its_first_chunk_reads_first():
-    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120, check=True
+    )
     result = json.loads(out.stdout.strip().splitlines()[-1])
     urgent, plain = result["urgent"], result["plain"]
     assert urgent["woken"] == plain["woken"] == 200

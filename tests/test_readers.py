@@ -46,8 +46,13 @@ print(json.dumps(out))
 
 def test_both_readers_take_the_whole_stream_with_its_timing():
     with SimulatorProcess("--ttft", "0.05", "--itl", "0.01") as sim:
-        out = subprocess.run([sys.executable, "-c", SCRIPT, sim.url], capture_output=True, text=True, timeout=60,
-                             check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", SCRIPT, sim.url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
     result = json.loads(out.stdout.strip().splitlines()[-1])
     for name, r in result.items():
         times = r["times"]

@@ -23,9 +23,24 @@ pytestmark = [pytest.mark.real_vllm, pytest.mark.timeout(3600)]
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("real-vllm")
-    cmd = [sys.executable, os.path.join(REPO, "bench", "real_vllm.py"), "--levels", ",".join(map(str, LEVELS)),
-           "--requests-per-level", "8", "--warmup-requests", "2", "--input-tokens", "256", "--output-tokens", "64",
-           "--via", "both", "--out", str(out)]
+    cmd = [
+        sys.executable,
+        os.path.join(REPO, "bench", "real_vllm.py"),
+        "--levels",
+        ",".join(map(str, LEVELS)),
+        "--requests-per-level",
+        "8",
+        "--warmup-requests",
+        "2",
+        "--input-tokens",
+        "256",
+        "--output-tokens",
+        "64",
+        "--via",
+        "both",
+        "--out",
+        str(out),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3500, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert str(out) in proc.stdout
@@ -38,8 +53,13 @@ def test_every_level_has_figures_on_both_sides(results, via):
     levels = results["modes"][via]["levels"]
     assert [int(r["users"]) for r in levels] == LEVELS
     for row in levels:
-        for key in ("client_output_tok_per_s", "server_gen_tok_per_s", "achieved_concurrency",
-                    "client_ttft_mean", "server_ttft_mean"):
+        for key in (
+            "client_output_tok_per_s",
+            "server_gen_tok_per_s",
+            "achieved_concurrency",
+            "client_ttft_mean",
+            "server_ttft_mean",
+        ):
             assert row[key] is not None and row[key] > 0, (via, row["users"], key, row[key])
         # vLLM's running gauge is a figure too, but it may read 0 in a window of a few scrapes:
         # it is updated when an engine step ends, so a scrape during a prefill step misses the
@@ -58,14 +78,20 @@ def test_every_level_agrees_with_the_server_or_says_why_not(results, via):
     the server within 5 %, mean TTFT within 5 %, at every level the last included; a level may
     instead be marked client-late, or too short for the scrapes to resolve (with the reason)."""
     mode = results["modes"][via]
-    assert mode["totals"]["requests_abandoned"] == 0 and mode["totals"]["drain"]["reason"] == "all_finished"
+    assert (
+        mode["totals"]["requests_abandoned"] == 0
+        and mode["totals"]["drain"]["reason"] == "all_finished"
+    )
     for row in mode["levels"]:
         if row["client_late"] or not row["comparable"]:
             assert row["client_late_reason"] or row["not_comparable_reason"], row
             continue
         assert abs(row["difference"]) <= 0.02, row
         assert abs(row["concurrency_difference"]) <= 0.05, row
-        assert abs(row["ttft_difference"]) <= 0.05 or abs(row["client_ttft_mean"] - row["server_ttft_mean"]) <= 0.01, row
+        assert (
+            abs(row["ttft_difference"]) <= 0.05
+            or abs(row["client_ttft_mean"] - row["server_ttft_mean"]) <= 0.01
+        ), row
 
 
 @pytest.mark.parametrize("via", ["run", "locust"])
@@ -75,7 +101,10 @@ def test_tokens_exact_and_no_prefix_cache_hits(results, via):
         assert row["prompt_exact_share"] == 1.0 and row["completion_exact_share"] == 1.0, row
         assert row["prefix_cache_hits"] == 0 and row["prefix_cache_queries"] > 0, row
     assert mode["totals"]["failed"] == 0
-    assert mode["totals"]["run_prefix_cache_hits"] == 0 and mode["totals"]["run_prefix_cache_queries"] > 0
+    assert (
+        mode["totals"]["run_prefix_cache_hits"] == 0
+        and mode["totals"]["run_prefix_cache_queries"] > 0
+    )
 
 
 def test_vllm_bench_ran_per_level_with_its_own_seed(results):

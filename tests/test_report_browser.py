@@ -14,8 +14,8 @@ import subprocess
 
 import pytest
 from PIL import Image, ImageStat
-
 from test_report import embedded_pngs, synthetic_runs
+
 from vllm_load.report.render import build_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,15 +24,28 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it as root)"),
+    pytest.mark.skipif(
+        CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it as root)"
+    ),
 ]
 
 
 def chromium(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
-         "--no-first-run", "--disable-extensions", *args],
-        capture_output=True, text=True, timeout=timeout,
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--hide-scrollbars",
+            "--no-first-run",
+            "--disable-extensions",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -48,10 +61,15 @@ def test_report_renders_in_chromium_with_tables_and_every_chart(tmp_path):
     html = dom.stdout
     assert 'id="comparison-table"' in html
     assert html.count('class="levels-agg"') == 1 and html.count('class="levels-run"') == 3
-    charts = re.findall(r'<figure id="chart-([^"]+)" class="chart"><img src="data:image/png;base64,', html)
+    charts = re.findall(
+        r'<figure id="chart-([^"]+)" class="chart"><img src="data:image/png;base64,', html
+    )
     assert len(charts) == expected_charts
     assert {"throughput", "latency", "tradeoff"} <= set(charts)
-    assert sum(c.startswith("timeline-") for c in charts) == 3 and sum(c.startswith("dist-") for c in charts) == 1
+    assert (
+        sum(c.startswith("timeline-") for c in charts) == 3
+        and sum(c.startswith("dist-") for c in charts) == 1
+    )
 
     os.makedirs(ARTIFACTS, exist_ok=True)
     shot = os.path.join(ARTIFACTS, "report.png")

@@ -4,8 +4,8 @@ import os
 
 import pandas as pd
 import pytest
-
 from runhelpers import load_run_files, only_run_dir, run_vllm_load
+
 from vllm_load.analysis.levels import level_metrics
 from vllm_load.sim.process import SimulatorProcess
 from vllm_load.sim.trace import read_trace
@@ -13,11 +13,29 @@ from vllm_load.sim.trace import read_trace
 
 def test_two_workers_record_every_request_once_and_attribute_levels(tmp_path):
     trace_path = str(tmp_path / "trace.jsonl")
-    with SimulatorProcess("--time-scale", "0.02", "--max-num-seqs", "16", "--trace", trace_path) as sim:
+    with SimulatorProcess(
+        "--time-scale", "0.02", "--max-num-seqs", "16", "--trace", trace_path
+    ) as sim:
         run_vllm_load(
-            "run", "--host", sim.url, "--workers", "2", "--levels", "4,12", "--input-tokens", "256",
-            "--output-tokens", "32", "--requests-per-level", "30", "--warmup-requests", "4",
-            "--out", str(tmp_path), "--meta", "purpose=test",
+            "run",
+            "--host",
+            sim.url,
+            "--workers",
+            "2",
+            "--levels",
+            "4,12",
+            "--input-tokens",
+            "256",
+            "--output-tokens",
+            "32",
+            "--requests-per-level",
+            "30",
+            "--warmup-requests",
+            "4",
+            "--out",
+            str(tmp_path),
+            "--meta",
+            "purpose=test",
         )
     requests, steps, run, stats = load_run_files(only_run_dir(tmp_path))
     locust_total = int(stats.loc[stats["Name"] == "Aggregated", "Request Count"].item())
@@ -45,16 +63,26 @@ def test_two_workers_record_every_request_once_and_attribute_levels(tmp_path):
     # every request went out with its request_id as X-Request-Id: the server's trace names each row
     trace = read_trace(trace_path)
     assert requests["request_id"].is_unique and set(trace) == set(requests["request_id"])
-    for rid, start, ttft, end, tokens in zip(requests["request_id"], requests["start_ts"], requests["ttft"],
-                                             requests["end_ts"], requests["completion_tokens"]):
+    for rid, start, ttft, end, tokens in zip(
+        requests["request_id"],
+        requests["start_ts"],
+        requests["ttft"],
+        requests["end_ts"],
+        requests["completion_tokens"],
+    ):
         server = trace[rid]
         assert len(server.tokens) == tokens == 32
         assert start < server.received <= server.tokens[0] <= server.tokens[-1] <= server.end
-        assert server.tokens[0] <= start + ttft and server.end <= end  # the client saw them after they were sent
+        assert (
+            server.tokens[0] <= start + ttft and server.end <= end
+        )  # the client saw them after they were sent
     # every stream's chunk marks: 17 arrival times (32 chunks, 16 segments), from its first chunk on
     marks = requests["chunk_marks"].str.split(";").apply(lambda m: [float(x) for x in m])
     assert (marks.str.len() == 17).all()
-    assert all(m == sorted(m) and abs(m[0] / 1000 - ttft) < 1e-3 for m, ttft in zip(marks, requests["ttft"]))
+    assert all(
+        m == sorted(m) and abs(m[0] / 1000 - ttft) < 1e-3
+        for m, ttft in zip(marks, requests["ttft"])
+    )
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])
@@ -62,13 +90,33 @@ def test_the_last_level_is_measured_like_the_others(tmp_path, workers):
     """Requests in flight when the last level reaches its target finish and are recorded: its
     achieved concurrency is its users, as at the level before (cut off, it read 6.0 of 8)."""
     trace_path = str(tmp_path / "trace.jsonl")
-    with SimulatorProcess("--time-scale", "0.1", "--max-num-seqs", "16", "--trace", trace_path) as sim:
-        run_vllm_load("run", "--host", sim.url, "--workers", workers, "--levels", "3,8", "--input-tokens", "128",
-                      "--output-tokens", "64", "--requests-per-level", "20", "--warmup-requests", "8",
-                      "--out", str(tmp_path))
+    with SimulatorProcess(
+        "--time-scale", "0.1", "--max-num-seqs", "16", "--trace", trace_path
+    ) as sim:
+        run_vllm_load(
+            "run",
+            "--host",
+            sim.url,
+            "--workers",
+            workers,
+            "--levels",
+            "3,8",
+            "--input-tokens",
+            "128",
+            "--output-tokens",
+            "64",
+            "--requests-per-level",
+            "20",
+            "--warmup-requests",
+            "8",
+            "--out",
+            str(tmp_path),
+        )
     requests, steps, run, _ = load_run_files(only_run_dir(tmp_path))
     assert run["requests_abandoned"]["total"] == 0 and run["drain"]["reason"] == "all_finished"
-    assert set(read_trace(trace_path)) == set(requests["request_id"])  # every request sent has its row
+    assert set(read_trace(trace_path)) == set(
+        requests["request_id"]
+    )  # every request sent has its row
     metrics = level_metrics(requests, steps)
     assert list(metrics["achieved_concurrency"]) == pytest.approx([3, 8], rel=0.05)
 
@@ -83,8 +131,17 @@ def _assert_exact(requests, n, input_tokens, output_tokens):
 def test_200_streamed_requests_are_exactly_2048_in_512_out(tmp_path):
     with SimulatorProcess("--time-scale", "0.002", "--max-num-seqs", "64") as sim:
         run_vllm_load(
-            "run", "--host", sim.url, "--levels", "40", "--requests-per-level", "190",
-            "--warmup-requests", "10", "--out", str(tmp_path),
+            "run",
+            "--host",
+            sim.url,
+            "--levels",
+            "40",
+            "--requests-per-level",
+            "190",
+            "--warmup-requests",
+            "10",
+            "--out",
+            str(tmp_path),
         )
     requests, *_ = load_run_files(only_run_dir(tmp_path))
     _assert_exact(requests, 200, 2048, 512)
@@ -95,12 +152,27 @@ def test_exact_with_a_local_tokenizer_when_the_server_has_no_tokenize(tmp_path):
     from hf_tokenizer import build_hf_tokenizer_dir
 
     tokenizer_dir = build_hf_tokenizer_dir(tmp_path / "tok")
-    with SimulatorProcess("--time-scale", "0.002", "--tokenizer", tokenizer_dir, "--no-tokenize-endpoint") as sim:
+    with SimulatorProcess(
+        "--time-scale", "0.002", "--tokenizer", tokenizer_dir, "--no-tokenize-endpoint"
+    ) as sim:
         with pytest.raises(AssertionError, match="tokenize"):  # refused without a tokenizer
-            run_vllm_load("run", "--host", sim.url, "--levels", "2", "--out", str(tmp_path / "refused"))
+            run_vllm_load(
+                "run", "--host", sim.url, "--levels", "2", "--out", str(tmp_path / "refused")
+            )
         run_vllm_load(
-            "run", "--host", sim.url, "--levels", "40", "--requests-per-level", "190", "--warmup-requests", "10",
-            "--tokenizer", tokenizer_dir, "--out", str(tmp_path / "runs"),
+            "run",
+            "--host",
+            sim.url,
+            "--levels",
+            "40",
+            "--requests-per-level",
+            "190",
+            "--warmup-requests",
+            "10",
+            "--tokenizer",
+            tokenizer_dir,
+            "--out",
+            str(tmp_path / "runs"),
         )
     requests, _, run, _ = load_run_files(only_run_dir(tmp_path / "runs"))
     assert run["prompts"]["method"] == "local_tokenizer"
@@ -111,8 +183,21 @@ def test_ttft_and_itl_within_5ms_of_injected_delays_at_10_users(tmp_path):
     trace_path = str(tmp_path / "trace.jsonl")
     with SimulatorProcess("--ttft", "0.2", "--itl", "0.02", "--trace", trace_path) as sim:
         run_vllm_load(
-            "run", "--host", sim.url, "--levels", "10", "--input-tokens", "256", "--output-tokens", "20",
-            "--requests-per-level", "40", "--warmup-requests", "10", "--out", str(tmp_path / "runs"),
+            "run",
+            "--host",
+            sim.url,
+            "--levels",
+            "10",
+            "--input-tokens",
+            "256",
+            "--output-tokens",
+            "20",
+            "--requests-per-level",
+            "40",
+            "--warmup-requests",
+            "10",
+            "--out",
+            str(tmp_path / "runs"),
         )
     requests, *_ = load_run_files(only_run_dir(tmp_path / "runs"))
     # measured requests only: each user's first request (the warm-up) includes connection setup

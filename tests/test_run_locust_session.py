@@ -9,7 +9,9 @@ from vllm_load.cli.run import run_locust
 
 
 def test_locust_runs_in_its_own_process_group_inside_our_session(capfd):
-    code = run_locust([sys.executable, "-c", "import os; print(os.getsid(0), os.getpgid(0), os.getpid())"])
+    code = run_locust(
+        [sys.executable, "-c", "import os; print(os.getsid(0), os.getpgid(0), os.getpid())"]
+    )
     assert code == 0
     sid, pgid, pid = map(int, capfd.readouterr().out.split())
     # a terminal's Ctrl-C (sent to the foreground group) reaches the child only through us

@@ -9,14 +9,24 @@ import sys
 import urllib.request
 
 import pytest
-
 from runhelpers import only_run_dir, run_vllm_load
+
 from vllm_load.run.server_metrics import parse_metrics
 from vllm_load.sim.process import SimulatorProcess
 
 KEY = "sk-test-4f9c2e7d1b8a6053"
-SMALL = ("--levels", "2,4", "--input-tokens", "128", "--output-tokens", "8", "--requests-per-level", "10",
-         "--warmup-requests", "2")
+SMALL = (
+    "--levels",
+    "2,4",
+    "--input-tokens",
+    "128",
+    "--output-tokens",
+    "8",
+    "--requests-per-level",
+    "10",
+    "--warmup-requests",
+    "2",
+)
 
 
 def every_file_text(root) -> str:
@@ -34,14 +44,26 @@ def test_api_key_is_sent_only_as_the_authorization_header(tmp_path, how):
     with SimulatorProcess("--api-key", KEY, "--time-scale", "0.02") as sim:
         # the simulator answers 401 to any request without the right Bearer token: a completed
         # run with every request successful proves the key was sent
-        done = run_vllm_load("run", "--host", sim.url, *SMALL, "--workers", "2", "--out", str(tmp_path / "runs"),
-                             *args, env=env)
+        done = run_vllm_load(
+            "run",
+            "--host",
+            sim.url,
+            *SMALL,
+            "--workers",
+            "2",
+            "--out",
+            str(tmp_path / "runs"),
+            *args,
+            env=env,
+        )
     run_dir = only_run_dir(tmp_path / "runs")
     with open(os.path.join(run_dir, "run.json")) as fh:
         run = json.load(fh)
     assert run["outcome"] == "completed" and run["settings"]["api_key_set"] is True
     report = run_vllm_load("report", run_dir, "-o", str(tmp_path / "rep" / "r.html"), "--quiet")
-    everything = every_file_text(tmp_path) + done.stdout + done.stderr + report.stdout + report.stderr
+    everything = (
+        every_file_text(tmp_path) + done.stdout + done.stderr + report.stdout + report.stderr
+    )
     assert KEY not in everything
     assert (tmp_path / "rep" / "r.html").exists() and "requests.csv" in os.listdir(run_dir)
 
@@ -65,18 +87,35 @@ def test_the_simulator_binds_loopback_by_default():
     assert build_parser().parse_args(["sim"]).host == "127.0.0.1"
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--levels", "10,0"), "levels"),
-    (("--levels", "ten"), "levels"),
-    (("--input-tokens", "0"), "--input-tokens"),
-    (("--output-tokens", "-5"), "--output-tokens"),
-    (("--input-tokens", "4000", "--output-tokens", "200"), "max_model_len 4096"),
-    (("--requests-per-level", "0"), "--requests-per-level"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--levels", "10,0"), "levels"),
+        (("--levels", "ten"), "levels"),
+        (("--input-tokens", "0"), "--input-tokens"),
+        (("--output-tokens", "-5"), "--output-tokens"),
+        (("--input-tokens", "4000", "--output-tokens", "200"), "max_model_len 4096"),
+        (("--requests-per-level", "0"), "--requests-per-level"),
+    ],
+)
 def test_bad_input_is_one_line_and_sends_no_load(tmp_path, args, message):
     with SimulatorProcess("--max-model-len", "4096", "--time-scale", "0.02") as sim:
-        proc = subprocess.run([sys.executable, "-m", "vllm_load", "run", "--host", sim.url, *args,
-                               "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "vllm_load",
+                "run",
+                "--host",
+                sim.url,
+                *args,
+                "--out",
+                str(tmp_path),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         with urllib.request.urlopen(sim.url + "/metrics") as resp:
             served = parse_metrics(resp.read().decode())
     assert proc.returncode == 2, proc.stdout + proc.stderr

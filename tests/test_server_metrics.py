@@ -8,11 +8,15 @@ import os
 import threading
 
 import pytest
-
 from runhelpers import load_run_files, only_run_dir, run_vllm_load
+
 from vllm_load.analysis.client_side import late_levels, level_client_health, read_client_health
 from vllm_load.analysis.levels import level_metrics
-from vllm_load.analysis.server_side import level_server_figures, read_server_metrics, run_token_check
+from vllm_load.analysis.server_side import (
+    level_server_figures,
+    read_server_metrics,
+    run_token_check,
+)
 from vllm_load.run.server_metrics import MetricsScraper, parse_metrics
 from vllm_load.sim.process import SimulatorProcess
 
@@ -60,7 +64,9 @@ def test_parse_a_real_vllm_exposition():
 
 def test_a_target_without_metrics_is_noted_not_an_error(tmp_path):
     with SimulatorProcess("--echo") as sim:
-        scraper = MetricsScraper(sim.url + "/no-such-prefix", str(tmp_path / "m.csv"), interval=0.05)
+        scraper = MetricsScraper(
+            sim.url + "/no-such-prefix", str(tmp_path / "m.csv"), interval=0.05
+        )
         thread = threading.Thread(target=scraper.run)
         thread.start()
         thread.join(timeout=10)
@@ -70,9 +76,25 @@ def test_a_target_without_metrics_is_noted_not_an_error(tmp_path):
 
 def test_server_metrics_agree_with_client_output_tokens_within_2_percent(tmp_path):
     with SimulatorProcess("--time-scale", "0.1", "--max-num-seqs", "8") as sim:
-        run_vllm_load("run", "--host", sim.url, "--levels", "4,16", "--input-tokens", "256", "--output-tokens", "64",
-                      "--requests-per-level", "160", "--warmup-requests", "8", "--metrics-interval", "0.1",
-                      "--out", str(tmp_path))
+        run_vllm_load(
+            "run",
+            "--host",
+            sim.url,
+            "--levels",
+            "4,16",
+            "--input-tokens",
+            "256",
+            "--output-tokens",
+            "64",
+            "--requests-per-level",
+            "160",
+            "--warmup-requests",
+            "8",
+            "--metrics-interval",
+            "0.1",
+            "--out",
+            str(tmp_path),
+        )
     run_dir = only_run_dir(tmp_path)
     requests, steps, run, _ = load_run_files(run_dir)
     assert run["server_metrics"]["samples"] >= 8 and run["server_metrics"]["errors"] == 0
@@ -81,14 +103,22 @@ def test_server_metrics_agree_with_client_output_tokens_within_2_percent(tmp_pat
     # windows of many scrape intervals; a loaded machine can still starve the scraper, and a window
     # it cannot resolve is not judged: at least one is, and every judged one agrees
     judged = figures[figures["comparable"]]
-    assert len(judged) >= 1 and (figures["comparable"] | (figures["not_comparable_reason"] != "")).all(), figures
+    assert (
+        len(judged) >= 1
+        and (figures["comparable"] | (figures["not_comparable_reason"] != "")).all()
+    ), figures
     assert (judged["difference"].abs() <= 0.02).all(), figures
     # requests the client had in flight are the server's running + waiting ones, where the client
     # kept up (a load process that waited for a CPU turns its requests over late)
-    health = level_client_health(read_client_health(os.path.join(run_dir, "client_health.csv")),
-                                 level_metrics(requests, steps), requests)
-    kept_up = judged[~judged["level"].isin(late_levels(health)) & ~judged["level"].isin(
-        health.loc[health["client_bound"], "level"])]
+    health = level_client_health(
+        read_client_health(os.path.join(run_dir, "client_health.csv")),
+        level_metrics(requests, steps),
+        requests,
+    )
+    kept_up = judged[
+        ~judged["level"].isin(late_levels(health))
+        & ~judged["level"].isin(health.loc[health["client_bound"], "level"])
+    ]
     assert (kept_up["concurrency_difference"].abs() <= 0.05).all(), (figures, health)
     assert not figures["flagged"].any()
     assert figures.loc[1, "waiting_mean"] > 0  # 16 users on 8 sequences: a queue
@@ -105,15 +135,30 @@ def test_server_metrics_agree_with_client_output_tokens_within_2_percent(tmp_pat
 def _frames(window_start, window_end, ts, gen, running, ttft_sum=None, ttft_count=None):
     import pandas as pd
 
-    server = pd.DataFrame({"ts": ts, "generation_tokens_total": gen, "running": running,
-                           "waiting": [0.0] * len(ts), "kv_cache_usage": [0.1] * len(ts),
-                           "preemptions_total": [0.0] * len(ts)})
+    server = pd.DataFrame(
+        {
+            "ts": ts,
+            "generation_tokens_total": gen,
+            "running": running,
+            "waiting": [0.0] * len(ts),
+            "kv_cache_usage": [0.1] * len(ts),
+            "preemptions_total": [0.0] * len(ts),
+        }
+    )
     if ttft_sum is not None:
         server["ttft_sum"], server["ttft_count"] = ttft_sum, ttft_count
-    metrics = pd.DataFrame({"level": [0], "users": [4.0], "level_start": [window_start - 1],
-                            "level_end": [window_end + 1], "window_start": [window_start],
-                            "window_end": [window_end], "output_tok_per_s": [100.0],
-                            "achieved_concurrency": [4.0]})
+    metrics = pd.DataFrame(
+        {
+            "level": [0],
+            "users": [4.0],
+            "level_start": [window_start - 1],
+            "level_end": [window_end + 1],
+            "window_start": [window_start],
+            "window_end": [window_end],
+            "output_tok_per_s": [100.0],
+            "achieved_concurrency": [4.0],
+        }
+    )
     return server, metrics
 
 
@@ -134,13 +179,28 @@ def test_server_ttft_and_requests_in_server_over_the_window():
     import pandas as pd
 
     ts = [float(t) for t in range(11)]
-    server, metrics = _frames(2.0, 8.0, ts, [100.0 * t for t in ts], [2.0, 2, 4, 4, 4, 4, 4, 4, 4, 2, 2],
-                              ttft_sum=[0.5 * t for t in ts], ttft_count=[2.0 * t for t in ts])
+    server, metrics = _frames(
+        2.0,
+        8.0,
+        ts,
+        [100.0 * t for t in ts],
+        [2.0, 2, 4, 4, 4, 4, 4, 4, 4, 2, 2],
+        ttft_sum=[0.5 * t for t in ts],
+        ttft_count=[2.0 * t for t in ts],
+    )
     # client requests: first chunks at 3.0 and 5.0 (inside (2, 8]) and at 9.0 (outside)
-    requests = pd.DataFrame({"ok": [1, 1, 1, 0], "start_ts": [2.5, 4.6, 8.7, 3.0], "ttft": [0.5, 0.4, 0.3, 1.0],
-                             "end_ts": [4.0, 6.0, 9.5, 4.0], "prompt_tokens": [1, 1, 1, 1],
-                             "completion_tokens": [2, 2, 2, 2], "requested_prompt_tokens": [1, 1, 1, 1],
-                             "requested_completion_tokens": [2, 2, 2, 2]})
+    requests = pd.DataFrame(
+        {
+            "ok": [1, 1, 1, 0],
+            "start_ts": [2.5, 4.6, 8.7, 3.0],
+            "ttft": [0.5, 0.4, 0.3, 1.0],
+            "end_ts": [4.0, 6.0, 9.5, 4.0],
+            "prompt_tokens": [1, 1, 1, 1],
+            "completion_tokens": [2, 2, 2, 2],
+            "requested_prompt_tokens": [1, 1, 1, 1],
+            "requested_completion_tokens": [2, 2, 2, 2],
+        }
+    )
     row = level_server_figures(server, metrics, requests, interval=1.0).iloc[0]
     assert row.server_ttft_mean == 0.25  # (3.0 - 1.0) / (12 - 4)
     assert row.client_ttft_mean == 0.45  # the two successful requests whose first chunk is inside

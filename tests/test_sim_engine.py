@@ -39,7 +39,11 @@ def test_prefill_is_chunked_into_the_token_budget():
     plans = run_to_end(engine)
     assert [p.prefill_tokens for p in plans] == [2048, 2048, 904, 0, 0]
     assert [p.decode_seqs for p in plans] == [0, 0, 0, 1, 1]
-    assert seq.finished and seq.num_generated == 3 and seq.first_token_at == sum(p.duration for p in plans[:3])
+    assert (
+        seq.finished
+        and seq.num_generated == 3
+        and seq.first_token_at == sum(p.duration for p in plans[:3])
+    )
 
 
 def test_decodes_take_one_token_each_and_prefill_gets_the_rest():

@@ -34,7 +34,9 @@ def test_faults_follow_their_rates_and_repeat_with_the_seed():
     config = FaultConfig(error_rate=0.1, reset_rate=0.2, stall_rate=0.05, stall_seconds=3.0, seed=7)
     first = draws(config, 20000)
     assert first == draws(config, 20000)
-    assert first != draws(FaultConfig(error_rate=0.1, reset_rate=0.2, stall_rate=0.05, seed=8), 20000)
+    assert first != draws(
+        FaultConfig(error_rate=0.1, reset_rate=0.2, stall_rate=0.05, seed=8), 20000
+    )
     kinds = [f.kind if f else None for f in first]
     for kind, rate in (("error", 0.1), ("reset", 0.2), ("stall", 0.05), (None, 0.65)):
         assert abs(kinds.count(kind) / len(kinds) - rate) < 0.015, kind
@@ -42,7 +44,9 @@ def test_faults_follow_their_rates_and_repeat_with_the_seed():
 
 
 def test_fault_options_are_checked():
-    config = build_config(sim_args("--fault-error-rate", "0.3", "--fault-error-status", "429", "--seed", "5"))
+    config = build_config(
+        sim_args("--fault-error-rate", "0.3", "--fault-error-status", "429", "--seed", "5")
+    )
     assert config.faults == FaultConfig(error_rate=0.3, error_status=429, seed=5)
     assert not build_config(sim_args()).faults.enabled
     with pytest.raises(ConfigError, match="add up to more than 1"):
@@ -67,10 +71,18 @@ class Exchange:
 
 
 def exchange(port: int, stream: bool, timeout: float = 5.0) -> Exchange:
-    body = json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 20, "min_tokens": 20,
-                       "stream": stream}).encode()
-    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            f"Connection: close\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    body = json.dumps(
+        {
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 20,
+            "min_tokens": 20,
+            "stream": stream,
+        }
+    ).encode()
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Connection: close\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
     data, ended, gap = b"", "eof", 0.0
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
         sock.sendall(head + body)
@@ -87,21 +99,38 @@ def exchange(port: int, stream: bool, timeout: float = 5.0) -> Exchange:
     return Exchange(data, ended, gap)
 
 
-FAST = ("--ttft", "0.01", "--itl", "0.005", "--fault-stall-seconds", "0.6", "--fault-slow-first-token-seconds", "0.6")
+FAST = (
+    "--ttft",
+    "0.01",
+    "--itl",
+    "0.005",
+    "--fault-stall-seconds",
+    "0.6",
+    "--fault-slow-first-token-seconds",
+    "0.6",
+)
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
-@pytest.mark.parametrize("fault", ["error", "reset", "bad_sse", "stall", "slow_first_token", "close_after_headers"])
+@pytest.mark.parametrize(
+    "fault", ["error", "reset", "bad_sse", "stall", "slow_first_token", "close_after_headers"]
+)
 def test_each_fault_on_the_wire(fault, stream):
     extra = ("--fault-error-status", "429") if fault == "error" else ()
     with SimulatorProcess(*FAST, f"--fault-{fault.replace('_', '-')}-rate", "1", *extra) as sim:
         seen = exchange(sim.port, stream)
     head, _, body = seen.data.partition(b"\r\n\r\n")
-    complete = body.rstrip().endswith(b"data: [DONE]\n\n\r\n0") or (not stream and body.endswith(b"}"))
+    complete = body.rstrip().endswith(b"data: [DONE]\n\n\r\n0") or (
+        not stream and body.endswith(b"}")
+    )
     if fault == "error":
         assert seen.status == 429 and b"Retry-After: 1" in head
-        assert json.loads(body)["error"] == {"message": "injected fault: HTTP 429", "type": "RateLimitError",
-                                             "param": None, "code": 429}
+        assert json.loads(body)["error"] == {
+            "message": "injected fault: HTTP 429",
+            "type": "RateLimitError",
+            "param": None,
+            "code": 429,
+        }
         return
     assert seen.status == 200
     if fault == "reset":

@@ -7,11 +7,17 @@ import urllib.error
 import urllib.request
 
 
-def call(url: str, body=None, headers: dict | None = None, raw: bytes | None = None, timeout: float = 30):
+def call(
+    url: str, body=None, headers: dict | None = None, raw: bytes | None = None, timeout: float = 30
+):
     """(status, decoded JSON or text) of a GET, or of a POST when `body`/`raw` is given."""
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json", **(headers or {})},
-                                 method="POST" if data is not None else "GET")
+    req = urllib.request.Request(
+        url,
+        data=data,
+        headers={"Content-Type": "application/json", **(headers or {})},
+        method="POST" if data is not None else "GET",
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             status, payload, ctype = resp.status, resp.read(), resp.headers.get("Content-Type", "")
@@ -29,7 +35,7 @@ def sse_events(text: str) -> list:
         if not block.strip():
             continue
         assert block.startswith("data: "), block
-        payload = block[len("data: "):]
+        payload = block[len("data: ") :]
         events.append(payload if payload == "[DONE]" else json.loads(payload))
     return events
 

@@ -6,8 +6,8 @@ import os
 import socket
 
 import pytest
-
 from test_sim_helpers import call
+
 from vllm_load.sim.process import SimulatorProcess, free_port
 
 
@@ -70,12 +70,23 @@ def test_help_documents_every_option_and_the_docs_do_too():
 
     from vllm_load.cli.main import build_parser
 
-    help_text = subprocess.run([sys.executable, "-m", "vllm_load", "sim", "--help"], capture_output=True,
-                               text=True, timeout=60).stdout
+    help_text = subprocess.run(
+        [sys.executable, "-m", "vllm_load", "sim", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
     sim_parser = build_parser()._subparsers._group_actions[0].choices["sim"]
-    options = [opt for action in sim_parser._actions for opt in action.option_strings if opt.startswith("--")]
+    options = [
+        opt
+        for action in sim_parser._actions
+        for opt in action.option_strings
+        if opt.startswith("--")
+    ]
     assert len(options) > 20
-    docs = open(os.path.join(os.path.dirname(__file__), "..", "docs", "simulator.md"), encoding="utf-8").read()
+    docs = open(
+        os.path.join(os.path.dirname(__file__), "..", "docs", "simulator.md"), encoding="utf-8"
+    ).read()
     for action in sim_parser._actions:
         if action.dest != "help":
             assert action.help and action.help.strip(), action.dest

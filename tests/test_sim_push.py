@@ -27,7 +27,9 @@ def test_three_streams_get_their_tokens_on_their_own_absolute_schedules():
         for i in range(3):
             source = backend.open(10, 12, loop.time() + 0.003 * i)
             sources.append(source)
-            pushes.append(source.push(lambda got, i=i: calls[i].append((got, loop.time())) and False, 4))
+            pushes.append(
+                source.push(lambda got, i=i: calls[i].append((got, loop.time())) and False, 4)
+            )
         await asyncio.gather(*pushes)
         return backend, sources, calls
 
@@ -47,7 +49,9 @@ def test_a_push_stops_for_a_drain_and_resumes_where_it_was():
     async def main():
         source = _backend().open(1, 6, asyncio.get_running_loop().time())
         seen = []
-        await source.push(lambda got: seen.append(got) or got == 2, 1)  # the buffer fills at token 2
+        await source.push(
+            lambda got: seen.append(got) or got == 2, 1
+        )  # the buffer fills at token 2
         paused_at = list(seen)
         await source.push(lambda got: seen.append(got) or False, 1)
         return paused_at, seen

@@ -7,8 +7,8 @@ import asyncio
 from dataclasses import dataclass
 
 import orjson
-
 from test_sim_helpers import metric_value
+
 from vllm_load.sim.process import SimulatorProcess
 
 MAX_NUM_SEQS = 64
@@ -16,10 +16,23 @@ MAX_NUM_SEQS = 64
 LEVELS = [(10, 1.0, 3.0), (100, 1.0, 3.0), (200, 1.5, 3.0), (1000, 5.0, 7.0)]
 # Output lengths vary (8..24 tokens) so that requests do not finish in lockstep waves, which
 # would make a level's count depend on where its window happens to cut a wave.
-PAYLOADS = [orjson.dumps({
-    "model": "sim-llama-8b", "max_tokens": n, "min_tokens": n, "ignore_eos": True,
-    "messages": [{"role": "user", "content": "Count the sheep in the field and tell me how many there are."}],
-}) for n in range(8, 25)]
+PAYLOADS = [
+    orjson.dumps(
+        {
+            "model": "sim-llama-8b",
+            "max_tokens": n,
+            "min_tokens": n,
+            "ignore_eos": True,
+            "messages": [
+                {
+                    "role": "user",
+                    "content": "Count the sheep in the field and tell me how many there are.",
+                }
+            ],
+        }
+    )
+    for n in range(8, 25)
+]
 
 
 @dataclass
@@ -49,8 +62,11 @@ async def _level(session, url: str, users: int, warmup: float, measure: float) -
         while loop.time() < stop_at:
             index += 7
             t0 = loop.time()
-            async with session.post(url + "/v1/chat/completions", data=PAYLOADS[index % len(PAYLOADS)],
-                                    headers={"Content-Type": "application/json"}) as resp:
+            async with session.post(
+                url + "/v1/chat/completions",
+                data=PAYLOADS[index % len(PAYLOADS)],
+                headers={"Content-Type": "application/json"},
+            ) as resp:
                 body = await resp.read()
                 assert resp.status == 200, body[:300]
             t1 = loop.time()
@@ -64,19 +80,32 @@ async def _level(session, url: str, users: int, warmup: float, measure: float) -
     for t in tasks:
         t.cancel()
     results = await asyncio.gather(*tasks, return_exceptions=True)
-    failures = [r for r in results if isinstance(r, BaseException) and not isinstance(r, (asyncio.CancelledError, aiohttp.ClientError))]
+    failures = [
+        r
+        for r in results
+        if isinstance(r, BaseException)
+        and not isinstance(r, (asyncio.CancelledError, aiohttp.ClientError))
+    ]
     assert not failures, failures[:3]
     window = [d for d in done if measured_from <= d[0] <= stop_at]
     assert len(window) >= 50, f"only {len(window)} requests finished at {users} users"
-    return Level(users, sum(d[2] for d in window) / measure, _p99([d[1] for d in window]), len(window),
-                 metric_value(metrics, "vllm:num_requests_waiting"), metric_value(metrics, "vllm:num_requests_running"))
+    return Level(
+        users,
+        sum(d[2] for d in window) / measure,
+        _p99([d[1] for d in window]),
+        len(window),
+        metric_value(metrics, "vllm:num_requests_waiting"),
+        metric_value(metrics, "vllm:num_requests_running"),
+    )
 
 
 async def _drive(url: str) -> list[Level]:
     import aiohttp
 
     connector = aiohttp.TCPConnector(limit=0, force_close=False)
-    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as session:
+    async with aiohttp.ClientSession(
+        connector=connector, timeout=aiohttp.ClientTimeout(total=120)
+    ) as session:
         levels = []
         for users, warmup, measure in LEVELS:
             levels.append(await _level(session, url, users, warmup, measure))
@@ -87,11 +116,16 @@ async def _drive(url: str) -> list[Level]:
 def test_throughput_saturates_and_latency_keeps_growing():
     with SimulatorProcess("--max-num-seqs", str(MAX_NUM_SEQS)) as sim:
         levels = {lv.users: lv for lv in asyncio.run(_drive(sim.url))}
-    table = "\n".join(f"{lv.users:>5} users: {lv.throughput:8.0f} tok/s  p99 {lv.p99:6.3f}s  n={lv.requests:5d}  "
-                      f"running={lv.running:.0f} waiting={lv.waiting:.0f}" for lv in levels.values())
+    table = "\n".join(
+        f"{lv.users:>5} users: {lv.throughput:8.0f} tok/s  p99 {lv.p99:6.3f}s  n={lv.requests:5d}  "
+        f"running={lv.running:.0f} waiting={lv.waiting:.0f}"
+        for lv in levels.values()
+    )
     print("\n" + table)
     peak = max(lv.throughput for lv in levels.values())
-    assert abs(levels[1000].throughput - levels[200].throughput) <= 0.10 * levels[200].throughput, table
+    assert abs(levels[1000].throughput - levels[200].throughput) <= 0.10 * levels[200].throughput, (
+        table
+    )
     assert levels[10].throughput < 0.40 * peak, table
     assert levels[1000].p99 > 2 * levels[100].p99, table
     assert levels[200].waiting > 0 and levels[1000].waiting > 0, table

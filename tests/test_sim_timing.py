@@ -16,8 +16,12 @@ async def _timed_stream(url: str, max_tokens: int) -> tuple[float, list[float], 
     """(request start, arrival time of every content event, their texts)."""
     import aiohttp
 
-    body = {"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": max_tokens,
-            "ignore_eos": True, "stream": True}
+    body = {
+        "messages": [{"role": "user", "content": "Tell me a story."}],
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+        "stream": True,
+    }
     loop = asyncio.get_running_loop()
     times, texts, buf = [], [], b""
     async with aiohttp.ClientSession() as session:
@@ -29,7 +33,7 @@ async def _timed_stream(url: str, max_tokens: int) -> tuple[float, list[float], 
                 buf += data
                 while b"\n\n" in buf:
                     event, buf = buf.split(b"\n\n", 1)
-                    payload = event[len(b"data: "):]
+                    payload = event[len(b"data: ") :]
                     if payload == b"[DONE]":
                         continue
                     content = orjson.loads(payload)["choices"][0]["delta"].get("content")
@@ -59,7 +63,9 @@ def test_tokens_per_chunk_groups_tokens_after_the_first():
     with SimulatorProcess("--ttft", "0.05", "--itl", "0.005", "--tokens-per-chunk", "4") as sim:
         start, times, texts = asyncio.run(_timed_stream(sim.url, 21))
     assert [len(tok.encode(t)) for t in texts] == [1, 4, 4, 4, 4, 4]
-    assert abs(statistics.median(_gaps(times)) - 4 * 0.005) < 0.003  # one chunk every 4 tokens' time
+    assert (
+        abs(statistics.median(_gaps(times)) - 4 * 0.005) < 0.003
+    )  # one chunk every 4 tokens' time
     assert abs((times[-1] - times[0]) - 20 * 0.005) < 0.006
 
 
@@ -73,8 +79,16 @@ def test_engine_streams_grouped_chunks_too():
 def test_time_scale_speeds_the_engine_up_in_proportion():
     durations = {}
     for scale in ("1", "0.2"):
-        with SimulatorProcess("--time-scale", scale, "--step-base", "0.01", "--decode-cost", "0",
-                              "--prefill-cost", "0") as sim:
+        with SimulatorProcess(
+            "--time-scale",
+            scale,
+            "--step-base",
+            "0.01",
+            "--decode-cost",
+            "0",
+            "--prefill-cost",
+            "0",
+        ) as sim:
             start, times, _ = asyncio.run(_timed_stream(sim.url, 40))
         durations[scale] = times[-1] - start
     # 40 steps of 10 ms, then of 2 ms (the first step prefills and samples the first token)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import random
 
 import pytest
-
 from hf_tokenizer import build_hf_tokenizer_dir
 from test_sim_helpers import call
+
 from vllm_load.sim.process import SimulatorProcess
 from vllm_load.tokenization import HFTokenizer, SimTokenizer, load_tokenizer
 
@@ -16,7 +16,22 @@ from vllm_load.tokenization import HFTokenizer, SimTokenizer, load_tokenizer
 def test_sim_tokenizer_is_not_word_counting():
     tok = SimTokenizer()
     assert tok.pieces("Tokenization, however, isn't counting words!") == [
-        "Toke", "niza", "tion", ",", " howe", "ver", ",", " isn", "'", "t", " coun", "ting", " word", "s", "!"]
+        "Toke",
+        "niza",
+        "tion",
+        ",",
+        " howe",
+        "ver",
+        ",",
+        " isn",
+        "'",
+        "t",
+        " coun",
+        "ting",
+        " word",
+        "s",
+        "!",
+    ]
     assert tok.pieces("in 2048 steps") == ["in", " 204", "8", " step", "s"]
     assert tok.pieces("a  b\n\nc") == ["a", " ", " b", "\n", "\n", "c"]
     assert tok.pieces("café 日本") == ["caf", "é", " 日", "本"]
@@ -32,7 +47,10 @@ def test_sim_tokenizer_round_trips_and_counts_like_encode():
         ids = tok.encode(text)
         assert tok.decode(ids) == text
         assert tok.count(text) == len(ids)
-        assert tok.encode(text, add_special_tokens=True) == [tok.encode("<|begin_of_text|>")[0], *ids]
+        assert tok.encode(text, add_special_tokens=True) == [
+            tok.encode("<|begin_of_text|>")[0],
+            *ids,
+        ]
     with pytest.raises(ValueError):
         tok.decode([tok.vocab_size])
 
@@ -40,7 +58,9 @@ def test_sim_tokenizer_round_trips_and_counts_like_encode():
 def test_sim_chat_template_overhead_is_fixed_per_message():
     tok = SimTokenizer()
     one = [{"role": "user", "content": "Hello there"}]
-    assert tok.render_chat(one) == "<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\n"
+    assert (
+        tok.render_chat(one) == "<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\n"
+    )
     content = tok.count("Hello there")
     assert len(tok.encode_chat(one)) == content + 5 + 5  # user message + generation prompt
     assert len(tok.encode_chat(one, add_generation_prompt=False)) == content + 5
@@ -49,7 +69,9 @@ def test_sim_chat_template_overhead_is_fixed_per_message():
 
 
 def test_load_tokenizer_choices(tmp_path):
-    assert isinstance(load_tokenizer(None), SimTokenizer) and isinstance(load_tokenizer("sim"), SimTokenizer)
+    assert isinstance(load_tokenizer(None), SimTokenizer) and isinstance(
+        load_tokenizer("sim"), SimTokenizer
+    )
     with pytest.raises(ValueError, match="directory"):
         load_tokenizer("meta-llama/Llama-3.1-8B")
     with pytest.raises(ValueError, match="tokenizer.json"):
@@ -61,7 +83,9 @@ def test_hf_tokenizer_from_a_local_directory(tmp_path):
     assert isinstance(tok, HFTokenizer)
     messages = [{"role": "user", "content": "Continue the story"}]
     text = tok.render_chat(messages)
-    assert text.startswith("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nContinue the story<|eot_id|>")
+    assert text.startswith(
+        "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nContinue the story<|eot_id|>"
+    )
     assert text.endswith("<|start_header_id|>assistant<|end_header_id|>\n\n")
     ids = tok.encode_chat(messages)
     assert tok.decode(ids) == text
@@ -78,13 +102,17 @@ def test_simulator_with_an_hf_tokenizer_and_no_tokenize_endpoint(tmp_path):
     with SimulatorProcess("--echo", "--tokenizer", path, "--no-tokenize-endpoint") as sim:
         assert call(sim.url + "/tokenize", {"prompt": "x"})[0] == 404
         assert call(sim.url + "/detokenize", {"tokens": [1]})[0] == 404
-        status, answer = call(sim.url + "/v1/chat/completions",
-                              {"messages": messages, "max_tokens": 5, "ignore_eos": True})
+        status, answer = call(
+            sim.url + "/v1/chat/completions",
+            {"messages": messages, "max_tokens": 5, "ignore_eos": True},
+        )
         assert status == 200
         assert answer["usage"]["prompt_tokens"] == len(local.encode_chat(messages))
         assert len(local.encode(answer["choices"][0]["message"]["content"])) == 5
         status, answer = call(sim.url + "/v1/completions", {"prompt": "the dog", "max_tokens": 2})
-        assert answer["usage"]["prompt_tokens"] == len(local.encode("the dog", add_special_tokens=True))
+        assert answer["usage"]["prompt_tokens"] == len(
+            local.encode("the dog", add_special_tokens=True)
+        )
         status, models = call(sim.url + "/v1/models")
         assert models["data"][0]["root"] == path
 

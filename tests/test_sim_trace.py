@@ -11,7 +11,9 @@ def test_writer_batches_whole_lines_and_reader_skips_a_torn_tail(tmp_path):
     path = str(tmp_path / "t.jsonl")
     first, second = TraceWriter(path), TraceWriter(path)  # two server processes, one file
     for i in range(3000):  # several 64 KB batches
-        (first if i % 2 else second).write(TraceRecord(f"r{i}", 1.0 + i, [2.0 + i, 3.0 + i], 4.0 + i))
+        (first if i % 2 else second).write(
+            TraceRecord(f"r{i}", 1.0 + i, [2.0 + i, 3.0 + i], 4.0 + i)
+        )
     first.close()
     second.close()
     with open(path, "ab") as fh:
@@ -22,10 +24,20 @@ def test_writer_batches_whole_lines_and_reader_skips_a_torn_tail(tmp_path):
 
 
 def _stream(url: str, headers: dict) -> bytes:
-    body = json.dumps({"model": "sim-llama-8b", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5,
-                       "ignore_eos": True, "stream": True}).encode()
-    req = urllib.request.Request(url + "/v1/chat/completions", data=body,
-                                 headers={"Content-Type": "application/json", **headers})
+    body = json.dumps(
+        {
+            "model": "sim-llama-8b",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 5,
+            "ignore_eos": True,
+            "stream": True,
+        }
+    ).encode()
+    req = urllib.request.Request(
+        url + "/v1/chat/completions",
+        data=body,
+        headers={"Content-Type": "application/json", **headers},
+    )
     with urllib.request.urlopen(req, timeout=30) as resp:
         return resp.read()
 

@@ -12,8 +12,15 @@ def chat_chunk(content=None, role=None, finish=None, usage=None, choices=True) -
         delta["role"] = role
     if content is not None:
         delta["content"] = content
-    body = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}] if choices else []}
+    body = {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+        if choices
+        else [],
+    }
     if usage:
         body["usage"] = usage
     return b"data: " + orjson.dumps(body) + b"\n\n"
@@ -24,7 +31,9 @@ STREAM = [
     chat_chunk(content="Hello"),
     chat_chunk(content=" world"),
     chat_chunk(content="!", finish="length"),
-    chat_chunk(choices=False, usage={"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}),
+    chat_chunk(
+        choices=False, usage={"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
+    ),
     b"data: [DONE]\n\n",
 ]
 
@@ -57,7 +66,7 @@ def test_done_is_dated_by_the_read_that_completed_it_once():
 
 def test_events_split_across_reads_get_the_time_they_complete():
     whole = b"".join(STREAM)
-    pieces = [whole[i:i + 7] for i in range(0, len(whole), 7)]
+    pieces = [whole[i : i + 7] for i in range(0, len(whole), 7)]
     meter = SseMeter()
     feed(meter, pieces, [float(i) for i in range(len(pieces))])
     assert len(meter.chunk_times) == 3
@@ -88,8 +97,13 @@ def test_crlf_framing_and_comments():
 
 def test_completions_stream_uses_text():
     meter = SseMeter(chat=False)
-    event = lambda text, finish=None: b"data: " + orjson.dumps(  # noqa: E731
-        {"object": "text_completion", "choices": [{"index": 0, "text": text, "finish_reason": finish}]}) + b"\n\n"
+
+    def event(text, finish=None):
+        choice = {"index": 0, "text": text, "finish_reason": finish}
+        return (
+            b"data: " + orjson.dumps({"object": "text_completion", "choices": [choice]}) + b"\n\n"
+        )
+
     feed(meter, [event("a"), event("b"), event("", "length"), b"data: [DONE]\n\n"], [1, 2, 3, 4])
     assert meter.chunk_times == [1, 2, 3]  # vLLM's last token may have no text of its own yet
 
@@ -99,9 +113,15 @@ def test_a_first_token_without_text_is_the_first_token():
     it as empty content: the token exists (vLLM's TTFT is dated by it, usage counts it), so the
     first chunk is dated by it, not by the next token, which can come a whole prefill later."""
     meter = SseMeter()
-    stream = [chat_chunk(role="assistant", content=""), chat_chunk(content=""), chat_chunk(content="\ufffd code"),
-              chat_chunk(content="", finish="length"),
-              chat_chunk(choices=False, usage={"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10})]
+    stream = [
+        chat_chunk(role="assistant", content=""),
+        chat_chunk(content=""),
+        chat_chunk(content="\ufffd code"),
+        chat_chunk(content="", finish="length"),
+        chat_chunk(
+            choices=False, usage={"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
+        ),
+    ]
     feed(meter, stream, [1.0, 1.0, 2.5, 2.6, 2.6])
     assert meter.chunk_times == [1.0, 2.5, 2.6]  # as many chunks as completion tokens
 
@@ -109,7 +129,15 @@ def test_a_first_token_without_text_is_the_first_token():
 def test_a_closing_chunk_without_a_text_field_is_not_a_token():
     """OpenAI ends a chat stream with `"delta": {}` and a finish reason: no token in it."""
     meter = SseMeter()
-    feed(meter, [chat_chunk(role="assistant", content="Hi"), chat_chunk(finish="stop"), b"data: [DONE]\n\n"], [1, 2, 3])
+    feed(
+        meter,
+        [
+            chat_chunk(role="assistant", content="Hi"),
+            chat_chunk(finish="stop"),
+            b"data: [DONE]\n\n",
+        ],
+        [1, 2, 3],
+    )
     assert meter.chunk_times == [1]
 
 
@@ -133,7 +161,9 @@ def test_itl_summary_per_chunk_gaps():
 
 def test_chunks_that_share_a_date_are_merged_every_one_of_them():
     assert chunk_summary([0.0, 0.01, 0.02, 0.03])[6] == 0
-    assert chunk_summary([0.0, 0.01, 0.01, 0.01, 0.02, 0.03, 0.03])[6] == 5  # a run of 3 and a run of 2
+    assert (
+        chunk_summary([0.0, 0.01, 0.01, 0.01, 0.02, 0.03, 0.03])[6] == 5
+    )  # a run of 3 and a run of 2
     assert chunk_summary([0.5, 0.5])[6] == 2
     assert chunk_summary([0.5])[6] == 0 and chunk_summary([])[6] == 0
 
@@ -152,7 +182,14 @@ def _long_stream(n: int, crlf: bool, spaced: bool, comment_every: int) -> list[b
         events.append(encode(chat_chunk(content=f"t{i} ", finish="length" if i == n - 1 else None)))
         if comment_every and i % comment_every == comment_every - 1:
             events.append(b": keep-alive\r\n\r\n" if crlf else b": keep-alive\n\n")
-    events.append(encode(chat_chunk(choices=False, usage={"prompt_tokens": 5, "completion_tokens": n, "total_tokens": n + 5})))
+    events.append(
+        encode(
+            chat_chunk(
+                choices=False,
+                usage={"prompt_tokens": 5, "completion_tokens": n, "total_tokens": n + 5},
+            )
+        )
+    )
     events.append(b"data: [DONE]\r\n\r\n" if crlf else b"data: [DONE]\n\n")
     return events
 
@@ -161,7 +198,9 @@ def _long_stream(n: int, crlf: bool, spaced: bool, comment_every: int) -> list[b
 @pytest.mark.parametrize("spaced", [False, True])
 @pytest.mark.parametrize("comment_every", [0, 97])
 @pytest.mark.parametrize("read_size", [7, 300, 4096, 65536])
-def test_bursts_stamp_every_chunk_with_the_read_that_completed_it(crlf, spaced, comment_every, read_size):
+def test_bursts_stamp_every_chunk_with_the_read_that_completed_it(
+    crlf, spaced, comment_every, read_size
+):
     """Whatever the read size, each content chunk gets the time of the read that completed it.
 
     Long reads go through the counting fast path (a whole response in one read, as from a
@@ -169,7 +208,7 @@ def test_bursts_stamp_every_chunk_with_the_read_that_completed_it(crlf, spaced, 
     """
     events = _long_stream(600, crlf, spaced, comment_every)
     whole = b"".join(events)
-    pieces = [whole[i:i + read_size] for i in range(0, len(whole), read_size)]
+    pieces = [whole[i : i + read_size] for i in range(0, len(whole), read_size)]
     meter = SseMeter()
     buf = feed(meter, pieces, [float(i) for i in range(len(pieces))])
     expected, pos = [], 0
@@ -178,7 +217,9 @@ def test_bursts_stamp_every_chunk_with_the_read_that_completed_it(crlf, spaced, 
         if b'"t' in event and b"usage" not in event:  # a content chunk ("t0 ", "t1 ", ...)
             expected.append(float((pos - 1) // read_size))
     assert meter.chunk_times == expected
-    assert meter.done and meter.usage["completion_tokens"] == 600 and meter.finish_reason == "length"
+    assert (
+        meter.done and meter.usage["completion_tokens"] == 600 and meter.finish_reason == "length"
+    )
     assert not buf
 
 
@@ -188,7 +229,7 @@ def test_an_error_event_inside_a_burst_is_not_counted_as_content():
     burst = b"".join(events[:200]) + error + b"".join(events[200:])
     meter = SseMeter()
     with pytest.raises(StreamError) as caught:
-        feed(meter, [b"".join(events[:3]), burst[len(b"".join(events[:3])):]], [1.0, 2.0])
+        feed(meter, [b"".join(events[:3]), burst[len(b"".join(events[:3])) :]], [1.0, 2.0])
     assert caught.value.category == "server_error"
     assert len(meter.chunk_times) == 199  # the chunks before the error, none after
 
@@ -198,16 +239,26 @@ def test_chunks_completed_by_one_read_are_counted_as_merged():
     content = [chat_chunk(content=f"t{i}") for i in range(6)]
     # the role chunk alone, then three content chunks in one read, one alone, two split so that
     # one read completes both, then the end
-    pieces = [STREAM[0], b"".join(content[:3]), content[3], content[4] + content[5][:9], content[5][9:],
-              b"".join(STREAM[3:])]
+    pieces = [
+        STREAM[0],
+        b"".join(content[:3]),
+        content[3],
+        content[4] + content[5][:9],
+        content[5][9:],
+        b"".join(STREAM[3:]),
+    ]
     feed(meter, pieces, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
     assert meter.chunk_times == [2.0, 2.0, 2.0, 3.0, 4.0, 5.0, 6.0]
-    assert chunk_summary(meter.chunk_times)[6] == 3  # the read at 2.0; the one at 4.0 completed one chunk only
+    assert (
+        chunk_summary(meter.chunk_times)[6] == 3
+    )  # the read at 2.0; the one at 4.0 completed one chunk only
 
 
 def test_a_burst_read_counts_every_chunk_in_it_as_merged():
     meter = SseMeter()
     feed(meter, [STREAM[0], chat_chunk(content="a")], [1.0, 2.0])  # learns the mid-stream marker
-    burst = b"".join(chat_chunk(content="x" * 20) for _ in range(200))  # > _RUN_MIN_BYTES: counted in one pass
+    burst = b"".join(
+        chat_chunk(content="x" * 20) for _ in range(200)
+    )  # > _RUN_MIN_BYTES: counted in one pass
     feed(meter, [burst], [3.0])
     assert len(meter.chunk_times) == 201 and chunk_summary(meter.chunk_times)[6] == 200

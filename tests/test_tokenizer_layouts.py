@@ -13,13 +13,16 @@ import json
 import os
 
 import pytest
-
 from hf_tokenizer import BOS, CHAT_TEMPLATE, EOT, build_hf_tokenizer_dir, save_with_transformers
+
 from vllm_load.tokenization import HFTokenizer
 
 transformers = pytest.importorskip("transformers")
 
-MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Continue the story"}]
+MESSAGES = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Continue the story"},
+]
 OTHER_TEMPLATE = "{% for message in messages %}{{ message['content'] }}{% endfor %}"
 
 
@@ -53,21 +56,34 @@ def test_the_test_tokenizer_is_written_as_transformers_writes_it(tmp_path):
     ours = build_hf_tokenizer_dir(tmp_path / "ours")
     theirs = save_with_transformers(tmp_path / "theirs")
     assert sorted(os.listdir(ours)) == sorted(os.listdir(theirs))
-    config, expected = read_json(os.path.join(ours, "tokenizer_config.json")), read_json(os.path.join(theirs, "tokenizer_config.json"))
-    assert {k: v for k, v in config.items() if k != "tokenizer_class"} == {k: v for k, v in expected.items() if k != "tokenizer_class"}
-    assert all(isinstance(config[k], str) for k in ("bos_token", "eos_token"))  # transformers 5 refuses dicts here
-    assert read_json(os.path.join(ours, "tokenizer.json")) == read_json(os.path.join(theirs, "tokenizer.json"))
+    config, expected = (
+        read_json(os.path.join(ours, "tokenizer_config.json")),
+        read_json(os.path.join(theirs, "tokenizer_config.json")),
+    )
+    assert {k: v for k, v in config.items() if k != "tokenizer_class"} == {
+        k: v for k, v in expected.items() if k != "tokenizer_class"
+    }
+    assert all(
+        isinstance(config[k], str) for k in ("bos_token", "eos_token")
+    )  # transformers 5 refuses dicts here
+    assert read_json(os.path.join(ours, "tokenizer.json")) == read_json(
+        os.path.join(theirs, "tokenizer.json")
+    )
     assert_reads_like_transformers(ours)  # transformers itself loads it
 
 
 def test_a_directory_saved_by_transformers(tmp_path):
     path = save_with_transformers(tmp_path / "tok")
-    assert os.path.isfile(os.path.join(path, "chat_template.jinja"))  # transformers 5: the template on its own
+    assert os.path.isfile(
+        os.path.join(path, "chat_template.jinja")
+    )  # transformers 5: the template on its own
     assert_reads_like_transformers(path)
 
 
 def test_the_chat_template_inside_tokenizer_config(tmp_path):
-    path = save_with_transformers(tmp_path / "tok", save_jinja_files=False)  # the layout before 4.50
+    path = save_with_transformers(
+        tmp_path / "tok", save_jinja_files=False
+    )  # the layout before 4.50
     assert read_json(os.path.join(path, "tokenizer_config.json"))["chat_template"] == CHAT_TEMPLATE
     assert not os.path.exists(os.path.join(path, "chat_template.jinja"))
     assert_reads_like_transformers(path)
@@ -78,21 +94,31 @@ def test_special_tokens_as_added_token_dicts(tmp_path):
     config_file = os.path.join(path, "tokenizer_config.json")
     config = read_json(config_file)
     for key in ("bos_token", "eos_token"):  # as transformers 4.x wrote them
-        config[key] = {"__type": "AddedToken", "content": config[key], "lstrip": False, "normalized": False,
-                       "rstrip": False, "single_word": False, "special": True}
+        config[key] = {
+            "__type": "AddedToken",
+            "content": config[key],
+            "lstrip": False,
+            "normalized": False,
+            "rstrip": False,
+            "single_word": False,
+            "special": True,
+        }
     write_json(config_file, config)
     tok = HFTokenizer(path)
     assert (tok.bos_token, tok.eos_token) == (BOS, EOT)
-    assert tok.render_chat(MESSAGES) == reference(save_with_transformers(tmp_path / "ref")).apply_chat_template(
-        MESSAGES, tokenize=False, add_generation_prompt=True)
+    assert tok.render_chat(MESSAGES) == reference(
+        save_with_transformers(tmp_path / "ref")
+    ).apply_chat_template(MESSAGES, tokenize=False, add_generation_prompt=True)
 
 
 def test_special_tokens_only_in_special_tokens_map(tmp_path):
     path = save_with_transformers(tmp_path / "tok")
     config_file = os.path.join(path, "tokenizer_config.json")
     config = read_json(config_file)
-    write_json(os.path.join(path, "special_tokens_map.json"),
-               {"bos_token": config.pop("bos_token"), "eos_token": {"content": config.pop("eos_token")}})
+    write_json(
+        os.path.join(path, "special_tokens_map.json"),
+        {"bos_token": config.pop("bos_token"), "eos_token": {"content": config.pop("eos_token")}},
+    )
     write_json(config_file, config)
     assert_reads_like_transformers(path)
 
@@ -103,12 +129,17 @@ def test_a_legacy_chat_template_json(tmp_path):
     write_json(os.path.join(path, "chat_template.json"), {"chat_template": CHAT_TEMPLATE})
     tok = HFTokenizer(path)
     assert tok.chat_template == CHAT_TEMPLATE
-    assert tok.render_chat(MESSAGES).startswith(BOS + "<|start_header_id|>system<|end_header_id|>\n\nBe brief.")
+    assert tok.render_chat(MESSAGES).startswith(
+        BOS + "<|start_header_id|>system<|end_header_id|>\n\nBe brief."
+    )
 
 
 def test_named_templates_take_the_default_and_the_jinja_file_wins(tmp_path):
-    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_file=os.path.join(build_hf_tokenizer_dir(tmp_path / "src"), "tokenizer.json"),
-                                                     bos_token=BOS, eos_token=EOT)
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_file=os.path.join(build_hf_tokenizer_dir(tmp_path / "src"), "tokenizer.json"),
+        bos_token=BOS,
+        eos_token=EOT,
+    )
     tokenizer.chat_template = {"default": CHAT_TEMPLATE, "plain": OTHER_TEMPLATE}
     path = str(tmp_path / "tok")
     tokenizer.save_pretrained(path)

@@ -7,11 +7,11 @@ import subprocess
 import sys
 
 import pytest
-
 from runhelpers import run_vllm_load
+
+from vllm_load.cli.tune import ConfigResult, combinations, parse_matrix, rank
 from vllm_load.settings import SettingsError
 from vllm_load.sim.process import free_port
-from vllm_load.cli.tune import ConfigResult, combinations, parse_matrix, rank
 
 
 def test_matrix_parsing_and_ranking():
@@ -28,13 +28,37 @@ def test_matrix_parsing_and_ranking():
 
 def test_tune_ranks_larger_max_num_seqs_first_on_throughput(tmp_path):
     port = free_port()
-    server = (f"{sys.executable} -m vllm_load sim --port {port} --time-scale 0.1 "
-              "--max-num-seqs {max_num_seqs} --max-num-batched-tokens {max_num_batched_tokens}")
+    server = (
+        f"{sys.executable} -m vllm_load sim --port {port} --time-scale 0.1 "
+        "--max-num-seqs {max_num_seqs} --max-num-batched-tokens {max_num_batched_tokens}"
+    )
     done = run_vllm_load(
-        "tune", "--server-cmd", server, "--host", f"http://127.0.0.1:{port}", "--ready-timeout", "30",
-        "--matrix", "max_num_seqs=4,16", "--matrix", "max_num_batched_tokens=2048,8192",
-        "--levels", "4,16,32", "--input-tokens", "128", "--output-tokens", "32", "--requests-per-level", "24",
-        "--warmup-requests", "4", "--out", str(tmp_path), "--name", "t", timeout=400,
+        "tune",
+        "--server-cmd",
+        server,
+        "--host",
+        f"http://127.0.0.1:{port}",
+        "--ready-timeout",
+        "30",
+        "--matrix",
+        "max_num_seqs=4,16",
+        "--matrix",
+        "max_num_batched_tokens=2048,8192",
+        "--levels",
+        "4,16,32",
+        "--input-tokens",
+        "128",
+        "--output-tokens",
+        "32",
+        "--requests-per-level",
+        "24",
+        "--warmup-requests",
+        "4",
+        "--out",
+        str(tmp_path),
+        "--name",
+        "t",
+        timeout=400,
     )
     assert "configuration" in done.stdout and "best for" in done.stdout
     state = json.loads((tmp_path / "t" / "tune.json").read_text())
@@ -49,16 +73,53 @@ def test_tune_ranks_larger_max_num_seqs_first_on_throughput(tmp_path):
     summary = json.loads((tmp_path / "t" / "report.summary.json").read_text())
     assert len(summary["series"]) == 4  # one series per configuration
     # a second invocation resumes: nothing runs again
-    again = run_vllm_load("tune", "--server-cmd", server, "--host", f"http://127.0.0.1:{port}",
-                          "--matrix", "max_num_seqs=4,16", "--matrix", "max_num_batched_tokens=2048,8192",
-                          "--levels", "4,16,32", "--input-tokens", "128", "--output-tokens", "32",
-                          "--requests-per-level", "24", "--warmup-requests", "4", "--out", str(tmp_path), "--name", "t",
-                          timeout=120)
+    again = run_vllm_load(
+        "tune",
+        "--server-cmd",
+        server,
+        "--host",
+        f"http://127.0.0.1:{port}",
+        "--matrix",
+        "max_num_seqs=4,16",
+        "--matrix",
+        "max_num_batched_tokens=2048,8192",
+        "--levels",
+        "4,16,32",
+        "--input-tokens",
+        "128",
+        "--output-tokens",
+        "32",
+        "--requests-per-level",
+        "24",
+        "--warmup-requests",
+        "4",
+        "--out",
+        str(tmp_path),
+        "--name",
+        "t",
+        timeout=120,
+    )
     assert again.stdout.count("already completed") == 4
 
 
 def test_template_fields_must_match_the_matrix(tmp_path):
-    bad = subprocess.run([sys.executable, "-m", "vllm_load", "tune", "--server-cmd", "sim --max-num-seqs {seqs}",
-                          "--host", "http://127.0.0.1:9", "--matrix", "max_num_seqs=1,2", "--out", str(tmp_path)],
-                         capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vllm_load",
+            "tune",
+            "--server-cmd",
+            "sim --max-num-seqs {seqs}",
+            "--host",
+            "http://127.0.0.1:9",
+            "--matrix",
+            "max_num_seqs=1,2",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "no --matrix values: seqs" in bad.stderr

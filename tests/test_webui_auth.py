@@ -19,17 +19,27 @@ import time
 
 import pytest
 import requests
-
 from runhelpers import stop_group
 from test_security import every_file_text
+
 from vllm_load.sim.process import SimulatorProcess, free_port
 from vllm_load.web.auth import PASSWORD_ENV
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PASSWORD = "pw-7c1e9a53f0d2-web"
 USER = "tester"
-SMALL = ("--levels", "2", "--input-tokens", "128", "--output-tokens", "8", "--requests-per-level", "10",
-         "--warmup-requests", "2")
+SMALL = (
+    "--levels",
+    "2",
+    "--input-tokens",
+    "128",
+    "--output-tokens",
+    "8",
+    "--requests-per-level",
+    "10",
+    "--warmup-requests",
+    "2",
+)
 
 
 def env_without_password() -> dict:
@@ -70,8 +80,12 @@ def descendant_command_lines(pid: int) -> list[str]:
 
 
 def login(session: requests.Session, base: str, username: str, password: str) -> requests.Response:
-    return session.post(base + "/login_submit", data={"username": username, "password": password},
-                        allow_redirects=False, timeout=10)
+    return session.post(
+        base + "/login_submit",
+        data={"username": username, "password": password},
+        allow_redirects=False,
+        timeout=10,
+    )
 
 
 def test_web_ui_needs_the_login_and_the_password_stays_secret(tmp_path):
@@ -79,36 +93,77 @@ def test_web_ui_needs_the_login_and_the_password_stays_secret(tmp_path):
     base = f"http://127.0.0.1:{port}"
     with SimulatorProcess("--time-scale", "0.02") as sim:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "vllm_load", "run", "--host", sim.url, "--web", "--web-port", str(port),
-             "--web-login", "--web-user", USER, *SMALL, "--out", str(tmp_path / "runs")],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-            env={**os.environ, PASSWORD_ENV: PASSWORD}, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "vllm_load",
+                "run",
+                "--host",
+                sim.url,
+                "--web",
+                "--web-port",
+                str(port),
+                "--web-login",
+                "--web-user",
+                USER,
+                *SMALL,
+                "--out",
+                str(tmp_path / "runs"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env={**os.environ, PASSWORD_ENV: PASSWORD},
+            start_new_session=True,
         )
         try:
             wait_for_ui(base, proc)
             # the password travels by environment only: no command line of the run or its Locust holds it
             command_lines = descendant_command_lines(proc.pid)
-            assert any("locust" in line and "--web-login" in line for line in command_lines), command_lines
+            assert any("locust" in line and "--web-login" in line for line in command_lines), (
+                command_lines
+            )
             assert not any(PASSWORD in line for line in command_lines)
 
             anonymous = requests.Session()
             get = lambda s, path: s.get(base + path, allow_redirects=False, timeout=10)  # noqa: E731
             for path in ("/", "/llm", "/stats/requests"):
                 resp = get(anonymous, path)
-                assert resp.status_code == 302 and resp.headers["Location"].endswith("/login"), (path, resp.status_code)
+                assert resp.status_code == 302 and resp.headers["Location"].endswith("/login"), (
+                    path,
+                    resp.status_code,
+                )
             resp = get(anonymous, "/llm/stats")
             assert resp.status_code == 401 and resp.json() == {"error": "login required"}
-            assert anonymous.post(base + "/swarm", data={"host": sim.url}, allow_redirects=False,
-                                  timeout=10).status_code == 302  # no test started without a login
+            assert (
+                anonymous.post(
+                    base + "/swarm", data={"host": sim.url}, allow_redirects=False, timeout=10
+                ).status_code
+                == 302
+            )  # no test started without a login
             login_page = get(anonymous, "/login")
-            assert login_page.status_code == 200 and '"username_password_callback": "/login_submit"' in login_page.text
+            assert (
+                login_page.status_code == 200
+                and '"username_password_callback": "/login_submit"' in login_page.text
+            )
 
-            for username, password in ((USER, "wrong"), (USER, ""), ("admin", PASSWORD), (USER, PASSWORD + "x"),
-                                       (USER.upper(), PASSWORD)):
+            for username, password in (
+                (USER, "wrong"),
+                (USER, ""),
+                ("admin", PASSWORD),
+                (USER, PASSWORD + "x"),
+                (USER.upper(), PASSWORD),
+            ):
                 refused = requests.Session()
                 resp = login(refused, base, username, password)
-                assert resp.status_code == 302 and resp.headers["Location"].endswith("/login"), (username, password)
-                assert "Invalid username or password" in get(refused, "/login").text  # the page it is sent back to
+                assert resp.status_code == 302 and resp.headers["Location"].endswith("/login"), (
+                    username,
+                    password,
+                )
+                assert (
+                    "Invalid username or password" in get(refused, "/login").text
+                )  # the page it is sent back to
                 assert get(refused, "/llm/stats").status_code == 401, (username, password)
                 assert get(refused, "/").status_code == 302
 
@@ -121,7 +176,10 @@ def test_web_ui_needs_the_login_and_the_password_stays_secret(tmp_path):
             assert PASSWORD not in " ".join(f"{c.name}={c.value}" for c in user.cookies)
 
             # logged in, the UI drives a test: it runs and the LLM view follows it
-            assert user.post(base + "/swarm", data={"host": sim.url}, timeout=10).json()["success"] is True
+            assert (
+                user.post(base + "/swarm", data={"host": sim.url}, timeout=10).json()["success"]
+                is True
+            )
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
                 levels = get(user, "/llm/stats").json()["levels"]
@@ -129,11 +187,15 @@ def test_web_ui_needs_the_login_and_the_password_stays_secret(tmp_path):
                     break
                 time.sleep(0.2)
             else:
-                raise AssertionError(f"the test started from the UI did not run: {get(user, '/llm/stats').text}")
+                raise AssertionError(
+                    f"the test started from the UI did not run: {get(user, '/llm/stats').text}"
+                )
             assert levels[0]["success_pct"] == 100.0
         finally:
             if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)  # vllm-load forwards it: Locust closes the run, quits
+                os.killpg(
+                    proc.pid, signal.SIGTERM
+                )  # vllm-load forwards it: Locust closes the run, quits
                 try:
                     proc.wait(timeout=15)
                 except subprocess.TimeoutExpired:
@@ -153,14 +215,48 @@ def test_web_ui_needs_the_login_and_the_password_stays_secret(tmp_path):
 def test_web_login_without_the_password_is_one_clear_error(tmp_path, how):
     with SimulatorProcess("--time-scale", "0.02") as sim:
         if how == "vllm-load":
-            cmd = [sys.executable, "-m", "vllm_load", "run", "--host", sim.url, "--web", "--web-login",
-                   "--web-port", str(free_port()), *SMALL, "--out", str(tmp_path / "runs")]
+            cmd = [
+                sys.executable,
+                "-m",
+                "vllm_load",
+                "run",
+                "--host",
+                sim.url,
+                "--web",
+                "--web-login",
+                "--web-port",
+                str(free_port()),
+                *SMALL,
+                "--out",
+                str(tmp_path / "runs"),
+            ]
         else:  # the locustfile on its own refuses too, rather than serve a UI whose login cannot work
-            cmd = [sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfiles", "chat_stepped.py"),
-                   "--host", sim.url, "--web-login", "--web-host", "127.0.0.1", "--web-port", str(free_port()),
-                   *SMALL, "--out", str(tmp_path / "runs")]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                text=True, env=env_without_password(), start_new_session=True)
+            cmd = [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                os.path.join(ROOT, "locustfiles", "chat_stepped.py"),
+                "--host",
+                sim.url,
+                "--web-login",
+                "--web-host",
+                "127.0.0.1",
+                "--web-port",
+                str(free_port()),
+                *SMALL,
+                "--out",
+                str(tmp_path / "runs"),
+            ]
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=env_without_password(),
+            start_new_session=True,
+        )
         try:
             stdout, stderr = proc.communicate(timeout=60)
         finally:
@@ -175,6 +271,15 @@ def test_web_login_without_the_password_is_one_clear_error(tmp_path, how):
 
 
 def test_web_login_needs_the_web_ui(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "vllm_load", "run", "--host", "http://127.0.0.1:9", "--web-login"],
-                          capture_output=True, text=True, timeout=60, env={**os.environ, PASSWORD_ENV: PASSWORD})
-    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "use it with --web" in proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllm_load", "run", "--host", "http://127.0.0.1:9", "--web-login"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, PASSWORD_ENV: PASSWORD},
+    )
+    assert (
+        proc.returncode == 2
+        and proc.stderr.strip().count("\n") == 0
+        and "use it with --web" in proc.stderr
+    )

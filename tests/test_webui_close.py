@@ -19,12 +19,14 @@ import sys
 import time
 
 import requests
-
 from runhelpers import load_run_files, only_run_dir, stop_group
 from test_webui_auth import wait_for_ui
+
 from vllm_load.sim.process import SimulatorProcess, free_port
 
-WEB_UI_CLOSE_GRACE = 5.0  # vllm_load.run.session: the run is closed this long after a stop in the UI
+WEB_UI_CLOSE_GRACE = (
+    5.0  # vllm_load.run.session: the run is closed this long after a stop in the UI
+)
 METRICS_INTERVAL = 3.0  # a frozen target holds the last scrape for 5 intervals (its timeout)
 
 
@@ -34,22 +36,55 @@ def test_a_web_ui_test_stopped_then_quit_closes_once_without_a_traceback(tmp_pat
     out = str(tmp_path / "runs")
     with SimulatorProcess("--time-scale", "0.02") as sim:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "vllm_load", "run", "--host", sim.url, "--web", "--web-port", str(port),
-             "--levels", "2", "--input-tokens", "128", "--output-tokens", "8", "--warmup-requests", "2",
-             "--requests-per-level", "1000000", "--metrics-interval", str(METRICS_INTERVAL), "--out", out],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+            [
+                sys.executable,
+                "-m",
+                "vllm_load",
+                "run",
+                "--host",
+                sim.url,
+                "--web",
+                "--web-port",
+                str(port),
+                "--levels",
+                "2",
+                "--input-tokens",
+                "128",
+                "--output-tokens",
+                "8",
+                "--warmup-requests",
+                "2",
+                "--requests-per-level",
+                "1000000",
+                "--metrics-interval",
+                str(METRICS_INTERVAL),
+                "--out",
+                out,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
             start_new_session=True,
         )
         try:
             wait_for_ui(base, proc)
-            assert requests.post(base + "/swarm", data={"host": sim.url}, timeout=10).json()["success"] is True
+            assert (
+                requests.post(base + "/swarm", data={"host": sim.url}, timeout=10).json()["success"]
+                is True
+            )
             deadline = time.monotonic() + 30
-            while not any(level["finished"] >= 10 for level in requests.get(base + "/llm/stats", timeout=10).json()["levels"]):
+            while not any(
+                level["finished"] >= 10
+                for level in requests.get(base + "/llm/stats", timeout=10).json()["levels"]
+            ):
                 assert time.monotonic() < deadline, "the test started from the UI did not run"
                 time.sleep(0.2)
             assert requests.post(base + "/stop", timeout=10).json()["success"] is True
             stopped = time.monotonic()
-            os.killpg(sim.proc.pid, signal.SIGSTOP)  # the last scrape now hangs: the delayed close waits on it
+            os.killpg(
+                sim.proc.pid, signal.SIGSTOP
+            )  # the last scrape now hangs: the delayed close waits on it
             try:
                 time.sleep(max(0.0, stopped + WEB_UI_CLOSE_GRACE + 2.0 - time.monotonic()))
                 assert proc.poll() is None
@@ -65,7 +100,9 @@ def test_a_web_ui_test_stopped_then_quit_closes_once_without_a_traceback(tmp_pat
     assert proc.returncode == 0, stderr[-3000:]
     run_dir = only_run_dir(out)
     requests_rows, steps, run, stats = load_run_files(run_dir)
-    assert run["outcome"] == "interrupted" and run["ended_at"]  # closed to the end, before the process exited
+    assert (
+        run["outcome"] == "interrupted" and run["ended_at"]
+    )  # closed to the end, before the process exited
     locust_total = int(stats.loc[stats["Name"] == "Aggregated", "Request Count"].item())
     assert len(requests_rows) == locust_total == run["requests_recorded"] >= 10
     assert stdout.count(f"Run directory: {run_dir}") == 1  # one close, one summary

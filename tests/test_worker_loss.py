@@ -10,18 +10,40 @@ import sys
 import time
 
 import psutil
-
 from runhelpers import load_run_files, stop_group, wait_for_rows
+
 from vllm_load.analysis.levels import level_metrics
 from vllm_load.sim.process import SimulatorProcess
 
 
 def start_run(sim_url: str, out: str, requests_per_level: int) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "vllm_load", "run", "--host", sim_url, "--workers", "2", "--levels", "4,8",
-         "--input-tokens", "64", "--output-tokens", "20", "--requests-per-level", str(requests_per_level),
-         "--warmup-requests", "2", "--out", out],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+        [
+            sys.executable,
+            "-m",
+            "vllm_load",
+            "run",
+            "--host",
+            sim_url,
+            "--workers",
+            "2",
+            "--levels",
+            "4,8",
+            "--input-tokens",
+            "64",
+            "--output-tokens",
+            "20",
+            "--requests-per-level",
+            str(requests_per_level),
+            "--warmup-requests",
+            "2",
+            "--out",
+            out,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
         start_new_session=True,
     )
 
@@ -34,7 +56,9 @@ def locust_workers(proc: subprocess.Popen) -> tuple[psutil.Process, list[psutil.
     return master, workers
 
 
-def run_and_kill(tmp_path, how_many: int, requests_per_level: int, exit_code: int) -> tuple[str, str, list[int]]:
+def run_and_kill(
+    tmp_path, how_many: int, requests_per_level: int, exit_code: int
+) -> tuple[str, str, list[int]]:
     """Start a 2-worker run, `kill -9` `how_many` workers once records flow; (run dir, output, killed pids)."""
     out = str(tmp_path)
     with SimulatorProcess("--ttft", "0.05", "--itl", "0.02") as sim:  # about 0.43 s per request
@@ -46,7 +70,9 @@ def run_and_kill(tmp_path, how_many: int, requests_per_level: int, exit_code: in
             for pid in killed:
                 os.kill(pid, signal.SIGKILL)
             time.sleep(1.0)
-            assert master.is_running() and proc.poll() is None  # the master is not taken down with them
+            assert (
+                master.is_running() and proc.poll() is None
+            )  # the master is not taken down with them
             output, _ = proc.communicate(timeout=60)
         finally:
             stop_group(proc)
@@ -56,7 +82,12 @@ def run_and_kill(tmp_path, how_many: int, requests_per_level: int, exit_code: in
 
 def assert_every_counted_request_is_recorded(requests, run, stats) -> None:
     locust_total = int(stats.loc[stats["Name"] == "Aggregated", "Request Count"].item())
-    assert len(requests) == locust_total == run["locust_totals"]["requests"] == run["requests_recorded"]
+    assert (
+        len(requests)
+        == locust_total
+        == run["locust_totals"]["requests"]
+        == run["requests_recorded"]
+    )
 
 
 def test_the_master_survives_a_lost_worker_and_names_it(tmp_path):
@@ -66,7 +97,11 @@ def test_the_master_survives_a_lost_worker_and_names_it(tmp_path):
     assert_every_counted_request_is_recorded(requests, run, stats)
 
     (lost,) = run["workers_lost"]
-    assert lost["level"] == 0 and lost["worker"] in run["workers_seen"] and len(run["workers_seen"]) == 2
+    assert (
+        lost["level"] == 0
+        and lost["worker"] in run["workers_seen"]
+        and len(run["workers_seen"]) == 2
+    )
     (survivor,) = set(run["workers_seen"]) - {lost["worker"]}
     lost_rows = requests[requests["worker"] == lost["worker"]]
     assert len(lost_rows) > 0  # what it sent before it died is kept
@@ -80,7 +115,9 @@ def test_the_master_survives_a_lost_worker_and_names_it(tmp_path):
 
 def test_losing_every_worker_ends_the_run_with_outcome_workers_lost(tmp_path):
     started = time.monotonic()
-    run_dir, _, _ = run_and_kill(tmp_path, 2, requests_per_level=1000, exit_code=3)  # a pipeline sees it
+    run_dir, _, _ = run_and_kill(
+        tmp_path, 2, requests_per_level=1000, exit_code=3
+    )  # a pipeline sees it
     assert time.monotonic() - started < 40  # ended by the loss, not by running out its levels
     requests, steps, run, stats = load_run_files(run_dir)
     assert run["outcome"] == "workers_lost" and run["ended_at"]

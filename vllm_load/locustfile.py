@@ -4,9 +4,9 @@ Run it through `vllm-load run`, or with Locust directly:
     locust -f locustfiles/chat_stepped.py --host http://127.0.0.1:8000 --headless
 """
 
+from vllm_load.client.users import LLMUser
 from vllm_load.run.session import install
 from vllm_load.run.shape import SteppedShape
-from vllm_load.client.users import LLMUser
 
 install()
 

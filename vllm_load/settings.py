@@ -23,7 +23,9 @@ def parse_levels(text: str) -> list[int]:
     try:
         levels = [int(x) for x in str(text).replace(" ", "").split(",") if x]
     except ValueError:
-        raise SettingsError(f"--levels must be comma-separated whole numbers, got {text!r}") from None
+        raise SettingsError(
+            f"--levels must be comma-separated whole numbers, got {text!r}"
+        ) from None
     if not levels:
         raise SettingsError("--levels is empty")
     if any(n < 1 for n in levels):
@@ -45,26 +47,38 @@ def parse_host(text: str) -> str:
     if not text.strip():
         raise SettingsError(f"no target: pass --host URL (e.g. --host {HOST_EXAMPLE})")
     if any(c.isspace() or ord(c) < 32 for c in text):
-        raise SettingsError(f"{shown} has spaces or control characters: give the server's base URL, e.g. {HOST_EXAMPLE}")
+        raise SettingsError(
+            f"{shown} has spaces or control characters: give the server's base URL, e.g. {HOST_EXAMPLE}"
+        )
     try:
         parts = urlsplit(text)
         port = parts.port
     except ValueError as e:  # a bad IPv6 literal, a port out of range or not a number
-        raise SettingsError(f"{shown} is not a valid URL ({e}): give the server's base URL, e.g. {HOST_EXAMPLE}") from None
+        raise SettingsError(
+            f"{shown} is not a valid URL ({e}): give the server's base URL, e.g. {HOST_EXAMPLE}"
+        ) from None
     if parts.scheme not in ("http", "https"):
         what = f"has scheme {parts.scheme}://" if parts.netloc else "is not a URL"
-        raise SettingsError(f"{shown} {what}: give an http:// or https:// base URL, e.g. {HOST_EXAMPLE}")
+        raise SettingsError(
+            f"{shown} {what}: give an http:// or https:// base URL, e.g. {HOST_EXAMPLE}"
+        )
     if not parts.hostname:
-        raise SettingsError(f"{shown} names no host: give the server's base URL, e.g. {HOST_EXAMPLE}")
+        raise SettingsError(
+            f"{shown} names no host: give the server's base URL, e.g. {HOST_EXAMPLE}"
+        )
     if port == 0:
         raise SettingsError(f"{shown} has port 0: give the port the server listens on (1-65535)")
     if parts.username is not None or parts.password is not None:
-        raise SettingsError("the URL holds credentials (user:password@): give it without them, and the key "
-                            "with --api-key")  # not echoed: it would put the password in logs
+        raise SettingsError(
+            "the URL holds credentials (user:password@): give it without them, and the key "
+            "with --api-key"
+        )  # not echoed: it would put the password in logs
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         base = f"{parts.scheme}://{parts.netloc}"
-        raise SettingsError(f"{shown} has a path or query: give the server's base URL ({base}); "
-                            "vllm-load adds /v1/... itself")
+        raise SettingsError(
+            f"{shown} has a path or query: give the server's base URL ({base}); "
+            "vllm-load adds /v1/... itself"
+        )
     return text
 
 
@@ -125,11 +139,15 @@ def load_meta_file(path: str) -> dict[str, str]:
     except OSError as e:
         raise SettingsError(f"--meta-file {path}: {e.strerror or e}") from None
     except yaml.YAMLError as e:
-        raise SettingsError(f"--meta-file {path}: not valid YAML ({str(e).splitlines()[0]})") from None
+        raise SettingsError(
+            f"--meta-file {path}: not valid YAML ({str(e).splitlines()[0]})"
+        ) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise SettingsError(f"--meta-file {path}: expected a mapping of key: value, got {type(data).__name__}")
+        raise SettingsError(
+            f"--meta-file {path}: expected a mapping of key: value, got {type(data).__name__}"
+        )
     flat: dict[str, str] = {}
 
     def walk(prefix: str, value) -> None:
@@ -151,34 +169,182 @@ def add_arguments(parser) -> None:
     locust_parser = hasattr(parser, "args_included_in_web_ui")
     extra = {"include_in_web_ui": True} if locust_parser else {}
     hidden = {"include_in_web_ui": False} if locust_parser else {}
-    group = parser if locust_parser else parser.add_argument_group("vllm-load", "LLM load test options")
-    group.add_argument("--model", default="", help="model id to request (default: the first id in /v1/models)", **extra)
-    group.add_argument("--levels", default=DEFAULT_LEVELS, help=f"concurrency levels to step through (default {DEFAULT_LEVELS})", **extra)
-    group.add_argument("--input-tokens", type=int, default=2048, help="exact prompt length in tokens, chat template included (default 2048)", **extra)
-    group.add_argument("--output-tokens", type=int, default=512, help="exact output length, forced with max_tokens + min_tokens + ignore_eos (default 512)", **extra)
-    group.add_argument("--requests-per-level", type=int, default=100, help="measured requests per level after warm-up (default 100)", **extra)
-    group.add_argument("--warmup-requests", type=int, default=10, help="first finished requests of each level to discard (default 10)", **extra)
-    group.add_argument("--level-time-cap", type=float, default=1200.0, help="end a level after this many seconds even if short of requests (default 1200)", **extra)
-    group.add_argument("--cooldown", type=float, default=0.0, help="seconds with no load between levels (default 0)", **extra)
-    group.add_argument("--spawn-rate-per-level", type=float, default=1000.0, help="users started per second when a level begins (default 1000)", **extra)
-    group.add_argument("--endpoint", choices=ENDPOINTS, default="chat", help="chat: /v1/chat/completions; completions: /v1/completions", **extra)
-    group.add_argument("--no-stream", action="store_true", default=False, help="send non-streaming requests (TTFT = E2E)", **extra)
-    group.add_argument("--tokenizer", default="", help="local tokenizer directory for exact prompts when the server has no /tokenize", **extra)
-    group.add_argument("--approximate-prompts", action="store_true", default=False, help="allow prompts of approximate length when no tokenizer is available", **extra)
-    group.add_argument("--shared-prefix-tokens", type=int, default=0, help="a common prompt prefix of N tokens, to measure prefix caching on purpose (default 0)", **extra)
-    group.add_argument("--temperature", type=float, default=None, help="sampling temperature to send (default: the server's)", **extra)
-    group.add_argument("--no-vllm-params", action="store_true", default=False, help="do not send vLLM's min_tokens/ignore_eos (for servers that reject them)", **extra)
-    group.add_argument("--connect-timeout", type=float, default=30.0, help="seconds to connect (default 30)", **extra)
-    group.add_argument("--ttft-timeout", type=float, default=600.0, help="seconds from a streamed request's start to its first content chunk (the first that carries a token; default 600)", **extra)
-    group.add_argument("--stall-timeout", type=float, default=120.0, help="seconds without a byte before a request fails (default 120)", **extra)
-    group.add_argument("--request-timeout", type=float, default=1800.0, help="seconds for a whole request (default 1800)", **extra)
-    group.add_argument("--metrics-interval", type=float, default=1.0, help="seconds between scrapes of the target's /metrics into server_metrics.csv; 0 turns scraping off (default 1)", **extra)
-    group.add_argument("--out", default="runs", help="base directory for run directories (default runs/)", **extra)
-    group.add_argument("--run-dir", default="", help="exact run directory to write (default: OUT/<model>/<UTC time>-<id>)", **hidden)
-    group.add_argument("--meta", action="append", default=[], help="key=value recorded in run.json and the report (repeatable)", **hidden)
-    group.add_argument("--meta-file", default="", help="YAML file of run metadata (hardware, GPUs, image digest, model revision); --meta overrides", **hidden)
+    group = (
+        parser if locust_parser else parser.add_argument_group("vllm-load", "LLM load test options")
+    )
+    group.add_argument(
+        "--model",
+        default="",
+        help="model id to request (default: the first id in /v1/models)",
+        **extra,
+    )
+    group.add_argument(
+        "--levels",
+        default=DEFAULT_LEVELS,
+        help=f"concurrency levels to step through (default {DEFAULT_LEVELS})",
+        **extra,
+    )
+    group.add_argument(
+        "--input-tokens",
+        type=int,
+        default=2048,
+        help="exact prompt length in tokens, chat template included (default 2048)",
+        **extra,
+    )
+    group.add_argument(
+        "--output-tokens",
+        type=int,
+        default=512,
+        help="exact output length, forced with max_tokens + min_tokens + ignore_eos (default 512)",
+        **extra,
+    )
+    group.add_argument(
+        "--requests-per-level",
+        type=int,
+        default=100,
+        help="measured requests per level after warm-up (default 100)",
+        **extra,
+    )
+    group.add_argument(
+        "--warmup-requests",
+        type=int,
+        default=10,
+        help="first finished requests of each level to discard (default 10)",
+        **extra,
+    )
+    group.add_argument(
+        "--level-time-cap",
+        type=float,
+        default=1200.0,
+        help="end a level after this many seconds even if short of requests (default 1200)",
+        **extra,
+    )
+    group.add_argument(
+        "--cooldown",
+        type=float,
+        default=0.0,
+        help="seconds with no load between levels (default 0)",
+        **extra,
+    )
+    group.add_argument(
+        "--spawn-rate-per-level",
+        type=float,
+        default=1000.0,
+        help="users started per second when a level begins (default 1000)",
+        **extra,
+    )
+    group.add_argument(
+        "--endpoint",
+        choices=ENDPOINTS,
+        default="chat",
+        help="chat: /v1/chat/completions; completions: /v1/completions",
+        **extra,
+    )
+    group.add_argument(
+        "--no-stream",
+        action="store_true",
+        default=False,
+        help="send non-streaming requests (TTFT = E2E)",
+        **extra,
+    )
+    group.add_argument(
+        "--tokenizer",
+        default="",
+        help="local tokenizer directory for exact prompts when the server has no /tokenize",
+        **extra,
+    )
+    group.add_argument(
+        "--approximate-prompts",
+        action="store_true",
+        default=False,
+        help="allow prompts of approximate length when no tokenizer is available",
+        **extra,
+    )
+    group.add_argument(
+        "--shared-prefix-tokens",
+        type=int,
+        default=0,
+        help="a common prompt prefix of N tokens, to measure prefix caching on purpose (default 0)",
+        **extra,
+    )
+    group.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        help="sampling temperature to send (default: the server's)",
+        **extra,
+    )
+    group.add_argument(
+        "--no-vllm-params",
+        action="store_true",
+        default=False,
+        help="do not send vLLM's min_tokens/ignore_eos (for servers that reject them)",
+        **extra,
+    )
+    group.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=30.0,
+        help="seconds to connect (default 30)",
+        **extra,
+    )
+    group.add_argument(
+        "--ttft-timeout",
+        type=float,
+        default=600.0,
+        help="seconds from a streamed request's start to its first content chunk (the first that carries a token; default 600)",
+        **extra,
+    )
+    group.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=120.0,
+        help="seconds without a byte before a request fails (default 120)",
+        **extra,
+    )
+    group.add_argument(
+        "--request-timeout",
+        type=float,
+        default=1800.0,
+        help="seconds for a whole request (default 1800)",
+        **extra,
+    )
+    group.add_argument(
+        "--metrics-interval",
+        type=float,
+        default=1.0,
+        help="seconds between scrapes of the target's /metrics into server_metrics.csv; 0 turns scraping off (default 1)",
+        **extra,
+    )
+    group.add_argument(
+        "--out", default="runs", help="base directory for run directories (default runs/)", **extra
+    )
+    group.add_argument(
+        "--run-dir",
+        default="",
+        help="exact run directory to write (default: OUT/<model>/<UTC time>-<id>)",
+        **hidden,
+    )
+    group.add_argument(
+        "--meta",
+        action="append",
+        default=[],
+        help="key=value recorded in run.json and the report (repeatable)",
+        **hidden,
+    )
+    group.add_argument(
+        "--meta-file",
+        default="",
+        help="YAML file of run metadata (hardware, GPUs, image digest, model revision); --meta overrides",
+        **hidden,
+    )
     secret = {"include_in_web_ui": True, "is_secret": True} if locust_parser else {}
-    group.add_argument("--api-key", default="", help="Bearer token (default: $OPENAI_API_KEY); never written anywhere", **secret)
+    group.add_argument(
+        "--api-key",
+        default="",
+        help="Bearer token (default: $OPENAI_API_KEY); never written anywhere",
+        **secret,
+    )
 
 
 @dataclass(frozen=True)
@@ -238,7 +404,10 @@ class Settings:
             metrics_interval=float(get("metrics_interval", 1.0)),
             out=get("out", "runs") or "runs",
             run_dir=get("run_dir", "") or "",
-            meta={**(load_meta_file(get("meta_file")) if get("meta_file") else {}), **parse_meta(get("meta"))},
+            meta={
+                **(load_meta_file(get("meta_file")) if get("meta_file") else {}),
+                **parse_meta(get("meta")),
+            },
             api_key=get("api_key", "") or os.environ.get("OPENAI_API_KEY", ""),
         )
         settings.validate()
@@ -246,19 +415,35 @@ class Settings:
 
     def validate(self) -> None:
         if self.endpoint not in ENDPOINTS:
-            raise SettingsError(f"--endpoint must be one of {', '.join(ENDPOINTS)}, got {self.endpoint!r}")
+            raise SettingsError(
+                f"--endpoint must be one of {', '.join(ENDPOINTS)}, got {self.endpoint!r}"
+            )
         for name in ("input_tokens", "output_tokens", "requests_per_level"):
             if getattr(self, name) < 1:
-                raise SettingsError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+                raise SettingsError(
+                    f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}"
+                )
         for name in ("warmup_requests", "shared_prefix_tokens"):
             if getattr(self, name) < 0:
-                raise SettingsError(f"--{name.replace('_', '-')} must not be negative, got {getattr(self, name)}")
-        for name in ("level_time_cap", "spawn_rate_per_level", "connect_timeout", "ttft_timeout", "stall_timeout",
-                     "request_timeout"):
+                raise SettingsError(
+                    f"--{name.replace('_', '-')} must not be negative, got {getattr(self, name)}"
+                )
+        for name in (
+            "level_time_cap",
+            "spawn_rate_per_level",
+            "connect_timeout",
+            "ttft_timeout",
+            "stall_timeout",
+            "request_timeout",
+        ):
             if getattr(self, name) <= 0:
-                raise SettingsError(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
+                raise SettingsError(
+                    f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}"
+                )
         if self.metrics_interval < 0:
-            raise SettingsError(f"--metrics-interval must not be negative, got {self.metrics_interval}")
+            raise SettingsError(
+                f"--metrics-interval must not be negative, got {self.metrics_interval}"
+            )
         if self.cooldown < 0:
             raise SettingsError(f"--cooldown must not be negative, got {self.cooldown}")
 

@@ -172,13 +172,18 @@ class SimTokenizer:
         return "".join(_id_piece(int(i)) for i in ids)
 
     def render_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
-        parts = [f"{IM_START}{m.get('role', 'user')}\n{message_text(m.get('content'))}{IM_END}\n" for m in messages]
+        parts = [
+            f"{IM_START}{m.get('role', 'user')}\n{message_text(m.get('content'))}{IM_END}\n"
+            for m in messages
+        ]
         if add_generation_prompt:
             parts.append(f"{IM_START}assistant\n")
         return "".join(parts)
 
     def encode_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
-        return self.encode(self.render_chat(messages, add_generation_prompt), add_special_tokens=False)
+        return self.encode(
+            self.render_chat(messages, add_generation_prompt), add_special_tokens=False
+        )
 
     def count_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> int:
         return self.count(self.render_chat(messages, add_generation_prompt))
@@ -188,9 +193,19 @@ class SimTokenizer:
 
 
 #: the special tokens a chat template may use, as transformers passes them to it
-SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+SPECIAL_TOKEN_KEYS = (
+    "bos_token",
+    "eos_token",
+    "unk_token",
+    "sep_token",
+    "pad_token",
+    "cls_token",
+    "mask_token",
+)
 CHAT_TEMPLATE_FILE = "chat_template.jinja"  # transformers >= 4.50 writes the template here
-CHAT_TEMPLATE_DIR = "additional_chat_templates"  # ... and named templates other than the default here
+CHAT_TEMPLATE_DIR = (
+    "additional_chat_templates"  # ... and named templates other than the default here
+)
 LEGACY_CHAT_TEMPLATE_FILE = "chat_template.json"  # {"chat_template": ...}, as processors wrote it
 
 
@@ -263,7 +278,9 @@ def chat_template(path: str, config: dict) -> str | None:
         return _pick_template(named)
     template = _pick_template(config.get("chat_template"))
     if template is None:
-        template = _pick_template(_read_json(os.path.join(path, LEGACY_CHAT_TEMPLATE_FILE)).get("chat_template"))
+        template = _pick_template(
+            _read_json(os.path.join(path, LEGACY_CHAT_TEMPLATE_FILE)).get("chat_template")
+        )
     return template
 
 
@@ -278,13 +295,17 @@ class HFTokenizer:
         try:
             from tokenizers import Tokenizer as _RustTokenizer
         except ImportError:
-            raise ValueError("a tokenizer directory needs the `tokenizers` package: pip install 'vllm-load[hf]'") from None
+            raise ValueError(
+                "a tokenizer directory needs the `tokenizers` package: pip install 'vllm-load[hf]'"
+            ) from None
 
         self.path = os.path.abspath(path)
         self.name = self.path
         tokenizer_file = os.path.join(self.path, "tokenizer.json")
         if not os.path.isfile(tokenizer_file):
-            raise ValueError(f"{path} has no tokenizer.json (pass a Hugging Face tokenizer directory)")
+            raise ValueError(
+                f"{path} has no tokenizer.json (pass a Hugging Face tokenizer directory)"
+            )
         self._tok = _RustTokenizer.from_file(tokenizer_file)
         config = _read_json(os.path.join(self.path, "tokenizer_config.json"))
         self.special_tokens = special_tokens(self.path, config)
@@ -307,8 +328,10 @@ class HFTokenizer:
     def _template(self):
         if self._compiled is None:
             if not self.chat_template:
-                raise ValueError(f"{self.path} has no chat template ({CHAT_TEMPLATE_FILE}, or chat_template in "
-                                 "tokenizer_config.json)")
+                raise ValueError(
+                    f"{self.path} has no chat template ({CHAT_TEMPLATE_FILE}, or chat_template in "
+                    "tokenizer_config.json)"
+                )
             from datetime import datetime
 
             from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -316,14 +339,25 @@ class HFTokenizer:
             def raise_exception(message: str) -> None:
                 raise ValueError(message)
 
-            def tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False) -> str:
-                return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
-                                  sort_keys=sort_keys)
+            def tojson(
+                value, ensure_ascii=False, indent=None, separators=None, sort_keys=False
+            ) -> str:
+                return json.dumps(
+                    value,
+                    ensure_ascii=ensure_ascii,
+                    indent=indent,
+                    separators=separators,
+                    sort_keys=sort_keys,
+                )
 
-            env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+            env = ImmutableSandboxedEnvironment(
+                trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]
+            )
             env.filters["tojson"] = tojson
             env.globals["raise_exception"] = raise_exception
-            env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)  # Llama 3.x templates date prompts
+            env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(
+                fmt
+            )  # Llama 3.x templates date prompts
             self._compiled = env.from_string(self.chat_template)
         return self._compiled
 
@@ -336,7 +370,9 @@ class HFTokenizer:
 
     def encode_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> list[int]:
         # The template writes BOS itself where the model wants one, so nothing is added (as vLLM does).
-        return self.encode(self.render_chat(messages, add_generation_prompt), add_special_tokens=False)
+        return self.encode(
+            self.render_chat(messages, add_generation_prompt), add_special_tokens=False
+        )
 
     def count_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> int:
         return len(self.encode_chat(messages, add_generation_prompt))

@@ -36,8 +36,14 @@ CHAT_TEMPLATE = (
 )
 
 #: the model's shape (issue 21): small enough for a 2-core CPU, long enough for 2048 + 512 tokens
-SHAPE = dict(num_hidden_layers=4, hidden_size=256, intermediate_size=512, num_attention_heads=4,
-             num_key_value_heads=4, max_position_embeddings=8192)
+SHAPE = dict(
+    num_hidden_layers=4,
+    hidden_size=256,
+    intermediate_size=512,
+    num_attention_heads=4,
+    num_key_value_heads=4,
+    max_position_embeddings=8192,
+)
 VOCAB = 3000
 
 
@@ -49,14 +55,24 @@ def build_tokenizer(out: str, corpus: list[str]):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=SPECIAL_TOKENS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(corpus, trainer=trainer)
     bos_id = tok.token_to_id(BOS)
-    tok.post_processor = processors.TemplateProcessing(single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B",
-                                                       special_tokens=[(BOS, bos_id)])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=BOS, eos_token=EOT, pad_token=EOS,
-                                   model_max_length=SHAPE["max_position_embeddings"])
+    tok.post_processor = processors.TemplateProcessing(
+        single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B", special_tokens=[(BOS, bos_id)]
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=BOS,
+        eos_token=EOT,
+        pad_token=EOS,
+        model_max_length=SHAPE["max_position_embeddings"],
+    )
     fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(out)
     return fast
@@ -68,14 +84,22 @@ def build_model(out: str, tokenizer) -> None:
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-                         tie_word_embeddings=False, **SHAPE)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=False,
+        **SHAPE,
+    )
     model = LlamaForCausalLM(config).to(torch.bfloat16)
     model.config.torch_dtype = torch.bfloat16
     model.save_pretrained(out)
-    GenerationConfig(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                     pad_token_id=tokenizer.pad_token_id).save_pretrained(out)
+    GenerationConfig(
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    ).save_pretrained(out)
 
 
 def main(argv: list[str]) -> int:

@@ -17,8 +17,8 @@ import pandas as pd
 from vllm_load.analysis import server_side
 from vllm_load.analysis.client_side import late_levels, level_client_health, read_client_health
 from vllm_load.analysis.levels import measure_levels
-from vllm_load.rundir.load import load_run
 from vllm_load.client.health import FILE as CLIENT_HEALTH_FILE
+from vllm_load.rundir.load import load_run
 
 
 def level_comparison(run_dir: str) -> tuple[pd.DataFrame, dict]:
@@ -32,8 +32,10 @@ def level_comparison(run_dir: str) -> tuple[pd.DataFrame, dict]:
         raise ValueError(f"{run_dir} has no server_metrics.csv: vllm-load did not scrape /metrics")
     interval = (data.run.get("server_metrics") or {}).get("interval")
     figures = server_side.level_server_figures(server, metrics, data.requests, interval)
-    decoding = [_decoding_at_scrapes(server, data.requests, a, b)
-                      for a, b in zip(figures["compare_start"], figures["compare_end"])]
+    decoding = [
+        _decoding_at_scrapes(server, data.requests, a, b)
+        for a, b in zip(figures["compare_start"], figures["compare_end"])
+    ]
     figures["client_decoding_at_scrapes"] = decoding
     keep = ["level", "measured", "ok", "prompt_exact_share", "completion_exact_share"]
     table = figures.merge(metrics[keep], on="level", how="left")
@@ -43,8 +45,14 @@ def level_comparison(run_dir: str) -> tuple[pd.DataFrame, dict]:
     table["client_late_reason"] = [late.get(int(lv), "") for lv in table["level"]]
     totals = server_side.run_token_check(server, data.requests)
     for column in ("prefix_cache_hits", "prefix_cache_queries"):
-        values = pd.to_numeric(server[column], errors="coerce").dropna() if column in server else pd.Series([], dtype=float)
-        totals[f"run_{column}"] = float(values.iloc[-1] - values.iloc[0]) if len(values) >= 2 else math.nan
+        values = (
+            pd.to_numeric(server[column], errors="coerce").dropna()
+            if column in server
+            else pd.Series([], dtype=float)
+        )
+        totals[f"run_{column}"] = (
+            float(values.iloc[-1] - values.iloc[0]) if len(values) >= 2 else math.nan
+        )
     totals["requests"] = int(len(data.requests))
     totals["failed"] = int((pd.to_numeric(data.requests["ok"], errors="coerce") != 1).sum())
     totals["requests_abandoned"] = (data.run.get("requests_abandoned") or {}).get("total", 0)
@@ -74,8 +82,25 @@ def _f(value, spec: str, scale: float = 1.0) -> str:
 
 def format_table(label: str, table: pd.DataFrame, bench: dict[int, dict]) -> str:
     """The side-by-side text table of one mode (and `vllm bench serve` per users, if run)."""
-    head = ["users", "meas", "out tok/s client", "server", "diff %", "achieved", "running", "past 1st tok", "Little srv/cli", "diff %",
-            "TTFT ms client", "server", "diff %", "prefix hits/queries", "exact", "window s", "note"]
+    head = [
+        "users",
+        "meas",
+        "out tok/s client",
+        "server",
+        "diff %",
+        "achieved",
+        "running",
+        "past 1st tok",
+        "Little srv/cli",
+        "diff %",
+        "TTFT ms client",
+        "server",
+        "diff %",
+        "prefix hits/queries",
+        "exact",
+        "window s",
+        "note",
+    ]
     if bench:
         head += ["bench out tok/s", "bench TTFT ms", "bench prefix hits/queries"]
     rows = [head]
@@ -87,24 +112,41 @@ def format_table(label: str, table: pd.DataFrame, bench: dict[int, dict]) -> str
             notes.append(f"client late ({rec.get('client_late_reason')})")
         if rec.get("flagged"):
             notes.append("DISAGREES")
-        exact = min(rec.get("prompt_exact_share", math.nan), rec.get("completion_exact_share", math.nan))
-        row = [_f(rec["users"], ".0f"), _f(float(rec["measured"]), ".0f"),
-               _f(rec["client_output_tok_per_s"], ",.1f"), _f(rec["server_gen_tok_per_s"], ",.1f"),
-               _f(rec["difference"], "+.1f", 100),
-               _f(rec["achieved_concurrency"], ".2f"), _f(rec["running_mean"], ".2f"),
-               _f(rec.get("client_decoding_at_scrapes", math.nan), ".2f"),
-               f"{_f(rec.get('server_in_system', math.nan), '.2f')}/{_f(rec.get('client_in_system', math.nan), '.2f')}",
-               _f(rec["concurrency_difference"], "+.1f", 100),
-               _f(rec["client_ttft_mean"], ",.1f", 1000), _f(rec["server_ttft_mean"], ",.1f", 1000),
-               _f(rec["ttft_difference"], "+.1f", 100),
-               f"{_f(rec['prefix_cache_hits'], '.0f')}/{_f(rec['prefix_cache_queries'], '.0f')}",
-               _f(exact, ".0%"), _f(rec["window_s"], ".1f"), ", ".join(notes)]
+        exact = min(
+            rec.get("prompt_exact_share", math.nan), rec.get("completion_exact_share", math.nan)
+        )
+        row = [
+            _f(rec["users"], ".0f"),
+            _f(float(rec["measured"]), ".0f"),
+            _f(rec["client_output_tok_per_s"], ",.1f"),
+            _f(rec["server_gen_tok_per_s"], ",.1f"),
+            _f(rec["difference"], "+.1f", 100),
+            _f(rec["achieved_concurrency"], ".2f"),
+            _f(rec["running_mean"], ".2f"),
+            _f(rec.get("client_decoding_at_scrapes", math.nan), ".2f"),
+            f"{_f(rec.get('server_in_system', math.nan), '.2f')}/{_f(rec.get('client_in_system', math.nan), '.2f')}",
+            _f(rec["concurrency_difference"], "+.1f", 100),
+            _f(rec["client_ttft_mean"], ",.1f", 1000),
+            _f(rec["server_ttft_mean"], ",.1f", 1000),
+            _f(rec["ttft_difference"], "+.1f", 100),
+            f"{_f(rec['prefix_cache_hits'], '.0f')}/{_f(rec['prefix_cache_queries'], '.0f')}",
+            _f(exact, ".0%"),
+            _f(rec["window_s"], ".1f"),
+            ", ".join(notes),
+        ]
         if bench:
             b = bench.get(int(rec["users"]), {})
-            row += [_f(b.get("output_tok_per_s", math.nan), ",.1f"), _f(b.get("mean_ttft_ms", math.nan), ",.1f"),
-                    f"{_f(b.get('prefix_cache_hits', math.nan), '.0f')}/{_f(b.get('prefix_cache_queries', math.nan), '.0f')}"]
+            row += [
+                _f(b.get("output_tok_per_s", math.nan), ",.1f"),
+                _f(b.get("mean_ttft_ms", math.nan), ",.1f"),
+                f"{_f(b.get('prefix_cache_hits', math.nan), '.0f')}/{_f(b.get('prefix_cache_queries', math.nan), '.0f')}",
+            ]
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines = [label, "  ".join(c.rjust(w) for c, w in zip(rows[0], widths)), "  ".join("-" * w for w in widths)]
+    lines = [
+        label,
+        "  ".join(c.rjust(w) for c, w in zip(rows[0], widths)),
+        "  ".join("-" * w for w in widths),
+    ]
     lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows[1:]]
     return "\n".join(lines)

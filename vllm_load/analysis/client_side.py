@@ -29,8 +29,10 @@ from ..client.health import CPU_LIMIT, LAG_LIMIT_MS, RUNQUEUE_LIMIT_MS
 #: the share of content chunks merged (dated with another) above which a level is client-late
 MERGED_LIMIT = 0.05
 #: the client-late rule, in words (shown in the report)
-LATE_RULE = (f"more than {MERGED_LIMIT * 100:g}% of the content chunks came in a read with another chunk, or a "
-             f"load process's event loop waited more than {RUNQUEUE_LIMIT_MS:g} ms per second for a CPU")
+LATE_RULE = (
+    f"more than {MERGED_LIMIT * 100:g}% of the content chunks came in a read with another chunk, or a "
+    f"load process's event loop waited more than {RUNQUEUE_LIMIT_MS:g} ms per second for a CPU"
+)
 
 
 def read_client_health(path: str) -> pd.DataFrame | None:
@@ -60,8 +62,14 @@ def level_merged_chunks(requests: pd.DataFrame, metrics: pd.DataFrame) -> pd.Dat
             mask &= (end > ws) & (end <= we)
         n = float(np.nansum(chunks[mask & known]))
         m = float(np.sum(merged[mask & known]))
-        rows.append({"level": rec["level"], "chunks": n, "chunks_merged": m if (mask & known).any() else np.nan,
-                     "merged_share": m / n if n > 0 else np.nan})
+        rows.append(
+            {
+                "level": rec["level"],
+                "chunks": n,
+                "chunks_merged": m if (mask & known).any() else np.nan,
+                "merged_share": m / n if n > 0 else np.nan,
+            }
+        )
     return pd.DataFrame(rows, columns=["level", "chunks", "chunks_merged", "merged_share"])
 
 
@@ -71,7 +79,9 @@ def _window_part(health: pd.DataFrame | None, rec: dict) -> pd.DataFrame:
         return pd.DataFrame()
     ts = health["ts"].to_numpy(np.float64)
     ws, we = rec["window_start"], rec["window_end"]
-    in_window = (ts > ws) & (ts <= we) if ws == ws and we == we else np.zeros(len(health), dtype=bool)
+    in_window = (
+        (ts > ws) & (ts <= we) if ws == ws and we == we else np.zeros(len(health), dtype=bool)
+    )
     return health[in_window] if in_window.any() else health[health["level"] == rec["level"]]
 
 
@@ -80,15 +90,22 @@ def _max(part: pd.DataFrame, column: str) -> float:
     return float(np.nanmax(values)) if len(values) and not np.isnan(values).all() else np.nan
 
 
-def level_client_health(health: pd.DataFrame | None, metrics: pd.DataFrame, requests: pd.DataFrame | None = None,
-                        cpu_limit: float = CPU_LIMIT, lag_limit_ms: float = LAG_LIMIT_MS,
-                        runqueue_limit_ms: float = RUNQUEUE_LIMIT_MS,
-                        merged_limit: float = MERGED_LIMIT) -> pd.DataFrame:
+def level_client_health(
+    health: pd.DataFrame | None,
+    metrics: pd.DataFrame,
+    requests: pd.DataFrame | None = None,
+    cpu_limit: float = CPU_LIMIT,
+    lag_limit_ms: float = LAG_LIMIT_MS,
+    runqueue_limit_ms: float = RUNQUEUE_LIMIT_MS,
+    merged_limit: float = MERGED_LIMIT,
+) -> pd.DataFrame:
     """Per level: processes seen, worst CPU %, worst interval-mean and single loop lag, worst
     run-queue wait per second, peak RSS, the share of content chunks merged; whether the level
     was possibly client-bound (`client_bound`, `reason`) and client-late (`client_late`,
     `client_late_reason`). Either input may be missing: its figures are then NaN and judge nothing."""
-    merged = level_merged_chunks(requests, metrics).set_index("level") if requests is not None else None
+    merged = (
+        level_merged_chunks(requests, metrics).set_index("level") if requests is not None else None
+    )
     rows = []
     for rec in metrics.to_dict("records"):
         part = _window_part(health, rec)
@@ -104,17 +121,29 @@ def level_client_health(health: pd.DataFrame | None, metrics: pd.DataFrame, requ
             late.append(f"{share * 100:.0f}% of chunks merged in reads > {merged_limit * 100:g}%")
         if wait > runqueue_limit_ms:
             late.append(f"run-queue wait {wait:,.0f} ms/s > {runqueue_limit_ms:g} ms/s")
-        rows.append({
-            "level": rec["level"], "users": rec["users"],
-            "processes": int(part["worker"].nunique()) if len(part) else 0,
-            "cpu_percent_max": cpu, "loop_lag_mean_ms_max": lag, "loop_lag_max_ms": _max(part, "loop_lag_max_ms"),
-            "runqueue_wait_ms_per_s_max": wait, "rss_mib_max": _max(part, "rss_mib"),
-            "chunks": float(merged.at[rec["level"], "chunks"]) if merged is not None else np.nan,
-            "chunks_merged": float(merged.at[rec["level"], "chunks_merged"]) if merged is not None else np.nan,
-            "merged_share": share,
-            "client_bound": bool(reasons), "reason": "; ".join(reasons),
-            "client_late": bool(late), "client_late_reason": "; ".join(late),
-        })
+        rows.append(
+            {
+                "level": rec["level"],
+                "users": rec["users"],
+                "processes": int(part["worker"].nunique()) if len(part) else 0,
+                "cpu_percent_max": cpu,
+                "loop_lag_mean_ms_max": lag,
+                "loop_lag_max_ms": _max(part, "loop_lag_max_ms"),
+                "runqueue_wait_ms_per_s_max": wait,
+                "rss_mib_max": _max(part, "rss_mib"),
+                "chunks": float(merged.at[rec["level"], "chunks"])
+                if merged is not None
+                else np.nan,
+                "chunks_merged": float(merged.at[rec["level"], "chunks_merged"])
+                if merged is not None
+                else np.nan,
+                "merged_share": share,
+                "client_bound": bool(reasons),
+                "reason": "; ".join(reasons),
+                "client_late": bool(late),
+                "client_late_reason": "; ".join(late),
+            }
+        )
     return pd.DataFrame(rows)
 
 

@@ -26,7 +26,9 @@ def parse_gpus(value) -> float | None:
     return count if count > 0 else None
 
 
-def gpu_count(model: str, runs: Sequence[dict], overrides: Mapping[str, float] | None = None) -> tuple[float | None, str]:
+def gpu_count(
+    model: str, runs: Sequence[dict], overrides: Mapping[str, float] | None = None
+) -> tuple[float | None, str]:
     """(GPU count, where it came from) for a model: --gpus-per-model first, then run.json meta `gpus`."""
     if overrides and model in overrides:
         return float(overrides[model]), "--gpus-per-model"
@@ -60,28 +62,38 @@ class ModelRow:
     ttft_p99_at_peak: float
 
 
-def compare(series: Sequence[Series], saturations: Sequence[Saturation], runs: Sequence[dict],
-            overrides: Mapping[str, float] | None = None) -> list[ModelRow]:
+def compare(
+    series: Sequence[Series],
+    saturations: Sequence[Saturation],
+    runs: Sequence[dict],
+    overrides: Mapping[str, float] | None = None,
+) -> list[ModelRow]:
     """One row per series, in the given order."""
     rows = []
     for s, sat in zip(series, saturations):
         gpus, source = gpu_count(s.model, [runs[i] for i in s.run_indices], overrides)
         peak = sat.peak
         sc = sat.scaling
-        rows.append(ModelRow(
-            label=s.label, model=s.model, n_runs=s.n_runs, gpus=gpus, gpus_source=source,
-            peak_tok_per_s=peak.tok_per_s if peak else math.nan,
-            peak_ci_low=peak.ci_low if peak else math.nan,
-            peak_ci_high=peak.ci_high if peak else math.nan,
-            peak_users=peak.users if peak else math.nan,
-            peak_per_gpu=(peak.tok_per_s / gpus) if peak and gpus else math.nan,
-            saturation=sat.headline,
-            scaling_ratio=sc.ratio if sc else math.nan,
-            scaling_levels=f"{sc.from_users:,.0f}→{sc.to_users:,.0f}" if sc else "",
-            scaling_note=sc.note() if sc else "",
-            p99_at_peak=peak.e2e_p99 if peak else math.nan,
-            ttft_p99_at_peak=peak.ttft_p99 if peak else math.nan,
-        ))
+        rows.append(
+            ModelRow(
+                label=s.label,
+                model=s.model,
+                n_runs=s.n_runs,
+                gpus=gpus,
+                gpus_source=source,
+                peak_tok_per_s=peak.tok_per_s if peak else math.nan,
+                peak_ci_low=peak.ci_low if peak else math.nan,
+                peak_ci_high=peak.ci_high if peak else math.nan,
+                peak_users=peak.users if peak else math.nan,
+                peak_per_gpu=(peak.tok_per_s / gpus) if peak and gpus else math.nan,
+                saturation=sat.headline,
+                scaling_ratio=sc.ratio if sc else math.nan,
+                scaling_levels=f"{sc.from_users:,.0f}→{sc.to_users:,.0f}" if sc else "",
+                scaling_note=sc.note() if sc else "",
+                p99_at_peak=peak.e2e_p99 if peak else math.nan,
+                ttft_p99_at_peak=peak.ttft_p99 if peak else math.nan,
+            )
+        )
     return rows
 
 
@@ -93,21 +105,29 @@ def comparison_findings(rows: Sequence[ModelRow]) -> list[str]:
     out = []
     best = max(rows, key=lambda r: r.peak_tok_per_s)
     worst = min(rows, key=lambda r: r.peak_tok_per_s)
-    out.append(f"{best.label} has the highest peak throughput ({best.peak_tok_per_s:,.0f} tok/s), "
-               f"{best.peak_tok_per_s / worst.peak_tok_per_s:.1f}x that of {worst.label} ({worst.peak_tok_per_s:,.0f} tok/s).")
+    out.append(
+        f"{best.label} has the highest peak throughput ({best.peak_tok_per_s:,.0f} tok/s), "
+        f"{best.peak_tok_per_s / worst.peak_tok_per_s:.1f}x that of {worst.label} ({worst.peak_tok_per_s:,.0f} tok/s)."
+    )
     per_gpu = [r for r in rows if r.peak_per_gpu == r.peak_per_gpu]
     if len(per_gpu) >= 2:
         top = max(per_gpu, key=lambda r: r.peak_per_gpu)
-        out.append(f"Per GPU, {top.label} leads with {top.peak_per_gpu:,.0f} tok/s on {top.gpus:g} GPUs.")
+        out.append(
+            f"Per GPU, {top.label} leads with {top.peak_per_gpu:,.0f} tok/s on {top.gpus:g} GPUs."
+        )
     scaling = [r for r in rows if r.scaling_ratio == r.scaling_ratio]
     if len(scaling) >= 2:
         hi = max(scaling, key=lambda r: r.scaling_ratio)
         lo = min(scaling, key=lambda r: r.scaling_ratio)
         if hi is not lo:
-            out.append(f"{hi.label} scales furthest with concurrency ({hi.scaling_ratio:.1f}x over {hi.scaling_levels}) "
-                       f"against {lo.scaling_ratio:.1f}x for {lo.label}.")
+            out.append(
+                f"{hi.label} scales furthest with concurrency ({hi.scaling_ratio:.1f}x over {hi.scaling_levels}) "
+                f"against {lo.scaling_ratio:.1f}x for {lo.label}."
+            )
     p99 = [r for r in rows if r.p99_at_peak == r.p99_at_peak]
     if len(p99) >= 2:
         fast = min(p99, key=lambda r: r.p99_at_peak)
-        out.append(f"At peak, {fast.label} has the lowest p99 E2E latency ({fast.p99_at_peak:.2f} s).")
+        out.append(
+            f"At peak, {fast.label} has the lowest p99 E2E latency ({fast.p99_at_peak:.2f} s)."
+        )
     return out

@@ -48,20 +48,32 @@ class Margin:
         return self.half_width == self.half_width and self.gap + self.half_width < 0
 
 
-def margin(users: float, mean: float, std: float, n: int, against: float, other_mean: float, other_std: float,
-           other_n: int, tolerance: float, confidence: float = CONFIDENCE) -> Margin:
+def margin(
+    users: float,
+    mean: float,
+    std: float,
+    n: int,
+    against: float,
+    other_mean: float,
+    other_std: float,
+    other_n: int,
+    tolerance: float,
+    confidence: float = CONFIDENCE,
+) -> Margin:
     """The `Margin` of one level against the tolerance line (1 - tolerance) × another level's mean."""
     line = 1.0 - tolerance
     gap = mean - line * other_mean
     m = min(n, other_n)
     if m < 2:
         return Margin(users, against, gap, math.nan, math.nan, int(m))
-    spread = math.sqrt(std ** 2 + (line * other_std) ** 2)
-    se = math.sqrt(std ** 2 / n + (line * other_std) ** 2 / other_n)
+    spread = math.sqrt(std**2 + (line * other_std) ** 2)
+    se = math.sqrt(std**2 / n + (line * other_std) ** 2 / other_n)
     return Margin(users, against, gap, t_quantile(m, confidence) * se, spread, int(m))
 
 
-def runs_to_decide(gap: float, spread: float, confidence: float = CONFIDENCE, max_runs: int = MAX_RUNS) -> int | None:
+def runs_to_decide(
+    gap: float, spread: float, confidence: float = CONFIDENCE, max_runs: int = MAX_RUNS
+) -> int | None:
     """Smallest n with t(n - 1) · spread / √n below |gap|: runs per level that would resolve this gap
     if the observed mean and spread held. An estimate; None when the gap is zero or unknown, and
     `max_runs + 1` when even `max_runs` would not."""
@@ -99,25 +111,47 @@ class Decision:
     def sentence(self) -> str:
         """The decision as a finding."""
         u = _u(self.users)
-        subject = (f"That throughput is still rising at {u} concurrent (not saturated)" if self.at_top
-                   else f"The saturation point (~{u} concurrent)")
+        subject = (
+            f"That throughput is still rising at {u} concurrent (not saturated)"
+            if self.at_top
+            else f"The saturation point (~{u} concurrent)"
+        )
         if self.state == SINGLE_RUN:
             where = ", ".join(_u(x) for x in self.single_levels)
-            return (f"{subject} rests on a single run at {where} concurrent: there is no spread to judge it by; "
-                    "repeat the test (n ≥ 3) to know whether it holds.")
+            return (
+                f"{subject} rests on a single run at {where} concurrent: there is no spread to judge it by; "
+                "repeat the test (n ≥ 3) to know whether it holds."
+            )
         if self.state == DECIDED:
-            lower = "every lower level is credibly below that" if self.has_lower else "no lower level was tested"
-            return (f"{subject} is decided at n = {self.n}: its throughput is credibly within {self.tolerance:.0%} "
-                    f"of the peak and {lower} (95 % t-intervals of the differences).")
+            lower = (
+                "every lower level is credibly below that"
+                if self.has_lower
+                else "no lower level was tested"
+            )
+            return (
+                f"{subject} is decided at n = {self.n}: its throughput is credibly within {self.tolerance:.0%} "
+                f"of the peak and {lower} (95 % t-intervals of the differences)."
+            )
         lo, hi = _u(min(self.plausible)), _u(max(self.plausible))
-        text = (f"{subject} is undetermined at n = {self.n}: the runs' spread leaves any level from {lo} to {hi} "
-                "concurrent plausible as the saturation point")
+        text = (
+            f"{subject} is undetermined at n = {self.n}: the runs' spread leaves any level from {lo} to {hi} "
+            "concurrent plausible as the saturation point"
+        )
         if self.runs_needed is None:
-            return text + "; no run count decides it while a level's mean sits exactly on the tolerance line."
+            return (
+                text
+                + "; no run count decides it while a level's mean sits exactly on the tolerance line."
+            )
         if self.runs_needed > MAX_RUNS:
-            return text + f"; even {MAX_RUNS:,} runs would not decide it at the observed spread (an estimate)."
-        return (text + f"; about {self.runs_needed} runs would decide it if the observed means and standard "
-                "deviations hold (an estimate).")
+            return (
+                text
+                + f"; even {MAX_RUNS:,} runs would not decide it at the observed spread (an estimate)."
+            )
+        return (
+            text
+            + f"; about {self.runs_needed} runs would decide it if the observed means and standard "
+            "deviations hold (an estimate)."
+        )
 
 
 def _u(users: float) -> str:
@@ -129,8 +163,15 @@ def _runs(margins: list[Margin], pick) -> int | None:
     return None if any(k is None for k in needed) else pick(needed)
 
 
-def decide(users: Sequence[float], mean: Sequence[float], std: Sequence[float], n: Sequence[int], sat_i: int,
-           tolerance: float, confidence: float = CONFIDENCE) -> Decision:
+def decide(
+    users: Sequence[float],
+    mean: Sequence[float],
+    std: Sequence[float],
+    n: Sequence[int],
+    sat_i: int,
+    tolerance: float,
+    confidence: float = CONFIDENCE,
+) -> Decision:
     """The `Decision` for a curve's levels (sorted by users, at least two) with its point estimate found.
 
     Decided: the saturation level is credibly within the tolerance and every lower level credibly
@@ -146,9 +187,33 @@ def decide(users: Sequence[float], mean: Sequence[float], std: Sequence[float], 
     n_min = int(n.min())
     single = tuple(float(users[i]) for i in range(k) if n[i] < 2 or std[i] != std[i])
     if single:
-        return Decision(SINGLE_RUN, n_min, float(users[sat_i]), (float(users[sat_i]),), single_levels=single, **common)
-    margins = [[margin(users[i], mean[i], std[i], n[i], users[j], mean[j], std[j], n[j], tolerance, confidence)
-                for j in range(k) if j != i] for i in range(k)]
+        return Decision(
+            SINGLE_RUN,
+            n_min,
+            float(users[sat_i]),
+            (float(users[sat_i]),),
+            single_levels=single,
+            **common,
+        )
+    margins = [
+        [
+            margin(
+                users[i],
+                mean[i],
+                std[i],
+                n[i],
+                users[j],
+                mean[j],
+                std[j],
+                n[j],
+                tolerance,
+                confidence,
+            )
+            for j in range(k)
+            if j != i
+        ]
+        for i in range(k)
+    ]
     within = [all(m.above for m in row) for row in margins]
     below = [any(m.below for m in row) for row in margins]
     plausible = tuple(float(users[i]) for i in range(k) if not below[i] and not any(within[:i]))

@@ -36,9 +36,11 @@ class FailedLevel:
         if self.n >= 2:
             share += f" in the worst of {self.n} runs (mean {self.mean_share * 100:.1f}%)"
         if self.excluded:
-            return (f"Level {users} concurrent is left out of the peak, saturation point, scaling and recommendations: "
-                    f"{share}, more than the {max_failed_share:.0%} allowed; its throughput counts only the requests "
-                    "that succeeded.")
+            return (
+                f"Level {users} concurrent is left out of the peak, saturation point, scaling and recommendations: "
+                f"{share}, more than the {max_failed_share:.0%} allowed; its throughput counts only the requests "
+                "that succeeded."
+            )
         return f"Level {users} concurrent is kept although {share} (at most the {max_failed_share:.0%} allowed)."
 
 
@@ -48,7 +50,9 @@ def _col(curve: pd.DataFrame, name: str) -> np.ndarray:
     return np.full(len(curve), np.nan)
 
 
-def failed_levels(curve: pd.DataFrame, max_failed_share: float = MAX_FAILED_SHARE) -> list[FailedLevel]:
+def failed_levels(
+    curve: pd.DataFrame, max_failed_share: float = MAX_FAILED_SHARE
+) -> list[FailedLevel]:
     """Every level of `curve` with a failed measured request, in the curve's order."""
     mean_ok = _col(curve, "success_rate_mean")
     worst_ok = _col(curve, "success_rate_min") if "success_rate_min" in curve else mean_ok
@@ -58,7 +62,11 @@ def failed_levels(curve: pd.DataFrame, max_failed_share: float = MAX_FAILED_SHAR
     for i in np.flatnonzero(worst_ok < 1.0):
         worst, mean = 1.0 - worst_ok[i], 1.0 - mean_ok[i]
         runs = int(n[i]) if n[i] == n[i] else 1
-        out.append(FailedLevel(float(users[i]), float(worst), float(mean), runs, bool(worst > max_failed_share)))
+        out.append(
+            FailedLevel(
+                float(users[i]), float(worst), float(mean), runs, bool(worst > max_failed_share)
+            )
+        )
     return out
 
 
@@ -72,8 +80,10 @@ def kept(curve: pd.DataFrame, failed: list[FailedLevel]) -> pd.DataFrame:
 
 def describe(max_failed_share: float = MAX_FAILED_SHARE) -> str:
     """The rule, as printed in the report beside the saturation rule."""
-    return (f"A level where more than {max_failed_share:.0%} of the measured requests failed in any run is left out "
-            "of the peak, the saturation point, scaling, the recommendations and the throughput and latency findings "
-            "(its throughput counts only the requests that succeeded, so it would pass for a slow level); a level "
-            f"with failures at or below {max_failed_share:.0%} is kept. Either way the findings name the level and "
-            "its failure share. When every level is left out, no peak or saturation point is given.")
+    return (
+        f"A level where more than {max_failed_share:.0%} of the measured requests failed in any run is left out "
+        "of the peak, the saturation point, scaling, the recommendations and the throughput and latency findings "
+        "(its throughput counts only the requests that succeeded, so it would pass for a slow level); a level "
+        f"with failures at or below {max_failed_share:.0%} is kept. Either way the findings name the level and "
+        "its failure share. When every level is left out, no peak or saturation point is given."
+    )

@@ -34,8 +34,10 @@ def merge_hist_column(texts: pd.Series, groups: np.ndarray, n_groups: int) -> np
     groups = np.asarray(groups, dtype=np.int64)
     if len(texts) != len(groups):
         raise ValueError("texts and groups differ in length")
-    parts = [_merge_chunk(texts.iloc[i:i + CHUNK_ROWS], groups[i:i + CHUNK_ROWS], n_groups)
-             for i in range(0, len(texts), CHUNK_ROWS)]
+    parts = [
+        _merge_chunk(texts.iloc[i : i + CHUNK_ROWS], groups[i : i + CHUNK_ROWS], n_groups)
+        for i in range(0, len(texts), CHUNK_ROWS)
+    ]
     if not parts:
         return np.zeros((n_groups, 1), dtype=np.int64)
     return np.sum(pad_columns(parts), axis=0)

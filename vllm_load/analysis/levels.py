@@ -32,11 +32,30 @@ LATENCIES: tuple[str, ...] = ("e2e", "ttft", "itl", "tpot")
 CUT_SHORT = frozenset({"time_cap", "interrupted", "workers_lost"})
 
 METRIC_COLUMNS: tuple[str, ...] = (
-    "level", "users", "level_start", "level_end", "started", "finished", "warmup", "measured",
-    "ok", "failed", "success_rate", "window_start", "window_end", "window_s",
-    "req_per_s", "total_tok_per_s", "output_tok_per_s", "input_tok_per_s", "achieved_concurrency",
+    "level",
+    "users",
+    "level_start",
+    "level_end",
+    "started",
+    "finished",
+    "warmup",
+    "measured",
+    "ok",
+    "failed",
+    "success_rate",
+    "window_start",
+    "window_end",
+    "window_s",
+    "req_per_s",
+    "total_tok_per_s",
+    "output_tok_per_s",
+    "input_tok_per_s",
+    "achieved_concurrency",
     *(f"{lat}_p{p}" for lat in LATENCIES for p in PERCENTILES),
-    "prompt_exact_share", "completion_exact_share", "usage_missing", "stop_reason",
+    "prompt_exact_share",
+    "completion_exact_share",
+    "usage_missing",
+    "stop_reason",
 )
 
 
@@ -62,7 +81,9 @@ def _token_counts(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     prompt = _num(frame["prompt_tokens"])
     completion = _num(frame["completion_tokens"])
     prompt = np.where(np.isnan(prompt), _num(frame["requested_prompt_tokens"]), prompt)
-    completion = np.where(np.isnan(completion), _num(frame["requested_completion_tokens"]), completion)
+    completion = np.where(
+        np.isnan(completion), _num(frame["requested_completion_tokens"]), completion
+    )
     return prompt, completion
 
 
@@ -73,7 +94,9 @@ def success_spans(req: pd.DataFrame, ok: np.ndarray | None = None) -> RequestSpa
     sub = req[ok]
     prompt, completion = _token_counts(sub)
     marks = sub["chunk_marks"] if "chunk_marks" in sub else None
-    return RequestSpans.build(_num(sub["start_ts"]), _num(sub["ttft"]), _num(sub["end_ts"]), prompt, completion, marks)
+    return RequestSpans.build(
+        _num(sub["start_ts"]), _num(sub["ttft"]), _num(sub["end_ts"]), prompt, completion, marks
+    )
 
 
 def level_plan(steps: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
@@ -98,18 +121,42 @@ def level_plan(steps: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
     if len(requests):
         req_levels = _num(requests["level"])
         known = set(out["level"].tolist())
-        seen = pd.DataFrame({"level": req_levels, "users": _num(requests["users"]),
-                             "start": _num(requests["start_ts"])}).dropna(subset=["level"])
+        seen = pd.DataFrame(
+            {
+                "level": req_levels,
+                "users": _num(requests["users"]),
+                "start": _num(requests["start_ts"]),
+            }
+        ).dropna(subset=["level"])
         missing = seen[~seen["level"].isin(known)]
         if len(missing):
-            agg = missing.groupby("level").agg(users=("users", "first"), start_ts=("start", "min")).reset_index()
-            default_w = out["warmup_requests"].dropna().iloc[0] if out["warmup_requests"].notna().any() else 0.0
-            default_t = out["target_requests"].dropna().iloc[0] if out["target_requests"].notna().any() else np.nan
-            extra = pd.DataFrame({
-                "level": agg["level"].astype(np.int64), "users": agg["users"], "start_ts": agg["start_ts"],
-                "end_ts": np.nan, "warmup_requests": default_w, "target_requests": default_t,
-                "time_cap": np.nan, "stop_reason": "",
-            })
+            agg = (
+                missing.groupby("level")
+                .agg(users=("users", "first"), start_ts=("start", "min"))
+                .reset_index()
+            )
+            default_w = (
+                out["warmup_requests"].dropna().iloc[0]
+                if out["warmup_requests"].notna().any()
+                else 0.0
+            )
+            default_t = (
+                out["target_requests"].dropna().iloc[0]
+                if out["target_requests"].notna().any()
+                else np.nan
+            )
+            extra = pd.DataFrame(
+                {
+                    "level": agg["level"].astype(np.int64),
+                    "users": agg["users"],
+                    "start_ts": agg["start_ts"],
+                    "end_ts": np.nan,
+                    "warmup_requests": default_w,
+                    "target_requests": default_t,
+                    "time_cap": np.nan,
+                    "stop_reason": "",
+                }
+            )
             out = pd.concat([out, extra], ignore_index=True) if len(out) else extra
     out["warmup_requests"] = out["warmup_requests"].fillna(0.0)
     return out.sort_values("level", kind="mergesort").reset_index(drop=True)
@@ -145,7 +192,7 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
     rank = np.arange(len(pos_s)) - first[pos_s]
 
     w = plan["warmup_requests"].to_numpy(np.float64)
-    k = (plan["target_requests"].to_numpy(np.float64) - w)
+    k = plan["target_requests"].to_numpy(np.float64) - w
     k = np.where(np.isnan(k), np.inf, k)
     level_end = plan["end_ts"].to_numpy(np.float64)
     cut = np.array([r in CUT_SHORT for r in plan["stop_reason"]], dtype=bool) & ~np.isnan(level_end)
@@ -162,7 +209,9 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
     has_w = (wi > 0) & (counts >= wi)
     wth_idx = np.minimum(first + np.maximum(wi - 1, 0), max(len(end_s) - 1, 0))
     wth_end = end_s[wth_idx] if len(end_s) else np.full(n_levels, np.nan)
-    window_start = np.where(wi == 0, plan["start_ts"].to_numpy(np.float64), np.where(has_w, wth_end, np.nan))
+    window_start = np.where(
+        wi == 0, plan["start_ts"].to_numpy(np.float64), np.where(has_w, wth_end, np.nan)
+    )
     window_end = np.full(n_levels, np.nan)
     if meas_s.any():
         last = pd.Series(end_s[meas_s]).groupby(pos_s[meas_s]).max()
@@ -175,8 +224,9 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
     n_meas = np.bincount(pos[measured_mask], minlength=n_levels)
     n_ok = np.bincount(pos[mok], minlength=n_levels)
     n_warm = np.minimum(counts, wi)
-    finished_in_level = np.bincount(pos[end <= np.where(np.isnan(level_end), np.inf, level_end)[pos]],
-                                    minlength=n_levels)
+    finished_in_level = np.bincount(
+        pos[end <= np.where(np.isnan(level_end), np.inf, level_end)[pos]], minlength=n_levels
+    )
 
     sub = req[mok]
     g = pos[mok]
@@ -190,7 +240,9 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
     n_with_prompt = np.bincount(g[with_prompt], minlength=n_levels)
     n_with_completion = np.bincount(g[with_completion], minlength=n_levels)
     prompt_exact = np.bincount(g[with_prompt & (prompt_usage == req_prompt)], minlength=n_levels)
-    completion_exact = np.bincount(g[with_completion & (completion_usage == req_completion)], minlength=n_levels)
+    completion_exact = np.bincount(
+        g[with_completion & (completion_usage == req_completion)], minlength=n_levels
+    )
 
     # achieved concurrency: requests in flight (any level, any outcome) averaged over the window;
     # throughput: the work every successful request (any level) did inside it
@@ -204,29 +256,37 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
         done[i] = (work.requests, work.prompt_tokens, work.output_tokens)
 
     with np.errstate(invalid="ignore", divide="ignore"):
-        out = pd.DataFrame({
-            "level": plan["level"].to_numpy(np.int64),
-            "users": plan["users"].to_numpy(np.float64),
-            "level_start": plan["start_ts"].to_numpy(np.float64),
-            "level_end": level_end,
-            "started": counts,
-            "finished": finished_in_level,
-            "warmup": n_warm,
-            "measured": n_meas,
-            "ok": n_ok,
-            "failed": n_meas - n_ok,
-            "success_rate": np.where(n_meas > 0, n_ok / np.maximum(n_meas, 1), np.nan),
-            "window_start": window_start,
-            "window_end": window_end,
-            "window_s": window_s,
-            "req_per_s": done[:, 0] / window_s,
-            "total_tok_per_s": (done[:, 1] + done[:, 2]) / window_s,
-            "output_tok_per_s": done[:, 2] / window_s,
-            "input_tok_per_s": done[:, 1] / window_s,
-            "achieved_concurrency": achieved,
-        })
-    measured_frame = pd.DataFrame({"level": plan["level"].to_numpy(np.int64)[g], "ttft": _num(sub["ttft"]),
-                                   "e2e": _num(sub["e2e"]), "tpot": _num(sub["tpot"])})
+        out = pd.DataFrame(
+            {
+                "level": plan["level"].to_numpy(np.int64),
+                "users": plan["users"].to_numpy(np.float64),
+                "level_start": plan["start_ts"].to_numpy(np.float64),
+                "level_end": level_end,
+                "started": counts,
+                "finished": finished_in_level,
+                "warmup": n_warm,
+                "measured": n_meas,
+                "ok": n_ok,
+                "failed": n_meas - n_ok,
+                "success_rate": np.where(n_meas > 0, n_ok / np.maximum(n_meas, 1), np.nan),
+                "window_start": window_start,
+                "window_end": window_end,
+                "window_s": window_s,
+                "req_per_s": done[:, 0] / window_s,
+                "total_tok_per_s": (done[:, 1] + done[:, 2]) / window_s,
+                "output_tok_per_s": done[:, 2] / window_s,
+                "input_tok_per_s": done[:, 1] / window_s,
+                "achieved_concurrency": achieved,
+            }
+        )
+    measured_frame = pd.DataFrame(
+        {
+            "level": plan["level"].to_numpy(np.int64)[g],
+            "ttft": _num(sub["ttft"]),
+            "e2e": _num(sub["e2e"]),
+            "tpot": _num(sub["tpot"]),
+        }
+    )
     for lat in ("e2e", "ttft", "tpot"):
         q = _group_quantiles(measured_frame[lat].to_numpy(), g, n_levels)
         for j, p in enumerate(PERCENTILES):
@@ -236,12 +296,17 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
     for j, p in enumerate(PERCENTILES):
         out[f"itl_p{p}"] = q[:, j]
     with np.errstate(invalid="ignore", divide="ignore"):
-        out["prompt_exact_share"] = np.where(n_with_prompt > 0, prompt_exact / np.maximum(n_with_prompt, 1), np.nan)
-        out["completion_exact_share"] = np.where(n_with_completion > 0,
-                                                 completion_exact / np.maximum(n_with_completion, 1), np.nan)
+        out["prompt_exact_share"] = np.where(
+            n_with_prompt > 0, prompt_exact / np.maximum(n_with_prompt, 1), np.nan
+        )
+        out["completion_exact_share"] = np.where(
+            n_with_completion > 0, completion_exact / np.maximum(n_with_completion, 1), np.nan
+        )
     out["usage_missing"] = np.bincount(g[usage_missing], minlength=n_levels)
     out["stop_reason"] = plan["stop_reason"].to_numpy(dtype=object)
-    return LevelMeasurement(metrics=out[list(METRIC_COLUMNS)], itl_counts=itl_counts, measured=measured_frame)
+    return LevelMeasurement(
+        metrics=out[list(METRIC_COLUMNS)], itl_counts=itl_counts, measured=measured_frame
+    )
 
 
 def level_metrics(requests: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
@@ -295,17 +360,23 @@ def format_level_table(metrics: pd.DataFrame, late: dict[int, str] | None = None
     rows = [[h for h, *_ in TABLE_COLUMNS]]
     for rec in metrics.to_dict("records"):
         mark = LATE_MARK if rec.get("level") in late else " " if late else ""
-        rows.append([_fmt(rec.get(col, math.nan) * scale if rec.get(col) is not None else math.nan, spec)
-                     + (mark if col.startswith(("ttft_", "itl_")) else "")
-                     for _, col, scale, spec in TABLE_COLUMNS])
+        rows.append(
+            [
+                _fmt(rec.get(col, math.nan) * scale if rec.get(col) is not None else math.nan, spec)
+                + (mark if col.startswith(("ttft_", "itl_")) else "")
+                for _, col, scale, spec in TABLE_COLUMNS
+            ]
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(TABLE_COLUMNS))]
     lines = ["  ".join(cell.rjust(wd) for cell, wd in zip(row, widths)) for row in rows]
     lines.insert(1, "  ".join("-" * wd for wd in widths))
     users = dict(zip(metrics["level"], metrics["users"]))
     marked = [(lv, why) for lv, why in sorted(late.items()) if lv in users]
     if marked:
-        lines.append(f"{LATE_MARK} client late: TTFT and ITL not trustworthy (chunks came together in reads and "
-                     "could not be dated apart, or the load process waited for a CPU):")
+        lines.append(
+            f"{LATE_MARK} client late: TTFT and ITL not trustworthy (chunks came together in reads and "
+            "could not be dated apart, or the load process waited for a CPU):"
+        )
         lines += [f"  {users[lv]:,.0f} users: {why}" for lv, why in marked]
     return "\n".join(lines)
 
@@ -316,10 +387,25 @@ def error_counts(requests: pd.DataFrame) -> pd.DataFrame:
     Every recorded failure counts, warm-up included: a failure is never discarded as warm-up.
     """
     if requests.empty:
-        return pd.DataFrame({"level": pd.Series([], dtype=np.int64), "error": pd.Series([], dtype=object),
-                             "count": pd.Series([], dtype=np.int64)})
+        return pd.DataFrame(
+            {
+                "level": pd.Series([], dtype=np.int64),
+                "error": pd.Series([], dtype=object),
+                "count": pd.Series([], dtype=np.int64),
+            }
+        )
     failed = requests[(_num(requests["ok"]) != 1) & ~np.isnan(_num(requests["level"]))]
     errors = failed["error"].astype("string").fillna("").replace("", "unknown")
-    counts = (pd.DataFrame({"level": _num(failed["level"]).astype(np.int64), "error": errors.to_numpy(dtype=object)})
-              .groupby(["level", "error"], sort=True).size().rename("count").reset_index())
+    counts = (
+        pd.DataFrame(
+            {
+                "level": _num(failed["level"]).astype(np.int64),
+                "error": errors.to_numpy(dtype=object),
+            }
+        )
+        .groupby(["level", "error"], sort=True)
+        .size()
+        .rename("count")
+        .reset_index()
+    )
     return counts

@@ -33,7 +33,9 @@ class SaturationRule:
     balanced_share: float = 0.5  # balanced: at least this share of the peak throughput
     scaling_from: float = 10
     scaling_to: float = 200
-    max_failed_share: float = failures.MAX_FAILED_SHARE  # more failed in any run: the level is left out
+    max_failed_share: float = (
+        failures.MAX_FAILED_SHARE
+    )  # more failed in any run: the level is left out
 
     def describe(self) -> str:
         tol = f"{self.tolerance:.0%}"
@@ -96,8 +98,10 @@ class Scaling:
     def note(self) -> str:
         if not self.substituted:
             return ""
-        return (f"{_u(self.requested_from)}→{_u(self.requested_to)} was not tested; nearest tested levels "
-                f"{_u(self.from_users)}→{_u(self.to_users)} used")
+        return (
+            f"{_u(self.requested_from)}→{_u(self.requested_to)} was not tested; nearest tested levels "
+            f"{_u(self.from_users)}→{_u(self.to_users)} used"
+        )
 
 
 @dataclass(frozen=True)
@@ -139,7 +143,9 @@ class Saturation:
     scaling: Scaling | None
     past_saturation: LatencyCost | None
     recommendations: list[Recommendation] = field(default_factory=list)
-    failed: list[FailedLevel] = field(default_factory=list)  # levels with failures, left out or kept
+    failed: list[FailedLevel] = field(
+        default_factory=list
+    )  # levels with failures, left out or kept
     decision: Decision | None = None  # whether the runs decide the saturation point
 
     @property
@@ -153,7 +159,9 @@ class Saturation:
     @property
     def headline(self) -> str:
         """The status with whether the runs decide it, for tables: "~100 concurrent (decided at n = 5)"."""
-        return f"{self.status} ({self.decision.short()})" if self.decision is not None else self.status
+        return (
+            f"{self.status} ({self.decision.short()})" if self.decision is not None else self.status
+        )
 
 
 def _u(users: float) -> str:
@@ -190,7 +198,9 @@ def _point(curve: pd.DataFrame, i: int) -> LevelPoint:
     )
 
 
-def within_tolerance(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> tuple[int, np.ndarray]:
+def within_tolerance(
+    curve: pd.DataFrame, rule: SaturationRule = SaturationRule()
+) -> tuple[int, np.ndarray]:
     """(index of the peak, mask of levels whose mean is within `rule.tolerance` of the peak mean).
 
     Means only: interval width cannot add a level to the mask. Curve sorted by users.
@@ -204,9 +214,15 @@ def within_tolerance(curve: pd.DataFrame, rule: SaturationRule = SaturationRule(
     return peak, mask
 
 
-def usable(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> tuple[pd.DataFrame, list[FailedLevel]]:
+def usable(
+    curve: pd.DataFrame, rule: SaturationRule = SaturationRule()
+) -> tuple[pd.DataFrame, list[FailedLevel]]:
     """(the levels conclusions are drawn from, sorted by users; every level with failures) of `curve`."""
-    curve = curve[~np.isnan(_col(curve, f"{THROUGHPUT}_mean"))].sort_values("users").reset_index(drop=True)
+    curve = (
+        curve[~np.isnan(_col(curve, f"{THROUGHPUT}_mean"))]
+        .sort_values("users")
+        .reset_index(drop=True)
+    )
     failed = failed_levels(curve, rule.max_failed_share)
     return kept(curve, failed), failed
 
@@ -236,37 +252,77 @@ def analyse(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> Sat
     runs decide the point, over the levels `failures` keeps."""
     curve, failed = usable(curve, rule)
     if curve.empty:
-        reason = ("every level had more than {:.0%} failed requests".format(rule.max_failed_share) if failed
-                  else "no level has a measured throughput")
+        reason = (
+            "every level had more than {:.0%} failed requests".format(rule.max_failed_share)
+            if failed
+            else "no level has a measured throughput"
+        )
         return Saturation(None, None, False, reason, None, None, failed=failed)
     peak_i, mask = within_tolerance(curve, rule)
     sat_i = int(np.flatnonzero(mask)[0])
     top = len(curve) - 1
-    cut = any(f.excluded and f.users > curve["users"].iloc[-1] for f in failed)  # failed levels above the top kept
+    cut = any(
+        f.excluded and f.users > curve["users"].iloc[-1] for f in failed
+    )  # failed levels above the top kept
     if len(curve) == 1:
-        saturated, reason = False, "only one level was tested" if not failed else "only one level was kept"
+        saturated, reason = (
+            False,
+            "only one level was tested" if not failed else "only one level was kept",
+        )
     elif sat_i == top:
-        saturated, reason = False, ("throughput still rises at the highest level kept; the levels above it had "
-                                    "failed requests" if cut else "throughput still rises at the highest tested level")
+        saturated, reason = (
+            False,
+            (
+                "throughput still rises at the highest level kept; the levels above it had "
+                "failed requests"
+                if cut
+                else "throughput still rises at the highest tested level"
+            ),
+        )
     else:
         saturated, reason = True, ""
     peak, sat = _point(curve, peak_i), _point(curve, sat_i)
     cost = None
     if saturated and sat_i < top:
         last = _point(curve, top)
-        cost = LatencyCost(sat.users, last.users, sat.e2e_p99, last.e2e_p99, sat.ttft_p99, last.ttft_p99,
-                           last.tok_per_s / sat.tok_per_s - 1 if sat.tok_per_s else math.nan)
-    result = Saturation(peak, sat, saturated, reason, scaling_ratio(curve, rule.scaling_from, rule.scaling_to), cost,
-                        failed=failed)
+        cost = LatencyCost(
+            sat.users,
+            last.users,
+            sat.e2e_p99,
+            last.e2e_p99,
+            sat.ttft_p99,
+            last.ttft_p99,
+            last.tok_per_s / sat.tok_per_s - 1 if sat.tok_per_s else math.nan,
+        )
+    result = Saturation(
+        peak,
+        sat,
+        saturated,
+        reason,
+        scaling_ratio(curve, rule.scaling_from, rule.scaling_to),
+        cost,
+        failed=failed,
+    )
     result.recommendations = recommend(curve, sat_i, saturated, rule, cut)
     if len(curve) > 1:
-        result.decision = decide(curve["users"], _col(curve, f"{THROUGHPUT}_mean"), _std(curve),
-                                 _col(curve, f"{THROUGHPUT}_n"), sat_i, rule.tolerance)
+        result.decision = decide(
+            curve["users"],
+            _col(curve, f"{THROUGHPUT}_mean"),
+            _std(curve),
+            _col(curve, f"{THROUGHPUT}_n"),
+            sat_i,
+            rule.tolerance,
+        )
     return result
 
 
-def recommend(curve: pd.DataFrame, sat_i: int, saturated: bool, rule: SaturationRule,
-              failed_above: bool = False) -> list[Recommendation]:
+def recommend(
+    curve: pd.DataFrame,
+    sat_i: int,
+    saturated: bool,
+    rule: SaturationRule,
+    failed_above: bool = False,
+) -> list[Recommendation]:
     """Low-latency, balanced and high-throughput levels by the rules of `rule` (curve sorted by users;
     `failed_above`: levels above the curve's top were left out for failures)."""
     mean = _col(curve, f"{THROUGHPUT}_mean")
@@ -277,14 +333,25 @@ def recommend(curve: pd.DataFrame, sat_i: int, saturated: bool, rule: Saturation
         near = np.flatnonzero(p99 <= best * (1 + rule.low_latency_slack))
         out.append(Recommendation("Low latency", _point(curve, int(near.max()))))
     else:
-        out.append(Recommendation("Low latency", _point(curve, 0), "no latency measured; lowest level"))
+        out.append(
+            Recommendation("Low latency", _point(curve, 0), "no latency measured; lowest level")
+        )
     reaching = np.flatnonzero(mean >= rule.balanced_share * np.nanmax(mean))
     out.append(Recommendation("Balanced", _point(curve, int(reaching[0]))))
     if saturated:
-        out.append(Recommendation("High throughput", _point(curve, sat_i), "the saturation point; more adds only latency"))
+        out.append(
+            Recommendation(
+                "High throughput",
+                _point(curve, sat_i),
+                "the saturation point; more adds only latency",
+            )
+        )
     else:
-        note = ("highest level kept; the levels above it had failed requests" if failed_above
-                else "highest tested level; not saturated, test higher concurrency")
+        note = (
+            "highest level kept; the levels above it had failed requests"
+            if failed_above
+            else "highest tested level; not saturated, test higher concurrency"
+        )
         out.append(Recommendation("High throughput", _point(curve, len(curve) - 1), note))
     return out
 
@@ -300,53 +367,91 @@ def _s(seconds: float) -> str:
     return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1000:.0f} ms"
 
 
-def findings(curve: pd.DataFrame, sat: Saturation, n_runs: int, rule: SaturationRule = SaturationRule()) -> list[str]:
+def findings(
+    curve: pd.DataFrame, sat: Saturation, n_runs: int, rule: SaturationRule = SaturationRule()
+) -> list[str]:
     """Key findings of one series as sentences built from its numbers: throughput and latency from
     the levels `sat` kept, then every level with failures, then the checks on the whole curve."""
-    full = curve[~np.isnan(_col(curve, f"{THROUGHPUT}_mean"))].sort_values("users").reset_index(drop=True)
+    full = (
+        curve[~np.isnan(_col(curve, f"{THROUGHPUT}_mean"))]
+        .sort_values("users")
+        .reset_index(drop=True)
+    )
     curve = kept(full, sat.failed)
     out: list[str] = []
     if sat.peak is None:
         if sat.failed:
-            return ([f"Every tested level had more than {rule.max_failed_share:.0%} failed requests: no peak, "
-                     "saturation point or recommendation is given."] + [f.sentence(rule.max_failed_share) for f in sat.failed])
-        return ["No level has a measured throughput: every level either failed or ended before its warm-up."]
+            return [
+                f"Every tested level had more than {rule.max_failed_share:.0%} failed requests: no peak, "
+                "saturation point or recommendation is given."
+            ] + [f.sentence(rule.max_failed_share) for f in sat.failed]
+        return [
+            "No level has a measured throughput: every level either failed or ended before its warm-up."
+        ]
     top = _point(curve, len(curve) - 1)
     if sat.saturated and sat.saturation is not None:
         s = sat.saturation
-        text = (f"Throughput saturates at ~{_u(s.users)} concurrent: {s.tok_per_s:,.0f} tok/s there, against a "
-                f"peak of {sat.peak.tok_per_s:,.0f} tok/s at {_u(sat.peak.users)}")
+        text = (
+            f"Throughput saturates at ~{_u(s.users)} concurrent: {s.tok_per_s:,.0f} tok/s there, against a "
+            f"peak of {sat.peak.tok_per_s:,.0f} tok/s at {_u(sat.peak.users)}"
+        )
         cost = sat.past_saturation
-        if cost is not None and cost.e2e_p99_from == cost.e2e_p99_from and cost.e2e_p99_change > 0.05:
-            text += (f"; more concurrency only adds latency (p99 E2E {_s(cost.e2e_p99_from)} at {_u(cost.from_users)} "
-                     f"→ {_s(cost.e2e_p99_to)} at {_u(cost.to_users)}, {_pct(cost.e2e_p99_change)}, for "
-                     f"{_pct(cost.throughput_change)} throughput).")
+        if (
+            cost is not None
+            and cost.e2e_p99_from == cost.e2e_p99_from
+            and cost.e2e_p99_change > 0.05
+        ):
+            text += (
+                f"; more concurrency only adds latency (p99 E2E {_s(cost.e2e_p99_from)} at {_u(cost.from_users)} "
+                f"→ {_s(cost.e2e_p99_to)} at {_u(cost.to_users)}, {_pct(cost.e2e_p99_change)}, for "
+                f"{_pct(cost.throughput_change)} throughput)."
+            )
         else:
             text += "; more concurrency adds no throughput."
         out.append(text)
     else:
         prev = _point(curve, len(curve) - 2) if len(curve) > 1 else None
-        gain = f", {_pct(top.tok_per_s / prev.tok_per_s - 1)} over {_u(prev.users)}" if prev and prev.tok_per_s else ""
+        gain = (
+            f", {_pct(top.tok_per_s / prev.tok_per_s - 1)} over {_u(prev.users)}"
+            if prev and prev.tok_per_s
+            else ""
+        )
         if top.users == full["users"].iloc[-1]:
-            out.append(f"Throughput is still rising at the highest tested level ({_u(top.users)} concurrent: "
-                       f"{top.tok_per_s:,.0f} tok/s{gain}): not saturated within the tested levels; test higher "
-                       "concurrency.")
+            out.append(
+                f"Throughput is still rising at the highest tested level ({_u(top.users)} concurrent: "
+                f"{top.tok_per_s:,.0f} tok/s{gain}): not saturated within the tested levels; test higher "
+                "concurrency."
+            )
         else:
-            out.append(f"Throughput is still rising at the highest level kept ({_u(top.users)} concurrent: "
-                       f"{top.tok_per_s:,.0f} tok/s{gain}); the levels above it had failed requests, so where "
-                       "throughput saturates is not known.")
+            out.append(
+                f"Throughput is still rising at the highest level kept ({_u(top.users)} concurrent: "
+                f"{top.tok_per_s:,.0f} tok/s{gain}); the levels above it had failed requests, so where "
+                "throughput saturates is not known."
+            )
     if sat.decision is not None:
         out.append(sat.decision.sentence())
     if sat.scaling is not None and sat.scaling.ratio == sat.scaling.ratio:
         sc = sat.scaling
         note = f" ({sc.note()})" if sc.substituted else ""
-        out.append(f"Throughput scales {sc.ratio:.1f}x from {_u(sc.from_users)} to {_u(sc.to_users)} concurrent{note}.")
+        out.append(
+            f"Throughput scales {sc.ratio:.1f}x from {_u(sc.from_users)} to {_u(sc.to_users)} concurrent{note}."
+        )
     ttft = _col(curve, "ttft_p99_mean")
-    if len(curve) > 1 and ttft[0] == ttft[0] and ttft[-1] == ttft[-1] and ttft[0] > 0 and ttft[-1] / ttft[0] >= 2:
-        out.append(f"TTFT p99 grows {ttft[-1] / ttft[0]:.1f}x, from {_s(ttft[0])} at {_u(curve['users'].iloc[0])} "
-                   f"to {_s(ttft[-1])} at {_u(top.users)}: requests wait in the server's queue before their first token.")
+    if (
+        len(curve) > 1
+        and ttft[0] == ttft[0]
+        and ttft[-1] == ttft[-1]
+        and ttft[0] > 0
+        and ttft[-1] / ttft[0] >= 2
+    ):
+        out.append(
+            f"TTFT p99 grows {ttft[-1] / ttft[0]:.1f}x, from {_s(ttft[0])} at {_u(curve['users'].iloc[0])} "
+            f"to {_s(ttft[-1])} at {_u(top.users)}: requests wait in the server's queue before their first token."
+        )
     if not sat.failed:
-        out.append(f"100% success at every tested level (up to {_u(full['users'].iloc[-1])} concurrent).")
+        out.append(
+            f"100% success at every tested level (up to {_u(full['users'].iloc[-1])} concurrent)."
+        )
     out.extend(f.sentence(rule.max_failed_share) for f in sat.failed)
     cov = _col(curve, f"{THROUGHPUT}_cov")
     curve = full  # the checks below are about every level
@@ -355,30 +460,44 @@ def findings(curve: pd.DataFrame, sat: Saturation, n_runs: int, rule: Saturation
     short = np.flatnonzero(achieved < 0.9 * users)
     if short.size:
         i = int(short[0])
-        out.append(f"Achieved concurrency fell short of the requested one at {short.size} level(s), first at "
-                   f"{_u(users[i])} ({achieved[i]:.1f} in flight on average): the client did not keep every user's "
-                   "request in flight, so those levels measure a lighter load than their label.")
+        out.append(
+            f"Achieved concurrency fell short of the requested one at {short.size} level(s), first at "
+            f"{_u(users[i])} ({achieved[i]:.1f} in flight on average): the client did not keep every user's "
+            "request in flight, so those levels measure a lighter load than their label."
+        )
     if "client_late" in curve and curve["client_late"].astype(bool).any():
         late = curve.loc[curve["client_late"].astype(bool), "users"]
-        out.append(f"The client was late at {len(late)} of {len(curve)} level(s) ({', '.join(_u(u) for u in late)} "
-                   "concurrent): chunks came together in its reads or a load process waited for a CPU, so TTFT and "
-                   "ITL there are the client's reading, and throughput may be held back by the client; give the "
-                   "client CPUs of its own (or more workers) and repeat.")
+        out.append(
+            f"The client was late at {len(late)} of {len(curve)} level(s) ({', '.join(_u(u) for u in late)} "
+            "concurrent): chunks came together in its reads or a load process waited for a CPU, so TTFT and "
+            "ITL there are the client's reading, and throughput may be held back by the client; give the "
+            "client CPUs of its own (or more workers) and repeat."
+        )
     exact = _col(curve, "prompt_exact_share_mean")
     if np.any(exact < 0.99):
-        out.append(f"Prompt lengths were not exact: as few as {np.nanmin(exact) * 100:.1f}% of requests got the "
-                   "requested prompt token count.")
+        out.append(
+            f"Prompt lengths were not exact: as few as {np.nanmin(exact) * 100:.1f}% of requests got the "
+            "requested prompt token count."
+        )
     cexact = _col(curve, "completion_exact_share_mean")
     if np.any(cexact < 0.99):
-        out.append(f"Output lengths were not exact: as few as {np.nanmin(cexact) * 100:.1f}% of requests produced "
-                   "the requested number of tokens (the server may ignore min_tokens/ignore_eos).")
+        out.append(
+            f"Output lengths were not exact: as few as {np.nanmin(cexact) * 100:.1f}% of requests produced "
+            "the requested number of tokens (the server may ignore min_tokens/ignore_eos)."
+        )
     if np.nansum(_col(curve, "usage_missing_mean")) > 0:
-        out.append("The server sent no token usage for some requests; their requested token counts were used "
-                   "for throughput.")
+        out.append(
+            "The server sent no token usage for some requests; their requested token counts were used "
+            "for throughput."
+        )
     if n_runs >= 2 and not np.all(np.isnan(cov)):
         worst = float(np.nanmax(cov))
         word = "low" if worst < 0.05 else "moderate" if worst < 0.15 else "high"
-        out.append(f"Run-to-run variation of throughput is {word} across {n_runs} runs: CoV at most {worst * 100:.1f}%.")
+        out.append(
+            f"Run-to-run variation of throughput is {word} across {n_runs} runs: CoV at most {worst * 100:.1f}%."
+        )
     elif n_runs < 2:
-        out.append("Single run: no confidence intervals; repeat the test (n ≥ 3) to tell real differences from noise.")
+        out.append(
+            "Single run: no confidence intervals; repeat the test (n ≥ 3) to tell real differences from noise."
+        )
     return out

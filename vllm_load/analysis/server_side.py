@@ -44,8 +44,12 @@ CONCURRENCY_TOLERANCE = 0.05
 TTFT_TOLERANCE = 0.05
 TTFT_FLOOR = 0.010  # s: a TTFT difference smaller than this (a client's own request write and read) is no disagreement
 MIN_INTERVALS = 4  # a window shorter than this many scrape intervals is too short to compare
-EVENT_MARGIN = 0.005  # s: a client event this close to a scrape (beyond its dating blur) is too close to call
-EDGE_SHARE = 0.01  # the edge samples' dating may blur this share of the window, at most (half the tolerance)
+EVENT_MARGIN = (
+    0.005  # s: a client event this close to a scrape (beyond its dating blur) is too close to call
+)
+EDGE_SHARE = (
+    0.01  # the edge samples' dating may blur this share of the window, at most (half the tolerance)
+)
 GAUGE_POINTS = 200  # points a gauge is averaged over within a window
 
 #: why the client's and the server's figures can differ, for the report
@@ -102,7 +106,9 @@ def gauge_mean(frame: pd.DataFrame, column: str, a: float, b: float) -> float:
     return float(np.interp(np.linspace(a, b, GAUGE_POINTS), t, v).mean())
 
 
-def scrape_window(server: pd.DataFrame, a: float, b: float, events: np.ndarray | None = None) -> tuple[int, int]:
+def scrape_window(
+    server: pd.DataFrame, a: float, b: float, events: np.ndarray | None = None
+) -> tuple[int, int]:
     """Indices of the first scrape at or after `a` and the last at or before `b` ((-1, -1) when
     the scrapes do not cover the window). Comparing between two scrapes needs no interpolation:
     requests finish (and get their first token) in closed-loop waves, and a wave's jump in a
@@ -118,7 +124,11 @@ def scrape_window(server: pd.DataFrame, a: float, b: float, events: np.ndarray |
     lo, hi = int(np.searchsorted(t, a, "left")), int(np.searchsorted(t, b, "right")) - 1
     if events is not None and len(events) and "fetch_s" in server:
         events = np.sort(events[~np.isnan(events)])
-        blur = np.nan_to_num(pd.to_numeric(server["fetch_s"], errors="coerce").to_numpy(np.float64)) / 2 + EVENT_MARGIN
+        blur = (
+            np.nan_to_num(pd.to_numeric(server["fetch_s"], errors="coerce").to_numpy(np.float64))
+            / 2
+            + EVENT_MARGIN
+        )
 
         def ambiguous(i: int) -> bool:
             j = np.searchsorted(events, t[i] - blur[i])
@@ -141,16 +151,22 @@ def resolvable(server: pd.DataFrame, lo: int, hi: int, step: float) -> str:
         return "the scrapes do not cover the window"
     t = server["ts"].to_numpy(np.float64)
     window = t[hi] - t[lo]
-    gap = max(float(np.diff(t[lo:hi + 1]).max()), step if step == step else 0.0)
+    gap = max(float(np.diff(t[lo : hi + 1]).max()), step if step == step else 0.0)
     if window < MIN_INTERVALS * gap:
-        spacing = f"{step:g} s scrape intervals" if gap <= 1.5 * step else f"scrapes {gap:.2f} s apart (every {step:g} s asked)"
+        spacing = (
+            f"{step:g} s scrape intervals"
+            if gap <= 1.5 * step
+            else f"scrapes {gap:.2f} s apart (every {step:g} s asked)"
+        )
         return f"window {window:.2f} s between scrapes < {MIN_INTERVALS} × {spacing}"
     if "fetch_s" in server:
         fetch = pd.to_numeric(server["fetch_s"], errors="coerce").to_numpy(np.float64)
         blur = np.nansum([fetch[lo], fetch[hi]]) / 2
         if blur > EDGE_SHARE * window:
-            return (f"the scrapes at the window's edges are dated to ±{blur * 1000:.0f} ms in all, "
-                    f"> {EDGE_SHARE:.0%} of its {window:.2f} s")
+            return (
+                f"the scrapes at the window's edges are dated to ±{blur * 1000:.0f} ms in all, "
+                f"> {EDGE_SHARE:.0%} of its {window:.2f} s"
+            )
     return ""
 
 
@@ -177,7 +193,15 @@ class ClientRequests:
 
         ok = num("ok") == 1
         start, end, ttft = num("start_ts"), num("end_ts"), num("ttft")
-        return cls(success_spans(requests, ok), start, end, (start + ttft)[ok], ttft[ok], end[ok], (end - start)[ok])
+        return cls(
+            success_spans(requests, ok),
+            start,
+            end,
+            (start + ttft)[ok],
+            ttft[ok],
+            end[ok],
+            (end - start)[ok],
+        )
 
     def figures(self, a: float, b: float) -> dict:
         """Over (a, b]: output tok/s, requests in flight, Little's law and mean TTFT."""
@@ -187,13 +211,21 @@ class ClientRequests:
         return {
             "client_output_tok_per_s": work_in_window(self.spans, a, b).output_tokens / window,
             "achieved_concurrency": float(in_flight) / window,
-            "client_in_system": float(np.nansum(self.ok_e2e[(self.ok_end > a) & (self.ok_end <= b)])) / window,
+            "client_in_system": float(
+                np.nansum(self.ok_e2e[(self.ok_end > a) & (self.ok_end <= b)])
+            )
+            / window,
             "client_ttft_mean": float(self.ok_ttft[first].mean()) if first.any() else np.nan,
         }
 
 
-def level_server_figures(server: pd.DataFrame, metrics: pd.DataFrame, requests: pd.DataFrame | None = None,
-                         interval: float | None = None, tolerance: float = TOLERANCE) -> pd.DataFrame:
+def level_server_figures(
+    server: pd.DataFrame,
+    metrics: pd.DataFrame,
+    requests: pd.DataFrame | None = None,
+    interval: float | None = None,
+    tolerance: float = TOLERANCE,
+) -> pd.DataFrame:
     """Per level: the server's figures beside the client's over the part of the measured window
     between two scrapes (`compare_start`, `compare_end`), their relative differences, whether the
     scrapes resolve it (`comparable`, else `not_comparable_reason`) and whether the figures
@@ -211,46 +243,83 @@ def level_server_figures(server: pd.DataFrame, metrics: pd.DataFrame, requests: 
         window = b - a
         why_not = resolvable(server, lo, hi, step)
         comparable = not why_not
-        mine = {"client_output_tok_per_s": rec["output_tok_per_s"], "achieved_concurrency": rec["achieved_concurrency"],
-                "client_in_system": np.nan, "client_ttft_mean": np.nan}
+        mine = {
+            "client_output_tok_per_s": rec["output_tok_per_s"],
+            "achieved_concurrency": rec["achieved_concurrency"],
+            "client_in_system": np.nan,
+            "client_ttft_mean": np.nan,
+        }
         if client is not None and window > 0:
             mine = client.figures(a, b)
-        gen = counter_delta(server, "generation_tokens_total", a, b) / window if window > 0 else np.nan
+        gen = (
+            counter_delta(server, "generation_tokens_total", a, b) / window
+            if window > 0
+            else np.nan
+        )
         running, waiting = gauge_mean(server, "running", a, b), gauge_mean(server, "waiting", a, b)
         in_server = running + (waiting if waiting == waiting else 0.0)
         ttft_n = counter_delta(server, "ttft_count", a, b)
-        server_ttft = counter_delta(server, "ttft_sum", a, b) / ttft_n if ttft_n and ttft_n == ttft_n else np.nan
+        server_ttft = (
+            counter_delta(server, "ttft_sum", a, b) / ttft_n
+            if ttft_n and ttft_n == ttft_n
+            else np.nan
+        )
         diff = _relative(gen, mine["client_output_tok_per_s"])
         server_little = counter_delta(server, "e2e_sum", a, b) / window if window > 0 else np.nan
         if server_little == server_little and mine["client_in_system"] == mine["client_in_system"]:
-            conc_diff = _relative(mine["client_in_system"], server_little)  # Little's law on both sides
+            conc_diff = _relative(
+                mine["client_in_system"], server_little
+            )  # Little's law on both sides
         else:
             conc_diff = _relative(mine["achieved_concurrency"], in_server)
         ttft_diff = _relative(mine["client_ttft_mean"], server_ttft)
-        start, end = rec["level_start"], rec["level_end"] if rec["level_end"] == rec["level_end"] else t_last
-        rows.append({
-            "level": rec["level"], "users": rec["users"], "window_s": rec["window_end"] - rec["window_start"],
-            "compare_start": a, "compare_end": b, "compare_s": window, "comparable": comparable,
-            "not_comparable_reason": why_not,
-            "server_gen_tok_per_s": gen, "client_output_tok_per_s": mine["client_output_tok_per_s"], "difference": diff,
-            "running_mean": running, "waiting_mean": waiting,
-            "achieved_concurrency": mine["achieved_concurrency"],
-            "server_in_system": server_little, "client_in_system": mine["client_in_system"],
-            "concurrency_difference": conc_diff,
-            "server_ttft_mean": server_ttft, "client_ttft_mean": mine["client_ttft_mean"], "ttft_difference": ttft_diff,
-            "prefix_cache_hits": counter_delta(server, "prefix_cache_hits", a, b),
-            "prefix_cache_queries": counter_delta(server, "prefix_cache_queries", a, b),
-            "disagrees": bool(comparable and diff == diff and abs(diff) > tolerance),
-            "concurrency_disagrees": bool(comparable and conc_diff == conc_diff
-                                          and abs(conc_diff) > CONCURRENCY_TOLERANCE),
-            "ttft_disagrees": bool(comparable and ttft_diff == ttft_diff and abs(ttft_diff) > TTFT_TOLERANCE
-                                   and abs(mine["client_ttft_mean"] - server_ttft) > TTFT_FLOOR),
-            "kv_cache_usage_max": _level_max(server, "kv_cache_usage", start, end),
-            "preemptions": counter_delta(server, "preemptions_total", start, min(end, t_last)),
-        })
+        start, end = (
+            rec["level_start"],
+            rec["level_end"] if rec["level_end"] == rec["level_end"] else t_last,
+        )
+        rows.append(
+            {
+                "level": rec["level"],
+                "users": rec["users"],
+                "window_s": rec["window_end"] - rec["window_start"],
+                "compare_start": a,
+                "compare_end": b,
+                "compare_s": window,
+                "comparable": comparable,
+                "not_comparable_reason": why_not,
+                "server_gen_tok_per_s": gen,
+                "client_output_tok_per_s": mine["client_output_tok_per_s"],
+                "difference": diff,
+                "running_mean": running,
+                "waiting_mean": waiting,
+                "achieved_concurrency": mine["achieved_concurrency"],
+                "server_in_system": server_little,
+                "client_in_system": mine["client_in_system"],
+                "concurrency_difference": conc_diff,
+                "server_ttft_mean": server_ttft,
+                "client_ttft_mean": mine["client_ttft_mean"],
+                "ttft_difference": ttft_diff,
+                "prefix_cache_hits": counter_delta(server, "prefix_cache_hits", a, b),
+                "prefix_cache_queries": counter_delta(server, "prefix_cache_queries", a, b),
+                "disagrees": bool(comparable and diff == diff and abs(diff) > tolerance),
+                "concurrency_disagrees": bool(
+                    comparable and conc_diff == conc_diff and abs(conc_diff) > CONCURRENCY_TOLERANCE
+                ),
+                "ttft_disagrees": bool(
+                    comparable
+                    and ttft_diff == ttft_diff
+                    and abs(ttft_diff) > TTFT_TOLERANCE
+                    and abs(mine["client_ttft_mean"] - server_ttft) > TTFT_FLOOR
+                ),
+                "kv_cache_usage_max": _level_max(server, "kv_cache_usage", start, end),
+                "preemptions": counter_delta(server, "preemptions_total", start, min(end, t_last)),
+            }
+        )
     frame = pd.DataFrame(rows)
     if len(frame):
-        frame["flagged"] = frame["disagrees"] | frame["concurrency_disagrees"] | frame["ttft_disagrees"]
+        frame["flagged"] = (
+            frame["disagrees"] | frame["concurrency_disagrees"] | frame["ttft_disagrees"]
+        )
         frame["too_short"] = ~frame["comparable"]
     return frame
 
@@ -266,6 +335,12 @@ def run_token_check(server: pd.DataFrame, requests: pd.DataFrame) -> dict:
     received (usage counts of every request); exact when nothing else used the server."""
     gen = pd.to_numeric(server["generation_tokens_total"], errors="coerce").dropna()
     server_tokens = float(gen.iloc[-1] - gen.iloc[0]) if len(gen) >= 2 else np.nan
-    client_tokens = float(pd.to_numeric(requests["completion_tokens"], errors="coerce").fillna(0).sum())
+    client_tokens = float(
+        pd.to_numeric(requests["completion_tokens"], errors="coerce").fillna(0).sum()
+    )
     diff = server_tokens / client_tokens - 1.0 if client_tokens else np.nan
-    return {"server_generation_tokens": server_tokens, "client_completion_tokens": client_tokens, "difference": diff}
+    return {
+        "server_generation_tokens": server_tokens,
+        "client_completion_tokens": client_tokens,
+        "difference": diff,
+    }

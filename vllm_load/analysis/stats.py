@@ -67,8 +67,9 @@ def summarize(values: Iterable[float], confidence: float = CONFIDENCE) -> Summar
     return Summary(n, mean, std, mean - half, mean + half, cov)
 
 
-def aggregate(frame: pd.DataFrame, by: Sequence[str], metrics: Sequence[str],
-              confidence: float = CONFIDENCE) -> pd.DataFrame:
+def aggregate(
+    frame: pd.DataFrame, by: Sequence[str], metrics: Sequence[str], confidence: float = CONFIDENCE
+) -> pd.DataFrame:
     """Per group of `by`: `<metric>_n/_mean/_std/_ci_low/_ci_high/_cov` for every metric.
 
     Vectorised over groups; agrees with `summarize` on each group.
@@ -91,8 +92,16 @@ def aggregate(frame: pd.DataFrame, by: Sequence[str], metrics: Sequence[str],
         with np.errstate(invalid="ignore", divide="ignore"):
             half = t_quantile(nn, confidence) * sd / np.sqrt(nn)
             cov = np.where(mu != 0, sd / mu, np.nan)
-        columns.update({f"{m}_n": nn.astype(np.int64), f"{m}_mean": mu, f"{m}_std": sd,
-                        f"{m}_ci_low": mu - half, f"{m}_ci_high": mu + half, f"{m}_cov": cov})
+        columns.update(
+            {
+                f"{m}_n": nn.astype(np.int64),
+                f"{m}_mean": mu,
+                f"{m}_std": sd,
+                f"{m}_ci_low": mu - half,
+                f"{m}_ci_high": mu + half,
+                f"{m}_cov": cov,
+            }
+        )
     return pd.DataFrame(columns, index=n.index).reset_index()
 
 
@@ -118,7 +127,9 @@ def comparable_settings(run: dict) -> dict:
     settings = run.get("settings") or {}
     out = {k: v for k, v in sorted(settings.items()) if k not in RUN_SPECIFIC_SETTINGS}
     meta = run.get("meta") or {}
-    out.update({k: str(v) for k, v in sorted(meta.items()) if str(k).startswith(CONFIG_META_PREFIX)})
+    out.update(
+        {k: str(v) for k, v in sorted(meta.items()) if str(k).startswith(CONFIG_META_PREFIX)}
+    )
     return out
 
 
@@ -147,8 +158,14 @@ def group_runs(runs: Sequence[dict]) -> list[Series]:
         if not siblings:
             s.label = s.model
             continue
-        differing = sorted({k for o in siblings for k in set(s.settings) | set(o.settings)
-                            if s.settings.get(k) != o.settings.get(k)})
+        differing = sorted(
+            {
+                k
+                for o in siblings
+                for k in set(s.settings) | set(o.settings)
+                if s.settings.get(k) != o.settings.get(k)
+            }
+        )
         shown = ", ".join(f"{k}={_fmt_setting(s.settings.get(k))}" for k in differing[:3])
         s.label = f"{s.model} ({shown})" if shown else s.model
     labels = [s.label for s in out]

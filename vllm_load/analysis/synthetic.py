@@ -53,26 +53,33 @@ class SyntheticRun:
     start_ts: float = 1_790_000_000.0
 
 
-def _itl_pool(rng: np.random.Generator, itl: float, sigma: float, gaps: int) -> tuple[list[str], np.ndarray]:
+def _itl_pool(
+    rng: np.random.Generator, itl: float, sigma: float, gaps: int
+) -> tuple[list[str], np.ndarray]:
     """POOL histograms of `gaps` ITL gaps each, with per-pattern (sum, mean, p50, p90, p99, max)."""
     texts, stats = [], []
     for _ in range(POOL):
         values = itl * rng.lognormal(0.0, sigma, size=gaps)
         texts.append(LogHistogram.of(values).format() if gaps else "")
         if gaps:
-            stats.append([values.sum(), values.mean(), *np.percentile(values, [50, 90, 99]), values.max()])
+            stats.append(
+                [values.sum(), values.mean(), *np.percentile(values, [50, 90, 99]), values.max()]
+            )
         else:
             stats.append([0.0] + [np.nan] * 5)
     return texts, np.asarray(stats)
 
 
-def _level_requests(rng: np.random.Generator, spec: SyntheticRun, level: int, users: int, start: float,
-                    speed: float) -> tuple[pd.DataFrame, float]:
+def _level_requests(
+    rng: np.random.Generator, spec: SyntheticRun, level: int, users: int, start: float, speed: float
+) -> tuple[pd.DataFrame, float]:
     """The requests of one level (closed loop, all users starting at `start`) and the level's end."""
     srv = spec.server
     batch = min(users, srv.max_num_seqs)
     itl = srv.base_itl_s * (1.0 + srv.itl_growth_per_seq * batch) * speed
-    prefill = srv.prefill_s_per_1k_tokens * spec.input_tokens / 1000.0 * speed * (1.0 + 0.01 * batch)
+    prefill = (
+        srv.prefill_s_per_1k_tokens * spec.input_tokens / 1000.0 * speed * (1.0 + 0.01 * batch)
+    )
     gaps = max(spec.output_tokens - 1, 0)
     texts, pool = _itl_pool(rng, itl, srv.itl_sigma, gaps)
 
@@ -114,35 +121,42 @@ def _level_requests(rng: np.random.Generator, spec: SyntheticRun, level: int, us
     pk, fl = pick[keep], failed[keep]
     ok = ~fl
     out_tok = np.where(ok, spec.output_tokens, np.nan)
-    frame = pd.DataFrame({
-        "worker": "local",
-        "level": level,
-        "users": users,
-        "endpoint": "chat",
-        "stream": 1,
-        "start_ts": starts[keep],
-        "end_ts": ends[keep],
-        "ttft": np.where(ok, ttft[keep], np.nan),
-        "e2e": e2e[keep],
-        "tpot": np.where(ok & (spec.output_tokens >= 2), (e2e[keep] - ttft[keep]) / max(spec.output_tokens - 1, 1), np.nan),
-        "itl_mean": np.where(ok, pool[pk, 1], np.nan),
-        "itl_p50": np.where(ok, pool[pk, 2], np.nan),
-        "itl_p90": np.where(ok, pool[pk, 3], np.nan),
-        "itl_p99": np.where(ok, pool[pk, 4], np.nan),
-        "itl_max": np.where(ok, pool[pk, 5], np.nan),
-        "itl_hist": np.where(ok, np.asarray(texts, dtype=object)[pk], ""),
-        "n_chunks": np.where(ok, spec.output_tokens, 0),
-        "chunks_merged": 0,
-        "chunk_marks": "",
-        "prompt_tokens": np.where(ok, spec.input_tokens, np.nan),
-        "completion_tokens": out_tok,
-        "requested_prompt_tokens": spec.input_tokens,
-        "requested_completion_tokens": spec.output_tokens,
-        "ok": ok.astype(np.int64),
-        "status": np.where(ok, 200, 500),
-        "error": np.where(ok, "", "http_status"),
-        "error_message": np.where(ok, "", "HTTP 500: synthetic failure"),
-    }, index=np.arange(n))
+    frame = pd.DataFrame(
+        {
+            "worker": "local",
+            "level": level,
+            "users": users,
+            "endpoint": "chat",
+            "stream": 1,
+            "start_ts": starts[keep],
+            "end_ts": ends[keep],
+            "ttft": np.where(ok, ttft[keep], np.nan),
+            "e2e": e2e[keep],
+            "tpot": np.where(
+                ok & (spec.output_tokens >= 2),
+                (e2e[keep] - ttft[keep]) / max(spec.output_tokens - 1, 1),
+                np.nan,
+            ),
+            "itl_mean": np.where(ok, pool[pk, 1], np.nan),
+            "itl_p50": np.where(ok, pool[pk, 2], np.nan),
+            "itl_p90": np.where(ok, pool[pk, 3], np.nan),
+            "itl_p99": np.where(ok, pool[pk, 4], np.nan),
+            "itl_max": np.where(ok, pool[pk, 5], np.nan),
+            "itl_hist": np.where(ok, np.asarray(texts, dtype=object)[pk], ""),
+            "n_chunks": np.where(ok, spec.output_tokens, 0),
+            "chunks_merged": 0,
+            "chunk_marks": "",
+            "prompt_tokens": np.where(ok, spec.input_tokens, np.nan),
+            "completion_tokens": out_tok,
+            "requested_prompt_tokens": spec.input_tokens,
+            "requested_completion_tokens": spec.output_tokens,
+            "ok": ok.astype(np.int64),
+            "status": np.where(ok, 200, 500),
+            "error": np.where(ok, "", "http_status"),
+            "error_message": np.where(ok, "", "HTTP 500: synthetic failure"),
+        },
+        index=np.arange(n),
+    )
     return frame, level_end
 
 
@@ -153,15 +167,23 @@ def _history(requests: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     seconds = np.arange(t0, t1 + 1)
     sec_of = (requests["end_ts"].to_numpy() - t0).astype(np.int64)
     done = np.bincount(sec_of, minlength=len(seconds))[: len(seconds)]
-    fails = np.bincount(sec_of[requests["ok"].to_numpy() == 0], minlength=len(seconds))[: len(seconds)]
+    fails = np.bincount(sec_of[requests["ok"].to_numpy() == 0], minlength=len(seconds))[
+        : len(seconds)
+    ]
     lvl = np.searchsorted(steps["start_ts"].to_numpy(), seconds, side="right") - 1
     users = np.where(lvl >= 0, steps["users"].to_numpy()[np.clip(lvl, 0, None)], 0)
     rate = pd.Series(done).rolling(10, min_periods=1).mean().to_numpy()
     median_ms = float(requests["e2e"].median() * 1000) if len(requests) else 0.0
-    frame = pd.DataFrame({
-        "Timestamp": seconds, "User Count": users, "Type": "", "Name": "Aggregated",
-        "Requests/s": np.round(rate, 6), "Failures/s": np.round(pd.Series(fails).rolling(10, min_periods=1).mean(), 6),
-    })
+    frame = pd.DataFrame(
+        {
+            "Timestamp": seconds,
+            "User Count": users,
+            "Type": "",
+            "Name": "Aggregated",
+            "Requests/s": np.round(rate, 6),
+            "Failures/s": np.round(pd.Series(fails).rolling(10, min_periods=1).mean(), 6),
+        }
+    )
     for pct in ("50%", "66%", "75%", "80%", "90%", "95%", "98%", "99%", "99.9%", "99.99%", "100%"):
         frame[pct] = round(median_ms)
     frame["Total Request Count"] = np.cumsum(done)
@@ -187,42 +209,97 @@ def write_synthetic_run(base_dir: str, spec: SyntheticRun | None = None) -> str:
     for level, users in enumerate(spec.levels):
         frame, end = _level_requests(rng, spec, level, users, t, speed)
         frames.append(frame)
-        steps.append((level, users, t, end, spec.warmup_requests, spec.warmup_requests + spec.requests_per_level,
-                      1200.0, "target_reached"))
+        steps.append(
+            (
+                level,
+                users,
+                t,
+                end,
+                spec.warmup_requests,
+                spec.warmup_requests + spec.requests_per_level,
+                1200.0,
+                "target_reached",
+            )
+        )
         # the next level starts once this one's requests have drained, plus the cooldown
         t = max(end, float(frame["end_ts"].max())) + spec.cooldown
     requests = pd.concat(frames, ignore_index=True)
-    requests = requests.sort_values("end_ts", kind="mergesort").reset_index(drop=True)  # arrival order
+    requests = requests.sort_values("end_ts", kind="mergesort").reset_index(
+        drop=True
+    )  # arrival order
     requests.insert(0, "request_id", "0-" + pd.Series(np.arange(1, len(requests) + 1)).astype(str))
-    steps_frame = pd.DataFrame(steps, columns=["level", "users", "start_ts", "end_ts", "warmup_requests",
-                                               "target_requests", "time_cap", "stop_reason"])
+    steps_frame = pd.DataFrame(
+        steps,
+        columns=[
+            "level",
+            "users",
+            "start_ts",
+            "end_ts",
+            "warmup_requests",
+            "target_requests",
+            "time_cap",
+            "stop_reason",
+        ],
+    )
     for col in ("prompt_tokens", "completion_tokens"):
         requests[col] = requests[col].astype("Int64")
     floats = [c for c in requests.columns if requests[c].dtype == np.float64]
     requests[floats] = requests[floats].round(7)  # as records.py writes them
     requests[list(COLUMNS)].to_csv(os.path.join(run_dir, "requests.csv"), index=False)
     steps_frame.to_csv(os.path.join(run_dir, "steps.csv"), index=False)
-    _history(requests, steps_frame).to_csv(os.path.join(run_dir, "locust_stats_history.csv"), index=False)
+    _history(requests, steps_frame).to_csv(
+        os.path.join(run_dir, "locust_stats_history.csv"), index=False
+    )
 
     iso = lambda ts: pd.Timestamp(ts, unit="s").strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
     settings = {
-        "model": spec.model, "levels": list(spec.levels), "input_tokens": spec.input_tokens,
-        "output_tokens": spec.output_tokens, "requests_per_level": spec.requests_per_level,
-        "warmup_requests": spec.warmup_requests, "level_time_cap": 1200.0, "cooldown": spec.cooldown,
-        "endpoint": "chat", "stream": True, "out": base_dir, "run_dir": run_dir, "meta": spec.meta,
+        "model": spec.model,
+        "levels": list(spec.levels),
+        "input_tokens": spec.input_tokens,
+        "output_tokens": spec.output_tokens,
+        "requests_per_level": spec.requests_per_level,
+        "warmup_requests": spec.warmup_requests,
+        "level_time_cap": 1200.0,
+        "cooldown": spec.cooldown,
+        "endpoint": "chat",
+        "stream": True,
+        "out": base_dir,
+        "run_dir": run_dir,
+        "meta": spec.meta,
         "api_key_set": False,
     }
     run = {
-        "format": 1, "run_id": run_id, "vllm_load_version": "synthetic", "locust_version": "n/a",
-        "target": {"host": "synthetic://server", "models": {"object": "list", "data": [
-            {"id": spec.model, "object": "model", "max_model_len": 32768}]},
-            "version": {"version": "synthetic"}, "server_model": asdict(spec.server)},
-        "model": spec.model, "settings": settings, "meta": spec.meta,
-        "client": {"hostname": "synthetic", "platform": "synthetic", "python": "3.11", "cpus": 2,
-                   "workers": 1, "mode": "local"},
+        "format": 1,
+        "run_id": run_id,
+        "vllm_load_version": "synthetic",
+        "locust_version": "n/a",
+        "target": {
+            "host": "synthetic://server",
+            "models": {
+                "object": "list",
+                "data": [{"id": spec.model, "object": "model", "max_model_len": 32768}],
+            },
+            "version": {"version": "synthetic"},
+            "server_model": asdict(spec.server),
+        },
+        "model": spec.model,
+        "settings": settings,
+        "meta": spec.meta,
+        "client": {
+            "hostname": "synthetic",
+            "platform": "synthetic",
+            "python": "3.11",
+            "cpus": 2,
+            "workers": 1,
+            "mode": "local",
+        },
         "prompts": {"method": "synthetic", "chat_overhead_tokens": 0},
-        "started_at": iso(spec.start_ts), "ended_at": iso(t), "outcome": "completed",
-        "workers_seen": ["local"], "workers_lost": [], "requests_recorded": int(len(requests)),
+        "started_at": iso(spec.start_ts),
+        "ended_at": iso(t),
+        "outcome": "completed",
+        "workers_seen": ["local"],
+        "workers_lost": [],
+        "requests_recorded": int(len(requests)),
     }
     with open(os.path.join(run_dir, "run.json"), "w", encoding="utf-8") as fh:
         json.dump(run, fh, indent=2)

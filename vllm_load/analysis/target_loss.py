@@ -51,8 +51,12 @@ def final_streak(run_dir: str) -> FinalStreak | None:
 
     path = os.path.join(run_dir, "requests.csv")
     try:
-        rows = pd.read_csv(path, usecols=["level", "users", "end_ts", "ok", "error"],
-                           dtype={"error": "string"}, keep_default_na=True)
+        rows = pd.read_csv(
+            path,
+            usecols=["level", "users", "end_ts", "ok", "error"],
+            dtype={"error": "string"},
+            keep_default_na=True,
+        )
     except (OSError, ValueError):
         return None
     if rows.empty:
@@ -60,13 +64,21 @@ def final_streak(run_dir: str) -> FinalStreak | None:
     rows = rows.sort_values("end_ts", kind="stable")
     ok = pd.to_numeric(rows["ok"], errors="coerce").fillna(0).to_numpy() == 1
     last_ok = int(ok.nonzero()[0][-1]) if ok.any() else -1
-    tail = rows.iloc[last_ok + 1:]
+    tail = rows.iloc[last_ok + 1 :]
     if tail.empty:
         return None
     first = tail.iloc[0]
-    level, users = _level_at(run_dir, float(first["end_ts"])) or (_whole(first["level"]), _whole(first["users"]))
+    level, users = _level_at(run_dir, float(first["end_ts"])) or (
+        _whole(first["level"]),
+        _whole(first["users"]),
+    )
     counts = tail["error"].fillna("unknown").value_counts()
-    return FinalStreak(level=level, users=users, count=len(tail), by_error={str(k): int(v) for k, v in counts.items()})
+    return FinalStreak(
+        level=level,
+        users=users,
+        count=len(tail),
+        by_error={str(k): int(v) for k, v in counts.items()},
+    )
 
 
 def _level_at(run_dir: str, ts: float) -> tuple[int, int] | None:
@@ -75,7 +87,9 @@ def _level_at(run_dir: str, ts: float) -> tuple[int, int] | None:
     import pandas as pd
 
     try:
-        steps = pd.read_csv(os.path.join(run_dir, "steps.csv"), usecols=["level", "users", "start_ts"])
+        steps = pd.read_csv(
+            os.path.join(run_dir, "steps.csv"), usecols=["level", "users", "start_ts"]
+        )
     except (OSError, ValueError):
         return None
     started = steps[pd.to_numeric(steps["start_ts"], errors="coerce") <= ts]
@@ -104,10 +118,16 @@ def still_answers(host: str, api_key: str | None) -> bool:
 def target_lost(run_dir: str, host: str, api_key: str | None = None) -> str | None:
     """One line saying when the target stopped answering, or None when it did not (the rule above)."""
     streak = final_streak(run_dir)
-    if streak is None or streak.count < MIN_STREAK or streak.no_answer() < NO_ANSWER_SHARE * streak.count:
+    if (
+        streak is None
+        or streak.count < MIN_STREAK
+        or streak.no_answer() < NO_ANSWER_SHARE * streak.count
+    ):
         return None
     if still_answers(host, api_key):
         return None
-    return (f"the target stopped answering during level {streak.level} (users {streak.users}): "
-            f"{streak.describe()} and no success after them, and {host}/v1/models does not answer now; "
-            f"{run_dir} holds what was measured")
+    return (
+        f"the target stopped answering during level {streak.level} (users {streak.users}): "
+        f"{streak.describe()} and no success after them, and {host}/v1/models does not answer now; "
+        f"{run_dir} holds what was measured"
+    )

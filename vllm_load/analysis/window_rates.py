@@ -42,10 +42,14 @@ class RequestSpans:
     end: np.ndarray
     prompt_tokens: np.ndarray
     completion_tokens: np.ndarray
-    marks: np.ndarray | None = None  # (requests, CHUNK_MARKS + 1) chunk times, NaN past a request's own
+    marks: np.ndarray | None = (
+        None  # (requests, CHUNK_MARKS + 1) chunk times, NaN past a request's own
+    )
 
     @classmethod
-    def build(cls, start, ttft, end, prompt_tokens, completion_tokens, marks=None) -> "RequestSpans":
+    def build(
+        cls, start, ttft, end, prompt_tokens, completion_tokens, marks=None
+    ) -> "RequestSpans":
         start = np.asarray(start, dtype=np.float64)
         end = np.asarray(end, dtype=np.float64)
         first = start + np.asarray(ttft, dtype=np.float64)
@@ -56,9 +60,19 @@ class RequestSpans:
             offsets = parse_marks(marks)
             # (marks are rounded to 0.1 ms: one may land just past the request's end, which is
             # where a window edge may be: the W-th request's end)
-            marks_at = np.clip(start[:, None] + offsets / 1000.0, start[:, None], end[:, None]) if offsets.size else None
-        return cls(start, first, end, np.nan_to_num(np.asarray(prompt_tokens, dtype=np.float64)),
-                   np.nan_to_num(np.asarray(completion_tokens, dtype=np.float64)), marks_at)
+            marks_at = (
+                np.clip(start[:, None] + offsets / 1000.0, start[:, None], end[:, None])
+                if offsets.size
+                else None
+            )
+        return cls(
+            start,
+            first,
+            end,
+            np.nan_to_num(np.asarray(prompt_tokens, dtype=np.float64)),
+            np.nan_to_num(np.asarray(completion_tokens, dtype=np.float64)),
+            marks_at,
+        )
 
 
 def parse_marks(marks) -> np.ndarray:
@@ -98,11 +112,18 @@ def work_in_window(spans: RequestSpans, a: float, b: float) -> WindowWork:
     first_token = share_inside(first, first, a, b)
     decode = share_inside(first, spans.end, a, b)
     if spans.marks is not None:
-        decode = np.where(np.isnan(spans.marks[:, 1]), decode, _share_along_marks(spans.marks, a, b))
+        decode = np.where(
+            np.isnan(spans.marks[:, 1]), decode, _share_along_marks(spans.marks, a, b)
+        )
     rest = np.maximum(spans.completion_tokens - 1.0, 0.0)
-    output = np.where(streamed, np.minimum(spans.completion_tokens, 1.0) * first_token + rest * decode,
-                      spans.completion_tokens * lifetime)
-    return WindowWork(float(lifetime.sum()), float((spans.prompt_tokens * prefill).sum()), float(output.sum()))
+    output = np.where(
+        streamed,
+        np.minimum(spans.completion_tokens, 1.0) * first_token + rest * decode,
+        spans.completion_tokens * lifetime,
+    )
+    return WindowWork(
+        float(lifetime.sum()), float((spans.prompt_tokens * prefill).sum()), float(output.sum())
+    )
 
 
 def _share_along_marks(marks: np.ndarray, a: float, b: float) -> np.ndarray:

@@ -17,9 +17,9 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 
+from ..settings import SettingsError
 from ..target.process import ServerError, ServerProcess, run_restart_command, wait_ready
 from .run import add_managed_run_options, run_headless
-from ..settings import SettingsError
 
 STATE_FILE = "campaign.json"
 #: run options that do not change what a run measures, so may differ on resume
@@ -58,8 +58,12 @@ class CampaignState:
             return None
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
-        return cls(name=data["name"], options=data["options"], refine_levels=data.get("refine_levels"),
-                   runs=[CampaignRun(**r) for r in data.get("runs", [])])
+        return cls(
+            name=data["name"],
+            options=data["options"],
+            refine_levels=data.get("refine_levels"),
+            runs=[CampaignRun(**r) for r in data.get("runs", [])],
+        )
 
 
 # --- refinement -------------------------------------------------------------------------------------
@@ -71,7 +75,9 @@ def _nice_step(span: float, steps: int) -> int:
     return int(min(candidates, key=lambda c: (abs(c - raw), -c)))
 
 
-def refine_levels(tested: list[float], saturation_users: float | None, steps: int = 10) -> list[int]:
+def refine_levels(
+    tested: list[float], saturation_users: float | None, steps: int = 10
+) -> list[int]:
     """Levels for the fine sweep: from the tested level below the knee to the one above it.
 
     With levels 10,50,100,200,500,750,1000 and the knee at 750 this gives 500, 550, ..., 1000
@@ -106,29 +112,75 @@ def knee_from_runs(run_dirs: list[str]) -> list[int]:
 # --- the command --------------------------------------------------------------------------------------
 def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
-    parser.conflict_handler = "resolve"  # the campaign's --cooldown (between runs) replaces the level one
-    add_managed_run_options(parser, "base URL of the server under test", "campaigns",
-                            "base directory: the campaign lives in OUT/NAME")
+    parser.conflict_handler = (
+        "resolve"  # the campaign's --cooldown (between runs) replaces the level one
+    )
+    add_managed_run_options(
+        parser,
+        "base URL of the server under test",
+        "campaigns",
+        "base directory: the campaign lives in OUT/NAME",
+    )
     run = parser.add_argument_group("campaign")
-    run.add_argument("--level-cooldown", dest="cooldown", type=float, default=0.0,
-                     help="seconds with no load between levels within a run")
-    run.add_argument("--runs", type=int, default=5, help="independent runs (n for the confidence intervals)")
-    run.add_argument("--cooldown", dest="run_cooldown", type=float, default=60.0, help="seconds of rest between runs")
-    run.add_argument("--name", default="", help="campaign name (default: the model id); same name = resume")
+    run.add_argument(
+        "--level-cooldown",
+        dest="cooldown",
+        type=float,
+        default=0.0,
+        help="seconds with no load between levels within a run",
+    )
+    run.add_argument(
+        "--runs", type=int, default=5, help="independent runs (n for the confidence intervals)"
+    )
+    run.add_argument(
+        "--cooldown",
+        dest="run_cooldown",
+        type=float,
+        default=60.0,
+        help="seconds of rest between runs",
+    )
+    run.add_argument(
+        "--name", default="", help="campaign name (default: the model id); same name = resume"
+    )
     control = run.add_mutually_exclusive_group()
-    control.add_argument("--restart-cmd", default="", metavar="CMD",
-                         help="shell command that restarts the server and returns (e.g. 'docker restart vllm'); "
-                              "run between runs")
-    control.add_argument("--server-cmd", default="", metavar="CMD",
-                         help="shell command that runs the server in the foreground; started before and stopped "
-                              "after every run")
-    run.add_argument("--ready-timeout", type=float, default=900.0,
-                     help="seconds to wait for /health and /v1/models after a (re)start")
-    run.add_argument("--refine", action="store_true", help="then sweep finely around the knee the coarse runs found")
-    run.add_argument("--refine-levels", default="", help="fine-sweep levels (default: derived from the knee)")
+    control.add_argument(
+        "--restart-cmd",
+        default="",
+        metavar="CMD",
+        help="shell command that restarts the server and returns (e.g. 'docker restart vllm'); "
+        "run between runs",
+    )
+    control.add_argument(
+        "--server-cmd",
+        default="",
+        metavar="CMD",
+        help="shell command that runs the server in the foreground; started before and stopped "
+        "after every run",
+    )
+    run.add_argument(
+        "--ready-timeout",
+        type=float,
+        default=900.0,
+        help="seconds to wait for /health and /v1/models after a (re)start",
+    )
+    run.add_argument(
+        "--refine",
+        action="store_true",
+        help="then sweep finely around the knee the coarse runs found",
+    )
+    run.add_argument(
+        "--refine-levels", default="", help="fine-sweep levels (default: derived from the knee)"
+    )
     run.add_argument("--refine-runs", type=int, default=3, help="runs of the fine sweep")
-    run.add_argument("--refine-output-tokens", type=int, default=100, help="output tokens in the fine sweep")
-    run.add_argument("--refine-requests", type=int, default=200, help="measured requests per level in the fine sweep")
+    run.add_argument(
+        "--refine-output-tokens", type=int, default=100, help="output tokens in the fine sweep"
+    )
+    run.add_argument(
+        "--refine-requests",
+        type=int,
+        default=200,
+        help="measured requests per level in the fine sweep",
+    )
     run.add_argument("--no-report", action="store_true", help="do not write the report at the end")
 
 
@@ -158,7 +210,11 @@ class Campaign:
         self.args = args
         self.directory = directory
         self.state = state
-        self.server = ServerProcess(args.server_cmd, os.path.join(directory, "server.log")) if args.server_cmd else None
+        self.server = (
+            ServerProcess(args.server_cmd, os.path.join(directory, "server.log"))
+            if args.server_cmd
+            else None
+        )
 
     def say(self, text: str) -> None:
         print(f"campaign {self.state.name}: {text}", flush=True)
@@ -182,8 +238,12 @@ class Campaign:
             self.say(f"cooling down {self.args.run_cooldown:g} s")
             time.sleep(self.args.run_cooldown)
         self._ready_server()
-        run_dir, outcome = run_headless(self.args, os.path.join(self.directory, "runs"),
-                                        [f"campaign={self.state.name}", f"campaign_phase={phase}"], overrides)
+        run_dir, outcome = run_headless(
+            self.args,
+            os.path.join(self.directory, "runs"),
+            [f"campaign={self.state.name}", f"campaign_phase={phase}"],
+            overrides,
+        )
         self.state.runs.append(CampaignRun(run_dir=run_dir, phase=phase, outcome=outcome))
         self.state.save(self.directory)
         return outcome
@@ -197,7 +257,9 @@ class Campaign:
             if outcome == "interrupted":
                 raise KeyboardInterrupt
             if outcome != "completed":
-                self.say(f"run ended with outcome {outcome!r}; stopping (run the same command again to retry)")
+                self.say(
+                    f"run ended with outcome {outcome!r}; stopping (run the same command again to retry)"
+                )
                 return False
         return True
 
@@ -209,7 +271,9 @@ class Campaign:
 def _campaign_name(args: argparse.Namespace) -> str:
     import re
 
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", (args.name or args.model or "campaign").replace("/", "__"))
+    return re.sub(
+        r"[^A-Za-z0-9._-]+", "_", (args.name or args.model or "campaign").replace("/", "__")
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -222,9 +286,15 @@ def main(args: argparse.Namespace) -> int:
         if state is None:
             state = CampaignState(name=name, options=options)
         elif state.options != options:
-            changed = sorted(k for k in set(state.options) | set(options) if state.options.get(k) != options.get(k))
-            raise SettingsError(f"campaign {name!r} in {directory} was started with different options "
-                                f"({', '.join(changed)}); pass --name to start another campaign")
+            changed = sorted(
+                k
+                for k in set(state.options) | set(options)
+                if state.options.get(k) != options.get(k)
+            )
+            raise SettingsError(
+                f"campaign {name!r} in {directory} was started with different options "
+                f"({', '.join(changed)}); pass --name to start another campaign"
+            )
         os.makedirs(directory, exist_ok=True)
         state.save(directory)
     except (SettingsError, ValueError) as e:
@@ -232,7 +302,9 @@ def main(args: argparse.Namespace) -> int:
         return 2
     done = len(state.completed("coarse"))
     campaign = Campaign(args, directory, state)
-    campaign.say(f"{directory}; {done}/{args.runs} runs already completed" if done else f"{directory}")
+    campaign.say(
+        f"{directory}; {done}/{args.runs} runs already completed" if done else f"{directory}"
+    )
     try:
         if not campaign.phase("coarse", args.runs, {}):
             return 1
@@ -240,13 +312,19 @@ def main(args: argparse.Namespace) -> int:
             if state.refine_levels is None:
                 from ..settings import parse_levels
 
-                state.refine_levels = (parse_levels(args.refine_levels) if args.refine_levels
-                                       else knee_from_runs(state.completed("coarse")))
+                state.refine_levels = (
+                    parse_levels(args.refine_levels)
+                    if args.refine_levels
+                    else knee_from_runs(state.completed("coarse"))
+                )
                 state.save(directory)
             levels = ",".join(map(str, state.refine_levels))
             campaign.say(f"fine sweep over levels {levels}")
-            overrides = {"levels": levels, "output_tokens": args.refine_output_tokens,
-                         "requests_per_level": args.refine_requests}
+            overrides = {
+                "levels": levels,
+                "output_tokens": args.refine_output_tokens,
+                "requests_per_level": args.refine_requests,
+            }
             if not campaign.phase("refine", args.refine_runs, overrides):
                 return 1
     except (SettingsError, ServerError) as e:

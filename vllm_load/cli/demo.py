@@ -26,31 +26,60 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument("--input-tokens", type=int, default=512, help="prompt length in tokens")
     parser.add_argument("--output-tokens", type=int, default=64, help="output length in tokens")
     # 100: the top levels' windows last over a second, enough for the /metrics cross-check
-    parser.add_argument("--requests-per-level", type=int, default=100, help="measured requests per level")
-    parser.add_argument("--warmup-requests", type=int, default=8, help="discarded requests per level")
-    parser.add_argument("--workers", type=int, default=0, help="local Locust worker processes (0: one process)")
+    parser.add_argument(
+        "--requests-per-level", type=int, default=100, help="measured requests per level"
+    )
+    parser.add_argument(
+        "--warmup-requests", type=int, default=8, help="discarded requests per level"
+    )
+    parser.add_argument(
+        "--workers", type=int, default=0, help="local Locust worker processes (0: one process)"
+    )
     parser.add_argument("--out", default="runs", help="base directory for the run directory")
     parser.add_argument("--report-dir", default="reports", help="where the HTML report goes")
     parser.add_argument("--no-report", action="store_true", help="skip the HTML report")
-    parser.add_argument("--sim-arg", action="append", default=[], metavar="ARG",
-                        help="extra simulator option (repeatable, e.g. --sim-arg=--max-num-seqs=32)")
+    parser.add_argument(
+        "--sim-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra simulator option (repeatable, e.g. --sim-arg=--max-num-seqs=32)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
+    from ..sim.process import SimulatorProcess
     from . import run as run_cli
     from .main import build_parser
-    from ..sim.process import SimulatorProcess
 
     sim_args = [*SIM_ARGS, *args.sim_arg]
     print(f"Starting the simulator ({' '.join(sim_args)}) ...", flush=True)
     with SimulatorProcess(*sim_args) as sim:
         print(f"Simulator at {sim.url}", flush=True)
         run_argv = [
-            "run", "--host", sim.url, "--levels", args.levels,
-            "--input-tokens", str(args.input_tokens), "--output-tokens", str(args.output_tokens),
-            "--requests-per-level", str(args.requests_per_level), "--warmup-requests", str(args.warmup_requests),
-            "--workers", str(args.workers), "--out", args.out, "--loglevel", "WARNING",
-            "--meta", "demo=simulator", "--metrics-interval", METRICS_INTERVAL,
+            "run",
+            "--host",
+            sim.url,
+            "--levels",
+            args.levels,
+            "--input-tokens",
+            str(args.input_tokens),
+            "--output-tokens",
+            str(args.output_tokens),
+            "--requests-per-level",
+            str(args.requests_per_level),
+            "--warmup-requests",
+            str(args.warmup_requests),
+            "--workers",
+            str(args.workers),
+            "--out",
+            args.out,
+            "--loglevel",
+            "WARNING",
+            "--meta",
+            "demo=simulator",
+            "--metrics-interval",
+            METRICS_INTERVAL,
         ]
         run_args = build_parser().parse_args(run_argv)
         try:

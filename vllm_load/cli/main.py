@@ -18,12 +18,27 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("vllm_load.cli.run", "run a stepped load test against an OpenAI-compatible server"),
     "master": ("vllm_load.cli.run", "start a Locust master for workers on other machines"),
     "worker": ("vllm_load.cli.run", "start Locust worker(s) that connect to a master"),
-    "campaign": ("vllm_load.cli.campaign", "repeat a test n times (server restarted between runs), optionally refine the knee, report"),
-    "demo": ("vllm_load.cli.demo", "run the whole pipeline against the built-in simulator, with its report"),
-    "report": ("vllm_load.report.cli", "build the HTML report (with multi-run statistics) from run directories"),
+    "campaign": (
+        "vllm_load.cli.campaign",
+        "repeat a test n times (server restarted between runs), optionally refine the knee, report",
+    ),
+    "demo": (
+        "vllm_load.cli.demo",
+        "run the whole pipeline against the built-in simulator, with its report",
+    ),
+    "report": (
+        "vllm_load.report.cli",
+        "build the HTML report (with multi-run statistics) from run directories",
+    ),
     "sim": ("vllm_load.sim.cli", "serve the simulated vLLM OpenAI server"),
-    "validate-client": ("vllm_load.cli.validate_client", "prove the client is not the bottleneck: the same users against an echo server"),
-    "tune": ("vllm_load.cli.tune", "run the stepped test over a matrix of server settings and rank the configurations"),
+    "validate-client": (
+        "vllm_load.cli.validate_client",
+        "prove the client is not the bottleneck: the same users against an echo server",
+    ),
+    "tune": (
+        "vllm_load.cli.tune",
+        "run the stepped test over a matrix of server settings and rank the configurations",
+    ),
 }
 
 

@@ -16,47 +16,81 @@ import signal
 import subprocess
 import sys
 
-from ..target.api import HttpError, max_model_len, model_ids, request_json
+from ..analysis.target_loss import target_lost
 from ..run.recorder import new_run_dir
 from ..settings import Settings, SettingsError, add_arguments, host_argument, port_argument
 from ..sim.process import free_port
-from ..analysis.target_loss import target_lost
+from ..target.api import HttpError, max_model_len, model_ids, request_json
 from ..web.auth import DEFAULT_USER, MISSING_PASSWORD, PASSWORD_ENV, web_password
 
-LOCUSTFILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "locustfile.py")
+LOCUSTFILE = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "locustfile.py"
+)
 
 
 def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
     if name in ("run", "master"):
-        parser.add_argument("--host", required=True, type=host_argument,
-                            help="base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000")
+        parser.add_argument(
+            "--host",
+            required=True,
+            type=host_argument,
+            help="base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000",
+        )
         mode = parser.add_mutually_exclusive_group()
-        mode.add_argument("--headless", action="store_true", default=True, help="run without the web UI (default)")
-        mode.add_argument("--web", action="store_true", help="serve Locust's web UI and start the test from it")
+        mode.add_argument(
+            "--headless", action="store_true", default=True, help="run without the web UI (default)"
+        )
+        mode.add_argument(
+            "--web", action="store_true", help="serve Locust's web UI and start the test from it"
+        )
         parser.add_argument("--web-port", type=port_argument, default=8089, help="web UI port")
         parser.add_argument("--web-host", default="127.0.0.1", help="web UI bind address")
-        parser.add_argument("--web-login", action="store_true",
-                            help=f"protect the web UI with a login page: user --web-user, password only from "
-                                 f"${PASSWORD_ENV} (never the command line); use TLS in front beyond a trusted network")
+        parser.add_argument(
+            "--web-login",
+            action="store_true",
+            help=f"protect the web UI with a login page: user --web-user, password only from "
+            f"${PASSWORD_ENV} (never the command line); use TLS in front beyond a trusted network",
+        )
         parser.add_argument("--web-user", default=DEFAULT_USER, help="user name for --web-login")
     if name in ("run", "master"):
-        parser.epilog = ("exit status of a headless test: 0 when every level ran, 3 when every worker was lost, "
-                         "4 when the target stopped answering (the run ended on a streak of connect/disconnect/"
-                         "timeout failures and /v1/models no longer answers), 130 when interrupted (the run "
-                         "directory is complete and analysable in each case), 2 for bad arguments or an "
-                         "unusable target")
+        parser.epilog = (
+            "exit status of a headless test: 0 when every level ran, 3 when every worker was lost, "
+            "4 when the target stopped answering (the run ended on a streak of connect/disconnect/"
+            "timeout failures and /v1/models no longer answers), 130 when interrupted (the run "
+            "directory is complete and analysable in each case), 2 for bad arguments or an "
+            "unusable target"
+        )
     if name == "run":
-        parser.add_argument("--workers", type=int, default=0, help="local worker processes (0: a single process)")
+        parser.add_argument(
+            "--workers", type=int, default=0, help="local worker processes (0: a single process)"
+        )
     if name == "master":
-        parser.add_argument("--expect-workers", type=int, default=1, help="workers to wait for before starting")
-        parser.add_argument("--master-bind-host", default="*", help="address the master listens on for workers")
-        parser.add_argument("--master-bind-port", type=port_argument, default=5557, help="port the master listens on for workers")
+        parser.add_argument(
+            "--expect-workers", type=int, default=1, help="workers to wait for before starting"
+        )
+        parser.add_argument(
+            "--master-bind-host", default="*", help="address the master listens on for workers"
+        )
+        parser.add_argument(
+            "--master-bind-port",
+            type=port_argument,
+            default=5557,
+            help="port the master listens on for workers",
+        )
     if name == "worker":
         parser.add_argument("--master-host", required=True, help="address of the vllm-load master")
-        parser.add_argument("--master-port", type=port_argument, default=5557, help="port of the vllm-load master")
-        parser.add_argument("--processes", type=int, default=1, help="worker processes on this machine")
-        parser.add_argument("--api-key", default="", help="Bearer token (default: $OPENAI_API_KEY; the master's is used if unset)")
+        parser.add_argument(
+            "--master-port", type=port_argument, default=5557, help="port of the vllm-load master"
+        )
+        parser.add_argument(
+            "--processes", type=int, default=1, help="worker processes on this machine"
+        )
+        parser.add_argument(
+            "--api-key",
+            default="",
+            help="Bearer token (default: $OPENAI_API_KEY; the master's is used if unset)",
+        )
         parser.add_argument("--loglevel", default="INFO", help="Locust log level")
         return
     parser.add_argument("--loglevel", default="INFO", help="Locust log level")
@@ -95,20 +129,26 @@ def unusable_target(host: str, error: HttpError) -> str:
         hint = "check the server's log"
     else:
         hint = "is the server running, and is --host its address?"
-    detail = " ".join(str(error).split(": ", 1)[-1].split())[:200]  # one line, whatever the server sent
+    detail = " ".join(str(error).split(": ", 1)[-1].split())[
+        :200
+    ]  # one line, whatever the server sent
     return f"cannot use the target {host}: GET /v1/models failed ({detail}); {hint}"
 
 
 def check_target(host: str, settings: Settings) -> str:
     """Resolve the model and prove the target answers, before any load. Returns the model id."""
     try:
-        models = request_json(host.rstrip("/") + "/v1/models", api_key=settings.api_key or None, timeout=15)
+        models = request_json(
+            host.rstrip("/") + "/v1/models", api_key=settings.api_key or None, timeout=15
+        )
     except HttpError as e:
         raise SettingsError(unusable_target(host, e)) from None
     ids = model_ids(models)
     if settings.model:
         if ids and settings.model not in ids:
-            raise SettingsError(f"--model {settings.model!r} is not served by {host} (it serves: {', '.join(ids)})")
+            raise SettingsError(
+                f"--model {settings.model!r} is not served by {host} (it serves: {', '.join(ids)})"
+            )
         model = settings.model
     elif not ids:
         raise SettingsError(f"{host}/v1/models lists no model; pass --model")
@@ -119,9 +159,25 @@ def check_target(host: str, settings: Settings) -> str:
 
 
 def locust_command(args: argparse.Namespace) -> list[str]:
-    cmd = [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--loglevel", args.loglevel, "--exit-code-on-error", "0"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        LOCUSTFILE,
+        "--loglevel",
+        args.loglevel,
+        "--exit-code-on-error",
+        "0",
+    ]
     if args.command == "worker":
-        cmd += ["--worker", "--master-host", args.master_host, "--master-port", str(args.master_port)]
+        cmd += [
+            "--worker",
+            "--master-host",
+            args.master_host,
+            "--master-port",
+            str(args.master_port),
+        ]
         if args.processes > 1:
             cmd += ["--processes", str(args.processes)]
         return cmd
@@ -136,16 +192,33 @@ def locust_command(args: argparse.Namespace) -> list[str]:
         # local workers talk to their master on loopback, on a port of their own: two runs on one
         # machine must neither fail to bind Locust's default 5557 nor adopt each other's workers
         port = str(free_port())
-        cmd += ["--processes", str(args.workers), "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
-                "--master-port", port]
+        cmd += [
+            "--processes",
+            str(args.workers),
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            port,
+            "--master-port",
+            port,
+        ]
     if args.command == "master":
-        cmd += ["--master", "--expect-workers", str(args.expect_workers),
-                "--master-bind-host", args.master_bind_host, "--master-bind-port", str(args.master_bind_port)]
+        cmd += [
+            "--master",
+            "--expect-workers",
+            str(args.expect_workers),
+            "--master-bind-host",
+            args.master_bind_host,
+            "--master-bind-port",
+            str(args.master_bind_port),
+        ]
     return cmd + _option_argv(args)  # includes --run-dir when prepare() chose one
 
 
 # a process group of its own, in our session (Popen's process_group is Python >= 3.11)
-OWN_PROCESS_GROUP: dict = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+OWN_PROCESS_GROUP: dict = (
+    {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+)
 
 
 def run_locust(cmd: list[str], api_key: str = "") -> int:
@@ -188,7 +261,9 @@ def prepare(args: argparse.Namespace) -> tuple[list[str], str | None, Settings |
         if not args.web_user:
             raise SettingsError("--web-user must not be empty")
     settings = Settings.from_options(args)
-    if getattr(args, "meta_file", ""):  # expanded here, so workers on other hosts never need the file
+    if getattr(
+        args, "meta_file", ""
+    ):  # expanded here, so workers on other hosts never need the file
         args.meta = [f"{k}={v}" for k, v in settings.meta.items()]
         args.meta_file = ""
     if args.command == "run" and args.workers < 0:
@@ -210,15 +285,24 @@ def main(args: argparse.Namespace) -> int:
     api_key = (settings.api_key if settings else getattr(args, "api_key", "")) or ""
     code = run_locust(cmd, api_key)
     if run_dir and not os.path.exists(os.path.join(run_dir, "run.json")):
-        print(f"vllm-load {args.command}: the test did not start (see the errors above)", file=sys.stderr)
+        print(
+            f"vllm-load {args.command}: the test did not start (see the errors above)",
+            file=sys.stderr,
+        )
         return code or 1
     outcome = run_outcome(run_dir) if run_dir else "completed"
     if code == 0 and outcome in INCOMPLETE_EXIT_CODES:
         # the run directory is complete and analysable, but a pipeline must not take it for a full run
-        print(f"vllm-load {args.command}: the run ended early (outcome {outcome}); {run_dir} holds what was measured",
-              file=sys.stderr)
+        print(
+            f"vllm-load {args.command}: the run ended early (outcome {outcome}); {run_dir} holds what was measured",
+            file=sys.stderr,
+        )
         return INCOMPLETE_EXIT_CODES[outcome]
-    lost = target_lost(run_dir, args.host, api_key or None) if code == 0 and run_dir and outcome == "completed" else None
+    lost = (
+        target_lost(run_dir, args.host, api_key or None)
+        if code == 0 and run_dir and outcome == "completed"
+        else None
+    )
     if lost:  # every level ran, but against a server that was gone
         print(f"vllm-load {args.command}: {lost}", file=sys.stderr)
         return TARGET_LOST_EXIT_CODE
@@ -226,10 +310,14 @@ def main(args: argparse.Namespace) -> int:
 
 
 # --- runs started by other commands (campaign, tune) ----------------------------------------------
-def add_managed_run_options(parser: argparse.ArgumentParser, host_help: str, out_default: str, out_help: str) -> None:
+def add_managed_run_options(
+    parser: argparse.ArgumentParser, host_help: str, out_default: str, out_help: str
+) -> None:
     """The options of `vllm-load run` for a command that starts runs itself into its own directory."""
     parser.add_argument("--host", required=True, type=host_argument, help=host_help)
-    parser.add_argument("--workers", type=int, default=0, help="local Locust worker processes per run")
+    parser.add_argument(
+        "--workers", type=int, default=0, help="local Locust worker processes per run"
+    )
     parser.add_argument("--loglevel", default="WARNING", help="Locust log level")
     add_arguments(parser)
     for action in parser._actions:
@@ -243,7 +331,9 @@ def add_managed_run_options(parser: argparse.ArgumentParser, host_help: str, out
 INCOMPLETE_EXIT_CODES = {"workers_lost": 3, "interrupted": 130}
 # ... and of one that walked them all against a target that stopped answering (vllm_load.analysis.target_loss)
 TARGET_LOST_EXIT_CODE = 4
-TARGET_LOST = "target_lost"  # the outcome campaign and tune see for such a run (run.json keeps "completed")
+TARGET_LOST = (
+    "target_lost"  # the outcome campaign and tune see for such a run (run.json keeps "completed")
+)
 
 
 def run_outcome(run_dir: str | None) -> str:
@@ -255,7 +345,9 @@ def run_outcome(run_dir: str | None) -> str:
         return "failed"
 
 
-def run_headless(args: argparse.Namespace, out: str, extra_meta: list[str], overrides: dict | None = None) -> tuple[str, str]:
+def run_headless(
+    args: argparse.Namespace, out: str, extra_meta: list[str], overrides: dict | None = None
+) -> tuple[str, str]:
     """One headless run of the test `args` describe, into `out`; returns (run directory, outcome)."""
     run_args = copy.copy(args)
     run_args.command, run_args.web, run_args.headless = "run", False, True

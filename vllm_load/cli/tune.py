@@ -21,9 +21,9 @@ import string
 import sys
 from dataclasses import asdict, dataclass
 
+from ..settings import SettingsError
 from ..target.process import ServerError, ServerProcess, wait_ready
 from .run import add_managed_run_options, run_headless
-from ..settings import SettingsError
 
 STATE_FILE = "tune.json"
 
@@ -54,7 +54,9 @@ def parse_matrix(items: list[str]) -> dict[str, list[str]]:
         name = name.strip()
         vals = [v.strip() for v in values.split(",") if v.strip()]
         if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or not vals:
-            raise SettingsError(f"--matrix takes NAME=V1,V2,... with NAME a template field, got {item!r}")
+            raise SettingsError(
+                f"--matrix takes NAME=V1,V2,... with NAME a template field, got {item!r}"
+            )
         if name in matrix:
             raise SettingsError(f"--matrix {name} given twice")
         matrix[name] = vals
@@ -85,16 +87,29 @@ def rank(results: list[ConfigResult]) -> tuple[ConfigResult | None, ConfigResult
 
 def format_table(results: list[ConfigResult]) -> str:
     best_t, best_l = rank(results)
-    header = ("configuration", "peak tok/s", "at users", "saturation", "p99 E2E at peak", "mean p99 E2E", "best for")
+    header = (
+        "configuration",
+        "peak tok/s",
+        "at users",
+        "saturation",
+        "p99 E2E at peak",
+        "mean p99 E2E",
+        "best for",
+    )
     rows = [header]
     for r in results:
         tags = [t for t, best in (("throughput", best_t), ("latency", best_l)) if best is r]
-        rows.append((
-            r.label, f"{r.peak_tok_per_s:,.0f}" if r.peak_tok_per_s == r.peak_tok_per_s else r.outcome,
-            f"{r.peak_users:,.0f}" if r.peak_users == r.peak_users else "-", r.saturation or "-",
-            f"{r.p99_at_peak:.3f} s" if r.p99_at_peak == r.p99_at_peak else "-",
-            f"{r.mean_e2e_p99:.3f} s" if r.mean_e2e_p99 == r.mean_e2e_p99 else "-", ", ".join(tags),
-        ))
+        rows.append(
+            (
+                r.label,
+                f"{r.peak_tok_per_s:,.0f}" if r.peak_tok_per_s == r.peak_tok_per_s else r.outcome,
+                f"{r.peak_users:,.0f}" if r.peak_users == r.peak_users else "-",
+                r.saturation or "-",
+                f"{r.p99_at_peak:.3f} s" if r.p99_at_peak == r.p99_at_peak else "-",
+                f"{r.mean_e2e_p99:.3f} s" if r.mean_e2e_p99 == r.mean_e2e_p99 else "-",
+                ", ".join(tags),
+            )
+        )
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -109,7 +124,11 @@ def measure(result: ConfigResult) -> None:
     series = data.series[0]
     sat = series.saturation
     if sat.peak is not None:
-        result.peak_tok_per_s, result.peak_users, result.p99_at_peak = sat.peak.tok_per_s, sat.peak.users, sat.peak.e2e_p99
+        result.peak_tok_per_s, result.peak_users, result.p99_at_peak = (
+            sat.peak.tok_per_s,
+            sat.peak.users,
+            sat.peak.e2e_p99,
+        )
     result.saturation = sat.status
     p99 = series.curve["e2e_p99_mean"].astype(float)
     result.mean_e2e_p99 = float(p99.mean()) if p99.notna().any() else math.nan
@@ -117,15 +136,37 @@ def measure(result: ConfigResult) -> None:
 
 # --- the command --------------------------------------------------------------------------------------
 def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
-    parser.add_argument("--server-cmd", required=True, metavar="TEMPLATE",
-                        help="server command with {NAME} fields filled from --matrix, e.g. \"vllm serve {model} "
-                             "--max-num-seqs {max_num_seqs} --max-num-batched-tokens {max_num_batched_tokens}\"")
-    parser.add_argument("--matrix", action="append", default=[], metavar="NAME=V1,V2",
-                        help="values of one template field (repeatable; every combination is tested)")
-    parser.add_argument("--ready-timeout", type=float, default=900.0, help="seconds to wait for the server to be ready")
-    parser.add_argument("--name", default="tune", help="tune name; the same name resumes (skips completed configurations)")
-    add_managed_run_options(parser, "base URL the started server answers on", "tunes",
-                            "base directory: the tune lives in OUT/NAME")
+    parser.add_argument(
+        "--server-cmd",
+        required=True,
+        metavar="TEMPLATE",
+        help='server command with {NAME} fields filled from --matrix, e.g. "vllm serve {model} '
+        '--max-num-seqs {max_num_seqs} --max-num-batched-tokens {max_num_batched_tokens}"',
+    )
+    parser.add_argument(
+        "--matrix",
+        action="append",
+        default=[],
+        metavar="NAME=V1,V2",
+        help="values of one template field (repeatable; every combination is tested)",
+    )
+    parser.add_argument(
+        "--ready-timeout",
+        type=float,
+        default=900.0,
+        help="seconds to wait for the server to be ready",
+    )
+    parser.add_argument(
+        "--name",
+        default="tune",
+        help="tune name; the same name resumes (skips completed configurations)",
+    )
+    add_managed_run_options(
+        parser,
+        "base URL the started server answers on",
+        "tunes",
+        "base directory: the tune lives in OUT/NAME",
+    )
 
 
 def _load_state(directory: str) -> dict:
@@ -144,12 +185,22 @@ def _save_state(directory: str, state: dict) -> None:
 
 
 def _run_config(args: argparse.Namespace, directory: str, config: dict, model: str) -> ConfigResult:
-    server = ServerProcess(args.server_cmd.format(**config, model=model), os.path.join(directory, "server.log"))
+    server = ServerProcess(
+        args.server_cmd.format(**config, model=model), os.path.join(directory, "server.log")
+    )
     try:
         process = server.start()
-        wait_ready(args.host, args.ready_timeout, args.api_key or os.environ.get("OPENAI_API_KEY") or None, process)
-        run_dir, outcome = run_headless(args, os.path.join(directory, "runs"),
-                                        [*(f"config.{k}={v}" for k, v in config.items()), f"tune={args.name}"])
+        wait_ready(
+            args.host,
+            args.ready_timeout,
+            args.api_key or os.environ.get("OPENAI_API_KEY") or None,
+            process,
+        )
+        run_dir, outcome = run_headless(
+            args,
+            os.path.join(directory, "runs"),
+            [*(f"config.{k}={v}" for k, v in config.items()), f"tune={args.name}"],
+        )
     finally:
         server.stop()
     result = ConfigResult(config=config, run_dir=run_dir, outcome=outcome)
@@ -171,10 +222,14 @@ def main(args: argparse.Namespace) -> int:
         fields = template_fields(args.server_cmd)
         missing = fields - set(matrix) - {"model"}
         if missing:
-            raise SettingsError(f"--server-cmd has fields with no --matrix values: {', '.join(sorted(missing))}")
+            raise SettingsError(
+                f"--server-cmd has fields with no --matrix values: {', '.join(sorted(missing))}"
+            )
         unused = set(matrix) - fields
         if unused:
-            raise SettingsError(f"--matrix {', '.join(sorted(unused))} not used in --server-cmd (add {{NAME}} to it)")
+            raise SettingsError(
+                f"--matrix {', '.join(sorted(unused))} not used in --server-cmd (add {{NAME}} to it)"
+            )
         if "model" in fields and not args.model:
             raise SettingsError("--server-cmd uses {model}: pass --model")
     except SettingsError as e:
@@ -182,7 +237,11 @@ def main(args: argparse.Namespace) -> int:
     directory = os.path.join(args.out, re.sub(r"[^A-Za-z0-9._-]+", "_", args.name))
     os.makedirs(directory, exist_ok=True)
     state = _load_state(directory)
-    known = {json.dumps(r["config"], sort_keys=True): r for r in state["results"] if r["outcome"] == "completed"}
+    known = {
+        json.dumps(r["config"], sort_keys=True): r
+        for r in state["results"]
+        if r["outcome"] == "completed"
+    }
     results: list[ConfigResult] = []
     configs = combinations(matrix)
     try:
@@ -190,13 +249,19 @@ def main(args: argparse.Namespace) -> int:
             key = json.dumps(config, sort_keys=True)
             label = ", ".join(f"{k}={v}" for k, v in config.items())
             if key in known:
-                print(f"tune {args.name}: [{i}/{len(configs)}] {label}: already completed", flush=True)
+                print(
+                    f"tune {args.name}: [{i}/{len(configs)}] {label}: already completed", flush=True
+                )
                 results.append(ConfigResult(**known[key]))
                 continue
-            print(f"tune {args.name}: [{i}/{len(configs)}] {label}: starting the server", flush=True)
+            print(
+                f"tune {args.name}: [{i}/{len(configs)}] {label}: starting the server", flush=True
+            )
             result = _run_config(args, directory, config, args.model)
             results.append(result)
-            state["results"] = [r for r in state["results"] if json.dumps(r["config"], sort_keys=True) != key]
+            state["results"] = [
+                r for r in state["results"] if json.dumps(r["config"], sort_keys=True) != key
+            ]
             state["results"].append(asdict(result))
             _save_state(directory, state)
             if result.outcome == "interrupted":
@@ -204,17 +269,24 @@ def main(args: argparse.Namespace) -> int:
     except (ServerError, SettingsError) as e:
         return fail(str(e), 1)
     except KeyboardInterrupt:
-        print(f"tune {args.name}: interrupted; run the same command again to test the remaining configurations")
+        print(
+            f"tune {args.name}: interrupted; run the same command again to test the remaining configurations"
+        )
         return 130
     table = format_table(results)
     print("\n" + table + "\n")
     best_t, best_l = rank(results)
-    rule = ("best for throughput: highest peak total tok/s; best for latency: lowest p99 E2E latency averaged "
-            "over the tested levels")
+    rule = (
+        "best for throughput: highest peak total tok/s; best for latency: lowest p99 E2E latency averaged "
+        "over the tested levels"
+    )
     with open(os.path.join(directory, "configurations.md"), "w", encoding="utf-8") as fh:
         fh.write(f"# Tune {args.name}\n\n```\n{table}\n```\n\n{rule}.\n")
-    state["best"] = {"throughput": best_t.config if best_t else None, "latency": best_l.config if best_l else None,
-                     "rule": rule}
+    state["best"] = {
+        "throughput": best_t.config if best_t else None,
+        "latency": best_l.config if best_l else None,
+        "rule": rule,
+    }
     _save_state(directory, state)
     completed = [r.run_dir for r in results if r.outcome == "completed"]
     if completed:

@@ -64,18 +64,30 @@ def echo_levels(metrics, chunk_rates: dict[int, float]) -> list[EchoLevel]:
     out = []
     for row in metrics.to_dict("records"):
         users = int(row["users"])
-        out.append(EchoLevel(
-            users=users, achieved_concurrency=float(row["achieved_concurrency"]), req_per_s=float(row["req_per_s"]),
-            tok_per_s=float(row["total_tok_per_s"]), chunks_per_s=chunk_rates.get(int(row["level"]), math.nan),
-            e2e_p50_ms=float(row["e2e_p50"]) * 1000, e2e_p95_ms=float(row["e2e_p95"]) * 1000,
-            e2e_p99_ms=float(row["e2e_p99"]) * 1000, success_rate=float(row["success_rate"]),
-        ))
+        out.append(
+            EchoLevel(
+                users=users,
+                achieved_concurrency=float(row["achieved_concurrency"]),
+                req_per_s=float(row["req_per_s"]),
+                tok_per_s=float(row["total_tok_per_s"]),
+                chunks_per_s=chunk_rates.get(int(row["level"]), math.nan),
+                e2e_p50_ms=float(row["e2e_p50"]) * 1000,
+                e2e_p95_ms=float(row["e2e_p95"]) * 1000,
+                e2e_p99_ms=float(row["e2e_p99"]) * 1000,
+                success_rate=float(row["success_rate"]),
+            )
+        )
     return out
 
 
-def judge(levels: list[EchoLevel], max_p50_ms: float, min_margin: float,
-          run_peak_req: float | None = None, run_peak_chunks: float | None = None,
-          run_health: list[str] | None = None) -> Validation:
+def judge(
+    levels: list[EchoLevel],
+    max_p50_ms: float,
+    min_margin: float,
+    run_peak_req: float | None = None,
+    run_peak_chunks: float | None = None,
+    run_health: list[str] | None = None,
+) -> Validation:
     """The verdict on echo-run levels, optionally against a run's peak rates and what the run's
     own health samples said about its levels (`client_side.health_problems`) (pure)."""
     reasons = []
@@ -85,21 +97,34 @@ def judge(levels: list[EchoLevel], max_p50_ms: float, min_margin: float,
     # against echo the client is CPU-bound at every level (that is its capacity), so latency says
     # something about overhead only at the lowest level
     if levels and not levels[0].e2e_p50_ms <= max_p50_ms:
-        reasons.append(f"{levels[0].users} users: p50 latency {levels[0].e2e_p50_ms:.1f} ms against an echo server "
-                       f"(> {max_p50_ms:g} ms): the server is not an echo server, or the client is overloaded")
+        reasons.append(
+            f"{levels[0].users} users: p50 latency {levels[0].e2e_p50_ms:.1f} ms against an echo server "
+            f"(> {max_p50_ms:g} ms): the server is not an echo server, or the client is overloaded"
+        )
     cap_req = max((lv.req_per_s for lv in levels if lv.req_per_s == lv.req_per_s), default=math.nan)
-    cap_chunks = max((lv.chunks_per_s for lv in levels if lv.chunks_per_s == lv.chunks_per_s), default=math.nan)
-    result = Validation(levels=levels, capacity_req_per_s=cap_req, capacity_chunks_per_s=cap_chunks, proven=False)
+    cap_chunks = max(
+        (lv.chunks_per_s for lv in levels if lv.chunks_per_s == lv.chunks_per_s), default=math.nan
+    )
+    result = Validation(
+        levels=levels, capacity_req_per_s=cap_req, capacity_chunks_per_s=cap_chunks, proven=False
+    )
     if run_peak_req:
         result.run_peak_req_per_s, result.margin_req = run_peak_req, cap_req / run_peak_req
         if not result.margin_req >= min_margin:
-            reasons.append(f"client capacity {cap_req:,.0f} req/s is only {result.margin_req:.1f}x the run's peak "
-                           f"{run_peak_req:,.1f} req/s (< {min_margin:g}x)")
+            reasons.append(
+                f"client capacity {cap_req:,.0f} req/s is only {result.margin_req:.1f}x the run's peak "
+                f"{run_peak_req:,.1f} req/s (< {min_margin:g}x)"
+            )
     if run_peak_chunks:
-        result.run_peak_chunks_per_s, result.margin_chunks = run_peak_chunks, cap_chunks / run_peak_chunks
+        result.run_peak_chunks_per_s, result.margin_chunks = (
+            run_peak_chunks,
+            cap_chunks / run_peak_chunks,
+        )
         if not result.margin_chunks >= min_margin:
-            reasons.append(f"client capacity {cap_chunks:,.0f} chunks/s is only {result.margin_chunks:.1f}x the run's "
-                           f"peak {run_peak_chunks:,.0f} chunks/s (< {min_margin:g}x)")
+            reasons.append(
+                f"client capacity {cap_chunks:,.0f} chunks/s is only {result.margin_chunks:.1f}x the run's "
+                f"peak {run_peak_chunks:,.0f} chunks/s (< {min_margin:g}x)"
+            )
     result.run_health = list(run_health or ())
     reasons += [f"the run's own health: {problem}" for problem in result.run_health]
     result.reasons = reasons
@@ -131,8 +156,8 @@ def run_peaks(run_dir: str) -> tuple[float, float, list[str]]:
     marked possibly client-bound or client-late (one line each)."""
     from ..analysis.client_side import health_problems, level_client_health, read_client_health
     from ..analysis.levels import level_metrics
-    from ..rundir.load import load_run
     from ..client.health import FILE as CLIENT_HEALTH_FILE
+    from ..rundir.load import load_run
 
     data = load_run(run_dir)
     metrics = level_metrics(data.requests, data.steps)
@@ -143,12 +168,31 @@ def run_peaks(run_dir: str) -> tuple[float, float, list[str]]:
 
 
 def format_table(levels: list[EchoLevel]) -> str:
-    header = ("Concurrency", "Achieved", "Requests/sec", "Tokens/sec", "Chunks/sec", "p50 (ms)", "p95 (ms)", "p99 (ms)",
-              "Success Rate")
-    rows = [header] + [(
-        f"{lv.users:,}", f"{lv.achieved_concurrency:,.0f}", f"{lv.req_per_s:,.0f}", f"{lv.tok_per_s:,.0f}",
-        f"{lv.chunks_per_s:,.0f}", f"{lv.e2e_p50_ms:,.2f}", f"{lv.e2e_p95_ms:,.2f}", f"{lv.e2e_p99_ms:,.2f}",
-        f"{lv.success_rate * 100:.1f}%") for lv in levels]
+    header = (
+        "Concurrency",
+        "Achieved",
+        "Requests/sec",
+        "Tokens/sec",
+        "Chunks/sec",
+        "p50 (ms)",
+        "p95 (ms)",
+        "p99 (ms)",
+        "Success Rate",
+    )
+    rows = [header] + [
+        (
+            f"{lv.users:,}",
+            f"{lv.achieved_concurrency:,.0f}",
+            f"{lv.req_per_s:,.0f}",
+            f"{lv.tok_per_s:,.0f}",
+            f"{lv.chunks_per_s:,.0f}",
+            f"{lv.e2e_p50_ms:,.2f}",
+            f"{lv.e2e_p95_ms:,.2f}",
+            f"{lv.e2e_p99_ms:,.2f}",
+            f"{lv.success_rate * 100:.1f}%",
+        )
+        for lv in levels
+    ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -156,19 +200,56 @@ def format_table(levels: list[EchoLevel]) -> str:
 
 
 def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
-    parser.add_argument("--host", default=None, type=host_argument, help="an echo server to use (default: start `vllm-load sim --echo`)")
-    parser.add_argument("--server-workers", type=int, default=2, help="processes of the echo server started for you")
-    parser.add_argument("--workers", type=int, default=0, help="local Locust worker processes (as in your runs)")
+    parser.add_argument(
+        "--host",
+        default=None,
+        type=host_argument,
+        help="an echo server to use (default: start `vllm-load sim --echo`)",
+    )
+    parser.add_argument(
+        "--server-workers", type=int, default=2, help="processes of the echo server started for you"
+    )
+    parser.add_argument(
+        "--workers", type=int, default=0, help="local Locust worker processes (as in your runs)"
+    )
     parser.add_argument("--levels", default=DEFAULT_LEVELS, help="concurrency levels")
-    parser.add_argument("--requests-per-level", type=int, default=1000, help="measured requests per level")
-    parser.add_argument("--warmup-requests", type=int, default=None, help="discarded requests per level (default: the level's users)")
+    parser.add_argument(
+        "--requests-per-level", type=int, default=1000, help="measured requests per level"
+    )
+    parser.add_argument(
+        "--warmup-requests",
+        type=int,
+        default=None,
+        help="discarded requests per level (default: the level's users)",
+    )
     parser.add_argument("--input-tokens", type=int, default=64, help="prompt tokens per request")
-    parser.add_argument("--output-tokens", type=int, default=100, help="streamed tokens per request (seed 001: ~100)")
-    parser.add_argument("--no-stream", action="store_true", help="validate non-streaming requests instead")
-    parser.add_argument("--run", default="", metavar="RUN_DIR", help="a run to compare the client's capacity with")
-    parser.add_argument("--min-margin", type=float, default=2.0, help="capacity must be this many times the run's peak")
-    parser.add_argument("--max-p50-ms", type=float, default=50.0, help="largest acceptable median latency against echo")
-    parser.add_argument("--strict", action="store_true", help="exit 1 when the client is not proven")
+    parser.add_argument(
+        "--output-tokens",
+        type=int,
+        default=100,
+        help="streamed tokens per request (seed 001: ~100)",
+    )
+    parser.add_argument(
+        "--no-stream", action="store_true", help="validate non-streaming requests instead"
+    )
+    parser.add_argument(
+        "--run", default="", metavar="RUN_DIR", help="a run to compare the client's capacity with"
+    )
+    parser.add_argument(
+        "--min-margin",
+        type=float,
+        default=2.0,
+        help="capacity must be this many times the run's peak",
+    )
+    parser.add_argument(
+        "--max-p50-ms",
+        type=float,
+        default=50.0,
+        help="largest acceptable median latency against echo",
+    )
+    parser.add_argument(
+        "--strict", action="store_true", help="exit 1 when the client is not proven"
+    )
     parser.add_argument("--out", default="validations", help="where the echo run directory goes")
 
 
@@ -177,10 +258,28 @@ def _echo_run(args: argparse.Namespace, host: str) -> str:
     from .main import build_parser
 
     warmup = args.warmup_requests
-    argv = ["run", "--host", host, "--levels", args.levels, "--input-tokens", str(args.input_tokens),
-            "--output-tokens", str(args.output_tokens), "--requests-per-level", str(args.requests_per_level),
-            "--workers", str(args.workers), "--out", args.out, "--loglevel", "WARNING", "--approximate-prompts",
-            "--meta", "purpose=client-validation"]
+    argv = [
+        "run",
+        "--host",
+        host,
+        "--levels",
+        args.levels,
+        "--input-tokens",
+        str(args.input_tokens),
+        "--output-tokens",
+        str(args.output_tokens),
+        "--requests-per-level",
+        str(args.requests_per_level),
+        "--workers",
+        str(args.workers),
+        "--out",
+        args.out,
+        "--loglevel",
+        "WARNING",
+        "--approximate-prompts",
+        "--meta",
+        "purpose=client-validation",
+    ]
     if warmup is not None:
         argv += ["--warmup-requests", str(warmup)]
     if args.no_stream:
@@ -197,7 +296,9 @@ def main(args: argparse.Namespace) -> int:
     try:
         levels = parse_levels(args.levels)
         if args.requests_per_level < 1 or args.min_margin <= 0 or args.max_p50_ms <= 0:
-            raise SettingsError("--requests-per-level, --min-margin and --max-p50-ms must be positive")
+            raise SettingsError(
+                "--requests-per-level, --min-margin and --max-p50-ms must be positive"
+            )
         if args.run and not os.path.isfile(os.path.join(args.run, "run.json")):
             raise SettingsError(f"--run {args.run}: not a run directory (no run.json)")
     except SettingsError as e:
@@ -206,8 +307,8 @@ def main(args: argparse.Namespace) -> int:
     if args.warmup_requests is None:
         args.warmup_requests = min(max(levels), 100)
     from ..analysis.levels import level_metrics
-    from ..rundir.load import load_run
     from ..report.summary import clean
+    from ..rundir.load import load_run
 
     try:
         if args.host:
@@ -218,7 +319,10 @@ def main(args: argparse.Namespace) -> int:
             with SimulatorProcess("--echo", "--workers", str(args.server_workers)) as sim:
                 print(f"Echo server ({args.server_workers} processes) at {sim.url}", flush=True)
                 run_dir = _echo_run(args, sim.url)
-    except (SettingsError, RuntimeError) as e:  # an unusable target is a usage error (2), a failed echo run is not
+    except (
+        SettingsError,
+        RuntimeError,
+    ) as e:  # an unusable target is a usage error (2), a failed echo run is not
         print(f"vllm-load validate-client: error: {e}", file=sys.stderr)
         return 2 if isinstance(e, SettingsError) else 1
     data = load_run(run_dir)
@@ -226,15 +330,26 @@ def main(args: argparse.Namespace) -> int:
     levels_out = echo_levels(metrics, chunk_rates(data.requests, metrics))
     peak_req, peak_chunks, run_health = run_peaks(args.run) if args.run else (None, None, [])
     result = judge(levels_out, args.max_p50_ms, args.min_margin, peak_req, peak_chunks, run_health)
-    result.settings = {"echo_run": run_dir, "levels": levels, "input_tokens": args.input_tokens,
-                       "output_tokens": args.output_tokens, "stream": not args.no_stream, "workers": args.workers,
-                       "echo_host": args.host or "built-in echo simulator", "min_margin": args.min_margin,
-                       "max_p50_ms": args.max_p50_ms}
+    result.settings = {
+        "echo_run": run_dir,
+        "levels": levels,
+        "input_tokens": args.input_tokens,
+        "output_tokens": args.output_tokens,
+        "stream": not args.no_stream,
+        "workers": args.workers,
+        "echo_host": args.host or "built-in echo simulator",
+        "min_margin": args.min_margin,
+        "max_p50_ms": args.max_p50_ms,
+    }
     print("\n" + format_table(levels_out) + "\n")
-    print(f"Client capacity: {result.capacity_req_per_s:,.0f} req/s, {result.capacity_chunks_per_s:,.0f} chunks/s")
+    print(
+        f"Client capacity: {result.capacity_req_per_s:,.0f} req/s, {result.capacity_chunks_per_s:,.0f} chunks/s"
+    )
     if result.margin_req is not None:
-        print(f"Run {args.run}: peak {result.run_peak_req_per_s:,.2f} req/s, {result.run_peak_chunks_per_s or 0:,.0f} "
-              f"chunks/s: margin {result.margin_req:,.1f}x (requests), {result.margin_chunks or math.nan:,.1f}x (chunks)")
+        print(
+            f"Run {args.run}: peak {result.run_peak_req_per_s:,.2f} req/s, {result.run_peak_chunks_per_s or 0:,.0f} "
+            f"chunks/s: margin {result.margin_req:,.1f}x (requests), {result.margin_chunks or math.nan:,.1f}x (chunks)"
+        )
     if result.proven:
         print("Verdict: the client is NOT the bottleneck (proven).")
     else:

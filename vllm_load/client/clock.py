@@ -58,7 +58,9 @@ class WallClock:
 # dated when it reached the machine, not when a busy process got round to reading it: in a burst
 # (a batching server emits a token for every running sequence at once) the 500th stream read is
 # not stamped 500 reads late.
-_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else None)
+_SO_TIMESTAMPNS = getattr(
+    socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else None
+)
 _TIMESPEC = struct.Struct("@qq")
 ANCILLARY_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if hasattr(socket, "CMSG_SPACE") else 0
 

@@ -16,9 +16,11 @@ import gevent.lock
 import gevent.socket
 from geventhttpclient import HTTPClient
 
-from .clock import hold_receive_timestamps
 from ..gc_policy import quiet_collector
+from ..rundir.records import START_INDEX, RequestRecord
+from ..settings import Settings
 from ..target.api import HttpError, model_ids, request_json
+from .clock import hold_receive_timestamps
 from .prompts import (
     CalibrationError,
     LocalTokenCounter,
@@ -28,8 +30,6 @@ from .prompts import (
     approximate_plan,
     calibrate,
 )
-from ..rundir.records import START_INDEX, RequestRecord
-from ..settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,9 @@ class AddressCache:
             with self._lock:
                 addresses = self._addresses.get((host, port))
                 if addresses is None:  # a failure is not kept: the next connection asks again
-                    addresses = gevent.socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM, socket.SOL_TCP)
+                    addresses = gevent.socket.getaddrinfo(
+                        host, port, 0, socket.SOCK_STREAM, socket.SOL_TCP
+                    )
                     self._addresses[(host, port)] = addresses
         return addresses
 
@@ -191,7 +193,9 @@ def resolve_model(host: str, settings: Settings) -> str:
     if settings.model:
         return settings.model
     try:
-        ids = model_ids(request_json(host.rstrip("/") + "/v1/models", api_key=settings.api_key or None))
+        ids = model_ids(
+            request_json(host.rstrip("/") + "/v1/models", api_key=settings.api_key or None)
+        )
     except HttpError as e:
         raise CalibrationError(f"cannot list models at {host} ({e}); pass --model") from None
     if not ids:
@@ -210,7 +214,9 @@ def prompt_plan(host: str, model: str, settings: Settings) -> PromptPlan:
     if server.available():
         return calibrate(server, *args)
     if settings.approximate_prompts:
-        logger.warning("no /tokenize on %s and no --tokenizer: prompt lengths are approximate", host)
+        logger.warning(
+            "no /tokenize on %s and no --tokenizer: prompt lengths are approximate", host
+        )
         return approximate_plan(*args)
     raise CalibrationError(
         f"{host} has no /tokenize endpoint, so exact {settings.input_tokens}-token prompts cannot be built; "

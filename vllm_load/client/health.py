@@ -93,8 +93,13 @@ class HealthProbe:
     """Measures loop lag with a ticking loop (`run`), and CPU use and run-queue wait between
     `sample()` calls (call it from the thread that runs the event loop)."""
 
-    def __init__(self, tick: float = TICK, clock=time.perf_counter, cpu_clock=time.process_time,
-                 wait_clock=runqueue_wait_s):
+    def __init__(
+        self,
+        tick: float = TICK,
+        clock=time.perf_counter,
+        cpu_clock=time.process_time,
+        wait_clock=runqueue_wait_s,
+    ):
         self.tick = tick
         self._clock, self._cpu_clock, self._wait_clock = clock, cpu_clock, wait_clock
         self._wall0, self._cpu0, self._wait0 = clock(), cpu_clock(), wait_clock()
@@ -119,10 +124,16 @@ class HealthProbe:
         waited = wait - self._wait0  # NaN when either reading is
         self._wall0, self._cpu0, self._wait0, cpu_used = wall, cpu, wait, cpu - self._cpu0
         return HealthSample(
-            ts=time.time(), worker=worker, level=level, cpu_percent=100.0 * cpu_used / elapsed,
+            ts=time.time(),
+            worker=worker,
+            level=level,
+            cpu_percent=100.0 * cpu_used / elapsed,
             loop_lag_mean_ms=1000.0 * sum(lags) / len(lags) if lags else float("nan"),
-            loop_lag_max_ms=1000.0 * max(lags) if lags else float("nan"), rss_mib=rss_mib(),
-            runqueue_wait_ms_per_s=1000.0 * waited / elapsed if elapsed >= MIN_RATE_INTERVAL else float("nan"),
+            loop_lag_max_ms=1000.0 * max(lags) if lags else float("nan"),
+            rss_mib=rss_mib(),
+            runqueue_wait_ms_per_s=1000.0 * waited / elapsed
+            if elapsed >= MIN_RATE_INTERVAL
+            else float("nan"),
         )
 
 

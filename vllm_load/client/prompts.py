@@ -74,16 +74,22 @@ class ServerTokenCounter:
 
     method = "server_tokenize"
 
-    def __init__(self, host: str, model: str, api_key: str | None = None, timeout: float = 60.0) -> None:
+    def __init__(
+        self, host: str, model: str, api_key: str | None = None, timeout: float = 60.0
+    ) -> None:
         self.url = host.rstrip("/") + "/tokenize"
         self.model = model
         self.api_key = api_key
         self.timeout = timeout
 
     def _count(self, body: dict) -> int:
-        answer = request_json(self.url, {"model": self.model, **body}, api_key=self.api_key, timeout=self.timeout)
+        answer = request_json(
+            self.url, {"model": self.model, **body}, api_key=self.api_key, timeout=self.timeout
+        )
         if not isinstance(answer, dict) or "count" not in answer:
-            raise CalibrationError(f"{self.url} answered without a token count: {str(answer)[:200]}")
+            raise CalibrationError(
+                f"{self.url} answered without a token count: {str(answer)[:200]}"
+            )
         return int(answer["count"])
 
     def count_text(self, text: str) -> int:
@@ -92,7 +98,11 @@ class ServerTokenCounter:
     def count_input(self, content: str, endpoint: str) -> int:
         if endpoint == "chat":
             return self._count(
-                {"messages": [{"role": "user", "content": content}], "add_generation_prompt": True, "add_special_tokens": False}
+                {
+                    "messages": [{"role": "user", "content": content}],
+                    "add_generation_prompt": True,
+                    "add_special_tokens": False,
+                }
             )
         return self._count({"prompt": content, "add_special_tokens": True})
 
@@ -119,7 +129,11 @@ class LocalTokenCounter:
 
     def count_input(self, content: str, endpoint: str) -> int:
         if endpoint == "chat":
-            return len(self.tokenizer.encode_chat([{"role": "user", "content": content}], add_generation_prompt=True))
+            return len(
+                self.tokenizer.encode_chat(
+                    [{"role": "user", "content": content}], add_generation_prompt=True
+                )
+            )
         return len(self.tokenizer.encode(content, add_special_tokens=True))
 
 
@@ -145,7 +159,7 @@ def find_single_token_words(counter: TokenCounter, words: list[str]) -> list[str
         elif len(group) > 1:
             half = group[: len(group) // 2]
             half_excess = counter.count_text(_atom_text(half)) - len(half)
-            pending += [(half, half_excess), (group[len(half):], excess - half_excess)]
+            pending += [(half, half_excess), (group[len(half) :], excess - half_excess)]
     return sorted(keep)
 
 
@@ -198,7 +212,9 @@ def calibrate(
             f"this tokenizer does not count the prompt atoms additively (template overheads {sorted(overheads)}); "
             "use --approximate-prompts"
         )
-    plan = PromptPlan(endpoint, input_tokens, tuple(atoms), overheads.pop(), counter.method, shared_prefix_tokens)
+    plan = PromptPlan(
+        endpoint, input_tokens, tuple(atoms), overheads.pop(), counter.method, shared_prefix_tokens
+    )
     if plan.body_atoms < 0:
         raise CalibrationError(
             f"--input-tokens {input_tokens} is too short: the chat template and a unique head alone take "
@@ -221,7 +237,9 @@ def approximate_plan(endpoint: str, input_tokens: int, shared_prefix_tokens: int
     overhead = 1  # LEAD
     if input_tokens < overhead + UNIQUE_HEAD_ATOMS + shared_prefix_tokens:
         raise CalibrationError(f"--input-tokens {input_tokens} is too short for a unique prompt")
-    return PromptPlan(endpoint, input_tokens, tuple(WORDS), overhead, "approximate", shared_prefix_tokens)
+    return PromptPlan(
+        endpoint, input_tokens, tuple(WORDS), overhead, "approximate", shared_prefix_tokens
+    )
 
 
 @dataclass
@@ -241,7 +259,9 @@ class PromptFactory:
         atoms = list(self.plan.atoms)
         shared = random.Random(0x5EED).choices(atoms, k=self.plan.shared_prefix_tokens)
         self._prefix = LEAD + _atom_text(shared)
-        self._bodies = [_atom_text(self._rng.choices(atoms, k=self.plan.body_atoms)) for _ in range(self.pool)]
+        self._bodies = [
+            _atom_text(self._rng.choices(atoms, k=self.plan.body_atoms)) for _ in range(self.pool)
+        ]
 
     def next_content(self) -> str:
         head = _atom_text(self._rng.choices(self.plan.atoms, k=UNIQUE_HEAD_ATOMS))

@@ -80,11 +80,30 @@ class StreamReader:
     `first_token` (a started `gevent.Timeout`, or None) is cancelled by the first content chunk.
     """
 
-    __slots__ = ("_sock", "_raw", "_watcher", "_response", "_meter", "_clock", "_mark",
-                 "_first_token", "_waiter", "_floor", "_urgent")
+    __slots__ = (
+        "_sock",
+        "_raw",
+        "_watcher",
+        "_response",
+        "_meter",
+        "_clock",
+        "_mark",
+        "_first_token",
+        "_waiter",
+        "_floor",
+        "_urgent",
+    )
 
-    def __init__(self, sock, response, meter: SseMeter, clock: WallClock, mark: list, first_token,
-                 floor: float) -> None:
+    def __init__(
+        self,
+        sock,
+        response,
+        meter: SseMeter,
+        clock: WallClock,
+        mark: list,
+        first_token,
+        floor: float,
+    ) -> None:
         self._sock = sock
         self._raw = sock._sock
         self._watcher = sock._read_event
@@ -103,7 +122,9 @@ class StreamReader:
         (timeouts, a stall, the user being stopped)."""
         watcher = self._watcher
         self._waiter = Waiter(get_hub())
-        self._urgent = not self._meter.chunk_times and set_read_priority(self._sock, FIRST_CHUNK_PRIORITY)
+        self._urgent = not self._meter.chunk_times and set_read_priority(
+            self._sock, FIRST_CHUNK_PRIORITY
+        )
         watcher.start(self._readable)
         try:
             self._waiter.get()

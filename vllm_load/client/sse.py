@@ -57,7 +57,16 @@ def _carries_token(choice: dict, chat: bool) -> bool:
 class SseMeter:
     """Timestamps the content chunks of one SSE stream and collects its final usage."""
 
-    __slots__ = ("chat", "chunk_times", "usage", "done_at", "finish_reason", "_sep", "_started", "_mid")
+    __slots__ = (
+        "chat",
+        "chunk_times",
+        "usage",
+        "done_at",
+        "finish_reason",
+        "_sep",
+        "_started",
+        "_mid",
+    )
 
     def __init__(self, chat: bool = True) -> None:
         self.chat = chat
@@ -87,7 +96,11 @@ class SseMeter:
                 self._sep = b"\r\n\r\n"
             self._started = True
         # a read of a few events is walked; a long one (a fast server's burst) is counted first
-        start = self._consume_content_run(buf, now) if self._mid is not None and len(buf) > _RUN_MIN_BYTES else 0
+        start = (
+            self._consume_content_run(buf, now)
+            if self._mid is not None and len(buf) > _RUN_MIN_BYTES
+            else 0
+        )
         sep = self._sep
         sep_len = len(sep)
         mid = self._mid
@@ -159,7 +172,13 @@ class SseMeter:
             if _carries_token(choice, self.chat):
                 self.chunk_times.append(now)
                 if self._mid is None and not choice.get("finish_reason"):
-                    self._mid = _MID_STREAM if _MID_STREAM in event else _MID_STREAM_SPACED if _MID_STREAM_SPACED in event else None
+                    self._mid = (
+                        _MID_STREAM
+                        if _MID_STREAM in event
+                        else _MID_STREAM_SPACED
+                        if _MID_STREAM_SPACED in event
+                        else None
+                    )
 
 
 def itl_summary(chunk_times: list[float]) -> tuple[float | None, ...]:
@@ -182,16 +201,22 @@ def chunk_summary(chunk_times: list[float]) -> tuple:
     """
     if len(chunk_times) < 2:
         return None, None, None, None, None, "", 0
-    times = np.fromiter(chunk_times, np.float64, len(chunk_times))  # (np.array() first infers a dtype: 2x slower)
+    times = np.fromiter(
+        chunk_times, np.float64, len(chunk_times)
+    )  # (np.array() first infers a dtype: 2x slower)
     gaps = times[1:] - times[:-1]
     n = len(gaps)
     mean = float(gaps.sum()) / n
     gaps.sort()
-    p50, p90, p99 = gaps[[-(-n * q // 100) - 1 for q in (50, 90, 99)]].tolist()  # nearest ranks, from 1
+    p50, p90, p99 = gaps[
+        [-(-n * q // 100) - 1 for q in (50, 90, 99)]
+    ].tolist()  # nearest ranks, from 1
     merged = 0
     if gaps[0] <= 0.0:  # some chunks share a date: count every chunk of every run of equal dates
         same = times[1:] == times[:-1]
-        merged = int(np.count_nonzero(np.concatenate(([False], same)) | np.concatenate((same, [False]))))
+        merged = int(
+            np.count_nonzero(np.concatenate(([False], same)) | np.concatenate((same, [False])))
+        )
     return mean, p50, p90, p99, float(gaps[-1]), format_sorted(gaps), merged
 
 
@@ -207,4 +232,7 @@ def chunk_marks(chunk_times: list[float], t0: float) -> str:
     if n < 2:
         return ""
     segments = min(CHUNK_MARKS, n - 1)
-    return ";".join(f"{(chunk_times[round(k * (n - 1) / segments)] - t0) * 1000:.1f}" for k in range(segments + 1))
+    return ";".join(
+        f"{(chunk_times[round(k * (n - 1) / segments)] - t0) * 1000:.1f}"
+        for k in range(segments + 1)
+    )

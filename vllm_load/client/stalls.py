@@ -13,7 +13,7 @@ from __future__ import annotations
 import socket
 import time
 
-from gevent import getcurrent, get_hub
+from gevent import get_hub, getcurrent
 
 CHECK_SECONDS = 0.1
 

@@ -17,22 +17,22 @@ import time
 from urllib.parse import urlparse
 
 import gevent
+import orjson
 from gevent import GreenletExit
 from gevent.ssl import SSLSocket
-import orjson
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPParseError
 from locust import FastHttpUser, constant, task
 from locust.user.task import LOCUST_STATE_STOPPING
 
+from ..rundir.records import RequestRecord
+from ..settings import Settings
 from .clock import WallClock, enable_receive_timestamps
 from .context import LoadContext
 from .pacing import PACER
 from .reader import RECV_SIZE, StreamReader, read_unstamped
-from ..rundir.records import RequestRecord
-from ..settings import Settings
-from .stalls import STALLS
 from .sse import SseMeter, StreamError, chunk_marks, chunk_summary
+from .stalls import STALLS
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +49,9 @@ class FirstTokenTimeout(Exception):
     """A stream sent no content chunk within --ttft-timeout of the request's start."""
 
 
-def request_payload(settings: Settings, model: str, content: str, stream: bool, endpoint: str) -> bytes:
+def request_payload(
+    settings: Settings, model: str, content: str, stream: bool, endpoint: str
+) -> bytes:
     payload: dict = {"model": model, "max_tokens": settings.output_tokens, "stream": stream}
     if endpoint == "chat":
         payload["messages"] = [{"role": "user", "content": content}]
@@ -108,7 +110,10 @@ class LLMUser(FastHttpUser):
         self._stream = settings.stream
         self._path = urlparse(self.host).path.rstrip("/") + PATHS[self._endpoint]
         self._name = f"{PATHS[self._endpoint]}{' (stream)' if self._stream else ''}"
-        self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream" if self._stream else "application/json"}
+        self._headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream" if self._stream else "application/json",
+        }
         if settings.api_key:
             self._headers["Authorization"] = f"Bearer {settings.api_key}"
         self._http = HTTPClient.from_url(
@@ -154,7 +159,9 @@ class LLMUser(FastHttpUser):
         settings = context.settings
         t0 = self._due if self._due is not None else time.perf_counter()
         self._due = None
-        body = request_payload(settings, context.model, context.prompts.next_content(), self._stream, self._endpoint)
+        body = request_payload(
+            settings, context.model, context.prompts.next_content(), self._stream, self._endpoint
+        )
         context.in_flight += 1
         try:
             return bool(self.measure(body, settings, context.next_request_id(), t0).ok)
@@ -200,7 +207,11 @@ class LLMUser(FastHttpUser):
         waited = time.perf_counter() - t0  # timeouts count from t0 too
         timeout = gevent.Timeout(max(settings.request_timeout - waited, 0.0), RequestTimeout)
         timeout.start()
-        first_token = gevent.Timeout(max(settings.ttft_timeout - waited, 0.0), FirstTokenTimeout) if self._stream else None
+        first_token = (
+            gevent.Timeout(max(settings.ttft_timeout - waited, 0.0), FirstTokenTimeout)
+            if self._stream
+            else None
+        )
         if first_token is not None:
             first_token.start()
         try:
@@ -220,7 +231,9 @@ class LLMUser(FastHttpUser):
                 answer = orjson.loads(raw)
                 usage = answer.get("usage")
                 choice = (answer.get("choices") or [{}])[0]
-                non_stream_text = bool((choice.get("message") or {}).get("content") or choice.get("text"))
+                non_stream_text = bool(
+                    (choice.get("message") or {}).get("content") or choice.get("text")
+                )
         except GreenletExit:
             # the test is stopping this user mid-request: nothing to record, but the run counts it
             self.context.abandoned.append(start_ts)
@@ -228,12 +241,18 @@ class LLMUser(FastHttpUser):
         except StreamError as e:
             error, message = e.category, e.message
         except RequestTimeout:
-            error, message = "timeout_total", f"no complete response within {settings.request_timeout:g} s"
+            error, message = (
+                "timeout_total",
+                f"no complete response within {settings.request_timeout:g} s",
+            )
         except FirstTokenTimeout:
             error, message = "timeout_ttft", f"no content chunk within {settings.ttft_timeout:g} s"
         except (socket.timeout, TimeoutError):
             if status == 0:
-                error, message = "connect", f"no response headers within {settings.stall_timeout:g} s"
+                error, message = (
+                    "connect",
+                    f"no response headers within {settings.stall_timeout:g} s",
+                )
             else:
                 error = "timeout_ttft" if not meter.chunk_times else "timeout_stall"
                 message = f"no bytes for {settings.stall_timeout:g} s"
@@ -241,7 +260,11 @@ class LLMUser(FastHttpUser):
             error, message = "connect", str(e)[:ERROR_BODY_LIMIT]
         except orjson.JSONDecodeError as e:
             error, message = "bad_sse", f"unparseable response body: {e}"[:ERROR_BODY_LIMIT]
-        except (OSError, EOFError, HTTPParseError) as e:  # resets, closed connections, truncated or garbled HTTP
+        except (
+            OSError,
+            EOFError,
+            HTTPParseError,
+        ) as e:  # resets, closed connections, truncated or garbled HTTP
             error, message = "disconnect", f"{type(e).__name__}: {e}"[:ERROR_BODY_LIMIT]
         finally:
             timeout.cancel()
@@ -257,8 +280,19 @@ class LLMUser(FastHttpUser):
             self.context.abandoned.append(WALL_CLOCK.wall(due))
             raise
         finally:  # (a request that ended is recorded even if the user is stopped meanwhile)
-            record = self._record(request_id, meter, usage, status, error, message, start_ts, t0, end,
-                                  non_stream_text, settings)
+            record = self._record(
+                request_id,
+                meter,
+                usage,
+                status,
+                error,
+                message,
+                start_ts,
+                t0,
+                end,
+                non_stream_text,
+                settings,
+            )
             self.report(record)
         self._due = due if queued else None
         return record
@@ -304,8 +338,20 @@ class LLMUser(FastHttpUser):
             raise StreamError("disconnect", "stream ended without data: [DONE]")
         return meter.done_at
 
-    def _record(self, request_id, meter, usage, status, error, message, start_ts, t0, t_end, non_stream_text,
-                settings) -> RequestRecord:
+    def _record(
+        self,
+        request_id,
+        meter,
+        usage,
+        status,
+        error,
+        message,
+        start_ts,
+        t0,
+        t_end,
+        non_stream_text,
+        settings,
+    ) -> RequestRecord:
         context = self.context
         e2e = t_end - t0
         times = meter.chunk_times

@@ -18,9 +18,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import NullFormatter  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
 
 from ..analysis.hist import bucket_values  # noqa: E402
 from .model import RunSummary, SeriesReport  # noqa: E402
@@ -117,8 +117,12 @@ def throughput_vs_concurrency(series: Sequence[SeriesReport]) -> Chart | None:
         ax.legend(loc="best")
         ax.set_title("Throughput vs concurrency (dotted: saturation point)")
         png = _render(fig)
-    return Chart("throughput", "Throughput vs concurrency",
-                 "Mean total tokens per second at each concurrency level with 95% confidence intervals", png)
+    return Chart(
+        "throughput",
+        "Throughput vs concurrency",
+        "Mean total tokens per second at each concurrency level with 95% confidence intervals",
+        png,
+    )
 
 
 def latency_vs_concurrency(series: Sequence[SeriesReport]) -> Chart | None:
@@ -128,7 +132,10 @@ def latency_vs_concurrency(series: Sequence[SeriesReport]) -> Chart | None:
     with plt.rc_context(STYLE):
         fig, axes = _figure(width=9.5, height=3.6, ncols=2)
         all_users: list[float] = []
-        for ax, metric, title in ((axes[0], "e2e_p99", "p99 end-to-end latency"), (axes[1], "ttft_p99", "p99 time to first token")):
+        for ax, metric, title in (
+            (axes[0], "e2e_p99", "p99 end-to-end latency"),
+            (axes[1], "ttft_p99", "p99 time to first token"),
+        ):
             for s in series:
                 all_users.extend(_plot_with_ci(ax, s, metric, s.label))
             _log_users_axis(ax, all_users)
@@ -137,8 +144,12 @@ def latency_vs_concurrency(series: Sequence[SeriesReport]) -> Chart | None:
             ax.set_title(title)
         axes[0].legend(loc="best")
         png = _render(fig)
-    return Chart("latency", "p99 latency vs concurrency",
-                 "p99 end-to-end latency and p99 time to first token at each concurrency level", png)
+    return Chart(
+        "latency",
+        "p99 latency vs concurrency",
+        "p99 end-to-end latency and p99 time to first token at each concurrency level",
+        png,
+    )
 
 
 def latency_throughput_tradeoff(series: Sequence[SeriesReport]) -> Chart | None:
@@ -153,7 +164,13 @@ def latency_throughput_tradeoff(series: Sequence[SeriesReport]) -> Chart | None:
             ax.plot(x, y, marker="o", label=s.label)
             for xi, yi, u in zip(x, y, users):
                 if xi == xi and yi == yi:
-                    ax.annotate(f"{u:,.0f}", (xi, yi), textcoords="offset points", xytext=(4, -10), fontsize=7)
+                    ax.annotate(
+                        f"{u:,.0f}",
+                        (xi, yi),
+                        textcoords="offset points",
+                        xytext=(4, -10),
+                        fontsize=7,
+                    )
         ax.set_xlabel("p99 end-to-end latency (s)")
         ax.set_ylabel("total throughput (tok/s)")
         ax.set_xlim(left=0)
@@ -161,8 +178,12 @@ def latency_throughput_tradeoff(series: Sequence[SeriesReport]) -> Chart | None:
         ax.legend(loc="best")
         ax.set_title("Latency–throughput trade-off (labels: concurrent users)")
         png = _render(fig)
-    return Chart("tradeoff", "Latency–throughput trade-off",
-                 "Total throughput against p99 end-to-end latency, one point per concurrency level", png)
+    return Chart(
+        "tradeoff",
+        "Latency–throughput trade-off",
+        "Total throughput against p99 end-to-end latency, one point per concurrency level",
+        png,
+    )
 
 
 def run_timeline(run: RunSummary) -> Chart | None:
@@ -190,18 +211,37 @@ def run_timeline(run: RunSummary) -> Chart | None:
         hist = run.history
         if hist is not None and "User Count" in hist.columns and "Timestamp" in hist.columns:
             ts = pd.to_numeric(hist["Timestamp"], errors="coerce").to_numpy(np.float64)
-            users_ax.step(ts - t0, pd.to_numeric(hist["User Count"], errors="coerce"), where="post",
-                          color="tab:orange", linewidth=1.0, label="active users (Locust)")
-        users_ax.plot(tl["t"] - t0, tl["in_flight"], color="tab:red", linewidth=0.8, alpha=0.7,
-                      label="requests in flight")
+            users_ax.step(
+                ts - t0,
+                pd.to_numeric(hist["User Count"], errors="coerce"),
+                where="post",
+                color="tab:orange",
+                linewidth=1.0,
+                label="active users (Locust)",
+            )
+        users_ax.plot(
+            tl["t"] - t0,
+            tl["in_flight"],
+            color="tab:red",
+            linewidth=0.8,
+            alpha=0.7,
+            label="requests in flight",
+        )
         users_ax.set_ylabel("users", color="tab:orange")
         users_ax.set_ylim(bottom=0)
         lines = ax.get_lines()[:1] + users_ax.get_lines()
         ax.legend(lines, [ln.get_label() for ln in lines], loc="upper left", fontsize=7)
-        ax.set_title(f"Run {run.run_id}: throughput (tokens spread over each request) and users; dashed: level starts; shaded: measured windows", fontsize=8)
+        ax.set_title(
+            f"Run {run.run_id}: throughput (tokens spread over each request) and users; dashed: level starts; shaded: measured windows",
+            fontsize=8,
+        )
         png = _render(fig)
-    return Chart(f"timeline-{slug(run.run_id)}", f"Timeline of run {run.run_id}",
-                 "Total tokens per second and active users over the run, with level boundaries", png)
+    return Chart(
+        f"timeline-{slug(run.run_id)}",
+        f"Timeline of run {run.run_id}",
+        "Total tokens per second and active users over the run, with level boundaries",
+        png,
+    )
 
 
 def distributions(s: SeriesReport) -> Chart | None:
@@ -214,10 +254,17 @@ def distributions(s: SeriesReport) -> Chart | None:
     with plt.rc_context(STYLE):
         fig, axes = _figure(width=9.5, height=3.2, ncols=2)
         if ttft.size:
-            axes[0].hist(ttft * 1000.0, bins=min(60, max(10, int(np.sqrt(ttft.size)))), color="tab:blue", alpha=0.8)
+            axes[0].hist(
+                ttft * 1000.0,
+                bins=min(60, max(10, int(np.sqrt(ttft.size)))),
+                color="tab:blue",
+                alpha=0.8,
+            )
             for q, style in ((50, "-"), (99, "--")):
                 v = float(np.percentile(ttft, q)) * 1000.0
-                axes[0].axvline(v, color="black", linestyle=style, linewidth=0.8, label=f"p{q} {v:,.1f} ms")
+                axes[0].axvline(
+                    v, color="black", linestyle=style, linewidth=0.8, label=f"p{q} {v:,.1f} ms"
+                )
             axes[0].legend(loc="best")
         axes[0].set_xlabel("TTFT (ms)")
         axes[0].set_ylabel("requests")
@@ -225,7 +272,9 @@ def distributions(s: SeriesReport) -> Chart | None:
         if itl.sum():
             nz = np.flatnonzero(itl)
             lo = nz[0]
-            hi = min(int(np.searchsorted(np.cumsum(itl), 0.999 * itl.sum())) + 2, len(itl))  # to p99.9: tails flatten the view
+            hi = min(
+                int(np.searchsorted(np.cumsum(itl), 0.999 * itl.sum())) + 2, len(itl)
+            )  # to p99.9: tails flatten the view
             values = bucket_values(hi)[lo:hi] * 1000.0
             edges = np.append(values, values[-1] * 1.01)
             axes[1].stairs(itl[lo:hi], edges, fill=True, color="tab:purple", alpha=0.8)
@@ -233,8 +282,12 @@ def distributions(s: SeriesReport) -> Chart | None:
         axes[1].set_ylabel("gaps")
         axes[1].set_title(f"ITL at {s.dist_users:,.0f} users")
         png = _render(fig)
-    return Chart(f"dist-{slug(s.label)}", f"TTFT and ITL distributions at {s.dist_users:,.0f} users",
-                 "Histograms of time to first token and inter-token latency at the saturation level", png)
+    return Chart(
+        f"dist-{slug(s.label)}",
+        f"TTFT and ITL distributions at {s.dist_users:,.0f} users",
+        "Histograms of time to first token and inter-token latency at the saturation level",
+        png,
+    )
 
 
 def server_state(run: RunSummary) -> Chart | None:
@@ -256,12 +309,24 @@ def server_state(run: RunSummary) -> Chart | None:
         ax.set_ylim(bottom=0)
         kv = ax.twinx()
         kv.grid(False)
-        kv.plot(t, _col(srv, "kv_cache_usage") * 100.0, label="KV cache %", color="tab:purple", linewidth=0.9)
+        kv.plot(
+            t,
+            _col(srv, "kv_cache_usage") * 100.0,
+            label="KV cache %",
+            color="tab:purple",
+            linewidth=0.9,
+        )
         kv.set_ylabel("KV cache usage %", color="tab:purple")
         kv.set_ylim(0, 100)
         lines = ax.get_lines()[:2] + kv.get_lines()
         ax.legend(lines, [ln.get_label() for ln in lines], loc="upper left", fontsize=7)
-        ax.set_title(f"Run {run.run_id}: server state from /metrics (dashed: level starts)", fontsize=8)
+        ax.set_title(
+            f"Run {run.run_id}: server state from /metrics (dashed: level starts)", fontsize=8
+        )
         png = _render(fig)
-    return Chart(f"server-{slug(run.run_id)}", f"Server state during run {run.run_id}",
-                 "Running and waiting requests and KV-cache usage reported by the server", png)
+    return Chart(
+        f"server-{slug(run.run_id)}",
+        f"Server state during run {run.run_id}",
+        "Running and waiting requests and KV-cache usage reported by the server",
+        png,
+    )

@@ -26,20 +26,47 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         "plus NAME.summary.json, NAME.summary.csv and NAME.md beside it. Runs of the same model and "
         "settings are grouped, so pass every repeat of a test to get confidence intervals."
     )
-    parser.add_argument("runs", nargs="+", metavar="RUN_DIR_OR_GLOB",
-                        help="run directories, globs, or directories holding runs (e.g. runs/ or 'runs/*/2026*')")
-    parser.add_argument("-o", "--output", default="",
-                        help="HTML file to write (default: reports/<model>-<UTC time>.html)")
-    parser.add_argument("--gpus-per-model", action="append", default=[], type=_gpus, metavar="MODEL=GPUS",
-                        help="GPU count of a model for per-GPU throughput (repeatable; overrides run.json meta 'gpus')")
-    parser.add_argument("--scaling", default="10,200", metavar="FROM,TO",
-                        help="levels for the scaling ratio (nearest tested levels are used; default 10,200)")
-    parser.add_argument("--tolerance", type=float, default=0.05,
-                        help="the saturation point is the lowest level whose mean is within this fraction of "
-                             "the peak mean (default 0.05)")
-    parser.add_argument("--max-failed-share", type=float, default=0.01, metavar="SHARE",
-                        help="a level where more than this share of measured requests failed in any run is left "
-                             "out of peak, saturation and recommendations (default 0.01)")
+    parser.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN_DIR_OR_GLOB",
+        help="run directories, globs, or directories holding runs (e.g. runs/ or 'runs/*/2026*')",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        default="",
+        help="HTML file to write (default: reports/<model>-<UTC time>.html)",
+    )
+    parser.add_argument(
+        "--gpus-per-model",
+        action="append",
+        default=[],
+        type=_gpus,
+        metavar="MODEL=GPUS",
+        help="GPU count of a model for per-GPU throughput (repeatable; overrides run.json meta 'gpus')",
+    )
+    parser.add_argument(
+        "--scaling",
+        default="10,200",
+        metavar="FROM,TO",
+        help="levels for the scaling ratio (nearest tested levels are used; default 10,200)",
+    )
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.05,
+        help="the saturation point is the lowest level whose mean is within this fraction of "
+        "the peak mean (default 0.05)",
+    )
+    parser.add_argument(
+        "--max-failed-share",
+        type=float,
+        default=0.01,
+        metavar="SHARE",
+        help="a level where more than this share of measured requests failed in any run is left "
+        "out of peak, saturation and recommendations (default 0.01)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
@@ -53,8 +80,8 @@ def _default_output(run_dirs: list[str]) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..rundir.load import expand_run_paths
     from ..analysis.saturation import SaturationRule
+    from ..rundir.load import expand_run_paths
     from .render import build_report
 
     def fail(message: str) -> int:
@@ -75,11 +102,17 @@ def main(args: argparse.Namespace) -> int:
         run_dirs = expand_run_paths(args.runs)
     except ValueError as e:
         return fail(str(e))
-    rule = SaturationRule(tolerance=args.tolerance, scaling_from=scaling[0], scaling_to=scaling[1],
-                          max_failed_share=args.max_failed_share)
+    rule = SaturationRule(
+        tolerance=args.tolerance,
+        scaling_from=scaling[0],
+        scaling_to=scaling[1],
+        max_failed_share=args.max_failed_share,
+    )
     out = args.output or _default_output(run_dirs)
     try:
-        paths = build_report(run_dirs, out, dict(args.gpus_per_model), progress=not args.quiet, rule=rule)
+        paths = build_report(
+            run_dirs, out, dict(args.gpus_per_model), progress=not args.quiet, rule=rule
+        )
     except ValueError as e:
         return fail(str(e))
     print(f"Report: {paths.html}")

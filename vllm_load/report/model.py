@@ -15,21 +15,31 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..analysis.client_side import late_levels, level_client_health, read_client_health
 from ..analysis.compare import ModelRow, compare, comparison_findings
 from ..analysis.hist import pad_columns
 from ..analysis.levels import METRIC_COLUMNS, error_counts, measure_levels
-from ..rundir.load import ANALYSIS_COLUMNS, load_run
-from ..analysis.client_side import late_levels, level_client_health, read_client_health
-from ..client.health import FILE as CLIENT_HEALTH_FILE
-from ..analysis.server_side import level_server_figures, read_server_metrics
-from ..run.server_metrics import FILE as SERVER_METRICS_FILE
 from ..analysis.saturation import Saturation, SaturationRule, analyse, findings
+from ..analysis.server_side import level_server_figures, read_server_metrics
 from ..analysis.stats import Series, aggregate, group_runs
+from ..client.health import FILE as CLIENT_HEALTH_FILE
+from ..run.server_metrics import FILE as SERVER_METRICS_FILE
+from ..rundir.load import ANALYSIS_COLUMNS, load_run
 
 #: per-level figures that are averaged across runs (everything numeric but timestamps)
 AGG_METRICS: tuple[str, ...] = tuple(
-    c for c in METRIC_COLUMNS
-    if c not in {"level", "users", "level_start", "level_end", "window_start", "window_end", "stop_reason"}
+    c
+    for c in METRIC_COLUMNS
+    if c
+    not in {
+        "level",
+        "users",
+        "level_start",
+        "level_end",
+        "window_start",
+        "window_end",
+        "stop_reason",
+    }
 )
 
 
@@ -51,7 +61,9 @@ class RunSummary:
     client_validation: dict | None = None  # `vllm-load validate-client --run` result, when present
     server: pd.DataFrame | None = None  # server_metrics.csv, when the target had /metrics
     server_levels: pd.DataFrame | None = None  # per-level server figures against the client's
-    client_levels: pd.DataFrame | None = None  # per-level CPU, loop lag, run-queue wait, merged chunks
+    client_levels: pd.DataFrame | None = (
+        None  # per-level CPU, loop lag, run-queue wait, merged chunks
+    )
     series_label: str = ""
 
 
@@ -97,7 +109,11 @@ def timeline(requests: pd.DataFrame, bin_s: float | None = None) -> pd.DataFrame
     """
     start = pd.to_numeric(requests["start_ts"], errors="coerce").to_numpy(np.float64)
     end = pd.to_numeric(requests["end_ts"], errors="coerce").to_numpy(np.float64)
-    ok = (pd.to_numeric(requests["ok"], errors="coerce").to_numpy(np.float64) == 1) & ~np.isnan(start) & ~np.isnan(end)
+    ok = (
+        (pd.to_numeric(requests["ok"], errors="coerce").to_numpy(np.float64) == 1)
+        & ~np.isnan(start)
+        & ~np.isnan(end)
+    )
     if not ok.any():
         return pd.DataFrame({"t": [], "tok_per_s": [], "in_flight": []})
     t0, t1 = np.nanmin(start[ok]), np.nanmax(end[ok])
@@ -106,7 +122,10 @@ def timeline(requests: pd.DataFrame, bin_s: float | None = None) -> pd.DataFrame
         bin_s = max(0.25, span / 400.0)  # at most ~400 points
     n_bins = int(span // bin_s) + 2
     tokens = np.zeros(len(requests))
-    for col, fallback in (("prompt_tokens", "requested_prompt_tokens"), ("completion_tokens", "requested_completion_tokens")):
+    for col, fallback in (
+        ("prompt_tokens", "requested_prompt_tokens"),
+        ("completion_tokens", "requested_completion_tokens"),
+    ):
         used = pd.to_numeric(requests[col], errors="coerce").to_numpy(np.float64)
         asked = pd.to_numeric(requests[fallback], errors="coerce").to_numpy(np.float64)
         tokens += np.nan_to_num(np.where(np.isnan(used), asked, used))
@@ -118,13 +137,17 @@ def timeline(requests: pd.DataFrame, bin_s: float | None = None) -> pd.DataFrame
     duration = np.maximum(end[ok] - start[ok], 1e-9)
     rate = (tokens[ok] / duration)[keep]
     # difference arrays: a request adds its rate (and one in flight) from its first sample to its last
-    delta_rate = np.bincount(first, weights=rate, minlength=n_bins + 1) - np.bincount(last + 1, weights=rate, minlength=n_bins + 1)
+    delta_rate = np.bincount(first, weights=rate, minlength=n_bins + 1) - np.bincount(
+        last + 1, weights=rate, minlength=n_bins + 1
+    )
     delta_n = np.bincount(first, minlength=n_bins + 1) - np.bincount(last + 1, minlength=n_bins + 1)
-    return pd.DataFrame({
-        "t": t0 + (np.arange(n_bins) + 0.5) * bin_s,
-        "tok_per_s": np.cumsum(delta_rate)[:n_bins],
-        "in_flight": np.cumsum(delta_n)[:n_bins],
-    })
+    return pd.DataFrame(
+        {
+            "t": t0 + (np.arange(n_bins) + 0.5) * bin_s,
+            "tok_per_s": np.cumsum(delta_rate)[:n_bins],
+            "in_flight": np.cumsum(delta_n)[:n_bins],
+        }
+    )
 
 
 def summarize_run(path: str) -> RunSummary:
@@ -139,16 +162,29 @@ def summarize_run(path: str) -> RunSummary:
     metrics = with_client_late(meas.metrics.copy(), client_levels)
     metrics.insert(0, "run_id", data.run_id)
     return RunSummary(
-        run_id=data.run_id, path=path, model=data.model, run=data.run, metrics=metrics,
-        itl_counts=meas.itl_counts, measured=meas.measured[["level", "ttft"]],
-        timeline=timeline(data.requests), history=data.history, steps=meas.metrics[
-            ["level", "users", "level_start", "level_end", "stop_reason"]].copy(),
+        run_id=data.run_id,
+        path=path,
+        model=data.model,
+        run=data.run,
+        metrics=metrics,
+        itl_counts=meas.itl_counts,
+        measured=meas.measured[["level", "ttft"]],
+        timeline=timeline(data.requests),
+        history=data.history,
+        steps=meas.metrics[["level", "users", "level_start", "level_end", "stop_reason"]].copy(),
         errors=error_counts(data.requests),
         client_validation=_client_validation(path),
         server=server,
-        server_levels=(level_server_figures(server, meas.metrics, data.requests,
-                                            (data.run.get("server_metrics") or {}).get("interval"))
-                       if server is not None else None),
+        server_levels=(
+            level_server_figures(
+                server,
+                meas.metrics,
+                data.requests,
+                (data.run.get("server_metrics") or {}).get("interval"),
+            )
+            if server is not None
+            else None
+        ),
         client_levels=client_levels,
     )
 
@@ -184,8 +220,10 @@ def _curve(runs: Sequence[RunSummary]) -> pd.DataFrame:
     curve = curve.sort_values("users").reset_index(drop=True)
     # a mean over runs is as untrustworthy as the late runs in it: say which, and why
     late = frame[frame["client_late"]]
-    reasons = {u: "; ".join(f"run {r}: {why}" for r, why in zip(g["run_id"], g["client_late_reason"]))
-               for u, g in late.groupby("users")}
+    reasons = {
+        u: "; ".join(f"run {r}: {why}" for r, why in zip(g["run_id"], g["client_late_reason"]))
+        for u, g in late.groupby("users")
+    }
     curve["client_late"] = [u in reasons for u in curve["users"]]
     curve["client_late_reason"] = [reasons.get(u, "") for u in curve["users"]]
     return curve
@@ -202,15 +240,22 @@ def _distributions(report: SeriesReport) -> None:
         rows = run.metrics.index[run.metrics["users"] == point.users]
         for i in rows:
             level = run.metrics.at[i, "level"]
-            ttfts.append(run.measured.loc[run.measured["level"] == level, "ttft"].dropna().to_numpy())
+            ttfts.append(
+                run.measured.loc[run.measured["level"] == level, "ttft"].dropna().to_numpy()
+            )
             itls.append(run.itl_counts[i][None, :])
     report.ttft_at_dist = np.concatenate(ttfts) if ttfts else np.array([])
-    report.itl_at_dist = np.sum(pad_columns(itls), axis=0)[0] if itls else np.zeros(1, dtype=np.int64)
+    report.itl_at_dist = (
+        np.sum(pad_columns(itls), axis=0)[0] if itls else np.zeros(1, dtype=np.int64)
+    )
 
 
-def build_report_data(run_dirs: Sequence[str], gpus_per_model: Mapping[str, float] | None = None,
-                      rule: SaturationRule = SaturationRule(),
-                      step: Callable[[str], None] = lambda _msg: None) -> ReportData:
+def build_report_data(
+    run_dirs: Sequence[str],
+    gpus_per_model: Mapping[str, float] | None = None,
+    rule: SaturationRule = SaturationRule(),
+    step: Callable[[str], None] = lambda _msg: None,
+) -> ReportData:
     """Measure every run, group runs into series, aggregate, analyse and compare.
 
     `step(description)` is called once per unit of work (one per run, then one per series).
@@ -228,12 +273,26 @@ def build_report_data(run_dirs: Sequence[str], gpus_per_model: Mapping[str, floa
             r.series_label = g.label
         curve = _curve(members)
         sat = analyse(curve, rule)
-        report = SeriesReport(series=g, runs=members, curve=curve, saturation=sat,
-                              findings=findings(curve, sat, g.n_runs, rule))
+        report = SeriesReport(
+            series=g,
+            runs=members,
+            curve=curve,
+            saturation=sat,
+            findings=findings(curve, sat, g.n_runs, rule),
+        )
         _distributions(report)
         series.append(report)
-    rows = compare([s.series for s in series], [s.saturation for s in series], [r.run for r in runs], gpus_per_model)
+    rows = compare(
+        [s.series for s in series],
+        [s.saturation for s in series],
+        [r.run for r in runs],
+        gpus_per_model,
+    )
     return ReportData(
-        runs=runs, series=series, comparison=rows, comparison_findings=comparison_findings(rows), rule=rule,
+        runs=runs,
+        series=series,
+        comparison=rows,
+        comparison_findings=comparison_findings(rows),
+        rule=rule,
         generated_at=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
     )

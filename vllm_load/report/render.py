@@ -17,8 +17,8 @@ from typing import Mapping, Sequence
 
 import jinja2
 
-from ..analysis import server_side
 from .. import __version__
+from ..analysis import server_side
 from ..analysis.client_side import LATE_RULE
 from ..analysis.saturation import SaturationRule
 from . import charts
@@ -125,7 +125,11 @@ def lost_worker_text(lost) -> str:
     if not isinstance(lost, dict):
         return str(lost)
     level = lost.get("level")
-    return f"{lost.get('worker', '?')}, lost during level {level}" if level is not None else str(lost.get("worker", "?"))
+    return (
+        f"{lost.get('worker', '?')}, lost during level {level}"
+        if level is not None
+        else str(lost.get("worker", "?"))
+    )
 
 
 def _environment(run: dict) -> list[tuple[str, str]]:
@@ -136,23 +140,44 @@ def _environment(run: dict) -> list[tuple[str, str]]:
     prompts = run.get("prompts") or {}
     rows = [
         ("target", target.get("host", "-")),
-        ("server version", json.dumps(target.get("version"), sort_keys=True) if target.get("version") else "-"),
-        ("models served", ", ".join(f"{m.get('id')} (max_model_len {m.get('max_model_len', '?')}, root {m.get('root', '-')})"
-                                    for m in models if isinstance(m, dict)) or "-"),
+        (
+            "server version",
+            json.dumps(target.get("version"), sort_keys=True) if target.get("version") else "-",
+        ),
+        (
+            "models served",
+            ", ".join(
+                f"{m.get('id')} (max_model_len {m.get('max_model_len', '?')}, root {m.get('root', '-')})"
+                for m in models
+                if isinstance(m, dict)
+            )
+            or "-",
+        ),
         ("model tested", run.get("model", "-")),
         ("outcome", run.get("outcome", "-")),
         ("started / ended", f"{run.get('started_at', '-')} / {run.get('ended_at', '-')}"),
-        ("vllm-load / Locust", f"{run.get('vllm_load_version', '-')} / {run.get('locust_version', '-')}"),
+        (
+            "vllm-load / Locust",
+            f"{run.get('vllm_load_version', '-')} / {run.get('locust_version', '-')}",
+        ),
         ("client", ", ".join(f"{k}={v}" for k, v in client.items()) or "-"),
         ("workers seen", ", ".join(map(str, run.get("workers_seen") or [])) or "-"),
-        ("workers lost", "; ".join(lost_worker_text(w) for w in run.get("workers_lost") or []) or "none"),
+        (
+            "workers lost",
+            "; ".join(lost_worker_text(w) for w in run.get("workers_lost") or []) or "none",
+        ),
         ("prompts", ", ".join(f"{k}={v}" for k, v in prompts.items()) or "-"),
         ("requests recorded", str(run.get("requests_recorded", "-"))),
     ]
     for key, value in sorted((run.get("settings") or {}).items()):
         if key in ("meta", "run_dir", "out"):
             continue
-        rows.append((f"setting: {key}", ",".join(map(str, value)) if isinstance(value, list) else str(value)))
+        rows.append(
+            (
+                f"setting: {key}",
+                ",".join(map(str, value)) if isinstance(value, list) else str(value),
+            )
+        )
     for key, value in sorted((run.get("meta") or {}).items()):
         rows.append((f"meta: {key}", str(value)))
     return [(k, str(v)) for k, v in rows]
@@ -178,9 +203,12 @@ class Progress:
         self.enabled = enabled
         self._bar = None
         if enabled and sys.stderr.isatty():
-            from rich.progress import BarColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn
+            from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import Progress as RichProgress
 
-            self._bar = RichProgress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), transient=True)
+            self._bar = RichProgress(
+                TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), transient=True
+            )
             self._bar.start()
             self._task = self._bar.add_task("report", total=total)
 
@@ -200,7 +228,9 @@ class Progress:
 def _side_paths(out_html: str) -> ReportPaths:
     base = out_html[:-5] if out_html.endswith(".html") else out_html
     html = out_html if out_html.endswith(".html") else out_html + ".html"
-    return ReportPaths(html=html, json=f"{base}.summary.json", csv=f"{base}.summary.csv", markdown=f"{base}.md")
+    return ReportPaths(
+        html=html, json=f"{base}.summary.json", csv=f"{base}.summary.csv", markdown=f"{base}.md"
+    )
 
 
 def _title(data: ReportData) -> str:
@@ -210,9 +240,18 @@ def _title(data: ReportData) -> str:
     return f"vllm-load report: {len(models)} models" if models else "vllm-load report"
 
 
-def _views(data: ReportData, progress: Progress) -> tuple[list[SeriesView], list[RunView], list[charts.Chart]]:
-    overview = [c for c in (charts.throughput_vs_concurrency(data.series), charts.latency_vs_concurrency(data.series),
-                            charts.latency_throughput_tradeoff(data.series)) if c is not None]
+def _views(
+    data: ReportData, progress: Progress
+) -> tuple[list[SeriesView], list[RunView], list[charts.Chart]]:
+    overview = [
+        c
+        for c in (
+            charts.throughput_vs_concurrency(data.series),
+            charts.latency_vs_concurrency(data.series),
+            charts.latency_throughput_tradeoff(data.series),
+        )
+        if c is not None
+    ]
     progress.step("charts: overview")
     series = []
     for i, s in enumerate(data.series):
@@ -224,19 +263,40 @@ def _views(data: ReportData, progress: Progress) -> tuple[list[SeriesView], list
     runs = []
     for i, r in enumerate(data.runs):
         users = dict(zip(r.metrics["level"], r.metrics["users"]))
-        errors = [{"users": users.get(e["level"], math.nan), "error": e["error"], "count": int(e["count"])}
-                  for e in r.errors.to_dict("records")]
-        lost_levels = {w.get("level") for w in r.run.get("workers_lost") or [] if isinstance(w, dict)}
-        runs.append(RunView(summary=r, anchor=f"{i + 1}", errors=errors, lost_levels=lost_levels,
-                            environment=_environment(r.run),
-                            chart=charts.run_timeline(r), validation=r.client_validation,
-                            server_chart=charts.server_state(r)))
+        errors = [
+            {
+                "users": users.get(e["level"], math.nan),
+                "error": e["error"],
+                "count": int(e["count"]),
+            }
+            for e in r.errors.to_dict("records")
+        ]
+        lost_levels = {
+            w.get("level") for w in r.run.get("workers_lost") or [] if isinstance(w, dict)
+        }
+        runs.append(
+            RunView(
+                summary=r,
+                anchor=f"{i + 1}",
+                errors=errors,
+                lost_levels=lost_levels,
+                environment=_environment(r.run),
+                chart=charts.run_timeline(r),
+                validation=r.client_validation,
+                server_chart=charts.server_state(r),
+            )
+        )
         progress.step(f"charts: run {r.run_id}")
     return series, runs, overview
 
 
-def build_report(run_dirs: Sequence[str], out_html: str, gpus_per_model: Mapping[str, float] | None = None,
-                 progress: bool = True, rule: SaturationRule = SaturationRule()) -> ReportPaths:
+def build_report(
+    run_dirs: Sequence[str],
+    out_html: str,
+    gpus_per_model: Mapping[str, float] | None = None,
+    progress: bool = True,
+    rule: SaturationRule = SaturationRule(),
+) -> ReportPaths:
     """Measure `run_dirs`, and write the HTML report at `out_html` with its summary files beside it.
 
     Raises ValueError when a directory is not a readable run.
@@ -248,9 +308,17 @@ def build_report(run_dirs: Sequence[str], out_html: str, gpus_per_model: Mapping
         paths = _side_paths(out_html)
         os.makedirs(os.path.dirname(os.path.abspath(paths.html)), exist_ok=True)
         env = _template_env()
-        context = dict(data=data, series=series, runs=runs, overview_charts=overview, title=_title(data),
-                       version=__version__, late_rule=LATE_RULE, server_causes=server_side.DISAGREEMENT_CAUSES,
-                       min_intervals=server_side.MIN_INTERVALS)
+        context = dict(
+            data=data,
+            series=series,
+            runs=runs,
+            overview_charts=overview,
+            title=_title(data),
+            version=__version__,
+            late_rule=LATE_RULE,
+            server_causes=server_side.DISAGREEMENT_CAUSES,
+            min_intervals=server_side.MIN_INTERVALS,
+        )
         _write(paths.html, env.get_template("report.html").render(**context))
         _write(paths.markdown, env.get_template("report.md").render(**context))
         summary = summary_dict(data)

@@ -55,8 +55,14 @@ def _saturation(s: SeriesReport) -> dict:
         "scaling": None,
         "past_saturation": None,
         "recommendations": [
-            {"use_case": r.use_case, "users": r.point.users, "total_tok_per_s": r.point.tok_per_s,
-             "e2e_p99": r.point.e2e_p99, "ttft_p99": r.point.ttft_p99, "note": r.note}
+            {
+                "use_case": r.use_case,
+                "users": r.point.users,
+                "total_tok_per_s": r.point.tok_per_s,
+                "e2e_p99": r.point.e2e_p99,
+                "ttft_p99": r.point.ttft_p99,
+                "note": r.note,
+            }
             for r in sat.recommendations
         ],
     }
@@ -66,43 +72,66 @@ def _saturation(s: SeriesReport) -> dict:
         out["scaling"] = {**asdict(sat.scaling), "note": sat.scaling.note()}
     if sat.past_saturation is not None:
         cost = sat.past_saturation
-        out["past_saturation"] = {**asdict(cost), "e2e_p99_added": cost.e2e_p99_added,
-                                  "e2e_p99_change": cost.e2e_p99_change}
+        out["past_saturation"] = {
+            **asdict(cost),
+            "e2e_p99_added": cost.e2e_p99_added,
+            "e2e_p99_change": cost.e2e_p99_change,
+        }
     return clean(out)
 
 
 def summary_dict(data: ReportData) -> dict:
     """Everything the report shows, as JSON-ready data."""
-    return clean({
-        "format": 1,
-        "generated_at": data.generated_at,
-        "vllm_load_version": __version__,
-        "confidence": 0.95,
-        "rules": {"saturation": data.rule.describe(), "failed_levels": data.rule.describe_failures(),
-                  "recommendations": data.rule.describe_recommendations()},
-        "series": [
-            {
-                "label": s.label, "model": s.series.model, "n_runs": s.n_runs,
-                "run_ids": [r.run_id for r in s.runs], "settings": s.series.settings,
-                "levels": _records(s.curve), "saturation": _saturation(s), "findings": s.findings,
-            }
-            for s in data.series
-        ],
-        "comparison": [asdict(r) for r in data.comparison],
-        "comparison_findings": data.comparison_findings,
-        "runs": [
-            {
-                "run_id": r.run_id, "path": r.path, "model": r.model, "series": r.series_label,
-                "outcome": r.run.get("outcome"), "started_at": r.run.get("started_at"),
-                "ended_at": r.run.get("ended_at"), "levels": _records(r.metrics), "errors": _records(r.errors),
-                "workers_lost": r.run.get("workers_lost") or [],
-                "client_validation": r.client_validation,
-                "server_levels": _records(r.server_levels) if r.server_levels is not None else None,
-                "client_levels": _records(r.client_levels) if r.client_levels is not None else None,
-            }
-            for r in data.runs
-        ],
-    })
+    return clean(
+        {
+            "format": 1,
+            "generated_at": data.generated_at,
+            "vllm_load_version": __version__,
+            "confidence": 0.95,
+            "rules": {
+                "saturation": data.rule.describe(),
+                "failed_levels": data.rule.describe_failures(),
+                "recommendations": data.rule.describe_recommendations(),
+            },
+            "series": [
+                {
+                    "label": s.label,
+                    "model": s.series.model,
+                    "n_runs": s.n_runs,
+                    "run_ids": [r.run_id for r in s.runs],
+                    "settings": s.series.settings,
+                    "levels": _records(s.curve),
+                    "saturation": _saturation(s),
+                    "findings": s.findings,
+                }
+                for s in data.series
+            ],
+            "comparison": [asdict(r) for r in data.comparison],
+            "comparison_findings": data.comparison_findings,
+            "runs": [
+                {
+                    "run_id": r.run_id,
+                    "path": r.path,
+                    "model": r.model,
+                    "series": r.series_label,
+                    "outcome": r.run.get("outcome"),
+                    "started_at": r.run.get("started_at"),
+                    "ended_at": r.run.get("ended_at"),
+                    "levels": _records(r.metrics),
+                    "errors": _records(r.errors),
+                    "workers_lost": r.run.get("workers_lost") or [],
+                    "client_validation": r.client_validation,
+                    "server_levels": _records(r.server_levels)
+                    if r.server_levels is not None
+                    else None,
+                    "client_levels": _records(r.client_levels)
+                    if r.client_levels is not None
+                    else None,
+                }
+                for r in data.runs
+            ],
+        }
+    )
 
 
 def _split_stat(column: str) -> tuple[str, str]:
@@ -125,7 +154,11 @@ def summary_rows(summary: dict) -> Iterator[tuple]:
         sat = s["saturation"]
         for key in ("peak", "saturation_point", "scaling", "past_saturation"):
             for name, value in (sat.get(key) or {}).items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool) and value is not None:
+                if (
+                    isinstance(value, (int, float))
+                    and not isinstance(value, bool)
+                    and value is not None
+                ):
                     yield ("saturation", s["label"], "", "", f"{key}.{name}", "value", value)
         for name in ("n", "runs_needed"):
             value = (sat.get("decision") or {}).get(name)
@@ -133,12 +166,32 @@ def summary_rows(summary: dict) -> Iterator[tuple]:
                 yield ("saturation", s["label"], "", "", f"decision.{name}", "value", value)
         for f in sat["failed_levels"]:
             for name in ("worst_share", "mean_share"):
-                yield ("failed_level", s["label"], "", f["users"], f"failed_{name}", "value", f[name])
+                yield (
+                    "failed_level",
+                    s["label"],
+                    "",
+                    f["users"],
+                    f"failed_{name}",
+                    "value",
+                    f[name],
+                )
         for rec in sat["recommendations"]:
-            yield ("recommendation", s["label"], "", rec["users"], rec["use_case"], "users", rec["users"])
+            yield (
+                "recommendation",
+                s["label"],
+                "",
+                rec["users"],
+                rec["use_case"],
+                "users",
+                rec["users"],
+            )
     for row in summary["comparison"]:
         for name, value in row.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and value is not None:
+            if (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and value is not None
+            ):
                 yield ("comparison", row["label"], "", "", name, "value", value)
     for run in summary["runs"]:
         for level in run["levels"]:
@@ -148,7 +201,15 @@ def summary_rows(summary: dict) -> Iterator[tuple]:
                     continue
                 yield ("run", run["series"], run["run_id"], users, column, "value", value)
         for err in run["errors"]:
-            yield ("errors", run["series"], run["run_id"], "", f"level{err['level']}.{err['error']}", "count", err["count"])
+            yield (
+                "errors",
+                run["series"],
+                run["run_id"],
+                "",
+                f"level{err['level']}.{err['error']}",
+                "count",
+                err["count"],
+            )
 
 
 def write_summary_csv(summary: dict, path: str) -> int:

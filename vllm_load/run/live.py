@@ -108,11 +108,13 @@ class LiveStats:
         for second in range(max(start, end - SERIES_SECONDS), end + 1):
             span = range(second - window + 1, second + 1)
             total = [self._seconds.get(s, (0, 0)) for s in span]
-            out.append({
-                "t": second,
-                "output_tok_per_s": sum(t[1] for t in total) / window,
-                "total_tok_per_s": sum(t[0] + t[1] for t in total) / window,
-            })
+            out.append(
+                {
+                    "t": second,
+                    "output_tok_per_s": sum(t[1] for t in total) / window,
+                    "total_tok_per_s": sum(t[0] + t[1] for t in total) / window,
+                }
+            )
         return out
 
     def snapshot(self, now: float) -> dict:

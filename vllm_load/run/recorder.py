@@ -20,11 +20,22 @@ from typing import Iterable
 
 from ..rundir.records import LEVEL_INDEX, START_INDEX, USERS_INDEX, RequestsCsvWriter
 
-STEPS_COLUMNS = ("level", "users", "start_ts", "end_ts", "warmup_requests", "target_requests", "time_cap", "stop_reason")
+STEPS_COLUMNS = (
+    "level",
+    "users",
+    "start_ts",
+    "end_ts",
+    "warmup_requests",
+    "target_requests",
+    "time_cap",
+    "stop_reason",
+)
 
 
 def utc_iso(ts: float | None = None) -> str:
-    return datetime.fromtimestamp(ts if ts is not None else time.time(), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(ts if ts is not None else time.time(), timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
 
 
 def new_run_dir(base: str, model: str) -> str:
@@ -47,8 +58,14 @@ class LevelRecord:
 
     def row(self) -> list:
         return [
-            self.level, self.users, repr(self.start_ts), "" if self.end_ts is None else repr(self.end_ts),
-            self.warmup_requests, self.target_requests, self.time_cap, self.stop_reason,
+            self.level,
+            self.users,
+            repr(self.start_ts),
+            "" if self.end_ts is None else repr(self.end_ts),
+            self.warmup_requests,
+            self.target_requests,
+            self.time_cap,
+            self.stop_reason,
         ]
 
 
@@ -72,7 +89,9 @@ class RunRecorder:
         self.write_run_json()
 
     # levels -------------------------------------------------------------------------------
-    def start_level(self, level: int, users: int, at: float, warmup: int, target: int, time_cap: float) -> None:
+    def start_level(
+        self, level: int, users: int, at: float, warmup: int, target: int, time_cap: float
+    ) -> None:
         self.levels.append(LevelRecord(level, users, at, warmup, target, time_cap))
         self._level_starts.append(at)
         self._finished.append(0)
@@ -134,8 +153,10 @@ class RunRecorder:
     def write_run_json(self) -> None:
         self.run_info["workers_seen"] = sorted(self.workers_seen)
         self.run_info["requests_recorded"] = self.requests.rows_written
-        self.run_info["requests_abandoned"] = {"total": sum(self._abandoned.values()),
-                                               "by_level": {str(k): v for k, v in sorted(self._abandoned.items())}}
+        self.run_info["requests_abandoned"] = {
+            "total": sum(self._abandoned.values()),
+            "by_level": {str(k): v for k, v in sorted(self._abandoned.items())},
+        }
         path = os.path.join(self.run_dir, "run.json")
         tmp = path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as fh:

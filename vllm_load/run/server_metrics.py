@@ -77,8 +77,14 @@ class MetricsScraper:
     Locust master (gevent makes its socket and sleep cooperative) or a thread.
     """
 
-    def __init__(self, host: str, path: str, interval: float = 1.0, model: str | None = None,
-                 api_key: str | None = None):
+    def __init__(
+        self,
+        host: str,
+        path: str,
+        interval: float = 1.0,
+        model: str | None = None,
+        api_key: str | None = None,
+    ):
         self.url = host.rstrip("/") + "/metrics"
         self.path = path
         self.model = model
@@ -131,8 +137,13 @@ class MetricsScraper:
             while True:
                 if values is not None:
                     # dated halfway through the scrape: the server read its counters in it
-                    writer.writerow([f"{self.sent_at + self.fetch_s / 2:.4f}", *(_cell(values[c]) for c in COLUMNS),
-                                     f"{self.fetch_s:.4f}"])
+                    writer.writerow(
+                        [
+                            f"{self.sent_at + self.fetch_s / 2:.4f}",
+                            *(_cell(values[c]) for c in COLUMNS),
+                            f"{self.fetch_s:.4f}",
+                        ]
+                    )
                     fh.flush()
                     self.status.samples += 1
                 if self._stopped:

@@ -32,17 +32,19 @@ from locust import stats as locust_stats
 from locust.runners import STATE_MISSING, LocalRunner, MasterRunner, WorkerRunner
 
 from .. import __version__
-from ..gc_policy import quiet_collector
-from .live import LiveStats
-from ..target.api import max_model_len, model_ids, target_info
-from ..client.prompts import CalibrationError
-from .recorder import RunRecorder, new_run_dir, utc_iso
-from ..client.health import FILE as CLIENT_HEALTH_FILE, HealthProbe, HealthSample, HealthWriter
-from .server_metrics import FILE as SERVER_METRICS_FILE, MetricsScraper
-from ..settings import Settings, SettingsError, add_arguments, parse_host
-from .steps import LevelChange, LevelPlan, StepController
 from ..client.context import LoadContext, prompt_plan
+from ..client.health import FILE as CLIENT_HEALTH_FILE
+from ..client.health import HealthProbe, HealthSample, HealthWriter
+from ..client.prompts import CalibrationError
+from ..gc_policy import quiet_collector
+from ..settings import Settings, SettingsError, add_arguments, parse_host
+from ..target.api import max_model_len, model_ids, target_info
 from ..web.auth import add_arguments as add_web_arguments
+from .live import LiveStats
+from .recorder import RunRecorder, new_run_dir, utc_iso
+from .server_metrics import FILE as SERVER_METRICS_FILE
+from .server_metrics import MetricsScraper
+from .steps import LevelChange, LevelPlan, StepController
 
 logger = logging.getLogger("vllm_load")
 
@@ -73,11 +75,15 @@ class RunSession:
         self.environment = environment
         options = environment.parsed_options
         self.settings = Settings.from_options(options)
-        host = self.host = parse_host(environment.host or "").rstrip("/")  # a web UI user may type any host
+        host = self.host = parse_host(environment.host or "").rstrip(
+            "/"
+        )  # a web UI user may type any host
         self.target = target_info(host, api_key=self.settings.api_key or None)
         self.model = self.settings.model or next(iter(model_ids(self.target.get("models"))), "")
         if not self.model:
-            raise SettingsError(f"cannot tell which model {host} serves ({self.target.get('models_error', 'no models listed')}); pass --model")
+            raise SettingsError(
+                f"cannot tell which model {host} serves ({self.target.get('models_error', 'no models listed')}); pass --model"
+            )
         self.settings.check_fits(max_model_len(self.target.get("models"), self.model))
         plan = prompt_plan(host, self.model, self.settings)
         run_dir = self.settings.run_dir or new_run_dir(self.settings.out, self.model)
@@ -108,13 +114,21 @@ class RunSession:
             },
         )
         self.csv_writer = locust_stats.StatsCSVFileWriter(
-            environment, locust_stats.PERCENTILES_TO_REPORT, os.path.join(run_dir, "locust"), full_history=False
+            environment,
+            locust_stats.PERCENTILES_TO_REPORT,
+            os.path.join(run_dir, "locust"),
+            full_history=False,
         )
         self._csv_greenlet = gevent.spawn(self.csv_writer.stats_writer)
         self.scraper: MetricsScraper | None = None
         if self.settings.metrics_interval > 0:
-            self.scraper = MetricsScraper(host, os.path.join(run_dir, SERVER_METRICS_FILE), self.settings.metrics_interval,
-                                          self.model, self.settings.api_key or None)
+            self.scraper = MetricsScraper(
+                host,
+                os.path.join(run_dir, SERVER_METRICS_FILE),
+                self.settings.metrics_interval,
+                self.model,
+                self.settings.api_key or None,
+            )
             self._scrape_greenlet = gevent.spawn(self.scraper.run, gevent.sleep)
         self.controller = StepController(
             LevelPlan(
@@ -126,7 +140,9 @@ class RunSession:
                 drain_timeout=self.settings.request_timeout + DRAIN_SLACK,
             )
         )
-        self.worker_flights: dict[str, tuple[bool, int]] = {}  # worker -> (draining, in flight), as reported
+        self.worker_flights: dict[
+            str, tuple[bool, int]
+        ] = {}  # worker -> (draining, in flight), as reported
         self.live = LiveStats()
         self.health = HealthWriter(os.path.join(run_dir, CLIENT_HEALTH_FILE))
         environment.vllm_load_live = self.live  # the web UI keeps showing the last test
@@ -198,9 +214,15 @@ class RunSession:
             runner.send_message(DRAIN_MESSAGE)
         else:
             LoadContext.of(self.environment).start_draining()
-        self.recorder.run_info["drain"] = {"started_at": change.at, "in_flight_at_start": self.in_flight()}
-        logger.info("level %d: letting the requests in flight finish (at most %.0f s)", change.level,
-                    self.controller.plan.drain_timeout)
+        self.recorder.run_info["drain"] = {
+            "started_at": change.at,
+            "in_flight_at_start": self.in_flight(),
+        }
+        logger.info(
+            "level %d: letting the requests in flight finish (at most %.0f s)",
+            change.level,
+            self.controller.plan.drain_timeout,
+        )
 
     def level_changed(self, change: LevelChange) -> None:
         settings = self.settings
@@ -209,20 +231,30 @@ class RunSession:
             return
         if change.kind == "drained":
             drain = self.recorder.run_info.setdefault("drain", {})
-            drain.update(ended_at=change.at, reason=change.reason, in_flight_at_end=self.in_flight())
+            drain.update(
+                ended_at=change.at, reason=change.reason, in_flight_at_end=self.in_flight()
+            )
             self.recorder.write_run_json()
             return
         if change.kind == "start":
             self.recorder.start_level(
-                change.level, change.users, change.at, settings.warmup_requests,
-                settings.warmup_requests + settings.requests_per_level, settings.level_time_cap,
+                change.level,
+                change.users,
+                change.at,
+                settings.warmup_requests,
+                settings.warmup_requests + settings.requests_per_level,
+                settings.level_time_cap,
             )
             self.live.level_started(change.level, change.users)
             logger.info("level %d: %d users", change.level, change.users)
         else:
             self.recorder.end_level(change.level, change.at, change.reason)
-            logger.info("level %d ended (%s) after %d finished requests", change.level, change.reason,
-                        self.recorder.finished_in_level(change.level))
+            logger.info(
+                "level %d ended (%s) after %d finished requests",
+                change.level,
+                change.reason,
+                self.recorder.finished_in_level(change.level),
+            )
             if change.level == len(settings.levels) - 1:
                 self.completed = True
 
@@ -257,8 +289,11 @@ class RunSession:
 
     def all_workers_lost(self) -> bool:
         runner = self.environment.runner
-        return (isinstance(runner, MasterRunner) and bool(self.recorder.run_info["workers_lost"])
-                and all(client.state == STATE_MISSING for client in runner.clients.all))
+        return (
+            isinstance(runner, MasterRunner)
+            and bool(self.recorder.run_info["workers_lost"])
+            and all(client.state == STATE_MISSING for client in runner.clients.all)
+        )
 
     def stopped(self) -> None:
         self.stopped_at = time.time()
@@ -297,12 +332,17 @@ class RunSession:
         }
         self.check_workers()
         self._stop_scraping()
-        outcome = "completed" if self.completed else "workers_lost" if self.all_workers_lost() else "interrupted"
+        outcome = (
+            "completed"
+            if self.completed
+            else "workers_lost"
+            if self.all_workers_lost()
+            else "interrupted"
+        )
         self.recorder.close(outcome, reason=outcome)
         self.health.close()
         self.closed = True
         print_summary(self.recorder.run_dir)
-
 
     def _stop_scraping(self) -> None:
         """Take one last scrape (the counters after the last request) and record how scraping went."""
@@ -362,15 +402,19 @@ def print_summary(run_dir: str) -> None:
         abandoned = run.run.get("requests_abandoned", {}).get("total", 0)
         metrics = level_metrics(run.requests, run.steps)
         health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_FILE))
-        table = format_level_table(metrics, late_levels(level_client_health(health, metrics, run.requests)))
+        table = format_level_table(
+            metrics, late_levels(level_client_health(health, metrics, run.requests))
+        )
     except Exception as e:  # a summary must never lose the run: say why it is missing instead
         logger.warning("could not summarise the run: %s", e)
         table = ""
     if table:
         print("\n" + table, flush=True)
     if abandoned:
-        print(f"{abandoned} request(s) in flight when the test stopped were cut off: no rows, counted in run.json",
-              flush=True)
+        print(
+            f"{abandoned} request(s) in flight when the test stopped were cut off: no rows, counted in run.json",
+            flush=True,
+        )
     print(f"\nRun directory: {run_dir}", flush=True)
 
 

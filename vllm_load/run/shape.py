@@ -24,7 +24,10 @@ class SteppedShape(LoadTestShape):
     use_common_options = False
 
     def tick(self):
-        from .session import RunSession, fail  # the session module imports the users; import at call time
+        from .session import (  # the session module imports the users; import at call time
+            RunSession,
+            fail,
+        )
 
         environment = self.runner.environment
         try:

@@ -57,8 +57,12 @@ class StepController:
     phase_started: float = 0.0
     changes: list[LevelChange] = field(default_factory=list)
 
-    def tick(self, now: float, finished_in_level: Callable[[int], int],
-             in_flight: Callable[[], int] = lambda: 0) -> Optional[int]:
+    def tick(
+        self,
+        now: float,
+        finished_in_level: Callable[[int], int],
+        in_flight: Callable[[], int] = lambda: 0,
+    ) -> Optional[int]:
         """The user count to run now, or None when the test is over.
 
         `finished_in_level(i)` is how many requests that started in level i have finished so far;
@@ -101,7 +105,9 @@ class StepController:
             reason = "drain_timeout"
         if not reason:
             return self.plan.levels[self.level]
-        self.changes.append(LevelChange("drained", self.level, self.plan.levels[self.level], now, reason))
+        self.changes.append(
+            LevelChange("drained", self.level, self.plan.levels[self.level], now, reason)
+        )
         self.phase = "done"
         return None
 
@@ -114,5 +120,3 @@ class StepController:
     def take_changes(self) -> list[LevelChange]:
         changes, self.changes = self.changes, []
         return changes
-
-

@@ -22,14 +22,36 @@ REQUESTS_CSV = "requests.csv"
 STEPS_CSV = "steps.csv"
 HISTORY_CSV = "locust_stats_history.csv"
 
-STEPS_COLUMNS = ("level", "users", "start_ts", "end_ts", "warmup_requests", "target_requests",
-                 "time_cap", "stop_reason")
+STEPS_COLUMNS = (
+    "level",
+    "users",
+    "start_ts",
+    "end_ts",
+    "warmup_requests",
+    "target_requests",
+    "time_cap",
+    "stop_reason",
+)
 
 #: the requests.csv columns the analysis reads (the rest are for people reading the file)
 ANALYSIS_COLUMNS: tuple[str, ...] = (
-    "level", "users", "start_ts", "end_ts", "ttft", "e2e", "tpot", "itl_hist", "n_chunks", "chunks_merged", "chunk_marks",
-    "prompt_tokens", "completion_tokens", "requested_prompt_tokens", "requested_completion_tokens",
-    "ok", "error",
+    "level",
+    "users",
+    "start_ts",
+    "end_ts",
+    "ttft",
+    "e2e",
+    "tpot",
+    "itl_hist",
+    "n_chunks",
+    "chunks_merged",
+    "chunk_marks",
+    "prompt_tokens",
+    "completion_tokens",
+    "requested_prompt_tokens",
+    "requested_completion_tokens",
+    "ok",
+    "error",
 )
 
 

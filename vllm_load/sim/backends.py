@@ -135,9 +135,21 @@ class PushedStream(Protocol):
 
 
 class _FixedSource:
-    __slots__ = ("backend", "start", "prompt", "total", "delivered", "closed", "_emit", "_step", "_done")
+    __slots__ = (
+        "backend",
+        "start",
+        "prompt",
+        "total",
+        "delivered",
+        "closed",
+        "_emit",
+        "_step",
+        "_done",
+    )
 
-    def __init__(self, backend: "FixedLatencyBackend", start: float, prompt: int, total: int) -> None:
+    def __init__(
+        self, backend: "FixedLatencyBackend", start: float, prompt: int, total: int
+    ) -> None:
         self.backend = backend
         self.start = start
         self.prompt = prompt

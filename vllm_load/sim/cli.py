@@ -11,7 +11,15 @@ import os
 import signal
 import sys
 
-from .config import DEFAULT_MODEL, EngineConfig, FaultConfig, FixedLatency, OutputConfig, SimConfig, StepCost
+from .config import (
+    DEFAULT_MODEL,
+    EngineConfig,
+    FaultConfig,
+    FixedLatency,
+    OutputConfig,
+    SimConfig,
+    StepCost,
+)
 
 _E = EngineConfig()
 _C = StepCost()
@@ -24,74 +32,209 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
     parser.epilog = "docs/simulator.md describes the engine model, the tokenizer and every option."
     srv = parser.add_argument_group("server")
-    srv.add_argument("--host", default="127.0.0.1", help="address to bind (use 0.0.0.0 to serve other machines)")
+    srv.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (use 0.0.0.0 to serve other machines)"
+    )
     srv.add_argument("--port", type=int, default=8000, help="TCP port")
-    srv.add_argument("--workers", type=int, default=1,
-                     help="server processes sharing the port through SO_REUSEPORT (each has its own engine)")
-    srv.add_argument("--api-key", default=None, help="require `Authorization: Bearer KEY` on /v1/* (401 otherwise)")
-    srv.add_argument("--no-tokenize-endpoint", action="store_true",
-                     help="serve no /tokenize and /detokenize (404), like a server without them")
+    srv.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="server processes sharing the port through SO_REUSEPORT (each has its own engine)",
+    )
+    srv.add_argument(
+        "--api-key",
+        default=None,
+        help="require `Authorization: Bearer KEY` on /v1/* (401 otherwise)",
+    )
+    srv.add_argument(
+        "--no-tokenize-endpoint",
+        action="store_true",
+        help="serve no /tokenize and /detokenize (404), like a server without them",
+    )
     model = parser.add_argument_group("model")
-    model.add_argument("--served-model-name", default=DEFAULT_MODEL, help="model id in /v1/models and responses")
-    model.add_argument("--tokenizer", default=None, metavar="PATH",
-                       help="local Hugging Face tokenizer directory (tokenizer.json + tokenizer_config.json); "
-                            "default: the built-in sim tokenizer")
-    model.add_argument("--max-model-len", type=int, default=_E.max_model_len,
-                       help="context length: prompt + max_tokens above it is a 400")
+    model.add_argument(
+        "--served-model-name", default=DEFAULT_MODEL, help="model id in /v1/models and responses"
+    )
+    model.add_argument(
+        "--tokenizer",
+        default=None,
+        metavar="PATH",
+        help="local Hugging Face tokenizer directory (tokenizer.json + tokenizer_config.json); "
+        "default: the built-in sim tokenizer",
+    )
+    model.add_argument(
+        "--max-model-len",
+        type=int,
+        default=_E.max_model_len,
+        help="context length: prompt + max_tokens above it is a 400",
+    )
     eng = parser.add_argument_group("continuous-batching engine (default mode)")
-    eng.add_argument("--max-num-seqs", type=int, default=_E.max_num_seqs, help="most sequences in one batch")
-    eng.add_argument("--max-num-batched-tokens", type=int, default=_E.max_num_batched_tokens,
-                     help="token budget of one step: each decode takes 1, prefill is chunked into the rest")
-    eng.add_argument("--num-gpu-blocks", type=int, default=_E.num_gpu_blocks,
-                     help="KV-cache size in blocks; sequences are preempted (recomputed) when it runs out")
-    eng.add_argument("--block-size", type=int, default=_E.block_size, help="tokens per KV-cache block")
-    eng.add_argument("--step-base", type=float, default=_C.base, metavar="S",
-                     help="fixed cost of every step, seconds")
-    eng.add_argument("--prefill-cost", type=float, default=_C.prefill_per_token, metavar="S",
-                     help="step cost per prefill token, seconds")
-    eng.add_argument("--decode-cost", type=float, default=_C.decode_per_seq, metavar="S",
-                     help="step cost per decoding sequence, seconds")
-    eng.add_argument("--time-scale", type=float, default=_E.time_scale, metavar="F",
-                     help="multiply every modelled delay (steps, --ttft, --itl) by F (0.01: 100x faster, same shape)")
-    eng.add_argument("--step-jitter", type=float, default=_E.jitter, metavar="R",
-                     help="random relative standard deviation of step durations (0: none)")
+    eng.add_argument(
+        "--max-num-seqs", type=int, default=_E.max_num_seqs, help="most sequences in one batch"
+    )
+    eng.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        default=_E.max_num_batched_tokens,
+        help="token budget of one step: each decode takes 1, prefill is chunked into the rest",
+    )
+    eng.add_argument(
+        "--num-gpu-blocks",
+        type=int,
+        default=_E.num_gpu_blocks,
+        help="KV-cache size in blocks; sequences are preempted (recomputed) when it runs out",
+    )
+    eng.add_argument(
+        "--block-size", type=int, default=_E.block_size, help="tokens per KV-cache block"
+    )
+    eng.add_argument(
+        "--step-base",
+        type=float,
+        default=_C.base,
+        metavar="S",
+        help="fixed cost of every step, seconds",
+    )
+    eng.add_argument(
+        "--prefill-cost",
+        type=float,
+        default=_C.prefill_per_token,
+        metavar="S",
+        help="step cost per prefill token, seconds",
+    )
+    eng.add_argument(
+        "--decode-cost",
+        type=float,
+        default=_C.decode_per_seq,
+        metavar="S",
+        help="step cost per decoding sequence, seconds",
+    )
+    eng.add_argument(
+        "--time-scale",
+        type=float,
+        default=_E.time_scale,
+        metavar="F",
+        help="multiply every modelled delay (steps, --ttft, --itl) by F (0.01: 100x faster, same shape)",
+    )
+    eng.add_argument(
+        "--step-jitter",
+        type=float,
+        default=_E.jitter,
+        metavar="R",
+        help="random relative standard deviation of step durations (0: none)",
+    )
     fixed = parser.add_argument_group("fixed-latency mode (no batching)")
-    fixed.add_argument("--ttft", type=float, default=None, metavar="S",
-                       help="every request: first token S seconds after arrival (needs --itl)")
-    fixed.add_argument("--itl", type=float, default=None, metavar="S",
-                       help="every request: one more token every S seconds after the first (needs --ttft)")
+    fixed.add_argument(
+        "--ttft",
+        type=float,
+        default=None,
+        metavar="S",
+        help="every request: first token S seconds after arrival (needs --itl)",
+    )
+    fixed.add_argument(
+        "--itl",
+        type=float,
+        default=None,
+        metavar="S",
+        help="every request: one more token every S seconds after the first (needs --ttft)",
+    )
     out = parser.add_argument_group("output")
-    out.add_argument("--echo", action="store_true",
-                     help="no model delays at all: whole responses as fast as they can be written")
-    out.add_argument("--tokens-per-chunk", type=int, default=_O.tokens_per_chunk, metavar="N",
-                     help="tokens per streamed chunk after the first (the first token is always alone)")
-    out.add_argument("--eos-probability", type=float, default=_O.eos_probability, metavar="P",
-                     help="chance that each token is a simulated EOS, unless ignore_eos or min_tokens forbid it")
-    out.add_argument("--seed", type=int, default=_O.seed, help="seed of output lengths and texts (and of faults)")
-    out.add_argument("--trace", default=None, metavar="FILE",
-                     help="append a JSON line per streamed request to FILE: when each token was really written "
-                          "(the ground truth of bench/timing_accuracy.py; see vllm_load/sim/trace.py)")
+    out.add_argument(
+        "--echo",
+        action="store_true",
+        help="no model delays at all: whole responses as fast as they can be written",
+    )
+    out.add_argument(
+        "--tokens-per-chunk",
+        type=int,
+        default=_O.tokens_per_chunk,
+        metavar="N",
+        help="tokens per streamed chunk after the first (the first token is always alone)",
+    )
+    out.add_argument(
+        "--eos-probability",
+        type=float,
+        default=_O.eos_probability,
+        metavar="P",
+        help="chance that each token is a simulated EOS, unless ignore_eos or min_tokens forbid it",
+    )
+    out.add_argument(
+        "--seed", type=int, default=_O.seed, help="seed of output lengths and texts (and of faults)"
+    )
+    out.add_argument(
+        "--trace",
+        default=None,
+        metavar="FILE",
+        help="append a JSON line per streamed request to FILE: when each token was really written "
+        "(the ground truth of bench/timing_accuracy.py; see vllm_load/sim/trace.py)",
+    )
     flt = parser.add_argument_group(
-        "fault injection (off by default; per-request rates are exclusive and add up to at most 1)")
-    flt.add_argument("--fault-error-rate", type=float, default=0.0, metavar="P",
-                     help="answer this share of requests with --fault-error-status and OpenAI error JSON")
-    flt.add_argument("--fault-error-status", type=int, choices=ERROR_STATUSES, default=_F.error_status,
-                     help="status of injected errors (429 comes with Retry-After)")
-    flt.add_argument("--fault-reset-rate", type=float, default=0.0, metavar="P",
-                     help="reset the connection (TCP RST) after half the output")
-    flt.add_argument("--fault-bad-sse-rate", type=float, default=0.0, metavar="P",
-                     help="send a malformed SSE event after half the output (non-streaming: a truncated JSON body)")
-    flt.add_argument("--fault-stall-rate", type=float, default=0.0, metavar="P",
-                     help="after half the output, send nothing for --fault-stall-seconds, then the rest")
-    flt.add_argument("--fault-stall-seconds", type=float, default=_F.stall_seconds, metavar="S",
-                     help="length of an injected stall (wall-clock, not scaled by --time-scale)")
-    flt.add_argument("--fault-slow-first-token-rate", type=float, default=0.0, metavar="P",
-                     help="hold the request --fault-slow-first-token-seconds before it reaches the engine "
-                          "(headers go out at once)")
-    flt.add_argument("--fault-slow-first-token-seconds", type=float, default=_F.slow_first_token_seconds,
-                     metavar="S", help="extra wait before an outlier's first token (wall-clock)")
-    flt.add_argument("--fault-close-after-headers-rate", type=float, default=0.0, metavar="P",
-                     help="close the connection right after the response headers")
+        "fault injection (off by default; per-request rates are exclusive and add up to at most 1)"
+    )
+    flt.add_argument(
+        "--fault-error-rate",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="answer this share of requests with --fault-error-status and OpenAI error JSON",
+    )
+    flt.add_argument(
+        "--fault-error-status",
+        type=int,
+        choices=ERROR_STATUSES,
+        default=_F.error_status,
+        help="status of injected errors (429 comes with Retry-After)",
+    )
+    flt.add_argument(
+        "--fault-reset-rate",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="reset the connection (TCP RST) after half the output",
+    )
+    flt.add_argument(
+        "--fault-bad-sse-rate",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="send a malformed SSE event after half the output (non-streaming: a truncated JSON body)",
+    )
+    flt.add_argument(
+        "--fault-stall-rate",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="after half the output, send nothing for --fault-stall-seconds, then the rest",
+    )
+    flt.add_argument(
+        "--fault-stall-seconds",
+        type=float,
+        default=_F.stall_seconds,
+        metavar="S",
+        help="length of an injected stall (wall-clock, not scaled by --time-scale)",
+    )
+    flt.add_argument(
+        "--fault-slow-first-token-rate",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="hold the request --fault-slow-first-token-seconds before it reaches the engine "
+        "(headers go out at once)",
+    )
+    flt.add_argument(
+        "--fault-slow-first-token-seconds",
+        type=float,
+        default=_F.slow_first_token_seconds,
+        metavar="S",
+        help="extra wait before an outlier's first token (wall-clock)",
+    )
+    flt.add_argument(
+        "--fault-close-after-headers-rate",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="close the connection right after the response headers",
+    )
 
 
 class ConfigError(ValueError):
@@ -104,16 +247,27 @@ def build_config(args: argparse.Namespace) -> SimConfig:
         raise ConfigError("--ttft and --itl go together")
     if args.echo and args.ttft is not None:
         raise ConfigError("--echo has no delays; it cannot be combined with --ttft/--itl")
-    positive = {"--max-num-seqs": args.max_num_seqs, "--max-num-batched-tokens": args.max_num_batched_tokens,
-                "--num-gpu-blocks": args.num_gpu_blocks, "--block-size": args.block_size,
-                "--max-model-len": args.max_model_len, "--workers": args.workers,
-                "--tokens-per-chunk": args.tokens_per_chunk}
+    positive = {
+        "--max-num-seqs": args.max_num_seqs,
+        "--max-num-batched-tokens": args.max_num_batched_tokens,
+        "--num-gpu-blocks": args.num_gpu_blocks,
+        "--block-size": args.block_size,
+        "--max-model-len": args.max_model_len,
+        "--workers": args.workers,
+        "--tokens-per-chunk": args.tokens_per_chunk,
+    }
     for option, value in positive.items():
         if value < 1:
             raise ConfigError(f"{option} must be at least 1")
-    for option, value in {"--step-base": args.step_base, "--prefill-cost": args.prefill_cost,
-                          "--decode-cost": args.decode_cost, "--time-scale": args.time_scale,
-                          "--step-jitter": args.step_jitter, "--ttft": args.ttft or 0, "--itl": args.itl or 0}.items():
+    for option, value in {
+        "--step-base": args.step_base,
+        "--prefill-cost": args.prefill_cost,
+        "--decode-cost": args.decode_cost,
+        "--time-scale": args.time_scale,
+        "--step-jitter": args.step_jitter,
+        "--ttft": args.ttft or 0,
+        "--itl": args.itl or 0,
+    }.items():
         if value < 0:
             raise ConfigError(f"{option} must not be negative")
     if not 0 <= args.eos_probability <= 1:
@@ -122,10 +276,14 @@ def build_config(args: argparse.Namespace) -> SimConfig:
         raise ConfigError(f"--trace {args.trace}: its directory does not exist")
     faults = _fault_config(args)
     engine = EngineConfig(
-        max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
-        max_model_len=args.max_model_len, block_size=args.block_size, num_gpu_blocks=args.num_gpu_blocks,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        max_model_len=args.max_model_len,
+        block_size=args.block_size,
+        num_gpu_blocks=args.num_gpu_blocks,
         cost=StepCost(args.step_base, args.prefill_cost, args.decode_cost),
-        time_scale=args.time_scale, jitter=args.step_jitter,
+        time_scale=args.time_scale,
+        jitter=args.step_jitter,
     )
     mode = "echo" if args.echo else "fixed" if args.ttft is not None else "engine"
     if mode == "engine":
@@ -133,33 +291,53 @@ def build_config(args: argparse.Namespace) -> SimConfig:
         if -(-engine.max_model_len // engine.block_size) > usable:
             raise ConfigError(
                 f"--max-model-len {engine.max_model_len} does not fit the KV cache "
-                f"({usable} usable blocks of {engine.block_size} tokens): raise --num-gpu-blocks")
+                f"({usable} usable blocks of {engine.block_size} tokens): raise --num-gpu-blocks"
+            )
         if engine.max_num_batched_tokens < engine.max_num_seqs:
             raise ConfigError("--max-num-batched-tokens must be at least --max-num-seqs")
     return SimConfig(
-        host=args.host, port=args.port, served_model_name=args.served_model_name, api_key=args.api_key,
-        tokenizer=args.tokenizer, tokenize_endpoint=not args.no_tokenize_endpoint, mode=mode, engine=engine,
-        fixed=FixedLatency(args.ttft * args.time_scale, args.itl * args.time_scale) if mode == "fixed" else None,
-        output=OutputConfig(args.eos_probability, args.tokens_per_chunk, args.seed), workers=args.workers,
-        faults=faults, trace=os.path.abspath(args.trace) if args.trace else None,
+        host=args.host,
+        port=args.port,
+        served_model_name=args.served_model_name,
+        api_key=args.api_key,
+        tokenizer=args.tokenizer,
+        tokenize_endpoint=not args.no_tokenize_endpoint,
+        mode=mode,
+        engine=engine,
+        fixed=FixedLatency(args.ttft * args.time_scale, args.itl * args.time_scale)
+        if mode == "fixed"
+        else None,
+        output=OutputConfig(args.eos_probability, args.tokens_per_chunk, args.seed),
+        workers=args.workers,
+        faults=faults,
+        trace=os.path.abspath(args.trace) if args.trace else None,
     )
 
 
 def _fault_config(args: argparse.Namespace) -> FaultConfig:
     faults = FaultConfig(
-        error_rate=args.fault_error_rate, error_status=args.fault_error_status, reset_rate=args.fault_reset_rate,
-        bad_sse_rate=args.fault_bad_sse_rate, stall_rate=args.fault_stall_rate,
-        stall_seconds=args.fault_stall_seconds, slow_first_token_rate=args.fault_slow_first_token_rate,
+        error_rate=args.fault_error_rate,
+        error_status=args.fault_error_status,
+        reset_rate=args.fault_reset_rate,
+        bad_sse_rate=args.fault_bad_sse_rate,
+        stall_rate=args.fault_stall_rate,
+        stall_seconds=args.fault_stall_seconds,
+        slow_first_token_rate=args.fault_slow_first_token_rate,
         slow_first_token_seconds=args.fault_slow_first_token_seconds,
-        close_after_headers_rate=args.fault_close_after_headers_rate, seed=args.seed,
+        close_after_headers_rate=args.fault_close_after_headers_rate,
+        seed=args.seed,
     )
     for kind, rate in faults.rates().items():
         if not 0 <= rate <= 1:
             raise ConfigError(f"--fault-{kind.replace('_', '-')}-rate must be between 0 and 1")
     if sum(faults.rates().values()) > 1 + 1e-9:
-        raise ConfigError("the --fault-*-rate options add up to more than 1 (a request gets at most one fault)")
+        raise ConfigError(
+            "the --fault-*-rate options add up to more than 1 (a request gets at most one fault)"
+        )
     if faults.stall_seconds < 0 or faults.slow_first_token_seconds < 0:
-        raise ConfigError("--fault-stall-seconds and --fault-slow-first-token-seconds must not be negative")
+        raise ConfigError(
+            "--fault-stall-seconds and --fault-slow-first-token-seconds must not be negative"
+        )
     return faults
 
 
@@ -170,12 +348,18 @@ def _describe(config: SimConfig) -> str:
         what = f"fixed latency (ttft {config.fixed.ttft}s, itl {config.fixed.itl}s)"
     else:
         e = config.engine
-        what = (f"engine: max-num-seqs {e.max_num_seqs}, max-num-batched-tokens {e.max_num_batched_tokens}, "
-                f"KV {e.kv_capacity_tokens} tokens, time-scale {e.time_scale}")
+        what = (
+            f"engine: max-num-seqs {e.max_num_seqs}, max-num-batched-tokens {e.max_num_batched_tokens}, "
+            f"KV {e.kv_capacity_tokens} tokens, time-scale {e.time_scale}"
+        )
     if config.faults.enabled:
-        what += "; faults: " + ", ".join(f"{kind} {rate:g}" for kind, rate in config.faults.rates().items() if rate)
-    return (f"vllm-load sim: {config.served_model_name} on http://{config.host}:{config.port} "
-            f"({config.workers} worker{'s' if config.workers > 1 else ''}; {what})")
+        what += "; faults: " + ", ".join(
+            f"{kind} {rate:g}" for kind, rate in config.faults.rates().items() if rate
+        )
+    return (
+        f"vllm-load sim: {config.served_model_name} on http://{config.host}:{config.port} "
+        f"({config.workers} worker{'s' if config.workers > 1 else ''}; {what})"
+    )
 
 
 def _run_workers(config: SimConfig) -> int:
@@ -185,7 +369,10 @@ def _run_workers(config: SimConfig) -> int:
     from . import server  # noqa: F401  (loaded once here, before forking, rather than in every worker)
 
     ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_worker_main, args=(config,), name=f"sim-worker-{i}") for i in range(config.workers)]
+    procs = [
+        ctx.Process(target=_worker_main, args=(config,), name=f"sim-worker-{i}")
+        for i in range(config.workers)
+    ]
     stopping = False
 
     def stop(signum, frame):

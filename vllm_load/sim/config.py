@@ -15,7 +15,7 @@ DEFAULT_MODEL = "sim-llama-8b"
 class StepCost:
     """Duration of one engine step, in seconds before --time-scale:
 
-        base + prefill_per_token * prefill tokens in the step + decode_per_seq * decoding sequences
+    base + prefill_per_token * prefill tokens in the step + decode_per_seq * decoding sequences
     """
 
     base: float = 0.010
@@ -23,7 +23,9 @@ class StepCost:
     decode_per_seq: float = 0.00005
 
     def seconds(self, prefill_tokens: int, decode_seqs: int) -> float:
-        return self.base + self.prefill_per_token * prefill_tokens + self.decode_per_seq * decode_seqs
+        return (
+            self.base + self.prefill_per_token * prefill_tokens + self.decode_per_seq * decode_seqs
+        )
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,9 @@ class FixedLatency:
 class OutputConfig:
     """How long outputs are and how they are streamed."""
 
-    eos_probability: float = 0.01  # per generated token, when neither ignore_eos nor min_tokens forbid it
+    eos_probability: float = (
+        0.01  # per generated token, when neither ignore_eos nor min_tokens forbid it
+    )
     tokens_per_chunk: int = 1
     seed: int = 0
 
@@ -83,9 +87,14 @@ class FaultConfig:
 
     def rates(self) -> dict[str, float]:
         """Fault kind -> rate, in the fixed order a request's draw is matched against."""
-        return {"error": self.error_rate, "reset": self.reset_rate, "bad_sse": self.bad_sse_rate,
-                "stall": self.stall_rate, "slow_first_token": self.slow_first_token_rate,
-                "close_after_headers": self.close_after_headers_rate}
+        return {
+            "error": self.error_rate,
+            "reset": self.reset_rate,
+            "bad_sse": self.bad_sse_rate,
+            "stall": self.stall_rate,
+            "slow_first_token": self.slow_first_token_rate,
+            "close_after_headers": self.close_after_headers_rate,
+        }
 
     @property
     def enabled(self) -> bool:
@@ -108,4 +117,6 @@ class SimConfig:
     output: OutputConfig = field(default_factory=OutputConfig)
     workers: int = 1
     faults: FaultConfig = field(default_factory=FaultConfig)
-    trace: str | None = None  # JSON-lines file of when each streamed token was written (sim/trace.py)
+    trace: str | None = (
+        None  # JSON-lines file of when each streamed token was written (sim/trace.py)
+    )

@@ -74,7 +74,9 @@ class Engine:
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.free_blocks = config.num_gpu_blocks
-        self._watermark = max(1, config.num_gpu_blocks // 100)  # admission keeps 1% free, like vLLM v0
+        self._watermark = max(
+            1, config.num_gpu_blocks // 100
+        )  # admission keeps 1% free, like vLLM v0
         self._plan: StepPlan | None = None
         self._deadline: float | None = None  # end of the step in flight; None when idle
         self._rng = random.Random(seed)

@@ -44,7 +44,9 @@ RETRY_AFTER_SECONDS = 1
 #: a chunk cut off in the middle of its JSON (and without `"finish_reason":null`, which a client
 #: may take as a content chunk without parsing it)
 MALFORMED_EVENT = b'data: {"id":"fault","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" the\n\n'
-MALFORMED_BODY = b'{"id":"fault","object":"chat.completion","choices":[{"index":0,"message":{"content":" the'
+MALFORMED_BODY = (
+    b'{"id":"fault","object":"chat.completion","choices":[{"index":0,"message":{"content":" the'
+)
 #: faults that strike while the response is being written, after half the output
 MID_RESPONSE = frozenset({"reset", "bad_sse", "stall"})
 #: faults `strike` applies while a stream is written
@@ -90,16 +92,26 @@ class FaultPlan:
         for bound, kind in self._bounds:
             if u < bound:
                 self.injected[kind] += 1
-                seconds = {"stall": self.config.stall_seconds,
-                           "slow_first_token": self.config.slow_first_token_seconds}.get(kind, 0.0)
+                seconds = {
+                    "stall": self.config.stall_seconds,
+                    "slow_first_token": self.config.slow_first_token_seconds,
+                }.get(kind, 0.0)
                 return Fault(kind, seconds)
         return None
 
 
 def error_response(status: int) -> web.Response:
     """An injected error: OpenAI error JSON; a 429 says when to retry."""
-    body = orjson.dumps({"error": {"message": f"injected fault: HTTP {status}", "type": ERROR_TYPES[status],
-                                   "param": None, "code": status}})
+    body = orjson.dumps(
+        {
+            "error": {
+                "message": f"injected fault: HTTP {status}",
+                "type": ERROR_TYPES[status],
+                "param": None,
+                "code": status,
+            }
+        }
+    )
     headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 429 else None
     return web.Response(body=body, status=status, content_type="application/json", headers=headers)
 
@@ -109,7 +121,9 @@ class _HeldSource:
 
     __slots__ = ("backend", "prompt", "length", "arrival", "delay", "inner")
 
-    def __init__(self, backend: Backend, prompt: int, length: int, arrival: float, delay: float) -> None:
+    def __init__(
+        self, backend: Backend, prompt: int, length: int, arrival: float, delay: float
+    ) -> None:
         self.backend, self.prompt, self.length = backend, prompt, length
         self.arrival, self.delay = arrival, delay
         self.inner: TokenSource | None = None
@@ -145,8 +159,9 @@ class _StallingSource:
         self.inner.close()
 
 
-def open_source(fault: Fault | None, backend: Backend, prompt: int, length: int, arrival: float,
-                stream: bool) -> TokenSource:
+def open_source(
+    fault: Fault | None, backend: Backend, prompt: int, length: int, arrival: float, stream: bool
+) -> TokenSource:
     """The request's token source, with a timing fault applied to it if it has one."""
     if fault is not None and fault.kind == "slow_first_token":
         return _HeldSource(backend, prompt, length, arrival, fault.seconds)

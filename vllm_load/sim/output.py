@@ -69,7 +69,9 @@ class OutputPlan:
     """How a request's output ends, decided when it arrives."""
 
     length: int  # tokens generated, the simulated EOS included
-    finish_reason: str  # "stop": the last token is the EOS (it has no text); "length": max_tokens reached
+    finish_reason: (
+        str  # "stop": the last token is the EOS (it has no text); "length": max_tokens reached
+    )
     offset: int  # where in the vocabulary cycle its text starts
 
     @property
@@ -91,8 +93,15 @@ class OutputPlanner:
         self.eos_probability = eos_probability
         self._rng = random.Random(seed)
 
-    def plan(self, max_tokens: int, min_tokens: int, ignore_eos: bool, seed: int | None = None,
-             temperature: float | None = None, prompt_key: str = "") -> OutputPlan:
+    def plan(
+        self,
+        max_tokens: int,
+        min_tokens: int,
+        ignore_eos: bool,
+        seed: int | None = None,
+        temperature: float | None = None,
+        prompt_key: str = "",
+    ) -> OutputPlan:
         if seed is not None:
             rng = random.Random(seed)
         elif temperature == 0:

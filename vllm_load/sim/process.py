@@ -16,7 +16,6 @@ import time
 import urllib.error
 import urllib.request
 
-
 _handed_out: set[int] = set()
 
 
@@ -37,8 +36,13 @@ class SimulatorProcess:
     """Start `python -m vllm_load sim --host 127.0.0.1 --port <free port> *args` as a subprocess,
     wait for /health, stop it by PID."""
 
-    def __init__(self, *args: str, host: str = "127.0.0.1", port: int | None = None,
-                 startup_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        *args: str,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        startup_timeout: float = 30.0,
+    ) -> None:
         self.args = list(args)
         self.host = host
         self.port = port or free_port(host)
@@ -50,8 +54,21 @@ class SimulatorProcess:
     def start(self) -> "SimulatorProcess":
         self._log = tempfile.TemporaryFile(mode="w+b")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "vllm_load", "sim", "--host", self.host, "--port", str(self.port), *self.args],
-            stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "vllm_load",
+                "sim",
+                "--host",
+                self.host,
+                "--port",
+                str(self.port),
+                *self.args,
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
@@ -68,7 +85,9 @@ class SimulatorProcess:
             time.sleep(0.05)
         output = self.output()
         self.stop()
-        raise RuntimeError(f"the simulator did not answer /health within {self.startup_timeout}s:\n{output}")
+        raise RuntimeError(
+            f"the simulator did not answer /health within {self.startup_timeout}s:\n{output}"
+        )
 
     def output(self) -> str:
         """What the simulator printed so far (stdout and stderr)."""

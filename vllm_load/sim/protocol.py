@@ -11,8 +11,12 @@ import orjson
 
 from ..tokenization import message_text
 
-ERROR_TYPES = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoundError",
-               500: "InternalServerError"}
+ERROR_TYPES = {
+    400: "BadRequestError",
+    401: "AuthenticationError",
+    404: "NotFoundError",
+    500: "InternalServerError",
+}
 
 
 class ApiError(Exception):
@@ -29,8 +33,16 @@ class ApiError(Exception):
 
 
 def error_body(status: int, message: str, param: str | None = None) -> bytes:
-    return orjson.dumps({"error": {"message": message, "type": ERROR_TYPES.get(status, "BadRequestError"),
-                                   "param": param, "code": status}})
+    return orjson.dumps(
+        {
+            "error": {
+                "message": message,
+                "type": ERROR_TYPES.get(status, "BadRequestError"),
+                "param": param,
+                "code": status,
+            }
+        }
+    )
 
 
 @dataclass(frozen=True)
@@ -102,10 +114,14 @@ def _prompt(body: dict, chat: bool, tokenizer) -> tuple[int, str]:
     if chat:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
-            raise ApiError(400, "messages: Field required (a non-empty list of messages)", "messages")
+            raise ApiError(
+                400, "messages: Field required (a non-empty list of messages)", "messages"
+            )
         for m in messages:
             if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-                raise ApiError(400, "messages: every message must be an object with a role", "messages")
+                raise ApiError(
+                    400, "messages: every message must be an object with a role", "messages"
+                )
         add_generation_prompt = _bool_field(body, "add_generation_prompt", True)
         text = render_chat(tokenizer, messages, add_generation_prompt)
         return tokenizer.count(text), text
@@ -114,12 +130,20 @@ def _prompt(body: dict, chat: bool, tokenizer) -> tuple[int, str]:
         prompt = prompt[0]  # a batch of one
     if isinstance(prompt, str):
         return tokenizer.count(prompt, add_special_tokens=True), prompt
-    if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+    if (
+        isinstance(prompt, list)
+        and prompt
+        and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt)
+    ):
         return len(prompt), " ".join(map(str, prompt))  # token ids are taken as they are
     if prompt is None:
         raise ApiError(400, "prompt: Field required", "prompt")
-    raise ApiError(400, "prompt must be a string, a list of token ids, or a list of one of them "
-                        "(the simulator serves one prompt per request)", "prompt")
+    raise ApiError(
+        400,
+        "prompt must be a string, a list of token ids, or a list of one of them "
+        "(the simulator serves one prompt per request)",
+        "prompt",
+    )
 
 
 def parse_generation(body: dict, chat: bool, limits: ApiLimits, tokenizer) -> GenerationRequest:
@@ -132,12 +156,20 @@ def parse_generation(body: dict, chat: bool, limits: ApiLimits, tokenizer) -> Ge
     stream_options = body.get("stream_options")
     if stream_options is not None:
         if not stream:
-            raise ApiError(400, "Stream options can only be defined when `stream=True`.", "stream_options")
+            raise ApiError(
+                400, "Stream options can only be defined when `stream=True`.", "stream_options"
+            )
         if not isinstance(stream_options, dict):
-            raise ApiError(400, "stream_options: Input should be a valid dictionary", "stream_options")
+            raise ApiError(
+                400, "stream_options: Input should be a valid dictionary", "stream_options"
+            )
     include_usage = bool((stream_options or {}).get("include_usage"))
     temperature = body.get("temperature")
-    if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0):
+    if temperature is not None and (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, (int, float))
+        or temperature < 0
+    ):
         raise ApiError(400, "temperature must be a non-negative number", "temperature")
     seed = _int_field(body, "seed", None, -(2**63))
     prompt_tokens, prompt_text = _prompt(body, chat, tokenizer)
@@ -147,27 +179,52 @@ def parse_generation(body: dict, chat: bool, limits: ApiLimits, tokenizer) -> Ge
     room = limits.max_model_len - prompt_tokens
     if max_tokens is None:
         if room < 1:
-            raise ApiError(400, f"This model's maximum context length is {limits.max_model_len} tokens. "
-                                f"However, your request has {prompt_tokens} input tokens. Please reduce the length "
-                                "of the input messages.", "messages" if chat else "prompt")
+            raise ApiError(
+                400,
+                f"This model's maximum context length is {limits.max_model_len} tokens. "
+                f"However, your request has {prompt_tokens} input tokens. Please reduce the length "
+                "of the input messages.",
+                "messages" if chat else "prompt",
+            )
         max_tokens = room if chat else 16  # vLLM: completions default to 16 tokens
     if prompt_tokens + max_tokens > limits.max_model_len:
-        raise ApiError(400, f"This model's maximum context length is {limits.max_model_len} tokens. However, you "
-                            f"requested {prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, "
-                            f"{max_tokens} in the completion). Please reduce the length of the messages or completion.",
-                       "max_tokens")
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {limits.max_model_len} tokens. However, you "
+            f"requested {prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, "
+            f"{max_tokens} in the completion). Please reduce the length of the messages or completion.",
+            "max_tokens",
+        )
     min_tokens = _int_field(body, "min_tokens", 0, 0)
     if min_tokens > max_tokens:
-        raise ApiError(400, f"min_tokens must be less than or equal to max_tokens={max_tokens}, got {min_tokens}.",
-                       "min_tokens")
+        raise ApiError(
+            400,
+            f"min_tokens must be less than or equal to max_tokens={max_tokens}, got {min_tokens}.",
+            "min_tokens",
+        )
     ignore_eos = _bool_field(body, "ignore_eos", False)
-    return GenerationRequest(chat, model, prompt_tokens, max_tokens, min_tokens, ignore_eos, stream,
-                             include_usage, seed, temperature, prompt_text)
+    return GenerationRequest(
+        chat,
+        model,
+        prompt_tokens,
+        max_tokens,
+        min_tokens,
+        ignore_eos,
+        stream,
+        include_usage,
+        seed,
+        temperature,
+        prompt_text,
+    )
 
 
 def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
-    return {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + completion_tokens,
-            "completion_tokens": completion_tokens, "prompt_tokens_details": None}
+    return {
+        "prompt_tokens": prompt_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "completion_tokens": completion_tokens,
+        "prompt_tokens_details": None,
+    }
 
 
 class ResponseRenderer:
@@ -175,53 +232,114 @@ class ResponseRenderer:
 
     __slots__ = ("chat", "rid", "created", "model", "_prefix", "_head")
 
-    def __init__(self, chat: bool, rid: str, model: str, model_json: bytes, created: int | None = None) -> None:
+    def __init__(
+        self, chat: bool, rid: str, model: str, model_json: bytes, created: int | None = None
+    ) -> None:
         self.chat = chat
         self.rid = rid
         self.created = int(time.time()) if created is None else created
         self.model = model
         obj = b"chat.completion.chunk" if chat else b"text_completion"
-        self._head = b'{"id":"' + rid.encode() + b'","object":"' + obj + b'","created":' + \
-            str(self.created).encode() + b',"model":' + model_json + b',"choices":['
-        self._prefix = b"data: " + self._head + (b'{"index":0,"delta":{"content":' if chat else b'{"index":0,"text":')
+        self._head = (
+            b'{"id":"'
+            + rid.encode()
+            + b'","object":"'
+            + obj
+            + b'","created":'
+            + str(self.created).encode()
+            + b',"model":'
+            + model_json
+            + b',"choices":['
+        )
+        self._prefix = (
+            b"data: "
+            + self._head
+            + (b'{"index":0,"delta":{"content":' if chat else b'{"index":0,"text":')
+        )
 
     def role_chunk(self) -> bytes:
-        return b"data: " + self._head + b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
+        return (
+            b"data: "
+            + self._head
+            + b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
+        )
 
     def content_chunk(self, text_json: bytes, finish_reason: str | None = None) -> bytes:
         """An SSE event carrying `text_json` (a JSON string literal)."""
         close = b"}" if self.chat else b""
         if finish_reason is None:
-            tail = b',"logprobs":null,"finish_reason":null}]}\n\n' if self.chat else \
-                b',"logprobs":null,"finish_reason":null,"stop_reason":null}]}\n\n'
+            tail = (
+                b',"logprobs":null,"finish_reason":null}]}\n\n'
+                if self.chat
+                else b',"logprobs":null,"finish_reason":null,"stop_reason":null}]}\n\n'
+            )
         else:
-            tail = b',"logprobs":null,"finish_reason":"' + finish_reason.encode() + b'","stop_reason":null}]}\n\n'
+            tail = (
+                b',"logprobs":null,"finish_reason":"'
+                + finish_reason.encode()
+                + b'","stop_reason":null}]}\n\n'
+            )
         return self._prefix + text_json + close + tail
 
     def usage_chunk(self, prompt_tokens: int, completion_tokens: int) -> bytes:
-        return b"data: " + self._head + b'],"usage":' + orjson.dumps(usage(prompt_tokens, completion_tokens)) + b"}\n\n"
+        return (
+            b"data: "
+            + self._head
+            + b'],"usage":'
+            + orjson.dumps(usage(prompt_tokens, completion_tokens))
+            + b"}\n\n"
+        )
 
-    def full(self, text: str, finish_reason: str, prompt_tokens: int, completion_tokens: int) -> bytes:
+    def full(
+        self, text: str, finish_reason: str, prompt_tokens: int, completion_tokens: int
+    ) -> bytes:
         """The non-streaming response body."""
         if self.chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text, "refusal": None,
-                                              "tool_calls": [], "reasoning_content": None},
-                      "logprobs": None, "finish_reason": finish_reason, "stop_reason": None}
+            choice = {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": text,
+                    "refusal": None,
+                    "tool_calls": [],
+                    "reasoning_content": None,
+                },
+                "logprobs": None,
+                "finish_reason": finish_reason,
+                "stop_reason": None,
+            }
             obj = "chat.completion"
         else:
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason,
-                      "stop_reason": None, "prompt_logprobs": None}
+            choice = {
+                "index": 0,
+                "text": text,
+                "logprobs": None,
+                "finish_reason": finish_reason,
+                "stop_reason": None,
+                "prompt_logprobs": None,
+            }
             obj = "text_completion"
-        return orjson.dumps({"id": self.rid, "object": obj, "created": self.created, "model": self.model,
-                             "choices": [choice], "usage": usage(prompt_tokens, completion_tokens),
-                             "system_fingerprint": None, "prompt_logprobs": None})
+        return orjson.dumps(
+            {
+                "id": self.rid,
+                "object": obj,
+                "created": self.created,
+                "model": self.model,
+                "choices": [choice],
+                "usage": usage(prompt_tokens, completion_tokens),
+                "system_fingerprint": None,
+                "prompt_logprobs": None,
+            }
+        )
 
 
 def render_chat(tokenizer, messages: list[dict], add_generation_prompt: bool) -> str:
     """The chat template applied to `messages`, content parts joined to strings first (as vLLM
     does for string-content templates); a template error is the client's 400."""
-    plain = [m if isinstance(m.get("content"), str) else {**m, "content": message_text(m.get("content"))}
-             for m in messages]
+    plain = [
+        m if isinstance(m.get("content"), str) else {**m, "content": message_text(m.get("content"))}
+        for m in messages
+    ]
     try:
         return tokenizer.render_chat(plain, add_generation_prompt)
     except ApiError:

@@ -27,10 +27,27 @@ from ..gc_policy import quiet_collector
 from ..tokenization import load_tokenizer
 from .backends import Backend, EchoBackend, EngineBackend, FixedLatencyBackend, TokenSource
 from .config import SimConfig
-from .faults import STREAM_STRIKES, Fault, FaultPlan, error_response, faulted_body, open_source, strike
+from .faults import (
+    STREAM_STRIKES,
+    Fault,
+    FaultPlan,
+    error_response,
+    faulted_body,
+    open_source,
+    strike,
+)
 from .output import OutputPlan, OutputPlanner, OutputVocabulary
-from .protocol import (ApiError, ApiLimits, GenerationRequest, ResponseRenderer, check_model, error_body,
-                       parse_generation, parse_json, render_chat)
+from .protocol import (
+    ApiError,
+    ApiLimits,
+    GenerationRequest,
+    ResponseRenderer,
+    check_model,
+    error_body,
+    parse_generation,
+    parse_json,
+    render_chat,
+)
 from .stats import MetricsExporter, ServerStats
 from .trace import TraceRecord, TraceWriter
 
@@ -65,7 +82,9 @@ class SimServer:
         self.planner = OutputPlanner(config.output.eos_probability, config.output.seed)
         self.limits = ApiLimits(config.served_model_name, config.engine.max_model_len)
         self.model_json = orjson.dumps(config.served_model_name)
-        self.exporter = MetricsExporter(self.stats, self.backend.occupancy, config.served_model_name)
+        self.exporter = MetricsExporter(
+            self.stats, self.backend.occupancy, config.served_model_name
+        )
         self.created = int(time.time())
         self._ids = itertools.count()
         self._id_prefix = secrets.token_hex(12)
@@ -94,7 +113,9 @@ class SimServer:
         async def auth(request: web.Request, handler):
             # like vLLM: only the /v1 API needs the key; health, metrics and tokenize do not
             if request.path.startswith("/v1") and request.headers.get("Authorization") != expected:
-                return web.Response(body=error_body(401, "Unauthorized"), status=401, content_type=_JSON)
+                return web.Response(
+                    body=error_body(401, "Unauthorized"), status=401, content_type=_JSON
+                )
             return await handler(request)
 
         return auth
@@ -105,7 +126,9 @@ class SimServer:
         return web.Response(status=200)
 
     async def version(self, request: web.Request) -> web.Response:
-        return web.Response(body=orjson.dumps({"version": f"vllm-load-sim {__version__}"}), content_type=_JSON)
+        return web.Response(
+            body=orjson.dumps({"version": f"vllm-load-sim {__version__}"}), content_type=_JSON
+        )
 
     async def metrics(self, request: web.Request) -> web.Response:
         body, content_type = self.exporter.render()
@@ -114,13 +137,34 @@ class SimServer:
     async def models(self, request: web.Request) -> web.Response:
         name = self.config.served_model_name
         root = getattr(self.tokenizer, "path", None) or name
-        card = {"id": name, "object": "model", "created": self.created, "owned_by": "vllm", "root": root,
-                "parent": None, "max_model_len": self.limits.max_model_len,
-                "permission": [{"id": f"modelperm-{self._id_prefix}", "object": "model_permission",
-                                "created": self.created, "allow_create_engine": False, "allow_sampling": True,
-                                "allow_logprobs": True, "allow_search_indices": False, "allow_view": True,
-                                "allow_fine_tuning": False, "organization": "*", "group": None, "is_blocking": False}]}
-        return web.Response(body=orjson.dumps({"object": "list", "data": [card]}), content_type=_JSON)
+        card = {
+            "id": name,
+            "object": "model",
+            "created": self.created,
+            "owned_by": "vllm",
+            "root": root,
+            "parent": None,
+            "max_model_len": self.limits.max_model_len,
+            "permission": [
+                {
+                    "id": f"modelperm-{self._id_prefix}",
+                    "object": "model_permission",
+                    "created": self.created,
+                    "allow_create_engine": False,
+                    "allow_sampling": True,
+                    "allow_logprobs": True,
+                    "allow_search_indices": False,
+                    "allow_view": True,
+                    "allow_fine_tuning": False,
+                    "organization": "*",
+                    "group": None,
+                    "is_blocking": False,
+                }
+            ],
+        }
+        return web.Response(
+            body=orjson.dumps({"object": "list", "data": [card]}), content_type=_JSON
+        )
 
     async def tokenize(self, request: web.Request) -> web.Response:
         try:
@@ -130,16 +174,30 @@ class SimServer:
             if "messages" in body:
                 messages = body.get("messages")
                 if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-                    raise ApiError(400, "messages: Input should be a valid list of messages", "messages")
-                text = render_chat(tok, messages, body.get("add_generation_prompt", True) is not False)
-                tokens = tok.encode(text, add_special_tokens=bool(body.get("add_special_tokens", False)))
+                    raise ApiError(
+                        400, "messages: Input should be a valid list of messages", "messages"
+                    )
+                text = render_chat(
+                    tok, messages, body.get("add_generation_prompt", True) is not False
+                )
+                tokens = tok.encode(
+                    text, add_special_tokens=bool(body.get("add_special_tokens", False))
+                )
             elif isinstance(body.get("prompt"), str):
-                tokens = tok.encode(body["prompt"], add_special_tokens=body.get("add_special_tokens", True) is not False)
+                tokens = tok.encode(
+                    body["prompt"],
+                    add_special_tokens=body.get("add_special_tokens", True) is not False,
+                )
             else:
                 raise ApiError(400, "prompt (a string) or messages: Field required", "prompt")
         except ApiError as e:
             return _error(e)
-        answer = {"count": len(tokens), "max_model_len": self.limits.max_model_len, "tokens": tokens, "token_strs": None}
+        answer = {
+            "count": len(tokens),
+            "max_model_len": self.limits.max_model_len,
+            "tokens": tokens,
+            "token_strs": None,
+        }
         return web.Response(body=orjson.dumps(answer), content_type=_JSON)
 
     async def detokenize(self, request: web.Request) -> web.Response:
@@ -147,7 +205,9 @@ class SimServer:
             body = parse_json(await request.read())
             check_model(body, self.limits)
             tokens = body.get("tokens")
-            if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+            if not isinstance(tokens, list) or not all(
+                isinstance(t, int) and not isinstance(t, bool) for t in tokens
+            ):
                 raise ApiError(400, "tokens: Input should be a valid list of integers", "tokens")
             try:
                 text = self.tokenizer.decode(tokens)
@@ -170,26 +230,40 @@ class SimServer:
         started = loop.time()
         received = time.time()
         try:
-            req = parse_generation(parse_json(await request.read()), chat, self.limits, self.tokenizer)
+            req = parse_generation(
+                parse_json(await request.read()), chat, self.limits, self.tokenizer
+            )
         except ApiError as e:
             return _error(e)
         fault = self.faults.draw()
         if fault is not None and fault.kind == "error":
             return error_response(self.config.faults.error_status)
-        plan = self.planner.plan(req.max_tokens, req.min_tokens, req.ignore_eos, req.seed, req.temperature,
-                                 req.prompt_key)
+        plan = self.planner.plan(
+            req.max_tokens,
+            req.min_tokens,
+            req.ignore_eos,
+            req.seed,
+            req.temperature,
+            req.prompt_key,
+        )
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{self._id_prefix}{next(self._ids):08x}"
         renderer = ResponseRenderer(chat, rid, self.limits.model, self.model_json)
         # the clock starts when the handler began, so reading and parsing the body is inside TTFT
-        source = open_source(fault, self.backend, req.prompt_tokens, plan.length, started, req.stream)
+        source = open_source(
+            fault, self.backend, req.prompt_tokens, plan.length, started, req.stream
+        )
         completed = False
         try:
             if req.stream:
                 response = web.StreamResponse(headers=_SSE_HEADERS)
                 trace = None
                 if self.trace is not None:
-                    trace = TraceRecord(request.headers.get("X-Request-Id") or rid, received, [], 0.0)
-                completed = await self._stream(request, response, req, plan, renderer, source, fault, trace)
+                    trace = TraceRecord(
+                        request.headers.get("X-Request-Id") or rid, received, [], 0.0
+                    )
+                completed = await self._stream(
+                    request, response, req, plan, renderer, source, fault, trace
+                )
                 if completed and trace is not None:
                     self.trace.write(trace)
                 return response
@@ -208,9 +282,17 @@ class SimServer:
             else:  # the client left (or the handler was cancelled) before the end
                 self.stats.requests_ok["abort"] += 1
 
-    async def _stream(self, request: web.Request, response: web.StreamResponse, req: GenerationRequest,
-                      plan: OutputPlan, renderer: ResponseRenderer, source: TokenSource,
-                      fault: Fault | None, trace: TraceRecord | None) -> bool:
+    async def _stream(
+        self,
+        request: web.Request,
+        response: web.StreamResponse,
+        req: GenerationRequest,
+        plan: OutputPlan,
+        renderer: ResponseRenderer,
+        source: TokenSource,
+        fault: Fault | None,
+        trace: TraceRecord | None,
+    ) -> bool:
         """Write the SSE response; False if the client went away (or a fault ended it) first."""
         try:
             await self._write_stream(request, response, req, plan, renderer, source, fault, trace)
@@ -219,9 +301,17 @@ class SimServer:
             # aiohttp finishes a response to a closed connection quietly; raising would log a traceback
             return False
 
-    async def _write_stream(self, request: web.Request, response: web.StreamResponse, req: GenerationRequest,
-                            plan: OutputPlan, renderer: ResponseRenderer, source: TokenSource,
-                            fault: Fault | None, trace: TraceRecord | None) -> None:
+    async def _write_stream(
+        self,
+        request: web.Request,
+        response: web.StreamResponse,
+        req: GenerationRequest,
+        plan: OutputPlan,
+        renderer: ResponseRenderer,
+        source: TokenSource,
+        fault: Fault | None,
+        trace: TraceRecord | None,
+    ) -> None:
         """`trace`, when given, gets the wall-clock time each token and [DONE] were written (--trace)."""
         writer = await response.prepare(request)
         body = _BodyWriter(request.transport, writer.chunked)
@@ -248,7 +338,9 @@ class SimServer:
                 trace.tokens.extend([time.time()] * (sent - before))
             return body.write(b"".join(parts))
 
-        strike_at = fault.strike_at(total) if fault is not None and fault.kind in STREAM_STRIKES else -1
+        strike_at = (
+            fault.strike_at(total) if fault is not None and fault.kind in STREAM_STRIKES else -1
+        )
         if strike_at == 0:
             await strike(fault, request, response)
         # a source that can push its tokens (fixed latency) writes them from its clock's timer
@@ -303,7 +395,9 @@ def _raise_open_file_limit() -> None:
 
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if hard == resource.RLIM_INFINITY or hard > soft:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 1 << 20, hard))
+            resource.setrlimit(
+                resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 1 << 20, hard)
+            )
     except (ImportError, ValueError, OSError):
         pass
 
@@ -312,9 +406,13 @@ async def serve(config: SimConfig) -> None:
     """Serve until SIGTERM or SIGINT."""
     _raise_open_file_limit()
     server = SimServer(config)
-    runner = web.AppRunner(server.app(), access_log=None, handler_cancellation=True, shutdown_timeout=0.5)
+    runner = web.AppRunner(
+        server.app(), access_log=None, handler_cancellation=True, shutdown_timeout=0.5
+    )
     await runner.setup()
-    site = web.TCPSite(runner, config.host, config.port, backlog=4096, reuse_port=config.workers > 1 or None)
+    site = web.TCPSite(
+        runner, config.host, config.port, backlog=4096, reuse_port=config.workers > 1 or None
+    )
     await site.start()
     quiet_collector()
     stop = asyncio.Event()

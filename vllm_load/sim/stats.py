@@ -12,12 +12,74 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 # vLLM's bucket boundaries (vllm/v1/metrics/loggers.py)
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-                10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-               20.0, 40.0, 80.0)
-REQUEST_LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
-                           60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
+ITL_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+REQUEST_LATENCY_BUCKETS = (
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)
 
 
 class Histogram:
@@ -54,7 +116,9 @@ class ServerStats:
     prompt_tokens: int = 0
     generation_tokens: int = 0
     preemptions: int = 0
-    requests_ok: dict[str, int] = field(default_factory=lambda: {"stop": 0, "length": 0, "abort": 0})
+    requests_ok: dict[str, int] = field(
+        default_factory=lambda: {"stop": 0, "length": 0, "abort": 0}
+    )
     ttft: Histogram = field(default_factory=lambda: Histogram(TTFT_BUCKETS))
     itl: Histogram = field(default_factory=lambda: Histogram(ITL_BUCKETS))
     e2e: Histogram = field(default_factory=lambda: Histogram(REQUEST_LATENCY_BUCKETS))
@@ -73,7 +137,9 @@ class Occupancy:
 class VllmCollector:
     """Yields the simulator's numbers as vLLM-named metric families for prometheus-client."""
 
-    def __init__(self, stats: ServerStats, occupancy: Callable[[], Occupancy], model_name: str) -> None:
+    def __init__(
+        self, stats: ServerStats, occupancy: Callable[[], Occupancy], model_name: str
+    ) -> None:
         self.stats = stats
         self.occupancy = occupancy
         self.labels = {"model_name": model_name, "engine": "0"}
@@ -82,7 +148,11 @@ class VllmCollector:
         return []  # registering without a scrape at start-up
 
     def collect(self) -> Iterable:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            HistogramMetricFamily,
+        )
 
         names, values = list(self.labels), list(self.labels.values())
         s, occ = self.stats, self.occupancy()
@@ -102,28 +172,64 @@ class VllmCollector:
             fam.add_metric(values, h.cumulative(), h.total)
             return fam
 
-        yield gauge("vllm:num_requests_running", "Number of requests in model execution batches.", occ.running)
-        yield gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", occ.waiting)
-        yield gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", occ.kv_cache_usage)
+        yield gauge(
+            "vllm:num_requests_running",
+            "Number of requests in model execution batches.",
+            occ.running,
+        )
+        yield gauge(
+            "vllm:num_requests_waiting", "Number of requests waiting to be processed.", occ.waiting
+        )
+        yield gauge(
+            "vllm:kv_cache_usage_perc",
+            "KV-cache usage. 1 means 100 percent usage.",
+            occ.kv_cache_usage,
+        )
         yield counter("vllm:prompt_tokens", "Number of prefill tokens processed.", s.prompt_tokens)
-        yield counter("vllm:generation_tokens", "Number of generation tokens processed.", s.generation_tokens)
-        yield counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", s.preemptions)
-        success = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.",
-                                      labels=[*names, "finished_reason"])
+        yield counter(
+            "vllm:generation_tokens", "Number of generation tokens processed.", s.generation_tokens
+        )
+        yield counter(
+            "vllm:num_preemptions",
+            "Cumulative number of preemption from the engine.",
+            s.preemptions,
+        )
+        success = CounterMetricFamily(
+            "vllm:request_success",
+            "Count of successfully processed requests.",
+            labels=[*names, "finished_reason"],
+        )
         for reason, n in s.requests_ok.items():
             success.add_metric([*values, reason], n)
         yield success
-        yield histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", s.ttft)
-        yield histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", s.itl)
-        yield histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", s.e2e)
-        yield histogram("vllm:request_queue_time_seconds",
-                        "Histogram of time spent in WAITING phase for request.", s.queue_time)
+        yield histogram(
+            "vllm:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            s.ttft,
+        )
+        yield histogram(
+            "vllm:inter_token_latency_seconds",
+            "Histogram of inter-token latency in seconds.",
+            s.itl,
+        )
+        yield histogram(
+            "vllm:e2e_request_latency_seconds",
+            "Histogram of e2e request latency in seconds.",
+            s.e2e,
+        )
+        yield histogram(
+            "vllm:request_queue_time_seconds",
+            "Histogram of time spent in WAITING phase for request.",
+            s.queue_time,
+        )
 
 
 class MetricsExporter:
     """Owns the simulator's CollectorRegistry (never the global one) and renders it."""
 
-    def __init__(self, stats: ServerStats, occupancy: Callable[[], Occupancy], model_name: str) -> None:
+    def __init__(
+        self, stats: ServerStats, occupancy: Callable[[], Occupancy], model_name: str
+    ) -> None:
         from prometheus_client import CollectorRegistry
 
         self.registry = CollectorRegistry(auto_describe=False)

@@ -37,7 +37,9 @@ def request_json(
     if data is not None:
         headers["Content-Type"] = "application/json"
     try:
-        req = urllib.request.Request(url, data=data, headers=headers, method="POST" if data is not None else "GET")
+        req = urllib.request.Request(
+            url, data=data, headers=headers, method="POST" if data is not None else "GET"
+        )
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             raw = resp.read()
     except urllib.error.HTTPError as e:
@@ -46,7 +48,10 @@ def request_json(
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
         raise HttpError(url, 0, str(reason)) from None
-    except (ValueError, http.client.HTTPException) as e:  # a URL urllib cannot use, an answer that is not HTTP
+    except (
+        ValueError,
+        http.client.HTTPException,
+    ) as e:  # a URL urllib cannot use, an answer that is not HTTP
         raise HttpError(url, 0, str(e) or type(e).__name__) from None
     try:
         return json.loads(raw) if raw else None
@@ -67,7 +72,9 @@ def target_info(host: str, api_key: str | None = None, timeout: float = 10.0) ->
 
 def model_ids(models: Any) -> list[str]:
     if isinstance(models, dict):
-        return [m.get("id") for m in models.get("data") or [] if isinstance(m, dict) and m.get("id")]
+        return [
+            m.get("id") for m in models.get("data") or [] if isinstance(m, dict) and m.get("id")
+        ]
     return []
 
 

@@ -21,7 +21,9 @@ class ServerError(RuntimeError):
     """The server could not be started, restarted or reached; the message says what to do."""
 
 
-def wait_ready(host: str, timeout: float, api_key: str | None = None, process: subprocess.Popen | None = None) -> list[str]:
+def wait_ready(
+    host: str, timeout: float, api_key: str | None = None, process: subprocess.Popen | None = None
+) -> list[str]:
     """Poll `/health` then `/v1/models` until both answer; return the served model ids."""
     import urllib.error
     import urllib.request
@@ -31,7 +33,9 @@ def wait_ready(host: str, timeout: float, api_key: str | None = None, process: s
     last = "no answer yet"
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
-            raise ServerError(f"the server command exited with code {process.returncode} before {base} was ready")
+            raise ServerError(
+                f"the server command exited with code {process.returncode} before {base} was ready"
+            )
         try:
             req = urllib.request.Request(base + "/health", headers=auth_headers(api_key))
             with urllib.request.urlopen(req, timeout=5) as resp:
@@ -44,7 +48,9 @@ def wait_ready(host: str, timeout: float, api_key: str | None = None, process: s
         except (OSError, urllib.error.URLError, HttpError, ValueError) as e:
             last = str(getattr(e, "reason", e))
         time.sleep(0.25)
-    raise ServerError(f"{base} was not ready within {timeout:.0f} s ({last}); raise --ready-timeout or check the server")
+    raise ServerError(
+        f"{base} was not ready within {timeout:.0f} s ({last}); raise --ready-timeout or check the server"
+    )
 
 
 class ServerProcess:
@@ -61,8 +67,14 @@ class ServerProcess:
             os.makedirs(os.path.dirname(os.path.abspath(self.log_path)), exist_ok=True)
             self._log = open(self.log_path, "ab")
         out = self._log or subprocess.DEVNULL
-        self.process = subprocess.Popen(self.command, shell=True, stdin=subprocess.DEVNULL, stdout=out,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = subprocess.Popen(
+            self.command,
+            shell=True,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         return self.process
 
     def stop(self, timeout: float = 30.0) -> None:
@@ -94,11 +106,19 @@ class ServerProcess:
 def run_restart_command(command: str, timeout: float) -> None:
     """Run a restart command to completion; a failure or a hang is a ServerError."""
     try:
-        done = subprocess.run(command, shell=True, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=timeout)
+        done = subprocess.run(
+            command,
+            shell=True,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired:
-        raise ServerError(f"--restart-cmd did not return within {timeout:.0f} s; it must restart the server and "
-                          "exit (use --server-cmd for a server that runs in the foreground)") from None
+        raise ServerError(
+            f"--restart-cmd did not return within {timeout:.0f} s; it must restart the server and "
+            "exit (use --server-cmd for a server that runs in the foreground)"
+        ) from None
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [""]
         raise ServerError(f"--restart-cmd exited with code {done.returncode}: {tail[0]}")

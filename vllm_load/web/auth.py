@@ -21,8 +21,10 @@ import sys
 
 PASSWORD_ENV = "VLLM_LOAD_WEB_PASSWORD"
 DEFAULT_USER = "admin"
-MISSING_PASSWORD = (f"--web-login needs the web UI password in the environment variable {PASSWORD_ENV} "
-                    f"(it is never taken from the command line or a file)")
+MISSING_PASSWORD = (
+    f"--web-login needs the web UI password in the environment variable {PASSWORD_ENV} "
+    f"(it is never taken from the command line or a file)"
+)
 # the JSON endpoints answer 401 without a login (a script gets a status, not a login page)
 JSON_PATHS = ("/llm/stats",)
 
@@ -36,11 +38,17 @@ def web_password() -> str:
 def add_arguments(parser) -> None:
     """--web-user on Locust's parser (with --web-login, Locust's own flag); kept out of the UI's form."""
     hidden = {"include_in_web_ui": False} if hasattr(parser, "args_included_in_web_ui") else {}
-    parser.add_argument("--web-user", default=DEFAULT_USER,
-                        help=f"user name for --web-login (the password comes only from ${PASSWORD_ENV})", **hidden)
+    parser.add_argument(
+        "--web-user",
+        default=DEFAULT_USER,
+        help=f"user name for --web-login (the password comes only from ${PASSWORD_ENV})",
+        **hidden,
+    )
 
 
-def credentials_match(username: str, password: str, expected_user: str, expected_password: str) -> bool:
+def credentials_match(
+    username: str, password: str, expected_user: str, expected_password: str
+) -> bool:
     """Both compared in constant time (and both always compared), as UTF-8 bytes."""
     user_ok = hmac.compare_digest(username.encode("utf-8"), expected_user.encode("utf-8"))
     password_ok = hmac.compare_digest(password.encode("utf-8"), expected_password.encode("utf-8"))
@@ -67,12 +75,18 @@ def install_login(environment, web_ui) -> None:
     app = web_ui.app
     app.config["SECRET_KEY"] = secrets.token_bytes(32)
     app.config["SESSION_COOKIE_HTTPONLY"] = True
-    app.config["SESSION_COOKIE_SAMESITE"] = "Lax"  # no session cookie on another site's POST to /swarm
+    app.config["SESSION_COOKIE_SAMESITE"] = (
+        "Lax"  # no session cookie on another site's POST to /swarm
+    )
     manager = web_ui.login_manager
 
     @manager.user_loader
     def load_user(user_id: str):
-        return WebUser(user_id) if hmac.compare_digest(user_id.encode("utf-8"), username.encode("utf-8")) else None
+        return (
+            WebUser(user_id)
+            if hmac.compare_digest(user_id.encode("utf-8"), username.encode("utf-8"))
+            else None
+        )
 
     @manager.unauthorized_handler
     def unauthorized():

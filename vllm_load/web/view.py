@@ -32,7 +32,13 @@ LEVEL_COLUMNS = [
 def snapshot(environment) -> dict:
     live = getattr(environment, "vllm_load_live", None)
     if live is None:
-        return {"current_level": None, "current_users": 0, "levels": [], "series": [], "running": False}
+        return {
+            "current_level": None,
+            "current_users": 0,
+            "levels": [],
+            "series": [],
+            "running": False,
+        }
     data = live.snapshot(time.time())
     runner = environment.runner
     data["running"] = getattr(runner, "state", "") in ("spawning", "running")
@@ -55,23 +61,34 @@ def install_web_ui(environment, web_ui) -> None:
     @app.route("/llm")
     @web_ui.auth_required_if_enabled
     def llm_page():
-        return Response(PAGE.replace("__COLUMNS__", json.dumps(LEVEL_COLUMNS)), mimetype="text/html")
+        return Response(
+            PAGE.replace("__COLUMNS__", json.dumps(LEVEL_COLUMNS)), mimetype="text/html"
+        )
 
     @app.after_request
     def add_llm_table(response):
         if request.path != "/stats/requests" or not response.is_json:
             return response
         data = snapshot(environment)
-        rows = [dict(row, level=f"{row['level']}{' (current)' if row['level'] == data['current_level'] and data['running'] else ''}")
-                for row in data["levels"]]
-        response.set_data(json.dumps({**response.json, "extended_stats": [{"key": "llm", "data": rows}]}))
+        rows = [
+            dict(
+                row,
+                level=f"{row['level']}{' (current)' if row['level'] == data['current_level'] and data['running'] else ''}",
+            )
+            for row in data["levels"]
+        ]
+        response.set_data(
+            json.dumps({**response.json, "extended_stats": [{"key": "llm", "data": rows}]})
+        )
         return response
 
     web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": "llm"}]
     web_ui.template_args["extended_tables"] = [
         {"key": "llm", "structure": [{"key": key, "title": title} for key, title in LEVEL_COLUMNS]}
     ]
-    web_ui.template_args["extended_csv_files"] = [{"href": "/llm", "title": "LLM live view (tokens/s chart)"}]
+    web_ui.template_args["extended_csv_files"] = [
+        {"href": "/llm", "title": "LLM live view (tokens/s chart)"}
+    ]
 
 
 PAGE = """<!doctype html>
