@@ -1,6 +1,6 @@
 """`vllm-load campaign`: n independent runs of one test, an optional fine sweep, one report.
 
-The protocol of seed 001: the same stepped test repeated n times (5 for publication) with the
+The publication protocol: the same stepped test repeated n times (5 for publication) with the
 server restarted between runs and a cooldown, then, with `--refine`, a finer sweep around the
 saturation knee the coarse runs found. Every run is a normal run directory under the campaign
 directory; `campaign.json` there records which runs finished, so running the same command
@@ -80,8 +80,8 @@ def refine_levels(
 ) -> list[int]:
     """Levels for the fine sweep: from the tested level below the knee to the one above it.
 
-    With levels 10,50,100,200,500,750,1000 and the knee at 750 this gives 500, 550, ..., 1000
-    (seed 001's sweep). Not saturated: the two highest tested levels bracket the sweep.
+    With levels 10,50,100,200,500,750,1000 and the knee at 750 this gives 500, 550, ..., 1000.
+    Not saturated: the two highest tested levels bracket the sweep.
     """
     tested = sorted(set(tested))
     if len(tested) < 2:

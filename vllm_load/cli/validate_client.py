@@ -1,8 +1,8 @@
-"""`vllm-load validate-client`: prove the load generator is not the bottleneck (seed 001).
+"""`vllm-load validate-client`: prove the load generator is not the bottleneck.
 
 The same users and the same code path as `vllm-load run`, against an echo server (every token
 exists on arrival, so the server costs next to nothing): what the client sustains there is its
-capacity. The table is seed 001's (req/s, tok/s, p50/p95/p99, success) plus the concurrency
+capacity. The table gives req/s, tok/s, p50/p95/p99 latency and success per level, plus the concurrency
 actually held. Against echo the client runs flat out, so the levels where achieved concurrency falls below
 the users show where its CPU saturates. The client counts as *proven* when every request
 succeeded and the median latency at the lowest level stayed under `--max-p50-ms` (an echo
@@ -227,7 +227,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         "--output-tokens",
         type=int,
         default=100,
-        help="streamed tokens per request (seed 001: ~100)",
+        help="streamed tokens per request",
     )
     parser.add_argument(
         "--no-stream", action="store_true", help="validate non-streaming requests instead"
