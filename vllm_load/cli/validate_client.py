@@ -23,10 +23,11 @@ import os
 import sys
 from dataclasses import asdict, dataclass, field
 
+from ..rundir.files import CLIENT_VALIDATION_JSON
 from ..settings import SettingsError, host_argument, parse_levels
 
 DEFAULT_LEVELS = "100,250,500,750,1000,1500,2000"
-RESULT_FILE = "client_validation.json"
+RESULT_FILE = CLIENT_VALIDATION_JSON
 
 
 @dataclass
