@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from ..target.api import HttpError, request_json
+
 #: failure categories that mean the server did not answer (docs/run-format.md)
 NO_ANSWER = ("connect", "disconnect", "timeout_ttft", "timeout_stall", "timeout_total")
 MIN_STREAK = 5
@@ -47,6 +49,7 @@ class FinalStreak:
 
 def final_streak(run_dir: str) -> FinalStreak | None:
     """The failures after the run's last successful request (None when it ended on a success)."""
+    # at call time: keeps pandas out of every command's start (cli.run imports this)
     import pandas as pd
 
     path = os.path.join(run_dir, "requests.csv")
@@ -84,6 +87,7 @@ def final_streak(run_dir: str) -> FinalStreak | None:
 def _level_at(run_dir: str, ts: float) -> tuple[int, int] | None:
     """(level, users) running at `ts` by steps.csv; None when it cannot tell. (A request's own
     level is the one it started in: the first failures may have started a level earlier.)"""
+    # at call time: keeps pandas out of every command's start (cli.run imports this)
     import pandas as pd
 
     try:
@@ -106,8 +110,6 @@ def _whole(value) -> int:
 
 def still_answers(host: str, api_key: str | None) -> bool:
     """Whether the target answers GET /v1/models now."""
-    from ..target.api import HttpError, request_json
-
     try:
         request_json(host.rstrip("/") + "/v1/models", api_key=api_key, timeout=PROBE_TIMEOUT)
     except HttpError:

@@ -13,11 +13,12 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 
-from ..settings import SettingsError
+from ..settings import Settings, SettingsError, parse_levels
 from ..target.process import ServerError, ServerProcess, run_restart_command, wait_ready
 from .run import add_managed_run_options, run_headless
 
@@ -100,6 +101,7 @@ def refine_levels(
 
 def knee_from_runs(run_dirs: list[str]) -> list[int]:
     """Fine-sweep levels from the saturation analysis of the completed coarse runs."""
+    # at call time: keeps pandas and matplotlib out of every command's start (cli.main)
     from ..report.model import build_report_data
 
     data = build_report_data(run_dirs)
@@ -186,8 +188,6 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
 
 def _compared_options(args: argparse.Namespace) -> dict:
     """The target and the run settings as run.json records them, minus what may change on resume."""
-    from ..settings import Settings
-
     public = Settings.from_options(args).public()
     return {"host": args.host, **{k: v for k, v in sorted(public.items()) if k not in NOT_COMPARED}}
 
@@ -198,8 +198,6 @@ def _validate(args: argparse.Namespace) -> None:
     if args.run_cooldown < 0:
         raise SettingsError(f"--cooldown must not be negative, got {args.run_cooldown}")
     if args.refine_levels:
-        from ..settings import parse_levels
-
         parse_levels(args.refine_levels)
 
 
@@ -269,8 +267,6 @@ class Campaign:
 
 
 def _campaign_name(args: argparse.Namespace) -> str:
-    import re
-
     return re.sub(
         r"[^A-Za-z0-9._-]+", "_", (args.name or args.model or "campaign").replace("/", "__")
     )
@@ -310,8 +306,6 @@ def main(args: argparse.Namespace) -> int:
             return 1
         if args.refine:
             if state.refine_levels is None:
-                from ..settings import parse_levels
-
                 state.refine_levels = (
                     parse_levels(args.refine_levels)
                     if args.refine_levels
@@ -337,6 +331,7 @@ def main(args: argparse.Namespace) -> int:
         campaign.close()
     if args.no_report:
         return 0
+    # at call time: keeps pandas and matplotlib out of every command's start (cli.main)
     from ..report.render import build_report
 
     completed = state.completed("coarse") + state.completed("refine")

@@ -11,12 +11,15 @@ import argparse
 import os
 import sys
 
+from ..sim.process import SimulatorProcess
+from . import run as run_cli
+
 # A small server: 16 sequences per batch, time scaled so each level takes seconds while the
 # client stays far below its capacity (about 5k chunks/s at the top level; see bench/).
 SIM_ARGS = ("--max-num-seqs", "16", "--time-scale", "0.25")
 # The simulator's /metrics every 0.1 s: the top levels' windows last about half a second, and
 # the report compares the server's figures only over windows of several scrape intervals.
-METRICS_INTERVAL = "0.1"
+METRICS_INTERVAL = 0.1
 DEMO_LEVELS = "2,8,16,32,48"
 
 
@@ -48,40 +51,23 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..sim.process import SimulatorProcess
-    from . import run as run_cli
-    from .main import build_parser
-
     sim_args = [*SIM_ARGS, *args.sim_arg]
     print(f"Starting the simulator ({' '.join(sim_args)}) ...", flush=True)
     with SimulatorProcess(*sim_args) as sim:
         print(f"Simulator at {sim.url}", flush=True)
-        run_argv = [
-            "run",
-            "--host",
+        run_args = run_cli.run_options(
             sim.url,
-            "--levels",
-            args.levels,
-            "--input-tokens",
-            str(args.input_tokens),
-            "--output-tokens",
-            str(args.output_tokens),
-            "--requests-per-level",
-            str(args.requests_per_level),
-            "--warmup-requests",
-            str(args.warmup_requests),
-            "--workers",
-            str(args.workers),
-            "--out",
-            args.out,
-            "--loglevel",
-            "WARNING",
-            "--meta",
-            "demo=simulator",
-            "--metrics-interval",
-            METRICS_INTERVAL,
-        ]
-        run_args = build_parser().parse_args(run_argv)
+            levels=args.levels,
+            input_tokens=args.input_tokens,
+            output_tokens=args.output_tokens,
+            requests_per_level=args.requests_per_level,
+            warmup_requests=args.warmup_requests,
+            workers=args.workers,
+            out=args.out,
+            loglevel="WARNING",
+            meta=["demo=simulator"],
+            metrics_interval=METRICS_INTERVAL,
+        )
         try:
             cmd, run_dir, settings = run_cli.prepare(run_args)
         except run_cli.SettingsError as e:
@@ -92,6 +78,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"vllm-load demo: the load test failed (exit code {code})", file=sys.stderr)
         return code or 1
     if not args.no_report:
+        # at call time: keeps pandas and matplotlib out of every command's start (cli.main)
         from ..report.render import build_report
 
         out_html = os.path.join(args.report_dir, f"demo-{os.path.basename(run_dir)}.html")

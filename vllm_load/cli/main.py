@@ -1,8 +1,9 @@
 """The `vllm-load` command: one subcommand per job, each in the module that owns it.
 
-Subcommand modules are imported lazily so that `vllm-load sim` (asyncio) never imports
-Locust (which monkey-patches the standard library with gevent) and `--help` stays fast.
-Each module exposes `configure_parser(parser)` and `main(args) -> int`.
+Each subcommand module exposes `configure_parser(parser)` and `main(args) -> int`. Building the
+parser imports every one of them, so each keeps its heavy imports (pandas, matplotlib, Locust,
+aiohttp) inside the functions that need them: `vllm-load sim` (asyncio) never imports Locust
+(which monkey-patches the standard library with gevent), and `--help` stays fast.
 """
 
 from __future__ import annotations

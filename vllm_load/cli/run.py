@@ -327,6 +327,20 @@ def add_managed_run_options(
             action.help = argparse.SUPPRESS  # every run gets its own directory under OUT
 
 
+def run_options(host: str, **options) -> argparse.Namespace:
+    """The options of `vllm-load run --host HOST`, with `options` (by their `dest`, as typed
+    values) in place of their defaults: a run for a command that starts one itself (demo,
+    validate-client), without building and parsing a command line."""
+    parser = argparse.ArgumentParser(add_help=False)
+    configure_parser(parser, "run")
+    args = parser.parse_args(["--host", host])
+    unknown = sorted(set(options) - set(vars(args)))
+    if unknown:
+        raise TypeError(f"vllm-load run has no option {', '.join(unknown)}")
+    vars(args).update(options, command="run")
+    return args
+
+
 # exit codes of a headless run that did not walk every level (0 when it did)
 INCOMPLETE_EXIT_CODES = {"workers_lost": 3, "interrupted": 130}
 # ... and of one that walked them all against a target that stopped answering (vllm_load.analysis.target_loss)

@@ -21,7 +21,7 @@ import string
 import sys
 from dataclasses import asdict, dataclass
 
-from ..settings import SettingsError
+from ..settings import Settings, SettingsError
 from ..target.process import ServerError, ServerProcess, wait_ready
 from .run import add_managed_run_options, run_headless
 
@@ -118,6 +118,7 @@ def format_table(results: list[ConfigResult]) -> str:
 
 def measure(result: ConfigResult) -> None:
     """Fill the headline figures of a completed configuration from its run directory."""
+    # at call time: keeps pandas and matplotlib out of every command's start (cli.main)
     from ..report.model import build_report_data
 
     data = build_report_data([result.run_dir])
@@ -216,8 +217,6 @@ def main(args: argparse.Namespace) -> int:
 
     try:
         matrix = parse_matrix(args.matrix)
-        from ..settings import Settings
-
         Settings.from_options(args)  # every run option is valid before any server starts
         fields = template_fields(args.server_cmd)
         missing = fields - set(matrix) - {"model"}
@@ -290,6 +289,7 @@ def main(args: argparse.Namespace) -> int:
     _save_state(directory, state)
     completed = [r.run_dir for r in results if r.outcome == "completed"]
     if completed:
+        # at call time: keeps pandas and matplotlib out of every command's start (cli.main)
         from ..report.render import build_report
 
         paths = build_report(completed, os.path.join(directory, "report.html"), progress=True)

@@ -23,10 +23,14 @@ import os
 import sys
 from dataclasses import asdict, dataclass, field
 
+from ..client.health import FILE as CLIENT_HEALTH_FILE
+from ..rundir.files import CLIENT_VALIDATION_JSON
 from ..settings import SettingsError, host_argument, parse_levels
+from ..sim.process import SimulatorProcess
+from . import run as run_cli
 
 DEFAULT_LEVELS = "100,250,500,750,1000,1500,2000"
-RESULT_FILE = "client_validation.json"
+RESULT_FILE = CLIENT_VALIDATION_JSON
 
 
 @dataclass
@@ -134,6 +138,7 @@ def judge(
 
 def chunk_rates(requests, metrics) -> dict[int, float]:
     """SSE chunks per second of the measured window, per level (successful measured requests)."""
+    # at call time: keeps pandas out of every command's start (cli.main imports this module)
     import numpy as np
     import pandas as pd
 
@@ -154,9 +159,9 @@ def chunk_rates(requests, metrics) -> dict[int, float]:
 def run_peaks(run_dir: str) -> tuple[float, float, list[str]]:
     """The run's peak req/s and peak chunk rate over its levels, and the levels its own health
     marked possibly client-bound or client-late (one line each)."""
+    # at call time: keeps pandas out of every command's start (cli.main imports this module)
     from ..analysis.client_side import health_problems, level_client_health, read_client_health
     from ..analysis.levels import level_metrics
-    from ..client.health import FILE as CLIENT_HEALTH_FILE
     from ..rundir.load import load_run
 
     data = load_run(run_dir)
@@ -254,37 +259,20 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
 
 
 def _echo_run(args: argparse.Namespace, host: str) -> str:
-    from . import run as run_cli
-    from .main import build_parser
-
-    warmup = args.warmup_requests
-    argv = [
-        "run",
-        "--host",
+    run_args = run_cli.run_options(
         host,
-        "--levels",
-        args.levels,
-        "--input-tokens",
-        str(args.input_tokens),
-        "--output-tokens",
-        str(args.output_tokens),
-        "--requests-per-level",
-        str(args.requests_per_level),
-        "--workers",
-        str(args.workers),
-        "--out",
-        args.out,
-        "--loglevel",
-        "WARNING",
-        "--approximate-prompts",
-        "--meta",
-        "purpose=client-validation",
-    ]
-    if warmup is not None:
-        argv += ["--warmup-requests", str(warmup)]
-    if args.no_stream:
-        argv.append("--no-stream")
-    run_args = build_parser().parse_args(argv)
+        levels=args.levels,
+        input_tokens=args.input_tokens,
+        output_tokens=args.output_tokens,
+        requests_per_level=args.requests_per_level,
+        warmup_requests=args.warmup_requests,
+        no_stream=args.no_stream,
+        workers=args.workers,
+        out=args.out,
+        loglevel="WARNING",
+        approximate_prompts=True,
+        meta=["purpose=client-validation"],
+    )
     cmd, run_dir, settings = run_cli.prepare(run_args)
     code = run_cli.run_locust(cmd, settings.api_key)
     if code != 0 or not run_dir or not os.path.exists(os.path.join(run_dir, "run.json")):
@@ -306,6 +294,7 @@ def main(args: argparse.Namespace) -> int:
         return 2
     if args.warmup_requests is None:
         args.warmup_requests = min(max(levels), 100)
+    # at call time: keeps pandas out of every command's start (cli.main imports this module)
     from ..analysis.levels import level_metrics
     from ..report.summary import clean
     from ..rundir.load import load_run
@@ -314,8 +303,6 @@ def main(args: argparse.Namespace) -> int:
         if args.host:
             run_dir = _echo_run(args, args.host)
         else:
-            from ..sim.process import SimulatorProcess
-
             with SimulatorProcess("--echo", "--workers", str(args.server_workers)) as sim:
                 print(f"Echo server ({args.server_workers} processes) at {sim.url}", flush=True)
                 run_dir = _echo_run(args, sim.url)

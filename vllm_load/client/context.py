@@ -20,6 +20,7 @@ from ..gc_policy import quiet_collector
 from ..rundir.records import START_INDEX, RequestRecord
 from ..settings import Settings
 from ..target.api import HttpError, model_ids, request_json
+from ..tokenization import load_tokenizer
 from .clock import hold_receive_timestamps
 from .prompts import (
     CalibrationError,
@@ -207,8 +208,6 @@ def prompt_plan(host: str, model: str, settings: Settings) -> PromptPlan:
     """Calibrate exact prompts: server /tokenize, else --tokenizer, else approximate if allowed."""
     args = (settings.endpoint, settings.input_tokens, settings.shared_prefix_tokens)
     if settings.tokenizer:
-        from ..tokenization import load_tokenizer
-
         return calibrate(LocalTokenCounter(load_tokenizer(settings.tokenizer)), *args)
     server = ServerTokenCounter(host, model, api_key=settings.api_key or None)
     if server.available():

@@ -7,7 +7,6 @@ returns is everything the templates, charts and summary files show.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
@@ -24,7 +23,7 @@ from ..analysis.server_side import level_server_figures, read_server_metrics
 from ..analysis.stats import Series, aggregate, group_runs
 from ..client.health import FILE as CLIENT_HEALTH_FILE
 from ..run.server_metrics import FILE as SERVER_METRICS_FILE
-from ..rundir.load import ANALYSIS_COLUMNS, load_run
+from ..rundir.load import ANALYSIS_COLUMNS, load_run, read_client_validation
 
 #: per-level figures that are averaged across runs (everything numeric but timestamps)
 AGG_METRICS: tuple[str, ...] = tuple(
@@ -173,7 +172,7 @@ def summarize_run(path: str) -> RunSummary:
         history=data.history,
         steps=meas.metrics[["level", "users", "level_start", "level_end", "stop_reason"]].copy(),
         errors=error_counts(data.requests),
-        client_validation=_client_validation(path),
+        client_validation=read_client_validation(path),
         server=server,
         server_levels=(
             level_server_figures(
@@ -196,17 +195,6 @@ def with_client_late(metrics: pd.DataFrame, client_levels: pd.DataFrame | None) 
     metrics["client_late"] = [int(lv) in late for lv in metrics["level"]]
     metrics["client_late_reason"] = [late.get(int(lv), "") for lv in metrics["level"]]
     return metrics
-
-
-def _client_validation(path: str) -> dict | None:
-    from ..cli.validate_client import RESULT_FILE
-
-    try:
-        with open(os.path.join(path, RESULT_FILE), encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _curve(runs: Sequence[RunSummary]) -> pd.DataFrame:

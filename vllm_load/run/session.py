@@ -40,6 +40,7 @@ from ..gc_policy import quiet_collector
 from ..settings import Settings, SettingsError, add_arguments, parse_host
 from ..target.api import max_model_len, model_ids, target_info
 from ..web.auth import add_arguments as add_web_arguments
+from ..web.view import install_web_ui
 from .live import LiveStats
 from .recorder import RunRecorder, new_run_dir, utc_iso
 from .server_metrics import FILE as SERVER_METRICS_FILE
@@ -394,6 +395,7 @@ def print_summary(run_dir: str) -> None:
     """The per-level table, the requests cut off at the stop, and where the run directory is."""
     abandoned = 0
     try:
+        # at call time: pandas stays out of the load processes, which import this module too
         from ..analysis.client_side import late_levels, level_client_health, read_client_health
         from ..analysis.levels import format_level_table, level_metrics
         from ..rundir.load import load_run
@@ -450,8 +452,6 @@ def install(events=locust_events) -> None:
     @events.init.add_listener
     def _(environment, runner, web_ui=None, **_kw):
         if web_ui is not None:
-            from ..web.view import install_web_ui
-
             install_web_ui(environment, web_ui)
         if isinstance(runner, WorkerRunner):
             _install_worker(environment, runner)

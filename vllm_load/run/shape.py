@@ -12,6 +12,7 @@ from locust import LoadTestShape
 
 from ..client.prompts import CalibrationError
 from ..settings import SettingsError
+from .session import RunSession, fail
 
 
 class SteppedShape(LoadTestShape):
@@ -24,11 +25,6 @@ class SteppedShape(LoadTestShape):
     use_common_options = False
 
     def tick(self):
-        from .session import (  # the session module imports the users; import at call time
-            RunSession,
-            fail,
-        )
-
         environment = self.runner.environment
         try:
             session = RunSession.ensure(environment)

@@ -15,12 +15,8 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
+from .files import CLIENT_VALIDATION_JSON, HISTORY_CSV, REQUESTS_CSV, RUN_JSON, STEPS_CSV
 from .records import COLUMNS, PANDAS_DTYPES
-
-RUN_JSON = "run.json"
-REQUESTS_CSV = "requests.csv"
-STEPS_CSV = "steps.csv"
-HISTORY_CSV = "locust_stats_history.csv"
 
 STEPS_COLUMNS = (
     "level",
@@ -149,6 +145,16 @@ def read_history(path: str) -> pd.DataFrame | None:
     if frame.empty:
         return None
     return frame.reset_index(drop=True)
+
+
+def read_client_validation(path: str) -> dict | None:
+    """validate-client's verdict on the run (client_validation.json); None if missing or bad."""
+    try:
+        with open(os.path.join(path, CLIENT_VALIDATION_JSON), encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def load_run(path: str, columns: Iterable[str] | None = None) -> RunData:

@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 
+from ..tokenization import load_tokenizer
 from .config import (
     DEFAULT_MODEL,
     EngineConfig,
@@ -411,6 +412,7 @@ def _worker_main(config: SimConfig) -> None:
     except (OSError, AttributeError):
         pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor handles Ctrl-C
+    # at call time: aiohttp stays out of every other command (see the module docstring)
     from .server import run
 
     run(config)
@@ -423,8 +425,6 @@ def main(args: argparse.Namespace) -> int:
         print(f"vllm-load sim: error: {e}", file=sys.stderr)
         return 2
     try:
-        from ..tokenization import load_tokenizer
-
         load_tokenizer(config.tokenizer)  # fail now, with a clear message, not in every worker
     except ValueError as e:
         print(f"vllm-load sim: error: {e}", file=sys.stderr)
@@ -432,6 +432,7 @@ def main(args: argparse.Namespace) -> int:
     print(_describe(config), flush=True)
     if config.workers > 1:
         return _run_workers(config)
+    # at call time: aiohttp stays out of every other command (see the module docstring)
     from .server import run
 
     run(config)

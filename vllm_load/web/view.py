@@ -13,6 +13,8 @@ import time
 
 from flask import Response, jsonify, request
 
+from .auth import install_login
+
 LEVEL_COLUMNS = [
     ("level", "Level"),
     ("users", "Users"),
@@ -49,8 +51,6 @@ def snapshot(environment) -> dict:
 def install_web_ui(environment, web_ui) -> None:
     app = web_ui.app
     if web_ui.web_login:  # Locust's --web-login: our login, and our routes behind it too
-        from .auth import install_login
-
         install_login(environment, web_ui)
 
     @app.route("/llm/stats")

@@ -1,0 +1,12 @@
+"""The names of the files in a run directory (docs/run-format.md), for their writers and readers.
+
+A module of names only, so that a command can name a run directory's file without importing
+pandas (`load` reads the files into frames).
+"""
+
+RUN_JSON = "run.json"
+REQUESTS_CSV = "requests.csv"
+STEPS_CSV = "steps.csv"
+HISTORY_CSV = "locust_stats_history.csv"
+#: written by `vllm-load validate-client --run RUN_DIR`, shown by the report
+CLIENT_VALIDATION_JSON = "client_validation.json"
