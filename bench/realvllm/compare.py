@@ -17,7 +17,7 @@ import pandas as pd
 from vllm_load.analysis import server_side
 from vllm_load.analysis.client_side import late_levels, level_client_health, read_client_health
 from vllm_load.analysis.levels import measure_levels
-from vllm_load.client.health import FILE as CLIENT_HEALTH_FILE
+from vllm_load.rundir.files import CLIENT_HEALTH_CSV
 from vllm_load.rundir.load import load_run
 
 
@@ -39,7 +39,7 @@ def level_comparison(run_dir: str) -> tuple[pd.DataFrame, dict]:
     figures["client_decoding_at_scrapes"] = decoding
     keep = ["level", "measured", "ok", "prompt_exact_share", "completion_exact_share"]
     table = figures.merge(metrics[keep], on="level", how="left")
-    health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_FILE))
+    health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_CSV))
     late = late_levels(level_client_health(health, metrics, data.requests))
     table["client_late"] = [int(lv) in late for lv in table["level"]]
     table["client_late_reason"] = [late.get(int(lv), "") for lv in table["level"]]

@@ -23,8 +23,7 @@ import os
 import sys
 from dataclasses import asdict, dataclass, field
 
-from ..client.health import FILE as CLIENT_HEALTH_FILE
-from ..rundir.files import CLIENT_VALIDATION_JSON
+from ..rundir.files import CLIENT_HEALTH_CSV, CLIENT_VALIDATION_JSON
 from ..settings import SettingsError, host_argument, parse_levels
 from ..sim.process import SimulatorProcess
 from . import run as run_cli
@@ -167,7 +166,7 @@ def run_peaks(run_dir: str) -> tuple[float, float, list[str]]:
     data = load_run(run_dir)
     metrics = level_metrics(data.requests, data.steps)
     rates = chunk_rates(data.requests, metrics)
-    health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_FILE))
+    health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_CSV))
     problems = health_problems(level_client_health(health, metrics, data.requests))
     return float(metrics["req_per_s"].max()), max(rates.values(), default=math.nan), problems
 

@@ -24,7 +24,6 @@ import os
 import time
 from dataclasses import astuple, dataclass, fields
 
-FILE = "client_health.csv"
 TICK = 0.05
 CPU_LIMIT = 80.0  # percent of one core
 LAG_LIMIT_MS = 10.0

@@ -21,8 +21,7 @@ from ..analysis.levels import METRIC_COLUMNS, error_counts, measure_levels
 from ..analysis.saturation import Saturation, SaturationRule, analyse, findings
 from ..analysis.server_side import level_server_figures, read_server_metrics
 from ..analysis.stats import Series, aggregate, group_runs
-from ..client.health import FILE as CLIENT_HEALTH_FILE
-from ..run.server_metrics import FILE as SERVER_METRICS_FILE
+from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV
 from ..rundir.load import ANALYSIS_COLUMNS, load_run, read_client_validation
 
 #: per-level figures that are averaged across runs (everything numeric but timestamps)
@@ -153,8 +152,8 @@ def summarize_run(path: str) -> RunSummary:
     """Load and measure one run directory."""
     data = load_run(path, ANALYSIS_COLUMNS)
     meas = measure_levels(data.requests, data.steps)
-    server = read_server_metrics(os.path.join(path, SERVER_METRICS_FILE))
-    health = read_client_health(os.path.join(path, CLIENT_HEALTH_FILE))
+    server = read_server_metrics(os.path.join(path, SERVER_METRICS_CSV))
+    health = read_client_health(os.path.join(path, CLIENT_HEALTH_CSV))
     client_levels = None
     if health is not None or data.requests["chunks_merged"].notna().any():
         client_levels = level_client_health(health, meas.metrics, data.requests)

@@ -19,8 +19,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ..target.api import auth_headers
 
-FILE = "server_metrics.csv"
-
 #: column -> sample names, newest vLLM name first (older releases called KV usage gpu_cache_usage_perc).
 #: Sample names, not family names: prometheus-client's parser strips `_total` from a counter's
 #: family name (`vllm:prefix_cache_hits`) but its samples keep it (`vllm:prefix_cache_hits_total`),

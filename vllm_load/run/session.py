@@ -33,17 +33,16 @@ from locust.runners import STATE_MISSING, LocalRunner, MasterRunner, WorkerRunne
 
 from .. import __version__
 from ..client.context import LoadContext, prompt_plan
-from ..client.health import FILE as CLIENT_HEALTH_FILE
 from ..client.health import HealthProbe, HealthSample, HealthWriter
 from ..client.prompts import CalibrationError
 from ..gc_policy import quiet_collector
+from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV
 from ..settings import Settings, SettingsError, add_arguments, parse_host
 from ..target.api import max_model_len, model_ids, target_info
 from ..web.auth import add_arguments as add_web_arguments
 from ..web.view import install_web_ui
 from .live import LiveStats
 from .recorder import RunRecorder, new_run_dir, utc_iso
-from .server_metrics import FILE as SERVER_METRICS_FILE
 from .server_metrics import MetricsScraper
 from .steps import LevelChange, LevelPlan, StepController
 
@@ -125,7 +124,7 @@ class RunSession:
         if self.settings.metrics_interval > 0:
             self.scraper = MetricsScraper(
                 host,
-                os.path.join(run_dir, SERVER_METRICS_FILE),
+                os.path.join(run_dir, SERVER_METRICS_CSV),
                 self.settings.metrics_interval,
                 self.model,
                 self.settings.api_key or None,
@@ -145,7 +144,7 @@ class RunSession:
             str, tuple[bool, int]
         ] = {}  # worker -> (draining, in flight), as reported
         self.live = LiveStats()
-        self.health = HealthWriter(os.path.join(run_dir, CLIENT_HEALTH_FILE))
+        self.health = HealthWriter(os.path.join(run_dir, CLIENT_HEALTH_CSV))
         environment.vllm_load_live = self.live  # the web UI keeps showing the last test
         self.completed = False
         self.closed = False
@@ -403,7 +402,7 @@ def print_summary(run_dir: str) -> None:
         run = load_run(run_dir)
         abandoned = run.run.get("requests_abandoned", {}).get("total", 0)
         metrics = level_metrics(run.requests, run.steps)
-        health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_FILE))
+        health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_CSV))
         table = format_level_table(
             metrics, late_levels(level_client_health(health, metrics, run.requests))
         )

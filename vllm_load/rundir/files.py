@@ -10,3 +10,7 @@ STEPS_CSV = "steps.csv"
 HISTORY_CSV = "locust_stats_history.csv"
 #: written by `vllm-load validate-client --run RUN_DIR`, shown by the report
 CLIENT_VALIDATION_JSON = "client_validation.json"
+#: the target's /metrics, scraped during the run
+SERVER_METRICS_CSV = "server_metrics.csv"
+#: every load process's own health samples (CPU, loop lag, run-queue wait)
+CLIENT_HEALTH_CSV = "client_health.csv"
