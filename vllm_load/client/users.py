@@ -23,10 +23,10 @@ from gevent.ssl import SSLSocket
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPParseError
 from locust import FastHttpUser, constant, task
-from locust.user.task import LOCUST_STATE_STOPPING
 
 from ..compat.gevent import raw_socket
 from ..compat.geventhttpclient import body_buffer, discard_connection, response_socket
+from ..compat.locust import user_stopping
 from ..rundir.records import RequestRecord
 from ..settings import Settings
 from .clock import WallClock, enable_receive_timestamps
@@ -133,7 +133,7 @@ class LLMUser(FastHttpUser):
         (which may not have touched the network) the loop returns to Locust's, which yields
         once, so a dead target cannot spin the process.
         """
-        while self.send_request() and self._state != LOCUST_STATE_STOPPING:
+        while self.send_request() and not user_stopping(self):
             pass
         if self.context.draining:
             self.context.park()
