@@ -57,6 +57,7 @@ def test_stamped_reader_dates_chunks_of_one_read_alike():
 
     from vllm_load.client.clock import WallClock, enable_receive_timestamps
     from vllm_load.client.reader import StreamReader
+    from vllm_load.compat.gevent import raw_socket
 
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -77,7 +78,7 @@ def test_stamped_reader_dates_chunks_of_one_read_alike():
 
     sender = gevent.spawn(send)
     try:
-        assert enable_receive_timestamps(client._sock)
+        assert enable_receive_timestamps(raw_socket(client))
         meter, response, floor = SseMeter(), FakeResponse(), time.perf_counter()
         StreamReader(client, response, meter, WallClock(), [floor], None, floor).read()
         sender.join()

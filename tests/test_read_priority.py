@@ -11,17 +11,19 @@ import json, sys
 import gevent, gevent.socket
 from gevent import get_hub
 from vllm_load.client.reader import FIRST_CHUNK_PRIORITY, set_read_priority
+from vllm_load.compat.gevent import read_watcher
 
 STREAMS, URGENT = 200, 150
 order = []
 
 def reader(i, sock):
-    get_hub().wait(sock._read_event)
+    get_hub().wait(read_watcher(sock))
     order.append(i)
 
 def turn(urgent):
     pairs = [gevent.socket.socketpair() for _ in range(STREAMS)]
-    raised = urgent and set_read_priority(pairs[URGENT][1], FIRST_CHUNK_PRIORITY)
+    watcher = read_watcher(pairs[URGENT][1])
+    raised = urgent and set_read_priority(watcher, FIRST_CHUNK_PRIORITY)
     readers = [gevent.spawn(reader, i, b) for i, (_, b) in enumerate(pairs)]
     gevent.sleep(0.01)  # every reader parked on its watcher
     del order[:]
@@ -29,11 +31,10 @@ def turn(urgent):
         a.send(b"x")
     gevent.joinall(readers, timeout=5)
     first = order.index(URGENT)
-    watcher = pairs[URGENT][1]._read_event
     watcher.start(lambda: None)
-    while_active = set_read_priority(pairs[URGENT][1], 0)
+    while_active = set_read_priority(watcher, 0)
     watcher.stop()
-    lowered = set_read_priority(pairs[URGENT][1], 0) and watcher.priority == 0
+    lowered = set_read_priority(watcher, 0) and watcher.priority == 0
     for a, b in pairs:
         a.close(); b.close()
     return {"raised": raised, "position": first, "woken": len(order), "while_active": while_active, "lowered": lowered}

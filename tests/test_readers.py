@@ -16,6 +16,8 @@ from geventhttpclient import HTTPClient
 from vllm_load.client.clock import WallClock, enable_receive_timestamps
 from vllm_load.client.reader import StreamReader, read_unstamped
 from vllm_load.client.sse import SseMeter
+from vllm_load.compat.gevent import raw_socket
+from vllm_load.compat.geventhttpclient import body_buffer, response_socket
 
 body = json.dumps({"model": "sim-llama-8b", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 20,
                    "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}).encode()
@@ -25,13 +27,13 @@ for name in ("stamped", "unstamped"):
     response = client.request("POST", "/v1/chat/completions", body=body, headers={"Content-Type": "application/json"})
     meter, floor = SseMeter(chat=True), time.perf_counter()
     mark = [floor]
-    if response._body_buffer:
-        meter.consume(response._body_buffer, floor)
+    if body_buffer(response):
+        meter.consume(body_buffer(response), floor)
     first_token = gevent.Timeout(5)
     first_token.start()
-    sock = response._sock
+    sock = response_socket(response)
     if name == "stamped":
-        assert enable_receive_timestamps(sock._sock)
+        assert enable_receive_timestamps(raw_socket(sock))
         StreamReader(sock, response, meter, WallClock(), mark, first_token, floor).read()
     else:
         read_unstamped(sock, response, meter, mark, first_token, floor)

@@ -69,6 +69,7 @@ def test_help_documents_every_option_and_the_docs_do_too():
     import sys
 
     from vllm_load.cli.main import build_parser
+    from vllm_load.compat.argparse import parser_actions
 
     help_text = subprocess.run(
         [sys.executable, "-m", "vllm_load", "sim", "--help"],
@@ -76,10 +77,11 @@ def test_help_documents_every_option_and_the_docs_do_too():
         text=True,
         timeout=60,
     ).stdout
-    sim_parser = build_parser()._subparsers._group_actions[0].choices["sim"]
+    commands = next(a for a in parser_actions(build_parser()) if a.dest == "command")
+    sim_parser = commands.choices["sim"]
     options = [
         opt
-        for action in sim_parser._actions
+        for action in parser_actions(sim_parser)
         for opt in action.option_strings
         if opt.startswith("--")
     ]
@@ -87,7 +89,7 @@ def test_help_documents_every_option_and_the_docs_do_too():
     docs = open(
         os.path.join(os.path.dirname(__file__), "..", "docs", "simulator.md"), encoding="utf-8"
     ).read()
-    for action in sim_parser._actions:
+    for action in parser_actions(sim_parser):
         if action.dest != "help":
             assert action.help and action.help.strip(), action.dest
     for option in options:

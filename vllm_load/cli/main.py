@@ -13,6 +13,7 @@ import importlib
 import sys
 
 from .. import __version__
+from ..compat.argparse import DefaultsHelpFormatter
 
 #: subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -43,14 +44,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+class HelpFormatter(DefaultsHelpFormatter):
     """Shows each option's default, unless its help already states it."""
 
-    def _get_help_string(self, action: argparse.Action) -> str:
+    def help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         if "(default" in text or action.default in (None, "", False, [], argparse.SUPPRESS):
             return text
-        return super()._get_help_string(action)
+        return super().help_string(action)
 
 
 class OneLineErrorParser(argparse.ArgumentParser):

@@ -17,6 +17,7 @@ import subprocess
 import sys
 
 from ..analysis.target_loss import target_lost
+from ..compat.argparse import APPEND_ACTION, STORE_TRUE_ACTION, parser_actions
 from ..run.recorder import new_run_dir
 from ..settings import Settings, SettingsError, add_arguments, host_argument, port_argument
 from ..sim.process import free_port
@@ -102,16 +103,16 @@ def _option_argv(args: argparse.Namespace) -> list[str]:
     reference = argparse.ArgumentParser(add_help=False)
     add_arguments(reference)
     argv: list[str] = []
-    for action in reference._actions:
+    for action in parser_actions(reference):
         if not action.option_strings or action.dest == "api_key":
             continue
         value = getattr(args, action.dest, action.default)
         if value == action.default or value is None:
             continue
         flag = action.option_strings[0]
-        if isinstance(action, argparse._StoreTrueAction):
+        if isinstance(action, STORE_TRUE_ACTION):
             argv.append(flag)
-        elif isinstance(action, argparse._AppendAction):
+        elif isinstance(action, APPEND_ACTION):
             for item in value:
                 argv += [flag, str(item)]
         else:
@@ -320,7 +321,7 @@ def add_managed_run_options(
     )
     parser.add_argument("--loglevel", default="WARNING", help="Locust log level")
     add_arguments(parser)
-    for action in parser._actions:
+    for action in parser_actions(parser):
         if action.dest == "out":
             action.default, action.help = out_default, out_help
         elif action.dest == "run_dir":

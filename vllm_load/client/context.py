@@ -16,6 +16,7 @@ import gevent.lock
 import gevent.socket
 from geventhttpclient import HTTPClient
 
+from ..compat.geventhttpclient import resolve_with
 from ..gc_policy import quiet_collector
 from ..rundir.records import START_INDEX, RequestRecord
 from ..settings import Settings
@@ -91,9 +92,7 @@ class AddressCache:
 
     def install(self, client: HTTPClient) -> None:
         """Make `client`'s connection pool take its addresses from this cache."""
-        pool = client._connection_pool
-        host, port = pool._connection_host, pool._connection_port
-        pool._resolve = lambda: self.lookup(host, port)
+        resolve_with(client, self.lookup)
 
 
 class LoadContext:

@@ -22,6 +22,8 @@ import time
 from gevent import get_hub
 from gevent.hub import Waiter
 
+from ..compat.gevent import raw_socket, read_watcher
+from ..compat.geventhttpclient import body_buffer
 from .clock import ANCILLARY_SIZE, WallClock, received_at
 from .sse import SseMeter, StreamError
 
@@ -30,8 +32,9 @@ RECV_SIZE = 65536
 FIRST_CHUNK_PRIORITY = 2
 
 
-def set_read_priority(sock, priority: int) -> bool:
-    """Set the priority of `sock`'s (stopped) read watcher; False where it cannot be set.
+def set_read_priority(watcher, priority: int) -> bool:
+    """Set the priority of a (stopped) socket read watcher (`compat.gevent.read_watcher`); False
+    where it cannot be set.
 
     A stream's first chunk is the one a late read cannot date: read after the next token has
     arrived, it is merged with it in the kernel's receive queue and takes its later receive
@@ -40,7 +43,6 @@ def set_read_priority(sock, priority: int) -> bool:
     in the next; at the top priority only the first wait is left. A flowing stream read late
     shifts two of its ~500 gaps; a first chunk read late is its TTFT.
     """
-    watcher = sock._read_event
     if watcher.active:
         return False
     try:
@@ -50,26 +52,29 @@ def set_read_priority(sock, priority: int) -> bool:
     return True
 
 
-def take_read(response, meter: SseMeter, data: bytes, now: float) -> None:
+def take_read(response, buf: bytearray, meter: SseMeter, data: bytes, now: float) -> None:
     """Feed one read of a streamed body, dated `now`, to the HTTP parser and the meter; an empty
-    read (the server closed the connection) before the message ended is a disconnect."""
+    read (the server closed the connection) before the message ended is a disconnect. `buf` is
+    the response's body buffer (`compat.geventhttpclient.body_buffer`), where the parser puts
+    the body."""
     if not data:
         raise StreamError("disconnect", "server closed the connection mid-stream")
     response.feed(data)  # (a completed message gives its socket back to the pool here)
-    meter.consume(response._body_buffer, now)
+    meter.consume(buf, now)
 
 
 def read_unstamped(sock, response, meter: SseMeter, mark: list, first_token, floor: float) -> None:
     """Read the rest of a body in the calling greenlet, each read dated when it returns: for a
     TLS socket, whose bytes on the wire are not the chunks (and wherever the kernel gives no
     receive timestamps). `mark`, `first_token` and `floor` as for `StreamReader`."""
+    buf = body_buffer(response)
     while not response.message_complete:
         if first_token is not None and meter.chunk_times:
             first_token.cancel()
             first_token = None
         data = sock.recv(RECV_SIZE)
         now = mark[0] = max(time.perf_counter(), floor)
-        take_read(response, meter, data, now)
+        take_read(response, buf, meter, data, now)
 
 
 class StreamReader:
@@ -81,10 +86,10 @@ class StreamReader:
     """
 
     __slots__ = (
-        "_sock",
         "_raw",
         "_watcher",
         "_response",
+        "_buf",
         "_meter",
         "_clock",
         "_mark",
@@ -104,10 +109,10 @@ class StreamReader:
         first_token,
         floor: float,
     ) -> None:
-        self._sock = sock
-        self._raw = sock._sock
-        self._watcher = sock._read_event
+        self._raw = raw_socket(sock)
+        self._watcher = read_watcher(sock)
         self._response = response
+        self._buf = body_buffer(response)
         self._meter = meter
         self._clock = clock
         self._mark = mark
@@ -123,7 +128,7 @@ class StreamReader:
         watcher = self._watcher
         self._waiter = Waiter(get_hub())
         self._urgent = not self._meter.chunk_times and set_read_priority(
-            self._sock, FIRST_CHUNK_PRIORITY
+            watcher, FIRST_CHUNK_PRIORITY
         )
         watcher.start(self._readable)
         try:
@@ -131,7 +136,7 @@ class StreamReader:
         finally:
             watcher.stop()
             if self._urgent:
-                set_read_priority(self._sock, 0)
+                set_read_priority(watcher, 0)
 
     def throw(self, *exc_info) -> None:
         """Fail the read (gevent calls this when another greenlet closes the socket under it)."""
@@ -164,7 +169,7 @@ class StreamReader:
         self._floor = self._mark[0] = now
         meter = self._meter
         try:
-            take_read(self._response, meter, data, now)
+            take_read(self._response, self._buf, meter, data, now)
         except Exception as e:  # noqa: BLE001 - a closed or garbled stream fails its request, not the hub
             self.throw(e)
             return False
@@ -182,5 +187,5 @@ class StreamReader:
             self._first_token = None
         if self._urgent:  # back among the flowing streams (a started watcher's priority is fixed)
             self._watcher.stop()
-            self._urgent = not set_read_priority(self._sock, 0)
+            self._urgent = not set_read_priority(self._watcher, 0)
             self._watcher.start(self._readable)

@@ -23,8 +23,10 @@ from gevent.ssl import SSLSocket
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPParseError
 from locust import FastHttpUser, constant, task
-from locust.user.task import LOCUST_STATE_STOPPING
 
+from ..compat.gevent import raw_socket
+from ..compat.geventhttpclient import body_buffer, discard_connection, response_socket
+from ..compat.locust import user_stopping
 from ..rundir.records import RequestRecord
 from ..settings import Settings
 from .clock import WallClock, enable_receive_timestamps
@@ -75,17 +77,6 @@ def _error_text(raw: bytes) -> str:
     except (orjson.JSONDecodeError, AttributeError):
         text = raw.decode("utf-8", "replace")
     return str(text)[:ERROR_BODY_LIMIT]
-
-
-def _discard(response) -> None:
-    """Close a response's connection instead of returning it to the pool mid-message."""
-    sock, pool = getattr(response, "_sock", None), getattr(response, "_pool", None)
-    response._sock = response._pool = None
-    if sock is not None:
-        if pool is not None:
-            pool.release_socket(sock)
-        else:
-            sock.close()
 
 
 class LLMUser(FastHttpUser):
@@ -142,7 +133,7 @@ class LLMUser(FastHttpUser):
         (which may not have touched the network) the loop returns to Locust's, which yields
         once, so a dead target cannot spin the process.
         """
-        while self.send_request() and self._state != LOCUST_STATE_STOPPING:
+        while self.send_request() and not user_stopping(self):
             pass
         if self.context.draining:
             self.context.park()
@@ -271,7 +262,7 @@ class LLMUser(FastHttpUser):
             if first_token is not None:
                 first_token.cancel()
             if response is not None and (error or not response.message_complete):
-                _discard(response)
+                discard_connection(response)
         end = t_end if t_end is not None and not error else time.perf_counter()
         due = time.perf_counter()
         try:
@@ -315,18 +306,18 @@ class LLMUser(FastHttpUser):
         backwards).
         `first_token` (the --ttft-timeout) is cancelled as soon as a content chunk has arrived.
         """
-        buf = response._body_buffer  # the parser appends decoded body bytes here, in place
+        buf = body_buffer(response)  # the parser appends decoded body bytes here, in place
         floor = time.perf_counter()
         if buf:
             meter.consume(buf, floor)
         if not response.message_complete:  # (a complete response has given its socket back already)
-            sock = response._sock
+            sock = response_socket(response)
             mark = STALLS.watch(self.context.settings.stall_timeout)
             try:
                 if first_token is not None and meter.chunk_times:
                     first_token.cancel()
                     first_token = None
-                if not isinstance(sock, SSLSocket) and enable_receive_timestamps(sock._sock):
+                if not isinstance(sock, SSLSocket) and enable_receive_timestamps(raw_socket(sock)):
                     StreamReader(sock, response, meter, WALL_CLOCK, mark, first_token, floor).read()
                 else:
                     read_unstamped(sock, response, meter, mark, first_token, floor)

@@ -27,7 +27,6 @@ import gevent
 import locust
 from gevent.event import Event
 from locust import events as locust_events
-from locust import runners as locust_runners
 from locust import stats as locust_stats
 from locust.runners import STATE_MISSING, LocalRunner, MasterRunner, WorkerRunner
 
@@ -35,6 +34,7 @@ from .. import __version__
 from ..client.context import LoadContext, prompt_plan
 from ..client.health import HealthProbe, HealthSample, HealthWriter
 from ..client.prompts import CalibrationError
+from ..compat.locust import rewrite_csv_files, send_worker_report, set_worker_report_interval
 from ..gc_policy import quiet_collector
 from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV
 from ..settings import Settings, SettingsError, add_arguments, parse_host
@@ -324,7 +324,7 @@ class RunSession:
             if probe is not None:  # the last interval, so even a short run has a sample
                 self.add_health(asdict(probe.sample("local")), "local")
         self._csv_greenlet.kill(block=True)  # dead before its files are written and closed here
-        _final_csv_write(self.csv_writer)
+        rewrite_csv_files(self.csv_writer)  # after the final worker reports
         self.csv_writer.close_files()
         self.recorder.run_info["locust_totals"] = {
             "requests": self.environment.stats.total.num_requests,
@@ -354,23 +354,6 @@ class RunSession:
         self.recorder.run_info["server_metrics"] = asdict(self.scraper.status)
         if self.scraper.status.note and not self.scraper.status.samples:
             logger.warning("%s", self.scraper.status.note)
-
-
-def _final_csv_write(writer) -> None:
-    """One last pass of Locust's CSV writer, after the final worker reports have arrived."""
-    writer.requests_csv_filehandle.seek(0)
-    writer.requests_csv_filehandle.truncate()
-    writer.requests_csv_writer.writerow(writer.requests_csv_columns)
-    writer._requests_data_rows(writer.requests_csv_writer)
-    writer.failures_csv_filehandle.seek(0)
-    writer.failures_csv_filehandle.truncate()
-    writer.failures_csv_writer.writerow(writer.failures_columns)
-    writer._failures_data_rows(writer.failures_csv_writer)
-    writer.exceptions_csv_filehandle.seek(0)
-    writer.exceptions_csv_filehandle.truncate()
-    writer.exceptions_csv_writer.writerow(writer.exceptions_columns)
-    writer._exceptions_data_rows(writer.exceptions_csv_writer)
-    writer._stats_history_data_rows(writer.stats_history_csv_writer, time.time())
 
 
 def _redacted_argv() -> list[str]:
@@ -437,7 +420,7 @@ def install(events=locust_events) -> None:
         return
     _installed = True
     # records ride on worker reports: report every second so levels end promptly
-    locust_runners.WORKER_REPORT_INTERVAL = 1.0
+    set_worker_report_interval(1.0)
     # each level starts its users at once on purpose; Locust's warning about it is noise here
     logging.getLogger("locust.runners").addFilter(
         lambda record: "spawn rate is very high" not in record.getMessage()
@@ -533,7 +516,7 @@ def _install_worker(environment, runner) -> None:
     @environment.events.test_stop.add_listener
     def _(**_kw):
         # ship the last records (and Locust's stats with them) before the worker says it stopped
-        runner._send_stats()
+        send_worker_report(runner)
 
 
 def _install_master(environment) -> None:

@@ -1,0 +1,33 @@
+"""argparse's private API (checked with Python 3.11.7; argparse has no public way to list a
+parser's options or to tell an action's kind)."""
+
+from __future__ import annotations
+
+import argparse
+
+# the class of what `add_argument(..., action="store_true")` returns: a flag without a value
+STORE_TRUE_ACTION: type[argparse.Action] = argparse._StoreTrueAction
+# the class of what `add_argument(..., action="append")` returns: a flag given once per value
+APPEND_ACTION: type[argparse.Action] = argparse._AppendAction
+
+
+def parser_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """The parser's actions (`parser._actions`), one per `add_argument` (--help first), in the
+    order added: the live objects, so setting `.default` or `.help` on one changes the parser."""
+    return parser._actions
+
+
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """`argparse.ArgumentDefaultsHelpFormatter` with its per-option hook under a public name.
+
+    argparse asks `_get_help_string(action)` for each option's help text (before %-expansion);
+    ArgumentDefaultsHelpFormatter's appends " (default: %(default)s)". Subclasses override
+    `help_string` instead, and call it on super() for the default-appending text.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        return self.help_string(action)
+
+    def help_string(self, action: argparse.Action) -> str:
+        """The help text of one option, `%(default)s` and the like not yet expanded."""
+        return super()._get_help_string(action)

@@ -1,0 +1,24 @@
+"""gevent's private API: the parts of a gevent socket the stream reader works on directly
+(checked with gevent 25.5.1 and 26.9.0, libev loop). Take each once per connection or request:
+the reader uses them on every read.
+
+The reader also relies on a protocol no name here stands for: when a socket is closed while its
+read watcher is started, the hub calls `throw(error)` on the object the watcher's callback is
+bound to (`Hub._cancel_wait`), which is how `reader.StreamReader.throw` learns of it.
+"""
+
+from __future__ import annotations
+
+
+def raw_socket(sock):
+    """The stdlib socket under a gevent socket (`sock._sock`): non-blocking, so its `recvmsg`
+    returns what the kernel holds now (with ancillary data: the receive timestamps) or raises
+    BlockingIOError, and socket options set on it apply to the gevent socket."""
+    return sock._sock
+
+
+def read_watcher(sock):
+    """The gevent socket's read watcher (`sock._read_event`): the one io watcher the hub polls
+    for this socket's readability, which `start(callback)`/`stop()` drive and whose `priority`
+    (libev: -2..2, settable only while stopped) orders it among the ready watchers of a turn."""
+    return sock._read_event

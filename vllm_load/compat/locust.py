@@ -1,0 +1,55 @@
+"""Locust's private API: a user's stopping state, a worker's report on demand, the CSV writer's
+row writers, and the worker report interval (checked with locust 2.40.0 and 2.47.0)."""
+
+from __future__ import annotations
+
+import time
+
+from locust import runners
+from locust.user.task import LOCUST_STATE_STOPPING
+
+
+def user_stopping(user) -> bool:
+    """Whether the runner has asked this user to stop gracefully (`user._state` is
+    LOCUST_STATE_STOPPING): `User.stop(force=False)` sets it on a running user instead of
+    killing it, and expects the user to return from its task."""
+    return user._state == LOCUST_STATE_STOPPING
+
+
+def send_worker_report(runner) -> None:
+    """Send the master a worker report now (`WorkerRunner._send_stats()`, what the worker's
+    report loop does every WORKER_REPORT_INTERVAL): fires `report_to_master` to fill the report,
+    then sends it, with Locust's stats, as a "stats" message."""
+    runner._send_stats()
+
+
+def set_worker_report_interval(seconds: float) -> None:
+    """How often a worker reports to the master: `locust.runners.WORKER_REPORT_INTERVAL`, a
+    module global the worker's report loop reads on every pass (so setting it before the loop
+    starts, or while it sleeps, takes effect)."""
+    runners.WORKER_REPORT_INTERVAL = seconds
+
+
+def rewrite_csv_files(writer) -> None:
+    """Write a `StatsCSVFileWriter`'s stats, failures and exceptions CSVs afresh from the current
+    stats, and append a row to its stats history, as its write loop does every interval.
+
+    Relies on the writer's open file handles and csv writers (`*_csv_filehandle`,
+    `*_csv_writer`), its header rows (`requests_csv_columns`, `failures_columns`,
+    `exceptions_columns`), and its row writers `_requests_data_rows(csv_writer)`,
+    `_failures_data_rows(csv_writer)`, `_exceptions_data_rows(csv_writer)` and
+    `_stats_history_data_rows(csv_writer, now)`.
+    """
+    writer.requests_csv_filehandle.seek(0)
+    writer.requests_csv_filehandle.truncate()
+    writer.requests_csv_writer.writerow(writer.requests_csv_columns)
+    writer._requests_data_rows(writer.requests_csv_writer)
+    writer.failures_csv_filehandle.seek(0)
+    writer.failures_csv_filehandle.truncate()
+    writer.failures_csv_writer.writerow(writer.failures_columns)
+    writer._failures_data_rows(writer.failures_csv_writer)
+    writer.exceptions_csv_filehandle.seek(0)
+    writer.exceptions_csv_filehandle.truncate()
+    writer.exceptions_csv_writer.writerow(writer.exceptions_columns)
+    writer._exceptions_data_rows(writer.exceptions_csv_writer)
+    writer._stats_history_data_rows(writer.stats_history_csv_writer, time.time())
