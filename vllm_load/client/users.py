@@ -96,16 +96,16 @@ class LLMUser(FastHttpUser):
 
     def __init__(self, environment) -> None:
         super().__init__(environment)
-        self.context = LoadContext.of(environment)
+        self.load_context = LoadContext.of(environment)
         self._http: HTTPClient | None = None
         self._settled = True
         self._due: float | None = None  # when the next request became due, if it queued since
 
     def on_start(self) -> None:
         self._settled = False
-        self.context.user_starting()
-        settings = self.context.settings
-        self.context.ensure_ready(self.host)
+        self.load_context.user_starting()
+        settings = self.load_context.settings
+        self.load_context.ensure_ready(self.host)
         self._endpoint = self.endpoint or settings.endpoint
         self._stream = settings.stream
         self._path = urlparse(self.host).path.rstrip("/") + PATHS[self._endpoint]
@@ -123,7 +123,7 @@ class LLMUser(FastHttpUser):
             network_timeout=settings.stall_timeout,
             block_size=RECV_SIZE,
         )
-        self.context.addresses.install(self._http)
+        self.load_context.addresses.install(self._http)
 
     def on_stop(self) -> None:
         self._settle()
@@ -144,8 +144,8 @@ class LLMUser(FastHttpUser):
         """
         while self.send_request() and self._state != LOCUST_STATE_STOPPING:
             pass
-        if self.context.draining:
-            self.context.park()
+        if self.load_context.draining:
+            self.load_context.park()
 
     def send_request(self) -> bool:
         """One request, measured, recorded and reported to Locust; True if it succeeded.
@@ -153,7 +153,7 @@ class LLMUser(FastHttpUser):
         Its clock starts now, or, if this user queued for the pacer after its previous request,
         when that one ended (`_due`): the wait is in its latency.
         """
-        context = self.context
+        context = self.load_context
         if context.draining:
             return False
         settings = context.settings
@@ -170,7 +170,7 @@ class LLMUser(FastHttpUser):
 
     def report(self, record: RequestRecord) -> None:
         """Hand a finished request to the record buffer and to Locust's `request` event."""
-        self.context.buffer.append(record)
+        self.load_context.buffer.append(record)
         self.environment.events.request.fire(
             request_type="POST",
             name=self._name,
@@ -236,7 +236,7 @@ class LLMUser(FastHttpUser):
                 )
         except GreenletExit:
             # the test is stopping this user mid-request: nothing to record, but the run counts it
-            self.context.abandoned.append(start_ts)
+            self.load_context.abandoned.append(start_ts)
             raise
         except StreamError as e:
             error, message = e.category, e.message
@@ -277,7 +277,7 @@ class LLMUser(FastHttpUser):
         try:
             queued = PACER.wait()
         except GreenletExit:  # stopped while queued: the next request was due, and is cut off
-            self.context.abandoned.append(WALL_CLOCK.wall(due))
+            self.load_context.abandoned.append(WALL_CLOCK.wall(due))
             raise
         finally:  # (a request that ended is recorded even if the user is stopped meanwhile)
             record = self._record(
@@ -300,7 +300,7 @@ class LLMUser(FastHttpUser):
     def _settle(self) -> None:
         if not self._settled:
             self._settled = True
-            self.context.user_settled()
+            self.load_context.user_settled()
 
     def _read_stream(self, response, meter: SseMeter, first_token: gevent.Timeout | None) -> float:
         """Read SSE events until the body ends; return the perf_counter time of the read that
@@ -321,7 +321,7 @@ class LLMUser(FastHttpUser):
             meter.consume(buf, floor)
         if not response.message_complete:  # (a complete response has given its socket back already)
             sock = response._sock
-            mark = STALLS.watch(self.context.settings.stall_timeout)
+            mark = STALLS.watch(self.load_context.settings.stall_timeout)
             try:
                 if first_token is not None and meter.chunk_times:
                     first_token.cancel()
@@ -352,7 +352,7 @@ class LLMUser(FastHttpUser):
         non_stream_text,
         settings,
     ) -> RequestRecord:
-        context = self.context
+        context = self.load_context
         e2e = t_end - t0
         times = meter.chunk_times
         if self._stream:
