@@ -92,7 +92,8 @@ class AddressCache:
         """Make `client`'s connection pool take its addresses from this cache."""
         pool = client._connection_pool
         host, port = pool._connection_host, pool._connection_port
-        pool._resolve = lambda: self.lookup(host, port)
+        # replacing a method of this one pool on purpose: mypy flags any such assignment
+        pool._resolve = lambda: self.lookup(host, port)  # type: ignore[method-assign]
 
 
 class LoadContext:

@@ -20,9 +20,13 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from typing import TYPE_CHECKING
 
 from gevent import get_hub
 from gevent.hub import Waiter
+
+if TYPE_CHECKING:
+    from gevent._types import _Watcher  # exists only in types-gevent's stubs
 
 TURN_BUDGET = 0.002  # seconds of turnovers per hub turn: what they may add to a read's wait
 
@@ -33,14 +37,15 @@ class TurnoverPacer:
     def __init__(self, budget: float = TURN_BUDGET) -> None:
         self.budget = budget
         self._turn_start = time.perf_counter()
-        self._queue: deque[Waiter] = deque()
-        self._watcher = None
-        self._idle = None  # keeps the hub from blocking in its poll while anyone is queued
+        self._queue: deque[Waiter[None]] = deque()
+        self._watcher: _Watcher | None = None
+        # keeps the hub from blocking in its poll while anyone is queued
+        self._idle: _Watcher | None = None
 
     def wait(self) -> bool:
         """Return at once if this hub turn has budget left and nobody is queued, else at the next
         turn with budget for this caller; True if the caller was queued."""
-        if self._watcher is None:
+        if self._idle is None:
             # a check watcher runs right after each poll of the sockets: the start of a turn
             loop = get_hub().loop
             self._watcher = loop.check(ref=False)
@@ -49,9 +54,9 @@ class TurnoverPacer:
             self._turn_start = time.perf_counter()
         if not self._queue and time.perf_counter() - self._turn_start < self.budget:
             return False
-        waiter = Waiter()
+        waiter: Waiter[None] = Waiter()
         self._queue.append(waiter)
-        if not self._idle.active:
+        if not self._idle.active:  # type: ignore[attr-defined]  # not in types-gevent
             self._idle.start(_nothing)
         try:
             waiter.get()
@@ -67,8 +72,10 @@ class TurnoverPacer:
         queue = self._queue
         while queue and time.perf_counter() - start < self.budget:
             queue.popleft().switch(None)  # runs that user until it blocks again
-        if not queue and self._idle.active:
-            self._idle.stop()
+        idle = self._idle
+        assert idle is not None  # this runs on the watcher wait() started along with it
+        if not queue and idle.active:  # type: ignore[attr-defined]  # not in types-gevent
+            idle.stop()
 
     @property
     def queued(self) -> int:

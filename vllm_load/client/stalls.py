@@ -12,8 +12,13 @@ from __future__ import annotations
 
 import socket
 import time
+from typing import TYPE_CHECKING
 
 from gevent import get_hub, getcurrent
+
+if TYPE_CHECKING:
+    from gevent._types import _TimerWatcher  # exists only in types-gevent's stubs
+    from greenlet import greenlet
 
 CHECK_SECONDS = 0.1
 
@@ -22,10 +27,11 @@ class StallWatch:
     """The streams of this process being read, and when each last got bytes."""
 
     def __init__(self) -> None:
-        self._marks: dict = {}  # greenlet -> [last bytes (perf_counter), stall timeout (s)]
-        self._timer = None
+        # greenlet -> [last bytes (perf_counter), stall timeout (s)]
+        self._marks: dict[greenlet, list[float]] = {}
+        self._timer: _TimerWatcher | None = None
 
-    def watch(self, stall_timeout: float) -> list:
+    def watch(self, stall_timeout: float) -> list[float]:
         """Watch the calling greenlet's stream; returns the mark whose [0] the reader sets to the
         perf_counter() time of every read."""
         mark = [time.perf_counter(), stall_timeout]

@@ -105,10 +105,12 @@ class LLMUser(FastHttpUser):
         self._settled = False
         self.load_context.user_starting()
         settings = self.load_context.settings
-        self.load_context.ensure_ready(self.host)
+        host = self.host
+        assert host is not None  # FastHttpUser.__init__ refuses a user without one
+        self.load_context.ensure_ready(host)
         self._endpoint = self.endpoint or settings.endpoint
         self._stream = settings.stream
-        self._path = urlparse(self.host).path.rstrip("/") + PATHS[self._endpoint]
+        self._path = urlparse(host).path.rstrip("/") + PATHS[self._endpoint]
         self._name = f"{PATHS[self._endpoint]}{' (stream)' if self._stream else ''}"
         self._headers = {
             "Content-Type": "application/json",
@@ -117,7 +119,7 @@ class LLMUser(FastHttpUser):
         if settings.api_key:
             self._headers["Authorization"] = f"Bearer {settings.api_key}"
         self._http = HTTPClient.from_url(
-            self.host,
+            host,
             concurrency=1,
             connection_timeout=settings.connect_timeout,
             network_timeout=settings.stall_timeout,
@@ -159,8 +161,10 @@ class LLMUser(FastHttpUser):
         settings = context.settings
         t0 = self._due if self._due is not None else time.perf_counter()
         self._due = None
+        model, prompts = context.model, context.prompts
+        assert model is not None and prompts is not None  # on_start's ensure_ready() set them
         body = request_payload(
-            settings, context.model, context.prompts.next_content(), self._stream, self._endpoint
+            settings, model, prompts.next_content(), self._stream, self._endpoint
         )
         context.in_flight += 1
         try:
@@ -196,6 +200,8 @@ class LLMUser(FastHttpUser):
         this one ended: that wait is client-side queueing, inside the next request's latency and
         its time in flight.
         """
+        http = self._http
+        assert http is not None  # on_start made it
         meter = SseMeter(chat=self._endpoint == "chat")
         status = 0
         error = message = ""
@@ -217,7 +223,7 @@ class LLMUser(FastHttpUser):
         try:
             headers = self._headers.copy()
             headers["X-Request-Id"] = request_id
-            response = self._http.request("POST", self._path, body=body, headers=headers)
+            response = http.request("POST", self._path, body=body, headers=headers)
             self._settle()
             status = response.status_code
             if status != 200:
@@ -334,7 +340,7 @@ class LLMUser(FastHttpUser):
                 STALLS.forget()
         if buf:
             meter.consume(buf + b"\n\n", time.perf_counter())
-        if not meter.done:
+        if meter.done_at is None:
             raise StreamError("disconnect", "stream ended without data: [DONE]")
         return meter.done_at
 
