@@ -45,7 +45,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Shows each option's default, unless its help already states it."""
 
-    def _get_help_string(self, action: argparse.Action) -> str:
+    def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
         if "(default" in text or action.default in (None, "", False, [], argparse.SUPPRESS):
             return text
