@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 DEFAULT_LEVELS = "10,50,100,200,500,750,1000"
 ENDPOINTS = ("chat", "completions")
@@ -379,7 +380,9 @@ class Settings:
 
     @classmethod
     def from_options(cls, options) -> "Settings":
-        get = lambda name, default=None: getattr(options, name, default)  # noqa: E731
+        def get(name: str, default: Any = None) -> Any:
+            return getattr(options, name, default)
+
         settings = cls(
             model=get("model", "") or "",
             levels=parse_levels(get("levels", DEFAULT_LEVELS)),

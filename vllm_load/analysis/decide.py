@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .stats import CONFIDENCE, t_quantile
 
@@ -164,10 +165,10 @@ def _runs(margins: list[Margin], pick) -> int | None:
 
 
 def decide(
-    users: Sequence[float],
-    mean: Sequence[float],
-    std: Sequence[float],
-    n: Sequence[int],
+    users: ArrayLike,
+    mean: ArrayLike,
+    std: ArrayLike,
+    n: ArrayLike,
     sat_i: int,
     tolerance: float,
     confidence: float = CONFIDENCE,
@@ -183,7 +184,7 @@ def decide(
     n = np.asarray(n, dtype=np.float64)
     n = np.where(np.isnan(n), 1, n).astype(np.int64)
     k = len(users)
-    common = dict(at_top=sat_i == k - 1, has_lower=sat_i > 0, tolerance=tolerance)
+    common: dict[str, Any] = dict(at_top=sat_i == k - 1, has_lower=sat_i > 0, tolerance=tolerance)
     n_min = int(n.min())
     single = tuple(float(users[i]) for i in range(k) if n[i] < 2 or std[i] != std[i])
     if single:
@@ -225,5 +226,6 @@ def decide(
     for i in range(sat_i):
         if not below[i]:
             needed.append(_runs([m for m in margins[i] if m.gap < 0], min))
-    runs = None if any(x is None for x in needed) else max(needed)
+    known = [x for x in needed if x is not None]
+    runs = max(known) if len(known) == len(needed) else None
     return Decision(UNDETERMINED, n_min, float(users[sat_i]), plausible, runs, **common)

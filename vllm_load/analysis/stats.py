@@ -47,7 +47,7 @@ def t_quantile(n: int | np.ndarray, confidence: float = CONFIDENCE):
     """Two-sided t critical value for n observations (df = n - 1); NaN for n < 2."""
     n = np.asarray(n, dtype=np.float64)
     with np.errstate(invalid="ignore"):
-        q = sps.t.ppf(0.5 + confidence / 2.0, np.where(n >= 2, n - 1, np.nan))
+        q = np.asarray(sps.t.ppf(0.5 + confidence / 2.0, np.where(n >= 2, n - 1, np.nan)))
     return float(q) if q.ndim == 0 else q
 
 

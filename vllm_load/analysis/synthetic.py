@@ -85,7 +85,10 @@ def _level_requests(
 
     need = spec.warmup_requests + spec.requests_per_level
     first = start + rng.uniform(0.0, 0.01, size=users)  # users do not start in the same microsecond
-    decode_jitter = lambda size: rng.lognormal(0.0, srv.request_noise, size=size)  # noqa: E731
+
+    def decode_jitter(size: int | tuple[int, ...]) -> np.ndarray:
+        return rng.lognormal(0.0, srv.request_noise, size=size)
+
     if users <= srv.max_num_seqs:
         # every request is served at once: each user's requests follow one another
         per_user = -(-need // users) + 2

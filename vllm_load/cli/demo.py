@@ -73,6 +73,7 @@ def main(args: argparse.Namespace) -> int:
         except run_cli.SettingsError as e:
             print(f"vllm-load demo: error: {e}", file=sys.stderr)
             return 2
+        assert settings is not None  # prepare() returns None only for a worker
         code = run_cli.run_locust(cmd, settings.api_key)
     if code != 0 or not run_dir or not os.path.exists(os.path.join(run_dir, "run.json")):
         print(f"vllm-load demo: the load test failed (exit code {code})", file=sys.stderr)

@@ -371,6 +371,7 @@ def run_headless(
     for key, value in (overrides or {}).items():
         setattr(run_args, key, value)
     cmd, run_dir, settings = prepare(run_args)
+    assert settings is not None  # prepare() returns None only for a worker
     code = run_locust(cmd, settings.api_key)
     outcome = run_outcome(run_dir)
     if code != 0 and outcome == "completed":

@@ -273,6 +273,7 @@ def _echo_run(args: argparse.Namespace, host: str) -> str:
         meta=["purpose=client-validation"],
     )
     cmd, run_dir, settings = run_cli.prepare(run_args)
+    assert settings is not None  # prepare() returns None only for a worker
     code = run_cli.run_locust(cmd, settings.api_key)
     if code != 0 or not run_dir or not os.path.exists(os.path.join(run_dir, "run.json")):
         raise RuntimeError(f"the echo run failed (exit code {code})")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from typing import Any
 
 from gevent import get_hub
 from gevent.hub import Waiter
@@ -33,14 +34,15 @@ class TurnoverPacer:
     def __init__(self, budget: float = TURN_BUDGET) -> None:
         self.budget = budget
         self._turn_start = time.perf_counter()
-        self._queue: deque[Waiter] = deque()
-        self._watcher = None
-        self._idle = None  # keeps the hub from blocking in its poll while anyone is queued
+        self._queue: deque[Waiter[None]] = deque()
+        self._watcher: Any = None
+        # keeps the hub from blocking in its poll while anyone is queued
+        self._idle: Any = None
 
     def wait(self) -> bool:
         """Return at once if this hub turn has budget left and nobody is queued, else at the next
         turn with budget for this caller; True if the caller was queued."""
-        if self._watcher is None:
+        if self._idle is None:
             # a check watcher runs right after each poll of the sockets: the start of a turn
             loop = get_hub().loop
             self._watcher = loop.check(ref=False)
@@ -49,7 +51,7 @@ class TurnoverPacer:
             self._turn_start = time.perf_counter()
         if not self._queue and time.perf_counter() - self._turn_start < self.budget:
             return False
-        waiter = Waiter()
+        waiter: Waiter[None] = Waiter()
         self._queue.append(waiter)
         if not self._idle.active:
             self._idle.start(_nothing)
@@ -67,8 +69,10 @@ class TurnoverPacer:
         queue = self._queue
         while queue and time.perf_counter() - start < self.budget:
             queue.popleft().switch(None)  # runs that user until it blocks again
-        if not queue and self._idle.active:
-            self._idle.stop()
+        idle = self._idle
+        assert idle is not None  # this runs on the watcher wait() started along with it
+        if not queue and idle.active:
+            idle.stop()
 
     @property
     def queued(self) -> int:

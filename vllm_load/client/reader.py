@@ -117,7 +117,7 @@ class StreamReader:
         self._clock = clock
         self._mark = mark
         self._first_token = first_token
-        self._waiter: Waiter | None = None
+        self._waiter: Waiter[None]  # set by read(); the callbacks below only run inside it
         self._floor = floor
         self._urgent = False
 

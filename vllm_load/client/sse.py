@@ -96,14 +96,14 @@ class SseMeter:
                 self._sep = b"\r\n\r\n"
             self._started = True
         # a read of a few events is walked; a long one (a fast server's burst) is counted first
+        mid = self._mid
         start = (
-            self._consume_content_run(buf, now)
-            if self._mid is not None and len(buf) > _RUN_MIN_BYTES
+            self._consume_content_run(buf, now, mid)
+            if mid is not None and len(buf) > _RUN_MIN_BYTES
             else 0
         )
         sep = self._sep
         sep_len = len(sep)
-        mid = self._mid
         times = self.chunk_times
         while True:
             end = buf.find(sep, start)
@@ -118,7 +118,7 @@ class SseMeter:
         if start:
             del buf[:start]
 
-    def _consume_content_run(self, buf: bytearray, now: float) -> int:
+    def _consume_content_run(self, buf: bytearray, now: float, mid: bytes) -> int:
         """Count the run of mid-stream content chunks at the head of `buf` in one pass.
 
         A fast server's whole response can arrive in one read: hundreds of events that differ
@@ -126,7 +126,7 @@ class SseMeter:
         holds it once, they are all content chunks and need no event-by-event walk. Returns
         where the walk has to go on (0: nothing was taken).
         """
-        mid, sep = self._mid, self._sep
+        sep = self._sep
         last_mid = buf.rfind(mid)
         if last_mid < 0:
             return 0

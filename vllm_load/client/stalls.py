@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import socket
 import time
+from typing import TYPE_CHECKING, Any
 
 from gevent import get_hub, getcurrent
+
+if TYPE_CHECKING:
+    from greenlet import greenlet
 
 CHECK_SECONDS = 0.1
 
@@ -22,10 +26,11 @@ class StallWatch:
     """The streams of this process being read, and when each last got bytes."""
 
     def __init__(self) -> None:
-        self._marks: dict = {}  # greenlet -> [last bytes (perf_counter), stall timeout (s)]
-        self._timer = None
+        # greenlet -> [last bytes (perf_counter), stall timeout (s)]
+        self._marks: dict[greenlet, list[float]] = {}
+        self._timer: Any = None
 
-    def watch(self, stall_timeout: float) -> list:
+    def watch(self, stall_timeout: float) -> list[float]:
         """Watch the calling greenlet's stream; returns the mark whose [0] the reader sets to the
         perf_counter() time of every read."""
         mark = [time.perf_counter(), stall_timeout]

@@ -87,19 +87,21 @@ class LLMUser(FastHttpUser):
 
     def __init__(self, environment) -> None:
         super().__init__(environment)
-        self.context = LoadContext.of(environment)
+        self.load_context = LoadContext.of(environment)
         self._http: HTTPClient | None = None
         self._settled = True
         self._due: float | None = None  # when the next request became due, if it queued since
 
     def on_start(self) -> None:
         self._settled = False
-        self.context.user_starting()
-        settings = self.context.settings
-        self.context.ensure_ready(self.host)
+        self.load_context.user_starting()
+        settings = self.load_context.settings
+        host = self.host
+        assert host is not None  # FastHttpUser.__init__ refuses a user without one
+        self.load_context.ensure_ready(host)
         self._endpoint = self.endpoint or settings.endpoint
         self._stream = settings.stream
-        self._path = urlparse(self.host).path.rstrip("/") + PATHS[self._endpoint]
+        self._path = urlparse(host).path.rstrip("/") + PATHS[self._endpoint]
         self._name = f"{PATHS[self._endpoint]}{' (stream)' if self._stream else ''}"
         self._headers = {
             "Content-Type": "application/json",
@@ -108,13 +110,13 @@ class LLMUser(FastHttpUser):
         if settings.api_key:
             self._headers["Authorization"] = f"Bearer {settings.api_key}"
         self._http = HTTPClient.from_url(
-            self.host,
+            host,
             concurrency=1,
             connection_timeout=settings.connect_timeout,
             network_timeout=settings.stall_timeout,
             block_size=RECV_SIZE,
         )
-        self.context.addresses.install(self._http)
+        self.load_context.addresses.install(self._http)
 
     def on_stop(self) -> None:
         self._settle()
@@ -135,8 +137,8 @@ class LLMUser(FastHttpUser):
         """
         while self.send_request() and not user_stopping(self):
             pass
-        if self.context.draining:
-            self.context.park()
+        if self.load_context.draining:
+            self.load_context.park()
 
     def send_request(self) -> bool:
         """One request, measured, recorded and reported to Locust; True if it succeeded.
@@ -144,14 +146,16 @@ class LLMUser(FastHttpUser):
         Its clock starts now, or, if this user queued for the pacer after its previous request,
         when that one ended (`_due`): the wait is in its latency.
         """
-        context = self.context
+        context = self.load_context
         if context.draining:
             return False
         settings = context.settings
         t0 = self._due if self._due is not None else time.perf_counter()
         self._due = None
+        model, prompts = context.model, context.prompts
+        assert model is not None and prompts is not None  # on_start's ensure_ready() set them
         body = request_payload(
-            settings, context.model, context.prompts.next_content(), self._stream, self._endpoint
+            settings, model, prompts.next_content(), self._stream, self._endpoint
         )
         context.in_flight += 1
         try:
@@ -161,7 +165,7 @@ class LLMUser(FastHttpUser):
 
     def report(self, record: RequestRecord) -> None:
         """Hand a finished request to the record buffer and to Locust's `request` event."""
-        self.context.buffer.append(record)
+        self.load_context.buffer.append(record)
         self.environment.events.request.fire(
             request_type="POST",
             name=self._name,
@@ -187,6 +191,8 @@ class LLMUser(FastHttpUser):
         this one ended: that wait is client-side queueing, inside the next request's latency and
         its time in flight.
         """
+        http = self._http
+        assert http is not None  # on_start made it
         meter = SseMeter(chat=self._endpoint == "chat")
         status = 0
         error = message = ""
@@ -208,7 +214,7 @@ class LLMUser(FastHttpUser):
         try:
             headers = self._headers.copy()
             headers["X-Request-Id"] = request_id
-            response = self._http.request("POST", self._path, body=body, headers=headers)
+            response = http.request("POST", self._path, body=body, headers=headers)
             self._settle()
             status = response.status_code
             if status != 200:
@@ -227,7 +233,7 @@ class LLMUser(FastHttpUser):
                 )
         except GreenletExit:
             # the test is stopping this user mid-request: nothing to record, but the run counts it
-            self.context.abandoned.append(start_ts)
+            self.load_context.abandoned.append(start_ts)
             raise
         except StreamError as e:
             error, message = e.category, e.message
@@ -268,7 +274,7 @@ class LLMUser(FastHttpUser):
         try:
             queued = PACER.wait()
         except GreenletExit:  # stopped while queued: the next request was due, and is cut off
-            self.context.abandoned.append(WALL_CLOCK.wall(due))
+            self.load_context.abandoned.append(WALL_CLOCK.wall(due))
             raise
         finally:  # (a request that ended is recorded even if the user is stopped meanwhile)
             record = self._record(
@@ -291,7 +297,7 @@ class LLMUser(FastHttpUser):
     def _settle(self) -> None:
         if not self._settled:
             self._settled = True
-            self.context.user_settled()
+            self.load_context.user_settled()
 
     def _read_stream(self, response, meter: SseMeter, first_token: gevent.Timeout | None) -> float:
         """Read SSE events until the body ends; return the perf_counter time of the read that
@@ -312,7 +318,7 @@ class LLMUser(FastHttpUser):
             meter.consume(buf, floor)
         if not response.message_complete:  # (a complete response has given its socket back already)
             sock = response_socket(response)
-            mark = STALLS.watch(self.context.settings.stall_timeout)
+            mark = STALLS.watch(self.load_context.settings.stall_timeout)
             try:
                 if first_token is not None and meter.chunk_times:
                     first_token.cancel()
@@ -325,7 +331,7 @@ class LLMUser(FastHttpUser):
                 STALLS.forget()
         if buf:
             meter.consume(buf + b"\n\n", time.perf_counter())
-        if not meter.done:
+        if meter.done_at is None:
             raise StreamError("disconnect", "stream ended without data: [DONE]")
         return meter.done_at
 
@@ -343,7 +349,7 @@ class LLMUser(FastHttpUser):
         non_stream_text,
         settings,
     ) -> RequestRecord:
-        context = self.context
+        context = self.load_context
         e2e = t_end - t0
         times = meter.chunk_times
         if self._stream:

@@ -30,4 +30,4 @@ class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
     def help_string(self, action: argparse.Action) -> str:
         """The help text of one option, `%(default)s` and the like not yet expanded."""
-        return super()._get_help_string(action)
+        return super()._get_help_string(action) or ""

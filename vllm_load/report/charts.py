@@ -12,7 +12,7 @@ import base64
 import io
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import matplotlib
 
@@ -25,7 +25,10 @@ from matplotlib.ticker import NullFormatter  # noqa: E402
 from ..analysis.hist import bucket_values  # noqa: E402
 from .model import RunSummary, SeriesReport  # noqa: E402
 
-STYLE = {
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType  # matplotlib >= 3.8
+
+STYLE: dict[RcKeyType, Any] = {
     "figure.dpi": 100,
     "savefig.dpi": 110,
     "axes.grid": True,

@@ -108,7 +108,7 @@ def interval(low, high, n, spec: str = ",.0f") -> str:
 def mean_ci(row: Mapping, metric: str, spec: str) -> str:
     """`mean ± half-width` of an aggregated figure; the bare mean when n < 2."""
     mean = row.get(f"{metric}_mean")
-    low, high = row.get(f"{metric}_ci_low"), row.get(f"{metric}_ci_high")
+    low, high = row.get(f"{metric}_ci_low", math.nan), row.get(f"{metric}_ci_high", math.nan)
     text = _value(mean, spec)
     if _missing(mean) or _missing(low) or _missing(high):
         return text

@@ -260,10 +260,10 @@ class RunSession:
 
     def add_health(self, sample: dict, worker: str) -> None:
         """One load process's CPU and loop lag over its last report interval, with its level."""
-        sample = HealthSample(**{**sample, "worker": worker})
+        health = HealthSample(**{**sample, "worker": worker})
         if self.recorder.levels:
-            sample.level = self.recorder.level_of(sample.ts)
-        self.health.write([sample])
+            health.level = self.recorder.level_of(health.ts)
+        self.health.write([health])
 
     def add_rows(self, rows, worker: str | None = None) -> None:
         if rows:

@@ -185,11 +185,12 @@ class _FixedSource:
         return done
 
     def tick(self) -> float | None:
-        done = self._done
-        if self.closed or done is None or done.done():  # the handler has gone (client left)
+        done, emit = self._done, self._emit
+        # the handler has gone (client left), or push() has not run
+        if self.closed or done is None or emit is None or done.done():
             return None
         try:
-            drain = self._emit(self._advance(self._next_want()))
+            drain = emit(self._advance(self._next_want()))
         except Exception as e:  # noqa: BLE001  (the connection's error, for the handler to see)
             done.set_exception(e)
             return None
@@ -235,7 +236,7 @@ class FixedLatencyBackend:
         self.latency = latency
         self.stats = stats
         self.in_flight = 0
-        self.loop: asyncio.AbstractEventLoop | None = None
+        self.loop: asyncio.AbstractEventLoop  # the running loop, set by open(), before any use
         self._clock: TokenClock | None = None
 
     def open(self, prompt_tokens: int, output_tokens: int, arrival: float) -> TokenSource:

@@ -346,6 +346,7 @@ def _describe(config: SimConfig) -> str:
     if config.mode == "echo":
         what = "echo mode (no delays)"
     elif config.mode == "fixed":
+        assert config.fixed is not None
         what = f"fixed latency (ttft {config.fixed.ttft}s, itl {config.fixed.itl}s)"
     else:
         e = config.engine

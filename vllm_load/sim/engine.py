@@ -217,21 +217,24 @@ class Engine:
             self._deadline = None
             self._plan = None
             return
-        now = self._loop.time()
+        loop = self._loop
+        assert loop is not None  # add() sets it before the first step
+        now = loop.time()
         for seq, _ in plan.work:
             if seq.scheduled_at is None:
                 seq.scheduled_at = now
                 self.stats.queue_time.observe(now - seq.arrival)
         self._plan = plan
         self._deadline = start + plan.duration
-        self._loop.call_at(self._deadline, self._finish_step)
+        loop.call_at(self._deadline, self._finish_step)
 
     def _finish_step(self) -> None:
         """The step's deadline: apply it, and start the next one at this deadline (or now, if the
         loop fell too far behind to catch up)."""
-        now = self._loop.time()
-        self.complete(self._plan, now)
-        deadline = self._deadline
+        plan, deadline, loop = self._plan, self._deadline, self._loop
+        assert plan is not None and deadline is not None and loop is not None  # a step is in flight
+        now = loop.time()
+        self.complete(plan, now)
         self._start_step(deadline if now - deadline < MAX_LAG else now)
 
 

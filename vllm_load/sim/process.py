@@ -15,6 +15,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from typing import IO
 
 _handed_out: set[int] = set()
 
@@ -49,7 +50,7 @@ class SimulatorProcess:
         self.startup_timeout = startup_timeout
         self.url = f"http://{host}:{self.port}"
         self.proc: subprocess.Popen | None = None
-        self._log = None
+        self._log: IO[bytes] | None = None
 
     def start(self) -> "SimulatorProcess":
         self._log = tempfile.TemporaryFile(mode="w+b")

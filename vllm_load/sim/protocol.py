@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -89,7 +89,10 @@ def check_model(body: dict, limits: ApiLimits) -> str:
     return model
 
 
-def _int_field(body: dict, name: str, default: int | None, minimum: int) -> int | None:
+_Default = TypeVar("_Default")  # int, or None for "not given"
+
+
+def _int_field(body: dict, name: str, default: _Default, minimum: int) -> int | _Default:
     value = body.get(name)
     if value is None:
         return default

@@ -100,7 +100,7 @@ class Histogram:
         self.total += value * n
         self.count += n
 
-    def cumulative(self) -> list[tuple[str, float]]:
+    def cumulative(self) -> list[tuple[str, int]]:
         out, running = [], 0
         for bound, c in zip(self.bounds, self.counts):
             running += c

@@ -72,9 +72,7 @@ def target_info(host: str, api_key: str | None = None, timeout: float = 10.0) ->
 
 def model_ids(models: Any) -> list[str]:
     if isinstance(models, dict):
-        return [
-            m.get("id") for m in models.get("data") or [] if isinstance(m, dict) and m.get("id")
-        ]
+        return [m["id"] for m in models.get("data") or [] if isinstance(m, dict) and m.get("id")]
     return []
 
 

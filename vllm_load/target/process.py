@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import time
+from typing import IO
 
 from .api import HttpError, auth_headers, model_ids, request_json
 
@@ -60,7 +61,7 @@ class ServerProcess:
         self.command = command
         self.log_path = log_path
         self.process: subprocess.Popen | None = None
-        self._log = None
+        self._log: IO[bytes] | None = None
 
     def start(self) -> subprocess.Popen:
         if self.log_path:
