@@ -220,7 +220,7 @@ def test_a_run_writes_chunks_merged_and_run_queue_wait(tmp_path):
     every health sample of a second or so a run-queue wait (on Linux)."""
     import os
 
-    from runhelpers import load_run_files, only_run_dir, run_vllm_load
+    from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
 
     from vllm_load.sim.process import SimulatorProcess
 
@@ -256,7 +256,7 @@ def test_a_run_writes_chunks_merged_and_run_queue_wait(tmp_path):
 def test_a_run_whose_chunks_all_came_at_once_prints_its_latencies_marked(tmp_path):
     """An echo server sends a whole response at once: no chunk can be dated apart, and the
     table `vllm-load run` prints must not show the zero ITL as a measurement."""
-    from runhelpers import load_run_files, only_run_dir, run_vllm_load
+    from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
 
     from vllm_load.sim.process import SimulatorProcess
 

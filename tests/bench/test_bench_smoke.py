@@ -13,8 +13,8 @@ import subprocess
 import sys
 
 import pytest
+from support import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NUMBER = r"([-+]?[\d,]*\.?\d+)"
 
 

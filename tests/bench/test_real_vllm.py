@@ -13,8 +13,8 @@ import subprocess
 import sys
 
 import pytest
+from support import ROOT
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LEVELS = [1, 2]
 
 pytestmark = [pytest.mark.real_vllm, pytest.mark.timeout(3600)]
@@ -25,7 +25,7 @@ def results(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("real-vllm")
     cmd = [
         sys.executable,
-        os.path.join(REPO, "bench", "real_vllm.py"),
+        os.path.join(ROOT, "bench", "real_vllm.py"),
         "--levels",
         ",".join(map(str, LEVELS)),
         "--requests-per-level",
@@ -41,7 +41,7 @@ def results(tmp_path_factory) -> dict:
         "--out",
         str(out),
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3500, cwd=REPO)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3500, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert str(out) in proc.stdout
     with open(out / "results.json", encoding="utf-8") as fh:

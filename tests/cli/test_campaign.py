@@ -11,7 +11,7 @@ import textwrap
 import time
 
 import pytest
-from runhelpers import run_vllm_load
+from support.runhelpers import run_vllm_load
 
 from vllm_load.cli.campaign import _nice_step, refine_levels
 from vllm_load.sim.process import free_port

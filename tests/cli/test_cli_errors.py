@@ -9,11 +9,10 @@ import subprocess
 import sys
 
 import pytest
+from support import ROOT
 
 from vllm_load.settings import SettingsError, parse_host
 from vllm_load.sim.process import free_port
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 BAD_HOSTS = {
     "notaurl": "is not a URL",

@@ -10,10 +10,10 @@ import subprocess
 
 import pytest
 import yaml
+from support import ROOT
 
 from vllm_load.cli.main import build_parser
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMPOSE = os.path.join(ROOT, "docker-compose.yml")
 
 

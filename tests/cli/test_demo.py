@@ -4,7 +4,7 @@ import glob
 import json
 import os
 
-from runhelpers import run_vllm_load
+from support.runhelpers import run_vllm_load
 
 DEMO_ARGS = ("--levels", "2,8,16,32")
 

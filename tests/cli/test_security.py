@@ -9,7 +9,7 @@ import sys
 import urllib.request
 
 import pytest
-from runhelpers import only_run_dir, run_vllm_load
+from support.runhelpers import every_file_text, only_run_dir, run_vllm_load
 
 from vllm_load.run.server_metrics import parse_metrics
 from vllm_load.sim.process import SimulatorProcess
@@ -27,15 +27,6 @@ SMALL = (
     "--warmup-requests",
     "2",
 )
-
-
-def every_file_text(root) -> str:
-    texts = []
-    for dirpath, _, files in os.walk(root):
-        for name in files:
-            with open(os.path.join(dirpath, name), "rb") as fh:
-                texts.append(fh.read().decode("utf-8", "replace"))
-    return "\n".join(texts)
 
 
 @pytest.mark.parametrize("how", ["flag", "environment"])

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from runhelpers import run_vllm_load
+from support.runhelpers import run_vllm_load
 
 from vllm_load.cli.tune import ConfigResult, combinations, parse_matrix, rank
 from vllm_load.settings import SettingsError

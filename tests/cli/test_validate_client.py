@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from runhelpers import run_vllm_load
+from support.runhelpers import run_vllm_load
 
 from vllm_load.cli.validate_client import EchoLevel, judge
 from vllm_load.sim.process import SimulatorProcess
@@ -98,7 +98,7 @@ def test_a_slow_server_is_not_proof(tmp_path):
 
 
 def test_the_report_shows_a_validation_result(tmp_path):
-    from test_report import synthetic_runs
+    from support.reports import synthetic_runs
 
     from vllm_load.cli.validate_client import RESULT_FILE
     from vllm_load.report.render import build_report

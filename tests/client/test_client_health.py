@@ -6,7 +6,7 @@ import math
 import os
 
 import pandas as pd
-from runhelpers import load_run_files, only_run_dir, run_vllm_load
+from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
 
 from vllm_load.analysis.client_side import (
     health_problems,

@@ -1,7 +1,7 @@
 """A reader fed several chunks in one read dates them alike, and they are counted as merged
 (`stream.chunk_summary`, the requests.csv column `chunks_merged`): they cannot be dated apart."""
 
-from test_stream import STREAM, chat_chunk
+from support.sse_chunks import STREAM, chat_chunk
 
 from vllm_load.client.reader import read_unstamped
 from vllm_load.client.sse import SseMeter, chunk_summary

@@ -4,15 +4,16 @@ reads for longer than about its budget, and every user still gets its turn.
 Run in a subprocess: the pacer lives in gevent's hub."""
 
 import json
-import os
 import subprocess
 import sys
+
+from support import TESTS
 
 SCRIPT = r"""
 import json, sys, time
 import gevent, gevent.socket
 sys.path.insert(0, sys.argv[1])
-from read_lag import LagProbe
+from support.read_lag import LagProbe
 from vllm_load.client.pacing import TurnoverPacer
 
 USERS, TURNOVER = 300, 0.0005  # 300 users whose streams end together, 0.5 ms of CPU each
@@ -52,7 +53,7 @@ print(json.dumps({"arrived": arrived, "done": done, "waited": waited, "lags": la
 
 def run(mode: str) -> dict:
     out = subprocess.run(
-        [sys.executable, "-c", SCRIPT, os.path.dirname(__file__), mode],
+        [sys.executable, "-c", SCRIPT, TESTS, mode],
         capture_output=True,
         text=True,
         timeout=120,

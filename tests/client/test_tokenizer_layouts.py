@@ -1,7 +1,7 @@
 """`--tokenizer DIR` takes a tokenizer directory as transformers writes it: special tokens as
 strings or AddedToken dicts, the chat template in chat_template.jinja (named ones in
 additional_chat_templates/), in tokenizer_config.json or in a legacy chat_template.json; and the
-test tokenizer (tests/hf_tokenizer.py) is written in transformers 5's own layout.
+test tokenizer (tests/support/hf_tokenizer.py) is written in transformers 5's own layout.
 
 Directories are written by transformers' `PreTrainedTokenizerFast.save_pretrained` itself (the
 test extra installs transformers; it needs no torch for a tokenizer), then the older layouts are
@@ -13,7 +13,13 @@ import json
 import os
 
 import pytest
-from hf_tokenizer import BOS, CHAT_TEMPLATE, EOT, build_hf_tokenizer_dir, save_with_transformers
+from support.hf_tokenizer import (
+    BOS,
+    CHAT_TEMPLATE,
+    EOT,
+    build_hf_tokenizer_dir,
+    save_with_transformers,
+)
 
 from vllm_load.tokenization import HFTokenizer
 

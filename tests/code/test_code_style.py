@@ -9,8 +9,7 @@ import subprocess
 import sys
 
 import pytest
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from support import ROOT
 
 
 def _ruff() -> str:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import base64
 import csv
-import io
 import json
 import math
 import re
@@ -14,33 +12,12 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from PIL import Image
+from support.reports import LEVELS, embedded_pngs, synthetic_runs
 
-from vllm_load.analysis.synthetic import ServerModel, SyntheticRun, write_synthetic_run
+from vllm_load.analysis.synthetic import ServerModel
 from vllm_load.analysis.window_rates import RequestSpans, work_in_window
 from vllm_load.report.model import timeline
 from vllm_load.report.render import build_report, interval, mean_ci
-
-LEVELS = (10, 50, 100, 200)
-
-
-def synthetic_runs(base, n, model="synthetic/model-8b", **kwargs):
-    spec = {
-        **dict(levels=LEVELS, requests_per_level=60, warmup_requests=6, output_tokens=64),
-        **kwargs,
-    }
-    return [
-        write_synthetic_run(str(base), SyntheticRun(model=model, seed=i, **spec)) for i in range(n)
-    ]
-
-
-def embedded_pngs(html: str) -> list[Image.Image]:
-    images = []
-    for b64 in re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html):
-        image = Image.open(io.BytesIO(base64.b64decode(b64)))
-        image.load()
-        images.append(image)
-    return images
 
 
 @pytest.fixture(scope="module")

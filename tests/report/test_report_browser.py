@@ -14,11 +14,11 @@ import subprocess
 
 import pytest
 from PIL import Image, ImageStat
-from test_report import embedded_pngs, synthetic_runs
+from support import ROOT
+from support.reports import embedded_pngs, synthetic_runs
 
 from vllm_load.report.render import build_report
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ARTIFACTS = os.path.join(ROOT, "test-artifacts")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 import pytest
-from runhelpers import load_run_files, only_run_dir, run_vllm_load
+from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
 
 from vllm_load.analysis.levels import level_metrics
 from vllm_load.sim.process import SimulatorProcess

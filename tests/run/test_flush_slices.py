@@ -4,15 +4,16 @@ event loop must poll for I/O, or every stream read waits for the whole flush.
 Run in a subprocess: importing the session brings in Locust and gevent."""
 
 import json
-import os
 import subprocess
 import sys
+
+from support import TESTS
 
 SCRIPT = r"""
 import json, sys, time
 import gevent
 sys.path.insert(0, sys.argv[1])
-from read_lag import LagProbe
+from support.read_lag import LagProbe
 from vllm_load.run.session import LOCAL_FLUSH_SLICE, add_in_slices
 from vllm_load.client.context import RecordBuffer
 
@@ -40,7 +41,7 @@ print(json.dumps({"rows": session.rows, "slice": LOCAL_FLUSH_SLICE, "left": len(
 
 def test_stream_reads_get_in_between_slices_of_a_flush():
     out = subprocess.run(
-        [sys.executable, "-c", SCRIPT, os.path.dirname(__file__)],
+        [sys.executable, "-c", SCRIPT, TESTS],
         capture_output=True,
         text=True,
         timeout=120,

@@ -11,7 +11,7 @@ import time
 
 import psutil
 import pytest
-from runhelpers import load_run_files, stop_group, wait_for_rows
+from support.runhelpers import load_run_files, stop_group, wait_for_rows
 
 from vllm_load.analysis.levels import level_metrics
 from vllm_load.rundir.load import load_run

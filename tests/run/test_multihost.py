@@ -8,8 +8,8 @@ import sys
 import time
 
 import pytest
-from netns import NetnsLab, netns_available
-from runhelpers import load_run_files, only_run_dir
+from support.netns import NetnsLab, netns_available
+from support.runhelpers import load_run_files, only_run_dir
 
 pytestmark = pytest.mark.netns
 REASON = netns_available()

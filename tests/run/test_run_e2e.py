@@ -4,7 +4,7 @@ import os
 
 import pandas as pd
 import pytest
-from runhelpers import load_run_files, only_run_dir, run_vllm_load
+from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
 
 from vllm_load.analysis.levels import level_metrics
 from vllm_load.sim.process import SimulatorProcess
@@ -148,10 +148,8 @@ def test_200_streamed_requests_are_exactly_2048_in_512_out(tmp_path):
     assert (requests["n_chunks"] == 512).all() and requests["stream"].all()
 
 
-def test_exact_with_a_local_tokenizer_when_the_server_has_no_tokenize(tmp_path):
-    from hf_tokenizer import build_hf_tokenizer_dir
-
-    tokenizer_dir = build_hf_tokenizer_dir(tmp_path / "tok")
+def test_exact_with_a_local_tokenizer_when_the_server_has_no_tokenize(tmp_path, hf_tokenizer_dir):
+    tokenizer_dir = hf_tokenizer_dir
     with SimulatorProcess(
         "--time-scale", "0.002", "--tokenizer", tokenizer_dir, "--no-tokenize-endpoint"
     ) as sim:

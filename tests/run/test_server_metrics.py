@@ -8,7 +8,8 @@ import os
 import threading
 
 import pytest
-from runhelpers import load_run_files, only_run_dir, run_vllm_load
+from support import DATA
+from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
 
 from vllm_load.analysis.client_side import late_levels, level_client_health, read_client_health
 from vllm_load.analysis.levels import level_metrics
@@ -41,7 +42,7 @@ def test_parse_sums_engines_of_the_model_and_knows_old_names():
     assert parse_metrics(EXPOSITION)["running"] == 12.0
 
 
-REAL_EXPOSITION = os.path.join(os.path.dirname(__file__), "data", "vllm_0.32.0_cpu_metrics.txt")
+REAL_EXPOSITION = os.path.join(DATA, "vllm_0.32.0_cpu_metrics.txt")
 
 
 def test_parse_a_real_vllm_exposition():

@@ -16,7 +16,7 @@ import sys
 
 import pandas as pd
 import pytest
-from runhelpers import stop_group, wait_for_rows
+from support.runhelpers import stop_group, wait_for_rows
 
 from vllm_load.analysis.target_loss import MIN_STREAK, final_streak, target_lost
 from vllm_load.rundir.records import COLUMNS

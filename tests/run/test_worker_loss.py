@@ -10,7 +10,7 @@ import sys
 import time
 
 import psutil
-from runhelpers import load_run_files, stop_group, wait_for_rows
+from support.runhelpers import load_run_files, stop_group, wait_for_rows
 
 from vllm_load.analysis.levels import level_metrics
 from vllm_load.sim.process import SimulatorProcess

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_sim_helpers import call, metric_value, sse_events
+from support.sim_http import call, metric_value, sse_events
 
 from vllm_load.sim.process import SimulatorProcess
 from vllm_load.tokenization import SimTokenizer

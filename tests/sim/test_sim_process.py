@@ -6,7 +6,8 @@ import os
 import socket
 
 import pytest
-from test_sim_helpers import call
+from support import ROOT
+from support.sim_http import call
 
 from vllm_load.sim.process import SimulatorProcess, free_port
 
@@ -84,9 +85,7 @@ def test_help_documents_every_option_and_the_docs_do_too():
         if opt.startswith("--")
     ]
     assert len(options) > 20
-    docs = open(
-        os.path.join(os.path.dirname(__file__), "..", "docs", "simulator.md"), encoding="utf-8"
-    ).read()
+    docs = open(os.path.join(ROOT, "docs", "simulator.md"), encoding="utf-8").read()
     for action in sim_parser._actions:
         if action.dest != "help":
             assert action.help and action.help.strip(), action.dest

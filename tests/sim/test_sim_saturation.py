@@ -7,7 +7,7 @@ import asyncio
 from dataclasses import dataclass
 
 import orjson
-from test_sim_helpers import metric_value
+from support.sim_http import metric_value
 
 from vllm_load.sim.process import SimulatorProcess
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hf_tokenizer import build_hf_tokenizer_dir
-from test_sim_helpers import call
+from support.sim_http import call
 
 from vllm_load.sim.process import SimulatorProcess
 from vllm_load.tokenization import HFTokenizer, SimTokenizer, load_tokenizer
@@ -78,8 +77,8 @@ def test_load_tokenizer_choices(tmp_path):
         load_tokenizer(str(tmp_path))
 
 
-def test_hf_tokenizer_from_a_local_directory(tmp_path):
-    tok = load_tokenizer(build_hf_tokenizer_dir(tmp_path / "tok"))
+def test_hf_tokenizer_from_a_local_directory(hf_tokenizer_dir):
+    tok = load_tokenizer(hf_tokenizer_dir)
     assert isinstance(tok, HFTokenizer)
     messages = [{"role": "user", "content": "Continue the story"}]
     text = tok.render_chat(messages)
@@ -95,8 +94,8 @@ def test_hf_tokenizer_from_a_local_directory(tmp_path):
     assert len(tok.encode(" the")) == 1
 
 
-def test_simulator_with_an_hf_tokenizer_and_no_tokenize_endpoint(tmp_path):
-    path = build_hf_tokenizer_dir(tmp_path / "tok")
+def test_simulator_with_an_hf_tokenizer_and_no_tokenize_endpoint(hf_tokenizer_dir):
+    path = hf_tokenizer_dir
     local = load_tokenizer(path)
     messages = [{"role": "user", "content": "Continue the story of the dog and the cat, please."}]
     with SimulatorProcess("--echo", "--tokenizer", path, "--no-tokenize-endpoint") as sim:
@@ -117,8 +116,8 @@ def test_simulator_with_an_hf_tokenizer_and_no_tokenize_endpoint(tmp_path):
         assert models["data"][0]["root"] == path
 
 
-def test_simulator_with_an_hf_tokenizer_serves_tokenize(tmp_path):
-    path = build_hf_tokenizer_dir(tmp_path / "tok")
+def test_simulator_with_an_hf_tokenizer_serves_tokenize(hf_tokenizer_dir):
+    path = hf_tokenizer_dir
     local = load_tokenizer(path)
     messages = [{"role": "user", "content": "the dog"}]
     with SimulatorProcess("--echo", "--tokenizer", path) as sim:

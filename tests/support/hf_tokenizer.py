@@ -9,17 +9,14 @@ import json
 import os
 import random
 
+from support import ROOT
+
 
 def _load_spec():
     """The special tokens and chat template of the tiny Llama that bench/real_vllm.py serves:
     one Llama-3-style tokenizer spec for the tests and the real server (a script with no imports
     beyond the standard library at load time)."""
-    path = os.path.join(
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-        "bench",
-        "realvllm",
-        "build_model.py",
-    )
+    path = os.path.join(ROOT, "bench", "realvllm", "build_model.py")
     spec = importlib.util.spec_from_file_location("realvllm_build_model", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -12,6 +12,7 @@ import sys
 import time
 
 import pandas as pd
+import requests
 
 from vllm_load.rundir.records import read_requests
 
@@ -68,3 +69,26 @@ def stop_group(proc: subprocess.Popen) -> None:
     except (ProcessLookupError, PermissionError):
         pass
     proc.wait(timeout=10)
+
+
+def every_file_text(root) -> str:
+    """The text of every file under `root`, joined (to look for what must not be written)."""
+    texts = []
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            with open(os.path.join(dirpath, name), "rb") as fh:
+                texts.append(fh.read().decode("utf-8", "replace"))
+    return "\n".join(texts)
+
+
+def wait_for_ui(base: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    """Wait until the web UI at `base` answers (its login page), while `proc` is still running."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[0][-3000:]
+        try:
+            requests.get(base + "/login", timeout=2)
+            return
+        except requests.ConnectionError:
+            time.sleep(0.1)
+    raise AssertionError(f"the web UI did not answer within {timeout} s")

@@ -19,13 +19,12 @@ import time
 
 import pytest
 import requests
-from runhelpers import stop_group
-from test_security import every_file_text
+from support import ROOT
+from support.runhelpers import every_file_text, stop_group, wait_for_ui
 
 from vllm_load.sim.process import SimulatorProcess, free_port
 from vllm_load.web.auth import PASSWORD_ENV
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PASSWORD = "pw-7c1e9a53f0d2-web"
 USER = "tester"
 SMALL = (
@@ -44,18 +43,6 @@ SMALL = (
 
 def env_without_password() -> dict:
     return {k: v for k, v in os.environ.items() if k != PASSWORD_ENV}
-
-
-def wait_for_ui(base: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.communicate()[0][-3000:]
-        try:
-            requests.get(base + "/login", timeout=2)
-            return
-        except requests.ConnectionError:
-            time.sleep(0.1)
-    raise AssertionError(f"the web UI did not answer within {timeout} s")
 
 
 def descendant_command_lines(pid: int) -> list[str]:

@@ -24,11 +24,11 @@ import urllib.error
 import urllib.request
 
 import pytest
-from runhelpers import stop_group
+from support import ROOT
+from support.runhelpers import stop_group
 
 from vllm_load.sim.process import SimulatorProcess, free_port
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ARTIFACTS = os.path.join(ROOT, "test-artifacts")
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"

@@ -19,8 +19,7 @@ import sys
 import time
 
 import requests
-from runhelpers import load_run_files, only_run_dir, stop_group
-from test_webui_auth import wait_for_ui
+from support.runhelpers import load_run_files, only_run_dir, stop_group, wait_for_ui
 
 from vllm_load.sim.process import SimulatorProcess, free_port
 
