@@ -28,8 +28,16 @@ def _group_members(pgid: int) -> list[int]:
 
 def test_free_port_is_bindable():
     port = free_port()
+    # a real port: binding to 0 would succeed too, the kernel picking another one
+    assert 0 < port <= 65535
+    with socket.socket() as probe:  # nothing listens on it yet
+        assert probe.connect_ex(("127.0.0.1", port)) != 0
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
+        assert s.getsockname()[1] == port
+        s.listen(1)
+        with socket.create_connection(("127.0.0.1", port), timeout=5):  # and one can listen on it
+            pass
 
 
 def test_free_port_never_hands_out_a_port_twice():
