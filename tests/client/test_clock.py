@@ -16,16 +16,41 @@ def test_wall_of_a_perf_reading_matches_time_time():
     assert abs(clock.wall(100.0) - clock.wall(99.5) - 0.5) < 1e-6
 
 
+class SteppedClocks:
+    """Stands in for the `time` module: a perf_counter() that moves only when told to, and a wall
+    clock `wall_offset` ahead of it, which NTP may step."""
+
+    def __init__(self, perf: float, wall_offset: float) -> None:
+        self.now, self.wall_offset = perf, wall_offset
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return self.now + self.wall_offset
+
+
 def test_reanchors_after_a_while(monkeypatch):
+    """A reading maps to the wall clock of its moment; a step of the wall clock is followed
+    once REANCHOR_SECONDS have passed, and not before (latencies keep perf_counter differences)."""
     import vllm_load.client.clock as clock_module
 
-    monkeypatch.setattr(clock_module, "REANCHOR_SECONDS", 0.0)
+    monkeypatch.setattr(clock_module, "REANCHOR_SECONDS", 5.0)
+    clocks = SteppedClocks(perf=100.0, wall_offset=1_700_000_000.0)
+    monkeypatch.setattr(clock_module, "time", clocks)
     clock = WallClock()
-    clock.wall(time.perf_counter())
-    first = clock._next_anchor
-    time.sleep(0.01)
-    clock.wall(time.perf_counter())
-    assert clock._next_anchor > first
+    assert clock.wall(100.0) == 1_700_000_100.0
+    assert clock.perf(1_700_000_100.0) == 100.0
+
+    clocks.wall_offset += 2.0  # NTP steps the wall clock 2 s ahead
+    clocks.now = 104.0
+    assert clock.wall(104.0) == 1_700_000_104.0  # within 5 s of the anchor: the old offset
+    clocks.now = 105.5
+    assert clock.wall(105.5) == 1_700_000_107.5  # 5 s on: anchored again, on the new wall clock
+    assert clock.perf(1_700_000_107.5) == 105.5
+    clocks.wall_offset -= 1.0
+    clocks.now = 108.0
+    assert clock.wall(108.0) == 1_700_000_110.0  # and held again for 5 s
 
 
 def test_kernel_receive_timestamp_dates_bytes_when_they_arrived_not_when_read():
