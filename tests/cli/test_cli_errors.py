@@ -1,0 +1,140 @@
+"""A bad option or an unusable target is one line `vllm-load CMD: error: ...` and exit 2, never a
+traceback, for every command that takes a target (and for `report` without its runs); the URL is
+checked before anything is started or written."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from support import ROOT
+
+from vllm_load.settings import SettingsError, parse_host
+from vllm_load.sim.process import free_port
+
+BAD_HOSTS = {
+    "notaurl": "is not a URL",
+    "127.0.0.1:8000": "is not a URL",
+    "http://": "names no host",
+    "ftp://x": "has scheme ftp://",
+    "http://127.0.0.1:8000/v1": "has a path",
+    "http://127.0.0.1:99999": "Port out of range",
+    "http://127.0.0.1:0": "has port 0",
+    "http://[::1": "Invalid IPv6 URL",
+    "http://a b:8000": "spaces",
+    "http://user:secret@127.0.0.1:8000": "holds credentials",
+}
+
+
+def command(name: str, host: str, out: str) -> list[str]:
+    """`vllm-load NAME` with `host` as its target and everything it writes under `out`."""
+    extra = {
+        "tune": ["--server-cmd", "true {a}", "--matrix", "a=1", "--ready-timeout", "1"],
+        "campaign": ["--ready-timeout", "1", "--runs", "1"],
+    }.get(name, [])
+    return [sys.executable, "-m", "vllm_load", name, "--host", host, "--out", out, *extra]
+
+
+def one_error_line(proc: subprocess.CompletedProcess, name: str) -> str:
+    """The single line the command printed, after checking it is a usage error and nothing more."""
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr[-3000:]
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"vllm-load {name}: error: "), proc.stderr[
+        -3000:
+    ]
+    return lines[0]
+
+
+def run(cmd: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=ROOT
+    )
+
+
+@pytest.mark.parametrize("host,message", BAD_HOSTS.items(), ids=list(BAD_HOSTS))
+def test_parse_host_says_what_is_wrong(host, message):
+    with pytest.raises(SettingsError) as caught:
+        parse_host(host)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+    assert "secret" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "host", ["http://127.0.0.1:8000", "https://gpu-host/", "http://[::1]:8000", "HTTP://H:1"]
+)
+def test_parse_host_takes_a_base_url_unchanged(host):
+    assert parse_host(host) == host
+
+
+@pytest.mark.parametrize("host,message", BAD_HOSTS.items(), ids=list(BAD_HOSTS))
+def test_run_refuses_a_bad_host_in_one_line(tmp_path, host, message):
+    line = one_error_line(run(command("run", host, str(tmp_path / "out"))), "run")
+    assert "argument --host" in line and message in line
+    assert not os.path.exists(tmp_path / "out")
+
+
+@pytest.mark.parametrize("name", ["master", "campaign", "tune", "validate-client"])
+def test_every_command_refuses_a_bad_host_before_it_starts_anything(tmp_path, name):
+    line = one_error_line(run(command(name, "notaurl", str(tmp_path / "out"))), name)
+    assert "'notaurl' is not a URL" in line and "http://127.0.0.1:8000" in line
+    assert not os.path.exists(tmp_path / "out")
+
+
+@pytest.mark.parametrize("name", ["run", "master", "validate-client", "campaign"])
+def test_a_refused_connection_is_one_line_saying_what_to_do(tmp_path, name):
+    host = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    line = one_error_line(run(command(name, host, str(tmp_path / "out"))), name)
+    assert host in line and "Connection refused" in line
+    assert ("is the server running" if name != "campaign" else "check the server") in line
+
+
+def test_locust_with_a_bad_host_is_one_error_line(tmp_path):
+    proc = run(
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            os.path.join(ROOT, "locustfiles", "chat_stepped.py"),
+            "--headless",
+            "--host",
+            "notaurl",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("vllm-load: error:")]
+    assert len(errors) == 1 and "'notaurl' is not a URL" in errors[0], proc.stderr[-3000:]
+    assert not os.path.exists(tmp_path / "out")
+
+
+@pytest.mark.parametrize(
+    "argv,option",
+    [
+        (["run", "--host", "http://127.0.0.1:1", "--web", "--web-port", "99999"], "--web-port"),
+        (
+            ["master", "--host", "http://127.0.0.1:1", "--master-bind-port", "70000"],
+            "--master-bind-port",
+        ),
+        (["worker", "--master-host", "127.0.0.1", "--master-port", "0"], "--master-port"),
+    ],
+    ids=["web-port", "master-bind-port", "master-port"],
+)
+def test_a_port_out_of_range_is_one_line(argv, option):
+    line = one_error_line(run([sys.executable, "-m", "vllm_load", *argv]), argv[0])
+    assert f"argument {option}: a port is a whole number from 1 to 65535" in line
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["report", "MISSING"], ["validate-client", "--run", "MISSING"]],
+    ids=["report", "validate-client-run"],
+)
+def test_a_missing_run_directory_is_one_line(tmp_path, argv):
+    argv = [str(tmp_path / "nothing-here") if a == "MISSING" else a for a in argv]
+    line = one_error_line(run([sys.executable, "-m", "vllm_load", *argv]), argv[0])
+    assert str(tmp_path / "nothing-here") in line

@@ -1,0 +1,116 @@
+"""Secrets stay secret, server strings are escaped, bad input is refused before any load."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+from support.runhelpers import every_file_text, only_run_dir, run_vllm_load
+
+from vllm_load.run.server_metrics import parse_metrics
+from vllm_load.sim.process import SimulatorProcess
+
+KEY = "sk-test-4f9c2e7d1b8a6053"
+SMALL = (
+    "--levels",
+    "2,4",
+    "--input-tokens",
+    "128",
+    "--output-tokens",
+    "8",
+    "--requests-per-level",
+    "10",
+    "--warmup-requests",
+    "2",
+)
+
+
+@pytest.mark.parametrize("how", ["flag", "environment"])
+def test_api_key_is_sent_only_as_the_authorization_header(tmp_path, how):
+    args, env = (("--api-key", KEY), {}) if how == "flag" else ((), {"OPENAI_API_KEY": KEY})
+    with SimulatorProcess("--api-key", KEY, "--time-scale", "0.02") as sim:
+        # the simulator answers 401 to any request without the right Bearer token: a completed
+        # run with every request successful proves the key was sent
+        done = run_vllm_load(
+            "run",
+            "--host",
+            sim.url,
+            *SMALL,
+            "--workers",
+            "2",
+            "--out",
+            str(tmp_path / "runs"),
+            *args,
+            env=env,
+        )
+    run_dir = only_run_dir(tmp_path / "runs")
+    with open(os.path.join(run_dir, "run.json")) as fh:
+        run = json.load(fh)
+    assert run["outcome"] == "completed" and run["settings"]["api_key_set"] is True
+    report = run_vllm_load("report", run_dir, "-o", str(tmp_path / "rep" / "r.html"), "--quiet")
+    everything = (
+        every_file_text(tmp_path) + done.stdout + done.stderr + report.stdout + report.stderr
+    )
+    assert KEY not in everything
+    assert (tmp_path / "rep" / "r.html").exists() and "requests.csv" in os.listdir(run_dir)
+
+
+def test_server_strings_are_escaped_in_the_report(tmp_path):
+    model = "<script>alert('x')</script>"
+    with SimulatorProcess("--served-model-name", model, "--time-scale", "0.02") as sim:
+        run_vllm_load("run", "--host", sim.url, *SMALL, "--out", str(tmp_path / "runs"))
+    run_dir = only_run_dir(tmp_path / "runs")
+    assert "<" not in os.path.basename(os.path.dirname(run_dir))  # a safe directory name
+    run_vllm_load("report", run_dir, "-o", str(tmp_path / "r.html"), "--quiet")
+    html = (tmp_path / "r.html").read_text()
+    assert "<script" not in html and "&lt;script&gt;alert(" in html
+
+
+def test_the_simulator_binds_loopback_by_default():
+    with SimulatorProcess("--echo") as sim:
+        assert sim.url.startswith("http://127.0.0.1:")
+    from vllm_load.cli.main import build_parser  # noqa: PLC0415
+
+    assert build_parser().parse_args(["sim"]).host == "127.0.0.1"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--levels", "10,0"), "levels"),
+        (("--levels", "ten"), "levels"),
+        (("--input-tokens", "0"), "--input-tokens"),
+        (("--output-tokens", "-5"), "--output-tokens"),
+        (("--input-tokens", "4000", "--output-tokens", "200"), "max_model_len 4096"),
+        (("--requests-per-level", "0"), "--requests-per-level"),
+    ],
+)
+def test_bad_input_is_one_line_and_sends_no_load(tmp_path, args, message):
+    with SimulatorProcess("--max-model-len", "4096", "--time-scale", "0.02") as sim:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "vllm_load",
+                "run",
+                "--host",
+                sim.url,
+                *args,
+                "--out",
+                str(tmp_path),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        with urllib.request.urlopen(sim.url + "/metrics") as resp:
+            served = parse_metrics(resp.read().decode())
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert served["prompt_tokens_total"] == 0 and served["generation_tokens_total"] == 0
+    assert not os.listdir(tmp_path)

@@ -1,0 +1,125 @@
+"""`vllm-load tune` over a 2 x 2 matrix of simulator settings."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from support.runhelpers import run_vllm_load
+
+from vllm_load.cli.tune import ConfigResult, combinations, parse_matrix, rank
+from vllm_load.settings import SettingsError
+from vllm_load.sim.process import free_port
+
+
+def test_matrix_parsing_and_ranking():
+    matrix = parse_matrix(["max_num_seqs=4,16", "max_num_batched_tokens=2048,8192"])
+    assert len(combinations(matrix)) == 4
+    for bad in (["max_num_seqs"], ["=1,2"], ["a-b=1"], ["x=1", "x=2"]):
+        with pytest.raises(SettingsError):
+            parse_matrix(bad)
+    a = ConfigResult({"s": "4"}, "a", "completed", peak_tok_per_s=100, mean_e2e_p99=1.0)
+    b = ConfigResult({"s": "16"}, "b", "completed", peak_tok_per_s=300, mean_e2e_p99=2.0)
+    c = ConfigResult({"s": "64"}, "c", "failed")
+    assert rank([a, b, c]) == (b, a)
+
+
+def test_tune_ranks_larger_max_num_seqs_first_on_throughput(tmp_path):
+    port = free_port()
+    server = (
+        f"{sys.executable} -m vllm_load sim --port {port} --time-scale 0.1 "
+        "--max-num-seqs {max_num_seqs} --max-num-batched-tokens {max_num_batched_tokens}"
+    )
+    done = run_vllm_load(
+        "tune",
+        "--server-cmd",
+        server,
+        "--host",
+        f"http://127.0.0.1:{port}",
+        "--ready-timeout",
+        "30",
+        "--matrix",
+        "max_num_seqs=4,16",
+        "--matrix",
+        "max_num_batched_tokens=2048,8192",
+        "--levels",
+        "4,16,32",
+        "--input-tokens",
+        "128",
+        "--output-tokens",
+        "32",
+        "--requests-per-level",
+        "24",
+        "--warmup-requests",
+        "4",
+        "--out",
+        str(tmp_path),
+        "--name",
+        "t",
+        timeout=400,
+    )
+    assert "configuration" in done.stdout and "best for" in done.stdout
+    state = json.loads((tmp_path / "t" / "tune.json").read_text())
+    results = state["results"]
+    assert len(results) == 4 and all(r["outcome"] == "completed" for r in results)
+    by_seqs = {}
+    for r in results:
+        by_seqs.setdefault(r["config"]["max_num_seqs"], []).append(r["peak_tok_per_s"])
+    # the simulator's model: 16 sequences per step serve ~4x the tokens of 4 at 32 users
+    assert min(by_seqs["16"]) > 1.5 * max(by_seqs["4"])
+    assert state["best"]["throughput"]["max_num_seqs"] == "16"
+    summary = json.loads((tmp_path / "t" / "report.summary.json").read_text())
+    assert len(summary["series"]) == 4  # one series per configuration
+    # a second invocation resumes: nothing runs again
+    again = run_vllm_load(
+        "tune",
+        "--server-cmd",
+        server,
+        "--host",
+        f"http://127.0.0.1:{port}",
+        "--matrix",
+        "max_num_seqs=4,16",
+        "--matrix",
+        "max_num_batched_tokens=2048,8192",
+        "--levels",
+        "4,16,32",
+        "--input-tokens",
+        "128",
+        "--output-tokens",
+        "32",
+        "--requests-per-level",
+        "24",
+        "--warmup-requests",
+        "4",
+        "--out",
+        str(tmp_path),
+        "--name",
+        "t",
+        timeout=120,
+    )
+    assert again.stdout.count("already completed") == 4
+
+
+def test_template_fields_must_match_the_matrix(tmp_path):
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vllm_load",
+            "tune",
+            "--server-cmd",
+            "sim --max-num-seqs {seqs}",
+            "--host",
+            "http://127.0.0.1:9",
+            "--matrix",
+            "max_num_seqs=1,2",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 2 and "no --matrix values: seqs" in bad.stderr

@@ -1,0 +1,505 @@
+"""Each entry of vllm_load/compat against the installed library: a release that changes a private
+attribute we rely on fails here, naming the library, the attribute and what changed, instead of
+breaking a run silently.
+
+gevent, geventhttpclient and Locust are checked in a subprocess per library (gevent must not be
+imported into pytest); each script runs its `check_<entry>` functions and prints one JSON line of
+{entry: None or what failed}. argparse is the standard library's and is checked here.
+"""
+
+import argparse
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+from functools import lru_cache
+
+import pytest
+from support import ROOT
+
+from vllm_load.compat.argparse import (
+    APPEND_ACTION,
+    STORE_TRUE_ACTION,
+    DefaultsHelpFormatter,
+    parser_actions,
+)
+
+COMPAT = os.path.join(ROOT, "vllm_load", "compat")
+
+# the scripts' shared ending: run every check, report each as None (held) or what failed
+RUN_CHECKS = r"""
+import json
+results = {}
+for name, check in list(globals().items()):
+    if name.startswith("check_"):
+        try:
+            check()
+            results[name[len("check_"):]] = None
+        except AssertionError as e:  # (its message names the library)
+            results[name[len("check_"):]] = str(e)
+        except Exception as e:
+            results[name[len("check_"):]] = f"{LIB}: {type(e).__name__}: {e}"
+print("COMPAT " + json.dumps(results))
+"""
+
+GEVENT = r"""
+import _socket
+import gevent, gevent.socket
+from vllm_load.compat.gevent import raw_socket, read_watcher
+
+LIB = f"gevent {gevent.__version__}"
+
+def expect(held, what):
+    if not held:
+        raise AssertionError(f"{LIB}: {what}")
+
+def check_raw_socket():
+    a, b = gevent.socket.socketpair()
+    try:
+        raw = raw_socket(b)
+        expect(isinstance(raw, _socket.socket),
+               f"socket._sock is no longer the stdlib socket under a gevent socket (got {type(raw)!r})")
+        expect(raw.fileno() == b.fileno(), "socket._sock is not the same file descriptor as the gevent socket")
+        expect(raw.gettimeout() == 0.0, "socket._sock is no longer non-blocking")
+        try:
+            raw.recvmsg(16, 0)
+        except BlockingIOError:
+            pass
+        else:
+            raise AssertionError(f"{LIB}: socket._sock.recvmsg on an empty socket did not raise BlockingIOError")
+        a.sendall(b"x")
+        gevent.sleep(0.01)
+        expect(raw.recvmsg(16, 0)[0] == b"x", "socket._sock.recvmsg does not return what was sent")
+    finally:
+        a.close(); b.close()
+
+def check_read_watcher():
+    a, b = gevent.socket.socketpair()
+    try:
+        watcher = read_watcher(b)
+        for name in ("start", "stop", "active", "priority"):
+            expect(hasattr(watcher, name), f"socket._read_event has no {name!r}")
+        expect(not watcher.active, "socket._read_event is active on an idle socket")
+        watcher.priority = 2
+        expect(watcher.priority == 2, "socket._read_event's priority cannot be set while stopped")
+        watcher.priority = 0
+        fired = []
+        watcher.start(lambda: (fired.append(1), watcher.stop()))
+        gevent.sleep(0.05)
+        expect(not fired, "socket._read_event's callback ran before the socket was readable")
+        a.sendall(b"x")
+        with gevent.Timeout(2, False):
+            while not fired:
+                gevent.sleep(0.01)
+        watcher.stop()
+        expect(fired, "socket._read_event's callback did not run when the socket became readable")
+    finally:
+        a.close(); b.close()
+
+def check_close_throws_into_the_watcher_callback_owner():
+    # not a name we use but a protocol StreamReader relies on: closing a socket whose read watcher
+    # is started calls `throw(error)` on the object the callback is bound to (hub._cancel_wait)
+    a, b = gevent.socket.socketpair()
+    thrown = []
+
+    class Owner:
+        def readable(self):
+            pass
+
+        def throw(self, *exc_info):
+            thrown.append(exc_info)
+
+    watcher = read_watcher(b)
+    watcher.start(Owner().readable)
+    b.close()
+    gevent.sleep(0.05)
+    a.close()
+    error = thrown[0][0] if len(thrown) == 1 else None
+    error = error if isinstance(error, type) else type(error)
+    expect(issubclass(error, OSError),
+           "closing a socket under a started read watcher no longer calls callback.__self__.throw "
+           f"with the cancel error (got {thrown!r}); StreamReader.read would hang")
+"""
+
+GEVENTHTTPCLIENT = r"""
+import socket
+import gevent, gevent.event, gevent.socket, geventhttpclient
+from geventhttpclient import HTTPClient
+from vllm_load.compat.geventhttpclient import body_buffer, discard_connection, resolve_with, response_socket
+
+LIB = f"geventhttpclient {geventhttpclient.__version__}"
+HEADERS = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+def expect(held, what):
+    if not held:
+        raise AssertionError(f"{LIB}: {what}")
+
+class Server:
+    # a chunked response whose first chunk comes with the headers and the rest on `go()`
+    def __init__(self):
+        self.listener = gevent.socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(8)
+        self.port = self.listener.getsockname()[1]
+        self.accepted, self.closed_by_client = 0, []
+        self.rest = gevent.event.Event()
+        gevent.spawn(self.serve)
+
+    def serve(self):
+        while True:
+            conn, _ = self.listener.accept()
+            self.accepted += 1
+            gevent.spawn(self.answer, conn)
+
+    def answer(self, conn):
+        try:
+            while True:
+                request = b""
+                while b"\r\n\r\n" not in request:
+                    data = conn.recv(65536)
+                    if not data:
+                        return self.closed_by_client.append(True)
+                    request += data
+                conn.sendall(HEADERS + b"5\r\nhello\r\n")
+                self.rest.wait()
+                conn.sendall(b"6\r\n world\r\n0\r\n\r\n")
+        except OSError:
+            self.closed_by_client.append(True)
+        finally:
+            conn.close()
+
+def client(port, host="127.0.0.1"):
+    return HTTPClient.from_url(f"http://{host}:{port}/", concurrency=1, block_size=65536, network_timeout=5)
+
+def read_rest(response, buf):
+    sock = response_socket(response)
+    while not response.message_complete:
+        response.feed(sock.recv(65536))
+
+def check_body_buffer():
+    server = Server()
+    response = client(server.port).get("/")
+    buf = body_buffer(response)
+    expect(isinstance(buf, bytearray), f"HTTPResponse._body_buffer is no longer a bytearray (got {type(buf)!r})")
+    first = bytes(buf)  # what came with the headers
+    del buf[:]  # the reader consumes the buffer in place
+    server.rest.set()
+    read_rest(response, buf)
+    expect(body_buffer(response) is buf,
+           "HTTPResponse._body_buffer is replaced while the body is parsed; a reader that took it "
+           "once would miss the body")
+    expect(bytes(buf) == b"hello world"[len(first):],
+           f"HTTPResponse._body_buffer does not get the decoded body appended in place (had {first!r}, "
+           f"then {bytes(buf)!r})")
+
+
+def check_response_socket():
+    server = Server()
+    response = client(server.port).get("/")
+    sock = response_socket(response)
+    expect(isinstance(sock, gevent.socket.socket),
+           f"HTTPResponse._sock is not the response's gevent socket mid-body (got {type(sock)!r})")
+    server.rest.set()
+    read_rest(response, body_buffer(response))
+    expect(response_socket(response) is None,
+           "HTTPResponse._sock is still set once feed() completed the message (it used to return "
+           "the socket to the pool from inside feed)")
+
+def check_discard_connection():
+    server = Server()
+    http = client(server.port)
+    response = http.get("/")
+    discard_connection(response)
+    server.rest.set()
+    gevent.sleep(0.1)
+    expect(server.closed_by_client, "discard_connection (HTTPResponse._sock, _pool, pool.release_socket) "
+           "did not close the connection")
+    response.release()  # what __del__ or a `with` would do: must not put the socket back
+    with gevent.Timeout(5, AssertionError(f"{LIB}: the pool's place was not freed by pool.release_socket")):
+        again = http.get("/")
+        read_rest(again, body_buffer(again))
+    expect(server.accepted == 2, f"the request after discard_connection did not open a new connection "
+           f"({server.accepted} accepted)")
+
+def check_resolve_with():
+    server = Server(); server.rest.set()
+    asked = []
+    def lookup(host, port):
+        asked.append((host, port))
+        return gevent.socket.getaddrinfo("127.0.0.1", port, 0, socket.SOCK_STREAM, socket.SOL_TCP)
+    http = client(server.port, host="compat-check.invalid")
+    resolve_with(http, lookup)
+    try:
+        response = http.get("/")
+    except OSError as e:
+        raise AssertionError(f"{LIB}: the connection did not use resolve_with's lookup ({e!r})")
+    read_rest(response, body_buffer(response))
+    expect(asked == [("compat-check.invalid", server.port)],
+           "ConnectionPool no longer calls _resolve() for a new connection, or _connection_host/"
+           f"_connection_port no longer hold the target (lookups: {asked!r})")
+"""
+
+LOCUST = r"""
+import csv, os, tempfile
+import gevent, gevent.pool
+import locust
+from gevent.event import Event
+from locust import User, constant, task
+from locust.env import Environment
+from locust.stats import PERCENTILES_TO_REPORT, StatsCSVFileWriter
+from vllm_load.compat.locust import rewrite_csv_files, send_worker_report, set_worker_report_interval, user_stopping
+from vllm_load.sim.process import free_port
+
+LIB = f"locust {locust.__version__}"
+
+def expect(held, what):
+    if not held:
+        raise AssertionError(f"{LIB}: {what}")
+
+def check_user_stopping():
+    in_task, release = Event(), Event()
+
+    class Probe(User):
+        wait_time = constant(0)
+
+        @task
+        def hold(self):
+            in_task.set()
+            release.wait()
+
+    user = Probe(Environment(user_classes=[Probe]))
+    expect(not user_stopping(user), "a new User reads as stopping (User._state)")
+    group = gevent.pool.Group()
+    user.start(group)
+    in_task.wait(5)
+    expect(not user_stopping(user), "a running User reads as stopping (User._state)")
+    stopped = user.stop(force=False)
+    expect(not stopped and user_stopping(user),
+           "User.stop(force=False) on a running user no longer sets User._state to "
+           "LOCUST_STATE_STOPPING (and leaves it running)")
+    release.set()
+    group.join(timeout=5)
+    expect(not group, "a User whose _state is LOCUST_STATE_STOPPING did not end after its task")
+
+def master_and_worker():
+    port = free_port()
+    master = Environment(user_classes=[User]).create_master_runner("127.0.0.1", port)
+    worker = Environment(user_classes=[User]).create_worker_runner("127.0.0.1", port)
+    with gevent.Timeout(10, AssertionError(f"{LIB}: the worker did not connect")):
+        while not master.clients:
+            gevent.sleep(0.05)
+    return master, worker
+
+def check_report_interval_and_send_worker_report():
+    set_worker_report_interval(0.1)
+    master, worker = master_and_worker()
+    reports, marker = [], []
+    master.environment.events.worker_report.add_listener(lambda client_id, data: reports.append(data))
+    worker.environment.events.report_to_master.add_listener(
+        lambda client_id, data: data.update(marker=list(marker)))
+    try:
+        gevent.sleep(1.5)
+        expect(len(reports) >= 4,
+               f"setting locust.runners.WORKER_REPORT_INTERVAL to 0.1 s gave {len(reports)} reports in "
+               "1.5 s: the worker's report loop no longer reads it")
+        set_worker_report_interval(60.0)
+        gevent.sleep(0.5)  # the loop's current sleep ends; its next one is 60 s
+        count = len(reports)
+        marker.append("now")
+        send_worker_report(worker)
+        gevent.sleep(0.5)
+        sent = [r for r in reports[count:] if r.get("marker") == ["now"]]
+        expect(len(sent) == 1 and len(reports) == count + 1,
+               "WorkerRunner._send_stats() no longer fires report_to_master and sends the report "
+               f"to the master at once ({len(reports) - count} reports, {len(sent)} with the marker)")
+        expect("stats_total" in sent[0], "WorkerRunner._send_stats() no longer sends Locust's stats")
+    finally:
+        worker.quit(); master.quit()
+        set_worker_report_interval(3.0)
+
+def check_rewrite_csv_files():
+    environment = Environment(user_classes=[User])
+    environment.create_local_runner()
+    base = os.path.join(tempfile.mkdtemp(), "locust")
+    writer = StatsCSVFileWriter(environment, PERCENTILES_TO_REPORT, base, full_history=False)
+    stats = environment.stats
+    try:
+        stats.log_request("POST", "/v1/completions", 12, 5)
+        stats.log_error("POST", "/v1/completions", "boom")
+        rewrite_csv_files(writer)
+        stats.log_request("POST", "/v1/completions", 14, 5)
+        rewrite_csv_files(writer)  # a second pass replaces the first
+    finally:
+        writer.close_files()
+    def rows(suffix):
+        with open(f"{base}_{suffix}.csv", newline="") as f:
+            return list(csv.reader(f))
+    requests = rows("stats")
+    expect(requests[0] == writer.requests_csv_columns and len(requests) == 3,
+           f"StatsCSVFileWriter._requests_data_rows: _stats.csv is not one header and two rows ({requests!r})")
+    expect(requests[1][1] == "/v1/completions" and requests[1][requests[0].index("Request Count")] == "2",
+           f"StatsCSVFileWriter._requests_data_rows no longer writes the current stats ({requests[1]!r})")
+    failures = rows("failures")
+    expect(failures[0] == writer.failures_columns and len(failures) == 2 and "boom" in failures[1][2],
+           f"StatsCSVFileWriter._failures_data_rows: _failures.csv is not the header and the error ({failures!r})")
+    exceptions = rows("exceptions")
+    expect(exceptions == [writer.exceptions_columns],
+           f"StatsCSVFileWriter._exceptions_data_rows: _exceptions.csv is not its header alone ({exceptions!r})")
+    history = rows("stats_history")
+    expect(len(history) == 2 and history[-1][3] == "Aggregated",
+           f"StatsCSVFileWriter._stats_history_data_rows(csv_writer, now) no longer appends the "
+           f"Aggregated row ({history!r})")
+"""
+
+SCRIPTS = {"gevent": GEVENT, "geventhttpclient": GEVENTHTTPCLIENT, "locust": LOCUST}
+ENTRIES = {
+    "gevent": ["raw_socket", "read_watcher", "close_throws_into_the_watcher_callback_owner"],
+    "geventhttpclient": ["body_buffer", "response_socket", "discard_connection", "resolve_with"],
+    "locust": ["user_stopping", "report_interval_and_send_worker_report", "rewrite_csv_files"],
+}
+# the compat names each check covers (a check may cover two)
+COVERS = {
+    "report_interval_and_send_worker_report": ["set_worker_report_interval", "send_worker_report"],
+    "close_throws_into_the_watcher_callback_owner": [],
+}
+
+
+@lru_cache(maxsize=None)
+def results(library: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPTS[library] + RUN_CHECKS],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("COMPAT ")]
+    assert done.returncode == 0 and lines, (
+        f"the {library} checks did not run (exit {done.returncode}):\n{done.stderr[-3000:]}"
+    )
+    return json.loads(lines[-1][len("COMPAT ") :])
+
+
+@pytest.mark.parametrize(
+    "library, entry",
+    [(library, entry) for library, entries in ENTRIES.items() for entry in entries],
+)
+def test_private_api_still_behaves(library, entry):
+    found = results(library)
+    assert entry in found, f"the {library} check {entry!r} did not run"
+    assert found[entry] is None, found[entry]
+
+
+def compat_names(module: str) -> set[str]:
+    """The public names a compat module defines (read from its source: importing it here would
+    import its library)."""
+    with open(os.path.join(COMPAT, f"{module}.py")) as f:
+        tree = ast.parse(f.read())
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return {name for name in names if not name.startswith("_")}
+
+
+# checked in this process, by the test_argparse_* tests below
+ARGPARSE_CHECKED = {"STORE_TRUE_ACTION", "APPEND_ACTION", "parser_actions", "DefaultsHelpFormatter"}
+
+
+@pytest.mark.parametrize(
+    "library",
+    sorted(name[:-3] for name in os.listdir(COMPAT) if name.endswith(".py") and name[0] != "_"),
+)
+def test_every_compat_entry_has_a_check(library):
+    covered = {name for entry in ENTRIES.get(library, []) for name in COVERS.get(entry, [entry])}
+    covered |= ARGPARSE_CHECKED if library == "argparse" else set()
+    missing = compat_names(library) - covered
+    assert not missing, f"vllm_load/compat/{library}.py entries without a check here: {missing}"
+
+
+def test_argparse_action_classes():
+    parser = argparse.ArgumentParser()
+    flag = parser.add_argument("--flag", action="store_true")
+    many = parser.add_argument("--many", action="append")
+    plain = parser.add_argument("--plain")
+    assert type(flag) is STORE_TRUE_ACTION, (
+        f"argparse: action='store_true' no longer makes an argparse._StoreTrueAction ({type(flag)})"
+    )
+    assert type(many) is APPEND_ACTION, (
+        f"argparse: action='append' no longer makes an argparse._AppendAction ({type(many)})"
+    )
+    assert not isinstance(plain, (STORE_TRUE_ACTION, APPEND_ACTION))
+
+
+def test_argparse_parser_actions_are_the_live_actions():
+    parser = argparse.ArgumentParser()
+    added = parser.add_argument("--out", default="a")
+    actions = parser_actions(parser)
+    assert [a.dest for a in actions] == ["help", "out"] and actions[1] is added, (
+        f"argparse: ArgumentParser._actions is no longer the list of added actions ({actions!r})"
+    )
+    actions[1].default = "b"
+    assert parser.parse_args([]).out == "b", (
+        "argparse: changing an action in ArgumentParser._actions no longer changes the parser"
+    )
+
+
+def test_argparse_help_string_hook():
+    class Marked(DefaultsHelpFormatter):
+        def help_string(self, action):
+            return "[marked] " + super().help_string(action)
+
+    parser = argparse.ArgumentParser(prog="p", formatter_class=Marked)
+    parser.add_argument("--level", type=int, default=5, help="how loud")
+    text = parser.format_help()
+    assert "[marked] how loud (default: 5)" in " ".join(text.split()), (
+        "argparse: HelpFormatter no longer asks _get_help_string(action) for each option's help, "
+        f"or ArgumentDefaultsHelpFormatter's no longer appends the default:\n{text}"
+    )
+
+
+# an attribute with a leading underscore, and what it is read on (a name, or a call's result)
+PRIVATE = re.compile(r"(?<![\w.])((?:\w+\.)*\w+|\))\._[A-Za-z]\w*")
+OURS = {"args._module"}  # cli/main.py: the subcommand's module, put there by set_defaults
+
+
+def private_accesses(line: str) -> list[str]:
+    """The private attributes read in one line of code, other than on `self` or `cls`."""
+    code = line.split("#", 1)[0]
+    return [
+        m.group(0)
+        for m in PRIVATE.finditer(code)
+        if m.group(1) not in ("self", "cls") and m.group(0) not in OURS
+    ]
+
+
+def test_no_private_attribute_of_another_library_outside_compat():
+    found = []
+    for folder, _dirs, files in os.walk(os.path.join(ROOT, "vllm_load")):
+        if folder.startswith(COMPAT):
+            continue
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(folder, name)
+            with open(path) as f:
+                for number, line in enumerate(f, 1):
+                    for access in private_accesses(line):
+                        found.append(f"{os.path.relpath(path, ROOT)}:{number}: {access}")
+    assert not found, (
+        "private attributes outside vllm_load/compat (move each there, with a check in this "
+        "file; add it to OURS if it is vllm-load's own):\n" + "\n".join(found)
+    )
+
+
+def test_the_private_access_scan_sees_what_it_must():
+    assert private_accesses("runner._send_stats()") == ["runner._send_stats"]
+    assert private_accesses("super()._get_help_string(action)") == [")._get_help_string"]
+    assert private_accesses("x = self.environment.runner._send_stats()") == [
+        "self.environment.runner._send_stats"
+    ]
+    assert private_accesses("self._http._connection_pool") == ["self._http._connection_pool"]
+    assert private_accesses("self._http = cls._cache  # pool._resolve") == []

@@ -1,0 +1,105 @@
+"""Interrupting `vllm-load run`: every file flushed, outcome `interrupted`, out within 10 s,
+and the partial run still analysable."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+from support.runhelpers import load_run_files, stop_group, wait_for_rows
+
+from vllm_load.analysis.levels import level_metrics
+from vllm_load.rundir.load import load_run
+from vllm_load.sim.process import SimulatorProcess
+
+EXIT_WITHIN = 10.0
+
+
+def start_run(sim_url: str, out: str, workers: int) -> subprocess.Popen:
+    """A run that would take minutes: 1000 requests per level of about one second each."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "vllm_load",
+            "run",
+            "--host",
+            sim_url,
+            "--workers",
+            str(workers),
+            "--levels",
+            "4,8",
+            "--input-tokens",
+            "64",
+            "--output-tokens",
+            "20",
+            "--requests-per-level",
+            "1000",
+            "--warmup-requests",
+            "2",
+            "--out",
+            out,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+
+
+@pytest.mark.parametrize(
+    "sig,workers",
+    [(signal.SIGINT, 0), (signal.SIGINT, 2), (signal.SIGTERM, 0)],
+    ids=["sigint-local", "sigint-2-workers", "sigterm-local"],
+)
+def test_an_interrupted_run_is_complete_on_disk_and_analysable(sig, workers, tmp_path):
+    out = str(tmp_path)
+    with SimulatorProcess("--ttft", "0.05", "--itl", "0.05") as sim:
+        proc = start_run(sim.url, out, workers)
+        try:
+            run_dir = wait_for_rows(out, 5, proc)
+            children = psutil.Process(proc.pid).children(recursive=True)
+            assert len(children) == 1 + workers  # Locust, and its workers
+            sent = time.monotonic()
+            proc.send_signal(sig)
+            output, _ = proc.communicate(timeout=EXIT_WITHIN + 20)
+            took = time.monotonic() - sent
+        finally:
+            stop_group(proc)
+    assert took < EXIT_WITHIN, output[-3000:]
+    assert proc.returncode == 130, output[-3000:]  # ended early, and says so to a pipeline
+    assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+
+    requests, steps, run, stats = load_run_files(run_dir)
+    assert run["outcome"] == "interrupted" and run["ended_at"]
+    assert list(steps["stop_reason"]) == ["interrupted"] and steps["end_ts"].notna().all()
+    locust_total = int(stats.loc[stats["Name"] == "Aggregated", "Request Count"].item())
+    assert (
+        len(requests)
+        == locust_total
+        == run["locust_totals"]["requests"]
+        == run["requests_recorded"]
+        >= 5
+    )
+    # the 4 users each had a ~1 s request in flight when the signal came: counted, at level 0
+    abandoned = run["requests_abandoned"]
+    assert 3 <= abandoned["total"] <= 4 and abandoned["by_level"] == {"0": abandoned["total"]}, (
+        abandoned
+    )
+    assert not [p for p in os.listdir(run_dir) if p.endswith(".tmp")]
+
+    data = load_run(run_dir)
+    metrics = level_metrics(data.requests, data.steps)
+    assert len(metrics) == 1 and metrics.loc[0, "stop_reason"] == "interrupted"
+    assert metrics.loc[0, "started"] == len(requests) and metrics.loc[0, "success_rate"] == 1.0
+    assert (
+        metrics.loc[0, "measured"] == len(requests) - 2 and metrics.loc[0, "output_tok_per_s"] > 0
+    )
+    if workers:
+        assert len(run["workers_seen"]) == workers

@@ -1,0 +1,214 @@
+"""`vllm-load run` end to end against the simulator: records, levels, exact tokens, timing."""
+
+import os
+
+import pandas as pd
+import pytest
+from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
+
+from vllm_load.analysis.levels import level_metrics
+from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.trace import read_trace
+
+
+def test_two_workers_record_every_request_once_and_attribute_levels(tmp_path):
+    trace_path = str(tmp_path / "trace.jsonl")
+    with SimulatorProcess(
+        "--time-scale", "0.02", "--max-num-seqs", "16", "--trace", trace_path
+    ) as sim:
+        run_vllm_load(
+            "run",
+            "--host",
+            sim.url,
+            "--workers",
+            "2",
+            "--levels",
+            "4,12",
+            "--input-tokens",
+            "256",
+            "--output-tokens",
+            "32",
+            "--requests-per-level",
+            "30",
+            "--warmup-requests",
+            "4",
+            "--out",
+            str(tmp_path),
+            "--meta",
+            "purpose=test",
+        )
+    requests, steps, run, stats = load_run_files(only_run_dir(tmp_path))
+    locust_total = int(stats.loc[stats["Name"] == "Aggregated", "Request Count"].item())
+    assert len(requests) == locust_total == run["locust_totals"]["requests"]
+    assert requests["worker"].nunique() == 2  # rows from both workers
+    assert requests["level"].between(0, 1).all()
+    assert (requests.groupby("level").size() >= 34).all()  # warm-up + target per level
+    assert list(steps["users"]) == [4, 12] and list(steps["stop_reason"]) == ["target_reached"] * 2
+    # a request belongs to the level during which it started
+    level_1_start = steps.loc[1, "start_ts"]
+    assert ((requests["start_ts"] >= level_1_start) == (requests["level"] == 1)).all()
+    assert run["outcome"] == "completed" and run["meta"] == {"purpose": "test"}
+    # the last level is measured like the others: its requests in flight when it reached its target
+    # were let finish and have rows (the server saw no request the client did not record), so its
+    # achieved concurrency is its users, as at every level
+    assert run["requests_abandoned"]["total"] == 0
+    assert run["drain"]["reason"] == "all_finished" and run["drain"]["in_flight_at_end"] == 0
+    assert (requests["end_ts"] > steps.loc[1, "end_ts"]).sum() >= 1
+    assert run["client"]["mode"] == "master" and run["prompts"]["method"] == "server_tokenize"
+    assert requests["ok"].all()
+    # both workers shipped their CPU and loop-lag samples to the master with their records
+    health = pd.read_csv(os.path.join(only_run_dir(tmp_path), "client_health.csv"))
+    assert set(health["worker"]) == set(requests["worker"])
+    assert health["cpu_percent"].ge(0).all() and health["rss_mib"].gt(0).all()
+    # every request went out with its request_id as X-Request-Id: the server's trace names each row
+    trace = read_trace(trace_path)
+    assert requests["request_id"].is_unique and set(trace) == set(requests["request_id"])
+    for rid, start, ttft, end, tokens in zip(
+        requests["request_id"],
+        requests["start_ts"],
+        requests["ttft"],
+        requests["end_ts"],
+        requests["completion_tokens"],
+    ):
+        server = trace[rid]
+        assert len(server.tokens) == tokens == 32
+        assert start < server.received <= server.tokens[0] <= server.tokens[-1] <= server.end
+        assert (
+            server.tokens[0] <= start + ttft and server.end <= end
+        )  # the client saw them after they were sent
+    # every stream's chunk marks: 17 arrival times (32 chunks, 16 segments), from its first chunk on
+    marks = requests["chunk_marks"].str.split(";").apply(lambda m: [float(x) for x in m])
+    assert (marks.str.len() == 17).all()
+    assert all(
+        m == sorted(m) and abs(m[0] / 1000 - ttft) < 1e-3
+        for m, ttft in zip(marks, requests["ttft"])
+    )
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_the_last_level_is_measured_like_the_others(tmp_path, workers):
+    """Requests in flight when the last level reaches its target finish and are recorded: its
+    achieved concurrency is its users, as at the level before (cut off, it read 6.0 of 8)."""
+    trace_path = str(tmp_path / "trace.jsonl")
+    with SimulatorProcess(
+        "--time-scale", "0.1", "--max-num-seqs", "16", "--trace", trace_path
+    ) as sim:
+        run_vllm_load(
+            "run",
+            "--host",
+            sim.url,
+            "--workers",
+            workers,
+            "--levels",
+            "3,8",
+            "--input-tokens",
+            "128",
+            "--output-tokens",
+            "64",
+            "--requests-per-level",
+            "20",
+            "--warmup-requests",
+            "8",
+            "--out",
+            str(tmp_path),
+        )
+    requests, steps, run, _ = load_run_files(only_run_dir(tmp_path))
+    assert run["requests_abandoned"]["total"] == 0 and run["drain"]["reason"] == "all_finished"
+    assert set(read_trace(trace_path)) == set(
+        requests["request_id"]
+    )  # every request sent has its row
+    metrics = level_metrics(requests, steps)
+    assert list(metrics["achieved_concurrency"]) == pytest.approx([3, 8], rel=0.05)
+
+
+def _assert_exact(requests, n, input_tokens, output_tokens):
+    assert len(requests) >= n
+    assert (requests["prompt_tokens"] == input_tokens).all()
+    assert (requests["completion_tokens"] == output_tokens).all()
+    assert (requests["requested_prompt_tokens"] == input_tokens).all()
+
+
+def test_200_streamed_requests_are_exactly_2048_in_512_out(tmp_path):
+    with SimulatorProcess("--time-scale", "0.002", "--max-num-seqs", "64") as sim:
+        run_vllm_load(
+            "run",
+            "--host",
+            sim.url,
+            "--levels",
+            "40",
+            "--requests-per-level",
+            "190",
+            "--warmup-requests",
+            "10",
+            "--out",
+            str(tmp_path),
+        )
+    requests, *_ = load_run_files(only_run_dir(tmp_path))
+    _assert_exact(requests, 200, 2048, 512)
+    assert (requests["n_chunks"] == 512).all() and requests["stream"].all()
+
+
+def test_exact_with_a_local_tokenizer_when_the_server_has_no_tokenize(tmp_path, hf_tokenizer_dir):
+    tokenizer_dir = hf_tokenizer_dir
+    with SimulatorProcess(
+        "--time-scale", "0.002", "--tokenizer", tokenizer_dir, "--no-tokenize-endpoint"
+    ) as sim:
+        with pytest.raises(AssertionError, match="tokenize"):  # refused without a tokenizer
+            run_vllm_load(
+                "run", "--host", sim.url, "--levels", "2", "--out", str(tmp_path / "refused")
+            )
+        run_vllm_load(
+            "run",
+            "--host",
+            sim.url,
+            "--levels",
+            "40",
+            "--requests-per-level",
+            "190",
+            "--warmup-requests",
+            "10",
+            "--tokenizer",
+            tokenizer_dir,
+            "--out",
+            str(tmp_path / "runs"),
+        )
+    requests, _, run, _ = load_run_files(only_run_dir(tmp_path / "runs"))
+    assert run["prompts"]["method"] == "local_tokenizer"
+    _assert_exact(requests, 200, 2048, 512)
+
+
+def test_ttft_and_itl_within_5ms_of_injected_delays_at_10_users(tmp_path):
+    trace_path = str(tmp_path / "trace.jsonl")
+    with SimulatorProcess("--ttft", "0.2", "--itl", "0.02", "--trace", trace_path) as sim:
+        run_vllm_load(
+            "run",
+            "--host",
+            sim.url,
+            "--levels",
+            "10",
+            "--input-tokens",
+            "256",
+            "--output-tokens",
+            "20",
+            "--requests-per-level",
+            "40",
+            "--warmup-requests",
+            "10",
+            "--out",
+            str(tmp_path / "runs"),
+        )
+    requests, *_ = load_run_files(only_run_dir(tmp_path / "runs"))
+    # measured requests only: each user's first request (the warm-up) includes connection setup
+    ok = requests[requests["ok"] == 1].sort_values("end_ts").iloc[10:]
+    assert len(ok) >= 40
+    assert abs(ok["ttft"].median() - 0.2) < 0.005
+    assert abs(ok["itl_p50"].median() - 0.02) < 0.005
+    assert abs(ok["tpot"].median() - 0.02) < 0.005
+    # Per request, against when the simulator really wrote the first token: the 10 users stay in
+    # phase, so their requests reach the single-process simulator together and its own handling
+    # (about 0.3 ms each, more on a busy machine) delays the last ones' first tokens by
+    # milliseconds; that is the server's time, not a measuring error.
+    trace = read_trace(trace_path)
+    first_written = ok["request_id"].map(lambda rid: trace[rid].tokens[0])
+    dating_error = (ok["start_ts"] + ok["ttft"] - first_written).abs()
+    assert dating_error.quantile(0.9) < 0.001

@@ -1,0 +1,25 @@
+"""Helpers shared by the tests (none of them a test): imported as `from support.X import ...`.
+
+setup.cfg's `pythonpath = tests` puts tests/ on sys.path for pytest; a subprocess script that
+needs a helper gets `TESTS` as an argument and puts it on its own sys.path. Fixtures live in
+tests/conftest.py. Test modules never import each other.
+
+- `runhelpers`: running vllm-load as a child process, reading a run directory back
+- `sim_http`: blocking HTTP calls to the simulator, SSE bodies, /metrics values
+- `sse_chunks`: chat-completion SSE chunks as vLLM streams them
+- `reports`: synthetic run directories and the PNGs embedded in a report
+- `hf_tokenizer`: a small, real Hugging Face tokenizer directory built locally
+- `netns`: test hosts in network namespaces (root only)
+- `read_lag`: how late a gevent process reads bytes sent on a steady beat
+"""
+
+from __future__ import annotations
+
+import os
+
+#: the tests/ folder
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: the repository's root
+ROOT = os.path.dirname(TESTS)
+#: tests/data
+DATA = os.path.join(TESTS, "data")

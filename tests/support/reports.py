@@ -1,0 +1,33 @@
+"""Synthetic run directories to report on, and the PNG charts embedded in a report."""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+
+from PIL import Image
+
+from vllm_load.analysis.synthetic import SyntheticRun, write_synthetic_run
+
+#: the levels of every synthetic run
+LEVELS = (10, 50, 100, 200)
+
+
+def synthetic_runs(base, n, model="synthetic/model-8b", **kwargs):
+    spec = {
+        **dict(levels=LEVELS, requests_per_level=60, warmup_requests=6, output_tokens=64),
+        **kwargs,
+    }
+    return [
+        write_synthetic_run(str(base), SyntheticRun(model=model, seed=i, **spec)) for i in range(n)
+    ]
+
+
+def embedded_pngs(html: str) -> list[Image.Image]:
+    images = []
+    for b64 in re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html):
+        image = Image.open(io.BytesIO(base64.b64decode(b64)))
+        image.load()
+        images.append(image)
+    return images

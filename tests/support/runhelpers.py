@@ -1,0 +1,94 @@
+"""Running vllm-load as a child process in tests (Locust must never be imported into pytest:
+gevent would monkey-patch the test process)."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import requests
+
+from vllm_load.rundir.records import read_requests
+
+
+def run_vllm_load(
+    *args: str, timeout: float = 240, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllm_load", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+    if proc.returncode != 0:
+        raise AssertionError(
+            f"vllm-load {' '.join(args)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
+        )
+    return proc
+
+
+def only_run_dir(base) -> str:
+    dirs = glob.glob(os.path.join(str(base), "*", "*"))
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+def load_run_files(run_dir: str):
+    requests = read_requests(os.path.join(run_dir, "requests.csv"))
+    steps = pd.read_csv(os.path.join(run_dir, "steps.csv"))
+    with open(os.path.join(run_dir, "run.json")) as fh:
+        run = json.load(fh)
+    stats = pd.read_csv(os.path.join(run_dir, "locust_stats.csv"))
+    return requests, steps, run, stats
+
+
+def wait_for_rows(out: str, rows: int, proc: subprocess.Popen, timeout: float = 60.0) -> str:
+    """The run directory once its requests.csv has `rows` records."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[0][-3000:]
+        for path in glob.glob(os.path.join(out, "*", "*", "requests.csv")):
+            with open(path, encoding="utf-8") as fh:
+                if sum(1 for _ in fh) > rows:
+                    return os.path.dirname(path)
+        time.sleep(0.2)
+    raise AssertionError(f"no {rows} records within {timeout} s")
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """Kill whatever is left of a run started in its own session (its process group)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait(timeout=10)
+
+
+def every_file_text(root) -> str:
+    """The text of every file under `root`, joined (to look for what must not be written)."""
+    texts = []
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            with open(os.path.join(dirpath, name), "rb") as fh:
+                texts.append(fh.read().decode("utf-8", "replace"))
+    return "\n".join(texts)
+
+
+def wait_for_ui(base: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    """Wait until the web UI at `base` answers (its login page), while `proc` is still running."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[0][-3000:]
+        try:
+            requests.get(base + "/login", timeout=2)
+            return
+        except requests.ConnectionError:
+            time.sleep(0.1)
+    raise AssertionError(f"the web UI did not answer within {timeout} s")
