@@ -4,7 +4,7 @@ A private attribute can change in any release without notice, and most of ours w
 a run silently (a stale CSV, a worker's last records lost, a stream read without timestamps)
 rather than crash. So each one lives here as a small named function or constant whose docstring
 says which attribute, what we rely on it doing, and the release it was checked with;
-tests/test_compat.py checks each against the installed library and names what changed, and
+tests/code/test_compat.py checks each against the installed library and names what changed, and
 setup.cfg caps locust and geventhttpclient at the releases those tests passed on.
 
 - `argparse`: the actions of a parser, two action classes, the help-string hook.
