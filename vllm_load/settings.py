@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import MISSING, Field, asdict, dataclass, field, fields
+from typing import Any, Callable, Iterable
 
 DEFAULT_LEVELS = "10,50,100,200,500,750,1000"
 ENDPOINTS = ("chat", "completions")
@@ -164,291 +164,163 @@ def load_meta_file(path: str) -> dict[str, str]:
     return flat
 
 
-def add_arguments(parser) -> None:
-    """Register vllm-load's options on a Locust (configargparse) or argparse parser."""
-    # Locust's parser takes web-UI flags on add_argument itself (not on argument groups)
-    locust_parser = hasattr(parser, "args_included_in_web_ui")
-    extra = {"include_in_web_ui": True} if locust_parser else {}
-    hidden = {"include_in_web_ui": False} if locust_parser else {}
-    group = (
-        parser if locust_parser else parser.add_argument_group("vllm-load", "LLM load test options")
-    )
-    group.add_argument(
-        "--model",
-        default="",
-        help="model id to request (default: the first id in /v1/models)",
-        **extra,
-    )
-    group.add_argument(
-        "--levels",
-        default=DEFAULT_LEVELS,
-        help=f"concurrency levels to step through (default {DEFAULT_LEVELS})",
-        **extra,
-    )
-    group.add_argument(
-        "--input-tokens",
-        type=int,
-        default=2048,
-        help="exact prompt length in tokens, chat template included (default 2048)",
-        **extra,
-    )
-    group.add_argument(
-        "--output-tokens",
-        type=int,
-        default=512,
-        help="exact output length, forced with max_tokens + min_tokens + ignore_eos (default 512)",
-        **extra,
-    )
-    group.add_argument(
-        "--requests-per-level",
-        type=int,
-        default=100,
-        help="measured requests per level after warm-up (default 100)",
-        **extra,
-    )
-    group.add_argument(
-        "--warmup-requests",
-        type=int,
-        default=10,
-        help="first finished requests of each level to discard (default 10)",
-        **extra,
-    )
-    group.add_argument(
-        "--level-time-cap",
-        type=float,
-        default=1200.0,
-        help="end a level after this many seconds even if short of requests (default 1200)",
-        **extra,
-    )
-    group.add_argument(
-        "--cooldown",
-        type=float,
-        default=0.0,
-        help="seconds with no load between levels (default 0)",
-        **extra,
-    )
-    group.add_argument(
-        "--spawn-rate-per-level",
-        type=float,
-        default=1000.0,
-        help="users started per second when a level begins (default 1000)",
-        **extra,
-    )
-    group.add_argument(
-        "--endpoint",
-        choices=ENDPOINTS,
-        default="chat",
-        help="chat: /v1/chat/completions; completions: /v1/completions",
-        **extra,
-    )
-    group.add_argument(
-        "--no-stream",
-        action="store_true",
-        default=False,
-        help="send non-streaming requests (TTFT = E2E)",
-        **extra,
-    )
-    group.add_argument(
-        "--tokenizer",
-        default="",
-        help="local tokenizer directory for exact prompts when the server has no /tokenize",
-        **extra,
-    )
-    group.add_argument(
-        "--approximate-prompts",
-        action="store_true",
-        default=False,
-        help="allow prompts of approximate length when no tokenizer is available",
-        **extra,
-    )
-    group.add_argument(
-        "--shared-prefix-tokens",
-        type=int,
-        default=0,
-        help="a common prompt prefix of N tokens, to measure prefix caching on purpose (default 0)",
-        **extra,
-    )
-    group.add_argument(
-        "--temperature",
-        type=float,
-        default=None,
-        help="sampling temperature to send (default: the server's)",
-        **extra,
-    )
-    group.add_argument(
-        "--no-vllm-params",
-        action="store_true",
-        default=False,
-        help="do not send vLLM's min_tokens/ignore_eos (for servers that reject them)",
-        **extra,
-    )
-    group.add_argument(
-        "--connect-timeout",
-        type=float,
-        default=30.0,
-        help="seconds to connect (default 30)",
-        **extra,
-    )
-    group.add_argument(
-        "--ttft-timeout",
-        type=float,
-        default=600.0,
-        help="seconds from a streamed request's start to its first content chunk (the first that carries a token; default 600)",
-        **extra,
-    )
-    group.add_argument(
-        "--stall-timeout",
-        type=float,
-        default=120.0,
-        help="seconds without a byte before a request fails (default 120)",
-        **extra,
-    )
-    group.add_argument(
-        "--request-timeout",
-        type=float,
-        default=1800.0,
-        help="seconds for a whole request (default 1800)",
-        **extra,
-    )
-    group.add_argument(
-        "--metrics-interval",
-        type=float,
-        default=1.0,
-        help="seconds between scrapes of the target's /metrics into server_metrics.csv; 0 turns scraping off (default 1)",
-        **extra,
-    )
-    group.add_argument(
-        "--out", default="runs", help="base directory for run directories (default runs/)", **extra
-    )
-    group.add_argument(
-        "--run-dir",
-        default="",
-        help="exact run directory to write (default: OUT/<model>/<UTC time>-<id>)",
-        **hidden,
-    )
-    group.add_argument(
-        "--meta",
-        action="append",
-        default=[],
-        help="key=value recorded in run.json and the report (repeatable)",
-        **hidden,
-    )
-    group.add_argument(
-        "--meta-file",
-        default="",
-        help="YAML file of run metadata (hardware, GPUs, image digest, model revision); --meta overrides",
-        **hidden,
-    )
-    secret = {"include_in_web_ui": True, "is_secret": True} if locust_parser else {}
-    group.add_argument(
-        "--api-key",
-        default="",
-        help="Bearer token (default: $OPENAI_API_KEY); never written anywhere",
-        **secret,
-    )
+@dataclass(frozen=True)
+class Rule:
+    """A check on an option's value: `holds(value)`, else the option `must` ... ."""
+
+    must: str
+    holds: Callable[[Any], bool]
+
+
+AT_LEAST_1 = Rule("be at least 1", lambda v: v >= 1)
+NOT_NEGATIVE = Rule("not be negative", lambda v: v >= 0)
+POSITIVE = Rule("be positive", lambda v: v > 0)
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """How one `Settings` field is given on a command line and in Locust's web UI.
+
+    The field's name, type and default are the option's; its flag is `--field-name` unless
+    `flag` says otherwise. A bool field is a flag: given, it sets the field to the opposite of
+    its default (`--no-stream` sets `stream` False)."""
+
+    help: str
+    flag: str = ""
+    parse: Callable[[Any], Any] | None = None  # a value as given (text, from the web UI) -> field
+    rule: Rule | None = None
+    choices: tuple[str, ...] = ()
+    shown_default: str = ""  # the default as written on a command line, when not str(default)
+    repeatable: bool = False  # given once per item (`--meta k=v --meta k2=v2`)
+    web_ui: bool = True
+    secret: bool = False
+
+
+def option(default: Any, help: str, **spec: Any) -> Any:
+    """A `Settings` field that is also an option (see `OptionSpec`)."""
+    meta = {"option": OptionSpec(help, **spec)}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta, repr=not spec.get("secret", False))
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything a run is configured with (secrets excluded from `public()`)."""
+    """Everything a run is configured with; every field is an option (declared once, here).
 
-    model: str = ""
-    levels: list[int] = field(default_factory=lambda: parse_levels(DEFAULT_LEVELS))
-    input_tokens: int = 2048
-    output_tokens: int = 512
-    requests_per_level: int = 100
-    warmup_requests: int = 10
-    level_time_cap: float = 1200.0
-    cooldown: float = 0.0
-    spawn_rate_per_level: float = 1000.0
-    endpoint: str = "chat"
-    stream: bool = True
-    tokenizer: str = ""
-    approximate_prompts: bool = False
-    shared_prefix_tokens: int = 0
-    temperature: float | None = None
-    vllm_params: bool = True
-    connect_timeout: float = 30.0
-    ttft_timeout: float = 600.0
-    stall_timeout: float = 120.0
-    request_timeout: float = 1800.0
-    metrics_interval: float = 1.0
-    out: str = "runs"
-    run_dir: str = ""
-    meta: dict[str, str] = field(default_factory=dict)
-    api_key: str = field(default="", repr=False)
+    From these declarations come the options on Locust's parser and each subcommand's
+    (`add_arguments`), `Settings.from_options`, the Locust arguments `vllm-load run` passes
+    on (`option_argv`) and run.json's settings (`public`, secrets excluded)."""
+
+    model: str = option("", "model id to request (default: the first id in /v1/models)")
+    levels: list[int] = option(
+        parse_levels(DEFAULT_LEVELS),
+        "concurrency levels to step through",
+        parse=parse_levels,
+        shown_default=DEFAULT_LEVELS,
+    )
+    input_tokens: int = option(
+        2048, "exact prompt length in tokens, chat template included", rule=AT_LEAST_1
+    )
+    output_tokens: int = option(
+        512,
+        "exact output length, forced with max_tokens + min_tokens + ignore_eos",
+        rule=AT_LEAST_1,
+    )
+    requests_per_level: int = option(
+        100, "measured requests per level after warm-up", rule=AT_LEAST_1
+    )
+    warmup_requests: int = option(
+        10, "first finished requests of each level to discard", rule=NOT_NEGATIVE
+    )
+    level_time_cap: float = option(
+        1200.0, "end a level after this many seconds even if short of requests", rule=POSITIVE
+    )
+    level_cooldown: float = option(0.0, "seconds with no load between levels", rule=NOT_NEGATIVE)
+    spawn_rate_per_level: float = option(
+        1000.0, "users started per second when a level begins", rule=POSITIVE
+    )
+    endpoint: str = option(
+        "chat",
+        "chat: /v1/chat/completions; completions: /v1/completions",
+        choices=ENDPOINTS,
+    )
+    stream: bool = option(True, "send non-streaming requests (TTFT = E2E)", flag="--no-stream")
+    tokenizer: str = option(
+        "", "local tokenizer directory for exact prompts when the server has no /tokenize"
+    )
+    approximate_prompts: bool = option(
+        False, "allow prompts of approximate length when no tokenizer is available"
+    )
+    shared_prefix_tokens: int = option(
+        0,
+        "a common prompt prefix of N tokens, to measure prefix caching on purpose",
+        rule=NOT_NEGATIVE,
+    )
+    temperature: float | None = option(
+        None, "sampling temperature to send (default: the server's)", parse=parse_temperature
+    )
+    vllm_params: bool = option(
+        True,
+        "do not send vLLM's min_tokens/ignore_eos (for servers that reject them)",
+        flag="--no-vllm-params",
+    )
+    connect_timeout: float = option(30.0, "seconds to connect", rule=POSITIVE)
+    ttft_timeout: float = option(
+        600.0,
+        "seconds from a streamed request's start to its first content chunk (the first that "
+        "carries a token)",
+        rule=POSITIVE,
+    )
+    stall_timeout: float = option(
+        120.0, "seconds without a byte before a request fails", rule=POSITIVE
+    )
+    request_timeout: float = option(1800.0, "seconds for a whole request", rule=POSITIVE)
+    metrics_interval: float = option(
+        1.0,
+        "seconds between scrapes of the target's /metrics into server_metrics.csv; 0 turns "
+        "scraping off",
+        rule=NOT_NEGATIVE,
+    )
+    out: str = option("runs", "base directory for run directories")
+    run_dir: str = option(
+        "", "exact run directory to write (default: OUT/<model>/<UTC time>-<id>)", web_ui=False
+    )
+    meta: dict[str, str] = option(
+        {},
+        "key=value recorded in run.json and the report (repeatable)",
+        parse=lambda items: parse_meta(items if isinstance(items, list) else [items]),
+        repeatable=True,
+        web_ui=False,
+    )
+    api_key: str = option(
+        "", "Bearer token (default: $OPENAI_API_KEY); never written anywhere", secret=True
+    )
 
     @classmethod
-    def from_options(cls, options) -> "Settings":
-        def get(name: str, default: Any = None) -> Any:
-            return getattr(options, name, default)
-
-        settings = cls(
-            model=get("model", "") or "",
-            levels=parse_levels(get("levels", DEFAULT_LEVELS)),
-            input_tokens=int(get("input_tokens", 2048)),
-            output_tokens=int(get("output_tokens", 512)),
-            requests_per_level=int(get("requests_per_level", 100)),
-            warmup_requests=int(get("warmup_requests", 10)),
-            level_time_cap=float(get("level_time_cap", 1200.0)),
-            cooldown=float(get("cooldown", 0.0)),
-            spawn_rate_per_level=float(get("spawn_rate_per_level", 1000.0)),
-            endpoint=get("endpoint", "chat") or "chat",
-            stream=not get("no_stream", False),
-            tokenizer=get("tokenizer", "") or "",
-            approximate_prompts=bool(get("approximate_prompts", False)),
-            shared_prefix_tokens=int(get("shared_prefix_tokens", 0)),
-            temperature=parse_temperature(get("temperature")),
-            vllm_params=not get("no_vllm_params", False),
-            connect_timeout=float(get("connect_timeout", 30.0)),
-            ttft_timeout=float(get("ttft_timeout", 600.0)),
-            stall_timeout=float(get("stall_timeout", 120.0)),
-            request_timeout=float(get("request_timeout", 1800.0)),
-            metrics_interval=float(get("metrics_interval", 1.0)),
-            out=get("out", "runs") or "runs",
-            run_dir=get("run_dir", "") or "",
-            meta={
-                **(load_meta_file(get("meta_file")) if get("meta_file") else {}),
-                **parse_meta(get("meta")),
-            },
-            api_key=get("api_key", "") or os.environ.get("OPENAI_API_KEY", ""),
-        )
+    def from_options(cls, options: Any) -> "Settings":
+        """The settings from parsed options (Locust's, a subcommand's, or any object with the
+        options' `dest` attributes); a missing one takes its default. Checks every value."""
+        values: dict[str, Any] = {}
+        for f, spec in settings_options():
+            given = getattr(options, dest_of(f, spec), None)
+            values[f.name] = _value_of(f, spec, given)
+        meta_file = getattr(options, META_FILE.dest, "") or ""
+        values["meta"] = {**(load_meta_file(meta_file) if meta_file else {}), **values["meta"]}
+        values["api_key"] = values["api_key"] or os.environ.get("OPENAI_API_KEY", "")
+        settings = cls(**values)
         settings.validate()
         return settings
 
     def validate(self) -> None:
-        if self.endpoint not in ENDPOINTS:
-            raise SettingsError(
-                f"--endpoint must be one of {', '.join(ENDPOINTS)}, got {self.endpoint!r}"
-            )
-        for name in ("input_tokens", "output_tokens", "requests_per_level"):
-            if getattr(self, name) < 1:
+        for f, spec in settings_options():
+            value = getattr(self, f.name)
+            if spec.choices and value not in spec.choices:
                 raise SettingsError(
-                    f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}"
+                    f"{flag_of(f, spec)} must be one of {', '.join(spec.choices)}, got {value!r}"
                 )
-        for name in ("warmup_requests", "shared_prefix_tokens"):
-            if getattr(self, name) < 0:
-                raise SettingsError(
-                    f"--{name.replace('_', '-')} must not be negative, got {getattr(self, name)}"
-                )
-        for name in (
-            "level_time_cap",
-            "spawn_rate_per_level",
-            "connect_timeout",
-            "ttft_timeout",
-            "stall_timeout",
-            "request_timeout",
-        ):
-            if getattr(self, name) <= 0:
-                raise SettingsError(
-                    f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}"
-                )
-        if self.metrics_interval < 0:
-            raise SettingsError(
-                f"--metrics-interval must not be negative, got {self.metrics_interval}"
-            )
-        if self.cooldown < 0:
-            raise SettingsError(f"--cooldown must not be negative, got {self.cooldown}")
+            if spec.rule is not None and not spec.rule.holds(value):
+                raise SettingsError(f"{flag_of(f, spec)} must {spec.rule.must}, got {value}")
 
     def check_fits(self, limit: int | None) -> None:
         """Refuse a prompt + output longer than the model's context (`max_model_len` from /v1/models)."""
@@ -464,6 +336,153 @@ class Settings:
         data.pop("api_key")
         data["api_key_set"] = bool(self.api_key)
         return data
+
+
+@dataclass(frozen=True)
+class InputOption:
+    """An option that feeds a `Settings` field without being one (`--meta-file` fills `meta`)."""
+
+    flag: str
+    help: str
+
+    @property
+    def dest(self) -> str:
+        return self.flag[2:].replace("-", "_")
+
+
+META_FILE = InputOption(
+    "--meta-file",
+    "YAML file of run metadata (hardware, GPUs, image digest, model revision); --meta overrides",
+)
+
+
+def settings_options() -> list[tuple[Field, OptionSpec]]:
+    """Every `Settings` field with its option, in declaration order."""
+    return [(f, f.metadata["option"]) for f in fields(Settings)]
+
+
+def flag_of(f: Field, spec: OptionSpec) -> str:
+    return spec.flag or "--" + f.name.replace("_", "-")
+
+
+def dest_of(f: Field, spec: OptionSpec) -> str:
+    """The parsed options' attribute: the flag's name (`--no-stream` -> `no_stream`)."""
+    return flag_of(f, spec)[2:].replace("-", "_")
+
+
+def _default(f: Field) -> Any:
+    return f.default_factory() if f.default_factory is not MISSING else f.default
+
+
+def _is_flag(f: Field) -> bool:
+    return f.type == "bool"
+
+
+def command_line_default(f: Field, spec: OptionSpec) -> Any:
+    """The option's default as its parser holds it (a flag: not given)."""
+    if _is_flag(f):
+        return False
+    if spec.repeatable:
+        return []
+    return spec.shown_default or _default(f)
+
+
+_TYPES: dict[str, Callable[[Any], Any]] = {"int": int, "float": float, "str": str}
+_TYPE_WORDS = {"int": "a whole number", "float": "a number", "str": "text"}
+
+
+def _value_of(f: Field, spec: OptionSpec, given: Any) -> Any:
+    """The field's value from what the options hold (text from Locust's web UI included)."""
+    if given is None or given == "":
+        return _default(f)
+    if _is_flag(f):
+        given_flag = given if isinstance(given, bool) else str(given).lower() in ("1", "true")
+        return (not _default(f)) if given_flag else _default(f)
+    if spec.parse is not None:
+        return spec.parse(given)
+    try:
+        return _TYPES[str(f.type)](given)
+    except (TypeError, ValueError):
+        raise SettingsError(
+            f"{flag_of(f, spec)} must be {_TYPE_WORDS[str(f.type)]}, got {given!r}"
+        ) from None
+
+
+def _help(f: Field, spec: OptionSpec, default: Any) -> str:
+    """The option's help, with its default said unless the help says it or there is none."""
+    if _is_flag(f) or default in (None, "", [], {}) or "(default" in spec.help:
+        return spec.help
+    shown = f"{default:g}" if isinstance(default, float) else str(default)
+    return f"{spec.help} (default {shown})"
+
+
+def add_arguments(
+    parser: Any,
+    defaults: dict[str, Any] | None = None,
+    helps: dict[str, str] | None = None,
+    hidden: Iterable[str] = (),
+    only: Iterable[str] | None = None,
+) -> None:
+    """Put the options on a Locust (configargparse) or argparse parser.
+
+    `defaults` and `helps` (by field name) replace a field's default and help for this parser,
+    `hidden` fields are accepted but not shown, and `only` limits the options to those fields
+    (`--meta-file` comes with `meta`). On Locust's parser the options also appear in its web
+    UI (the API key as a secret), and Locust ships them to workers."""
+    locust_parser = hasattr(parser, "args_included_in_web_ui")
+    group = (
+        parser if locust_parser else parser.add_argument_group("vllm-load", "LLM load test options")
+    )
+    wanted = None if only is None else set(only)
+    for f, spec in settings_options():
+        if wanted is not None and f.name not in wanted:
+            continue
+        kwargs: dict[str, Any] = {"dest": dest_of(f, spec)}
+        default = (defaults or {}).get(f.name, command_line_default(f, spec))
+        text = (helps or {}).get(f.name) or _help(f, spec, default)
+        kwargs["help"] = argparse.SUPPRESS if f.name in hidden else text
+        if _is_flag(f):
+            kwargs.update(action="store_true", default=bool(default))
+        elif spec.repeatable:
+            kwargs.update(action="append", default=list(default), metavar="KEY=VALUE")
+        else:
+            kwargs["default"] = default
+            if str(f.type) in ("int", "float") and spec.parse is None:
+                kwargs["type"] = _TYPES[str(f.type)]
+            if spec.choices:
+                kwargs["choices"] = spec.choices
+        if locust_parser:
+            kwargs["include_in_web_ui"] = spec.web_ui and f.name not in hidden
+            if spec.secret:
+                kwargs["is_secret"] = True
+        group.add_argument(flag_of(f, spec), **kwargs)
+        if f.name == "meta":
+            extra = {"include_in_web_ui": False} if locust_parser else {}
+            group.add_argument(META_FILE.flag, default="", help=META_FILE.help, **extra)
+
+
+def option_argv(options: Any) -> list[str]:
+    """The options in `options` that differ from their defaults, as command-line arguments
+    (for the Locust process `vllm-load run` starts). The API key never goes on a command line."""
+    argv: list[str] = []
+    for f, spec in settings_options():
+        if spec.secret:
+            continue
+        flag, default = flag_of(f, spec), command_line_default(f, spec)
+        value = getattr(options, dest_of(f, spec), default)
+        if value is None or value == default:
+            continue
+        if _is_flag(f):
+            argv.append(flag)
+        elif spec.repeatable:
+            for item in value:
+                argv += [flag, str(item)]
+        else:
+            argv += [flag, str(value)]
+    meta_file = getattr(options, META_FILE.dest, "")
+    if meta_file:
+        argv += [META_FILE.flag, str(meta_file)]
+    return argv
 
 
 def standalone_parser(prog: str = "vllm-load") -> argparse.ArgumentParser:

@@ -172,7 +172,7 @@ def test_a_campaign_counts_a_run_whose_target_died_as_failed(tmp_path):
             "campaign",
             "--runs",
             "2",
-            "--cooldown",
+            "--run-cooldown",
             "0",
             "--ready-timeout",
             "10",

@@ -114,9 +114,6 @@ def knee_from_runs(run_dirs: list[str]) -> list[int]:
 # --- the command --------------------------------------------------------------------------------------
 def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
-    parser.conflict_handler = (
-        "resolve"  # the campaign's --cooldown (between runs) replaces the level one
-    )
     add_managed_run_options(
         parser,
         "base URL of the server under test",
@@ -125,18 +122,10 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     )
     run = parser.add_argument_group("campaign")
     run.add_argument(
-        "--level-cooldown",
-        dest="cooldown",
-        type=float,
-        default=0.0,
-        help="seconds with no load between levels within a run",
-    )
-    run.add_argument(
         "--runs", type=int, default=5, help="independent runs (n for the confidence intervals)"
     )
     run.add_argument(
-        "--cooldown",
-        dest="run_cooldown",
+        "--run-cooldown",
         type=float,
         default=60.0,
         help="seconds of rest between runs",
@@ -196,7 +185,7 @@ def _validate(args: argparse.Namespace) -> None:
     if args.runs < 1 or args.refine_runs < 1:
         raise SettingsError("--runs and --refine-runs must be at least 1")
     if args.run_cooldown < 0:
-        raise SettingsError(f"--cooldown must not be negative, got {args.run_cooldown}")
+        raise SettingsError(f"--run-cooldown must not be negative, got {args.run_cooldown}")
     if args.refine_levels:
         parse_levels(args.refine_levels)
 

@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 
+from ..settings import add_arguments
 from ..sim.process import SimulatorProcess
 from . import run as run_cli
 
@@ -20,25 +21,24 @@ SIM_ARGS = ("--max-num-seqs", "16", "--time-scale", "0.25")
 # The simulator's /metrics every 0.1 s: the top levels' windows last about half a second, and
 # the report compares the server's figures only over windows of several scrape intervals.
 METRICS_INTERVAL = 0.1
-DEMO_LEVELS = "2,8,16,32,48"
+# the run's options the demo offers, with its defaults: 100 measured requests make the top
+# levels' windows last over a second, enough for the /metrics cross-check
+DEMO_DEFAULTS = {
+    "levels": "2,8,16,32,48",
+    "input_tokens": 512,
+    "output_tokens": 64,
+    "requests_per_level": 100,
+    "warmup_requests": 8,
+    "out": "runs",
+}
 
 
 def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
-    parser.add_argument("--levels", default=DEMO_LEVELS, help="concurrency levels")
-    parser.add_argument("--input-tokens", type=int, default=512, help="prompt length in tokens")
-    parser.add_argument("--output-tokens", type=int, default=64, help="output length in tokens")
-    # 100: the top levels' windows last over a second, enough for the /metrics cross-check
-    parser.add_argument(
-        "--requests-per-level", type=int, default=100, help="measured requests per level"
-    )
-    parser.add_argument(
-        "--warmup-requests", type=int, default=8, help="discarded requests per level"
-    )
+    add_arguments(parser, only=DEMO_DEFAULTS, defaults=DEMO_DEFAULTS)
     parser.add_argument(
         "--workers", type=int, default=0, help="local Locust worker processes (0: one process)"
     )
-    parser.add_argument("--out", default="runs", help="base directory for the run directory")
     parser.add_argument("--report-dir", default="reports", help="where the HTML report goes")
     parser.add_argument("--no-report", action="store_true", help="skip the HTML report")
     parser.add_argument(
@@ -57,13 +57,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"Simulator at {sim.url}", flush=True)
         run_args = run_cli.run_options(
             sim.url,
-            levels=args.levels,
-            input_tokens=args.input_tokens,
-            output_tokens=args.output_tokens,
-            requests_per_level=args.requests_per_level,
-            warmup_requests=args.warmup_requests,
+            **{name: getattr(args, name) for name in DEMO_DEFAULTS},
             workers=args.workers,
-            out=args.out,
             loglevel="WARNING",
             meta=["demo=simulator"],
             metrics_interval=METRICS_INTERVAL,

@@ -17,9 +17,15 @@ import subprocess
 import sys
 
 from ..analysis.target_loss import target_lost
-from ..compat.argparse import APPEND_ACTION, STORE_TRUE_ACTION, parser_actions
 from ..run.recorder import new_run_dir
-from ..settings import Settings, SettingsError, add_arguments, host_argument, port_argument
+from ..settings import (
+    Settings,
+    SettingsError,
+    add_arguments,
+    host_argument,
+    option_argv,
+    port_argument,
+)
 from ..sim.process import free_port
 from ..target.api import HttpError, max_model_len, model_ids, request_json
 from ..web.auth import DEFAULT_USER, MISSING_PASSWORD, PASSWORD_ENV, web_password
@@ -96,28 +102,6 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         return
     parser.add_argument("--loglevel", default="INFO", help="Locust log level")
     add_arguments(parser)
-
-
-def _option_argv(args: argparse.Namespace) -> list[str]:
-    """vllm-load options that differ from their defaults, as Locust command-line arguments."""
-    reference = argparse.ArgumentParser(add_help=False)
-    add_arguments(reference)
-    argv: list[str] = []
-    for action in parser_actions(reference):
-        if not action.option_strings or action.dest == "api_key":
-            continue
-        value = getattr(args, action.dest, action.default)
-        if value == action.default or value is None:
-            continue
-        flag = action.option_strings[0]
-        if isinstance(action, STORE_TRUE_ACTION):
-            argv.append(flag)
-        elif isinstance(action, APPEND_ACTION):
-            for item in value:
-                argv += [flag, str(item)]
-        else:
-            argv += [flag, str(value)]
-    return argv
 
 
 def unusable_target(host: str, error: HttpError) -> str:
@@ -213,7 +197,7 @@ def locust_command(args: argparse.Namespace) -> list[str]:
             "--master-bind-port",
             str(args.master_bind_port),
         ]
-    return cmd + _option_argv(args)  # includes --run-dir when prepare() chose one
+    return cmd + option_argv(args)  # includes --run-dir when prepare() chose one
 
 
 # a process group of its own, in our session (Popen's process_group is Python >= 3.11)
@@ -320,12 +304,10 @@ def add_managed_run_options(
         "--workers", type=int, default=0, help="local Locust worker processes per run"
     )
     parser.add_argument("--loglevel", default="WARNING", help="Locust log level")
-    add_arguments(parser)
-    for action in parser_actions(parser):
-        if action.dest == "out":
-            action.default, action.help = out_default, out_help
-        elif action.dest == "run_dir":
-            action.help = argparse.SUPPRESS  # every run gets its own directory under OUT
+    # every run gets its own directory under OUT
+    add_arguments(
+        parser, defaults={"out": out_default}, helps={"out": out_help}, hidden={"run_dir"}
+    )
 
 
 def run_options(host: str, **options) -> argparse.Namespace:

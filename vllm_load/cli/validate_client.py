@@ -24,11 +24,19 @@ import sys
 from dataclasses import asdict, dataclass, field
 
 from ..rundir.files import CLIENT_HEALTH_CSV, CLIENT_VALIDATION_JSON
-from ..settings import SettingsError, host_argument, parse_levels
+from ..settings import SettingsError, add_arguments, host_argument, parse_levels
 from ..sim.process import SimulatorProcess
 from . import run as run_cli
 
-DEFAULT_LEVELS = "100,250,500,750,1000,1500,2000"
+# the run's options validate-client offers, with its defaults (the echo run's test)
+ECHO_DEFAULTS: dict = {
+    "levels": "100,250,500,750,1000,1500,2000",
+    "requests_per_level": 1000,
+    "warmup_requests": None,
+    "input_tokens": 64,
+    "output_tokens": 100,
+    "out": "validations",
+}
 RESULT_FILE = CLIENT_VALIDATION_JSON
 
 
@@ -216,25 +224,15 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument(
         "--workers", type=int, default=0, help="local Locust worker processes (as in your runs)"
     )
-    parser.add_argument("--levels", default=DEFAULT_LEVELS, help="concurrency levels")
-    parser.add_argument(
-        "--requests-per-level", type=int, default=1000, help="measured requests per level"
-    )
-    parser.add_argument(
-        "--warmup-requests",
-        type=int,
-        default=None,
-        help="discarded requests per level (default: the level's users)",
-    )
-    parser.add_argument("--input-tokens", type=int, default=64, help="prompt tokens per request")
-    parser.add_argument(
-        "--output-tokens",
-        type=int,
-        default=100,
-        help="streamed tokens per request",
-    )
-    parser.add_argument(
-        "--no-stream", action="store_true", help="validate non-streaming requests instead"
+    add_arguments(
+        parser,
+        only=(*ECHO_DEFAULTS, "stream"),
+        defaults=ECHO_DEFAULTS,
+        helps={
+            "warmup_requests": "discarded requests per level (default: the level's users, at most 100)",
+            "stream": "validate non-streaming requests instead",
+            "out": "where the echo run directory goes",
+        },
     )
     parser.add_argument(
         "--run", default="", metavar="RUN_DIR", help="a run to compare the client's capacity with"
@@ -254,7 +252,6 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument(
         "--strict", action="store_true", help="exit 1 when the client is not proven"
     )
-    parser.add_argument("--out", default="validations", help="where the echo run directory goes")
 
 
 def _echo_run(args: argparse.Namespace, host: str) -> str:

@@ -1,14 +1,9 @@
 """argparse's private API (checked with Python 3.11.7; argparse has no public way to list a
-parser's options or to tell an action's kind)."""
+parser's options)."""
 
 from __future__ import annotations
 
 import argparse
-
-# the class of what `add_argument(..., action="store_true")` returns: a flag without a value
-STORE_TRUE_ACTION: type[argparse.Action] = argparse._StoreTrueAction
-# the class of what `add_argument(..., action="append")` returns: a flag given once per value
-APPEND_ACTION: type[argparse.Action] = argparse._AppendAction
 
 
 def parser_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:

@@ -136,7 +136,7 @@ class RunSession:
                 self.settings.warmup_requests,
                 self.settings.requests_per_level,
                 self.settings.level_time_cap,
-                self.settings.cooldown,
+                self.settings.level_cooldown,
                 drain_timeout=self.settings.request_timeout + DRAIN_SLACK,
             )
         )
