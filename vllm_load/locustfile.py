@@ -5,8 +5,8 @@ Run it through `vllm-load run`, or with Locust directly:
 """
 
 from vllm_load.client.users import LLMUser
-from vllm_load.run.session import install
 from vllm_load.run.shape import SteppedShape
+from vllm_load.run.wiring import install
 
 install()
 

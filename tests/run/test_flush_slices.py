@@ -14,7 +14,7 @@ import json, sys, time
 import gevent
 sys.path.insert(0, sys.argv[1])
 from support.read_lag import LagProbe
-from vllm_load.run.session import LOCAL_FLUSH_SLICE, add_in_slices
+from vllm_load.run.wiring import LOCAL_FLUSH_SLICE, add_in_slices
 from vllm_load.client.context import RecordBuffer
 
 SLICE_SECONDS = 0.001

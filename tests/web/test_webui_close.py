@@ -23,9 +23,7 @@ from support.runhelpers import load_run_files, only_run_dir, stop_group, wait_fo
 
 from vllm_load.sim.process import SimulatorProcess, free_port
 
-WEB_UI_CLOSE_GRACE = (
-    5.0  # vllm_load.run.session: the run is closed this long after a stop in the UI
-)
+WEB_UI_CLOSE_GRACE = 5.0  # vllm_load.run.wiring: the run is closed this long after a stop in the UI
 METRICS_INTERVAL = 3.0  # a frozen target holds the last scrape for 5 intervals (its timeout)
 
 

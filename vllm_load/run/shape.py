@@ -12,7 +12,8 @@ from locust import LoadTestShape
 
 from ..client.prompts import CalibrationError
 from ..settings import SettingsError
-from .session import RunSession, fail
+from .session import RunSession
+from .wiring import fail
 
 
 class SteppedShape(LoadTestShape):
