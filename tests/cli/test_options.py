@@ -9,13 +9,13 @@ import pytest
 from vllm_load.settings import (
     META_FILE,
     Settings,
-    SettingsError,
     add_arguments,
     dest_of,
     flag_of,
     option_argv,
     settings_options,
 )
+from vllm_load.values import SettingsError
 
 
 def parse(argv: list[str], **kwargs) -> argparse.Namespace:

@@ -2,7 +2,8 @@
 
 import pytest
 
-from vllm_load.settings import Settings, SettingsError, load_meta_file
+from vllm_load.settings import Settings
+from vllm_load.values import SettingsError, load_meta_file
 
 
 class Options:

@@ -10,8 +10,8 @@ import pytest
 from support.runhelpers import run_vllm_load
 
 from vllm_load.cli.tune import ConfigResult, combinations, parse_matrix, rank
-from vllm_load.settings import SettingsError
 from vllm_load.sim.process import free_port
+from vllm_load.values import SettingsError
 
 
 def test_matrix_parsing_and_ranking():

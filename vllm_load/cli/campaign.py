@@ -18,8 +18,9 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 
-from ..settings import Settings, SettingsError, parse_levels
+from ..settings import Settings
 from ..target.process import ServerError, ServerProcess, run_restart_command, wait_ready
+from ..values import SettingsError, parse_levels
 from .run import add_managed_run_options, run_headless
 
 STATE_FILE = "campaign.json"

@@ -13,6 +13,7 @@ import sys
 
 from ..settings import add_arguments
 from ..sim.process import SimulatorProcess
+from ..values import SettingsError
 from . import run as run_cli
 
 # A small server: 16 sequences per batch, time scaled so each level takes seconds while the
@@ -65,7 +66,7 @@ def main(args: argparse.Namespace) -> int:
         )
         try:
             cmd, run_dir, settings = run_cli.prepare(run_args)
-        except run_cli.SettingsError as e:
+        except SettingsError as e:
             print(f"vllm-load demo: error: {e}", file=sys.stderr)
             return 2
         assert settings is not None  # prepare() returns None only for a worker

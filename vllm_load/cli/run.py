@@ -18,16 +18,10 @@ import sys
 
 from ..analysis.target_loss import target_lost
 from ..run.recorder import new_run_dir
-from ..settings import (
-    Settings,
-    SettingsError,
-    add_arguments,
-    host_argument,
-    option_argv,
-    port_argument,
-)
+from ..settings import Settings, add_arguments, option_argv
 from ..sim.process import free_port
 from ..target.api import HttpError, max_model_len, model_ids, request_json
+from ..values import SettingsError, host_argument, port_argument
 from ..web.auth import DEFAULT_USER, MISSING_PASSWORD, PASSWORD_ENV, web_password
 
 LOCUSTFILE = os.path.join(

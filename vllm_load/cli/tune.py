@@ -21,8 +21,9 @@ import string
 import sys
 from dataclasses import asdict, dataclass
 
-from ..settings import Settings, SettingsError
+from ..settings import Settings
 from ..target.process import ServerError, ServerProcess, wait_ready
+from ..values import SettingsError
 from .run import add_managed_run_options, run_headless
 
 STATE_FILE = "tune.json"

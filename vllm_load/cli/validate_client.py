@@ -24,8 +24,9 @@ import sys
 from dataclasses import asdict, dataclass, field
 
 from ..rundir.files import CLIENT_HEALTH_CSV, CLIENT_VALIDATION_JSON
-from ..settings import SettingsError, add_arguments, host_argument, parse_levels
+from ..settings import add_arguments
 from ..sim.process import SimulatorProcess
+from ..values import SettingsError, host_argument, parse_levels
 from . import run as run_cli
 
 # the run's options validate-client offers, with its defaults (the echo run's test)

@@ -28,8 +28,9 @@ from ..client.context import LoadContext, prompt_plan
 from ..client.health import HealthSample, HealthWriter
 from ..compat.locust import rewrite_csv_files
 from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV
-from ..settings import Settings, SettingsError, parse_host
+from ..settings import Settings
 from ..target.api import max_model_len, model_ids, target_info
+from ..values import SettingsError, parse_host
 from .live import LiveStats
 from .recorder import RunRecorder, new_run_dir, utc_iso
 from .server_metrics import MetricsScraper

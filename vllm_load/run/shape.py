@@ -11,7 +11,7 @@ import time
 from locust import LoadTestShape
 
 from ..client.prompts import CalibrationError
-from ..settings import SettingsError
+from ..values import SettingsError
 from .session import RunSession
 from .wiring import fail
 

@@ -28,7 +28,8 @@ from ..client.health import HealthProbe
 from ..client.prompts import CalibrationError
 from ..compat.locust import send_worker_report, set_worker_report_interval
 from ..gc_policy import quiet_collector
-from ..settings import SettingsError, add_arguments
+from ..settings import add_arguments
+from ..values import SettingsError
 from ..web.auth import add_arguments as add_web_arguments
 from ..web.view import install_web_ui
 from .session import DRAIN_MESSAGE, RunSession

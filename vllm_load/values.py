@@ -1,0 +1,154 @@
+"""Reading what a user typed for an option: levels, a target URL, ports, run metadata, a
+temperature. Each refuses a bad value with a `SettingsError` of one line that says what is
+wrong and what to give."""
+
+from __future__ import annotations
+
+import argparse
+from urllib.parse import urlsplit
+
+import yaml
+
+
+class SettingsError(ValueError):
+    """A bad option value; the message is one line saying what is wrong."""
+
+
+def parse_levels(text: str) -> list[int]:
+    try:
+        levels = [int(x) for x in str(text).replace(" ", "").split(",") if x]
+    except ValueError:
+        raise SettingsError(
+            f"--levels must be comma-separated whole numbers, got {text!r}"
+        ) from None
+    if not levels:
+        raise SettingsError("--levels is empty")
+    if any(n < 1 for n in levels):
+        raise SettingsError(f"--levels must all be at least 1, got {text!r}")
+    return levels
+
+
+HOST_EXAMPLE = "http://127.0.0.1:8000"
+
+
+def parse_host(text: str) -> str:
+    """The target's base URL, checked before anything is sent to it: http(s), a host, a port in
+    range, no path, query or credentials (vllm-load adds /v1/... itself; the key goes by --api-key).
+    Returns it unchanged; a bad one is a SettingsError saying what is wrong and what to give."""
+    text = str(text or "")
+    shown = repr(text)
+    if not text.strip():
+        raise SettingsError(f"no target: pass --host URL (e.g. --host {HOST_EXAMPLE})")
+    if any(c.isspace() or ord(c) < 32 for c in text):
+        raise SettingsError(
+            f"{shown} has spaces or control characters: give the server's base URL, e.g. {HOST_EXAMPLE}"
+        )
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as e:  # a bad IPv6 literal, a port out of range or not a number
+        raise SettingsError(
+            f"{shown} is not a valid URL ({e}): give the server's base URL, e.g. {HOST_EXAMPLE}"
+        ) from None
+    if parts.scheme not in ("http", "https"):
+        what = f"has scheme {parts.scheme}://" if parts.netloc else "is not a URL"
+        raise SettingsError(
+            f"{shown} {what}: give an http:// or https:// base URL, e.g. {HOST_EXAMPLE}"
+        )
+    if not parts.hostname:
+        raise SettingsError(
+            f"{shown} names no host: give the server's base URL, e.g. {HOST_EXAMPLE}"
+        )
+    if port == 0:
+        raise SettingsError(f"{shown} has port 0: give the port the server listens on (1-65535)")
+    if parts.username is not None or parts.password is not None:
+        raise SettingsError(
+            "the URL holds credentials (user:password@): give it without them, and the key "
+            "with --api-key"
+        )  # not echoed: it would put the password in logs
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        base = f"{parts.scheme}://{parts.netloc}"
+        raise SettingsError(
+            f"{shown} has a path or query: give the server's base URL ({base}); "
+            "vllm-load adds /v1/... itself"
+        )
+    return text
+
+
+def host_argument(text: str) -> str:
+    """`parse_host` as an argparse type, so every command's --host is refused in one line."""
+    try:
+        return parse_host(text)
+    except SettingsError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def port_argument(text: str) -> int:
+    """A TCP port (1-65535) as an argparse type: Locust would fail on a bad one with a traceback
+    (--web-port) or silently wrap it round (--master-bind-port, --master-port)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is a whole number from 1 to 65535, got {text!r}")
+    return port
+
+
+def parse_meta(items: list[str] | None) -> dict[str, str]:
+    meta: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SettingsError(f"--meta takes key=value, got {item!r}")
+        meta[key.strip()] = value.strip()
+    return meta
+
+
+def parse_temperature(value) -> float | None:
+    """--temperature as a number, or None (the server's default) when unset.
+
+    Locust's web UI sends every custom parameter back as text, an unset one as "": that
+    must mean "not set", never a temperature of "" (which a server refuses with 400).
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise SettingsError(f"--temperature must be a number, got {value!r}") from None
+
+
+def load_meta_file(path: str) -> dict[str, str]:
+    """A YAML mapping of run metadata (hardware, GPU count, image digest, ...) as strings.
+
+    Nested mappings are flattened with dots (`gpu: {count: 8}` -> `gpu.count=8`).
+    """
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except OSError as e:
+        raise SettingsError(f"--meta-file {path}: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        raise SettingsError(
+            f"--meta-file {path}: not valid YAML ({str(e).splitlines()[0]})"
+        ) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SettingsError(
+            f"--meta-file {path}: expected a mapping of key: value, got {type(data).__name__}"
+        )
+    flat: dict[str, str] = {}
+
+    def walk(prefix: str, value) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v)
+        elif isinstance(value, list):
+            flat[prefix] = ",".join(str(v) for v in value)
+        else:
+            flat[prefix] = "" if value is None else str(value)
+
+    walk("", data)
+    return flat
