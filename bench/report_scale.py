@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 
-from vllm_load.analysis.synthetic import SyntheticRun, write_synthetic_run
+from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
 
 LEVELS = (10, 50, 100, 200, 500, 750, 1000)
 

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from vllm_load.analysis.decide import MAX_RUNS, runs_to_decide
-from vllm_load.analysis.saturation import SaturationRule, analyse, findings, scaling_ratio
+from vllm_load.analysis.findings import findings
+from vllm_load.analysis.saturation import SaturationRule, analyse, scaling_ratio
 from vllm_load.analysis.stats import aggregate, summarize, t_quantile
 
 

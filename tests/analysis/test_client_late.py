@@ -46,7 +46,7 @@ def test_an_unmarked_table_is_as_before():
 
 def _late_synthetic_run(base) -> str:
     """A synthetic run whose second level (50 users) had every chunk merged in reads."""
-    from vllm_load.analysis.synthetic import SyntheticRun, write_synthetic_run
+    from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
 
     run = write_synthetic_run(
         str(base),
@@ -132,8 +132,8 @@ def _validate_against(tmp_path, run, capsys, monkeypatch):
     import argparse
     import json
 
-    from vllm_load.analysis.synthetic import SyntheticRun, write_synthetic_run
     from vllm_load.cli import validate_client
+    from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
 
     echo = write_synthetic_run(
         str(tmp_path / "echo"),
@@ -161,7 +161,7 @@ def _validate_against(tmp_path, run, capsys, monkeypatch):
 
 
 def test_validate_client_never_proves_a_run_its_own_health_marked(tmp_path, capsys, monkeypatch):
-    from vllm_load.analysis.synthetic import SyntheticRun, write_synthetic_run
+    from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
 
     healthy = write_synthetic_run(
         str(tmp_path / "ok"),
@@ -185,8 +185,8 @@ def test_validate_client_never_proves_a_run_its_own_health_marked_client_bound(
     tmp_path, capsys, monkeypatch
 ):
     from vllm_load.analysis.levels import level_metrics
-    from vllm_load.analysis.synthetic import SyntheticRun, write_synthetic_run
     from vllm_load.rundir.load import load_run
+    from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
 
     run = write_synthetic_run(
         str(tmp_path / "bound"),

@@ -8,7 +8,7 @@ import re
 
 from PIL import Image
 
-from vllm_load.analysis.synthetic import SyntheticRun, write_synthetic_run
+from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
 
 #: the levels of every synthetic run
 LEVELS = (10, 50, 100, 200)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .curve import users_text
 from .stats import CONFIDENCE, t_quantile
 
 #: the largest run count `runs_to_decide` searches; above it the estimate says "more than"
@@ -111,14 +112,14 @@ class Decision:
 
     def sentence(self) -> str:
         """The decision as a finding."""
-        u = _u(self.users)
+        u = users_text(self.users)
         subject = (
             f"That throughput is still rising at {u} concurrent (not saturated)"
             if self.at_top
             else f"The saturation point (~{u} concurrent)"
         )
         if self.state == SINGLE_RUN:
-            where = ", ".join(_u(x) for x in self.single_levels)
+            where = ", ".join(users_text(x) for x in self.single_levels)
             return (
                 f"{subject} rests on a single run at {where} concurrent: there is no spread to judge it by; "
                 "repeat the test (n ≥ 3) to know whether it holds."
@@ -133,7 +134,7 @@ class Decision:
                 f"{subject} is decided at n = {self.n}: its throughput is credibly within {self.tolerance:.0%} "
                 f"of the peak and {lower} (95 % t-intervals of the differences)."
             )
-        lo, hi = _u(min(self.plausible)), _u(max(self.plausible))
+        lo, hi = users_text(min(self.plausible)), users_text(max(self.plausible))
         text = (
             f"{subject} is undetermined at n = {self.n}: the runs' spread leaves any level from {lo} to {hi} "
             "concurrent plausible as the saturation point"
@@ -153,10 +154,6 @@ class Decision:
             + f"; about {self.runs_needed} runs would decide it if the observed means and standard "
             "deviations hold (an estimate)."
         )
-
-
-def _u(users: float) -> str:
-    return f"{users:,.0f}" if users == users else "-"
 
 
 def _runs(margins: list[Margin], pick) -> int | None:

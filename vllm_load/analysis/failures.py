@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .curve import column
+
 #: a level with more than this share of failed measured requests in any run is left out
 MAX_FAILED_SHARE = 0.01
 
@@ -44,20 +46,14 @@ class FailedLevel:
         return f"Level {users} concurrent is kept although {share} (at most the {max_failed_share:.0%} allowed)."
 
 
-def _col(curve: pd.DataFrame, name: str) -> np.ndarray:
-    if name in curve:
-        return pd.to_numeric(curve[name], errors="coerce").to_numpy(np.float64)
-    return np.full(len(curve), np.nan)
-
-
 def failed_levels(
     curve: pd.DataFrame, max_failed_share: float = MAX_FAILED_SHARE
 ) -> list[FailedLevel]:
     """Every level of `curve` with a failed measured request, in the curve's order."""
-    mean_ok = _col(curve, "success_rate_mean")
-    worst_ok = _col(curve, "success_rate_min") if "success_rate_min" in curve else mean_ok
-    n = _col(curve, "success_rate_n")
-    users = _col(curve, "users")
+    mean_ok = column(curve, "success_rate_mean")
+    worst_ok = column(curve, "success_rate_min") if "success_rate_min" in curve else mean_ok
+    n = column(curve, "success_rate_n")
+    users = column(curve, "users")
     out = []
     for i in np.flatnonzero(worst_ok < 1.0):
         worst, mean = 1.0 - worst_ok[i], 1.0 - mean_ok[i]

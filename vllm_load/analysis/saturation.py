@@ -1,11 +1,11 @@
-"""Saturation analysis of one series: peak, saturation point, scaling, recommendations, findings.
+"""Saturation analysis of one series: peak, saturation point, scaling, recommendations.
 
 Input is a *curve*: the per-level aggregate of a series (`stats.aggregate` over its runs),
 one row per requested concurrency with `<metric>_mean`, `_std`, `_ci_low`, `_ci_high`, `_n`
 columns (and `success_rate_min`, the worst run's success rate, when the report adds it).
 Throughput here is always total throughput (input + output tokens per second). Levels with
 too many failed requests are left out first (`failures`); whether the runs decide the
-saturation point is `decide`'s question.
+saturation point is `decide`'s question; the sentences a report makes of it are `findings`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from . import failures
+from .curve import column, users_text
 from .decide import Decision, decide
 from .failures import FailedLevel, failed_levels, kept
 from .stats import t_quantile
@@ -99,8 +100,8 @@ class Scaling:
         if not self.substituted:
             return ""
         return (
-            f"{_u(self.requested_from)}→{_u(self.requested_to)} was not tested; nearest tested levels "
-            f"{_u(self.from_users)}→{_u(self.to_users)} used"
+            f"{users_text(self.requested_from)}→{users_text(self.requested_to)} was not tested; nearest tested levels "
+            f"{users_text(self.from_users)}→{users_text(self.to_users)} used"
         )
 
 
@@ -151,7 +152,7 @@ class Saturation:
     @property
     def status(self) -> str:
         if self.saturated and self.saturation is not None:
-            return f"~{_u(self.saturation.users)} concurrent"
+            return f"~{users_text(self.saturation.users)} concurrent"
         if self.peak is None:
             return "no level to judge"
         return "not saturated within the tested levels"
@@ -164,27 +165,17 @@ class Saturation:
         )
 
 
-def _u(users: float) -> str:
-    return f"{users:,.0f}" if users == users else "-"
-
-
-def _col(curve: pd.DataFrame, name: str) -> np.ndarray:
-    if name in curve:
-        return pd.to_numeric(curve[name], errors="coerce").to_numpy(np.float64)
-    return np.full(len(curve), np.nan)
-
-
 def _std(curve: pd.DataFrame) -> np.ndarray:
     """Per-run standard deviation of throughput; from the interval's width when the curve has no `_std`."""
     if f"{THROUGHPUT}_std" in curve:
-        return _col(curve, f"{THROUGHPUT}_std")
-    n = _col(curve, f"{THROUGHPUT}_n")
-    half = (_col(curve, f"{THROUGHPUT}_ci_high") - _col(curve, f"{THROUGHPUT}_ci_low")) / 2.0
+        return column(curve, f"{THROUGHPUT}_std")
+    n = column(curve, f"{THROUGHPUT}_n")
+    half = (column(curve, f"{THROUGHPUT}_ci_high") - column(curve, f"{THROUGHPUT}_ci_low")) / 2.0
     with np.errstate(invalid="ignore", divide="ignore"):
         return half * np.sqrt(n) / t_quantile(n)
 
 
-def _point(curve: pd.DataFrame, i: int) -> LevelPoint:
+def level_point(curve: pd.DataFrame, i: int) -> LevelPoint:
     row = curve.iloc[i]
     n = row.get(f"{THROUGHPUT}_n", 1)
     return LevelPoint(
@@ -205,7 +196,7 @@ def within_tolerance(
 
     Means only: interval width cannot add a level to the mask. Curve sorted by users.
     """
-    mean = _col(curve, f"{THROUGHPUT}_mean")
+    mean = column(curve, f"{THROUGHPUT}_mean")
     if np.all(np.isnan(mean)):
         return -1, np.zeros(len(curve), dtype=bool)
     peak = int(np.nanargmax(mean))
@@ -219,7 +210,7 @@ def usable(
 ) -> tuple[pd.DataFrame, list[FailedLevel]]:
     """(the levels conclusions are drawn from, sorted by users; every level with failures) of `curve`."""
     curve = (
-        curve[~np.isnan(_col(curve, f"{THROUGHPUT}_mean"))]
+        curve[~np.isnan(column(curve, f"{THROUGHPUT}_mean"))]
         .sort_values("users")
         .reset_index(drop=True)
     )
@@ -235,8 +226,8 @@ def nearest_level(levels: np.ndarray, target: float) -> float:
 
 def scaling_ratio(curve: pd.DataFrame, from_users: float, to_users: float) -> Scaling | None:
     """Mean throughput at `to_users` / at `from_users`, using the nearest tested levels if absent."""
-    users = _col(curve, "users")
-    mean = _col(curve, f"{THROUGHPUT}_mean")
+    users = column(curve, "users")
+    mean = column(curve, f"{THROUGHPUT}_mean")
     ok = ~np.isnan(mean)
     if ok.sum() < 2:
         return None
@@ -281,10 +272,10 @@ def analyse(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> Sat
         )
     else:
         saturated, reason = True, ""
-    peak, sat = _point(curve, peak_i), _point(curve, sat_i)
+    peak, sat = level_point(curve, peak_i), level_point(curve, sat_i)
     cost = None
     if saturated and sat_i < top:
-        last = _point(curve, top)
+        last = level_point(curve, top)
         cost = LatencyCost(
             sat.users,
             last.users,
@@ -307,9 +298,9 @@ def analyse(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> Sat
     if len(curve) > 1:
         result.decision = decide(
             curve["users"],
-            _col(curve, f"{THROUGHPUT}_mean"),
+            column(curve, f"{THROUGHPUT}_mean"),
             _std(curve),
-            _col(curve, f"{THROUGHPUT}_n"),
+            column(curve, f"{THROUGHPUT}_n"),
             sat_i,
             rule.tolerance,
         )
@@ -325,24 +316,26 @@ def recommend(
 ) -> list[Recommendation]:
     """Low-latency, balanced and high-throughput levels by the rules of `rule` (curve sorted by users;
     `failed_above`: levels above the curve's top were left out for failures)."""
-    mean = _col(curve, f"{THROUGHPUT}_mean")
-    p99 = _col(curve, "e2e_p99_mean")
+    mean = column(curve, f"{THROUGHPUT}_mean")
+    p99 = column(curve, "e2e_p99_mean")
     out = []
     if not np.all(np.isnan(p99)):
         best = np.nanmin(p99)
         near = np.flatnonzero(p99 <= best * (1 + rule.low_latency_slack))
-        out.append(Recommendation("Low latency", _point(curve, int(near.max()))))
+        out.append(Recommendation("Low latency", level_point(curve, int(near.max()))))
     else:
         out.append(
-            Recommendation("Low latency", _point(curve, 0), "no latency measured; lowest level")
+            Recommendation(
+                "Low latency", level_point(curve, 0), "no latency measured; lowest level"
+            )
         )
     reaching = np.flatnonzero(mean >= rule.balanced_share * np.nanmax(mean))
-    out.append(Recommendation("Balanced", _point(curve, int(reaching[0]))))
+    out.append(Recommendation("Balanced", level_point(curve, int(reaching[0]))))
     if saturated:
         out.append(
             Recommendation(
                 "High throughput",
-                _point(curve, sat_i),
+                level_point(curve, sat_i),
                 "the saturation point; more adds only latency",
             )
         )
@@ -352,152 +345,5 @@ def recommend(
             if failed_above
             else "highest tested level; not saturated, test higher concurrency"
         )
-        out.append(Recommendation("High throughput", _point(curve, len(curve) - 1), note))
-    return out
-
-
-# --- findings --------------------------------------------------------------------------------------
-def _pct(x: float) -> str:
-    return f"{x * 100:+.0f}%" if x == x else "n/a"
-
-
-def _s(seconds: float) -> str:
-    if seconds != seconds:
-        return "n/a"
-    return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1000:.0f} ms"
-
-
-def findings(
-    curve: pd.DataFrame, sat: Saturation, n_runs: int, rule: SaturationRule = SaturationRule()
-) -> list[str]:
-    """Key findings of one series as sentences built from its numbers: throughput and latency from
-    the levels `sat` kept, then every level with failures, then the checks on the whole curve."""
-    full = (
-        curve[~np.isnan(_col(curve, f"{THROUGHPUT}_mean"))]
-        .sort_values("users")
-        .reset_index(drop=True)
-    )
-    curve = kept(full, sat.failed)
-    out: list[str] = []
-    if sat.peak is None:
-        if sat.failed:
-            return [
-                f"Every tested level had more than {rule.max_failed_share:.0%} failed requests: no peak, "
-                "saturation point or recommendation is given."
-            ] + [f.sentence(rule.max_failed_share) for f in sat.failed]
-        return [
-            "No level has a measured throughput: every level either failed or ended before its warm-up."
-        ]
-    top = _point(curve, len(curve) - 1)
-    if sat.saturated and sat.saturation is not None:
-        s = sat.saturation
-        text = (
-            f"Throughput saturates at ~{_u(s.users)} concurrent: {s.tok_per_s:,.0f} tok/s there, against a "
-            f"peak of {sat.peak.tok_per_s:,.0f} tok/s at {_u(sat.peak.users)}"
-        )
-        cost = sat.past_saturation
-        if (
-            cost is not None
-            and cost.e2e_p99_from == cost.e2e_p99_from
-            and cost.e2e_p99_change > 0.05
-        ):
-            text += (
-                f"; more concurrency only adds latency (p99 E2E {_s(cost.e2e_p99_from)} at {_u(cost.from_users)} "
-                f"→ {_s(cost.e2e_p99_to)} at {_u(cost.to_users)}, {_pct(cost.e2e_p99_change)}, for "
-                f"{_pct(cost.throughput_change)} throughput)."
-            )
-        else:
-            text += "; more concurrency adds no throughput."
-        out.append(text)
-    else:
-        prev = _point(curve, len(curve) - 2) if len(curve) > 1 else None
-        gain = (
-            f", {_pct(top.tok_per_s / prev.tok_per_s - 1)} over {_u(prev.users)}"
-            if prev and prev.tok_per_s
-            else ""
-        )
-        if top.users == full["users"].iloc[-1]:
-            out.append(
-                f"Throughput is still rising at the highest tested level ({_u(top.users)} concurrent: "
-                f"{top.tok_per_s:,.0f} tok/s{gain}): not saturated within the tested levels; test higher "
-                "concurrency."
-            )
-        else:
-            out.append(
-                f"Throughput is still rising at the highest level kept ({_u(top.users)} concurrent: "
-                f"{top.tok_per_s:,.0f} tok/s{gain}); the levels above it had failed requests, so where "
-                "throughput saturates is not known."
-            )
-    if sat.decision is not None:
-        out.append(sat.decision.sentence())
-    if sat.scaling is not None and sat.scaling.ratio == sat.scaling.ratio:
-        sc = sat.scaling
-        note = f" ({sc.note()})" if sc.substituted else ""
-        out.append(
-            f"Throughput scales {sc.ratio:.1f}x from {_u(sc.from_users)} to {_u(sc.to_users)} concurrent{note}."
-        )
-    ttft = _col(curve, "ttft_p99_mean")
-    if (
-        len(curve) > 1
-        and ttft[0] == ttft[0]
-        and ttft[-1] == ttft[-1]
-        and ttft[0] > 0
-        and ttft[-1] / ttft[0] >= 2
-    ):
-        out.append(
-            f"TTFT p99 grows {ttft[-1] / ttft[0]:.1f}x, from {_s(ttft[0])} at {_u(curve['users'].iloc[0])} "
-            f"to {_s(ttft[-1])} at {_u(top.users)}: requests wait in the server's queue before their first token."
-        )
-    if not sat.failed:
-        out.append(
-            f"100% success at every tested level (up to {_u(full['users'].iloc[-1])} concurrent)."
-        )
-    out.extend(f.sentence(rule.max_failed_share) for f in sat.failed)
-    cov = _col(curve, f"{THROUGHPUT}_cov")
-    curve = full  # the checks below are about every level
-    achieved = _col(curve, "achieved_concurrency_mean")
-    users = _col(curve, "users")
-    short = np.flatnonzero(achieved < 0.9 * users)
-    if short.size:
-        i = int(short[0])
-        out.append(
-            f"Achieved concurrency fell short of the requested one at {short.size} level(s), first at "
-            f"{_u(users[i])} ({achieved[i]:.1f} in flight on average): the client did not keep every user's "
-            "request in flight, so those levels measure a lighter load than their label."
-        )
-    if "client_late" in curve and curve["client_late"].astype(bool).any():
-        late = curve.loc[curve["client_late"].astype(bool), "users"]
-        out.append(
-            f"The client was late at {len(late)} of {len(curve)} level(s) ({', '.join(_u(u) for u in late)} "
-            "concurrent): chunks came together in its reads or a load process waited for a CPU, so TTFT and "
-            "ITL there are the client's reading, and throughput may be held back by the client; give the "
-            "client CPUs of its own (or more workers) and repeat."
-        )
-    exact = _col(curve, "prompt_exact_share_mean")
-    if np.any(exact < 0.99):
-        out.append(
-            f"Prompt lengths were not exact: as few as {np.nanmin(exact) * 100:.1f}% of requests got the "
-            "requested prompt token count."
-        )
-    cexact = _col(curve, "completion_exact_share_mean")
-    if np.any(cexact < 0.99):
-        out.append(
-            f"Output lengths were not exact: as few as {np.nanmin(cexact) * 100:.1f}% of requests produced "
-            "the requested number of tokens (the server may ignore min_tokens/ignore_eos)."
-        )
-    if np.nansum(_col(curve, "usage_missing_mean")) > 0:
-        out.append(
-            "The server sent no token usage for some requests; their requested token counts were used "
-            "for throughput."
-        )
-    if n_runs >= 2 and not np.all(np.isnan(cov)):
-        worst = float(np.nanmax(cov))
-        word = "low" if worst < 0.05 else "moderate" if worst < 0.15 else "high"
-        out.append(
-            f"Run-to-run variation of throughput is {word} across {n_runs} runs: CoV at most {worst * 100:.1f}%."
-        )
-    elif n_runs < 2:
-        out.append(
-            "Single run: no confidence intervals; repeat the test (n ≥ 3) to tell real differences from noise."
-        )
+        out.append(Recommendation("High throughput", level_point(curve, len(curve) - 1), note))
     return out

@@ -16,11 +16,11 @@ import signal
 import subprocess
 import sys
 
-from ..analysis.target_loss import target_lost
 from ..run.recorder import new_run_dir
 from ..settings import Settings, add_arguments, option_argv
 from ..sim.process import free_port
 from ..target.api import HttpError, max_model_len, model_ids, request_json
+from ..target.loss import target_lost
 from ..values import SettingsError, host_argument, port_argument
 from ..web.auth import DEFAULT_USER, MISSING_PASSWORD, PASSWORD_ENV, web_password
 
@@ -320,7 +320,7 @@ def run_options(host: str, **options) -> argparse.Namespace:
 
 # exit codes of a headless run that did not walk every level (0 when it did)
 INCOMPLETE_EXIT_CODES = {"workers_lost": 3, "interrupted": 130}
-# ... and of one that walked them all against a target that stopped answering (vllm_load.analysis.target_loss)
+# ... and of one that walked them all against a target that stopped answering (vllm_load.target.loss)
 TARGET_LOST_EXIT_CODE = 4
 TARGET_LOST = (
     "target_lost"  # the outcome campaign and tune see for such a run (run.json keeps "completed")

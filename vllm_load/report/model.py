@@ -16,9 +16,10 @@ import pandas as pd
 
 from ..analysis.client_side import late_levels, level_client_health, read_client_health
 from ..analysis.compare import ModelRow, compare, comparison_findings
+from ..analysis.findings import findings
 from ..analysis.hist import pad_columns
 from ..analysis.levels import METRIC_COLUMNS, error_counts, measure_levels
-from ..analysis.saturation import Saturation, SaturationRule, analyse, findings
+from ..analysis.saturation import Saturation, SaturationRule, analyse
 from ..analysis.server_side import level_server_figures, read_server_metrics
 from ..analysis.stats import Series, aggregate, group_runs
 from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV

@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..rundir.histogram import LogHistogram
-from ..rundir.records import COLUMNS
+from .histogram import LogHistogram
+from .records import COLUMNS
 
 POOL = 48  # distinct per-request ITL patterns per level
 

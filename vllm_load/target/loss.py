@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from ..target.api import HttpError, request_json
+from .api import HttpError, request_json
 
 #: failure categories that mean the server did not answer (docs/run-format.md)
 NO_ANSWER = ("connect", "disconnect", "timeout_ttft", "timeout_stall", "timeout_total")

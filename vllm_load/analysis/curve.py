@@ -1,0 +1,19 @@
+"""Reading a *curve* (the per-level aggregate of a series, one row per concurrency) and saying
+its levels: what saturation, failures, decide and findings all need."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def column(curve: pd.DataFrame, name: str) -> np.ndarray:
+    """One column as floats; all NaN when the curve has no such column."""
+    if name in curve:
+        return pd.to_numeric(curve[name], errors="coerce").to_numpy(np.float64)
+    return np.full(len(curve), np.nan)
+
+
+def users_text(users: float) -> str:
+    """A concurrency as a report writes it (`1,000`; `-` when unknown)."""
+    return f"{users:,.0f}" if users == users else "-"

@@ -1,0 +1,156 @@
+"""Key findings of one series: sentences built from its saturation analysis and its curve."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .curve import column, users_text
+from .failures import kept
+from .saturation import THROUGHPUT, Saturation, SaturationRule, level_point
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:+.0f}%" if x == x else "n/a"
+
+
+def _s(seconds: float) -> str:
+    if seconds != seconds:
+        return "n/a"
+    return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1000:.0f} ms"
+
+
+def findings(
+    curve: pd.DataFrame, sat: Saturation, n_runs: int, rule: SaturationRule = SaturationRule()
+) -> list[str]:
+    """Key findings of one series as sentences built from its numbers: throughput and latency from
+    the levels `sat` kept, then every level with failures, then the checks on the whole curve."""
+    full = (
+        curve[~np.isnan(column(curve, f"{THROUGHPUT}_mean"))]
+        .sort_values("users")
+        .reset_index(drop=True)
+    )
+    curve = kept(full, sat.failed)
+    out: list[str] = []
+    if sat.peak is None:
+        if sat.failed:
+            return [
+                f"Every tested level had more than {rule.max_failed_share:.0%} failed requests: no peak, "
+                "saturation point or recommendation is given."
+            ] + [f.sentence(rule.max_failed_share) for f in sat.failed]
+        return [
+            "No level has a measured throughput: every level either failed or ended before its warm-up."
+        ]
+    top = level_point(curve, len(curve) - 1)
+    if sat.saturated and sat.saturation is not None:
+        s = sat.saturation
+        text = (
+            f"Throughput saturates at ~{users_text(s.users)} concurrent: {s.tok_per_s:,.0f} tok/s there, against a "
+            f"peak of {sat.peak.tok_per_s:,.0f} tok/s at {users_text(sat.peak.users)}"
+        )
+        cost = sat.past_saturation
+        if (
+            cost is not None
+            and cost.e2e_p99_from == cost.e2e_p99_from
+            and cost.e2e_p99_change > 0.05
+        ):
+            text += (
+                f"; more concurrency only adds latency (p99 E2E {_s(cost.e2e_p99_from)} at {users_text(cost.from_users)} "
+                f"→ {_s(cost.e2e_p99_to)} at {users_text(cost.to_users)}, {_pct(cost.e2e_p99_change)}, for "
+                f"{_pct(cost.throughput_change)} throughput)."
+            )
+        else:
+            text += "; more concurrency adds no throughput."
+        out.append(text)
+    else:
+        prev = level_point(curve, len(curve) - 2) if len(curve) > 1 else None
+        gain = (
+            f", {_pct(top.tok_per_s / prev.tok_per_s - 1)} over {users_text(prev.users)}"
+            if prev and prev.tok_per_s
+            else ""
+        )
+        if top.users == full["users"].iloc[-1]:
+            out.append(
+                f"Throughput is still rising at the highest tested level ({users_text(top.users)} concurrent: "
+                f"{top.tok_per_s:,.0f} tok/s{gain}): not saturated within the tested levels; test higher "
+                "concurrency."
+            )
+        else:
+            out.append(
+                f"Throughput is still rising at the highest level kept ({users_text(top.users)} concurrent: "
+                f"{top.tok_per_s:,.0f} tok/s{gain}); the levels above it had failed requests, so where "
+                "throughput saturates is not known."
+            )
+    if sat.decision is not None:
+        out.append(sat.decision.sentence())
+    if sat.scaling is not None and sat.scaling.ratio == sat.scaling.ratio:
+        sc = sat.scaling
+        note = f" ({sc.note()})" if sc.substituted else ""
+        out.append(
+            f"Throughput scales {sc.ratio:.1f}x from {users_text(sc.from_users)} to {users_text(sc.to_users)} concurrent{note}."
+        )
+    ttft = column(curve, "ttft_p99_mean")
+    if (
+        len(curve) > 1
+        and ttft[0] == ttft[0]
+        and ttft[-1] == ttft[-1]
+        and ttft[0] > 0
+        and ttft[-1] / ttft[0] >= 2
+    ):
+        out.append(
+            f"TTFT p99 grows {ttft[-1] / ttft[0]:.1f}x, from {_s(ttft[0])} at {users_text(curve['users'].iloc[0])} "
+            f"to {_s(ttft[-1])} at {users_text(top.users)}: requests wait in the server's queue before their first token."
+        )
+    if not sat.failed:
+        out.append(
+            f"100% success at every tested level (up to {users_text(full['users'].iloc[-1])} concurrent)."
+        )
+    out.extend(f.sentence(rule.max_failed_share) for f in sat.failed)
+    cov = column(curve, f"{THROUGHPUT}_cov")
+    curve = full  # the checks below are about every level
+    achieved = column(curve, "achieved_concurrency_mean")
+    users = column(curve, "users")
+    short = np.flatnonzero(achieved < 0.9 * users)
+    if short.size:
+        i = int(short[0])
+        out.append(
+            f"Achieved concurrency fell short of the requested one at {short.size} level(s), first at "
+            f"{users_text(users[i])} ({achieved[i]:.1f} in flight on average): the client did not keep every user's "
+            "request in flight, so those levels measure a lighter load than their label."
+        )
+    if "client_late" in curve and curve["client_late"].astype(bool).any():
+        late = curve.loc[curve["client_late"].astype(bool), "users"]
+        out.append(
+            f"The client was late at {len(late)} of {len(curve)} level(s) ({', '.join(users_text(u) for u in late)} "
+            "concurrent): chunks came together in its reads or a load process waited for a CPU, so TTFT and "
+            "ITL there are the client's reading, and throughput may be held back by the client; give the "
+            "client CPUs of its own (or more workers) and repeat."
+        )
+    exact = column(curve, "prompt_exact_share_mean")
+    if np.any(exact < 0.99):
+        out.append(
+            f"Prompt lengths were not exact: as few as {np.nanmin(exact) * 100:.1f}% of requests got the "
+            "requested prompt token count."
+        )
+    cexact = column(curve, "completion_exact_share_mean")
+    if np.any(cexact < 0.99):
+        out.append(
+            f"Output lengths were not exact: as few as {np.nanmin(cexact) * 100:.1f}% of requests produced "
+            "the requested number of tokens (the server may ignore min_tokens/ignore_eos)."
+        )
+    if np.nansum(column(curve, "usage_missing_mean")) > 0:
+        out.append(
+            "The server sent no token usage for some requests; their requested token counts were used "
+            "for throughput."
+        )
+    if n_runs >= 2 and not np.all(np.isnan(cov)):
+        worst = float(np.nanmax(cov))
+        word = "low" if worst < 0.05 else "moderate" if worst < 0.15 else "high"
+        out.append(
+            f"Run-to-run variation of throughput is {word} across {n_runs} runs: CoV at most {worst * 100:.1f}%."
+        )
+    elif n_runs < 2:
+        out.append(
+            "Single run: no confidence intervals; repeat the test (n ≥ 3) to tell real differences from noise."
+        )
+    return out
