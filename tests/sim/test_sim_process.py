@@ -110,7 +110,7 @@ def test_only_the_echo_server_runs_on_uvloop():
 
     import uvloop  # a dependency everywhere but Windows
 
-    from vllm_load.sim.server import loop_runner
+    from vllm_load.sim.serving import loop_runner
 
     assert loop_runner("echo") is uvloop.run
     # millisecond clock and early timers: no loop for a server whose token times are the truth

@@ -1,7 +1,8 @@
 """`vllm-load sim`: serve the simulated vLLM OpenAI server.
 
 aiohttp and the server modules are imported inside `main`, so `vllm-load --help` stays light and
-a process that imported Locust (gevent) never pulls asyncio servers in by accident.
+a process that imported Locust (gevent) never pulls asyncio servers in by accident. Most of its
+length is the 33 options, each declared with its help, and their checks: one place, on purpose.
 """
 
 from __future__ import annotations
@@ -368,7 +369,7 @@ def _run_workers(config: SimConfig) -> int:
     """N processes, each binding the port with SO_REUSEPORT; this one only supervises them."""
     import multiprocessing
 
-    from . import server  # noqa: F401  (loaded once here, before forking, rather than in every worker)
+    from . import serving  # noqa: F401  (loaded once here, before forking, rather than in every worker)
 
     ctx = multiprocessing.get_context("fork")
     procs = [
@@ -414,7 +415,7 @@ def _worker_main(config: SimConfig) -> None:
         pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor handles Ctrl-C
     # at call time: aiohttp stays out of every other command (see the module docstring)
-    from .server import run
+    from .serving import run
 
     run(config)
 
@@ -434,7 +435,7 @@ def main(args: argparse.Namespace) -> int:
     if config.workers > 1:
         return _run_workers(config)
     # at call time: aiohttp stays out of every other command (see the module docstring)
-    from .server import run
+    from .serving import run
 
     run(config)
     return 0
