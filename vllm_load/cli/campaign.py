@@ -14,7 +14,6 @@ import json
 import math
 import os
 import re
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -283,9 +282,8 @@ def main(args: argparse.Namespace) -> int:
             )
         os.makedirs(directory, exist_ok=True)
         state.save(directory)
-    except (SettingsError, ValueError) as e:
-        print(f"vllm-load campaign: error: {e}", file=sys.stderr)
-        return 2
+    except ValueError as e:  # a campaign.json that cannot be read, refine levels from no runs
+        raise SettingsError(str(e)) from None
     done = len(state.completed("coarse"))
     campaign = Campaign(args, directory, state)
     campaign.say(
@@ -311,9 +309,10 @@ def main(args: argparse.Namespace) -> int:
             }
             if not campaign.phase("refine", args.refine_runs, overrides):
                 return 1
-    except (SettingsError, ServerError) as e:
-        print(f"vllm-load campaign: error: {e}", file=sys.stderr)
-        return 2
+    except ServerError as e:
+        raise SettingsError(
+            str(e)
+        ) from None  # a server that cannot be (re)started: exit 2 as before
     except KeyboardInterrupt:
         campaign.say("interrupted; run the same command again to finish the missing runs")
         return 130

@@ -13,7 +13,6 @@ import sys
 
 from ..settings import add_arguments
 from ..sim.process import SimulatorProcess
-from ..values import SettingsError
 from . import run as run_cli
 
 # A small server: 16 sequences per batch, time scaled so each level takes seconds while the
@@ -64,11 +63,7 @@ def main(args: argparse.Namespace) -> int:
             meta=["demo=simulator"],
             metrics_interval=METRICS_INTERVAL,
         )
-        try:
-            cmd, run_dir, settings = run_cli.prepare(run_args)
-        except SettingsError as e:
-            print(f"vllm-load demo: error: {e}", file=sys.stderr)
-            return 2
+        cmd, run_dir, settings = run_cli.prepare(run_args)
         assert settings is not None  # prepare() returns None only for a worker
         code = run_cli.run_locust(cmd, settings.api_key)
     if code != 0 or not run_dir or not os.path.exists(os.path.join(run_dir, "run.json")):

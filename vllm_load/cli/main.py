@@ -14,6 +14,8 @@ import sys
 
 from .. import __version__
 from ..compat.argparse import DefaultsHelpFormatter
+from ..values import SettingsError
+from .errors import CommandFailed
 
 #: subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -86,6 +88,12 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(args._module)
     try:
         return int(module.main(args) or 0)
+    except SettingsError as e:  # every subcommand's bad option or unusable target: one line
+        print(f"vllm-load {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except CommandFailed as e:
+        print(f"vllm-load {args.command}: error: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

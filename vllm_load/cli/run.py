@@ -256,11 +256,7 @@ def prepare(args: argparse.Namespace) -> tuple[list[str], str | None, Settings |
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        cmd, run_dir, settings = prepare(args)
-    except SettingsError as e:
-        print(f"vllm-load {args.command}: error: {e}", file=sys.stderr)
-        return 2
+    cmd, run_dir, settings = prepare(args)
     api_key = (settings.api_key if settings else getattr(args, "api_key", "")) or ""
     code = run_locust(cmd, api_key)
     if run_dir and not os.path.exists(os.path.join(run_dir, "run.json")):

@@ -18,12 +18,12 @@ import math
 import os
 import re
 import string
-import sys
 from dataclasses import asdict, dataclass
 
 from ..settings import Settings
 from ..target.process import ServerError, ServerProcess, wait_ready
 from ..values import SettingsError
+from .errors import CommandFailed
 from .run import add_managed_run_options, run_headless
 
 STATE_FILE = "tune.json"
@@ -212,28 +212,22 @@ def _run_config(args: argparse.Namespace, directory: str, config: dict, model: s
 
 
 def main(args: argparse.Namespace) -> int:
-    def fail(message: str, code: int = 2) -> int:
-        print(f"vllm-load tune: error: {message}", file=sys.stderr)
-        return code
-
-    try:
-        matrix = parse_matrix(args.matrix)
-        Settings.from_options(args)  # every run option is valid before any server starts
-        fields = template_fields(args.server_cmd)
-        missing = fields - set(matrix) - {"model"}
-        if missing:
-            raise SettingsError(
-                f"--server-cmd has fields with no --matrix values: {', '.join(sorted(missing))}"
-            )
-        unused = set(matrix) - fields
-        if unused:
-            raise SettingsError(
-                f"--matrix {', '.join(sorted(unused))} not used in --server-cmd (add {{NAME}} to it)"
-            )
-        if "model" in fields and not args.model:
-            raise SettingsError("--server-cmd uses {model}: pass --model")
-    except SettingsError as e:
-        return fail(str(e))
+    # every option is checked before any server starts
+    matrix = parse_matrix(args.matrix)
+    Settings.from_options(args)
+    fields = template_fields(args.server_cmd)
+    missing = fields - set(matrix) - {"model"}
+    if missing:
+        raise SettingsError(
+            f"--server-cmd has fields with no --matrix values: {', '.join(sorted(missing))}"
+        )
+    unused = set(matrix) - fields
+    if unused:
+        raise SettingsError(
+            f"--matrix {', '.join(sorted(unused))} not used in --server-cmd (add {{NAME}} to it)"
+        )
+    if "model" in fields and not args.model:
+        raise SettingsError("--server-cmd uses {model}: pass --model")
     directory = os.path.join(args.out, re.sub(r"[^A-Za-z0-9._-]+", "_", args.name))
     os.makedirs(directory, exist_ok=True)
     state = _load_state(directory)
@@ -266,8 +260,8 @@ def main(args: argparse.Namespace) -> int:
             _save_state(directory, state)
             if result.outcome == "interrupted":
                 raise KeyboardInterrupt
-    except (ServerError, SettingsError) as e:
-        return fail(str(e), 1)
+    except (ServerError, SettingsError) as e:  # during the work: a failure, not a usage error
+        raise CommandFailed(str(e)) from None
     except KeyboardInterrupt:
         print(
             f"tune {args.name}: interrupted; run the same command again to test the remaining configurations"

@@ -20,7 +20,6 @@ import argparse
 import json
 import math
 import os
-import sys
 from dataclasses import asdict, dataclass, field
 
 from ..rundir.files import CLIENT_HEALTH_CSV, CLIENT_VALIDATION_JSON
@@ -28,6 +27,7 @@ from ..settings import add_arguments
 from ..sim.process import SimulatorProcess
 from ..values import SettingsError, host_argument, parse_levels
 from . import run as run_cli
+from .errors import CommandFailed
 
 # the run's options validate-client offers, with its defaults (the echo run's test)
 ECHO_DEFAULTS: dict = {
@@ -274,22 +274,16 @@ def _echo_run(args: argparse.Namespace, host: str) -> str:
     assert settings is not None  # prepare() returns None only for a worker
     code = run_cli.run_locust(cmd, settings.api_key)
     if code != 0 or not run_dir or not os.path.exists(os.path.join(run_dir, "run.json")):
-        raise RuntimeError(f"the echo run failed (exit code {code})")
+        raise CommandFailed(f"the echo run failed (exit code {code})")
     return run_dir
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        levels = parse_levels(args.levels)
-        if args.requests_per_level < 1 or args.min_margin <= 0 or args.max_p50_ms <= 0:
-            raise SettingsError(
-                "--requests-per-level, --min-margin and --max-p50-ms must be positive"
-            )
-        if args.run and not os.path.isfile(os.path.join(args.run, "run.json")):
-            raise SettingsError(f"--run {args.run}: not a run directory (no run.json)")
-    except SettingsError as e:
-        print(f"vllm-load validate-client: error: {e}", file=sys.stderr)
-        return 2
+    levels = parse_levels(args.levels)
+    if args.requests_per_level < 1 or args.min_margin <= 0 or args.max_p50_ms <= 0:
+        raise SettingsError("--requests-per-level, --min-margin and --max-p50-ms must be positive")
+    if args.run and not os.path.isfile(os.path.join(args.run, "run.json")):
+        raise SettingsError(f"--run {args.run}: not a run directory (no run.json)")
     if args.warmup_requests is None:
         args.warmup_requests = min(max(levels), 100)
     # at call time: keeps pandas out of every command's start (cli.main imports this module)
@@ -297,19 +291,13 @@ def main(args: argparse.Namespace) -> int:
     from ..report.summary import clean
     from ..rundir.load import load_run
 
-    try:
-        if args.host:
-            run_dir = _echo_run(args, args.host)
-        else:
-            with SimulatorProcess("--echo", "--workers", str(args.server_workers)) as sim:
-                print(f"Echo server ({args.server_workers} processes) at {sim.url}", flush=True)
-                run_dir = _echo_run(args, sim.url)
-    except (
-        SettingsError,
-        RuntimeError,
-    ) as e:  # an unusable target is a usage error (2), a failed echo run is not
-        print(f"vllm-load validate-client: error: {e}", file=sys.stderr)
-        return 2 if isinstance(e, SettingsError) else 1
+    # an unusable target is a usage error (SettingsError, 2), a failed echo run is not (1)
+    if args.host:
+        run_dir = _echo_run(args, args.host)
+    else:
+        with SimulatorProcess("--echo", "--workers", str(args.server_workers)) as sim:
+            print(f"Echo server ({args.server_workers} processes) at {sim.url}", flush=True)
+            run_dir = _echo_run(args, sim.url)
     data = load_run(run_dir)
     metrics = level_metrics(data.requests, data.steps)
     levels_out = echo_levels(metrics, chunk_rates(data.requests, metrics))

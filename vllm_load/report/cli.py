@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import os
-import sys
+
+from ..values import SettingsError
 
 
 def _gpus(text: str) -> tuple[str, float]:
@@ -85,24 +86,22 @@ def main(args: argparse.Namespace) -> int:
     from ..rundir.load import expand_run_paths
     from .render import build_report
 
-    def fail(message: str) -> int:
-        print(f"vllm-load report: error: {message}", file=sys.stderr)
-        return 2
-
     try:
         scaling = [float(x) for x in args.scaling.split(",")]
         if len(scaling) != 2 or min(scaling) <= 0:
             raise ValueError
     except ValueError:
-        return fail(f"--scaling takes two positive levels FROM,TO, got {args.scaling!r}")
+        raise SettingsError(
+            f"--scaling takes two positive levels FROM,TO, got {args.scaling!r}"
+        ) from None
     if not 0 <= args.tolerance < 1:
-        return fail(f"--tolerance must be in [0, 1), got {args.tolerance}")
+        raise SettingsError(f"--tolerance must be in [0, 1), got {args.tolerance}")
     if not 0 <= args.max_failed_share < 1:
-        return fail(f"--max-failed-share must be in [0, 1), got {args.max_failed_share}")
+        raise SettingsError(f"--max-failed-share must be in [0, 1), got {args.max_failed_share}")
     try:
         run_dirs = expand_run_paths(args.runs)
-    except ValueError as e:
-        return fail(str(e))
+    except ValueError as e:  # a path that holds no run
+        raise SettingsError(str(e)) from None
     rule = SaturationRule(
         tolerance=args.tolerance,
         scaling_from=scaling[0],
@@ -114,8 +113,8 @@ def main(args: argparse.Namespace) -> int:
         paths = build_report(
             run_dirs, out, dict(args.gpus_per_model), progress=not args.quiet, rule=rule
         )
-    except ValueError as e:
-        return fail(str(e))
+    except ValueError as e:  # runs that cannot be read or compared
+        raise SettingsError(str(e)) from None
     print(f"Report: {paths.html}")
     print(f"Summary: {paths.json}, {paths.csv}, {paths.markdown}")
     return 0

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import sys
 
 from ..tokenization import load_tokenizer
+from ..values import SettingsError
 from .config import (
     DEFAULT_MODEL,
     EngineConfig,
@@ -239,7 +239,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     )
 
 
-class ConfigError(ValueError):
+class ConfigError(SettingsError):
     """An inconsistent combination of options."""
 
 
@@ -421,16 +421,11 @@ def _worker_main(config: SimConfig) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    try:
-        config = build_config(args)
-    except ConfigError as e:
-        print(f"vllm-load sim: error: {e}", file=sys.stderr)
-        return 2
+    config = build_config(args)
     try:
         load_tokenizer(config.tokenizer)  # fail now, with a clear message, not in every worker
     except ValueError as e:
-        print(f"vllm-load sim: error: {e}", file=sys.stderr)
-        return 2
+        raise SettingsError(str(e)) from None
     print(_describe(config), flush=True)
     if config.workers > 1:
         return _run_workers(config)
