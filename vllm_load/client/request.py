@@ -185,8 +185,9 @@ class MeasuredRequest:
     def run(self) -> None:
         """Send the request, read the response to the end and classify the outcome.
 
-        Returns whatever happened to the request, which `error` then names; only an unexpected
-        exception, or `GreenletExit` (the test stopping the user mid-request), propagates.
+        Every outcome is kept (`error` names a failure, `end` is set either way); only an
+        unexpected exception, or `GreenletExit` (the test stopping the user mid-request),
+        propagates.
         """
         response = None
         self._start_timeouts()
