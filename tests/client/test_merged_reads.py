@@ -1,6 +1,8 @@
 """A reader fed several chunks in one read dates them alike, and they are counted as merged
 (`stream.chunk_summary`, the requests.csv column `chunks_merged`): they cannot be dated apart."""
 
+from types import SimpleNamespace
+
 from support.sse_chunks import STREAM, chat_chunk
 
 from vllm_load.client.reader import read_unstamped
@@ -15,6 +17,11 @@ class FakeSocket:
 
     def recv(self, _size):
         return self._reads.pop(0)
+
+
+def request_for(meter, floor=0.0):
+    """What the readers use of a `request.MeasuredRequest`."""
+    return SimpleNamespace(meter=meter, stall_mark=[floor], end_first_token_wait=lambda: None)
 
 
 class FakeResponse:
@@ -34,7 +41,7 @@ def test_unstamped_reader_counts_chunks_that_shared_a_read():
     content = [chat_chunk(content=f"t{i}") for i in range(5)]
     reads = [STREAM[0], content[0], b"".join(content[1:4]), content[4], b"".join(STREAM[3:])]
     meter, response = SseMeter(), FakeResponse()
-    read_unstamped(FakeSocket(reads), response, meter, [0.0], None, 0.0)
+    read_unstamped(request_for(meter), FakeSocket(reads), response, 0.0)
     assert response.message_complete and len(meter.chunk_times) == 6
     assert (
         chunk_summary(meter.chunk_times)[6] == 3
@@ -44,7 +51,7 @@ def test_unstamped_reader_counts_chunks_that_shared_a_read():
 def test_one_chunk_per_read_merges_nothing():
     reads = [STREAM[0], *[chat_chunk(content=f"t{i}") for i in range(4)], b"".join(STREAM[3:])]
     meter = SseMeter()
-    read_unstamped(FakeSocket(reads), FakeResponse(), meter, [0.0], None, 0.0)
+    read_unstamped(request_for(meter), FakeSocket(reads), FakeResponse(), 0.0)
     assert len(meter.chunk_times) == 5 and chunk_summary(meter.chunk_times)[6] == 0
 
 
@@ -80,7 +87,7 @@ def test_stamped_reader_dates_chunks_of_one_read_alike():
     try:
         assert enable_receive_timestamps(raw_socket(client))
         meter, response, floor = SseMeter(), FakeResponse(), time.perf_counter()
-        StreamReader(client, response, meter, WallClock(), [floor], None, floor).read()
+        StreamReader(request_for(meter, floor), client, response, floor, WallClock()).read()
         sender.join()
     finally:
         for s in (client, server, listener):

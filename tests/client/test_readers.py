@@ -10,7 +10,7 @@ import sys
 from vllm_load.sim.process import SimulatorProcess
 
 SCRIPT = r"""
-import json, sys, time
+import json, sys, time, types
 import gevent
 from geventhttpclient import HTTPClient
 from vllm_load.client.clock import WallClock, enable_receive_timestamps
@@ -31,12 +31,14 @@ for name in ("stamped", "unstamped"):
         meter.consume(body_buffer(response), floor)
     first_token = gevent.Timeout(5)
     first_token.start()
+    # what the readers use of a MeasuredRequest
+    request = types.SimpleNamespace(meter=meter, stall_mark=mark, end_first_token_wait=first_token.cancel)
     sock = response_socket(response)
     if name == "stamped":
         assert enable_receive_timestamps(raw_socket(sock))
-        StreamReader(sock, response, meter, WallClock(), mark, first_token, floor).read()
+        StreamReader(request, sock, response, floor, WallClock()).read()
     else:
-        read_unstamped(sock, response, meter, mark, first_token, floor)
+        read_unstamped(request, sock, response, floor)
     out[name] = {"times": meter.chunk_times, "done_at": meter.done_at, "usage": meter.usage,
                  "complete": response.message_complete, "first_token_pending": first_token.pending,
                  "mark": mark[0], "floor": floor}

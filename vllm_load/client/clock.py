@@ -53,6 +53,9 @@ class WallClock:
         return wall - self._offset
 
 
+WALL_CLOCK = WallClock()  # the process's: every record's start_ts comes from it
+
+
 # Kernel receive timestamps (Linux): with SO_TIMESTAMPNS set, every recvmsg() on the socket carries
 # the CLOCK_REALTIME time at which the kernel queued the last segment it returns. A chunk is then
 # dated when it reached the machine, not when a busy process got round to reading it: in a burst

@@ -13,6 +13,10 @@ machine, not when the hub got round to the socket. Bytes that came with the resp
 (read by geventhttpclient) are dated when the reader starts; no read is dated earlier than one
 before it. A TLS socket is read by `read_unstamped`, a plain loop in the owner greenlet; both
 readers hand each read to `take_read`.
+
+Both read for a `request.MeasuredRequest` (the `request` argument): they feed its `meter`, set its
+`stall_mark[0]` to the time of every read, and call its `end_first_token_wait()` once, when the
+first content chunk is in.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from gevent.hub import Waiter
 
 from ..compat.gevent import raw_socket, read_watcher
 from ..compat.geventhttpclient import body_buffer
-from .clock import ANCILLARY_SIZE, WallClock, received_at
+from .clock import ANCILLARY_SIZE, WALL_CLOCK, received_at
 from .sse import SseMeter, StreamError
 
 RECV_SIZE = 65536
@@ -63,15 +67,17 @@ def take_read(response, buf: bytearray, meter: SseMeter, data: bytes, now: float
     meter.consume(buf, now)
 
 
-def read_unstamped(sock, response, meter: SseMeter, mark: list, first_token, floor: float) -> None:
-    """Read the rest of a body in the calling greenlet, each read dated when it returns: for a
-    TLS socket, whose bytes on the wire are not the chunks (and wherever the kernel gives no
-    receive timestamps). `mark`, `first_token` and `floor` as for `StreamReader`."""
+def read_unstamped(request, sock, response, floor: float) -> None:
+    """Read the rest of a body in the calling greenlet, each read dated when it returns (no
+    earlier than `floor`): for a TLS socket, whose bytes on the wire are not the chunks (and
+    wherever the kernel gives no receive timestamps)."""
     buf = body_buffer(response)
+    meter, mark = request.meter, request.stall_mark
+    awaiting = True  # the first content chunk
     while not response.message_complete:
-        if first_token is not None and meter.chunk_times:
-            first_token.cancel()
-            first_token = None
+        if awaiting and meter.chunk_times:
+            awaiting = False
+            request.end_first_token_wait()
         data = sock.recv(RECV_SIZE)
         now = mark[0] = max(time.perf_counter(), floor)
         take_read(response, buf, meter, data, now)
@@ -79,47 +85,37 @@ def read_unstamped(sock, response, meter: SseMeter, mark: list, first_token, flo
 
 class StreamReader:
     """Reads the rest of one HTTP response's SSE body from a plain (non-TLS) gevent socket with
-    kernel receive timestamps on, feeding it to `response` and `meter`.
-
-    `mark` is the stream's `stalls.StallWatch` mark ([0]: perf_counter time of the last bytes);
-    `first_token` (a started `gevent.Timeout`, or None) is cancelled by the first content chunk.
-    """
+    kernel receive timestamps on, for `request` (a `request.MeasuredRequest`), no read dated
+    earlier than `floor`. What it needs of the request on every read is taken once, here."""
 
     __slots__ = (
         "_raw",
         "_watcher",
         "_response",
         "_buf",
+        "_request",
         "_meter",
         "_clock",
         "_mark",
-        "_first_token",
         "_waiter",
         "_floor",
+        "_awaiting",
         "_urgent",
     )
 
-    def __init__(
-        self,
-        sock,
-        response,
-        meter: SseMeter,
-        clock: WallClock,
-        mark: list,
-        first_token,
-        floor: float,
-    ) -> None:
+    def __init__(self, request, sock, response, floor: float, clock=WALL_CLOCK) -> None:
         self._raw = raw_socket(sock)
         self._watcher = read_watcher(sock)
         self._response = response
         self._buf = body_buffer(response)
-        self._meter = meter
+        self._request = request
+        self._meter: SseMeter = request.meter
         self._clock = clock
-        self._mark = mark
-        self._first_token = first_token
-        self._waiter: Waiter[None]  # set by read(); the callbacks below only run inside it
+        self._mark = request.stall_mark
+        self._waiter: Waiter | None = None
         self._floor = floor
-        self._urgent = False
+        self._awaiting = False  # the first content chunk (set by `read`)
+        self._urgent = False  # read at FIRST_CHUNK_PRIORITY meanwhile
 
     def read(self) -> None:
         """Park the calling greenlet until the message is complete. Raises what a read raised (OSError,
@@ -127,9 +123,11 @@ class StreamReader:
         (timeouts, a stall, the user being stopped)."""
         watcher = self._watcher
         self._waiter = Waiter(get_hub())
-        self._urgent = not self._meter.chunk_times and set_read_priority(
-            watcher, FIRST_CHUNK_PRIORITY
-        )
+        if self._meter.chunk_times:  # the bytes that came with the headers held one
+            self._request.end_first_token_wait()
+        else:
+            self._awaiting = True
+            self._urgent = set_read_priority(watcher, FIRST_CHUNK_PRIORITY)
         watcher.start(self._readable)
         try:
             self._waiter.get()
@@ -141,6 +139,7 @@ class StreamReader:
     def throw(self, *exc_info) -> None:
         """Fail the read (gevent calls this when another greenlet closes the socket under it)."""
         self._watcher.stop()
+        assert self._waiter is not None  # read() set it before starting the watcher
         self._waiter.throw(*exc_info)
 
     def _readable(self) -> None:
@@ -175,16 +174,16 @@ class StreamReader:
             return False
         if self._response.message_complete:
             self._watcher.stop()
+            assert self._waiter is not None  # read() set it before starting the watcher
             self._waiter.switch(None)
             return False
-        if meter.chunk_times and (self._first_token is not None or self._urgent):
+        if self._awaiting and meter.chunk_times:
             self._first_chunk_arrived()
         return len(data) == RECV_SIZE
 
     def _first_chunk_arrived(self) -> None:
-        if self._first_token is not None:
-            self._first_token.cancel()
-            self._first_token = None
+        self._awaiting = False
+        self._request.end_first_token_wait()
         if self._urgent:  # back among the flowing streams (a started watcher's priority is fixed)
             self._watcher.stop()
             self._urgent = not set_read_priority(self._watcher, 0)

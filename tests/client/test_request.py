@@ -1,0 +1,181 @@
+"""`request.MeasuredRequest` classifies every outcome into exactly one error category
+(docs/run-format.md, `error`), against a local server that answers each case with canned bytes.
+
+tests/test_faults.py covers most categories end to end against the simulator; this covers each
+of them, and the time limits, on the unit itself."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import gevent
+import orjson
+import pytest
+from gevent.server import StreamServer
+
+from vllm_load.client.request import Endpoint, MeasuredRequest, Timeouts
+
+HEADERS = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+)
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def event(payload) -> bytes:
+    data = payload if isinstance(payload, bytes) else orjson.dumps(payload)
+    return chunk(b"data: " + data + b"\n\n")
+
+
+ROLE = event({"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]})
+TOKEN = event({"choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": None}]})
+FINISH = event({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
+USAGE = event({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 2}})
+DONE = event(b"[DONE]") + b"0\r\n\r\n"
+END = b"0\r\n\r\n"
+JSON_OK = orjson.dumps(
+    {
+        "choices": [{"message": {"content": "hi"}}],
+        "usage": {"prompt_tokens": 4, "completion_tokens": 1},
+    }
+)
+
+
+def json_response(status: int, body: bytes) -> bytes:
+    reason = b"OK" if status == 200 else b"Error"
+    return b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+        status,
+        reason,
+        len(body),
+        body,
+    )
+
+
+# what the server does: bytes to send, a float to sleep, "close" to close the connection
+CASES = {
+    "ok": ([HEADERS, ROLE, TOKEN, TOKEN, FINISH, USAGE, DONE], True, "", ""),
+    "http_status": (
+        [json_response(503, b'{"error": {"message": "busy"}}')],
+        True,
+        "http_status",
+        "HTTP 503: busy",
+    ),
+    "connect_no_headers": ([5.0], True, "connect", "no response headers within 0.3 s"),
+    "timeout_ttft": (
+        [HEADERS, ROLE, 0.2, ROLE, 0.2, ROLE, 5.0],
+        True,
+        "timeout_ttft",
+        "no content chunk within 0.5 s",
+    ),
+    "timeout_ttft_by_stall": ([HEADERS, ROLE, 5.0], True, "timeout_ttft", "no bytes for 0.3 s"),
+    "timeout_stall": ([HEADERS, ROLE, TOKEN, 5.0], True, "timeout_stall", "no bytes for 0.3 s"),
+    "timeout_total": (
+        [HEADERS, ROLE] + [TOKEN, 0.1] * 30,
+        True,
+        "timeout_total",
+        "no complete response within 1 s",
+    ),
+    "disconnect_reset": ([HEADERS, ROLE, TOKEN, "close"], True, "disconnect", None),
+    "disconnect_no_done": (
+        [HEADERS, ROLE, TOKEN, FINISH, END],
+        True,
+        "disconnect",
+        "stream ended without data: [DONE]",
+    ),
+    "bad_sse": ([HEADERS, ROLE, event(b"{oops"), DONE], True, "bad_sse", None),
+    "bad_sse_no_content": (
+        [HEADERS, ROLE, FINISH, USAGE, DONE],
+        True,
+        "bad_sse",
+        "stream finished without any content chunk",
+    ),
+    "server_error": (
+        [HEADERS, ROLE, event({"error": {"message": "boom"}}), DONE],
+        True,
+        "server_error",
+        "boom",
+    ),
+    "json_ok": ([json_response(200, JSON_OK)], False, "", ""),
+    "json_bad_body": ([json_response(200, b"{oops")], False, "bad_sse", None),
+    "json_disconnect": ([json_response(200, JSON_OK)[:-5], "close"], False, "disconnect", None),
+}
+TIMEOUTS = Timeouts(connect=1.0, stall=0.3, first_token=0.5, total=1.0)
+
+
+def serve(script):
+    def handle(sock, _address):
+        sock.recv(65536)  # the request (small enough for one read)
+        for step in script:
+            if step == "close":
+                sock.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
+                )
+                break
+            if isinstance(step, float):
+                gevent.sleep(step)
+            else:
+                sock.sendall(step)
+        sock.close()
+
+    server = StreamServer(("127.0.0.1", 0), handle)
+    server.start()
+    return server
+
+
+def run_case(host: str, stream: bool, timeouts: Timeouts = TIMEOUTS) -> MeasuredRequest:
+    endpoint = Endpoint(host, "chat", stream, timeouts)
+    request = MeasuredRequest(endpoint, b"{}", "test-1", time.perf_counter(), 4, 2)
+    try:
+        gevent.spawn(request.run).get(timeout=10)
+    finally:
+        endpoint.close()
+    return request
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_every_outcome_has_one_category(name):
+    script, stream, category, message = CASES[name]
+    server = serve(script)
+    try:
+        request = run_case(f"http://127.0.0.1:{server.server_port}", stream)
+    finally:
+        server.stop()
+    assert request.error == category, (request.error, request.message)
+    if message is not None:
+        assert request.message == message
+    record = request.record("w")
+    assert record.ok == (category == "") and record.error == category
+    assert record.e2e == request.end - request.t0 > 0
+    if name == "ok":
+        assert record.n_chunks == 2 and record.ttft is not None and record.completion_tokens == 2
+    if name == "bad_sse_no_content":  # ended at [DONE], with the usage the stream gave
+        assert request.end == request.meter.done_at and record.completion_tokens == 2
+    if name == "json_ok":
+        assert record.ttft == record.e2e and record.n_chunks == 1
+
+
+def test_refused_connection_is_connect():
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()  # nothing listens there now
+    request = run_case(f"http://127.0.0.1:{port}", True)
+    assert request.error == "connect" and request.status == 0
+
+
+def test_the_first_token_timeout_ends_with_the_first_content_chunk():
+    """A content chunk before --ttft-timeout: a later silence is a stall, never a TTFT failure."""
+    server = serve([HEADERS, ROLE, TOKEN, 0.35, TOKEN, 0.35, FINISH, DONE])
+    try:
+        request = run_case(
+            f"http://127.0.0.1:{server.server_port}",
+            True,
+            Timeouts(connect=1.0, stall=5.0, first_token=0.2, total=5.0),
+        )
+    finally:
+        server.stop()
+    assert request.ok, request.message
+    assert request.record("w").n_chunks == 2

@@ -1,0 +1,370 @@
+"""One request to the server, measured from send to record: its state and its steps.
+
+A `MeasuredRequest` is built from a request body and the `Endpoint` it goes to, is `run()`
+once, and then holds what was measured; `record()` turns that into the `RequestRecord` of
+requests.csv. `run()` is four named steps: start the timeouts, `_send` the POST, read the
+response (`_read_stream` hands a streamed body to `reader.py`; `_read_json` reads a whole one),
+and `_classify` whatever the steps raised into exactly one error category.
+
+Every time limit, and where it fails a request (`Timeouts` holds their values):
+
+- `connect` (--connect-timeout): the HTTP client's connection timeout; category `connect`.
+- `stall` (--stall-timeout) until the response headers: the HTTP client's network timeout,
+  `connect`; after them, the process's `stalls.STALLS` watch, `timeout_ttft` before the first
+  content chunk, `timeout_stall` after it.
+- `first_token` (--ttft-timeout, streams only): a `gevent.Timeout` from the request's start,
+  started in `_start_timeouts` and stopped only by `end_first_token_wait` (the reader calls it
+  on the first content chunk); `timeout_ttft`.
+- `total` (--request-timeout): a `gevent.Timeout` from the request's start, started in
+  `_start_timeouts` and stopped in `_stop_timeouts`; `timeout_total`.
+
+"The request's start" is `t0`, which may be before the request was sent: a user that queued
+for the pacer (`pacing.py`) has had its next request due since then, and the wait counts.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import dataclass
+from typing import Callable
+from urllib.parse import urlparse
+
+import gevent
+import orjson
+from gevent.ssl import SSLSocket
+from geventhttpclient import HTTPClient
+from geventhttpclient.response import HTTPParseError
+
+from ..compat.gevent import raw_socket
+from ..compat.geventhttpclient import body_buffer, discard_connection, response_socket
+from ..rundir.records import RequestRecord
+from ..settings import Settings
+from .clock import WALL_CLOCK, enable_receive_timestamps
+from .reader import RECV_SIZE, StreamReader, read_unstamped
+from .sse import SseMeter, StreamError, chunk_marks, chunk_summary
+from .stalls import STALLS
+
+PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+ERROR_BODY_LIMIT = 300
+
+
+class RequestTimeout(Exception):
+    """The whole request took longer than --request-timeout."""
+
+
+class FirstTokenTimeout(Exception):
+    """A stream sent no content chunk within --ttft-timeout of the request's start."""
+
+
+# what `run()` classifies; anything else (a bug) propagates
+_CLASSIFIED = (
+    StreamError,
+    RequestTimeout,
+    FirstTokenTimeout,
+    OSError,  # socket timeouts, refused connections, resets, failed name lookups
+    EOFError,
+    HTTPParseError,
+    orjson.JSONDecodeError,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """A request's time limits in seconds (the module docstring says where each one acts)."""
+
+    connect: float
+    stall: float
+    first_token: float
+    total: float
+
+    @classmethod
+    def of(cls, settings: Settings) -> Timeouts:
+        return cls(
+            settings.connect_timeout,
+            settings.stall_timeout,
+            settings.ttft_timeout,
+            settings.request_timeout,
+        )
+
+
+class Endpoint:
+    """Where one user's requests go: its own connection to the server, one API (`chat` or
+    `completions`), streamed or not, with the headers and time limits every request shares."""
+
+    def __init__(
+        self, host: str, api: str, stream: bool, timeouts: Timeouts, api_key: str | None = None
+    ) -> None:
+        self.api = api
+        self.stream = stream
+        self.timeouts = timeouts
+        self.path = urlparse(host).path.rstrip("/") + PATHS[api]
+        self.name = f"{PATHS[api]}{' (stream)' if stream else ''}"  # in Locust's stats
+        self.headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream" if stream else "application/json",
+        }
+        if api_key:
+            self.headers["Authorization"] = f"Bearer {api_key}"
+        self.client = HTTPClient.from_url(
+            host,
+            concurrency=1,
+            connection_timeout=timeouts.connect,
+            network_timeout=timeouts.stall,  # until the headers; then STALLS (module docstring)
+            block_size=RECV_SIZE,
+        )
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class MeasuredRequest:
+    """One request: built from a body, `run()` once, then it holds what was measured.
+
+    `t0` is the `perf_counter()` time the request became due; `request_id` goes out as the
+    `X-Request-Id` header (vLLM names the request after it in its logs, the simulator's --trace
+    too), so a requests.csv row can be found there. `on_response` is called when the response
+    headers arrive. The reader (`reader.py`) sets `stall_mark[0]` on every read and calls
+    `end_first_token_wait` on the first content chunk.
+    """
+
+    __slots__ = (
+        "endpoint",
+        "body",
+        "request_id",
+        "t0",
+        "start_ts",
+        "requested_prompt_tokens",
+        "requested_completion_tokens",
+        "meter",
+        "status",
+        "error",
+        "message",
+        "usage",
+        "end",
+        "json_text",
+        "stall_mark",
+        "_on_response",
+        "_total",
+        "_first_token",
+    )
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        body: bytes,
+        request_id: str,
+        t0: float,
+        requested_prompt_tokens: int,
+        requested_completion_tokens: int,
+        on_response: Callable[[], None] | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.body = body
+        self.request_id = request_id
+        self.t0 = t0
+        self.start_ts = WALL_CLOCK.wall(t0)
+        self.requested_prompt_tokens = requested_prompt_tokens
+        self.requested_completion_tokens = requested_completion_tokens
+        self.meter = SseMeter(chat=endpoint.api == "chat")
+        self.status = 0  # the HTTP status, once the headers are in
+        self.error = ""  # the error category (docs/run-format.md), empty on success
+        self.message = ""
+        self.usage: dict | None = None
+        self.end: float | None = None  # perf_counter() time the response ended
+        self.json_text = False  # a whole (non-streamed) response carried text
+        self.stall_mark: list | None = None  # [0]: perf_counter() time of the last read
+        self._on_response = on_response
+        self._total: gevent.Timeout | None = None
+        self._first_token: gevent.Timeout | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+    def run(self) -> None:
+        """Send the request, read the response to the end and classify the outcome.
+
+        Every outcome is kept (`error` names a failure, `end` is set either way); only an
+        unexpected exception, or `GreenletExit` (the test stopping the user mid-request),
+        propagates.
+        """
+        response = None
+        self._start_timeouts()
+        try:
+            response = self._send()
+            if self.status != 200:
+                self.error = "http_status"
+                self.message = f"HTTP {self.status}: {_error_text(response.read())}"
+            elif self.endpoint.stream:
+                self._read_stream(response)
+            else:
+                self._read_json(response)
+        except _CLASSIFIED as e:
+            self.error, self.message = self._classify(e)
+        finally:
+            self._stop_timeouts()
+            if response is not None and (self.error or not response.message_complete):
+                discard_connection(response)
+        if self.end is None:  # a request that failed ends when it was classified
+            self.end = time.perf_counter()
+
+    def end_first_token_wait(self) -> None:
+        """Stop the first-token timeout: a content chunk arrived, or the request is over."""
+        if self._first_token is not None:
+            self._first_token.cancel()
+            self._first_token = None
+
+    def _start_timeouts(self) -> None:
+        timeouts = self.endpoint.timeouts
+        waited = time.perf_counter() - self.t0  # both count from t0
+        self._total = gevent.Timeout(max(timeouts.total - waited, 0.0), RequestTimeout)
+        self._total.start()
+        if self.endpoint.stream:
+            self._first_token = gevent.Timeout(
+                max(timeouts.first_token - waited, 0.0), FirstTokenTimeout
+            )
+            self._first_token.start()
+
+    def _stop_timeouts(self) -> None:
+        assert self._total is not None  # _start_timeouts made it
+        self._total.cancel()
+        self.end_first_token_wait()
+
+    def _send(self):
+        """POST the body; returns the response once its headers are in."""
+        endpoint = self.endpoint
+        headers = endpoint.headers.copy()
+        headers["X-Request-Id"] = self.request_id
+        response = endpoint.client.request("POST", endpoint.path, body=self.body, headers=headers)
+        self.status = response.status_code
+        if self._on_response is not None:
+            self._on_response()
+        return response
+
+    def _read_stream(self, response) -> None:
+        """Read SSE events until the body ends; the request ends at the read that brought
+        `data: [DONE]`.
+
+        Bytes that came with the response headers (read by geventhttpclient) are dated when
+        this step starts, and no later read is dated earlier (chunk times never go backwards).
+        The rest is read by a `reader.StreamReader` in the hub, every read dated by the kernel's
+        receive timestamp; a TLS socket (whose bytes on the wire are not the chunks) by
+        `reader.read_unstamped`, in this greenlet.
+        """
+        meter = self.meter
+        buf = body_buffer(response)  # the parser appends decoded body bytes here, in place
+        floor = time.perf_counter()
+        if buf:
+            meter.consume(buf, floor)
+        if not response.message_complete:  # (a complete response gave its socket back already)
+            sock = response_socket(response)
+            self.stall_mark = STALLS.watch(self.endpoint.timeouts.stall)
+            try:
+                if not isinstance(sock, SSLSocket) and enable_receive_timestamps(raw_socket(sock)):
+                    StreamReader(self, sock, response, floor).read()
+                else:
+                    read_unstamped(self, sock, response, floor)
+            finally:
+                STALLS.forget()
+        if buf:  # an event the server did not terminate
+            meter.consume(buf + b"\n\n", time.perf_counter())
+        if not meter.done:
+            raise StreamError("disconnect", "stream ended without data: [DONE]")
+        self.usage = meter.usage
+        self.end = meter.done_at
+        if not meter.chunk_times:
+            raise StreamError("bad_sse", "stream finished without any content chunk")
+
+    def _read_json(self, response) -> None:
+        """Read a whole (non-streamed) response; it ends when its last byte has been read."""
+        raw = response.read()
+        end = time.perf_counter()
+        answer = orjson.loads(raw)
+        self.usage = answer.get("usage")
+        choice = (answer.get("choices") or [{}])[0]
+        self.json_text = bool((choice.get("message") or {}).get("content") or choice.get("text"))
+        self.end = end
+
+    def _classify(self, e: Exception) -> tuple[str, str]:
+        """The error category (docs/run-format.md, `error`) and message for what `run()` caught."""
+        timeouts = self.endpoint.timeouts
+        if isinstance(e, StreamError):
+            return e.category, e.message
+        if isinstance(e, RequestTimeout):
+            return "timeout_total", f"no complete response within {timeouts.total:g} s"
+        if isinstance(e, FirstTokenTimeout):
+            return "timeout_ttft", f"no content chunk within {timeouts.first_token:g} s"
+        if isinstance(e, TimeoutError):  # (socket.timeout): the client's or STALLS'
+            if self.status == 0:
+                return "connect", f"no response headers within {timeouts.stall:g} s"
+            category = "timeout_stall" if self.meter.chunk_times else "timeout_ttft"
+            return category, f"no bytes for {timeouts.stall:g} s"
+        if isinstance(e, (ConnectionRefusedError, socket.gaierror)):
+            return "connect", str(e)[:ERROR_BODY_LIMIT]
+        if isinstance(e, orjson.JSONDecodeError):
+            return "bad_sse", f"unparseable response body: {e}"[:ERROR_BODY_LIMIT]
+        # resets, closed connections, truncated or garbled HTTP
+        return "disconnect", f"{type(e).__name__}: {e}"[:ERROR_BODY_LIMIT]
+
+    def record(self, worker: str) -> RequestRecord:
+        """The request's row of requests.csv (its level and users are set by the master)."""
+        stream = self.endpoint.stream
+        t0, times, usage = self.t0, self.meter.chunk_times, self.usage
+        assert self.end is not None  # run() has ended
+        e2e = self.end - t0
+        if stream:
+            ttft = times[0] - t0 if times else None
+            n_chunks = len(times)
+        else:
+            ttft = e2e if self.json_text and not self.error else None
+            n_chunks = 1 if self.json_text else 0
+        prompt_tokens = completion_tokens = None
+        if isinstance(usage, dict):
+            prompt_tokens = usage.get("prompt_tokens")
+            completion_tokens = usage.get("completion_tokens")
+        tpot = None
+        if ttft is not None and completion_tokens and completion_tokens >= 2:
+            tpot = (e2e - ttft) / (completion_tokens - 1)
+        itl_mean, itl_p50, itl_p90, itl_p99, itl_max, itl_hist, chunks_merged = chunk_summary(times)
+        return RequestRecord(
+            request_id=self.request_id,
+            worker=worker,
+            level=-1,
+            users=0,
+            endpoint=self.endpoint.api,
+            stream=int(stream),
+            start_ts=self.start_ts,
+            end_ts=self.start_ts + e2e,
+            ttft=ttft,
+            e2e=e2e,
+            tpot=tpot,
+            itl_mean=itl_mean,
+            itl_p50=itl_p50,
+            itl_p90=itl_p90,
+            itl_p99=itl_p99,
+            itl_max=itl_max,
+            itl_hist=itl_hist,
+            n_chunks=n_chunks,
+            chunks_merged=chunks_merged,
+            chunk_marks=chunk_marks(times, t0) if stream else "",
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            requested_prompt_tokens=self.requested_prompt_tokens,
+            requested_completion_tokens=self.requested_completion_tokens,
+            ok=0 if self.error else 1,
+            status=self.status,
+            error=self.error,
+            error_message=self.message,
+        )
+
+
+def _error_text(raw: bytes) -> str:
+    """The message of an error response's body, whatever its shape, cut to ERROR_BODY_LIMIT."""
+    try:
+        body = orjson.loads(raw)
+        error = body.get("error", body) if isinstance(body, dict) else body
+        text = error.get("message", str(error)) if isinstance(error, dict) else str(error)
+    except (orjson.JSONDecodeError, AttributeError):
+        text = raw.decode("utf-8", "replace")
+    return str(text)[:ERROR_BODY_LIMIT]
