@@ -63,7 +63,12 @@ CASES = {
         "http_status",
         "HTTP 503: busy",
     ),
-    "connect_no_headers": ([5.0], True, "connect", "no response headers within 0.3 s"),
+    "connect_no_headers": (
+        [5.0],
+        True,
+        "connect",
+        "no connection within 1 s or no response headers within 0.3 s",
+    ),
     "timeout_ttft": (
         [HEADERS, ROLE, 0.2, ROLE, 0.2, ROLE, 5.0],
         True,
@@ -100,6 +105,13 @@ CASES = {
     ),
     "json_ok": ([json_response(200, JSON_OK)], False, "", ""),
     "json_bad_body": ([json_response(200, b"{oops")], False, "bad_sse", None),
+    "json_not_an_object": (
+        [json_response(200, b"[1, 2]")],
+        False,
+        "bad_sse",
+        "response body is not a JSON object: b'[1, 2]'",
+    ),
+    "json_odd_choices": ([json_response(200, b'{"choices": [3], "usage": 7}')], False, "", ""),
     "json_disconnect": ([json_response(200, JSON_OK)[:-5], "close"], False, "disconnect", None),
 }
 TIMEOUTS = Timeouts(connect=1.0, stall=0.3, first_token=0.5, total=1.0)

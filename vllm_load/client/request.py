@@ -281,9 +281,16 @@ class MeasuredRequest:
         raw = response.read()
         end = time.perf_counter()
         answer = orjson.loads(raw)
-        self.usage = answer.get("usage")
-        choice = (answer.get("choices") or [{}])[0]
-        self.json_text = bool((choice.get("message") or {}).get("content") or choice.get("text"))
+        if not isinstance(answer, dict):
+            raise StreamError("bad_sse", f"response body is not a JSON object: {raw[:120]!r}")
+        usage, choices = answer.get("usage"), answer.get("choices")
+        self.usage = usage if isinstance(usage, dict) else None
+        choice = choices[0] if isinstance(choices, list) and choices else {}
+        message = choice.get("message") if isinstance(choice, dict) else None
+        text = (message.get("content") if isinstance(message, dict) else None) or (
+            choice.get("text") if isinstance(choice, dict) else None
+        )
+        self.json_text = bool(text)
         self.end = end
 
     def _classify(self, e: Exception) -> tuple[str, str]:
@@ -297,7 +304,10 @@ class MeasuredRequest:
             return "timeout_ttft", f"no content chunk within {timeouts.first_token:g} s"
         if isinstance(e, TimeoutError):  # (socket.timeout): the client's or STALLS'
             if self.status == 0:
-                return "connect", f"no response headers within {timeouts.stall:g} s"
+                return "connect", (
+                    f"no connection within {timeouts.connect:g} s "
+                    f"or no response headers within {timeouts.stall:g} s"
+                )
             category = "timeout_stall" if self.meter.chunk_times else "timeout_ttft"
             return category, f"no bytes for {timeouts.stall:g} s"
         if isinstance(e, (ConnectionRefusedError, socket.gaierror)):
