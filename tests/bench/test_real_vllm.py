@@ -66,10 +66,6 @@ def test_every_level_has_figures_on_both_sides(results, via):
         # request (bench/README.md, "Real vLLM")
         assert row["running_mean"] is not None and row["running_mean"] >= 0, (via, row["users"])
         assert row["measured"] == 8 and row["ok"] == 8
-    # ... and with one user (no chunked prefill shared with others) it reads what the client's
-    # requests past their first chunk read at the same scrapes
-    one = levels[0]
-    assert abs(one["running_mean"] - one["client_decoding_at_scrapes"]) <= 0.1, (via, one)
 
 
 @pytest.mark.parametrize("via", ["run", "locust"])
