@@ -110,7 +110,7 @@ def scrape_window(
     server: pd.DataFrame, a: float, b: float, events: np.ndarray | None = None
 ) -> tuple[int, int]:
     """Indices of the first scrape at or after `a` and the last at or before `b` ((-1, -1) when
-    the scrapes do not cover the window). Comparing between two scrapes needs no interpolation:
+    fewer than two scrapes inside the window are left). Comparing between two scrapes needs no interpolation:
     requests finish (and get their first token) in closed-loop waves, and a wave's jump in a
     latency sum spread linearly over a scrape interval cut by the window's edge reads as a
     difference that is not there.
@@ -148,7 +148,7 @@ def resolvable(server: pd.DataFrame, lo: int, hi: int, step: float) -> str:
     interval, or the real gap where a busy load process scraped late), and the dating of its two
     edge scrapes must blur at most `EDGE_SHARE` of it."""
     if lo < 0:
-        return "the scrapes do not cover the window"
+        return "fewer than two scrapes in the window can be dated apart from the client's requests"
     t = server["ts"].to_numpy(np.float64)
     window = t[hi] - t[lo]
     gap = max(float(np.diff(t[lo : hi + 1]).max()), step if step == step else 0.0)
