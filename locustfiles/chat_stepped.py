@@ -6,4 +6,4 @@
 All vllm-load options are Locust custom arguments: see `locust -f locustfiles/chat_stepped.py --help`.
 """
 
-from vllm_load.locustfile import LLMUser, SteppedShape  # noqa: F401
+from vllm_load.locustfile import ClosedLoopUser, SteppedShape  # noqa: F401

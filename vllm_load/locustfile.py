@@ -1,13 +1,10 @@
-"""The stepped chat-completion test as a locustfile: users, shape and vllm-load's event wiring.
+"""The built-in stepped test as a locustfile: `ClosedLoopUser` through `SteppedShape`.
 
-Run it through `vllm-load run`, or with Locust directly:
-    locust -f locustfiles/chat_stepped.py --host http://127.0.0.1:8000 --headless
+`vllm-load run` runs it; so does Locust directly:
+    locust -f vllm_load/locustfile.py --host http://127.0.0.1:8000 --headless
 """
 
-from vllm_load.client.users import LLMUser
-from vllm_load.run.shape import SteppedShape
-from vllm_load.run.wiring import install
+from vllm_load.api import SteppedShape
+from vllm_load.client.users import ClosedLoopUser
 
-install()
-
-__all__ = ["LLMUser", "SteppedShape"]
+__all__ = ["ClosedLoopUser", "SteppedShape"]

@@ -14,7 +14,7 @@ import orjson
 import pytest
 from gevent.server import StreamServer
 
-from vllm_load.client.request import Endpoint, MeasuredRequest, Timeouts
+from vllm_load.client.request import Endpoint, MeasuredRequest, RequestSpec, Timeouts
 
 HEADERS = (
     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -138,8 +138,9 @@ def serve(script):
 
 
 def run_case(host: str, stream: bool, timeouts: Timeouts = TIMEOUTS) -> MeasuredRequest:
-    endpoint = Endpoint(host, "chat", stream, timeouts)
-    request = MeasuredRequest(endpoint, b"{}", "test-1", time.perf_counter(), 4, 2)
+    endpoint = Endpoint(host, timeouts)
+    spec = RequestSpec("chat", stream, b"{}", 4, 2)
+    request = MeasuredRequest(endpoint, spec, "test-1", time.perf_counter())
     try:
         gevent.spawn(request.run).get(timeout=10)
     finally:

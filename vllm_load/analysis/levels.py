@@ -235,8 +235,10 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
     req_prompt = _num(sub["requested_prompt_tokens"])
     req_completion = _num(sub["requested_completion_tokens"])
     usage_missing = np.isnan(prompt_usage) | np.isnan(completion_usage)
-    with_prompt = ~np.isnan(prompt_usage)
-    with_completion = ~np.isnan(completion_usage)
+    # exactness is judged where a request asked for an exact count (a locustfile's own requests
+    # may ask for none) and the server reported one
+    with_prompt = ~np.isnan(prompt_usage) & ~np.isnan(req_prompt)
+    with_completion = ~np.isnan(completion_usage) & ~np.isnan(req_completion)
     n_with_prompt = np.bincount(g[with_prompt], minlength=n_levels)
     n_with_completion = np.bincount(g[with_completion], minlength=n_levels)
     prompt_exact = np.bincount(g[with_prompt & (prompt_usage == req_prompt)], minlength=n_levels)

@@ -176,16 +176,25 @@ class LoadContext:
         self.plan = None
         self.model = None
 
-    def ensure_ready(self, host: str) -> None:
-        if self.prompts is not None:
-            return
-        hold_receive_timestamps()
-        with self._lock:
-            if self.prompts is None:
-                self.model = resolve_model(host, self.settings)
-                self.plan = prompt_plan(host, self.model, self.settings)
-                self.prompts = PromptFactory(self.plan, seed=secrets.randbits(32))
-                logger.info("prompts ready: %s", self.plan.to_json())
+    def ensure_model(self, host: str) -> str:
+        """The model every request names (--model, or the first the target serves), asked once."""
+        if self.model is None:
+            hold_receive_timestamps()
+            with self._lock:
+                if self.model is None:
+                    self.model = resolve_model(host, self.settings)
+        return self.model
+
+    def ensure_prompts(self, host: str) -> PromptFactory:
+        """The exact-length prompt factory, calibrated against the target once per process."""
+        model = self.ensure_model(host)
+        if self.prompts is None:
+            with self._lock:
+                if self.prompts is None:
+                    self.plan = prompt_plan(host, model, self.settings)
+                    self.prompts = PromptFactory(self.plan, seed=secrets.randbits(32))
+                    logger.info("prompts ready: %s", self.plan.to_json())
+        return self.prompts
 
 
 def resolve_model(host: str, settings: Settings) -> str:

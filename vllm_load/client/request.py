@@ -89,23 +89,24 @@ class Timeouts:
 
 
 class Endpoint:
-    """Where one user's requests go: its own connection to the server, one API (`chat` or
-    `completions`), streamed or not, with the headers and time limits every request shares."""
+    """Where one user's requests go: its own connection to the server, with the headers and time
+    limits every request shares. Each request names its API (`chat` or `completions`) and
+    whether it streams."""
 
-    def __init__(
-        self, host: str, api: str, stream: bool, timeouts: Timeouts, api_key: str | None = None
-    ) -> None:
-        self.api = api
-        self.stream = stream
+    def __init__(self, host: str, timeouts: Timeouts, api_key: str | None = None) -> None:
         self.timeouts = timeouts
-        self.path = urlparse(host).path.rstrip("/") + PATHS[api]
-        self.name = f"{PATHS[api]}{' (stream)' if stream else ''}"  # in Locust's stats
+        base = urlparse(host).path.rstrip("/")
+        self.paths = {api: base + path for api, path in PATHS.items()}
         self.headers = {
-            "Content-Type": "application/json",
-            "Accept": "text/event-stream" if stream else "application/json",
+            stream: {
+                "Content-Type": "application/json",
+                "Accept": "text/event-stream" if stream else "application/json",
+            }
+            for stream in (True, False)
         }
         if api_key:
-            self.headers["Authorization"] = f"Bearer {api_key}"
+            for headers in self.headers.values():
+                headers["Authorization"] = f"Bearer {api_key}"
         self.client = HTTPClient.from_url(
             host,
             concurrency=1,
@@ -118,8 +119,32 @@ class Endpoint:
         self.client.close()
 
 
+def stats_name(api: str, stream: bool) -> str:
+    """A request's name in Locust's statistics: its path, and whether it streamed."""
+    return f"{PATHS[api]}{' (stream)' if stream else ''}"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    """What one request asks for: its API (`chat` or `completions`), whether it streams, its
+    JSON body, the token counts it asked for (None where it fixed none), and what it belongs to
+    (the user class, the task, the conversation and the turn in it, all carried to its record).
+    `keep_text`: keep the reply's text (a conversation needs it for its next turn)."""
+
+    api: str
+    stream: bool
+    body: bytes
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    user_class: str = ""
+    task: str = ""
+    conversation: str = ""
+    turn: int = 0
+    keep_text: bool = False
+
+
 class MeasuredRequest:
-    """One request: built from a body, `run()` once, then it holds what was measured.
+    """One request: built from a `RequestSpec`, `run()` once, then it holds what was measured.
 
     `t0` is the `perf_counter()` time the request became due; `request_id` goes out as the
     `X-Request-Id` header (vLLM names the request after it in its logs, the simulator's --trace
@@ -130,12 +155,10 @@ class MeasuredRequest:
 
     __slots__ = (
         "endpoint",
-        "body",
+        "spec",
         "request_id",
         "t0",
         "start_ts",
-        "requested_prompt_tokens",
-        "requested_completion_tokens",
         "meter",
         "status",
         "error",
@@ -152,27 +175,23 @@ class MeasuredRequest:
     def __init__(
         self,
         endpoint: Endpoint,
-        body: bytes,
+        spec: RequestSpec,
         request_id: str,
         t0: float,
-        requested_prompt_tokens: int,
-        requested_completion_tokens: int,
         on_response: Callable[[], None] | None = None,
     ) -> None:
         self.endpoint = endpoint
-        self.body = body
+        self.spec = spec
         self.request_id = request_id
         self.t0 = t0
         self.start_ts = WALL_CLOCK.wall(t0)
-        self.requested_prompt_tokens = requested_prompt_tokens
-        self.requested_completion_tokens = requested_completion_tokens
-        self.meter = SseMeter(chat=endpoint.api == "chat")
+        self.meter = SseMeter(chat=spec.api == "chat", keep_text=spec.keep_text)
         self.status = 0  # the HTTP status, once the headers are in
         self.error = ""  # the error category (docs/run-format.md), empty on success
         self.message = ""
         self.usage: dict | None = None
         self.end: float | None = None  # perf_counter() time the response ended
-        self.json_text = False  # a whole (non-streamed) response carried text
+        self.json_text: str | None = None  # the text a whole (non-streamed) response carried
         self.stall_mark: list | None = None  # [0]: perf_counter() time of the last read
         self._on_response = on_response
         self._total: gevent.Timeout | None = None
@@ -196,7 +215,7 @@ class MeasuredRequest:
             if self.status != 200:
                 self.error = "http_status"
                 self.message = f"HTTP {self.status}: {_error_text(response.read())}"
-            elif self.endpoint.stream:
+            elif self.spec.stream:
                 self._read_stream(response)
             else:
                 self._read_json(response)
@@ -220,7 +239,7 @@ class MeasuredRequest:
         waited = time.perf_counter() - self.t0  # both count from t0
         self._total = gevent.Timeout(max(timeouts.total - waited, 0.0), RequestTimeout)
         self._total.start()
-        if self.endpoint.stream:
+        if self.spec.stream:
             self._first_token = gevent.Timeout(
                 max(timeouts.first_token - waited, 0.0), FirstTokenTimeout
             )
@@ -233,10 +252,12 @@ class MeasuredRequest:
 
     def _send(self):
         """POST the body; returns the response once its headers are in."""
-        endpoint = self.endpoint
-        headers = endpoint.headers.copy()
+        endpoint, spec = self.endpoint, self.spec
+        headers = endpoint.headers[spec.stream].copy()
         headers["X-Request-Id"] = self.request_id
-        response = endpoint.client.request("POST", endpoint.path, body=self.body, headers=headers)
+        response = endpoint.client.request(
+            "POST", endpoint.paths[spec.api], body=spec.body, headers=headers
+        )
         self.status = response.status_code
         if self._on_response is not None:
             self._on_response()
@@ -290,7 +311,7 @@ class MeasuredRequest:
         text = (message.get("content") if isinstance(message, dict) else None) or (
             choice.get("text") if isinstance(choice, dict) else None
         )
-        self.json_text = bool(text)
+        self.json_text = text if isinstance(text, str) else None
         self.end = end
 
     def _classify(self, e: Exception) -> tuple[str, str]:
@@ -317,9 +338,17 @@ class MeasuredRequest:
         # resets, closed connections, truncated or garbled HTTP
         return "disconnect", f"{type(e).__name__}: {e}"[:ERROR_BODY_LIMIT]
 
+    @property
+    def text(self) -> str:
+        """The reply's text (chat content or completion text); kept only with `keep_text`."""
+        if self.spec.stream:
+            return self.meter.text()
+        return self.json_text or ""
+
     def record(self, worker: str) -> RequestRecord:
         """The request's row of requests.csv (its level and users are set by the master)."""
-        stream = self.endpoint.stream
+        spec = self.spec
+        stream = spec.stream
         t0, times, usage = self.t0, self.meter.chunk_times, self.usage
         assert self.end is not None  # run() has ended
         e2e = self.end - t0
@@ -342,7 +371,7 @@ class MeasuredRequest:
             worker=worker,
             level=-1,
             users=0,
-            endpoint=self.endpoint.api,
+            endpoint=spec.api,
             stream=int(stream),
             start_ts=self.start_ts,
             end_ts=self.start_ts + e2e,
@@ -360,12 +389,16 @@ class MeasuredRequest:
             chunk_marks=chunk_marks(times, t0) if stream else "",
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
-            requested_prompt_tokens=self.requested_prompt_tokens,
-            requested_completion_tokens=self.requested_completion_tokens,
+            requested_prompt_tokens=spec.prompt_tokens,
+            requested_completion_tokens=spec.completion_tokens,
             ok=0 if self.error else 1,
             status=self.status,
             error=self.error,
             error_message=self.message,
+            user_class=spec.user_class,
+            task=spec.task,
+            conversation=spec.conversation,
+            turn=spec.turn,
         )
 
 

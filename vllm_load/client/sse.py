@@ -66,9 +66,10 @@ class SseMeter:
         "_sep",
         "_started",
         "_mid",
+        "_raw",
     )
 
-    def __init__(self, chat: bool = True) -> None:
+    def __init__(self, chat: bool = True, keep_text: bool = False) -> None:
         self.chat = chat
         self.chunk_times: list[float] = []
         self.usage: dict | None = None
@@ -77,6 +78,9 @@ class SseMeter:
         self._sep = b"\n\n"
         self._started = False
         self._mid: bytes | None = None  # how this server writes a mid-stream chunk's finish_reason
+        # with keep_text, the events as they came: parsed for their text only once the stream has
+        # ended, so that keeping the text costs the per-chunk path a copy, not a JSON parse
+        self._raw: bytearray | None = bytearray() if keep_text else None
 
     @property
     def done(self) -> bool:
@@ -116,7 +120,33 @@ class SseMeter:
                 mid = self._mid
             start = end + sep_len
         if start:
+            if self._raw is not None:
+                self._raw += buf[:start]
             del buf[:start]
+
+    def text(self) -> str:
+        """The generated text of the events consumed so far (chat `content`, or a completion's
+        `text`), in order; empty unless the meter was made with `keep_text`."""
+        if not self._raw:
+            return ""
+        key = "content" if self.chat else "text"
+        parts = []
+        for event in bytes(self._raw).split(self._sep):
+            for line in event.splitlines():
+                if not line.startswith(_DATA) or line.startswith((_DONE, _DONE_NOSPACE)):
+                    continue
+                try:
+                    message = orjson.loads(line[5:])
+                except orjson.JSONDecodeError:
+                    continue
+                for choice in (message.get("choices") or ()) if isinstance(message, dict) else ():
+                    if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                        continue  # (only the first choice is a conversation's reply)
+                    source = choice.get("delta") if self.chat else choice
+                    piece = source.get(key) if isinstance(source, dict) else None
+                    if isinstance(piece, str):
+                        parts.append(piece)
+        return "".join(parts)
 
     def _consume_content_run(self, buf: bytearray, now: float, mid: bytes) -> int:
         """Count the run of mid-stream content chunks at the head of `buf` in one pass.

@@ -1,19 +1,26 @@
 """Locust users that load an OpenAI-compatible server and measure every request.
 
-Each user is a closed loop: send one request, read it to the end, record it, repeat. The
-users are Locust `FastHttpUser`s, but each request is a `request.MeasuredRequest` on the
-user's own geventhttpclient connection (`request.Endpoint`), so that every read is timestamped
-when it arrives (a blocking `read(n)` would wait for n bytes and smear chunk times). The user
-builds the body, runs the request, paces the turnover and reports. Every request fires Locust's
-`request` event (so Locust's stats, CSVs and web UI stay meaningful) and leaves a
-`RequestRecord` in the process's `RecordBuffer`, which reaches the master with Locust's own
-worker reports.
+`LLMUser` is the class a locustfile subclasses. Its tasks call `chat()` or `complete()`, or hold a
+`conversation()`; each call sends one request, measures it as the built-in test does (a
+`request.MeasuredRequest` on the user's own connection, every read dated when it arrives,
+failures in one category each), records it and returns a `Reply` for the next turn. Every request
+fires Locust's `request` event (so Locust's stats, CSVs and web UI stay meaningful) and leaves a
+`RequestRecord` in the process's `RecordBuffer`, which reaches the master with Locust's own worker
+reports. Records carry the user's class, the task, the conversation and the turn, so a report can
+break figures down by persona and by turn.
+
+`ClosedLoopUser` is the built-in stepped test written on that API: exact-length prompts, back to
+back, no think time.
 """
 
 from __future__ import annotations
 
+import inspect
+import itertools
 import logging
 import time
+from dataclasses import dataclass
+from typing import Any
 
 import orjson
 from gevent import GreenletExit
@@ -25,34 +32,109 @@ from ..settings import Settings
 from .clock import WALL_CLOCK
 from .context import LoadContext
 from .pacing import PACER
-from .request import Endpoint, MeasuredRequest, Timeouts
+from .request import Endpoint, MeasuredRequest, RequestSpec, Timeouts, stats_name
 
 logger = logging.getLogger(__name__)
 
 
-def request_payload(
-    settings: Settings, model: str, content: str, stream: bool, endpoint: str
-) -> bytes:
-    payload: dict = {"model": model, "max_tokens": settings.output_tokens, "stream": stream}
-    if endpoint == "chat":
-        payload["messages"] = [{"role": "user", "content": content}]
-    else:
-        payload["prompt"] = content
-    if settings.vllm_params:
-        payload["min_tokens"] = settings.output_tokens
-        payload["ignore_eos"] = True
+def request_body(
+    settings: Settings, model: str | None, api: str, content: Any, max_tokens: int, stream: bool
+) -> dict[str, Any]:
+    """The body every request starts from: the model, the messages (`chat`) or the prompt
+    (`completions`), `max_tokens`, streaming with usage, and --temperature if set."""
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": stream}
+    body["messages" if api == "chat" else "prompt"] = content
     if stream:
-        payload["stream_options"] = {"include_usage": True}
+        body["stream_options"] = {"include_usage": True}
     if settings.temperature is not None:
-        payload["temperature"] = settings.temperature
-    return orjson.dumps(payload)
+        body["temperature"] = settings.temperature
+    return body
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What one request brought back: the reply's text, the server's token counts, the client's
+    timings (seconds from when the request was due) and, if it failed, why (`error` is one of the
+    categories of docs/run-format.md)."""
+
+    ok: bool
+    text: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    ttft: float | None
+    e2e: float
+    finish_reason: str | None
+    error: str
+    error_message: str
+    request_id: str
+
+    @classmethod
+    def of(cls, request: MeasuredRequest, record: RequestRecord) -> Reply:
+        return cls(
+            ok=record.ok == 1,
+            text=request.text if request.spec.keep_text else "",
+            prompt_tokens=record.prompt_tokens,
+            completion_tokens=record.completion_tokens,
+            ttft=record.ttft,
+            e2e=record.e2e,
+            finish_reason=request.meter.finish_reason,
+            error=record.error,
+            error_message=record.error_message,
+            request_id=record.request_id,
+        )
+
+
+class Conversation:
+    """A chat held over several turns: it keeps the messages and numbers the turns.
+
+    `say(text)` appends the user's message, sends the whole history, appends the reply (the
+    server's, or a scripted `reply=`) and returns the `Reply`. Every turn's record carries the
+    conversation's id and the turn's index, from 0.
+    """
+
+    def __init__(self, user: LLMUser, conversation_id: str, task: str, system: str | None) -> None:
+        self.user = user
+        self.id = conversation_id
+        self.task = task
+        self.messages: list[dict[str, str]] = []
+        if system:
+            self.messages.append({"role": "system", "content": system})
+        self.turn = 0
+
+    def say(
+        self, text: str, *, max_tokens: int | None = None, reply: str | None = None, **fields: Any
+    ) -> Reply:
+        """One turn: send `text` after the history; the history then holds the answer (`reply`
+        if given, else the server's text, empty if the request failed)."""
+        self.messages.append({"role": "user", "content": text})
+        answer = self.user.chat(
+            self.messages,
+            max_tokens=max_tokens,
+            task=self.task,
+            conversation=self.id,
+            turn=self.turn,
+            **fields,
+        )
+        self.messages.append(
+            {"role": "assistant", "content": answer.text if reply is None else reply}
+        )
+        self.turn += 1
+        return answer
 
 
 class LLMUser(FastHttpUser):
-    """A closed-loop user of /v1/chat/completions or /v1/completions (per --endpoint)."""
+    """A Locust user of an OpenAI-compatible server: subclass it and write `@task`s that call
+    `chat()`, `complete()` or `conversation()`. Think time between tasks is Locust's `wait_time`;
+    weights between user classes are Locust's `weight`. Options (`--host`, `--model`,
+    `--output-tokens` as the default `max_tokens`, `--stream`, timeouts) are vllm-load's."""
 
+    abstract = True
     wait_time = constant(0)
-    endpoint: str | None = None  # None: from --endpoint
+    #: the built-in test's users send calibrated exact-length prompts: the run calibrates them
+    #: (and records the plan) only when a user class in the test says it does
+    exact_prompts = False
+
+    _conversation_ids = itertools.count()
 
     def __init__(self, environment) -> None:
         super().__init__(environment)
@@ -67,14 +149,8 @@ class LLMUser(FastHttpUser):
         settings = self.load_context.settings
         host = self.host
         assert host is not None  # FastHttpUser.__init__ refuses a user without one
-        self.load_context.ensure_ready(host)
-        self._target = Endpoint(
-            host,
-            self.endpoint or settings.endpoint,
-            settings.stream,
-            Timeouts.of(settings),
-            settings.api_key,
-        )
+        self.load_context.ensure_model(host)
+        self._target = Endpoint(host, Timeouts.of(settings), settings.api_key)
         self.load_context.addresses.install(self._target.client)
 
     def on_stop(self) -> None:
@@ -82,53 +158,96 @@ class LLMUser(FastHttpUser):
         if self._target is not None:
             self._target.close()
 
-    @task
-    def closed_loop(self) -> None:
-        """Send requests back to back until one fails or the user is asked to stop.
+    # -- the public API -----------------------------------------------------------------------
 
-        Locust's task loop yields to the hub between tasks even with a zero wait: the user
-        then waits a whole turn of the hub, in which every other ready user reads its socket,
-        with no request in flight. On a saturated core that gap is as long as a request, and
-        1000 users held about half their concurrency. A request yields on every socket read
-        anyway, so between two successful requests nothing needs to wait. After a failure
-        (which may not have touched the network) the loop returns to Locust's, which yields
-        once, so a dead target cannot spin the process.
-        """
-        while self.send_request() and not user_stopping(self):
-            pass
-        if self.load_context.draining:
-            self.load_context.park()
+    def chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        max_tokens: int | None = None,
+        task: str | None = None,
+        conversation: str = "",
+        turn: int = 0,
+        **fields: Any,
+    ) -> Reply:
+        """Send one /v1/chat/completions request with these messages; returns its `Reply`.
 
-    def send_request(self) -> bool:
-        """One request, measured, recorded and reported to Locust; True if it succeeded.
+        `max_tokens` defaults to --output-tokens; `stream` to --stream; other keyword arguments
+        go into the body as they are (`temperature`, `ignore_eos`, ...). `task` names the task in
+        the records (default: the calling method's name); `conversation` and `turn` place the
+        request in a conversation (`Conversation.say` passes them)."""
+        return self._ask(
+            "chat", messages, max_tokens, task or _caller(), conversation, turn, fields
+        )
+
+    def complete(
+        self, prompt: str, *, max_tokens: int | None = None, task: str | None = None, **fields: Any
+    ) -> Reply:
+        """Send one /v1/completions request with this prompt; as `chat()` otherwise."""
+        return self._ask("completions", prompt, max_tokens, task or _caller(), "", 0, fields)
+
+    def conversation(self, system: str | None = None, task: str | None = None) -> Conversation:
+        """A new conversation (optionally with a system message), named after the calling task."""
+        number = next(self._conversation_ids)
+        return Conversation(
+            self, f"{self.load_context.process_tag}-c{number}", task or _caller(), system
+        )
+
+    # -- one request, from body to record -------------------------------------------------------
+
+    def _ask(
+        self,
+        api: str,
+        content: Any,
+        max_tokens: int | None,
+        task_name: str,
+        conversation: str,
+        turn: int,
+        fields: dict[str, Any],
+    ) -> Reply:
+        settings = self.load_context.settings
+        stream = bool(fields.pop("stream", settings.stream))
+        limit = settings.output_tokens if max_tokens is None else max_tokens
+        body = request_body(settings, self.load_context.model, api, content, limit, stream)
+        body.update(fields)
+        spec = RequestSpec(
+            api,
+            stream,
+            orjson.dumps(body),
+            user_class=type(self).__name__,
+            task=task_name,
+            conversation=conversation,
+            turn=turn,
+            keep_text=True,
+        )
+        return self.send(spec)
+
+    def send(self, spec: RequestSpec) -> Reply:
+        """Send one request, measure, record and report it; returns what it brought back.
 
         Its clock starts now, or, if this user queued for the pacer after its previous request,
-        when that one ended (`_due`): the wait is in its latency.
+        when that one ended (`_due`): the wait is in its latency. Once the test drains (its last
+        level is over) nothing new is sent: the user waits here until the test stops it.
         """
         context = self.load_context
         if context.draining:
-            return False
-        settings = context.settings
-        target = self._target
-        model, prompts = context.model, context.prompts
-        assert target is not None and model is not None and prompts is not None  # on_start set them
+            context.park()
         t0 = self._due if self._due is not None else time.perf_counter()
         self._due = None
-        body = request_payload(settings, model, prompts.next_content(), target.stream, target.api)
+        assert self._target is not None  # on_start made it
         request = MeasuredRequest(
-            target,
-            body,
+            self._target,
+            spec,
             context.next_request_id(),
             t0,
-            settings.input_tokens,
-            settings.output_tokens,
             on_response=None if self._settled else self._settle,
         )
         context.in_flight += 1
         try:
-            return bool(self.measure(request).ok)
+            record = self.measure(request)
         finally:
             context.in_flight -= 1
+        return Reply.of(request, record)
 
     def measure(self, request: MeasuredRequest) -> RequestRecord:
         """Run one request, then record and report what it measured.
@@ -153,23 +272,23 @@ class LLMUser(FastHttpUser):
             raise
         finally:  # (a request that ended is recorded even if the user is stopped meanwhile)
             record = request.record(self.load_context.worker_name)
-            self.report(record)
+            self.report(request, record)
         self._due = due if queued else None
         return record
 
-    def report(self, record: RequestRecord) -> None:
+    def report(self, request: MeasuredRequest, record: RequestRecord) -> None:
         """Hand a finished request to the record buffer and to Locust's `request` event."""
-        target = self._target
+        target, spec = self._target, request.spec
         assert target is not None  # on_start made it
         self.load_context.buffer.append(record)
         self.environment.events.request.fire(
             request_type="POST",
-            name=target.name,
+            name=stats_name(spec.api, spec.stream),
             response_time=record.e2e * 1000.0,
             response_length=record.completion_tokens or 0,
             exception=None if record.ok else Exception(f"{record.error}: {record.error_message}"),
             context={},
-            url=target.path,
+            url=target.paths[spec.api],
             start_time=record.start_ts,
             response=None,
         )
@@ -180,13 +299,79 @@ class LLMUser(FastHttpUser):
             self.load_context.user_settled()
 
 
-class ChatCompletionUser(LLMUser):
+def _caller() -> str:
+    """The name of the function that called the public method that called this: the task."""
+    frame = inspect.currentframe()
+    caller = frame.f_back.f_back if frame is not None and frame.f_back is not None else None
+    return caller.f_code.co_name if caller is not None else ""
+
+
+class ClosedLoopUser(LLMUser):
+    """The built-in stepped test: calibrated exact-length prompts (--input-tokens), exactly
+    --output-tokens each (with --vllm-params), sent back to back with no think time, to the API
+    --endpoint names."""
+
+    exact_prompts = True
+    endpoint: str | None = None  # None: from --endpoint
+
+    @task
+    def closed_loop(self) -> None:
+        """Send requests back to back until one fails or the user is asked to stop.
+
+        Locust's task loop yields to the hub between tasks even with a zero wait: the user
+        then waits a whole turn of the hub, in which every other ready user reads its socket,
+        with no request in flight. On a saturated core that gap is as long as a request, and
+        1000 users held about half their concurrency. A request yields on every socket read
+        anyway, so between two successful requests nothing needs to wait. After a failure
+        (which may not have touched the network) the loop returns to Locust's, which yields
+        once, so a dead target cannot spin the process.
+        """
+        while self.send_request() and not user_stopping(self):
+            pass
+
+    def on_start(self) -> None:
+        super().on_start()
+        assert self.host is not None  # FastHttpUser.__init__ refuses a user without one
+        self.load_context.ensure_prompts(self.host)  # before the first request's clock starts
+
+    def send_request(self) -> bool:
+        """One exact-length request, measured, recorded and reported; True if it succeeded."""
+        context = self.load_context
+        settings = context.settings
+        prompts = context.prompts
+        assert prompts is not None  # on_start calibrated them
+        api = self.endpoint or settings.endpoint
+        content = prompts.next_content()
+        body = request_body(
+            settings,
+            context.model,
+            api,
+            [{"role": "user", "content": content}] if api == "chat" else content,
+            settings.output_tokens,
+            settings.stream,
+        )
+        if settings.vllm_params:
+            body["min_tokens"] = settings.output_tokens
+            body["ignore_eos"] = True
+        spec = RequestSpec(
+            api,
+            settings.stream,
+            orjson.dumps(body),
+            settings.input_tokens,
+            settings.output_tokens,
+            user_class=type(self).__name__,
+            task="closed_loop",
+        )
+        return self.send(spec).ok
+
+
+class ChatCompletionUser(ClosedLoopUser):
     """Always /v1/chat/completions, whatever --endpoint says."""
 
     endpoint = "chat"
 
 
-class CompletionUser(LLMUser):
+class CompletionUser(ClosedLoopUser):
     """Always /v1/completions, whatever --endpoint says."""
 
     endpoint = "completions"

@@ -61,7 +61,10 @@ class RunSession:
                 f"cannot tell which model {host} serves ({self.target.get('models_error', 'no models listed')}); pass --model"
             )
         self.settings.check_fits(max_model_len(self.target.get("models"), self.model))
-        plan = prompt_plan(host, self.model, self.settings)
+        user_classes = environment.user_classes or []
+        # exact-length prompts are calibrated (and checked) here only if a user class sends them
+        exact = any(getattr(cls, "exact_prompts", False) for cls in user_classes)
+        plan = prompt_plan(host, self.model, self.settings) if exact else None
         run_dir = self.settings.run_dir or new_run_dir(self.settings.out, self.model)
         runner = environment.runner
         self.recorder = RunRecorder(
@@ -84,7 +87,8 @@ class RunSession:
                     "workers": runner.worker_count if isinstance(runner, MasterRunner) else 1,
                     "command": " ".join(_redacted_argv()),
                 },
-                "prompts": plan.to_json(),
+                "prompts": plan.to_json() if plan is not None else None,
+                "user_classes": {cls.__name__: cls.weight for cls in user_classes},
                 "started_at": utc_iso(),
                 "workers_lost": [],
             },

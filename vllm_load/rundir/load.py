@@ -48,6 +48,10 @@ ANALYSIS_COLUMNS: tuple[str, ...] = (
     "requested_completion_tokens",
     "ok",
     "error",
+    "user_class",
+    "task",
+    "conversation",
+    "turn",
 )
 
 

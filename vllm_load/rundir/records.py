@@ -38,12 +38,16 @@ class RequestRecord:
     chunk_marks: str
     prompt_tokens: Optional[int]
     completion_tokens: Optional[int]
-    requested_prompt_tokens: int
-    requested_completion_tokens: int
+    requested_prompt_tokens: Optional[int]
+    requested_completion_tokens: Optional[int]
     ok: int
     status: int
     error: str
     error_message: str
+    user_class: str = ""  # the Locust user class that sent it (a persona)
+    task: str = ""  # the task (method) of that class that sent it
+    conversation: str = ""  # the conversation it is a turn of ("" outside conversations)
+    turn: int = 0  # its turn in that conversation, from 0
 
     def to_row(self) -> tuple:
         return _as_row(self)
@@ -81,6 +85,10 @@ PANDAS_DTYPES: dict[str, str] = {
     "status": "Int64",
     "error": "string",
     "error_message": "string",
+    "user_class": "string",
+    "task": "string",
+    "conversation": "string",
+    "turn": "Int64",
 }
 
 
