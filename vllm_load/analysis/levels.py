@@ -64,12 +64,32 @@ class LevelMeasurement:
     """The per-level table of one run plus what charts need beyond it.
 
     `itl_counts[i]` is the merged ITL histogram (bucket counts, see `hist`) of level row i of
-    `metrics`; `measured` holds the successful measured requests (level, ttft, e2e, tpot).
+    `metrics`; `measured` holds the successful measured requests (level, ttft, e2e, tpot);
+    `labelled` every measured request, both outcomes, with the columns `breakdown` reads.
     """
 
     metrics: pd.DataFrame
     itl_counts: np.ndarray
     measured: pd.DataFrame
+    labelled: pd.DataFrame
+
+
+#: the columns of a measured request that `LevelMeasurement.labelled` keeps (those present)
+LABELLED_COLUMNS: tuple[str, ...] = (
+    "start_ts",
+    "end_ts",
+    "ttft",
+    "e2e",
+    "tpot",
+    "chunk_marks",
+    "prompt_tokens",
+    "completion_tokens",
+    "ok",
+    "user_class",
+    "task",
+    "conversation",
+    "turn",
+)
 
 
 def _num(series: pd.Series) -> np.ndarray:
@@ -306,8 +326,13 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
         )
     out["usage_missing"] = np.bincount(g[usage_missing], minlength=n_levels)
     out["stop_reason"] = plan["stop_reason"].to_numpy(dtype=object)
+    labelled = req.loc[measured_mask, [c for c in LABELLED_COLUMNS if c in req]].copy()
+    labelled.insert(0, "level", plan["level"].to_numpy(np.int64)[pos[measured_mask]])
     return LevelMeasurement(
-        metrics=out[list(METRIC_COLUMNS)], itl_counts=itl_counts, measured=measured_frame
+        metrics=out[list(METRIC_COLUMNS)],
+        itl_counts=itl_counts,
+        measured=measured_frame,
+        labelled=labelled,
     )
 
 

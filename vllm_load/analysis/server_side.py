@@ -299,8 +299,7 @@ def level_server_figures(
                 "server_ttft_mean": server_ttft,
                 "client_ttft_mean": mine["client_ttft_mean"],
                 "ttft_difference": ttft_diff,
-                "prefix_cache_hits": counter_delta(server, "prefix_cache_hits", a, b),
-                "prefix_cache_queries": counter_delta(server, "prefix_cache_queries", a, b),
+                **_prefix_cache(server, start, min(end, t_last)),
                 "disagrees": bool(comparable and diff == diff and abs(diff) > tolerance),
                 "concurrency_disagrees": bool(
                     comparable and conc_diff == conc_diff and abs(conc_diff) > CONCURRENCY_TOLERANCE
@@ -322,6 +321,17 @@ def level_server_figures(
         )
         frame["too_short"] = ~frame["comparable"]
     return frame
+
+
+def _prefix_cache(server: pd.DataFrame, start: float, end: float) -> dict[str, float]:
+    """The prefix cache's hits and queries (tokens) over a level's whole span, and their ratio."""
+    hits = counter_delta(server, "prefix_cache_hits", start, end)
+    queries = counter_delta(server, "prefix_cache_queries", start, end)
+    return {
+        "prefix_cache_hits": hits,
+        "prefix_cache_queries": queries,
+        "prefix_cache_hit_rate": hits / queries if queries and queries == queries else np.nan,
+    }
 
 
 def _level_max(server: pd.DataFrame, column: str, start: float, end: float) -> float:

@@ -79,6 +79,14 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
             default=5557,
             help="port the master listens on for workers",
         )
+    parser.add_argument(
+        "-f",
+        "--locustfile",
+        type=locustfile_argument,
+        default=LOCUSTFILE,
+        help="a locustfile of your own LLM users (README, 'Your own workload'); default: the "
+        "built-in stepped test. Master and workers must use the same file",
+    )
     if name == "worker":
         parser.add_argument("--master-host", required=True, help="address of the vllm-load master")
         parser.add_argument(
@@ -98,6 +106,16 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     add_arguments(parser)
 
 
+def locustfile_argument(value: str) -> str:
+    """A locustfile path that exists and is a Python file."""
+    path = os.path.abspath(os.path.expanduser(value))
+    if not os.path.isfile(path):
+        raise argparse.ArgumentTypeError(f"no such file: {value}")
+    if not path.endswith(".py"):
+        raise argparse.ArgumentTypeError(f"{value} is not a Python file (.py)")
+    return path
+
+
 def unusable_target(host: str, error: HttpError) -> str:
     """One line for a target whose /v1/models did not answer: what happened and what to do."""
     if error.status in (401, 403):
@@ -114,7 +132,7 @@ def unusable_target(host: str, error: HttpError) -> str:
     return f"cannot use the target {host}: GET /v1/models failed ({detail}); {hint}"
 
 
-def check_target(host: str, settings: Settings) -> str:
+def check_target(host: str, settings: Settings, exact_prompts: bool = True) -> str:
     """Resolve the model and prove the target answers, before any load. Returns the model id."""
     try:
         models = request_json(
@@ -133,7 +151,8 @@ def check_target(host: str, settings: Settings) -> str:
         raise SettingsError(f"{host}/v1/models lists no model; pass --model")
     else:
         model = ids[0]
-    settings.check_fits(max_model_len(models, model))
+    if exact_prompts:  # (a locustfile of one's own sends what it sends)
+        settings.check_fits(max_model_len(models, model))
     return model
 
 
@@ -143,7 +162,7 @@ def locust_command(args: argparse.Namespace) -> list[str]:
         "-m",
         "locust",
         "-f",
-        LOCUSTFILE,
+        args.locustfile,
         "--loglevel",
         args.loglevel,
         "--exit-code-on-error",
@@ -247,7 +266,7 @@ def prepare(args: argparse.Namespace) -> tuple[list[str], str | None, Settings |
         args.meta_file = ""
     if args.command == "run" and args.workers < 0:
         raise SettingsError(f"--workers must be 0 or more, got {args.workers}")
-    model = check_target(args.host, settings)
+    model = check_target(args.host, settings, exact_prompts=args.locustfile == LOCUSTFILE)
     # the web UI may run several tests, each in its own directory; headless runs get theirs now
     run_dir = None if args.web else (settings.run_dir or new_run_dir(settings.out, model))
     if run_dir:

@@ -14,6 +14,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..analysis.breakdown import conversation_summary, persona_table, turn_table
 from ..analysis.client_side import late_levels, level_client_health, read_client_health
 from ..analysis.compare import ModelRow, compare, comparison_findings
 from ..analysis.findings import findings
@@ -64,6 +65,9 @@ class RunSummary:
         None  # per-level CPU, loop lag, run-queue wait, merged chunks
     )
     series_label: str = ""
+    personas: pd.DataFrame | None = None  # per level and user class (`analysis.breakdown`)
+    turns: pd.DataFrame | None = None  # per turn of the run's conversations
+    conversations: dict | None = None  # the run's conversations as wholes
 
 
 @dataclass
@@ -185,6 +189,9 @@ def summarize_run(path: str) -> RunSummary:
             else None
         ),
         client_levels=client_levels,
+        personas=persona_table(meas.labelled, meas.metrics),
+        turns=turn_table(meas.labelled),
+        conversations=conversation_summary(data.requests),
     )
 
 

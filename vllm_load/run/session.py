@@ -60,10 +60,11 @@ class RunSession:
             raise SettingsError(
                 f"cannot tell which model {host} serves ({self.target.get('models_error', 'no models listed')}); pass --model"
             )
-        self.settings.check_fits(max_model_len(self.target.get("models"), self.model))
         user_classes = environment.user_classes or []
-        # exact-length prompts are calibrated (and checked) here only if a user class sends them
+        # exact-length prompts are checked and calibrated here only if a user class sends them
         exact = any(getattr(cls, "exact_prompts", False) for cls in user_classes)
+        if exact:
+            self.settings.check_fits(max_model_len(self.target.get("models"), self.model))
         plan = prompt_plan(host, self.model, self.settings) if exact else None
         run_dir = self.settings.run_dir or new_run_dir(self.settings.out, self.model)
         runner = environment.runner

@@ -1,0 +1,164 @@
+"""Figures broken down by what sent a request: per persona (Locust user class) and level, per turn
+of a conversation, and conversations as wholes.
+
+All three read the measured requests of `levels.measure_levels` (`LevelMeasurement.labelled`:
+both outcomes, with their labels), so they agree with the per-level table: latency percentiles
+are over successful measured requests, failures are counted beside them, and a persona's output
+tok/s counts the work its successful requests did inside the level's measured window.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .window_rates import RequestSpans, work_in_window
+
+#: percentiles shown per persona and per turn
+BREAKDOWN_PERCENTILES = (50, 99)
+
+PERSONA_COLUMNS = (
+    "level",
+    "users",
+    "user_class",
+    "measured",
+    "ok",
+    "failed",
+    "share",
+    *(f"{lat}_p{p}" for lat in ("ttft", "e2e", "tpot") for p in BREAKDOWN_PERCENTILES),
+    "output_tok_per_s",
+)
+TURN_COLUMNS = (
+    "turn",
+    "measured",
+    "ok",
+    "failed",
+    "prompt_tokens_mean",
+    *(f"{lat}_p{p}" for lat in ("ttft", "e2e") for p in BREAKDOWN_PERCENTILES),
+)
+
+
+def _num(series: pd.Series) -> np.ndarray:
+    return pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _labels(frame: pd.DataFrame, column: str) -> pd.Series:
+    """A label column with missing values (runs before the column existed) as ""."""
+    if column not in frame:
+        return pd.Series("", index=frame.index, dtype="string")
+    return frame[column].astype("string").fillna("")
+
+
+def _percentiles(values: np.ndarray) -> list[float]:
+    values = values[~np.isnan(values)]
+    if not len(values):
+        return [np.nan] * len(BREAKDOWN_PERCENTILES)
+    return [float(v) for v in np.percentile(values, BREAKDOWN_PERCENTILES)]
+
+
+def _latency_figures(group: pd.DataFrame, latencies: tuple[str, ...]) -> dict[str, float]:
+    ok = _num(group["ok"]) == 1
+    out = {}
+    for lat in latencies:
+        for p, value in zip(BREAKDOWN_PERCENTILES, _percentiles(_num(group[lat])[ok])):
+            out[f"{lat}_p{p}"] = value
+    return out
+
+
+def persona_table(labelled: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
+    """Per level and user class: measured requests, successes, failures, the class's share of the
+    level's measured requests, TTFT/E2E/TPOT percentiles and output tok/s in the level's window.
+    Empty when every request came from one class (the per-level table says it all)."""
+    classes = _labels(labelled, "user_class")
+    if classes.nunique() <= 1:
+        return pd.DataFrame(columns=list(PERSONA_COLUMNS))
+    frame = labelled.assign(user_class=classes)
+    windows = metrics.set_index("level")
+    rows = []
+    for (level, user_class), group in frame.groupby(["level", "user_class"], sort=True):
+        ok = _num(group["ok"]) == 1
+        level_rows = (frame["level"] == level).sum()
+        window = windows.loc[level] if level in windows.index else None
+        rate = np.nan
+        if window is not None and window["window_s"] == window["window_s"]:
+            spans = _spans(group[ok])
+            work = work_in_window(spans, window["window_start"], window["window_end"])
+            rate = work.output_tokens / window["window_s"]
+        rows.append(
+            {
+                "level": int(level),
+                "users": window["users"] if window is not None else np.nan,
+                "user_class": user_class,
+                "measured": len(group),
+                "ok": int(ok.sum()),
+                "failed": int((~ok).sum()),
+                "share": len(group) / level_rows if level_rows else np.nan,
+                **_latency_figures(group, ("ttft", "e2e", "tpot")),
+                "output_tok_per_s": rate,
+            }
+        )
+    return pd.DataFrame(rows, columns=list(PERSONA_COLUMNS))
+
+
+def _spans(ok_rows: pd.DataFrame) -> RequestSpans:
+    """The successful rows' lives and tokens, as `levels.success_spans` builds them (only the
+    measured ones here: a persona's work in its level's window)."""
+    marks = ok_rows["chunk_marks"] if "chunk_marks" in ok_rows else None
+    return RequestSpans.build(
+        _num(ok_rows["start_ts"]),
+        _num(ok_rows["ttft"]),
+        _num(ok_rows["end_ts"]),
+        np.nan_to_num(_num(ok_rows["prompt_tokens"])),
+        np.nan_to_num(_num(ok_rows["completion_tokens"])),
+        marks,
+    )
+
+
+def turn_table(labelled: pd.DataFrame) -> pd.DataFrame:
+    """Per turn index of the conversations, over every level: measured requests, successes,
+    failures, mean prompt tokens (the history grows) and TTFT/E2E percentiles. Empty when no
+    request was part of a conversation."""
+    in_conversation = _labels(labelled, "conversation") != ""
+    frame = labelled[in_conversation.to_numpy()]
+    if frame.empty:
+        return pd.DataFrame(columns=list(TURN_COLUMNS))
+    rows = []
+    for turn, group in frame.groupby(_num(frame["turn"]).astype(np.int64), sort=True):
+        ok = _num(group["ok"]) == 1
+        prompt = _num(group["prompt_tokens"])[ok]
+        rows.append(
+            {
+                "turn": int(turn),
+                "measured": len(group),
+                "ok": int(ok.sum()),
+                "failed": int((~ok).sum()),
+                "prompt_tokens_mean": float(np.nanmean(prompt))
+                if (~np.isnan(prompt)).any()
+                else np.nan,
+                **_latency_figures(group, ("ttft", "e2e")),
+            }
+        )
+    return pd.DataFrame(rows, columns=list(TURN_COLUMNS))
+
+
+def conversation_summary(requests: pd.DataFrame) -> dict[str, float]:
+    """Conversations as wholes, over the whole run: how many, turns each (mean), their duration
+    from the first turn's start to the last turn's end (mean, p50, p99, seconds; think time
+    included) and how many had a failed turn. Empty when the run held none."""
+    ids = _labels(requests, "conversation")
+    frame = requests[(ids != "").to_numpy()].assign(conversation=ids[ids != ""])
+    if frame.empty:
+        return {}
+    grouped = frame.groupby("conversation")
+    start = grouped["start_ts"].min().astype(np.float64)
+    end = grouped["end_ts"].max().astype(np.float64)
+    duration = (end - start).to_numpy(np.float64)
+    failed = (pd.to_numeric(frame["ok"], errors="coerce") != 1).groupby(frame["conversation"]).any()
+    return {
+        "conversations": float(len(duration)),
+        "turns_mean": float(grouped.size().mean()),
+        "duration_mean": float(np.mean(duration)),
+        "duration_p50": float(np.percentile(duration, 50)),
+        "duration_p99": float(np.percentile(duration, 99)),
+        "with_failed_turn": float(failed.sum()),
+    }
