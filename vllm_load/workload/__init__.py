@@ -1,0 +1,38 @@
+"""What a workload sends, decided offline: conversations from dataset files and lengths from
+distributions. Pure (no gevent, Locust or network), so a load process imports it cheaply and a
+test runs it without a server; the Locust users in `client/` call it. Formats in
+docs/workload.md.
+
+- `lengths`: `parse_length(spec)` -> `LengthDistribution` (`sample(rng)`, `mean`)
+- `datasets`: `load_dataset(path)` -> `Dataset` of `Conversation`s of `Turn`s
+- `sampling`: `filter_by_length(dataset, count_tokens, ...)`, `DatasetSampler(dataset, seed)`
+- `SAMPLE_SHAREGPT`, `SAMPLE_PROMPTS`: small generated datasets shipped with the package
+  (scripts/make_sample_dataset.py makes them)
+"""
+
+from __future__ import annotations
+
+import os
+
+from .datasets import Conversation, Dataset, Turn, load_dataset
+from .lengths import LengthDistribution, parse_length
+from .sampling import DatasetSampler, filter_by_length
+
+_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+#: a ShareGPT JSON array: 150 conversations of 1 to 5 turns, made of plain English words
+SAMPLE_SHAREGPT = os.path.join(_DATA, "sample_sharegpt.json")
+#: JSONL prompts, each with its output_tokens
+SAMPLE_PROMPTS = os.path.join(_DATA, "sample_prompts.jsonl")
+
+__all__ = [
+    "SAMPLE_PROMPTS",
+    "SAMPLE_SHAREGPT",
+    "Conversation",
+    "Dataset",
+    "DatasetSampler",
+    "LengthDistribution",
+    "Turn",
+    "filter_by_length",
+    "load_dataset",
+    "parse_length",
+]
