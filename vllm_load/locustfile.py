@@ -1,10 +1,12 @@
-"""The built-in stepped test as a locustfile: `ClosedLoopUser` through `SteppedShape`.
+"""The built-in tests as a locustfile: `ClosedLoopUser` (exact-length synthetic prompts) or, with
+--dataset, `DatasetUser` (the file's conversations), stepped through --levels by `SteppedShape`.
 
 `vllm-load run` runs it; so does Locust directly:
     locust -f vllm_load/locustfile.py --host http://127.0.0.1:8000 --headless
 """
 
 from vllm_load.api import SteppedShape
+from vllm_load.client.dataset_user import DatasetUser
 from vllm_load.client.users import ClosedLoopUser
 
-__all__ = ["ClosedLoopUser", "SteppedShape"]
+__all__ = ["ClosedLoopUser", "DatasetUser", "SteppedShape"]

@@ -13,7 +13,16 @@ import os
 from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from typing import Any, Callable, Iterable
 
-from .values import SettingsError, load_meta_file, parse_levels, parse_meta, parse_temperature
+from .values import (
+    SettingsError,
+    load_meta_file,
+    parse_levels,
+    parse_meta,
+    parse_temperature,
+    parse_think_time,
+)
+from .workload.datasets import dataset_argument
+from .workload.lengths import length_argument
 
 DEFAULT_LEVELS = "10,50,100,200,500,750,1000"
 ENDPOINTS = ("chat", "completions")
@@ -81,6 +90,37 @@ class Settings:
         512,
         "exact output length, forced with max_tokens + min_tokens + ignore_eos",
         rule=AT_LEAST_1,
+    )
+    input_lengths: str = option(
+        "",
+        "draw each prompt's exact length from a distribution instead of --input-tokens: "
+        "uniform:LO,HI, normal:MEAN,SD or lognormal:MEAN,SD, optionally ,min=N,max=N",
+        parse=length_argument("--input-lengths"),
+    )
+    output_lengths: str = option(
+        "",
+        "draw each request's output length from a distribution instead of --output-tokens "
+        "(forms as --input-lengths); with --dataset, for turns whose file gives none",
+        parse=length_argument("--output-lengths"),
+    )
+    dataset: str = option(
+        "",
+        "send prompts or conversations from this file (JSONL or ShareGPT JSON, "
+        "docs/workload.md) instead of synthetic prompts; 'sample' for the shipped ShareGPT "
+        "sample. Every worker reads its own copy",
+        parse=dataset_argument,
+    )
+    dataset_turns: int = option(
+        0, "play at most this many turns of each dataset conversation (0: all)", rule=NOT_NEGATIVE
+    )
+    scripted_replies: bool = option(
+        False, "carry the dataset's own replies as history instead of the server's"
+    )
+    think_time: str = option(
+        "0",
+        "seconds a dataset user waits between turns and between conversations: S, or MIN,MAX "
+        "(uniform)",
+        parse=parse_think_time,
     )
     requests_per_level: int = option(
         100, "measured requests per level after warm-up", rule=AT_LEAST_1

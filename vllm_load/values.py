@@ -119,6 +119,29 @@ def parse_temperature(value) -> float | None:
         raise SettingsError(f"--temperature must be a number, got {value!r}") from None
 
 
+def parse_think_time(value) -> str:
+    """--think-time as given ("S" or "MIN,MAX" seconds), checked; `think_range` reads it."""
+    think_range(value)
+    return str(value).replace(" ", "")
+
+
+def think_range(value) -> tuple[float, float]:
+    """The (low, high) seconds of a --think-time ("2" is (2, 2)); one-line error when bad."""
+    parts = str(value).replace(" ", "").split(",")
+    try:
+        numbers = [float(p) for p in parts]
+    except ValueError:
+        numbers = []
+    if len(numbers) not in (1, 2) or any(n < 0 or n != n for n in numbers):
+        raise SettingsError(
+            f"--think-time must be seconds S or MIN,MAX (not negative), got {value!r}"
+        )
+    low, high = numbers[0], numbers[-1]
+    if high < low:
+        raise SettingsError(f"--think-time MIN,MAX must have MIN <= MAX, got {value!r}")
+    return low, high
+
+
 def load_meta_file(path: str) -> dict[str, str]:
     """A YAML mapping of run metadata (hardware, GPU count, image digest, ...) as strings.
 

@@ -266,7 +266,8 @@ def prepare(args: argparse.Namespace) -> tuple[list[str], str | None, Settings |
         args.meta_file = ""
     if args.command == "run" and args.workers < 0:
         raise SettingsError(f"--workers must be 0 or more, got {args.workers}")
-    model = check_target(args.host, settings, exact_prompts=args.locustfile == LOCUSTFILE)
+    builtin_synthetic = args.locustfile == LOCUSTFILE and not settings.dataset
+    model = check_target(args.host, settings, exact_prompts=builtin_synthetic)
     # the web UI may run several tests, each in its own directory; headless runs get theirs now
     run_dir = None if args.web else (settings.run_dir or new_run_dir(settings.out, model))
     if run_dir:

@@ -22,6 +22,7 @@ from ..rundir.records import START_INDEX, RequestRecord
 from ..settings import Settings
 from ..target.api import HttpError, model_ids, request_json
 from ..tokenization import load_tokenizer
+from ..workload.lengths import LengthDraws
 from .clock import hold_receive_timestamps
 from .prompts import (
     CalibrationError,
@@ -118,6 +119,8 @@ class LoadContext:
         self.model: str | None = None
         self.prompts: PromptFactory | None = None
         self.plan: PromptPlan | None = None
+        self._lengths: LengthDraws | None = None
+        self.extras: dict[str, object] = {}  # what one kind of user shares per process and test
 
     @classmethod
     def of(cls, environment) -> "LoadContext":
@@ -132,6 +135,20 @@ class LoadContext:
         if self._settings is None:
             self._settings = Settings.from_options(self.environment.parsed_options)
         return self._settings
+
+    @property
+    def lengths(self) -> LengthDraws:
+        """This process's per-request token counts (fixed, or drawn: --input/--output-lengths)."""
+        if self._lengths is None:
+            s = self.settings
+            self._lengths = LengthDraws(
+                s.input_tokens,
+                s.output_tokens,
+                s.input_lengths,
+                s.output_lengths,
+                seed=secrets.randbits(32),
+            )
+        return self._lengths
 
     @property
     def worker_name(self) -> str:
@@ -175,6 +192,8 @@ class LoadContext:
         self.prompts = None
         self.plan = None
         self.model = None
+        self._lengths = None
+        self.extras = {}
 
     def ensure_model(self, host: str) -> str:
         """The model every request names (--model, or the first the target serves), asked once."""

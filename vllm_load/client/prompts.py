@@ -263,8 +263,24 @@ class PromptFactory:
             _atom_text(self._rng.choices(atoms, k=self.plan.body_atoms)) for _ in range(self.pool)
         ]
 
-    def next_content(self) -> str:
+    @property
+    def min_tokens(self) -> int:
+        """The shortest prompt this plan builds: template, lead, shared prefix and unique head."""
+        return self.plan.input_tokens - self.plan.body_atoms
+
+    def next_content(self, input_tokens: int | None = None) -> str:
+        """A prompt of the plan's length, or of `input_tokens` (at least `min_tokens`): every
+        atom is one token that merges with none, so any number of them is exact."""
         head = _atom_text(self._rng.choices(self.plan.atoms, k=UNIQUE_HEAD_ATOMS))
-        body = self._bodies[self._next]
-        self._next = (self._next + 1) % len(self._bodies)
+        if input_tokens is None or input_tokens == self.plan.input_tokens:
+            body = self._bodies[self._next]
+            self._next = (self._next + 1) % len(self._bodies)
+        else:
+            body = self._body_of(input_tokens - self.min_tokens)
         return self._prefix + head + body
+
+    def _body_of(self, atoms: int) -> str:
+        if atoms < 0:
+            raise ValueError(f"a prompt needs at least {self.min_tokens} tokens here")
+        words = self._rng.choices(self.plan.atoms, k=atoms)
+        return _atom_text(words) if words else ""

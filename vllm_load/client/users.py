@@ -51,6 +51,11 @@ def request_body(
     return body
 
 
+def exact_output(tokens: int) -> dict[str, Any]:
+    """The body fields that make vLLM generate exactly `tokens` tokens."""
+    return {"min_tokens": tokens, "ignore_eos": True}
+
+
 @dataclass(frozen=True, slots=True)
 class Reply:
     """What one request brought back: the reply's text, the server's token counts, the client's
@@ -136,6 +141,13 @@ class LLMUser(FastHttpUser):
 
     _conversation_ids = itertools.count()
 
+    @classmethod
+    def wanted(cls, settings: Settings) -> bool:
+        """Whether this class takes part in a test with these settings: a locustfile's own
+        classes always do; the built-in locustfile holds the synthetic test's and the dataset's,
+        and --dataset picks one."""
+        return True
+
     def __init__(self, environment) -> None:
         super().__init__(environment)
         self.load_context = LoadContext.of(environment)
@@ -210,10 +222,12 @@ class LLMUser(FastHttpUser):
         limit = settings.output_tokens if max_tokens is None else max_tokens
         body = request_body(settings, self.load_context.model, api, content, limit, stream)
         body.update(fields)
+        forced = fields.get("ignore_eos") is True and fields.get("min_tokens") == limit
         spec = RequestSpec(
             api,
             stream,
             orjson.dumps(body),
+            completion_tokens=limit if forced else None,
             user_class=type(self).__name__,
             task=task_name,
             conversation=conversation,
@@ -314,6 +328,10 @@ class ClosedLoopUser(LLMUser):
     exact_prompts = True
     endpoint: str | None = None  # None: from --endpoint
 
+    @classmethod
+    def wanted(cls, settings: Settings) -> bool:
+        return not settings.dataset
+
     @task
     def closed_loop(self) -> None:
         """Send requests back to back until one fails or the user is asked to stop.
@@ -341,24 +359,25 @@ class ClosedLoopUser(LLMUser):
         prompts = context.prompts
         assert prompts is not None  # on_start calibrated them
         api = self.endpoint or settings.endpoint
-        content = prompts.next_content()
+        lengths = context.lengths
+        input_tokens, output_tokens = lengths.draw_input(prompts.min_tokens), lengths.draw_output()
+        content = prompts.next_content(input_tokens)
         body = request_body(
             settings,
             context.model,
             api,
             [{"role": "user", "content": content}] if api == "chat" else content,
-            settings.output_tokens,
+            output_tokens,
             settings.stream,
         )
         if settings.vllm_params:
-            body["min_tokens"] = settings.output_tokens
-            body["ignore_eos"] = True
+            body.update(exact_output(output_tokens))
         spec = RequestSpec(
             api,
             settings.stream,
             orjson.dumps(body),
-            settings.input_tokens,
-            settings.output_tokens,
+            input_tokens,
+            output_tokens,
             user_class=type(self).__name__,
             task="closed_loop",
         )

@@ -60,7 +60,14 @@ class RunSession:
             raise SettingsError(
                 f"cannot tell which model {host} serves ({self.target.get('models_error', 'no models listed')}); pass --model"
             )
-        user_classes = environment.user_classes or []
+        # the locustfile's user classes that take part (the built-in one's: --dataset picks)
+        self.user_classes = [
+            cls
+            for cls in environment.user_classes or []
+            if getattr(cls, "wanted", lambda _settings: True)(self.settings)
+        ]
+        self.all_classes_wanted = len(self.user_classes) == len(environment.user_classes or [])
+        user_classes = self.user_classes
         # exact-length prompts are checked and calibrated here only if a user class sends them
         exact = any(getattr(cls, "exact_prompts", False) for cls in user_classes)
         if exact:

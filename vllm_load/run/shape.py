@@ -33,4 +33,8 @@ class SteppedShape(LoadTestShape):
             fail(environment, str(e))
             return None
         users = session.tick(time.time())
-        return None if users is None else (users, session.settings.spawn_rate_per_level)
+        if users is None:
+            return None
+        if session.all_classes_wanted:
+            return users, session.settings.spawn_rate_per_level
+        return users, session.settings.spawn_rate_per_level, session.user_classes

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import os
 
-from .datasets import Conversation, Dataset, Turn, load_dataset
+from .datasets import SAMPLE_NAME, Conversation, Dataset, Turn, dataset_path, load_dataset
 from .lengths import LengthDistribution, parse_length
 from .sampling import DatasetSampler, filter_by_length
 
 _DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 #: a ShareGPT JSON array: 150 conversations of 1 to 5 turns, made of plain English words
-SAMPLE_SHAREGPT = os.path.join(_DATA, "sample_sharegpt.json")
+#: (`--dataset sample`)
+SAMPLE_SHAREGPT = dataset_path(SAMPLE_NAME)
 #: JSONL prompts, each with its output_tokens
 SAMPLE_PROMPTS = os.path.join(_DATA, "sample_prompts.jsonl")
 

@@ -93,6 +93,29 @@ ROLES = {
 }
 
 
+#: what --dataset takes for the ShareGPT sample shipped with the package
+SAMPLE_NAME = "sample"
+
+
+def dataset_path(value: str) -> str:
+    """The file a --dataset value names (`sample`: the shipped ShareGPT sample)."""
+    if value == SAMPLE_NAME:
+        return os.path.join(
+            os.path.dirname(os.path.abspath(__file__)), "data", "sample_sharegpt.json"
+        )
+    return os.path.expanduser(value)
+
+
+def dataset_argument(value: str) -> str:
+    """--dataset as given, once it names a readable file (or is empty, or `sample`)."""
+    value = str(value or "").strip()
+    if value and not os.path.isfile(dataset_path(value)):
+        raise SettingsError(
+            f"--dataset {value}: no such file (or '{SAMPLE_NAME}' for the shipped sample)"
+        )
+    return value
+
+
 def load_dataset(path: str | os.PathLike[str]) -> Dataset:
     """Every usable conversation of a dataset file (formats in this module's docstring)."""
     name = os.fspath(path)

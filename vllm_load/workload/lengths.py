@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from typing import Callable
 
 from ..values import SettingsError
 
@@ -229,3 +230,48 @@ def _number(text: str, what: str, bad) -> float:
     if not math.isfinite(value):
         raise bad(f"{what} must be finite, got {text!r}")
     return value
+
+
+def length_argument(name: str) -> Callable[[str], str]:
+    """A parser for an option holding a length spec: "" stays unset, anything else is checked
+    and written back in its canonical form (`LengthDistribution.spec`)."""
+
+    def parse(value: str) -> str:
+        text = str(value or "").strip()
+        return parse_length(text, name).spec if text else ""
+
+    return parse
+
+
+class LengthDraws:
+    """The token counts one load process asks for, request by request: fixed (`input_tokens`,
+    `output_tokens`), or drawn from the distributions their specs give ("" for fixed)."""
+
+    def __init__(
+        self,
+        input_tokens: int,
+        output_tokens: int,
+        input_spec: str = "",
+        output_spec: str = "",
+        seed: int | None = None,
+    ) -> None:
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+        self._input = parse_length(input_spec, "--input-lengths") if input_spec else None
+        self._output = parse_length(output_spec, "--output-lengths") if output_spec else None
+        self._rng = random.Random(seed)
+
+    @property
+    def output_varies(self) -> bool:
+        return self._output is not None
+
+    def draw_input(self, minimum: int = 1) -> int:
+        """A prompt length: --input-tokens, or a draw raised to `minimum` (the shortest prompt
+        the chat template and the prompt's fixed parts allow)."""
+        if self._input is None:
+            return self.input_tokens
+        return max(minimum, self._input.sample(self._rng))
+
+    def draw_output(self) -> int:
+        """An output length: --output-tokens, or a draw."""
+        return self.output_tokens if self._output is None else self._output.sample(self._rng)

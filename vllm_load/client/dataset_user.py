@@ -1,0 +1,133 @@
+"""Users that play the conversations of a dataset file (--dataset), turn by turn.
+
+Each task takes the next conversation of the process's `DatasetSource` (every entry is used
+before any repeats), sends its turns one after another with the history of the turns before
+(the server's replies, or the file's with --scripted-replies), waits --think-time between turns
+and between conversations, and gives up on a conversation at its first failed turn (the failure
+is recorded). A one-turn entry (a file of prompts) is one request.
+
+A turn asks for the output length the file gives; else a draw from --output-lengths; else, for a
+turn with a scripted reply, that reply's length in tokens (as vLLM's benchmarks take ShareGPT's
+output lengths), counted once per process with --tokenizer or the server's /tokenize; else
+--output-tokens. With --vllm-params (the default) the server is made to generate exactly that
+many tokens, and the report checks it did.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import secrets
+
+import gevent.lock
+from locust import task
+
+from ..settings import Settings
+from ..tokenization import load_tokenizer
+from ..values import think_range
+from ..workload.datasets import Conversation, Dataset, dataset_path, load_dataset
+from ..workload.sampling import DatasetSampler, filter_by_length
+from .context import LoadContext
+from .prompts import LocalTokenCounter, ServerTokenCounter, TokenCounter
+from .users import LLMUser, exact_output
+
+logger = logging.getLogger(__name__)
+
+_LOADING = gevent.lock.Semaphore()
+
+
+class DatasetSource:
+    """One process's dataset: read once, its missing output lengths filled in, its conversations
+    handed out shuffled without replacement (a seed of the process's own, so workers differ)."""
+
+    KEY = "dataset"  # in `LoadContext.extras`
+
+    def __init__(self, dataset: Dataset) -> None:
+        self.dataset = dataset
+        self.sampler = DatasetSampler(dataset, seed=secrets.randbits(32))
+
+    @classmethod
+    def of(cls, context: LoadContext, host: str) -> DatasetSource:
+        """The process's source, loaded by the first user that asks (the others wait)."""
+        with _LOADING:
+            source = context.extras.get(cls.KEY)
+            if not isinstance(source, cls):
+                source = cls(prepare_dataset(context.settings, host, context.ensure_model(host)))
+                context.extras[cls.KEY] = source
+                logger.info("dataset ready: %s", source.dataset.describe())
+        return source
+
+    def next(self) -> Conversation:
+        return self.sampler.next()
+
+
+def prepare_dataset(settings: Settings, host: str, model: str) -> Dataset:
+    """The --dataset file, with scripted replies' token counts as output lengths where the file
+    gives none and --output-lengths does not draw them."""
+    dataset = load_dataset(dataset_path(settings.dataset))
+    needs_counts = not settings.output_lengths and any(
+        turn.output_tokens is None and turn.reply
+        for conversation in dataset.conversations
+        for turn in conversation.turns
+    )
+    if not needs_counts:
+        return dataset
+    counter: TokenCounter
+    if settings.tokenizer:
+        counter = LocalTokenCounter(load_tokenizer(settings.tokenizer))
+    else:
+        server = ServerTokenCounter(host, model, api_key=settings.api_key or None)
+        if not server.available():
+            logger.warning(
+                "no /tokenize on %s and no --tokenizer: turns without an output length in the "
+                "file ask for --output-tokens (%d)",
+                host,
+                settings.output_tokens,
+            )
+            return dataset
+        counter = server
+    return filter_by_length(dataset, counter.count_text, reply_as_output=True)
+
+
+class DatasetUser(LLMUser):
+    """Plays --dataset's conversations with --think-time between turns (module docstring)."""
+
+    @classmethod
+    def wanted(cls, settings: Settings) -> bool:
+        return bool(settings.dataset)
+
+    def __init__(self, environment) -> None:
+        super().__init__(environment)
+        self._source: DatasetSource | None = None
+        self._think = (0.0, 0.0)
+
+    def wait_time(self) -> float:
+        low, high = self._think
+        return random.uniform(low, high) if high > low else low
+
+    def on_start(self) -> None:
+        super().on_start()
+        assert self.host is not None  # FastHttpUser.__init__ refuses a user without one
+        self._source = DatasetSource.of(self.load_context, self.host)
+        self._think = think_range(self.load_context.settings.think_time)
+
+    @task
+    def dataset_conversation(self) -> None:
+        """One conversation of the dataset, turn by turn, until it ends or a turn fails."""
+        assert self._source is not None  # on_start loaded it
+        context = self.load_context
+        settings = context.settings
+        conversation = self._source.next()
+        talk = self.conversation(system=conversation.system)
+        for index, turn in enumerate(conversation.turns[: settings.dataset_turns or None]):
+            if index:
+                self.wait()
+            tokens = turn.output_tokens or context.lengths.draw_output()
+            reply = talk.say(
+                turn.user,
+                max_tokens=tokens,
+                reply=turn.reply if settings.scripted_replies else None,
+                **(exact_output(tokens) if settings.vllm_params else {}),
+            )
+            if not reply.ok:
+                return
