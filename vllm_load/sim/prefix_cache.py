@@ -31,10 +31,11 @@ ROOT_HASH = 0x5EED_CAC4E
 
 def block_hashes(token_ids: Sequence[int], block_size: int) -> list[int]:
     """The chained hash of every full block of `token_ids`, in order."""
+    ids = tuple(token_ids)  # slices of a tuple are tuples: one copy, not two per block
     hashes = []
     parent = ROOT_HASH
-    for start in range(0, len(token_ids) - block_size + 1, block_size):
-        parent = hash((parent, tuple(token_ids[start : start + block_size])))
+    for start in range(0, len(ids) - block_size + 1, block_size):
+        parent = hash((parent, ids[start : start + block_size]))
         hashes.append(parent)
     return hashes
 
