@@ -8,15 +8,21 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+from collections.abc import Sequence as Ids
 from typing import Callable, Protocol
 
 from .config import EngineConfig, FixedLatency
 from .engine import Engine, Sequence
+from .prefix_cache import block_hashes
 from .stats import Occupancy, ServerStats
 
 
 class TokenSource(Protocol):
     """One request's output as it becomes available."""
+
+    @property
+    def cached_tokens(self) -> int:
+        """Prompt tokens the prefix cache spared it (known once it was first scheduled)."""
 
     async def wait(self, want: int) -> int:
         """Return once at least `want` tokens (capped at the output length) exist: how many do."""
@@ -28,7 +34,17 @@ class TokenSource(Protocol):
 class Backend(Protocol):
     """A timing model for generation."""
 
-    def open(self, prompt_tokens: int, output_tokens: int, arrival: float) -> TokenSource:
+    #: whether `open` uses the prompt's token ids (prefix caching): the server only tokenizes
+    #: prompts into ids, rather than counting them, for a backend that does
+    wants_prompt_ids: bool
+
+    def open(
+        self,
+        prompt_tokens: int,
+        output_tokens: int,
+        arrival: float,
+        prompt_ids: Ids[int] | None = None,
+    ) -> TokenSource:
         """Start generating; `arrival` is the loop time the request's handler began."""
 
     def occupancy(self) -> Occupancy: ...
@@ -65,6 +81,10 @@ class _EngineSource:
         self.engine = engine
         self.wait = seq.wait
 
+    @property
+    def cached_tokens(self) -> int:
+        return self.seq.cached_tokens
+
     def close(self) -> None:
         if not self.seq.finished:
             self.engine.abort(self.seq)
@@ -75,9 +95,19 @@ class EngineBackend:
 
     def __init__(self, config: EngineConfig, stats: ServerStats, seed: int = 0) -> None:
         self.engine = Engine(config, stats, seed)
+        self.wants_prompt_ids = config.enable_prefix_caching
+        self._block_size = config.block_size
 
-    def open(self, prompt_tokens: int, output_tokens: int, arrival: float) -> TokenSource:
+    def open(
+        self,
+        prompt_tokens: int,
+        output_tokens: int,
+        arrival: float,
+        prompt_ids: Ids[int] | None = None,
+    ) -> TokenSource:
         seq = Sequence(prompt_tokens, output_tokens, arrival)
+        if prompt_ids is not None and self.wants_prompt_ids:
+            seq.block_hashes = block_hashes(prompt_ids, self._block_size)
         self.engine.add(seq)
         return _EngineSource(seq, self.engine)
 
@@ -135,6 +165,7 @@ class PushedStream(Protocol):
 
 
 class _FixedSource:
+    cached_tokens = 0  # no prefix cache without an engine
     __slots__ = (
         "backend",
         "start",
@@ -239,7 +270,15 @@ class FixedLatencyBackend:
         self.loop: asyncio.AbstractEventLoop  # the running loop, set by open(), before any use
         self._clock: TokenClock | None = None
 
-    def open(self, prompt_tokens: int, output_tokens: int, arrival: float) -> TokenSource:
+    wants_prompt_ids = False
+
+    def open(
+        self,
+        prompt_tokens: int,
+        output_tokens: int,
+        arrival: float,
+        prompt_ids: Ids[int] | None = None,
+    ) -> TokenSource:
         self.loop = asyncio.get_running_loop()
         self.in_flight += 1
         return _FixedSource(self, arrival, prompt_tokens, output_tokens)
@@ -254,6 +293,7 @@ class FixedLatencyBackend:
 
 
 class _EchoSource:
+    cached_tokens = 0
     __slots__ = ("backend", "total", "closed")
 
     def __init__(self, backend: "EchoBackend", total: int) -> None:
@@ -277,7 +317,15 @@ class EchoBackend:
         self.stats = stats
         self.in_flight = 0
 
-    def open(self, prompt_tokens: int, output_tokens: int, arrival: float) -> TokenSource:
+    wants_prompt_ids = False
+
+    def open(
+        self,
+        prompt_tokens: int,
+        output_tokens: int,
+        arrival: float,
+        prompt_ids: Ids[int] | None = None,
+    ) -> TokenSource:
         stats = self.stats
         stats.prompt_tokens += prompt_tokens
         stats.generation_tokens += output_tokens

@@ -2,7 +2,7 @@
 
 aiohttp and the server modules are imported inside `main`, so `vllm-load --help` stays light and
 a process that imported Locust (gevent) never pulls asyncio servers in by accident. Most of its
-length is the 33 options, each declared with its help, and their checks: one place, on purpose.
+length is the 35 options, each declared with its help, and their checks: one place, on purpose.
 """
 
 from __future__ import annotations
@@ -50,6 +50,11 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         help="require `Authorization: Bearer KEY` on /v1/* (401 otherwise)",
     )
     srv.add_argument(
+        "--enable-prompt-tokens-details",
+        action="store_true",
+        help="report usage.prompt_tokens_details.cached_tokens (when some were cached), as vLLM does",
+    )
+    srv.add_argument(
         "--no-tokenize-endpoint",
         action="store_true",
         help="serve no /tokenize and /detokenize (404), like a server without them",
@@ -89,6 +94,13 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     )
     eng.add_argument(
         "--block-size", type=int, default=_E.block_size, help="tokens per KV-cache block"
+    )
+    eng.add_argument(
+        "--enable-prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        default=_E.enable_prefix_caching,
+        help="reuse the KV blocks of a repeated prompt prefix, as vLLM V1 does: only the "
+        "uncached tokens are prefilled",
     )
     eng.add_argument(
         "--step-base",
@@ -286,6 +298,7 @@ def build_config(args: argparse.Namespace) -> SimConfig:
         cost=StepCost(args.step_base, args.prefill_cost, args.decode_cost),
         time_scale=args.time_scale,
         jitter=args.step_jitter,
+        enable_prefix_caching=args.enable_prefix_caching,
     )
     mode = "echo" if args.echo else "fixed" if args.ttft is not None else "engine"
     if mode == "engine":
@@ -313,6 +326,7 @@ def build_config(args: argparse.Namespace) -> SimConfig:
         workers=args.workers,
         faults=faults,
         trace=os.path.abspath(args.trace) if args.trace else None,
+        enable_prompt_tokens_details=args.enable_prompt_tokens_details,
     )
 
 
@@ -353,7 +367,8 @@ def _describe(config: SimConfig) -> str:
         e = config.engine
         what = (
             f"engine: max-num-seqs {e.max_num_seqs}, max-num-batched-tokens {e.max_num_batched_tokens}, "
-            f"KV {e.kv_capacity_tokens} tokens, time-scale {e.time_scale}"
+            f"KV {e.kv_capacity_tokens} tokens, prefix caching "
+            f"{'on' if e.enable_prefix_caching else 'off'}, time-scale {e.time_scale}"
         )
     if config.faults.enabled:
         what += "; faults: " + ", ".join(

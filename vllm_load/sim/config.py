@@ -40,6 +40,7 @@ class EngineConfig:
     cost: StepCost = field(default_factory=StepCost)
     time_scale: float = 1.0
     jitter: float = 0.0  # relative standard deviation of each step's duration
+    enable_prefix_caching: bool = True  # vLLM V1's default (see prefix_cache.py)
 
     @property
     def kv_capacity_tokens(self) -> int:
@@ -120,3 +121,4 @@ class SimConfig:
     trace: str | None = (
         None  # JSON-lines file of when each streamed token was written (sim/trace.py)
     )
+    enable_prompt_tokens_details: bool = False  # usage.prompt_tokens_details.cached_tokens

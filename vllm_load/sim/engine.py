@@ -8,6 +8,11 @@ cache (`num_gpu_blocks` x `block_size`). When a running sequence needs a new KV 
 is free, the most recently admitted sequence is preempted: its blocks are freed and it goes
 back to the front of the queue to be recomputed later (vLLM's recompute preemption).
 
+With prefix caching (on by default, like vLLM V1; see prefix_cache.py) a sequence that brings
+its prompt's block hashes is admitted with its leading cached blocks already computed, so only
+the rest of its prompt is prefilled; its full prompt blocks are cached as it is scheduled, and
+they stay cached, evictable, after it finishes or is preempted.
+
 A step lasts `StepCost.seconds(prefill tokens, decoding sequences) * time_scale`. Steps are
 chained on absolute deadlines: the next step starts at the previous step's deadline, not at
 the moment Python got round to it, so event-loop overhead is absorbed instead of added.
@@ -21,6 +26,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from .config import EngineConfig
+from .prefix_cache import PrefixCache
 from .stats import Occupancy, ServerStats
 
 # How far (real seconds) the step chain may lag behind its deadlines before it gives up
@@ -37,7 +43,12 @@ class Sequence:
     arrival: float
     num_computed: int = 0  # tokens whose KV is in the cache
     num_generated: int = 0
-    num_blocks: int = 0
+    num_blocks: int = 0  # KV blocks in its block table, cached ones included
+    block_hashes: list[int] = field(default_factory=list, repr=False)  # of its full prompt blocks
+    held: list[int] = field(default_factory=list, repr=False)  # cached blocks it holds, by hash
+    next_block: int = 0  # its first prompt block not yet offered to the cache
+    cached_tokens: int = 0  # prompt tokens found in the prefix cache when first admitted
+    preempted: bool = False
     scheduled_at: float | None = None
     first_token_at: float | None = None
     last_token_at: float | None = None
@@ -81,6 +92,7 @@ class Engine:
         self._deadline: float | None = None  # end of the step in flight; None when idle
         self._rng = random.Random(seed)
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.cache: PrefixCache | None = PrefixCache() if config.enable_prefix_caching else None
 
     # --- API for the HTTP layer -----------------------------------------------------------
 
@@ -98,8 +110,7 @@ class Engine:
         seq.aborted = True
         if seq in self.running:
             self.running.remove(seq)
-            self.free_blocks += seq.num_blocks
-            seq.num_blocks = 0
+            self._release(seq)
         else:
             try:
                 self.waiting.remove(seq)
@@ -116,11 +127,51 @@ class Engine:
     def _blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.config.block_size)
 
+    def _allocate(self, need: int) -> None:
+        """Take `need` free blocks, empty ones first, then the least recently used cached ones."""
+        cache = self.cache
+        if cache is not None:
+            short = need - (self.free_blocks - cache.num_evictable)
+            if short > 0:
+                cache.evict(short)
+        self.free_blocks -= need
+
+    def _cache_blocks(self, seq: Sequence, computed: int) -> None:
+        """Offer the prompt blocks that `computed` tokens fill to the cache (vLLM caches them
+        when they are scheduled, so a request admitted in the next step can hit them)."""
+        cache = self.cache
+        end = min(computed // self.config.block_size, len(seq.block_hashes))
+        if cache is None or end <= seq.next_block:
+            return
+        for block_hash in seq.block_hashes[seq.next_block : end]:
+            if cache.insert(block_hash):
+                seq.held.append(block_hash)
+        seq.next_block = end
+
+    def _release(self, seq: Sequence) -> None:
+        """Give back a sequence's blocks: private ones are free at once, cached ones once no
+        other sequence holds them (and they stay cached until evicted)."""
+        self.free_blocks += seq.num_blocks - len(seq.held)
+        if seq.held:
+            assert self.cache is not None  # only a cache hands out held blocks
+            self.free_blocks += self.cache.release(seq.held)
+            seq.held = []
+        seq.num_blocks = 0
+        seq.next_block = 0
+
+    def _admit_hit(self, seq: Sequence) -> tuple[int, int]:
+        """(blocks, blocks taken from free memory) of the waiting `seq`'s prefix-cache hit.
+        Like vLLM, the hit stops short of the last token, which must be computed for its logits:
+        a prompt that hits entirely recomputes its whole last block."""
+        if self.cache is None or not seq.block_hashes:
+            return 0, 0
+        return self.cache.lookup(seq.block_hashes, (seq.num_tokens - 1) // self.config.block_size)
+
     def _preempt(self, victim: Sequence) -> None:
         self.running.remove(victim)
-        self.free_blocks += victim.num_blocks
-        victim.num_blocks = 0
+        self._release(victim)
         victim.num_computed = 0
+        victim.preempted = True
         self.waiting.appendleft(victim)
         self.stats.preemptions += 1
 
@@ -142,8 +193,9 @@ class Engine:
                 self._preempt(seq)
                 preempted = True
                 continue
-            self.free_blocks -= need
+            self._allocate(need)
             seq.num_blocks += need
+            self._cache_blocks(seq, seq.num_computed + new)
             work.append((seq, new))
             budget -= new
             if new == 1 and seq.num_generated:
@@ -155,13 +207,30 @@ class Engine:
             config = self.config
             while self.waiting and budget > 0 and len(self.running) < config.max_num_seqs:
                 seq = self.waiting[0]
-                if self._blocks_for(seq.num_tokens) > self.free_blocks - self._watermark:
+                hit, taken = self._admit_hit(seq)
+                fresh = self._blocks_for(seq.num_tokens) - hit
+                if fresh + taken > self.free_blocks - self._watermark:
                     break  # admit only when the whole (re)computation fits
                 self.waiting.popleft()
-                new = min(seq.num_tokens, budget)
-                need = self._blocks_for(new)
-                self.free_blocks -= need
-                seq.num_blocks = need
+                cached = hit * config.block_size
+                cache = self.cache
+                if hit and cache is not None:
+                    held = seq.block_hashes[:hit]
+                    cache.acquire(held)
+                    self.free_blocks -= taken
+                    seq.held = held
+                    seq.next_block = hit
+                if not seq.preempted:  # vLLM counts a request's lookup once, when first admitted
+                    seq.cached_tokens = cached
+                    if cache is not None:
+                        self.stats.prefix_cache_queries += seq.num_tokens
+                        self.stats.prefix_cache_hits += cached
+                seq.num_computed = cached
+                new = min(seq.num_tokens - cached, budget)
+                need = self._blocks_for(cached + new) - hit
+                self._allocate(need)
+                seq.num_blocks = hit + need
+                self._cache_blocks(seq, cached + new)
                 self.running.append(seq)
                 work.append((seq, new))
                 budget -= new
@@ -200,8 +269,7 @@ class Engine:
             if seq.num_generated >= seq.output_tokens:
                 seq.finished = True
                 finished_any = True
-                self.free_blocks += seq.num_blocks
-                seq.num_blocks = 0
+                self._release(seq)
             seq.notify()
         if itl_n:
             stats.itl.observe(itl_gap, itl_n)

@@ -30,6 +30,7 @@ import random
 import socket
 import struct
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import orjson
@@ -119,19 +120,31 @@ def error_response(status: int) -> web.Response:
 class _HeldSource:
     """Slow first token: the request reaches the backend `delay` seconds after it arrived."""
 
-    __slots__ = ("backend", "prompt", "length", "arrival", "delay", "inner")
+    __slots__ = ("backend", "prompt", "length", "arrival", "delay", "ids", "inner")
 
     def __init__(
-        self, backend: Backend, prompt: int, length: int, arrival: float, delay: float
+        self,
+        backend: Backend,
+        prompt: int,
+        length: int,
+        arrival: float,
+        delay: float,
+        ids: Sequence[int] | None,
     ) -> None:
         self.backend, self.prompt, self.length = backend, prompt, length
-        self.arrival, self.delay = arrival, delay
+        self.arrival, self.delay, self.ids = arrival, delay, ids
         self.inner: TokenSource | None = None
+
+    @property
+    def cached_tokens(self) -> int:
+        return 0 if self.inner is None else self.inner.cached_tokens
 
     async def wait(self, want: int) -> int:
         if self.inner is None:
             await sleep_until(asyncio.get_running_loop(), self.arrival + self.delay)
-            self.inner = self.backend.open(self.prompt, self.length, self.arrival + self.delay)
+            self.inner = self.backend.open(
+                self.prompt, self.length, self.arrival + self.delay, self.ids
+            )
         return await self.inner.wait(want)
 
     def close(self) -> None:
@@ -149,6 +162,10 @@ class _StallingSource:
         self.inner, self.at, self.delay = inner, at, delay
         self.stalled = False
 
+    @property
+    def cached_tokens(self) -> int:
+        return self.inner.cached_tokens
+
     async def wait(self, want: int) -> int:
         if not self.stalled and want > self.at:
             self.stalled = True
@@ -160,12 +177,18 @@ class _StallingSource:
 
 
 def open_source(
-    fault: Fault | None, backend: Backend, prompt: int, length: int, arrival: float, stream: bool
+    fault: Fault | None,
+    backend: Backend,
+    prompt: int,
+    length: int,
+    arrival: float,
+    stream: bool,
+    prompt_ids: Sequence[int] | None = None,
 ) -> TokenSource:
     """The request's token source, with a timing fault applied to it if it has one."""
     if fault is not None and fault.kind == "slow_first_token":
-        return _HeldSource(backend, prompt, length, arrival, fault.seconds)
-    source = backend.open(prompt, length, arrival)
+        return _HeldSource(backend, prompt, length, arrival, fault.seconds, prompt_ids)
+    source = backend.open(prompt, length, arrival, prompt_ids)
     if fault is not None and fault.kind == "stall" and stream:
         return _StallingSource(source, fault.strike_at(length), fault.seconds)
     return source

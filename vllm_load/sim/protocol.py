@@ -68,6 +68,7 @@ class GenerationRequest:
     seed: int | None
     temperature: float | None
     prompt_key: str  # the prompt text, for greedy (temperature 0) determinism
+    prompt_ids: list[int] | None = None  # its token ids, when asked for (prefix caching)
 
 
 def parse_json(raw: bytes) -> dict:
@@ -112,8 +113,9 @@ def _bool_field(body: dict, name: str, default: bool) -> bool:
     return value
 
 
-def _prompt(body: dict, chat: bool, tokenizer) -> tuple[int, str]:
-    """(prompt tokens, prompt text) of a chat or completions body."""
+def _prompt(body: dict, chat: bool, tokenizer, want_ids: bool) -> tuple[int, str, list[int] | None]:
+    """(prompt tokens, prompt text, token ids if `want_ids`) of a chat or completions body;
+    without `want_ids` the tokens are only counted, which is cheaper."""
     if chat:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
@@ -127,18 +129,25 @@ def _prompt(body: dict, chat: bool, tokenizer) -> tuple[int, str]:
                 )
         add_generation_prompt = _bool_field(body, "add_generation_prompt", True)
         text = render_chat(tokenizer, messages, add_generation_prompt)
-        return tokenizer.count(text), text
+        if want_ids:
+            ids = tokenizer.encode(text, add_special_tokens=False)
+            return len(ids), text, ids
+        return tokenizer.count(text), text, None
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
         prompt = prompt[0]  # a batch of one
     if isinstance(prompt, str):
-        return tokenizer.count(prompt, add_special_tokens=True), prompt
+        if want_ids:
+            ids = tokenizer.encode(prompt, add_special_tokens=True)
+            return len(ids), prompt, ids
+        return tokenizer.count(prompt, add_special_tokens=True), prompt, None
     if (
         isinstance(prompt, list)
         and prompt
         and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt)
     ):
-        return len(prompt), " ".join(map(str, prompt))  # token ids are taken as they are
+        # token ids are taken as they are
+        return len(prompt), " ".join(map(str, prompt)), prompt if want_ids else None
     if prompt is None:
         raise ApiError(400, "prompt: Field required", "prompt")
     raise ApiError(
@@ -149,8 +158,11 @@ def _prompt(body: dict, chat: bool, tokenizer) -> tuple[int, str]:
     )
 
 
-def parse_generation(body: dict, chat: bool, limits: ApiLimits, tokenizer) -> GenerationRequest:
-    """Validate a completion request the way vLLM does and count its prompt."""
+def parse_generation(
+    body: dict, chat: bool, limits: ApiLimits, tokenizer, want_ids: bool = False
+) -> GenerationRequest:
+    """Validate a completion request the way vLLM does and count its prompt (and tokenize it
+    into ids if `want_ids`)."""
     model = check_model(body, limits)
     n = _int_field(body, "n", 1, 1)
     if n != 1:
@@ -175,7 +187,7 @@ def parse_generation(body: dict, chat: bool, limits: ApiLimits, tokenizer) -> Ge
     ):
         raise ApiError(400, "temperature must be a non-negative number", "temperature")
     seed = _int_field(body, "seed", None, -(2**63))
-    prompt_tokens, prompt_text = _prompt(body, chat, tokenizer)
+    prompt_tokens, prompt_text, prompt_ids = _prompt(body, chat, tokenizer, want_ids)
     max_tokens = _int_field(body, "max_tokens", None, 1)
     if chat:
         max_tokens = _int_field(body, "max_completion_tokens", max_tokens, 1)
@@ -218,15 +230,20 @@ def parse_generation(body: dict, chat: bool, limits: ApiLimits, tokenizer) -> Ge
         seed,
         temperature,
         prompt_text,
+        prompt_ids,
     )
 
 
-def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+def usage(
+    prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None
+) -> dict[str, Any]:
+    """The usage object; `cached_tokens` only with --enable-prompt-tokens-details, and like vLLM
+    the details stay null when no token was cached."""
     return {
         "prompt_tokens": prompt_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
         "completion_tokens": completion_tokens,
-        "prompt_tokens_details": None,
+        "prompt_tokens_details": {"cached_tokens": cached_tokens} if cached_tokens else None,
     }
 
 
@@ -284,17 +301,24 @@ class ResponseRenderer:
             )
         return self._prefix + text_json + close + tail
 
-    def usage_chunk(self, prompt_tokens: int, completion_tokens: int) -> bytes:
+    def usage_chunk(
+        self, prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None
+    ) -> bytes:
         return (
             b"data: "
             + self._head
             + b'],"usage":'
-            + orjson.dumps(usage(prompt_tokens, completion_tokens))
+            + orjson.dumps(usage(prompt_tokens, completion_tokens, cached_tokens))
             + b"}\n\n"
         )
 
     def full(
-        self, text: str, finish_reason: str, prompt_tokens: int, completion_tokens: int
+        self,
+        text: str,
+        finish_reason: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cached_tokens: int | None = None,
     ) -> bytes:
         """The non-streaming response body."""
         if self.chat:
@@ -329,7 +353,7 @@ class ResponseRenderer:
                 "created": self.created,
                 "model": self.model,
                 "choices": [choice],
-                "usage": usage(prompt_tokens, completion_tokens),
+                "usage": usage(prompt_tokens, completion_tokens, cached_tokens),
                 "system_fingerprint": None,
                 "prompt_logprobs": None,
             }

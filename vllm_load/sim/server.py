@@ -84,6 +84,7 @@ class SimServer:
         self._tokens_per_chunk = max(1, config.output.tokens_per_chunk)
         self.faults = FaultPlan(config.faults)
         self.trace = TraceWriter(config.trace) if config.trace else None
+        self._prompt_details = config.enable_prompt_tokens_details
 
     def app(self) -> web.Application:
         middlewares = [self._auth_middleware()] if self.config.api_key else []
@@ -224,7 +225,11 @@ class SimServer:
         received = time.time()
         try:
             req = parse_generation(
-                parse_json(await request.read()), chat, self.limits, self.tokenizer
+                parse_json(await request.read()),
+                chat,
+                self.limits,
+                self.tokenizer,
+                self.backend.wants_prompt_ids,
             )
         except ApiError as e:
             return _error(e)
@@ -243,7 +248,7 @@ class SimServer:
         renderer = ResponseRenderer(chat, rid, self.limits.model, self.model_json)
         # the clock starts when the handler began, so reading and parsing the body is inside TTFT
         source = open_source(
-            fault, self.backend, req.prompt_tokens, plan.length, started, req.stream
+            fault, self.backend, req.prompt_tokens, plan.length, started, req.stream, req.prompt_ids
         )
         completed = False
         try:
@@ -258,11 +263,14 @@ class SimServer:
                     request, response, req, plan, renderer, source, fault, trace
                 )
                 if completed and tracer is not None and trace is not None:
+                    trace.cached_tokens = source.cached_tokens
                     tracer.write(trace)
                 return response
             await source.wait(plan.length)
             text = self.vocab.text(plan.offset, 0, plan.text_tokens)
-            body = renderer.full(text, plan.finish_reason, req.prompt_tokens, plan.length)
+            body = renderer.full(
+                text, plan.finish_reason, req.prompt_tokens, plan.length, self._cached(source)
+            )
             if fault is not None and fault.kind != "slow_first_token":
                 return await faulted_body(fault, request, body)
             completed = True
@@ -274,6 +282,10 @@ class SimServer:
                 self.stats.e2e.observe(loop.time() - started)
             else:  # the client left (or the handler was cancelled) before the end
                 self.stats.requests_ok["abort"] += 1
+
+    def _cached(self, source: TokenSource) -> int | None:
+        """The cached tokens the usage reports: only with --enable-prompt-tokens-details."""
+        return source.cached_tokens if self._prompt_details else None
 
     async def _stream(
         self,
@@ -354,7 +366,7 @@ class SimServer:
                 await strike(fault, request, response)
         tail = [_DONE]
         if req.include_usage:
-            tail.insert(0, renderer.usage_chunk(req.prompt_tokens, total))
+            tail.insert(0, renderer.usage_chunk(req.prompt_tokens, total, self._cached(source)))
         if trace is not None:
             trace.end = time.time()
         body.write(b"".join(tail))

@@ -116,6 +116,8 @@ class ServerStats:
     prompt_tokens: int = 0
     generation_tokens: int = 0
     preemptions: int = 0
+    prefix_cache_queries: int = 0  # prompt tokens looked up in the prefix cache
+    prefix_cache_hits: int = 0  # ... and found there
     requests_ok: dict[str, int] = field(
         default_factory=lambda: {"stop": 0, "length": 0, "abort": 0}
     )
@@ -188,6 +190,16 @@ class VllmCollector:
         yield counter("vllm:prompt_tokens", "Number of prefill tokens processed.", s.prompt_tokens)
         yield counter(
             "vllm:generation_tokens", "Number of generation tokens processed.", s.generation_tokens
+        )
+        yield counter(
+            "vllm:prefix_cache_queries",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            s.prefix_cache_queries,
+        )
+        yield counter(
+            "vllm:prefix_cache_hits",
+            "Prefix cache hits, in terms of number of cached tokens.",
+            s.prefix_cache_hits,
         )
         yield counter(
             "vllm:num_preemptions",

@@ -6,13 +6,14 @@ client from the client's side. With `--trace FILE` every generation request leav
 line in FILE saying when the server really did things, in wall-clock seconds (`time.time()`,
 the clock vllm-load's `start_ts` uses, shared by every process on the machine):
 
-    {"id": "...", "received": t, "tokens": [t1, t2, ...], "end": t}
+    {"id": "...", "received": t, "tokens": [t1, t2, ...], "end": t, "cached_tokens": n}
 
 `id` is the request's `X-Request-Id` header when it had one (vllm-load sends its record's
 `request_id` there, so a trace line joins a requests.csv row), else the response id.
 `received` is when the handler began, `tokens` the time each output token's bytes were about
 to be written to the socket (tokens sent in one write share a time), `end` when `data: [DONE]` was (stamped just before the
-write, so a client can never see the bytes earlier than their stamp).
+write, so a client can never see the bytes earlier than their stamp). `cached_tokens` is how
+many of the prompt's tokens the prefix cache spared it (0 without a hit, or outside engine mode).
 Lines are appended in whole-line writes (one `write()` per batch, `O_APPEND`), so several
 simulator processes can share one file.
 """
@@ -35,6 +36,7 @@ class TraceRecord:
     received: float
     tokens: list[float]
     end: float
+    cached_tokens: int = 0
 
 
 class TraceWriter:
@@ -75,5 +77,7 @@ def read_trace(path: str) -> dict[str, TraceRecord]:
                 raw = orjson.loads(line)
             except orjson.JSONDecodeError:
                 continue
-            out[raw["id"]] = TraceRecord(raw["id"], raw["received"], raw["tokens"], raw["end"])
+            out[raw["id"]] = TraceRecord(
+                raw["id"], raw["received"], raw["tokens"], raw["end"], raw.get("cached_tokens", 0)
+            )
     return out
