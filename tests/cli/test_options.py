@@ -103,6 +103,12 @@ def test_text_from_the_web_ui_is_typed_and_checked():
         ({"level_cooldown": -2.0}, "--level-cooldown must not be negative, got -2.0"),
         ({"endpoint": "embeddings"}, "--endpoint must be one of chat, completions"),
         ({"levels": "1,x"}, "--levels must be comma-separated whole numbers"),
+        ({"input_lengths": "gauss:3,4"}, "--input-lengths 'gauss:3,4': unknown kind 'gauss'"),
+        ({"output_lengths": "uniform:9,2"}, "--output-lengths 'uniform:9,2'"),
+        ({"dataset": "/nowhere/x.jsonl"}, "--dataset /nowhere/x.jsonl: no such file"),
+        ({"think_time": "1,x"}, "--think-time must be seconds S or MIN,MAX"),
+        ({"think_time": "3,1"}, "--think-time MIN,MAX must have MIN <= MAX"),
+        ({"think_time": "-1"}, "--think-time must be seconds"),
     ],
 )
 def test_a_bad_value_is_one_line_naming_its_option(attrs, message):

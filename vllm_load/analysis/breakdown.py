@@ -34,6 +34,7 @@ TURN_COLUMNS = (
     "ok",
     "failed",
     "prompt_tokens_mean",
+    "cached_share",
     *(f"{lat}_p{p}" for lat in ("ttft", "e2e") for p in BREAKDOWN_PERCENTILES),
 )
 
@@ -126,6 +127,8 @@ def turn_table(labelled: pd.DataFrame) -> pd.DataFrame:
     for turn, group in frame.groupby(_num(frame["turn"]).astype(np.int64), sort=True):
         ok = _num(group["ok"]) == 1
         prompt = _num(group["prompt_tokens"])[ok]
+        cached = _num(group["cached_tokens"])[ok] if "cached_tokens" in group else np.array([])
+        told = ~np.isnan(cached) & ~np.isnan(prompt) if len(cached) else np.zeros(0, bool)
         rows.append(
             {
                 "turn": int(turn),
@@ -134,6 +137,11 @@ def turn_table(labelled: pd.DataFrame) -> pd.DataFrame:
                 "failed": int((~ok).sum()),
                 "prompt_tokens_mean": float(np.nanmean(prompt))
                 if (~np.isnan(prompt)).any()
+                else np.nan,
+                # the share of the prompt the server's prefix cache held, where it said (vLLM
+                # reports it with --enable-prompt-tokens-details; a missing count is not a zero)
+                "cached_share": float(cached[told].sum() / prompt[told].sum())
+                if told.any() and prompt[told].sum() > 0
                 else np.nan,
                 **_latency_figures(group, ("ttft", "e2e")),
             }

@@ -89,6 +89,7 @@ LABELLED_COLUMNS: tuple[str, ...] = (
     "task",
     "conversation",
     "turn",
+    "cached_tokens",
 )
 
 

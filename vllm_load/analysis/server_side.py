@@ -325,6 +325,9 @@ def level_server_figures(
 
 def _prefix_cache(server: pd.DataFrame, start: float, end: float) -> dict[str, float]:
     """The prefix cache's hits and queries (tokens) over a level's whole span, and their ratio."""
+    t = server["ts"].to_numpy(np.float64)
+    if len(t):  # a level that began just before the first scrape: over the part scraped
+        start = max(start, float(t[0]))
     hits = counter_delta(server, "prefix_cache_hits", start, end)
     queries = counter_delta(server, "prefix_cache_queries", start, end)
     return {

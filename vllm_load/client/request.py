@@ -358,10 +358,12 @@ class MeasuredRequest:
         else:
             ttft = e2e if self.json_text and not self.error else None
             n_chunks = 1 if self.json_text else 0
-        prompt_tokens = completion_tokens = None
+        prompt_tokens = completion_tokens = cached_tokens = None
         if isinstance(usage, dict):
             prompt_tokens = usage.get("prompt_tokens")
             completion_tokens = usage.get("completion_tokens")
+            details = usage.get("prompt_tokens_details")  # vLLM: --enable-prompt-tokens-details
+            cached_tokens = details.get("cached_tokens") if isinstance(details, dict) else None
         tpot = None
         if ttft is not None and completion_tokens and completion_tokens >= 2:
             tpot = (e2e - ttft) / (completion_tokens - 1)
@@ -399,6 +401,7 @@ class MeasuredRequest:
             task=spec.task,
             conversation=spec.conversation,
             turn=spec.turn,
+            cached_tokens=cached_tokens,
         )
 
 

@@ -52,6 +52,7 @@ ANALYSIS_COLUMNS: tuple[str, ...] = (
     "task",
     "conversation",
     "turn",
+    "cached_tokens",
 )
 
 

@@ -48,6 +48,7 @@ class RequestRecord:
     task: str = ""  # the task (method) of that class that sent it
     conversation: str = ""  # the conversation it is a turn of ("" outside conversations)
     turn: int = 0  # its turn in that conversation, from 0
+    cached_tokens: Optional[int] = None  # prompt tokens the server's prefix cache held, if it says
 
     def to_row(self) -> tuple:
         return _as_row(self)
@@ -89,6 +90,7 @@ PANDAS_DTYPES: dict[str, str] = {
     "task": "string",
     "conversation": "string",
     "turn": "Int64",
+    "cached_tokens": "Int64",
 }
 
 

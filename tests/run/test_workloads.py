@@ -1,0 +1,107 @@
+"""The built-in workloads beyond fixed lengths, end to end against the simulator: the shipped
+dataset's conversations (history carried, prefix cache hit, exact output lengths) and exact
+prompt and output lengths drawn from distributions."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
+
+from vllm_load.analysis.levels import level_metrics
+from vllm_load.sim.process import SimulatorProcess
+
+
+def test_dataset_conversations_carry_history_and_hit_the_prefix_cache(tmp_path):
+    # no network is needed: the sample ships with the package, the simulator is local
+    with SimulatorProcess(
+        "--time-scale", "0.05", "--max-num-seqs", "16", "--enable-prompt-tokens-details"
+    ) as sim:
+        run_vllm_load(
+            "run",
+            "--host",
+            sim.url,
+            "--dataset",
+            "sample",
+            "--think-time",
+            "0.05,0.2",
+            "--levels",
+            "4,8",
+            "--requests-per-level",
+            "40",
+            "--warmup-requests",
+            "4",
+            "--metrics-interval",
+            "0.2",
+            "--out",
+            str(tmp_path / "runs"),
+        )
+    run_dir = only_run_dir(tmp_path / "runs")
+    requests, steps, run, _ = load_run_files(run_dir)
+    assert run["outcome"] == "completed" and run["user_classes"] == {"DatasetUser": 1}
+    assert run["settings"]["dataset"] == "sample" and run["prompts"] is None
+    assert requests["ok"].all(), requests["error_message"].dropna().tolist()
+    assert set(requests["user_class"]) == {"DatasetUser"}
+    assert set(requests["task"]) == {"dataset_conversation"}
+    # every output length was asked for exactly (the file's reply lengths) and generated so
+    assert (requests["completion_tokens"] == requests["requested_completion_tokens"]).all()
+    assert requests["requested_completion_tokens"].nunique() > 10
+    assert requests["requested_prompt_tokens"].isna().all()  # a dataset prompt is what it is
+    # conversations of several turns; a later turn's prompt holds the earlier turns
+    assert requests["turn"].max() >= 2
+    later = requests[requests["turn"] >= 1]
+    assert (later["prompt_tokens"] > 0).all()
+    # the simulator's prefix cache holds the history of later turns (per request, and per level
+    # from /metrics), and never a first turn's prompt beyond a shared template prefix
+    assert (later["cached_tokens"].fillna(0) > 0).mean() > 0.9
+    first = requests[requests["turn"] == 0]
+    assert (first["cached_tokens"].fillna(0) < first["prompt_tokens"] / 2).all()
+    metrics = level_metrics(requests, steps)
+    assert (metrics["completion_exact_share"] == 1.0).all()
+
+    report = tmp_path / "report.html"
+    run_vllm_load("report", run_dir, "-o", str(report), "--quiet")
+    html = report.read_text(encoding="utf-8")
+    table = html[html.index('<table class="turns">') :]
+    table = table[: table.index("</table>")]
+    rows = re.findall(r"<tr><td>(\d+)</td>(.*?)</tr>", table, re.S)
+    cached = {int(turn): re.findall(r"<td>([^<]*)</td>", cells)[4] for turn, cells in rows}
+    # (turns are numbered from 1 in the report)
+    assert all(float(cached[turn].rstrip("%")) > 0 for turn in (2, 3)), cached
+    server = html[html.index('<table class="server-levels">') :]
+    rates = re.findall(r"<td>([\d.]+)% \([\d,]+ / [\d,]+\)</td>", server[: server.index("</table>")])
+    assert rates and max(float(r) for r in rates) > 0
+
+
+def test_drawn_lengths_are_exact_per_request(tmp_path):
+    with SimulatorProcess("--time-scale", "0.05", "--max-num-seqs", "16") as sim:
+        run_vllm_load(
+            "run",
+            "--host",
+            sim.url,
+            "--input-lengths",
+            "uniform:64,400",
+            "--output-lengths",
+            "lognormal:24,10,min=4,max=80",
+            "--levels",
+            "4",
+            "--requests-per-level",
+            "60",
+            "--warmup-requests",
+            "2",
+            "--out",
+            str(tmp_path / "runs"),
+        )
+    requests, steps, run, _ = load_run_files(only_run_dir(tmp_path / "runs"))
+    assert run["settings"]["input_lengths"] == "uniform:64,400"
+    assert requests["ok"].all()
+    asked_in = requests["requested_prompt_tokens"].to_numpy(np.float64)
+    asked_out = requests["requested_completion_tokens"].to_numpy(np.float64)
+    # drawn: spread over the range, every one sent exactly
+    assert asked_in.min() >= 64 and asked_in.max() <= 400 and np.std(asked_in) > 50
+    assert asked_out.min() >= 4 and asked_out.max() <= 80 and len(set(asked_out)) > 10
+    assert (requests["prompt_tokens"] == requests["requested_prompt_tokens"]).all()
+    assert (requests["completion_tokens"] == requests["requested_completion_tokens"]).all()
+    metrics = level_metrics(requests, steps)
+    assert (metrics["prompt_exact_share"] == 1.0).all()
