@@ -70,7 +70,9 @@ def test_dataset_conversations_carry_history_and_hit_the_prefix_cache(tmp_path):
     # (turns are numbered from 1 in the report)
     assert all(float(cached[turn].rstrip("%")) > 0 for turn in (2, 3)), cached
     server = html[html.index('<table class="server-levels">') :]
-    rates = re.findall(r"<td>([\d.]+)% \([\d,]+ / [\d,]+\)</td>", server[: server.index("</table>")])
+    rates = re.findall(
+        r"<td>([\d.]+)% \([\d,]+ / [\d,]+\)</td>", server[: server.index("</table>")]
+    )
     assert rates and max(float(r) for r in rates) > 0
 
 
