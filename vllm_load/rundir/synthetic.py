@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 
 import numpy as np
 import pandas as pd
 
 from .histogram import LogHistogram
-from .records import COLUMNS
+from .records import COLUMNS, RequestRecord
 
 POOL = 48  # distinct per-request ITL patterns per level
 
@@ -248,6 +248,9 @@ def write_synthetic_run(base_dir: str, spec: SyntheticRun | None = None) -> str:
         requests[col] = requests[col].astype("Int64")
     floats = [c for c in requests.columns if requests[c].dtype == np.float64]
     requests[floats] = requests[floats].round(7)  # as records.py writes them
+    for f in fields(RequestRecord):  # the columns a synthetic request leaves at their defaults
+        if f.name not in requests and f.default is not MISSING:
+            requests[f.name] = f.default
     requests[list(COLUMNS)].to_csv(os.path.join(run_dir, "requests.csv"), index=False)
     steps_frame.to_csv(os.path.join(run_dir, "steps.csv"), index=False)
     _history(requests, steps_frame).to_csv(
