@@ -7,7 +7,7 @@ from vllm_load.rundir.histogram import LogHistogram
 from vllm_load.rundir.records import RequestRecord
 
 
-def row(level, start, e2e, ok=1, ttft=0.1, out=10):
+def row(level, start, e2e, ok=1, ttft=0.1, out=10, user_class="ClosedLoopUser"):
     return RequestRecord(
         request_id="x",
         worker="w",
@@ -37,6 +37,7 @@ def row(level, start, e2e, ok=1, ttft=0.1, out=10):
         status=200 if ok else 500,
         error="" if ok else "http_status",
         error_message="",
+        user_class=user_class,
     ).to_row()
 
 
@@ -60,3 +61,20 @@ def test_level_figures_and_series():
     # 5-second smoothing: seconds 1001..1005 each finished one 10-token request
     assert by_second[1005]["output_tok_per_s"] == pytest.approx(50 / 5)
     assert by_second[1005]["total_tok_per_s"] == pytest.approx(5 * 110 / 5)
+
+
+def test_personas_are_broken_down_only_when_there_are_several():
+    live = LiveStats()
+    live.level_started(0, 4)
+    live.add(row(0, 1000.0, 1.0))
+    assert live.snapshot(now=1002.0)["personas"] == []
+    for i in range(3):
+        live.add(row(0, 1001.0 + i, 2.0, ttft=0.5, out=20, user_class="Rag"))
+    live.add(row(0, 1004.0, 2.0, ok=0, user_class="Rag"))
+    personas = {p["user_class"]: p for p in live.snapshot(now=1010.0)["personas"]}
+    assert set(personas) == {"ClosedLoopUser", "Rag"}
+    rag = personas["Rag"]
+    assert rag["finished"] == 4 and rag["success_pct"] == 75.0 and rag["level"] == 0
+    assert rag["ttft_p50_ms"] == pytest.approx(500, rel=0.01)
+    assert personas["ClosedLoopUser"]["finished"] == 1
+    assert live.snapshot(now=1010.0)["levels"][0]["finished"] == 5  # the level: both together

@@ -79,14 +79,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
             default=5557,
             help="port the master listens on for workers",
         )
-    parser.add_argument(
-        "-f",
-        "--locustfile",
-        type=locustfile_argument,
-        default=LOCUSTFILE,
-        help="a locustfile of your own LLM users (README, 'Your own workload'); default: the "
-        "built-in stepped test. Master and workers must use the same file",
-    )
+    add_locustfile_argument(parser)
     if name == "worker":
         parser.add_argument("--master-host", required=True, help="address of the vllm-load master")
         parser.add_argument(
@@ -104,6 +97,17 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         return
     parser.add_argument("--loglevel", default="INFO", help="Locust log level")
     add_arguments(parser)
+
+
+def add_locustfile_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-f",
+        "--locustfile",
+        type=locustfile_argument,
+        default=LOCUSTFILE,
+        help="a locustfile of your own LLM users (README, 'Your own workload'); default: the "
+        "built-in tests. Master and workers must use the same file",
+    )
 
 
 def locustfile_argument(value: str) -> str:
@@ -314,6 +318,7 @@ def add_managed_run_options(
         "--workers", type=int, default=0, help="local Locust worker processes per run"
     )
     parser.add_argument("--loglevel", default="WARNING", help="Locust log level")
+    add_locustfile_argument(parser)
     # every run gets its own directory under OUT
     add_arguments(
         parser, defaults={"out": out_default}, helps={"out": out_help}, hidden={"run_dir"}

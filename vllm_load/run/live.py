@@ -20,8 +20,11 @@ SERIES_SECONDS = 900
 
 @dataclass
 class LiveLevel:
+    """Running figures of one level, or of one persona (user class) within it."""
+
     level: int
     users: int
+    user_class: str = ""
     ok: int = 0
     failed: int = 0
     input_tokens: int = 0
@@ -55,6 +58,7 @@ class LiveLevel:
         return {
             "level": self.level,
             "users": self.users,
+            **({"user_class": self.user_class} if self.user_class else {}),
             "finished": finished,
             "req_per_s": rate(finished),
             "total_tok_per_s": rate(self.input_tokens + self.output_tokens),
@@ -73,6 +77,7 @@ class LiveStats:
 
     def __init__(self) -> None:
         self.levels: dict[int, LiveLevel] = {}
+        self.personas: dict[tuple[int, str], LiveLevel] = {}  # per level and user class
         self.current_level: int | None = None
         self.current_users = 0
         self._seconds: dict[int, list[int]] = {}  # second -> [input, output] tokens finished in it
@@ -88,6 +93,11 @@ class LiveStats:
         if entry is None:
             entry = self.levels[level] = LiveLevel(level, row[_I["users"]])
         entry.add(row)
+        key = (level, row[_I["user_class"]] or "")
+        persona = self.personas.get(key)
+        if persona is None:
+            persona = self.personas[key] = LiveLevel(level, entry.users, key[1] or "(unnamed)")
+        persona.add(row)
         if row[_I["ok"]]:
             second = int(row[_I["end_ts"]])
             bucket = self._seconds.get(second)
@@ -122,5 +132,9 @@ class LiveStats:
             "current_level": self.current_level,
             "current_users": self.current_users,
             "levels": [self.levels[k].as_dict() for k in sorted(self.levels)],
+            # per persona only when there are several (one would repeat the levels)
+            "personas": [self.personas[k].as_dict() for k in sorted(self.personas)]
+            if len({cls for _, cls in self.personas}) > 1
+            else [],
             "series": self.series(now),
         }

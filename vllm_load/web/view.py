@@ -31,6 +31,10 @@ LEVEL_COLUMNS = [
 ]
 
 
+#: the per-persona table: the level's columns with the user class after the users
+PERSONA_COLUMNS = [*LEVEL_COLUMNS[:2], ("user_class", "Persona"), *LEVEL_COLUMNS[2:]]
+
+
 def snapshot(environment) -> dict:
     live = getattr(environment, "vllm_load_live", None)
     if live is None:
@@ -38,6 +42,7 @@ def snapshot(environment) -> dict:
             "current_level": None,
             "current_users": 0,
             "levels": [],
+            "personas": [],
             "series": [],
             "running": False,
         }
@@ -62,7 +67,10 @@ def install_web_ui(environment, web_ui) -> None:
     @web_ui.auth_required_if_enabled
     def llm_page():
         return Response(
-            PAGE.replace("__COLUMNS__", json.dumps(LEVEL_COLUMNS)), mimetype="text/html"
+            PAGE.replace("__COLUMNS__", json.dumps(LEVEL_COLUMNS)).replace(
+                "__PERSONA_COLUMNS__", json.dumps(PERSONA_COLUMNS)
+            ),
+            mimetype="text/html",
         )
 
     @app.after_request
@@ -77,14 +85,20 @@ def install_web_ui(environment, web_ui) -> None:
             )
             for row in data["levels"]
         ]
-        response.set_data(
-            json.dumps({**response.json, "extended_stats": [{"key": "llm", "data": rows}]})
-        )
+        extended = [{"key": "llm", "data": rows}, {"key": "llm_personas", "data": data["personas"]}]
+        response.set_data(json.dumps({**response.json, "extended_stats": extended}))
         return response
 
-    web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": "llm"}]
+    web_ui.template_args["extended_tabs"] = [
+        {"title": "LLM", "key": "llm"},
+        {"title": "LLM by persona", "key": "llm_personas"},
+    ]
     web_ui.template_args["extended_tables"] = [
-        {"key": "llm", "structure": [{"key": key, "title": title} for key, title in LEVEL_COLUMNS]}
+        {"key": "llm", "structure": [{"key": key, "title": title} for key, title in LEVEL_COLUMNS]},
+        {
+            "key": "llm_personas",
+            "structure": [{"key": key, "title": title} for key, title in PERSONA_COLUMNS],
+        },
     ]
     web_ui.template_args["extended_csv_files"] = [
         {"href": "/llm", "title": "LLM live view (tokens/s chart)"}
@@ -109,8 +123,12 @@ PAGE = """<!doctype html>
 <div>Output tokens/s <span id="tokps">0</span> &middot; total tokens/s <span id="totps">0</span></div>
 <svg id="chart" width="900" height="260" role="img" aria-label="tokens per second"></svg>
 <table id="levels"><thead></thead><tbody></tbody></table>
+<div id="by-persona" hidden><h2 style="font-size:16px">Per persona</h2>
+<table id="personas"><thead></thead><tbody></tbody></table></div>
 <script>
 const COLUMNS = __COLUMNS__;
+const PERSONA_COLUMNS = __PERSONA_COLUMNS__;
+document.querySelector('#personas thead').innerHTML = '<tr>' + PERSONA_COLUMNS.map(c => '<th>' + c[1] + '</th>').join('') + '</tr>';
 const head = document.querySelector('#levels thead');
 head.innerHTML = '<tr>' + COLUMNS.map(c => '<th>' + c[1] + '</th>').join('') + '</tr>';
 function fmt(v) { return v === null || v === undefined ? '' : (typeof v === 'number' ? v.toLocaleString() : String(v)); }
@@ -146,6 +164,10 @@ async function refresh() {
     document.querySelector('#levels tbody').innerHTML = data.levels.map(r =>
       '<tr class="' + (r.level === data.current_level && data.running ? 'current' : '') + '">' +
       COLUMNS.map(c => '<td>' + fmt(r[c[0]]) + '</td>').join('') + '</tr>').join('');
+    document.getElementById('by-persona').hidden = !data.personas.length;
+    document.querySelector('#personas tbody').innerHTML = data.personas.map(r =>
+      '<tr class="' + (r.level === data.current_level && data.running ? 'current' : '') + '">' +
+      PERSONA_COLUMNS.map(c => '<td>' + fmt(r[c[0]]) + '</td>').join('') + '</tr>').join('');
     drawChart(data.series);
   } catch (e) { /* the master may be restarting; try again */ }
 }
