@@ -27,6 +27,7 @@ STEPS_COLUMNS = (
     "target_requests",
     "time_cap",
     "stop_reason",
+    "rate",
 )
 
 #: the requests.csv columns the analysis reads (the rest are for people reading the file)
@@ -53,6 +54,7 @@ ANALYSIS_COLUMNS: tuple[str, ...] = (
     "conversation",
     "turn",
     "cached_tokens",
+    "queued_s",
 )
 
 
