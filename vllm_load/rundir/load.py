@@ -126,7 +126,7 @@ def read_requests_frame(path: str, columns: Iterable[str] | None = None) -> pd.D
     frame = pd.read_csv(path, usecols=usecols, dtype=dtypes, keep_default_na=True, engine="c")
     for c in wanted:
         if c not in frame.columns:
-            frame[c] = pd.Series(pd.NA, index=frame.index, dtype=PANDAS_DTYPES.get(c, "float64"))
+            frame[c] = pd.Series(None, index=frame.index, dtype=PANDAS_DTYPES.get(c, "float64"))
     return frame[wanted]
 
 
