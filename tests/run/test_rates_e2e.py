@@ -79,3 +79,8 @@ def test_a_rate_far_above_capacity_is_reported_as_not_kept_up(tmp_path):
     verdict = rate_verdicts(metrics, poisson_arrivals(run))[0]
     assert verdict.short and verdict.growing
     assert "could not keep up" in proc.stdout and "150.00 requests/s: achieved" in proc.stdout
+    report = tmp_path / "report" / "rate.html"
+    run_vllm_load("report", only_run_dir(tmp_path), "-o", str(report))
+    markdown = (tmp_path / "report" / "rate.md").read_text()
+    assert "The target could not keep up at 150 requests/s" in markdown
+    assert "requests/s (requested)" not in markdown  # (a chart label: only in the HTML's images)

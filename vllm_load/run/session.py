@@ -43,21 +43,25 @@ logger = logging.getLogger("vllm_load")
 # The last level's drain may last a request timeout, plus this for the last reports to arrive.
 DRAIN_SLACK = 10.0
 DRAIN_MESSAGE = "vllm_load_drain"  # master -> workers: the last level is over, send nothing new
-RATE_MESSAGE = "vllm_load_rate"  # master -> a worker: [its rate, phase, arrivals] for a level
+RATE_MESSAGE = "vllm_load_rate"  # master -> a worker: its rate, phase and arrivals for a level
 
 
 def level_plan(settings: Settings) -> LevelPlan:
     """The stepped plan of these settings: --rates' open-loop levels, else --levels' users."""
-    counts = dict(
-        warmup_requests=settings.warmup_requests,
-        requests_per_level=settings.requests_per_level,
-        level_time_cap=settings.level_time_cap,
-        cooldown=settings.level_cooldown,
-        drain_timeout=settings.request_timeout + DRAIN_SLACK,
-    )
+    warmup, measured = settings.warmup_requests, settings.requests_per_level
+    cap, cooldown = settings.level_time_cap, settings.level_cooldown
+    drain = settings.request_timeout + DRAIN_SLACK
     if settings.rates:
-        return LevelPlan.open_loop(tuple(settings.rates), settings.max_in_flight, **counts)
-    return LevelPlan(tuple(settings.levels), **counts)
+        return LevelPlan.open_loop(
+            tuple(settings.rates),
+            settings.max_in_flight,
+            warmup_requests=warmup,
+            requests_per_level=measured,
+            level_time_cap=cap,
+            cooldown=cooldown,
+            drain_timeout=drain,
+        )
+    return LevelPlan(tuple(settings.levels), warmup, measured, cap, cooldown, drain)
 
 
 class RunSession:
@@ -278,7 +282,8 @@ class RunSession:
         workers = sorted(c.id for c in runner.clients.all if c.state != STATE_MISSING)
         for index, worker in enumerate(workers):
             share, phase = process_share(rate, len(workers), index)
-            runner.send_message(RATE_MESSAGE, [share, phase, kind], client_id=worker)
+            message = {"rate": share, "phase": phase, "kind": kind}
+            runner.send_message(RATE_MESSAGE, message, client_id=worker)
 
     def add_health(self, sample: dict, worker: str) -> None:
         """One load process's CPU and loop lag over its last report interval, with its level."""

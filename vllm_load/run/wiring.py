@@ -162,7 +162,7 @@ def _install_worker(environment, runner) -> None:
         data["vllm_flight"] = [context.draining, context.in_flight]
 
     runner.register_message(DRAIN_MESSAGE, lambda **_kw: context.start_draining())
-    runner.register_message(RATE_MESSAGE, lambda msg, **_kw: context.arrivals.start(*msg.data))
+    runner.register_message(RATE_MESSAGE, lambda msg, **_kw: context.arrivals.start(**msg.data))
 
     @environment.events.test_stop.add_listener
     def _(**_kw):
