@@ -248,7 +248,9 @@ def write_synthetic_run(base_dir: str, spec: SyntheticRun | None = None) -> str:
         requests[col] = requests[col].astype("Int64")
     floats = [c for c in requests.columns if requests[c].dtype == np.float64]
     requests[floats] = requests[floats].round(7)  # as records.py writes them
-    requests[list(COLUMNS)].to_csv(os.path.join(run_dir, "requests.csv"), index=False)
+    # columns the synthetic requests do not model (personas, conversations, cache, queueing)
+    requests = requests.reindex(columns=list(COLUMNS))
+    requests.to_csv(os.path.join(run_dir, "requests.csv"), index=False)
     steps_frame.to_csv(os.path.join(run_dir, "steps.csv"), index=False)
     _history(requests, steps_frame).to_csv(
         os.path.join(run_dir, "locust_stats_history.csv"), index=False
