@@ -18,6 +18,7 @@ from .values import (
     load_meta_file,
     parse_levels,
     parse_meta,
+    parse_rates,
     parse_temperature,
     parse_think_time,
 )
@@ -26,6 +27,7 @@ from .workload.lengths import length_argument
 
 DEFAULT_LEVELS = "10,50,100,200,500,750,1000"
 ENDPOINTS = ("chat", "completions")
+ARRIVALS = ("poisson", "constant")
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,23 @@ class Settings:
         "concurrency levels to step through",
         parse=parse_levels,
         shown_default=DEFAULT_LEVELS,
+    )
+    rates: list[float] = option(
+        [],
+        "open-loop request rates (requests/s) to step through instead of --levels: requests "
+        "are sent at each rate whatever the server's speed",
+        parse=parse_rates,
+    )
+    arrivals: str = option(
+        "poisson",
+        "with --rates: poisson (exponential gaps) or constant (even gaps) arrivals",
+        choices=ARRIVALS,
+    )
+    max_in_flight: int = option(
+        1000,
+        "with --rates: at most this many requests in flight in the whole test (the users Locust "
+        "runs); an arrival that finds none free waits, and the wait counts in its latency",
+        rule=AT_LEAST_1,
     )
     input_tokens: int = option(
         2048, "exact prompt length in tokens, chat template included", rule=AT_LEAST_1

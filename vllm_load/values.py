@@ -28,6 +28,20 @@ def parse_levels(text: str) -> list[int]:
     return levels
 
 
+def parse_rates(text: str) -> list[float]:
+    """--rates: comma-separated request rates (per second, positive); empty: concurrency mode."""
+    items = [x for x in str(text or "").replace(" ", "").split(",") if x]
+    try:
+        rates = [float(x) for x in items]
+    except ValueError:
+        raise SettingsError(
+            f"--rates must be comma-separated numbers (requests per second), got {text!r}"
+        ) from None
+    if any(not (r > 0) or r == float("inf") for r in rates):
+        raise SettingsError(f"--rates must all be positive, got {text!r}")
+    return rates
+
+
 HOST_EXAMPLE = "http://127.0.0.1:8000"
 
 

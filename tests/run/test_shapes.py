@@ -85,3 +85,12 @@ def test_a_drain_that_outlasts_its_timeout_ends_the_test():
     ticks = [c.tick(now, lambda level: 1 if now else 0, lambda: 2) for now in (0, 1, 5, 11)]
     assert ticks == [3, 3, 3, None]
     assert [(ch.kind, ch.reason) for ch in c.take_changes()][-1] == ("drained", "drain_timeout")
+
+
+def test_an_open_loop_plan_keeps_its_users_and_says_each_level_rate():
+    plan = LevelPlan.open_loop((5.0, 20.0), 100, warmup_requests=1, requests_per_level=2)
+    c = StepController(plan)
+    assert run_ticks(c, [(0, {}), (1, {0: 2}), (2, {0: 3}), (3, {1: 3})]) == [100, 100, 100, None]
+    starts = [(ch.level, ch.users, ch.rate) for ch in c.take_changes() if ch.kind == "start"]
+    assert starts == [(0, 100, 5.0), (1, 100, 20.0)]
+    assert LevelPlan((4, 8)).rate(0) is None  # a concurrency plan has no rates

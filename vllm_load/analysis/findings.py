@@ -24,7 +24,10 @@ def findings(
     curve: pd.DataFrame, sat: Saturation, n_runs: int, rule: SaturationRule = SaturationRule()
 ) -> list[str]:
     """Key findings of one series as sentences built from its numbers: throughput and latency from
-    the levels `sat` kept, then every level with failures, then the checks on the whole curve."""
+    the levels `sat` kept, then every level with failures, then the checks on the whole curve.
+    The levels are named as `sat.axis` says (users, or requests/s)."""
+    noun = sat.axis.noun
+    more = "load" if sat.axis.rate else "concurrency"
     full = (
         curve[~np.isnan(column(curve, f"{THROUGHPUT}_mean"))]
         .sort_values("users")
@@ -45,7 +48,7 @@ def findings(
     if sat.saturated and sat.saturation is not None:
         s = sat.saturation
         text = (
-            f"Throughput saturates at ~{users_text(s.users)} concurrent: {s.tok_per_s:,.0f} tok/s there, against a "
+            f"Throughput saturates at ~{users_text(s.users)} {noun}: {s.tok_per_s:,.0f} tok/s there, against a "
             f"peak of {sat.peak.tok_per_s:,.0f} tok/s at {users_text(sat.peak.users)}"
         )
         cost = sat.past_saturation
@@ -55,12 +58,12 @@ def findings(
             and cost.e2e_p99_change > 0.05
         ):
             text += (
-                f"; more concurrency only adds latency (p99 E2E {_s(cost.e2e_p99_from)} at {users_text(cost.from_users)} "
+                f"; more {more} only adds latency (p99 E2E {_s(cost.e2e_p99_from)} at {users_text(cost.from_users)} "
                 f"→ {_s(cost.e2e_p99_to)} at {users_text(cost.to_users)}, {_pct(cost.e2e_p99_change)}, for "
                 f"{_pct(cost.throughput_change)} throughput)."
             )
         else:
-            text += "; more concurrency adds no throughput."
+            text += f"; more {more} adds no throughput."
         out.append(text)
     else:
         prev = level_point(curve, len(curve) - 2) if len(curve) > 1 else None
@@ -71,13 +74,13 @@ def findings(
         )
         if top.users == full["users"].iloc[-1]:
             out.append(
-                f"Throughput is still rising at the highest tested level ({users_text(top.users)} concurrent: "
+                f"Throughput is still rising at the highest tested level ({users_text(top.users)} {noun}: "
                 f"{top.tok_per_s:,.0f} tok/s{gain}): not saturated within the tested levels; test higher "
-                "concurrency."
+                f"{more}."
             )
         else:
             out.append(
-                f"Throughput is still rising at the highest level kept ({users_text(top.users)} concurrent: "
+                f"Throughput is still rising at the highest level kept ({users_text(top.users)} {noun}: "
                 f"{top.tok_per_s:,.0f} tok/s{gain}); the levels above it had failed requests, so where "
                 "throughput saturates is not known."
             )
@@ -87,7 +90,7 @@ def findings(
         sc = sat.scaling
         note = f" ({sc.note()})" if sc.substituted else ""
         out.append(
-            f"Throughput scales {sc.ratio:.1f}x from {users_text(sc.from_users)} to {users_text(sc.to_users)} concurrent{note}."
+            f"Throughput scales {sc.ratio:.1f}x from {users_text(sc.from_users)} to {users_text(sc.to_users)} {noun}{note}."
         )
     ttft = column(curve, "ttft_p99_mean")
     if (
@@ -103,14 +106,14 @@ def findings(
         )
     if not sat.failed:
         out.append(
-            f"100% success at every tested level (up to {users_text(full['users'].iloc[-1])} concurrent)."
+            f"100% success at every tested level (up to {users_text(full['users'].iloc[-1])} {noun})."
         )
     out.extend(f.sentence(rule.max_failed_share) for f in sat.failed)
     cov = column(curve, f"{THROUGHPUT}_cov")
     curve = full  # the checks below are about every level
     achieved = column(curve, "achieved_concurrency_mean")
     users = column(curve, "users")
-    short = np.flatnonzero(achieved < 0.9 * users)
+    short = np.flatnonzero(achieved < 0.9 * users) if not sat.axis.rate else np.array([], int)
     if short.size:
         i = int(short[0])
         out.append(
@@ -122,7 +125,7 @@ def findings(
         late = curve.loc[curve["client_late"].astype(bool), "users"]
         out.append(
             f"The client was late at {len(late)} of {len(curve)} level(s) ({', '.join(users_text(u) for u in late)} "
-            "concurrent): chunks came together in its reads or a load process waited for a CPU, so TTFT and "
+            f"{noun}): chunks came together in its reads or a load process waited for a CPU, so TTFT and "
             "ITL there are the client's reading, and throughput may be held back by the client; give the "
             "client CPUs of its own (or more workers) and repeat."
         )

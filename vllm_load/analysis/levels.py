@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from .hist import hist_percentiles, merge_hist_column
+from .rates import RATE_COLUMNS, rate_figures
 from .window_rates import RequestSpans, work_in_window
 
 PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
@@ -51,6 +52,7 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "output_tok_per_s",
     "input_tok_per_s",
     "achieved_concurrency",
+    *RATE_COLUMNS,
     *(f"{lat}_p{p}" for lat in LATENCIES for p in PERCENTILES),
     "prompt_exact_share",
     "completion_exact_share",
@@ -134,7 +136,8 @@ def level_plan(steps: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
     else:
         plan = pd.DataFrame({"level": pd.Series([], dtype=np.int64)})
     out = pd.DataFrame({"level": plan["level"].to_numpy(np.int64)})
-    for col in ("users", "start_ts", "end_ts", "warmup_requests", "target_requests", "time_cap"):
+    columns = ("users", "start_ts", "end_ts", "warmup_requests", "target_requests", "time_cap")
+    for col in (*columns, "rate"):
         out[col] = _num(plan[col]) if col in plan else np.nan
     reason = plan["stop_reason"] if "stop_reason" in plan else pd.Series([""] * len(plan))
     out["stop_reason"] = reason.astype("string").fillna("").to_numpy(dtype=object)
@@ -176,6 +179,7 @@ def level_plan(steps: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
                     "target_requests": default_t,
                     "time_cap": np.nan,
                     "stop_reason": "",
+                    "rate": np.nan,
                 }
             )
             out = pd.concat([out, extra], ignore_index=True) if len(out) else extra
@@ -314,6 +318,17 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
         q = _group_quantiles(measured_frame[lat].to_numpy(), g, n_levels)
         for j, p in enumerate(PERCENTILES):
             out[f"{lat}_p{p}"] = q[:, j]
+    queued = _num(sub["queued_s"]) if "queued_s" in sub else np.full(len(sub), np.nan)
+    figures = rate_figures(
+        plan["rate"].to_numpy(np.float64),
+        g,
+        _num(sub["start_ts"]),
+        _num(sub["ttft"]),
+        queued,
+        window_s,
+    )
+    for col, values in figures.items():
+        out[col] = values
     itl_counts = merge_hist_column(sub["itl_hist"], g, n_levels)
     q = hist_percentiles(itl_counts, PERCENTILES)
     for j, p in enumerate(PERCENTILES):
@@ -372,40 +387,73 @@ TABLE_COLUMNS: tuple[tuple[str, str, float, str], ...] = (
 )
 
 
+#: in rate mode (--rates) the rate columns lead instead of the users
+RATE_TABLE_COLUMNS: tuple[tuple[str, str, float, str], ...] = (
+    ("rate req/s", "requested_rate", 1, ",.2f"),
+    ("achieved", "achieved_rate", 1, ",.2f"),
+    ("in flight", "achieved_concurrency", 1, ",.1f"),
+    ("queued p50 ms", "queued_p50", 1000, ",.1f"),
+    ("queued p99 ms", "queued_p99", 1000, ",.1f"),
+    *TABLE_COLUMNS[3:],
+)
+
 #: what marks a latency the client could not date (the level was client-late)
 LATE_MARK = "*"
+#: what marks an achieved rate the target could not keep up with
+BEHIND_MARK = "!"
 
 
-def format_level_table(metrics: pd.DataFrame, late: dict[int, str] | None = None) -> str:
+def format_level_table(
+    metrics: pd.DataFrame, late: dict[int, str] | None = None, behind: dict[int, str] | None = None
+) -> str:
     """A fixed-width text table of `level_metrics` for the terminal (empty string for no levels).
 
     `late` ({level: why}, from `analysis.client_side.late_levels`) marks the TTFT and ITL of
     those levels with `LATE_MARK`, and a legend under the table says why they are not trustworthy.
+    Open-loop levels (a requested rate) get the rate columns; `behind` ({level: why}, from
+    `analysis.rates.rate_verdicts`) marks the achieved rate of those the target could not keep
+    up with, with `BEHIND_MARK` and a legend.
     """
     if metrics is None or metrics.empty:
         return ""
-    late = late or {}
-    rows = [[h for h, *_ in TABLE_COLUMNS]]
+    late, behind = late or {}, behind or {}
+    rated = "requested_rate" in metrics and bool(metrics["requested_rate"].notna().any())
+    columns = RATE_TABLE_COLUMNS if rated else TABLE_COLUMNS
+    rows = [[h for h, *_ in columns]]
     for rec in metrics.to_dict("records"):
-        mark = LATE_MARK if rec.get("level") in late else " " if late else ""
+        lv = rec.get("level")
+        marks = {
+            "ttft_": LATE_MARK if lv in late else " " if late else "",
+            "itl_": LATE_MARK if lv in late else " " if late else "",
+            "achieved_rate": BEHIND_MARK if lv in behind else " " if behind else "",
+        }
         rows.append(
             [
                 _fmt(rec.get(col, math.nan) * scale if rec.get(col) is not None else math.nan, spec)
-                + (mark if col.startswith(("ttft_", "itl_")) else "")
-                for _, col, scale, spec in TABLE_COLUMNS
+                + next((m for key, m in marks.items() if col.startswith(key)), "")
+                for _, col, scale, spec in columns
             ]
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(TABLE_COLUMNS))]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(columns))]
     lines = ["  ".join(cell.rjust(wd) for cell, wd in zip(row, widths)) for row in rows]
     lines.insert(1, "  ".join("-" * wd for wd in widths))
-    users = dict(zip(metrics["level"], metrics["users"]))
-    marked = [(lv, why) for lv, why in sorted(late.items()) if lv in users]
+    names = {
+        lv: f"{rate:,.2f} requests/s" if rated else f"{users:,.0f} users"
+        for lv, users, rate in zip(
+            metrics["level"], metrics["users"], metrics.get("requested_rate", metrics["users"])
+        )
+    }
+    marked = [(lv, why) for lv, why in sorted(late.items()) if lv in names]
     if marked:
         lines.append(
             f"{LATE_MARK} client late: TTFT and ITL not trustworthy (chunks came together in reads and "
             "could not be dated apart, or the load process waited for a CPU):"
         )
-        lines += [f"  {users[lv]:,.0f} users: {why}" for lv, why in marked]
+        lines += [f"  {names[lv]}: {why}" for lv, why in marked]
+    marked = [(lv, why) for lv, why in sorted(behind.items()) if lv in names]
+    if marked:
+        lines.append(f"{BEHIND_MARK} the target could not keep up with the requested rate:")
+        lines += [f"  {names[lv]}: {why}" for lv, why in marked]
     return "\n".join(lines)
 
 

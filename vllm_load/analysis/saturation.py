@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from . import failures
-from .curve import column, users_text
+from .curve import USERS, Axis, column, users_text
 from .decide import Decision, decide
 from .failures import FailedLevel, failed_levels, kept
 from .stats import t_quantile
@@ -148,11 +148,12 @@ class Saturation:
         default_factory=list
     )  # levels with failures, left out or kept
     decision: Decision | None = None  # whether the runs decide the saturation point
+    axis: Axis = USERS  # what the levels are
 
     @property
     def status(self) -> str:
         if self.saturated and self.saturation is not None:
-            return f"~{users_text(self.saturation.users)} concurrent"
+            return f"~{users_text(self.saturation.users)} {self.axis.noun}"
         if self.peak is None:
             return "no level to judge"
         return "not saturated within the tested levels"

@@ -22,6 +22,8 @@ from scipy import stats as sps
 CONFIDENCE = 0.95
 #: settings that say where or how a run was recorded, not what was tested
 RUN_SPECIFIC_SETTINGS = frozenset({"run_dir", "out", "meta", "api_key_set", "model"})
+#: settings of open-loop runs (--rates) only
+OPEN_LOOP_SETTINGS = ("rates", "arrivals", "max_in_flight")
 #: run.json meta keys with this prefix describe the server's configuration: they separate series
 CONFIG_META_PREFIX = "config."
 STAT_SUFFIXES: tuple[str, ...] = ("n", "mean", "std", "ci_low", "ci_high", "cov")
@@ -125,7 +127,14 @@ def comparable_settings(run: dict) -> dict:
     """A run's settings without the fields that differ between repeats of the same test, plus the
     server configuration it was tagged with (`--meta config.max_num_seqs=256`)."""
     settings = run.get("settings") or {}
-    out = {k: v for k, v in sorted(settings.items()) if k not in RUN_SPECIFIC_SETTINGS}
+    # a concurrency run's open-loop options are unused (and absent from older runs), as is an
+    # open-loop run's --levels; `rates` present or not keeps the two kinds in separate series
+    unused = {"levels"} if settings.get("rates") else set(OPEN_LOOP_SETTINGS)
+    out = {
+        k: v
+        for k, v in sorted(settings.items())
+        if k not in RUN_SPECIFIC_SETTINGS and k not in unused
+    }
     meta = run.get("meta") or {}
     out.update(
         {k: str(v) for k, v in sorted(meta.items()) if str(k).startswith(CONFIG_META_PREFIX)}

@@ -23,6 +23,7 @@ from ..settings import Settings
 from ..target.api import HttpError, model_ids, request_json
 from ..tokenization import load_tokenizer
 from ..workload.lengths import LengthDraws
+from .arrivals import Arrivals
 from .clock import hold_receive_timestamps
 from .prompts import (
     CalibrationError,
@@ -121,6 +122,8 @@ class LoadContext:
         self.plan: PromptPlan | None = None
         self._lengths: LengthDraws | None = None
         self.extras: dict[str, object] = {}  # what one kind of user shares per process and test
+        # with --rates; kept across `reset`, which a local test runs after its first level starts
+        self.arrivals = Arrivals()
 
     @classmethod
     def of(cls, environment) -> "LoadContext":
@@ -176,6 +179,7 @@ class LoadContext:
     def start_draining(self) -> None:
         """The test is draining (`steps`): users finish the request they have and send no other."""
         self.draining = True
+        self.arrivals.stop()
 
     def park(self) -> None:
         """Where a user waits, sending nothing, once the test drains; the end of the test stops it."""

@@ -6,6 +6,11 @@ before any repeats), sends its turns one after another with the history of the t
 and between conversations, and gives up on a conversation at its first failed turn (the failure
 is recorded). A one-turn entry (a file of prompts) is one request.
 
+With --rates, conversations start at the process's arrivals (`arrivals.py`) instead of after
+the think time: only a conversation's first turn arrives at the rate; its later turns follow
+it after --think-time each, as people do, so a multi-turn dataset sends more requests per
+second than the rate says.
+
 A turn asks for the output length the file gives; else a draw from --output-lengths; else, for a
 turn with a scripted reply, that reply's length in tokens (as vLLM's benchmarks take ShareGPT's
 output lengths), counted once per process with --tokenizer or the server's /tokenize; else
@@ -92,6 +97,8 @@ def prepare_dataset(settings: Settings, host: str, model: str) -> Dataset:
 class DatasetUser(LLMUser):
     """Plays --dataset's conversations with --think-time between turns (module docstring)."""
 
+    open_loop = True
+
     @classmethod
     def wanted(cls, settings: Settings) -> bool:
         return bool(settings.dataset)
@@ -100,8 +107,11 @@ class DatasetUser(LLMUser):
         super().__init__(environment)
         self._source: DatasetSource | None = None
         self._think = (0.0, 0.0)
+        self._talking = False  # inside a conversation: think time, even with --rates
 
     def wait_time(self) -> float:
+        if self.load_context.settings.rates and not self._talking:
+            return 0.0  # the next conversation starts at an arrival, not after a think
         low, high = self._think
         return random.uniform(low, high) if high > low else low
 
@@ -118,16 +128,22 @@ class DatasetUser(LLMUser):
         context = self.load_context
         settings = context.settings
         conversation = self._source.next()
-        talk = self.conversation(system=conversation.system)
-        for index, turn in enumerate(conversation.turns[: settings.dataset_turns or None]):
-            if index:
-                self.wait()
-            tokens = turn.output_tokens or context.lengths.draw_output()
-            reply = talk.say(
-                turn.user,
-                max_tokens=tokens,
-                reply=turn.reply if settings.scripted_replies else None,
-                **(exact_output(tokens) if settings.vllm_params else {}),
-            )
-            if not reply.ok:
-                return
+        if settings.rates:
+            self.arrive()
+        self._talking = True
+        try:
+            talk = self.conversation(system=conversation.system)
+            for index, turn in enumerate(conversation.turns[: settings.dataset_turns or None]):
+                if index:
+                    self.wait()
+                tokens = turn.output_tokens or context.lengths.draw_output()
+                reply = talk.say(
+                    turn.user,
+                    max_tokens=tokens,
+                    reply=turn.reply if settings.scripted_replies else None,
+                    **(exact_output(tokens) if settings.vllm_params else {}),
+                )
+                if not reply.ok:
+                    return
+        finally:
+            self._talking = False

@@ -167,6 +167,7 @@ class MeasuredRequest:
         "end",
         "json_text",
         "stall_mark",
+        "queued",
         "_on_response",
         "_total",
         "_first_token",
@@ -193,6 +194,7 @@ class MeasuredRequest:
         self.end: float | None = None  # perf_counter() time the response ended
         self.json_text: str | None = None  # the text a whole (non-streamed) response carried
         self.stall_mark: list | None = None  # [0]: perf_counter() time of the last read
+        self.queued = 0.0  # seconds from t0 to when the request was handed to be sent
         self._on_response = on_response
         self._total: gevent.Timeout | None = None
         self._first_token: gevent.Timeout | None = None
@@ -402,6 +404,7 @@ class MeasuredRequest:
             conversation=spec.conversation,
             turn=spec.turn,
             cached_tokens=cached_tokens,
+            queued_s=self.queued,
         )
 
 

@@ -138,6 +138,9 @@ class LLMUser(FastHttpUser):
     #: the built-in test's users send calibrated exact-length prompts: the run calibrates them
     #: (and records the plan) only when a user class in the test says it does
     exact_prompts = False
+    #: whether the class's tasks take their requests' start from --rates' arrivals (`arrive`);
+    #: a test with --rates refuses classes that do not
+    open_loop = False
 
     _conversation_ids = itertools.count()
 
@@ -205,6 +208,11 @@ class LLMUser(FastHttpUser):
             self, f"{self.load_context.process_tag}-c{number}", task or _caller(), system
         )
 
+    def arrive(self) -> None:
+        """Wait for the process's next arrival (--rates, `arrivals.py`): the next request this user
+        sends starts its clock at the arrival's time, so any wait for a free user is inside it."""
+        self._due = self.load_context.arrivals.next()
+
     # -- one request, from body to record -------------------------------------------------------
 
     def _ask(
@@ -240,8 +248,9 @@ class LLMUser(FastHttpUser):
         """Send one request, measure, record and report it; returns what it brought back.
 
         Its clock starts now, or, if this user queued for the pacer after its previous request,
-        when that one ended (`_due`): the wait is in its latency. Once the test drains (its last
-        level is over) nothing new is sent: the user waits here until the test stops it.
+        when that one ended, or at its arrival (`arrive`) (`_due`): the wait is in its latency,
+        and recorded as `queued_s`. Once the test drains (its last level is over) nothing new is
+        sent: the user waits here until the test stops it.
         """
         context = self.load_context
         if context.draining:
@@ -256,6 +265,7 @@ class LLMUser(FastHttpUser):
             t0,
             on_response=None if self._settled else self._settle,
         )
+        request.queued = max(time.perf_counter() - t0, 0.0)
         context.in_flight += 1
         try:
             record = self.measure(request)
@@ -323,9 +333,10 @@ def _caller() -> str:
 class ClosedLoopUser(LLMUser):
     """The built-in stepped test: calibrated exact-length prompts (--input-tokens), exactly
     --output-tokens each (with --vllm-params), sent back to back with no think time, to the API
-    --endpoint names."""
+    --endpoint names; with --rates, each at the next arrival instead."""
 
     exact_prompts = True
+    open_loop = True
     endpoint: str | None = None  # None: from --endpoint
 
     @classmethod
@@ -343,9 +354,15 @@ class ClosedLoopUser(LLMUser):
         anyway, so between two successful requests nothing needs to wait. After a failure
         (which may not have touched the network) the loop returns to Locust's, which yields
         once, so a dead target cannot spin the process.
+
+        With --rates a request is sent at each arrival the user takes, not back to back.
         """
-        while self.send_request() and not user_stopping(self):
-            pass
+        open_loop = bool(self.load_context.settings.rates)
+        while True:
+            if open_loop:
+                self.arrive()
+            if not self.send_request() or user_stopping(self):
+                return
 
     def on_start(self) -> None:
         super().on_start()
@@ -379,7 +396,7 @@ class ClosedLoopUser(LLMUser):
             input_tokens,
             output_tokens,
             user_class=type(self).__name__,
-            task="closed_loop",
+            task="open_loop" if settings.rates else "closed_loop",
         )
         return self.send(spec).ok
 

@@ -22,6 +22,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
 
+from ..analysis.curve import USERS  # noqa: E402
 from ..analysis.hist import bucket_values  # noqa: E402
 from .model import RunSummary, SeriesReport  # noqa: E402
 
@@ -73,16 +74,26 @@ def _figure(width: float = 7.5, height: float = 3.6, ncols: int = 1):
     return fig, list(axes[0])
 
 
-def _log_users_axis(ax, users: Sequence[float]) -> None:
-    """A log concurrency axis labelled with the tested levels (10 → 1000 spans two decades)."""
+def _axis_label(series: Sequence[SeriesReport]) -> str:
+    """The x-axis title for these series' levels: users, requests/s, or both when mixed (each
+    series still has its own curve: runs of the two kinds are never in one series)."""
+    labels = {s.axis.label for s in series}
+    return labels.pop() if len(labels) == 1 else "concurrent users or requests/s (see legend)"
+
+
+def _log_users_axis(ax, users: Sequence[float], label: str = USERS.label) -> None:
+    """A log level axis labelled with the tested levels (10 → 1000 spans two decades)."""
     users = sorted({float(u) for u in users if u == u and u > 0})
     if len(users) >= 2 and users[-1] / users[0] >= 8:
         ax.set_xscale("log")
         ax.set_xticks(users)
-        ax.set_xticklabels([f"{u:,.0f}" for u in users], rotation=45 if len(users) > 8 else 0)
+        ax.set_xticklabels(
+            [f"{u:,.0f}" if u == int(u) else f"{u:,.3g}" for u in users],
+            rotation=45 if len(users) > 8 else 0,
+        )
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.minorticks_off()
-    ax.set_xlabel("concurrent users (requested)")
+    ax.set_xlabel(label)
 
 
 def _col(frame: pd.DataFrame, name: str) -> np.ndarray:
@@ -114,7 +125,7 @@ def throughput_vs_concurrency(series: Sequence[SeriesReport]) -> Chart | None:
             if s.saturation.saturated and sat is not None:
                 ax.axvline(sat.users, linestyle=":", alpha=0.6, color=ax.lines[-1].get_color())
             all_users.extend(users)
-        _log_users_axis(ax, all_users)
+        _log_users_axis(ax, all_users, _axis_label(series))
         ax.set_ylabel("total throughput (tok/s, input + output)")
         ax.set_ylim(bottom=0)
         ax.legend(loc="best")
@@ -141,7 +152,7 @@ def latency_vs_concurrency(series: Sequence[SeriesReport]) -> Chart | None:
         ):
             for s in series:
                 all_users.extend(_plot_with_ci(ax, s, metric, s.label))
-            _log_users_axis(ax, all_users)
+            _log_users_axis(ax, all_users, _axis_label(series))
             ax.set_ylabel("seconds")
             ax.set_ylim(bottom=0)
             ax.set_title(title)

@@ -17,9 +17,11 @@ import pandas as pd
 from ..analysis.breakdown import conversation_summary, persona_table, turn_table
 from ..analysis.client_side import late_levels, level_client_health, read_client_health
 from ..analysis.compare import ModelRow, compare, comparison_findings
+from ..analysis.curve import USERS, Axis, axis_of
 from ..analysis.findings import findings
 from ..analysis.hist import pad_columns
 from ..analysis.levels import METRIC_COLUMNS, error_counts, measure_levels
+from ..analysis.rates import RateRule, poisson_arrivals, rate_verdicts
 from ..analysis.saturation import Saturation, SaturationRule, analyse
 from ..analysis.server_side import level_server_figures, read_server_metrics
 from ..analysis.stats import Series, aggregate, group_runs
@@ -68,6 +70,7 @@ class RunSummary:
     personas: pd.DataFrame | None = None  # per level and user class (`analysis.breakdown`)
     turns: pd.DataFrame | None = None  # per turn of the run's conversations
     conversations: dict | None = None  # the run's conversations as wholes
+    axis: Axis = USERS  # what its levels are (users, or requests/s)
 
 
 @dataclass
@@ -82,6 +85,7 @@ class SeriesReport:
     dist_users: float | None = None
     ttft_at_dist: np.ndarray = field(default_factory=lambda: np.array([]))
     itl_at_dist: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+    axis: Axis = USERS  # what its levels are (users, or requests/s)
 
     @property
     def label(self) -> str:
@@ -163,6 +167,18 @@ def summarize_run(path: str) -> RunSummary:
     if health is not None or data.requests["chunks_merged"].notna().any():
         client_levels = level_client_health(health, meas.metrics, data.requests)
     metrics = with_client_late(meas.metrics.copy(), client_levels)
+    axis = axis_of(data.run)
+    if axis.rate:
+        # the report's curves, charts and tables key levels by `users`: an open-loop run's levels
+        # are its rates (its Locust users, the cap on requests in flight, are in run.json)
+        metrics["users"] = metrics["requested_rate"]
+        verdicts = rate_verdicts(metrics, poisson_arrivals(data.run))
+        metrics["rate_kept_up"] = [
+            verdicts[lv].kept_up if lv in verdicts else None for lv in metrics["level"]
+        ]
+        metrics["rate_behind"] = [
+            verdicts[lv].text() if lv in verdicts else "" for lv in metrics["level"]
+        ]
     metrics.insert(0, "run_id", data.run_id)
     return RunSummary(
         run_id=data.run_id,
@@ -174,7 +190,7 @@ def summarize_run(path: str) -> RunSummary:
         measured=meas.measured[["level", "ttft"]],
         timeline=timeline(data.requests),
         history=data.history,
-        steps=meas.metrics[["level", "users", "level_start", "level_end", "stop_reason"]].copy(),
+        steps=metrics[["level", "users", "level_start", "level_end", "stop_reason"]].copy(),
         errors=error_counts(data.requests),
         client_validation=read_client_validation(path),
         server=server,
@@ -192,6 +208,7 @@ def summarize_run(path: str) -> RunSummary:
         personas=persona_table(meas.labelled, meas.metrics),
         turns=turn_table(meas.labelled),
         conversations=conversation_summary(data.requests),
+        axis=axis,
     )
 
 
@@ -222,6 +239,33 @@ def _curve(runs: Sequence[RunSummary]) -> pd.DataFrame:
     curve["client_late"] = [u in reasons for u in curve["users"]]
     curve["client_late_reason"] = [reasons.get(u, "") for u in curve["users"]]
     return curve
+
+
+def rate_findings(runs: Sequence[RunSummary], rule: RateRule = RateRule()) -> list[str]:
+    """Whether the target kept up with the requested rates of an open-loop series, run by run
+    (`analysis.rates`); nothing for a concurrency series."""
+    behind = [
+        (r.run_id, rec)
+        for r in runs
+        if r.axis.rate
+        for rec in r.metrics.to_dict("records")
+        if rec.get("rate_kept_up") is False
+    ]
+    if not any(r.axis.rate for r in runs):
+        return []
+    if not behind:
+        return [
+            "The target kept up with every requested rate: achieved within "
+            f"{rule.tolerance:.0%} (or the arrivals' own noise) and no queue building up."
+        ]
+    levels = sorted({float(rec["requested_rate"]) for _, rec in behind})
+    out = [
+        f"The target could not keep up at {', '.join(f'{x:,.4g}' for x in levels)} requests/s: "
+        "the requests completed more slowly than they arrived, or their queueing grew through "
+        "the level. " + rule.describe()
+    ]
+    out += [f"Run {run_id}, {rec['rate_behind']}." for run_id, rec in behind]
+    return out
 
 
 def _distributions(report: SeriesReport) -> None:
@@ -268,12 +312,14 @@ def build_report_data(
             r.series_label = g.label
         curve = _curve(members)
         sat = analyse(curve, rule)
+        sat.axis = members[0].axis  # one series, one kind of level (`stats.comparable_settings`)
         report = SeriesReport(
             series=g,
             runs=members,
             curve=curve,
             saturation=sat,
-            findings=findings(curve, sat, g.n_runs, rule),
+            findings=findings(curve, sat, g.n_runs, rule) + rate_findings(members),
+            axis=sat.axis,
         )
         _distributions(report)
         series.append(report)

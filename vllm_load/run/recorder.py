@@ -29,6 +29,7 @@ STEPS_COLUMNS = (
     "target_requests",
     "time_cap",
     "stop_reason",
+    "rate",  # requests/s of an open-loop level (--rates); empty for a concurrency level
 )
 
 
@@ -55,6 +56,7 @@ class LevelRecord:
     time_cap: float
     end_ts: float | None = None
     stop_reason: str = ""
+    rate: float | None = None
 
     def row(self) -> list:
         return [
@@ -66,6 +68,7 @@ class LevelRecord:
             self.target_requests,
             self.time_cap,
             self.stop_reason,
+            "" if self.rate is None else repr(self.rate),
         ]
 
 
@@ -90,9 +93,16 @@ class RunRecorder:
 
     # levels -------------------------------------------------------------------------------
     def start_level(
-        self, level: int, users: int, at: float, warmup: int, target: int, time_cap: float
+        self,
+        level: int,
+        users: int,
+        at: float,
+        warmup: int,
+        target: int,
+        time_cap: float,
+        rate: float | None = None,
     ) -> None:
-        self.levels.append(LevelRecord(level, users, at, warmup, target, time_cap))
+        self.levels.append(LevelRecord(level, users, at, warmup, target, time_cap, rate=rate))
         self._level_starts.append(at)
         self._finished.append(0)
         self.write_steps()

@@ -31,6 +31,7 @@ from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV
 from ..settings import Settings
 from ..target.api import max_model_len, model_ids, target_info
 from ..values import SettingsError, parse_host
+from ..workload.arrivals import process_share
 from .live import LiveStats
 from .recorder import RunRecorder, new_run_dir, utc_iso
 from .server_metrics import MetricsScraper
@@ -42,6 +43,25 @@ logger = logging.getLogger("vllm_load")
 # The last level's drain may last a request timeout, plus this for the last reports to arrive.
 DRAIN_SLACK = 10.0
 DRAIN_MESSAGE = "vllm_load_drain"  # master -> workers: the last level is over, send nothing new
+RATE_MESSAGE = "vllm_load_rate"  # master -> a worker: its rate, phase and arrivals for a level
+
+
+def level_plan(settings: Settings) -> LevelPlan:
+    """The stepped plan of these settings: --rates' open-loop levels, else --levels' users."""
+    warmup, measured = settings.warmup_requests, settings.requests_per_level
+    cap, cooldown = settings.level_time_cap, settings.level_cooldown
+    drain = settings.request_timeout + DRAIN_SLACK
+    if settings.rates:
+        return LevelPlan.open_loop(
+            tuple(settings.rates),
+            settings.max_in_flight,
+            warmup_requests=warmup,
+            requests_per_level=measured,
+            level_time_cap=cap,
+            cooldown=cooldown,
+            drain_timeout=drain,
+        )
+    return LevelPlan(tuple(settings.levels), warmup, measured, cap, cooldown, drain)
 
 
 class RunSession:
@@ -67,6 +87,12 @@ class RunSession:
             if getattr(cls, "wanted", lambda _settings: True)(self.settings)
         ]
         self.all_classes_wanted = len(self.user_classes) == len(environment.user_classes or [])
+        closed = [c.__name__ for c in self.user_classes if not getattr(c, "open_loop", False)]
+        if self.settings.rates and closed:
+            raise SettingsError(
+                f"--rates needs user classes that send at arrivals (the built-in test's); "
+                f"{', '.join(closed)} send(s) back to back: use --levels"
+            )
         user_classes = self.user_classes
         # exact-length prompts are checked and calibrated here only if a user class sends them
         exact = any(getattr(cls, "exact_prompts", False) for cls in user_classes)
@@ -118,16 +144,7 @@ class RunSession:
                 self.settings.api_key or None,
             )
             self._scrape_greenlet = gevent.spawn(self.scraper.run, gevent.sleep)
-        self.controller = StepController(
-            LevelPlan(
-                tuple(self.settings.levels),
-                self.settings.warmup_requests,
-                self.settings.requests_per_level,
-                self.settings.level_time_cap,
-                self.settings.level_cooldown,
-                drain_timeout=self.settings.request_timeout + DRAIN_SLACK,
-            )
-        )
+        self.controller = StepController(level_plan(self.settings))
         self.worker_flights: dict[
             str, tuple[bool, int]
         ] = {}  # worker -> (draining, in flight), as reported
@@ -232,9 +249,19 @@ class RunSession:
                 settings.warmup_requests,
                 settings.warmup_requests + settings.requests_per_level,
                 settings.level_time_cap,
+                change.rate,
             )
             self.live.level_started(change.level, change.users)
-            logger.info("level %d: %d users", change.level, change.users)
+            if change.rate is None:
+                logger.info("level %d: %d users", change.level, change.users)
+            else:
+                self._send_rate(change.rate)
+                logger.info(
+                    "level %d: %g requests/s, at most %d in flight",
+                    change.level,
+                    change.rate,
+                    change.users,
+                )
         else:
             self.recorder.end_level(change.level, change.at, change.reason)
             logger.info(
@@ -243,8 +270,20 @@ class RunSession:
                 change.reason,
                 self.recorder.finished_in_level(change.level),
             )
-            if change.level == len(settings.levels) - 1:
+            if change.level == len(self.controller.plan.levels) - 1:
                 self.completed = True
+
+    def _send_rate(self, rate: float) -> None:
+        """Start every load process's arrivals at its share of `rate` (`workload.arrivals`)."""
+        runner, kind = self.environment.runner, self.settings.arrivals
+        if not isinstance(runner, MasterRunner):
+            LoadContext.of(self.environment).arrivals.start(rate, 0.0, kind)
+            return
+        workers = sorted(c.id for c in runner.clients.all if c.state != STATE_MISSING)
+        for index, worker in enumerate(workers):
+            share, phase = process_share(rate, len(workers), index)
+            message = {"rate": share, "phase": phase, "kind": kind}
+            runner.send_message(RATE_MESSAGE, message, client_id=worker)
 
     def add_health(self, sample: dict, worker: str) -> None:
         """One load process's CPU and loop lag over its last report interval, with its level."""

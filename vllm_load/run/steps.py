@@ -11,6 +11,11 @@ in-flight requests finish during the next level, so this measures the last level
 others: its requests in flight during the window have rows, and count in its achieved
 concurrency and throughput, instead of being cut off.
 
+With --rates a level is a request rate instead (open loop): every level runs the same users
+(--max-in-flight, the cap on requests in flight), sends at the level's rate, and ends by the
+same rule (W warm-up and K measured requests finished, or its time cap); the last one drains
+the same way.
+
 `StepController` is the decision logic alone (plain data in, plain data out), so it is tested
 without Locust; `vllm_load.run.shape.SteppedShape` adapts it to Locust on the master.
 """
@@ -18,7 +23,7 @@ without Locust; `vllm_load.run.shape.SteppedShape` adapts it to Locust on the ma
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,16 @@ class LevelPlan:
     level_time_cap: float = 1200.0
     cooldown: float = 0.0
     drain_timeout: float = 0.0  # seconds the last level's requests in flight may take to finish
+    rates: tuple[float, ...] = ()  # open loop: each level's rate (requests/s); levels: the users
+
+    @classmethod
+    def open_loop(cls, rates: tuple[float, ...], max_in_flight: int, **counts: Any) -> LevelPlan:
+        """A plan stepping through `rates`, every level with `max_in_flight` users."""
+        return cls((max_in_flight,) * len(rates), rates=rates, **counts)
+
+    def rate(self, level: int) -> float | None:
+        """The level's rate (requests/s) in an open-loop plan, else None."""
+        return self.rates[level] if self.rates else None
 
     @property
     def finish_target(self) -> int:
@@ -45,6 +60,7 @@ class LevelChange:
     users: int
     at: float
     reason: str = ""
+    rate: float | None = None  # the level's rate (requests/s) in an open-loop plan
 
 
 @dataclass
@@ -114,7 +130,7 @@ class StepController:
     def _start(self, level: int, now: float) -> int:
         self.level, self.phase, self.phase_started = level, "running", now
         users = self.plan.levels[level]
-        self.changes.append(LevelChange("start", level, users, now))
+        self.changes.append(LevelChange("start", level, users, now, rate=self.plan.rate(level)))
         return users
 
     def take_changes(self) -> list[LevelChange]:

@@ -17,14 +17,18 @@ def print_summary(run_dir: str) -> None:
         # at call time: pandas stays out of the load processes, which import this module too
         from ..analysis.client_side import late_levels, level_client_health, read_client_health
         from ..analysis.levels import format_level_table, level_metrics
+        from ..analysis.rates import poisson_arrivals, rate_verdicts
         from ..rundir.load import load_run
 
         run = load_run(run_dir)
         abandoned = run.run.get("requests_abandoned", {}).get("total", 0)
         metrics = level_metrics(run.requests, run.steps)
         health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_CSV))
+        verdicts = rate_verdicts(metrics, poisson_arrivals(run.run))
         table = format_level_table(
-            metrics, late_levels(level_client_health(health, metrics, run.requests))
+            metrics,
+            late_levels(level_client_health(health, metrics, run.requests)),
+            {lv: v.text() for lv, v in verdicts.items() if not v.kept_up},
         )
     except Exception as e:  # a summary must never lose the run: say why it is missing instead
         logger.warning("could not summarise the run: %s", e)

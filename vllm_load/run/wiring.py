@@ -32,7 +32,7 @@ from ..settings import add_arguments
 from ..values import SettingsError
 from ..web.auth import add_arguments as add_web_arguments
 from ..web.view import install_web_ui
-from .session import DRAIN_MESSAGE, RunSession
+from .session import DRAIN_MESSAGE, RATE_MESSAGE, RunSession
 
 logger = logging.getLogger("vllm_load")
 
@@ -162,9 +162,11 @@ def _install_worker(environment, runner) -> None:
         data["vllm_flight"] = [context.draining, context.in_flight]
 
     runner.register_message(DRAIN_MESSAGE, lambda **_kw: context.start_draining())
+    runner.register_message(RATE_MESSAGE, lambda msg, **_kw: context.arrivals.start(**msg.data))
 
     @environment.events.test_stop.add_listener
     def _(**_kw):
+        context.arrivals.stop()  # a test stopped mid-level sends nothing until the next starts
         # ship the last records (and Locust's stats with them) before the worker says it stopped
         send_worker_report(runner)
 

@@ -27,6 +27,7 @@ STEPS_COLUMNS = (
     "target_requests",
     "time_cap",
     "stop_reason",
+    "rate",
 )
 
 #: the requests.csv columns the analysis reads (the rest are for people reading the file)
@@ -53,6 +54,7 @@ ANALYSIS_COLUMNS: tuple[str, ...] = (
     "conversation",
     "turn",
     "cached_tokens",
+    "queued_s",
 )
 
 
@@ -124,7 +126,7 @@ def read_requests_frame(path: str, columns: Iterable[str] | None = None) -> pd.D
     frame = pd.read_csv(path, usecols=usecols, dtype=dtypes, keep_default_na=True, engine="c")
     for c in wanted:
         if c not in frame.columns:
-            frame[c] = pd.Series(pd.NA, index=frame.index, dtype=PANDAS_DTYPES.get(c, "float64"))
+            frame[c] = pd.Series(None, index=frame.index, dtype=PANDAS_DTYPES.get(c, "float64"))
     return frame[wanted]
 
 

@@ -49,6 +49,7 @@ class RequestRecord:
     conversation: str = ""  # the conversation it is a turn of ("" outside conversations)
     turn: int = 0  # its turn in that conversation, from 0
     cached_tokens: Optional[int] = None  # prompt tokens the server's prefix cache held, if it says
+    queued_s: Optional[float] = None  # seconds from when it was due (start_ts) to its sending
 
     def to_row(self) -> tuple:
         return _as_row(self)
@@ -91,6 +92,7 @@ PANDAS_DTYPES: dict[str, str] = {
     "conversation": "string",
     "turn": "Int64",
     "cached_tokens": "Int64",
+    "queued_s": "float64",
 }
 
 
