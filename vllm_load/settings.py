@@ -56,7 +56,9 @@ class OptionSpec:
     parse: Callable[[Any], Any] | None = None  # a value as given (text, from the web UI) -> field
     rule: Rule | None = None
     choices: tuple[str, ...] = ()
-    shown_default: str = ""  # the default as written on a command line, when not str(default)
+    # the default as written on a command line (and sent by Locust's web UI), when not the
+    # field's default: a list option's must be text, which the UI hands back as typed
+    shown_default: str | None = None
     repeatable: bool = False  # given once per item (`--meta k=v --meta k2=v2`)
     web_ui: bool = True
     secret: bool = False
@@ -90,6 +92,7 @@ class Settings:
         "open-loop request rates (requests/s) to step through instead of --levels: requests "
         "are sent at each rate whatever the server's speed",
         parse=parse_rates,
+        shown_default="",
     )
     arrivals: str = option(
         "poisson",
@@ -298,7 +301,7 @@ def command_line_default(f: Field, spec: OptionSpec) -> Any:
         return False
     if spec.repeatable:
         return []
-    return spec.shown_default or _default(f)
+    return spec.shown_default if spec.shown_default is not None else _default(f)
 
 
 _TYPES: dict[str, Callable[[Any], Any]] = {"int": int, "float": float, "str": str}

@@ -156,7 +156,8 @@ class LLMUser(FastHttpUser):
         self.load_context = LoadContext.of(environment)
         self._target: Endpoint | None = None
         self._settled = True
-        self._due: float | None = None  # when the next request became due, if it queued since
+        self._due: float | None = None  # the next request's arrival (--rates)
+        self._late = 0.0  # how long the last turnover waited for the pacer (it is in the next t0)
 
     def on_start(self) -> None:
         self._settled = False
@@ -247,16 +248,17 @@ class LLMUser(FastHttpUser):
     def send(self, spec: RequestSpec) -> Reply:
         """Send one request, measure, record and report it; returns what it brought back.
 
-        Its clock starts now, or, if this user queued for the pacer after its previous request,
-        when that one ended, or at its arrival (`arrive`) (`_due`): the wait is in its latency,
-        and recorded as `queued_s`. Once the test drains (its last level is over) nothing new is
+        Its clock starts now, less the time this user's last turnover queued for the pacer
+        (`_late`: with no think time, when the previous request ended), or at its arrival
+        (`arrive`, `_due`): the wait is in its latency, and recorded as `queued_s`. Once the test drains (its last level is over) nothing new is
         sent: the user waits here until the test stops it.
         """
         context = self.load_context
         if context.draining:
             context.park()
-        t0 = self._due if self._due is not None else time.perf_counter()
-        self._due = None
+        now = time.perf_counter()
+        t0 = self._due if self._due is not None else now - self._late
+        self._due, self._late = None, 0.0
         assert self._target is not None  # on_start made it
         request = MeasuredRequest(
             self._target,
@@ -297,7 +299,9 @@ class LLMUser(FastHttpUser):
         finally:  # (a request that ended is recorded even if the user is stopped meanwhile)
             record = request.record(self.load_context.worker_name)
             self.report(request, record)
-        self._due = due if queued else None
+        # the turnover waited: whatever this user does next (a request at once, or after its
+        # think time) was due that much earlier
+        self._late = time.perf_counter() - due if queued else 0.0
         return record
 
     def report(self, request: MeasuredRequest, record: RequestRecord) -> None:
