@@ -40,7 +40,7 @@ def test_readme_locustfile_runs_with_personas_and_conversations(tmp_path, worker
             "--levels",
             "4,12",
             "--requests-per-level",
-            "24",
+            "20",
             "--warmup-requests",
             "4",
             "--out",
@@ -77,6 +77,7 @@ def test_readme_locustfile_runs_with_personas_and_conversations(tmp_path, worker
         if len(group) == 2:
             first, second = group.sort_values("turn").itertuples()
             assert second.start_ts >= first.end_ts + 0.4, group
+            assert second.queued_s < 0.4, group  # the think time is not client-side queueing
 
     report = tmp_path / "report.html"
     run_vllm_load("report", run_dir, "-o", str(report), "--quiet")
