@@ -135,6 +135,21 @@ class Settings:
     dataset_turns: int = option(
         0, "play at most this many turns of each dataset conversation (0: all)", rule=NOT_NEGATIVE
     )
+    dataset_min_prompt: int = option(
+        0,
+        "skip dataset conversations whose first prompt (system + user) has fewer tokens",
+        rule=NOT_NEGATIVE,
+    )
+    dataset_max_prompt: int = option(
+        0,
+        "skip dataset conversations whose first prompt has more tokens (0: no limit)",
+        rule=NOT_NEGATIVE,
+    )
+    dataset_max_output: int = option(
+        0,
+        "skip dataset conversations with a turn asking for more output tokens (0: no limit)",
+        rule=NOT_NEGATIVE,
+    )
     scripted_replies: bool = option(
         False, "carry the dataset's own replies as history instead of the server's"
     )

@@ -15,6 +15,9 @@ import sys
 import pytest
 from support import ROOT
 
+# a held load of its own (~20 s): run with -m slow after changing the bench
+pytestmark = pytest.mark.slow
+
 NUMBER = r"[-+]?[\d,]*\.?\d+"
 USERS = 50
 

@@ -43,6 +43,7 @@ def capacity_row(out: str, load: str, client: str) -> list[str]:
     return line.split(f" {client} ", 1)[1].replace("%", "").split()
 
 
+@pytest.mark.slow  # a load run of its own (~20 s): run with -m slow after changing the bench
 @pytest.mark.timeout(180)
 def test_client_capacity_quick(tmp_path):
     out = run_bench("client_capacity.py", tmp_path)
@@ -69,6 +70,7 @@ def test_client_capacity_quick(tmp_path):
         assert re.search(r"(PASS|FAIL)  " + target, out), (target, out)
 
 
+@pytest.mark.slow  # a load run of its own (~15 s): run with -m slow after changing the bench
 @pytest.mark.timeout(180)
 def test_timing_accuracy_quick(tmp_path):
     out = run_bench("timing_accuracy.py", tmp_path)

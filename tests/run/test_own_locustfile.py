@@ -24,7 +24,9 @@ def readme_locustfile() -> str:
     return match.group(1)
 
 
-@pytest.mark.parametrize("workers", [0, 2])
+# in one process the same users run as through workers (test_locustfiles runs personas.py so);
+# the single-process variant of this one is in the slow set
+@pytest.mark.parametrize("workers", [pytest.param(0, marks=pytest.mark.slow), 2])
 def test_readme_locustfile_runs_with_personas_and_conversations(tmp_path, workers):
     locustfile = tmp_path / "my_workload.py"
     locustfile.write_text(readme_locustfile(), encoding="utf-8")

@@ -24,6 +24,8 @@ def test_dataset_conversations_carry_history_and_hit_the_prefix_cache(tmp_path):
             sim.url,
             "--dataset",
             "sample",
+            "--dataset-max-prompt",
+            "200",
             "--think-time",
             "0.05,0.2",
             "--levels",
@@ -41,6 +43,10 @@ def test_dataset_conversations_carry_history_and_hit_the_prefix_cache(tmp_path):
     requests, steps, run, _ = load_run_files(run_dir)
     assert run["outcome"] == "completed" and run["user_classes"] == {"DatasetUser": 1}
     assert run["settings"]["dataset"] == "sample" and run["prompts"] is None
+    # the length filter counted first prompts with the server's /tokenize and skipped the long ones
+    workload = run["workload"]["DatasetUser"]
+    assert workload["skipped"].get("prompt over max_prompt", 0) > 0, workload
+    assert workload["conversations"] + sum(workload["skipped"].values()) == 150
     assert requests["ok"].all(), requests["error_message"].dropna().tolist()
     assert set(requests["user_class"]) == {"DatasetUser"}
     assert set(requests["task"]) == {"dataset_conversation"}
@@ -56,6 +62,7 @@ def test_dataset_conversations_carry_history_and_hit_the_prefix_cache(tmp_path):
     # from /metrics), and never a first turn's prompt beyond a shared template prefix
     assert (later["cached_tokens"].fillna(0) > 0).mean() > 0.9
     first = requests[requests["turn"] == 0]
+    assert first["prompt_tokens"].max() <= 200 + 32  # (+ the chat template's own tokens)
     assert (first["cached_tokens"].fillna(0) < first["prompt_tokens"] / 2).all()
     metrics = level_metrics(requests, steps)
     assert (metrics["completion_exact_share"] == 1.0).all()

@@ -29,7 +29,7 @@ from locust import task
 
 from ..settings import Settings
 from ..tokenization import load_tokenizer
-from ..values import think_range
+from ..values import SettingsError, think_range
 from ..workload.datasets import Conversation, Dataset, dataset_path, load_dataset
 from ..workload.sampling import DatasetSampler, filter_by_length
 from .context import LoadContext
@@ -68,14 +68,20 @@ class DatasetSource:
 
 def prepare_dataset(settings: Settings, host: str, model: str) -> Dataset:
     """The --dataset file, with scripted replies' token counts as output lengths where the file
-    gives none and --output-lengths does not draw them."""
+    gives none and --output-lengths does not draw them, and the --dataset-*-prompt/-output
+    filters applied (they count tokens: --tokenizer or the server's /tokenize)."""
     dataset = load_dataset(dataset_path(settings.dataset))
+    filters = {
+        "min_prompt": settings.dataset_min_prompt or None,
+        "max_prompt": settings.dataset_max_prompt or None,
+        "max_output": settings.dataset_max_output or None,
+    }
     needs_counts = not settings.output_lengths and any(
         turn.output_tokens is None and turn.reply
         for conversation in dataset.conversations
         for turn in conversation.turns
     )
-    if not needs_counts:
+    if not needs_counts and not any(filters.values()):
         return dataset
     counter: TokenCounter
     if settings.tokenizer:
@@ -83,6 +89,11 @@ def prepare_dataset(settings: Settings, host: str, model: str) -> Dataset:
     else:
         server = ServerTokenCounter(host, model, api_key=settings.api_key or None)
         if not server.available():
+            if any(filters.values()):
+                raise SettingsError(
+                    f"--dataset-min-prompt/--dataset-max-prompt/--dataset-max-output count "
+                    f"tokens: {host} has no /tokenize, so pass --tokenizer PATH"
+                )
             logger.warning(
                 "no /tokenize on %s and no --tokenizer: turns without an output length in the "
                 "file ask for --output-tokens (%d)",
@@ -91,7 +102,9 @@ def prepare_dataset(settings: Settings, host: str, model: str) -> Dataset:
             )
             return dataset
         counter = server
-    return filter_by_length(dataset, counter.count_text, reply_as_output=True)
+    return filter_by_length(
+        dataset, counter.count_text, reply_as_output=not settings.output_lengths, **filters
+    )
 
 
 class DatasetUser(LLMUser):
@@ -102,6 +115,17 @@ class DatasetUser(LLMUser):
     @classmethod
     def wanted(cls, settings: Settings) -> bool:
         return bool(settings.dataset)
+
+    @classmethod
+    def prepare_run(cls, settings: Settings, host: str, model: str) -> dict | None:
+        dataset = prepare_dataset(settings, host, model)
+        logger.info("dataset: %s", dataset.describe())
+        return {
+            "dataset": settings.dataset,
+            "conversations": len(dataset.conversations),
+            "turns": sum(len(c.turns) for c in dataset.conversations),
+            "skipped": dict(dataset.skip_reasons),
+        }
 
     def __init__(self, environment) -> None:
         super().__init__(environment)

@@ -145,6 +145,12 @@ class LLMUser(FastHttpUser):
     _conversation_ids = itertools.count()
 
     @classmethod
+    def prepare_run(cls, settings: Settings, host: str, model: str) -> dict | None:
+        """Checked once on the master before any load is sent (raise `SettingsError` to stop the
+        test with one line); what it returns is recorded in run.json's `workload`."""
+        return None
+
+    @classmethod
     def wanted(cls, settings: Settings) -> bool:
         """Whether this class takes part in a test with these settings: a locustfile's own
         classes always do; the built-in locustfile holds the synthetic test's and the dataset's,

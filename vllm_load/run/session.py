@@ -99,6 +99,12 @@ class RunSession:
         if exact:
             self.settings.check_fits(max_model_len(self.target.get("models"), self.model))
         plan = prompt_plan(host, self.model, self.settings) if exact else None
+        workload = {
+            cls.__name__: info
+            for cls in user_classes
+            if (prepare := getattr(cls, "prepare_run", None)) is not None
+            and (info := prepare(self.settings, host, self.model)) is not None
+        }
         run_dir = self.settings.run_dir or new_run_dir(self.settings.out, self.model)
         runner = environment.runner
         self.recorder = RunRecorder(
@@ -123,6 +129,7 @@ class RunSession:
                 },
                 "prompts": plan.to_json() if plan is not None else None,
                 "user_classes": {cls.__name__: cls.weight for cls in user_classes},
+                "workload": workload,
                 "started_at": utc_iso(),
                 "workers_lost": [],
             },
