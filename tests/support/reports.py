@@ -9,6 +9,7 @@ import re
 from PIL import Image
 
 from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
+from vllm_load.rundir.synthetic_personas import Persona
 
 #: the levels of every synthetic run
 LEVELS = (10, 50, 100, 200)
@@ -22,6 +23,20 @@ def synthetic_runs(base, n, model="synthetic/model-8b", **kwargs):
     return [
         write_synthetic_run(str(base), SyntheticRun(model=model, seed=i, **spec)) for i in range(n)
     ]
+
+
+#: two personas: chatters holding four-turn conversations, and RAG users twice as slow
+PERSONAS = (
+    Persona("Chat", weight=3, turns=4, turn_tokens=256),
+    Persona("Rag", weight=1, latency_scale=2.0),
+)
+
+
+def persona_runs(base, n, personas=PERSONAS, **kwargs):
+    """`synthetic_runs` whose users are `personas` (enough requests that each has some at
+    every level)."""
+    kwargs = {**dict(requests_per_level=200, warmup_requests=20), **kwargs}
+    return synthetic_runs(base, n, personas=personas, **kwargs)
 
 
 def embedded_pngs(html: str) -> list[Image.Image]:

@@ -21,7 +21,7 @@ from .. import __version__
 from ..analysis import server_side
 from ..analysis.client_side import LATE_RULE
 from ..analysis.saturation import SaturationRule
-from . import charts
+from . import charts, persona_charts
 from .model import ReportData, RunSummary, SeriesReport, build_report_data
 from .summary import summary_dict, write_summary_csv
 
@@ -53,6 +53,8 @@ class RunView:
     validation: dict | None = None
     lost_levels: set = field(default_factory=set)
     server_chart: charts.Chart | None = None
+    persona_chart: charts.Chart | None = None  # when the run had several personas
+    turn_chart: charts.Chart | None = None  # when it held conversations
 
 
 # --- formatting filters ---------------------------------------------------------------------------
@@ -284,6 +286,8 @@ def _views(
                 chart=charts.run_timeline(r),
                 validation=r.client_validation,
                 server_chart=charts.server_state(r),
+                persona_chart=persona_charts.persona_levels(r),
+                turn_chart=persona_charts.turns(r),
             )
         )
         progress.step(f"charts: run {r.run_id}")

@@ -127,6 +127,11 @@ def summary_dict(data: ReportData) -> dict:
                     "client_levels": _records(r.client_levels)
                     if r.client_levels is not None
                     else None,
+                    # `analysis.breakdown`'s tables: [] / {} when the run had one persona / no
+                    # conversations (turns from 0, as in requests.csv)
+                    "personas": _records(r.personas) if r.personas is not None else [],
+                    "turns": _records(r.turns) if r.turns is not None else [],
+                    "conversations": r.conversations or {},
                 }
                 for r in data.runs
             ],
@@ -210,6 +215,26 @@ def summary_rows(summary: dict) -> Iterator[tuple]:
                 "count",
                 err["count"],
             )
+        yield from _breakdown_rows(run)
+
+
+def _breakdown_rows(run: dict) -> Iterator[tuple]:
+    """A run's per-persona (`<persona>.<figure>` at its level), per-turn (`turn<n>.<figure>`,
+    turns from 0) and conversation rows."""
+    series, run_id = run["series"], run["run_id"]
+    for row in run.get("personas") or []:
+        for column, value in row.items():
+            if column in ("users", "user_class") or value is None:
+                continue
+            metric = f"{row['user_class']}.{column}"
+            yield ("persona", series, run_id, row.get("users"), metric, "value", value)
+    for row in run.get("turns") or []:
+        for column, value in row.items():
+            if column != "turn" and value is not None:
+                yield ("turn", series, run_id, "", f"turn{row['turn']}.{column}", "value", value)
+    for name, value in (run.get("conversations") or {}).items():
+        if value is not None:
+            yield ("conversations", series, run_id, "", name, "value", value)
 
 
 def write_summary_csv(summary: dict, path: str) -> int:

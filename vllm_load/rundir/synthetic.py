@@ -5,6 +5,11 @@ decode together, each decode step gets slower as the batch grows, and users beyo
 wait in a queue (their wait shows in TTFT). So throughput rises with concurrency and
 flattens at `max_num_seqs`, as a real vLLM server does. Every file follows
 docs/run-format.md. Generation is vectorised: a million requests take seconds.
+
+With `personas`, each user is one persona (Locust user class) for the whole run: its requests
+are slower or faster by the persona's `latency_scale`, and a persona with `turns` holds
+conversations whose prompt grows by `turn_tokens` a turn (the earlier turns prefix-cached).
+Without personas a run is what it always was: the persona columns stay at their defaults.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import pandas as pd
 
 from .histogram import LogHistogram
 from .records import COLUMNS, RequestRecord
+from .synthetic_personas import Persona, PersonaShape, label_requests
 
 POOL = 48  # distinct per-request ITL patterns per level
 
@@ -51,6 +57,7 @@ class SyntheticRun:
     cooldown: float = 2.0
     seed: int = 0
     start_ts: float = 1_790_000_000.0
+    personas: tuple[Persona, ...] = ()  # none: every request from one unnamed class, as before
 
 
 def _itl_pool(
@@ -75,6 +82,7 @@ def _level_requests(
 ) -> tuple[pd.DataFrame, float]:
     """The requests of one level (closed loop, all users starting at `start`) and the level's end."""
     srv = spec.server
+    persona = PersonaShape.of(spec.personas, users)
     batch = min(users, srv.max_num_seqs)
     itl = srv.base_itl_s * (1.0 + srv.itl_growth_per_seq * batch) * speed
     prefill = (
@@ -95,9 +103,15 @@ def _level_requests(
         shape = (users, per_user)
         pick = rng.integers(0, POOL, size=shape)
         ttft = prefill * decode_jitter(shape)
-        e2e = ttft + pool[pick, 0]
+        decode = pool[pick, 0]
+        user, k = np.indices(shape)
+        if persona is not None:
+            ttft = ttft * persona.prompt(user, k, spec.input_tokens) / spec.input_tokens
+            ttft, decode = ttft * persona.scale[user], decode * persona.scale[user]
+        e2e = ttft + decode
         starts = first[:, None] + np.cumsum(e2e, axis=1) - e2e
         pick, ttft, e2e, starts = pick.ravel(), ttft.ravel(), e2e.ravel(), starts.ravel()
+        user, k = user.ravel(), k.ravel()
     else:
         # max_num_seqs slots serve a FIFO queue: request g goes to slot g % slots and waits for it;
         # a user's next request (g + users) starts when its previous one is done
@@ -106,7 +120,12 @@ def _level_requests(
         rows = -(-total // slots)
         pick = rng.integers(0, POOL, size=rows * slots)
         prefill_g = prefill * decode_jitter(rows * slots)
-        service = prefill_g + pool[pick, 0]
+        k, user = np.divmod(np.arange(rows * slots), users)  # request g = k * users + user
+        decode = pool[pick, 0]
+        if persona is not None:
+            prefill_g = prefill_g * persona.prompt(user, k, spec.input_tokens) / spec.input_tokens
+            prefill_g, decode = prefill_g * persona.scale[user], decode * persona.scale[user]
+        service = prefill_g + decode
         done = start + np.cumsum(service.reshape(rows, slots), axis=0).ravel()
         served_from = done - service
         starts = np.full(done.size, start)
@@ -160,6 +179,8 @@ def _level_requests(
         },
         index=np.arange(n),
     )
+    if persona is not None:
+        label_requests(frame, persona, spec.input_tokens, level, user[keep], k[keep])
     return frame, level_end
 
 
@@ -300,6 +321,7 @@ def write_synthetic_run(base_dir: str, spec: SyntheticRun | None = None) -> str:
             "mode": "local",
         },
         "prompts": {"method": "synthetic", "chat_overhead_tokens": 0},
+        **({"user_classes": {p.name: p.weight for p in spec.personas}} if spec.personas else {}),
         "started_at": iso(spec.start_ts),
         "ended_at": iso(t),
         "outcome": "completed",

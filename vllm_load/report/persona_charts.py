@@ -1,0 +1,109 @@
+"""A run's charts per persona and per conversation turn (the tables of `analysis.breakdown`).
+
+Drawn only when they say more than the per-level charts: the persona chart when the run had
+several Locust user classes, the turn chart when it held conversations. Levels are on the run's
+own axis (concurrent users, or requests/s for an open-loop run), as its per-level table has them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .charts import STYLE, Chart, _col, _figure, _log_users_axis, _render, plt, slug
+from .model import RunSummary
+
+
+def _level_values(run: RunSummary, levels: np.ndarray) -> np.ndarray:
+    """The run's level values (users, or the requested rate) of these level indices."""
+    by_level = dict(zip(_col(run.metrics, "level"), _col(run.metrics, "users")))
+    return np.array([by_level.get(float(lv), np.nan) for lv in levels], dtype=np.float64)
+
+
+def persona_levels(run: RunSummary) -> Chart | None:
+    """p99 TTFT, p99 E2E and output tok/s per level: one line per persona, and the run's total."""
+    table = run.personas
+    if table is None or table.empty or table["user_class"].nunique() < 2:
+        return None
+    total = run.metrics.sort_values("users")
+    panels = (
+        ("ttft_p99", 1000.0, "p99 time to first token", "ms"),
+        ("e2e_p99", 1.0, "p99 end-to-end latency", "seconds"),
+        ("output_tok_per_s", 1.0, "output throughput", "output tok/s"),
+    )
+    with plt.rc_context(STYLE):
+        fig, axes = _figure(width=12.0, height=3.6, ncols=3)
+        xs: list[float] = []
+        for ax, (metric, scale, title, unit) in zip(axes, panels):
+            for name, group in table.groupby("user_class", sort=True):
+                x = _level_values(run, _col(group, "level"))
+                order = np.argsort(x)
+                ax.plot(x[order], _col(group, metric)[order] * scale, marker="o", label=str(name))
+                xs.extend(x)
+            ax.plot(
+                _col(total, "users"),
+                _col(total, metric) * scale,
+                color="black",
+                linestyle="--",
+                marker=".",
+                label="total" if metric != "output_tok_per_s" else "total (whole level)",
+            )
+            _log_users_axis(ax, xs, run.axis.label)
+            ax.set_ylabel(unit)
+            ax.set_ylim(bottom=0)
+            ax.set_title(title)
+        axes[0].legend(loc="best")
+        axes[2].legend(loc="best")
+        fig.suptitle(f"Run {run.run_id} per persona", fontsize=9, y=1.03)
+        png = _render(fig)
+    return Chart(
+        f"personas-{slug(run.run_id)}",
+        f"Per persona, run {run.run_id}",
+        "p99 time to first token, p99 end-to-end latency and output tokens per second at each "
+        "level, one line per persona and the run's total",
+        png,
+    )
+
+
+def turns(run: RunSummary) -> Chart | None:
+    """TTFT p50 and p99 per turn of the run's conversations, and the prompt each turn sent."""
+    table = run.turns
+    if table is None or table.empty:
+        return None
+    turn = _col(table, "turn") + 1  # turns are shown from 1, as in the table
+    with plt.rc_context(STYLE):
+        fig, axes = _figure(width=9.5, height=3.4, ncols=2)
+        for p, style in ((50, "-"), (99, "--")):
+            axes[0].plot(
+                turn,
+                _col(table, f"ttft_p{p}") * 1000.0,
+                marker="o",
+                linestyle=style,
+                label=f"TTFT p{p}",
+            )
+        axes[0].set_ylabel("ms")
+        axes[0].set_title("time to first token per turn")
+        axes[0].legend(loc="best")
+        prompt = _col(table, "prompt_tokens_mean")
+        axes[1].bar(turn, np.nan_to_num(prompt), color="tab:blue", alpha=0.5, label="prompt")
+        cached = prompt * _col(table, "cached_share")
+        if not np.isnan(cached).all():
+            axes[1].bar(
+                turn, np.nan_to_num(cached), color="tab:blue", alpha=0.9, label="prefix-cached"
+            )
+            axes[1].legend(loc="best")
+        axes[1].set_ylabel("tokens (mean)")
+        axes[1].set_title("prompt tokens per turn")
+        for ax in axes:
+            ax.set_xlabel("turn")
+            ax.set_xticks(turn)
+            ax.set_xticklabels([f"{t:.0f}" for t in turn])
+            ax.set_ylim(bottom=0)
+        fig.suptitle(f"Run {run.run_id} per conversation turn", fontsize=9, y=1.03)
+        png = _render(fig)
+    return Chart(
+        f"turns-{slug(run.run_id)}",
+        f"Per conversation turn, run {run.run_id}",
+        "Median and p99 time to first token and mean prompt tokens at each turn of the "
+        "run's conversations",
+        png,
+    )
