@@ -205,7 +205,7 @@ def summarize_run(path: str) -> RunSummary:
             else None
         ),
         client_levels=client_levels,
-        personas=persona_table(meas.labelled, meas.metrics),
+        personas=persona_table(meas.labelled, metrics),
         turns=turn_table(meas.labelled),
         conversations=conversation_summary(data.requests),
         axis=axis,
