@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from .hist import hist_percentiles, merge_hist_column
-from .rates import RATE_COLUMNS, rate_figures
+from .rates import RATE_COLUMNS, offered_figures, rate_figures
 from .window_rates import RequestSpans, work_in_window
 
 PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
@@ -327,6 +327,25 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
         queued,
         window_s,
     )
+    queued_all = _num(req["queued_s"]) if "queued_s" in req else np.zeros(len(req))
+    worker = (
+        req["worker"].astype("string").fillna("")
+        if "worker" in req
+        else pd.Series([""] * len(req), dtype=object)
+    )
+    figures.update(
+        offered_figures(
+            plan["rate"].to_numpy(np.float64),
+            plan["users"].to_numpy(np.float64),
+            pos,
+            start,
+            start + np.nan_to_num(queued_all),
+            end,
+            np.unique(worker.to_numpy(dtype=object), return_inverse=True)[1].reshape(-1),
+            window_start,
+            window_end,
+        )
+    )
     for col, values in figures.items():
         out[col] = values
     itl_counts = merge_hist_column(sub["itl_hist"], g, n_levels)
@@ -390,6 +409,7 @@ TABLE_COLUMNS: tuple[tuple[str, str, float, str], ...] = (
 #: in rate mode (--rates) the rate columns lead instead of the users
 RATE_TABLE_COLUMNS: tuple[tuple[str, str, float, str], ...] = (
     ("rate req/s", "requested_rate", 1, ",.2f"),
+    ("offered", "offered_rate", 1, ",.2f"),
     ("achieved", "achieved_rate", 1, ",.2f"),
     ("in flight", "achieved_concurrency", 1, ",.1f"),
     ("queued p50 ms", "queued_p50", 1000, ",.1f"),
@@ -452,7 +472,7 @@ def format_level_table(
         lines += [f"  {names[lv]}: {why}" for lv, why in marked]
     marked = [(lv, why) for lv, why in sorted(behind.items()) if lv in names]
     if marked:
-        lines.append(f"{BEHIND_MARK} the target could not keep up with the requested rate:")
+        lines.append(f"{BEHIND_MARK} the target could not keep up with the rate offered:")
         lines += [f"  {names[lv]}: {why}" for lv, why in marked]
     return "\n".join(lines)
 

@@ -1,15 +1,30 @@
-"""Open-loop levels (--rates): the rate achieved, the queueing, and whether the target kept up.
+"""Open-loop levels (--rates): the rate offered and achieved, the queueing, and whether the
+target kept up.
 
 Per level, over the same measured window as every other figure (`levels`):
 
 - `requested_rate`: the level's rate from steps.csv (NaN for a concurrency level).
-- `achieved_rate`: the level's successful measured requests per second of its measured window.
-  The window runs from the W-th to the (W + K)-th finish of the level's requests, so this is the
-  rate at which the target completed the level's requests: equal to the arrival rate while the
-  target keeps up, its capacity when it cannot. (Counting sends instead would miss a target
-  that accepts every request and queues it; counting starts would count the schedule, since a
-  request starts at its scheduled arrival.) With Poisson arrivals it carries their noise: K
-  arrivals span a window whose relative standard deviation is 1/√K.
+- `offered_rate`: the arrivals that became due inside the measured window, per second of it:
+  the load actually offered while the window's completions were counted. A request's `start_ts`
+  is its scheduled arrival, so these are the level's requests whose `start_ts` falls in the
+  window. (Only the level's own: a request belongs to the level during which it was due, the
+  next level's arrivals begin when this one ends, after its window, and the previous level's
+  ended before this one began; counting every level's would only add clock skew between load
+  processes.) Arrivals that were due but that no user took before the level ended (every one of
+  --max-in-flight busy: a target far behind) have no row; past a load process's last recorded
+  arrival, while all its users were busy, they are counted as its share of the requested rate
+  times that time (a Poisson schedule draws an arrival only when it is taken, so there is
+  nothing else to count).
+  With Poisson arrivals the offered rate differs from the requested one by chance: K arrivals
+  vary by 1/√K (5.8 % at K = 300, 4.1 % at K = 600); with constant arrivals it is the requested
+  rate.
+- `achieved_rate`: the level's successful measured requests per second of the window. The
+  window runs from the W-th to the (W + K)-th finish of the level's requests, so this is the
+  rate at which the target completed them: the offered rate while it keeps up, its capacity when
+  it cannot. (Counting sends instead would miss a target that accepts every request and queues
+  it.)
+- `in_flight_start`/`in_flight_end`: the level's requests due and not yet finished (sent or
+  still waiting for a user) at the window's start and end.
 - `queued_p50`/`queued_p99`: seconds the successful measured requests waited between when they
   were due (their scheduled arrival) and their sending: no free user (--max-in-flight), or a
   late wake-up. In a concurrency level the wait for the turnover pacer.
@@ -19,23 +34,43 @@ Per level, over the same measured window as every other figure (`levels`):
   makes it grow by about rate / capacity − 1 (a FIFO queue: the n-th request waits n/capacity −
   n/rate).
 
-A level *could not keep up* when its achieved rate fell short of the requested one by more than
-`RateRule.tolerance` (2 %), or by more than the arrivals' own noise allows when that is larger
-(`RateRule.noise_z` standard deviations of Poisson arrivals), or when its delay grew by more
-than `RateRule.max_growth` per second.
+Keeping up is judged against the offered rate, not the requested one, so the arrivals' own
+noise is out of the verdict. Over the window, arrivals A and finishes F of the level's requests
+differ exactly by the change in requests in flight: A − F = in_flight_end − in_flight_start
+(Little's law in counts). A target that keeps up holds the number in flight steady, about
+rate × latency, but not constant: it fluctuates like a Poisson count (an M/G/∞ queue), so the
+difference of its two values at the window's edges, far apart, has a standard deviation of
+√(in_flight_start + in_flight_end) requests. At 50 requests/s and 0.5 s latency that is √50 ≈ 7
+requests; against K = 600 that is 1.2 %, so a 2 % rule on raw counts would fail a target that
+keeps up about one time in twenty; at 2 s latency (√200 ≈ 14, 2.4 %) one time in five. A
+target that cannot keep up, on the other hand, makes the number in flight grow through the
+window by the whole shortfall ((rate − capacity) × window: 60 of 600 arrivals for a target 10 % short),
+far beyond that noise.
+
+A level *could not keep up* when its successful completions in the window fell short of the
+arrivals in it by more than `RateRule.tolerance` (2 %) of the arrivals, or by more than
+`RateRule.noise_z` (3) standard deviations of the in-flight count at the window's edges when
+that is larger (3 × 7 = 21 of 600, 3.5 %, at 50 requests/s and 0.5 s; below 2 % when rate ×
+latency is under 8 at K = 600), or when its delay grew by more than `RateRule.max_growth`
+(0.02 s) per second: a queue growing by 2 % of the rate, whatever the counts at the edges.
+Failed requests count as not completed.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 RATE_COLUMNS: tuple[str, ...] = (
     "requested_rate",
+    "offered_rate",
     "achieved_rate",
+    "in_flight_start",
+    "in_flight_end",
     "queued_p50",
     "queued_p99",
     "delay_growth",
@@ -74,6 +109,79 @@ def rate_figures(
     return out
 
 
+def offered_figures(
+    requested: np.ndarray,
+    users: np.ndarray,
+    group: np.ndarray,
+    start: np.ndarray,
+    sent: np.ndarray,
+    end: np.ndarray,
+    worker: np.ndarray,
+    window_start: np.ndarray,
+    window_end: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """`offered_rate`, `in_flight_start` and `in_flight_end` per level (the module docstring).
+
+    From every recorded request, any outcome: its level's row in `group`, its scheduled start,
+    its sending (start + queued), its end and its load process (a number); per level
+    `requested`, `users` (--max-in-flight) and the window."""
+    n_levels = len(requested)
+    offered = np.full(n_levels, np.nan)
+    flight_a, flight_b = np.full(n_levels, np.nan), np.full(n_levels, np.nan)
+    for i in np.flatnonzero(~np.isnan(requested) & (window_end > window_start)):
+        a, b = window_start[i], window_end[i]
+        pick = (group == i) & ~np.isnan(start)
+        due, done = start[pick], end[pick]
+        processes = np.unique(worker[pick])
+        n_proc = max(len(processes), 1)
+        backlog = _Backlog(
+            requested[i] / n_proc,  # the processes split the rate evenly
+            max(1, int(users[i] // n_proc)) if users[i] == users[i] else 1,
+            {int(w): float(due[worker[pick] == w].max()) for w in processes},
+            worker,
+            sent,
+            end,
+        )
+        untaken_a, untaken_b = backlog.untaken(a), backlog.untaken(b)
+        arrived = np.count_nonzero((due > a) & (due <= b)) + untaken_b - untaken_a
+        offered[i] = arrived / (b - a)
+        flight_a[i] = np.count_nonzero((due <= a) & ~(done <= a)) + untaken_a
+        flight_b[i] = np.count_nonzero((due <= b) & ~(done <= b)) + untaken_b
+    return {"offered_rate": offered, "in_flight_start": flight_a, "in_flight_end": flight_b}
+
+
+@dataclass(frozen=True)
+class _Backlog:
+    """A level's arrivals that no user took before it ended: they have no row.
+
+    A process's arrivals past its last recorded one (`last`, by process) count only while all its
+    users were busy (its share, `cap`, of --max-in-flight in flight: sent and unfinished, any
+    level): a process with a free user took every arrival as it became due, so it had none left.
+    They count as the process's `share` of the requested rate: a Poisson schedule draws an
+    arrival only when it is taken, so there is nothing else to count."""
+
+    share: float
+    cap: int
+    last: dict[int, float]
+    worker: np.ndarray
+    sent: np.ndarray
+    end: np.ndarray
+
+    def untaken(self, t: float) -> float:
+        """Arrivals due by `t` that no user took (an estimate)."""
+        total = 0.0
+        for w, t_last in self.last.items():
+            if t <= t_last:
+                continue
+            # the request ending at `t` (a window's edge) counts: its user takes the next
+            # arrival only after it
+            mine = self.worker == w
+            busy = np.count_nonzero(mine & (self.sent <= t) & ~(self.end < t))
+            if busy >= self.cap:
+                total += self.share * (t - t_last)
+        return total
+
+
 def delay_slope(start: np.ndarray, delay: np.ndarray) -> float:
     """Least-squares slope of `delay` against `start` (NaN for fewer than 3 points or no spread)."""
     if len(start) < 3:
@@ -87,23 +195,32 @@ def delay_slope(start: np.ndarray, delay: np.ndarray) -> float:
 class RateRule:
     """When an open-loop level counts as kept up (the module docstring)."""
 
-    tolerance: float = 0.02  # achieved rate this far short of the requested one: not kept up
-    noise_z: float = 3.0  # ... unless Poisson arrivals could explain it (z standard deviations)
+    tolerance: float = 0.02  # completions this far short of the arrivals: not kept up
+    noise_z: float = 3.0  # ... unless the in-flight count's fluctuation could explain it (z sd)
     max_growth: float = 0.02  # delay growing faster than this (s per s): not kept up
 
-    def allowed_shortfall(self, measured: float, poisson: bool) -> float:
-        """The fraction the achieved rate may fall short of the requested one by chance."""
-        noise = self.noise_z / math.sqrt(measured) if poisson and measured > 0 else 0.0
-        return max(self.tolerance, noise)
+    def allowed_shortfall(
+        self, arrivals: float, in_flight_start: float, in_flight_end: float
+    ) -> float:
+        """The fraction of `arrivals` the completions may fall short by while the target keeps
+        up: the tolerance, or the noise of the in-flight count at the window's edges if larger."""
+        edges = in_flight_start + in_flight_end
+        if not arrivals > 0 or not edges > 0:  # NaN too
+            return self.tolerance
+        return max(self.tolerance, self.noise_z * math.sqrt(edges) / arrivals)
 
     def describe(self) -> str:
         return (
-            "An open-loop level's achieved rate is its successful measured requests per second of "
-            "its measured window (the rate the target completed them at). A level could not keep "
-            f"up when that fell short of the requested rate by more than {self.tolerance:.0%} "
-            f"(with Poisson arrivals, or {self.noise_z:g}/√K when that is more: K arrivals vary "
-            f"that much by chance), or when its TTFT, which counts from the scheduled arrival, "
-            f"grew by more than {self.max_growth:.0%} of the elapsed time (a queue building up)."
+            "An open-loop level's offered rate is the arrivals that became due in its measured "
+            "window, per second of it (with Poisson arrivals it differs from the requested rate "
+            "by chance); its achieved rate is its successful measured requests per second of the "
+            "window (the rate the target completed them at). A level could not keep up when its "
+            f"completions fell short of its arrivals by more than {self.tolerance:.0%} (or by "
+            f"more than {self.noise_z:g} standard deviations of the requests in flight at the "
+            "window's edges, √(at start + at end), when that is more: arrivals and completions "
+            "differ by the change in requests in flight, which fluctuates even when the target "
+            "keeps up), or when its TTFT, which counts from the scheduled arrival, grew by more "
+            f"than {self.max_growth:.0%} of the elapsed time (a queue building up)."
         )
 
 
@@ -112,15 +229,16 @@ class RateVerdict:
     """Whether one open-loop level kept up, and the figures that say so."""
 
     requested: float
+    offered: float
     achieved: float
-    allowed: float  # shortfall allowed, fraction
+    allowed: float  # shortfall of achieved below offered allowed, fraction
     growth: float
     queued_p99: float
     max_growth: float = RateRule.max_growth
 
     @property
     def short(self) -> bool:
-        return self.achieved < (1.0 - self.allowed) * self.requested
+        return self.achieved < (1.0 - self.allowed) * self.offered
 
     @property
     def growing(self) -> bool:
@@ -137,8 +255,8 @@ class RateVerdict:
         why = []
         if self.short:
             why.append(
-                f"achieved {self.achieved:,.2f} of {self.requested:,.2f} requests/s "
-                f"({self.achieved / self.requested - 1:+.1%})"
+                f"achieved {self.achieved:,.2f} of {self.offered:,.2f} requests/s offered "
+                f"({self.achieved / self.offered - 1:+.1%}; {self.requested:,.2f} requested)"
             )
         if self.growing:
             why.append(f"delay growing {self.growth:.2f} s per s")
@@ -146,23 +264,43 @@ class RateVerdict:
 
 
 def rate_verdicts(
-    metrics: pd.DataFrame, poisson: bool, rule: RateRule = RateRule()
+    metrics: pd.DataFrame, poisson: bool = True, rule: RateRule = RateRule()
 ) -> dict[int, RateVerdict]:
-    """{level: verdict} for the open-loop levels of `metrics` with a measured achieved rate."""
+    """{level: verdict} for the open-loop levels of `metrics` with a measured achieved rate.
+
+    The verdict compares the achieved rate with the offered one, whatever the arrivals, so
+    `poisson` no longer changes it (kept for the callers: the report's and the run summary's)."""
     out: dict[int, RateVerdict] = {}
     for rec in metrics.to_dict("records"):
-        requested, achieved = rec.get("requested_rate"), rec.get("achieved_rate")
-        if requested is None or achieved is None or requested != requested or achieved != achieved:
+        requested, achieved = _float(rec.get("requested_rate")), _float(rec.get("achieved_rate"))
+        if math.isnan(requested) or math.isnan(achieved):
             continue
+        offered = _float(rec.get("offered_rate"))
+        if math.isnan(offered):  # figures from before the offered rate: judge by the request
+            offered = requested
+        window = _float(rec.get("window_s"))
         out[int(rec["level"])] = RateVerdict(
-            float(requested),
-            float(achieved),
-            rule.allowed_shortfall(float(rec.get("measured") or 0), poisson),
-            float(rec.get("delay_growth", math.nan)),
-            float(rec.get("queued_p99", math.nan)),
+            requested,
+            offered,
+            achieved,
+            rule.allowed_shortfall(
+                offered * window,
+                _float(rec.get("in_flight_start")),
+                _float(rec.get("in_flight_end")),
+            ),
+            _float(rec.get("delay_growth")),
+            _float(rec.get("queued_p99")),
             rule.max_growth,
         )
     return out
+
+
+def _float(value: Any) -> float:
+    """`value` as a float, NaN for a missing one."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def poisson_arrivals(run: dict) -> bool:

@@ -255,8 +255,9 @@ def rate_findings(runs: Sequence[RunSummary], rule: RateRule = RateRule()) -> li
         return []
     if not behind:
         return [
-            "The target kept up with every requested rate: achieved within "
-            f"{rule.tolerance:.0%} (or the arrivals' own noise) and no queue building up."
+            "The target kept up with every requested rate: it completed the requests within "
+            f"{rule.tolerance:.0%} of the rate they arrived at during each measured window (or "
+            "the noise of the requests in flight at its edges), with no queue building up."
         ]
     levels = sorted({float(rec["requested_rate"]) for _, rec in behind})
     out = [

@@ -55,6 +55,7 @@ ANALYSIS_COLUMNS: tuple[str, ...] = (
     "turn",
     "cached_tokens",
     "queued_s",
+    "worker",  # open-loop levels: each load process's untaken arrivals (analysis.rates)
 )
 
 
