@@ -124,7 +124,7 @@ def stats_name(api: str, stream: bool) -> str:
     return f"{PATHS[api]}{' (stream)' if stream else ''}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # (not frozen: a frozen __init__ costs twice as much, per request)
 class RequestSpec:
     """What one request asks for: its API (`chat` or `completions`), whether it streams, its
     JSON body, the token counts it asked for (None where it fixed none), and what it belongs to

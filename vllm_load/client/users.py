@@ -56,7 +56,7 @@ def exact_output(tokens: int) -> dict[str, Any]:
     return {"min_tokens": tokens, "ignore_eos": True}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # (not frozen: a frozen __init__ costs twice as much, per request)
 class Reply:
     """What one request brought back: the reply's text, the server's token counts, the client's
     timings (seconds from when the request was due) and, if it failed, why (`error` is one of the
