@@ -150,9 +150,9 @@ def goodput_vs_concurrency(series: Sequence[SeriesReport]) -> Chart | None:
         all_users: list[float] = []
         for s in judged:
             all_users.extend(_plot_with_ci(ax, s, "req_per_s", f"{s.label}: throughput"))
-            color = ax.lines[-1].get_color()
+            color = ax.containers[-1].lines[0].get_color()
             _plot_with_ci(ax, s, "goodput_req_per_s", f"{s.label}: goodput")
-            ax.lines[-1].set_linestyle("--")
+            ax.containers[-1].lines[0].set_linestyle("--")
             head = s.slo_headline
             if head is not None and head.best.n:
                 ax.axvline(head.best.mean, linestyle="--", alpha=0.5, color=color)
