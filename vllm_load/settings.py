@@ -220,7 +220,7 @@ class Settings:
         [],
         "a latency SLO the report judges the levels against (repeatable): per request "
         "ttft<=2s, tpot<=50ms, e2e<=20s, itl_max<=500ms; per level ttft_p99<=2s, e2e_p99<=20s; "
-        "attainment>=99% (the share of good requests a level needs). Changes nothing in the "
+        "attainment>=0.99 (the share of good requests a level needs). Changes nothing in the "
         "test; `vllm-load report` uses it unless given its own --slo",
         parse=slo_argument,
         repeatable=True,

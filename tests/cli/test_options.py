@@ -142,3 +142,14 @@ def test_dest_is_the_flag_name():
     by_name = {f.name: (f, spec) for f, spec in settings_options()}
     assert dest_of(*by_name["stream"]) == "no_stream"
     assert dest_of(*by_name["level_cooldown"]) == "level_cooldown"
+
+
+@pytest.mark.parametrize("command", ["run", "master", "campaign", "tune", "report"])
+def test_every_subcommand_s_help_formats(command):
+    # a help with a bare percent sign (`99%`) breaks argparse's %-formatting of --help
+    from vllm_load.cli.main import build_parser
+
+    parser = build_parser()
+    sub = parser._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
+    text = sub.format_help()
+    assert "--slo SLO" in text
