@@ -82,9 +82,12 @@ def test_tune_ranks_larger_max_num_seqs_first_on_throughput(tmp_path):
         str(tmp_path),
         "--name",
         "t",
+        "--slo",
+        "e2e_p99<=100s",  # met everywhere: goodput is measured, throughput still ranks
         timeout=400,
     )
     assert "configuration" in done.stdout and "best for" in done.stdout
+    assert "peak goodput req/s" in done.stdout
     state = json.loads((tmp_path / "t" / "tune.json").read_text())
     results = state["results"]
     assert len(results) == 4 and all(r["outcome"] == "completed" for r in results)
@@ -94,6 +97,8 @@ def test_tune_ranks_larger_max_num_seqs_first_on_throughput(tmp_path):
     # the simulator's model: 16 sequences per step serve ~4x the tokens of 4 at 32 users
     assert min(by_seqs["16"]) > 1.5 * max(by_seqs["4"])
     assert state["best"]["throughput"]["max_num_seqs"] == "16"
+    for r in results:  # every request good: the goodput peak is at the highest level
+        assert r["goodput_peak"] > 0 and r["slo_users"] == 32
     summary = json.loads((tmp_path / "t" / "report.summary.json").read_text())
     assert len(summary["series"]) == 4  # one series per configuration
     # a second invocation resumes: nothing runs again
