@@ -9,7 +9,13 @@ import pandas as pd
 import pytest
 from test_analysis_levels import make_requests, make_steps, ok
 
-from vllm_load.analysis.goodput import SUCCESS, good_requests, level_goodput, slo_headline
+from vllm_load.analysis.goodput import (
+    SUCCESS,
+    format_goodput_table,
+    good_requests,
+    level_goodput,
+    slo_headline,
+)
 from vllm_load.analysis.levels import measure_levels
 from vllm_load.analysis.slo import Objective, SloSpec, Threshold, parse_slo
 from vllm_load.values import SettingsError
@@ -124,6 +130,17 @@ def test_every_request_good_gives_goodput_equal_to_throughput(one_level):
     row = level_goodput(requests, meas, parse_slo(["e2e<=10s", "attainment>=75%"])).iloc[0]
     assert row.goodput_req_per_s == pytest.approx(meas.metrics.iloc[0]["req_per_s"])
     assert row.slo_met == 1.0
+
+
+def test_terminal_table_says_which_levels_met_and_what_bound_them(one_level):
+    requests, meas = one_level
+    spec = parse_slo(["ttft<=1s"])
+    text = format_goodput_table(meas.metrics, level_goodput(requests, meas, spec), spec)
+    lines = text.splitlines()
+    assert lines[0] == f"SLOs: {spec.describe()}."
+    assert lines[1].split()[:2] == ["users", "good"]
+    assert lines[3].split()[:5] == ["2", "50.0", "0.50", "5", "missed"]
+    assert lines[3].endswith("success (75.0% of requests succeeded)")
 
 
 def _run(users, met, goodput, req_per_s, binding="ttft<=1s", value=1.2):

@@ -26,7 +26,7 @@ def test_a_latency_slo_binds_below_the_throughput_peak(tmp_path):
         "--decode-cost",
         "0.0025",
     ) as sim:
-        run_vllm_load(
+        done = run_vllm_load(
             "run",
             "--host",
             sim.url,
@@ -45,6 +45,8 @@ def test_a_latency_slo_binds_below_the_throughput_peak(tmp_path):
             "--slo",
             "tpot<=25ms",
         )
+    # the run's own summary judges its levels against its SLO
+    assert "SLOs: a request is good when it succeeded with tpot<=25ms" in done.stdout
     run_dir = only_run_dir(tmp_path)
     with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
         assert json.load(fh)["settings"]["slo"] == ["tpot<=25ms"]

@@ -150,6 +150,40 @@ def binding_text(name: str, value: float, spec: SloSpec) -> str:
     return f"{name} ({shown})"
 
 
+def _cell(value: float, spec: str, scale: float = 1.0) -> str:
+    return format(value * scale, spec) if value == value else "-"
+
+
+def format_goodput_table(metrics: pd.DataFrame, goodput: pd.DataFrame, spec: SloSpec) -> str:
+    """A fixed-width text table of `level_goodput` for the terminal, under the SLOs' rule (empty
+    string for no levels). `metrics` is the run's per-level table (its level names)."""
+    if goodput.empty:
+        return ""
+    rated = "requested_rate" in metrics and bool(metrics["requested_rate"].notna().any())
+    names = dict(zip(metrics["level"], metrics["requested_rate" if rated else "users"]))
+    header = ("rate req/s" if rated else "users", "good %", "goodput req/s", "goodput out tok/s")
+    rows = [(*header, "SLOs", "bound by")]
+    for rec in goodput.to_dict("records"):
+        met = rec["slo_met"]
+        rows.append(
+            (
+                _cell(names.get(rec["level"], math.nan), ",.2f" if rated else ",.0f"),
+                _cell(rec["slo_good_share"], ".1f", 100.0),
+                _cell(rec["goodput_req_per_s"], ",.2f"),
+                _cell(rec["goodput_output_tok_per_s"], ",.0f"),
+                "met" if met == 1 else "missed" if met == 0 else "-",
+                binding_text(rec["slo_binding"], rec["slo_binding_value"], spec),
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [
+        "  ".join(c.rjust(w) if i < 4 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+        for r in rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join([f"SLOs: {spec.describe()}.", *(line.rstrip() for line in lines)])
+
+
 @dataclass(frozen=True)
 class SloHeadline:
     """The highest level meeting the SLOs across the runs of a series, and what bound it."""
