@@ -13,6 +13,7 @@ import os
 from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from typing import Any, Callable, Iterable
 
+from .analysis.slo import slo_argument
 from .values import (
     SettingsError,
     load_meta_file,
@@ -60,6 +61,7 @@ class OptionSpec:
     # field's default: a list option's must be text, which the UI hands back as typed
     shown_default: str | None = None
     repeatable: bool = False  # given once per item (`--meta k=v --meta k2=v2`)
+    metavar: str = ""  # a repeatable option's item, as its help shows it (default KEY=VALUE)
     web_ui: bool = True
     secret: bool = False
 
@@ -213,6 +215,17 @@ class Settings:
         "seconds between scrapes of the target's /metrics into server_metrics.csv; 0 turns "
         "scraping off",
         rule=NOT_NEGATIVE,
+    )
+    slo: list[str] = option(
+        [],
+        "a latency SLO the report judges the levels against (repeatable): per request "
+        "ttft<=2s, tpot<=50ms, e2e<=20s, itl_max<=500ms; per level ttft_p99<=2s, e2e_p99<=20s; "
+        "attainment>=0.99 (the share of good requests a level needs). Changes nothing in the "
+        "test; `vllm-load report` uses it unless given its own --slo",
+        parse=slo_argument,
+        repeatable=True,
+        metavar="SLO",
+        web_ui=False,
     )
     out: str = option("runs", "base directory for run directories")
     run_dir: str = option(
@@ -376,7 +389,9 @@ def add_arguments(
         if _is_flag(f):
             kwargs.update(action="store_true", default=bool(default))
         elif spec.repeatable:
-            kwargs.update(action="append", default=list(default), metavar="KEY=VALUE")
+            kwargs.update(
+                action="append", default=list(default), metavar=spec.metavar or "KEY=VALUE"
+            )
         else:
             kwargs["default"] = default
             if str(f.type) in ("int", "float") and spec.parse is None:

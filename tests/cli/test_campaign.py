@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -13,7 +14,7 @@ import time
 import pytest
 from support.runhelpers import run_vllm_load
 
-from vllm_load.cli.campaign import _nice_step, refine_levels
+from vllm_load.cli.campaign import _compared_options, _nice_step, configure_parser, refine_levels
 from vllm_load.sim.process import free_port
 
 RUN_ARGS = (
@@ -30,6 +31,14 @@ RUN_ARGS = (
     "--loglevel",
     "WARNING",
 )
+
+
+def test_the_slos_may_change_on_resume_as_they_change_nothing_in_a_run():
+    parser = argparse.ArgumentParser()
+    configure_parser(parser, "campaign")
+    first = parser.parse_args(["--host", "http://127.0.0.1:9"])
+    again = parser.parse_args(["--host", "http://127.0.0.1:9", "--slo", "ttft<=1s"])
+    assert _compared_options(first) == _compared_options(again)
 
 
 def test_refine_levels_bracket_the_knee():

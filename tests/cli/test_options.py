@@ -51,7 +51,8 @@ def test_defaults_of_the_parser_are_the_settings_defaults():
 def test_command_line_round_trip_through_option_argv():
     argv = ["--levels", "1,2", "--input-tokens", "7", "--no-stream", "--level-cooldown", "2.5",
             "--endpoint", "completions", "--meta", "gpu=H100", "--meta", "n=8", "--temperature",
-            "0.3", "--approximate-prompts", "--run-dir", "/tmp/x"]  # fmt: skip
+            "0.3", "--approximate-prompts", "--run-dir", "/tmp/x", "--slo", "ttft <= 2s",
+            "--slo", "e2e_p99<=20s,attainment>=90%"]  # fmt: skip
     first = parse(argv)
     again = parse(option_argv(first))
     assert Settings.from_options(again) == Settings.from_options(first)
@@ -59,6 +60,7 @@ def test_command_line_round_trip_through_option_argv():
     assert settings.levels == [1, 2] and settings.input_tokens == 7 and not settings.stream
     assert settings.level_cooldown == 2.5 and settings.meta == {"gpu": "H100", "n": "8"}
     assert settings.temperature == 0.3 and settings.approximate_prompts
+    assert settings.slo == ["ttft<=2s", "e2e_p99<=20s", "attainment>=90%"]
     assert option_argv(parse([])) == []  # only what differs from the defaults
 
 
@@ -109,6 +111,8 @@ def test_text_from_the_web_ui_is_typed_and_checked():
         ({"think_time": "1,x"}, "--think-time must be seconds S or MIN,MAX"),
         ({"think_time": "3,1"}, "--think-time MIN,MAX must have MIN <= MAX"),
         ({"think_time": "-1"}, "--think-time must be seconds"),
+        ({"slo": ["ttft<2s"]}, "--slo 'ttft<2s' is not an SLO"),
+        ({"slo": "ttft<=2h"}, "--slo 'ttft<=2h' is not an SLO"),
     ],
 )
 def test_a_bad_value_is_one_line_naming_its_option(attrs, message):
@@ -138,3 +142,14 @@ def test_dest_is_the_flag_name():
     by_name = {f.name: (f, spec) for f, spec in settings_options()}
     assert dest_of(*by_name["stream"]) == "no_stream"
     assert dest_of(*by_name["level_cooldown"]) == "level_cooldown"
+
+
+@pytest.mark.parametrize("command", ["run", "master", "campaign", "tune", "report"])
+def test_every_subcommand_s_help_formats(command):
+    # a help with a bare percent sign (`99%`) breaks argparse's %-formatting of --help
+    from vllm_load.cli.main import build_parser
+
+    parser = build_parser()
+    sub = parser._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
+    text = sub.format_help()
+    assert "--slo SLO" in text

@@ -9,7 +9,7 @@ import sys
 import pytest
 from support.runhelpers import run_vllm_load
 
-from vllm_load.cli.tune import ConfigResult, combinations, parse_matrix, rank
+from vllm_load.cli.tune import ConfigResult, combinations, format_table, parse_matrix, rank
 from vllm_load.sim.process import free_port
 from vllm_load.values import SettingsError
 
@@ -24,6 +24,30 @@ def test_matrix_parsing_and_ranking():
     b = ConfigResult({"s": "16"}, "b", "completed", peak_tok_per_s=300, mean_e2e_p99=2.0)
     c = ConfigResult({"s": "64"}, "c", "failed")
     assert rank([a, b, c]) == (b, a)
+
+
+def test_ranking_by_goodput():
+    a = ConfigResult({"s": "4"}, "a", "completed", peak_tok_per_s=300, goodput_peak=2.0)
+    b = ConfigResult({"s": "16"}, "b", "completed", peak_tok_per_s=200, goodput_peak=3.0)
+    c = ConfigResult({"s": "64"}, "c", "completed", peak_tok_per_s=400)  # measured without SLOs
+    b.slo_users = 8.0
+    assert rank([a, b, c])[0] is c
+    assert rank([a, b, c], "goodput")[0] is b
+    table = format_table([a, b, c], "goodput", slo=True)
+    assert "peak goodput req/s" in table and "meets SLOs up to" in table
+    line = next(row for row in table.splitlines() if row.startswith("s=16"))
+    assert "3.00" in line and line.endswith("goodput")
+
+
+def test_rank_by_goodput_needs_an_slo():
+    done = subprocess.run(
+        [sys.executable, "-m", "vllm_load", "tune", "--server-cmd", "sim {a}", "--matrix", "a=1"]
+        + ["--host", "http://127.0.0.1:9", "--rank-by", "goodput"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "--rank-by goodput" in done.stderr and "--slo" in done.stderr
 
 
 def test_tune_ranks_larger_max_num_seqs_first_on_throughput(tmp_path):
@@ -58,9 +82,12 @@ def test_tune_ranks_larger_max_num_seqs_first_on_throughput(tmp_path):
         str(tmp_path),
         "--name",
         "t",
+        "--slo",
+        "e2e_p99<=100s",  # met everywhere: goodput is measured, throughput still ranks
         timeout=400,
     )
     assert "configuration" in done.stdout and "best for" in done.stdout
+    assert "peak goodput req/s" in done.stdout
     state = json.loads((tmp_path / "t" / "tune.json").read_text())
     results = state["results"]
     assert len(results) == 4 and all(r["outcome"] == "completed" for r in results)
@@ -70,6 +97,8 @@ def test_tune_ranks_larger_max_num_seqs_first_on_throughput(tmp_path):
     # the simulator's model: 16 sequences per step serve ~4x the tokens of 4 at 32 users
     assert min(by_seqs["16"]) > 1.5 * max(by_seqs["4"])
     assert state["best"]["throughput"]["max_num_seqs"] == "16"
+    for r in results:  # every request good: the goodput peak is at the highest level
+        assert r["goodput_peak"] > 0 and r["slo_users"] == 32
     summary = json.loads((tmp_path / "t" / "report.summary.json").read_text())
     assert len(summary["series"]) == 4  # one series per configuration
     # a second invocation resumes: nothing runs again

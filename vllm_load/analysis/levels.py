@@ -83,6 +83,7 @@ LABELLED_COLUMNS: tuple[str, ...] = (
     "ttft",
     "e2e",
     "tpot",
+    "itl_max",
     "chunk_marks",
     "prompt_tokens",
     "completion_tokens",

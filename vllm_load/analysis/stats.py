@@ -20,8 +20,8 @@ import pandas as pd
 from scipy import stats as sps
 
 CONFIDENCE = 0.95
-#: settings that say where or how a run was recorded, not what was tested
-RUN_SPECIFIC_SETTINGS = frozenset({"run_dir", "out", "meta", "api_key_set", "model"})
+#: settings that say where or how a run was recorded or judged (its SLOs), not what was tested
+RUN_SPECIFIC_SETTINGS = frozenset({"run_dir", "out", "meta", "api_key_set", "model", "slo"})
 #: settings of open-loop runs (--rates) only
 OPEN_LOOP_SETTINGS = ("rates", "arrivals", "max_in_flight")
 #: run.json meta keys with this prefix describe the server's configuration: they separate series

@@ -17,6 +17,7 @@ import re
 import time
 from dataclasses import asdict, dataclass, field
 
+from ..analysis.slo import parse_slo
 from ..settings import Settings
 from ..target.process import ServerError, ServerProcess, run_restart_command, wait_ready
 from ..values import SettingsError, parse_levels
@@ -24,7 +25,7 @@ from .run import add_managed_run_options, run_headless
 
 STATE_FILE = "campaign.json"
 #: run options that do not change what a run measures, so may differ on resume
-NOT_COMPARED = frozenset({"out", "run_dir", "api_key_set", "meta"})
+NOT_COMPARED = frozenset({"out", "run_dir", "api_key_set", "meta", "slo"})
 
 
 @dataclass
@@ -324,6 +325,12 @@ def main(args: argparse.Namespace) -> int:
     from ..report.render import build_report
 
     completed = state.completed("coarse") + state.completed("refine")
-    paths = build_report(completed, os.path.join(directory, "report.html"), progress=True)
+    # this command's --slo judges every run, those of an earlier start included
+    paths = build_report(
+        completed,
+        os.path.join(directory, "report.html"),
+        progress=True,
+        slo=parse_slo(args.slo),
+    )
     campaign.say(f"report: {paths.html}")
     return 0

@@ -4,7 +4,8 @@ For every combination of `--matrix NAME=V1,V2,...` values, the server command (a
 `{NAME}` fields) is started, the stepped test runs once it is ready, and the server is stopped.
 Each run is tagged `config.NAME=value` in run.json, which makes every combination its own
 series in the report. The result is a configuration table with the best configuration for
-throughput (highest peak tok/s) and for latency (lowest p99 E2E averaged over the tested
+throughput (highest peak tok/s, or with `--rank-by goodput` the highest peak goodput: requests
+per second meeting the `--slo`s) and for latency (lowest p99 E2E averaged over the tested
 levels, the same levels for every configuration). Combinations already completed in the tune
 directory are not run again, so an interrupted tune resumes.
 """
@@ -20,6 +21,7 @@ import re
 import string
 from dataclasses import asdict, dataclass
 
+from ..analysis.slo import parse_slo
 from ..settings import Settings
 from ..target.process import ServerError, ServerProcess, wait_ready
 from ..values import SettingsError
@@ -41,6 +43,10 @@ class ConfigResult:
     saturation: str = ""
     p99_at_peak: float = math.nan
     mean_e2e_p99: float = math.nan
+    # with --slo: the peak of good requests/s, and the highest level meeting the SLOs
+    goodput_peak: float = math.nan
+    goodput_peak_users: float = math.nan
+    slo_users: float = math.nan
 
     @property
     def label(self) -> str:
@@ -75,19 +81,42 @@ def template_fields(template: str) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(template) if name}
 
 
-def rank(results: list[ConfigResult]) -> tuple[ConfigResult | None, ConfigResult | None]:
-    """(best for throughput, best for latency) among the completed configurations."""
+RANK_BY = ("throughput", "goodput")
+
+
+def rank(
+    results: list[ConfigResult], by: str = "throughput"
+) -> tuple[ConfigResult | None, ConfigResult | None]:
+    """(best for throughput, or for goodput with `by="goodput"`, and best for latency) among
+    the completed configurations."""
     done = [r for r in results if r.outcome == "completed" and r.peak_tok_per_s == r.peak_tok_per_s]
+    if by == "goodput":
+        done = [r for r in done if r.goodput_peak == r.goodput_peak]
     if not done:
         return None, None
-    best_throughput = max(done, key=lambda r: r.peak_tok_per_s)
+    if by == "goodput":
+        # on a tie in goodput, the one meeting the SLOs at the higher level
+        best_throughput = max(
+            done,
+            key=lambda r: (
+                r.goodput_peak,
+                -math.inf if r.slo_users != r.slo_users else r.slo_users,
+            ),
+        )
+    else:
+        best_throughput = max(done, key=lambda r: r.peak_tok_per_s)
     timed = [r for r in done if r.mean_e2e_p99 == r.mean_e2e_p99]
     best_latency = min(timed, key=lambda r: r.mean_e2e_p99) if timed else None
     return best_throughput, best_latency
 
 
-def format_table(results: list[ConfigResult]) -> str:
-    best_t, best_l = rank(results)
+def _or_dash(value: float, spec: str) -> str:
+    return format(value, spec) if value == value else "-"
+
+
+def format_table(results: list[ConfigResult], by: str = "throughput", slo: bool = False) -> str:
+    """The configuration table; with `slo`, the goodput columns too."""
+    best_t, best_l = rank(results, by)
     header = (
         "configuration",
         "peak tok/s",
@@ -95,11 +124,21 @@ def format_table(results: list[ConfigResult]) -> str:
         "saturation",
         "p99 E2E at peak",
         "mean p99 E2E",
+        *(("peak goodput req/s", "at users", "meets SLOs up to") if slo else ()),
         "best for",
     )
     rows = [header]
     for r in results:
-        tags = [t for t, best in (("throughput", best_t), ("latency", best_l)) if best is r]
+        tags = [t for t, best in ((by, best_t), ("latency", best_l)) if best is r]
+        goodput = (
+            (
+                _or_dash(r.goodput_peak, ",.2f"),
+                _or_dash(r.goodput_peak_users, ",.4g"),
+                _or_dash(r.slo_users, ",.4g") if r.goodput_peak == r.goodput_peak else "-",
+            )
+            if slo
+            else ()
+        )
         rows.append(
             (
                 r.label,
@@ -108,6 +147,7 @@ def format_table(results: list[ConfigResult]) -> str:
                 r.saturation or "-",
                 f"{r.p99_at_peak:.3f} s" if r.p99_at_peak == r.p99_at_peak else "-",
                 f"{r.mean_e2e_p99:.3f} s" if r.mean_e2e_p99 == r.mean_e2e_p99 else "-",
+                *goodput,
                 ", ".join(tags),
             )
         )
@@ -117,12 +157,13 @@ def format_table(results: list[ConfigResult]) -> str:
     return "\n".join(lines)
 
 
-def measure(result: ConfigResult) -> None:
-    """Fill the headline figures of a completed configuration from its run directory."""
+def measure(result: ConfigResult, slo: list[str] | None = None) -> None:
+    """Fill the headline figures of a completed configuration from its run directory, judged
+    against `slo` (`--slo` items; default: those the run was started with)."""
     # at call time: keeps pandas and matplotlib out of every command's start (cli.main)
     from ..report.model import build_report_data
 
-    data = build_report_data([result.run_dir])
+    data = build_report_data([result.run_dir], slo=parse_slo(slo))
     series = data.series[0]
     sat = series.saturation
     if sat.peak is not None:
@@ -134,6 +175,10 @@ def measure(result: ConfigResult) -> None:
     result.saturation = sat.status
     p99 = series.curve["e2e_p99_mean"].astype(float)
     result.mean_e2e_p99 = float(p99.mean()) if p99.notna().any() else math.nan
+    head = series.slo_headline
+    if head is not None:
+        result.goodput_peak, result.goodput_peak_users = head.goodput_peak, head.goodput_peak_users
+        result.slo_users = head.best.mean
 
 
 # --- the command --------------------------------------------------------------------------------------
@@ -157,6 +202,13 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         type=float,
         default=900.0,
         help="seconds to wait for the server to be ready",
+    )
+    parser.add_argument(
+        "--rank-by",
+        choices=RANK_BY,
+        default="throughput",
+        help="the best configuration has the highest peak total tok/s (throughput) or the "
+        "highest peak goodput, requests/s meeting the --slo (goodput; needs --slo)",
     )
     parser.add_argument(
         "--name",
@@ -207,7 +259,7 @@ def _run_config(args: argparse.Namespace, directory: str, config: dict, model: s
         server.stop()
     result = ConfigResult(config=config, run_dir=run_dir, outcome=outcome)
     if outcome == "completed":
-        measure(result)
+        measure(result, args.slo)
     return result
 
 
@@ -228,6 +280,8 @@ def main(args: argparse.Namespace) -> int:
         )
     if "model" in fields and not args.model:
         raise SettingsError("--server-cmd uses {model}: pass --model")
+    if args.rank_by == "goodput" and not args.slo:
+        raise SettingsError("--rank-by goodput ranks by requests/s meeting the SLOs: pass --slo")
     directory = os.path.join(args.out, re.sub(r"[^A-Za-z0-9._-]+", "_", args.name))
     os.makedirs(directory, exist_ok=True)
     state = _load_state(directory)
@@ -246,7 +300,10 @@ def main(args: argparse.Namespace) -> int:
                 print(
                     f"tune {args.name}: [{i}/{len(configs)}] {label}: already completed", flush=True
                 )
-                results.append(ConfigResult(**known[key]))
+                result = ConfigResult(**known[key])
+                if args.slo:  # judged against this command's SLOs, as the new ones are
+                    measure(result, args.slo)
+                results.append(result)
                 continue
             print(
                 f"tune {args.name}: [{i}/{len(configs)}] {label}: starting the server", flush=True
@@ -267,17 +324,19 @@ def main(args: argparse.Namespace) -> int:
             f"tune {args.name}: interrupted; run the same command again to test the remaining configurations"
         )
         return 130
-    table = format_table(results)
+    table = format_table(results, args.rank_by, bool(args.slo))
     print("\n" + table + "\n")
-    best_t, best_l = rank(results)
-    rule = (
-        "best for throughput: highest peak total tok/s; best for latency: lowest p99 E2E latency averaged "
-        "over the tested levels"
+    best_t, best_l = rank(results, args.rank_by)
+    best_for = (
+        f"best for goodput: highest peak of requests/s meeting the SLOs ({', '.join(args.slo)})"
+        if args.rank_by == "goodput"
+        else "best for throughput: highest peak total tok/s"
     )
+    rule = f"{best_for}; best for latency: lowest p99 E2E latency averaged over the tested levels"
     with open(os.path.join(directory, "configurations.md"), "w", encoding="utf-8") as fh:
         fh.write(f"# Tune {args.name}\n\n```\n{table}\n```\n\n{rule}.\n")
     state["best"] = {
-        "throughput": best_t.config if best_t else None,
+        args.rank_by: best_t.config if best_t else None,
         "latency": best_l.config if best_l else None,
         "rule": rule,
     }
@@ -287,7 +346,12 @@ def main(args: argparse.Namespace) -> int:
         # at call time: keeps pandas and matplotlib out of every command's start (cli.main)
         from ..report.render import build_report
 
-        paths = build_report(completed, os.path.join(directory, "report.html"), progress=True)
+        paths = build_report(
+            completed,
+            os.path.join(directory, "report.html"),
+            progress=True,
+            slo=parse_slo(args.slo),
+        )
         print(f"Report: {paths.html}")
     print(f"Configuration table: {os.path.join(directory, 'configurations.md')}")
     return 0 if best_t is not None else 1

@@ -139,6 +139,38 @@ def throughput_vs_concurrency(series: Sequence[SeriesReport]) -> Chart | None:
     )
 
 
+def goodput_vs_concurrency(series: Sequence[SeriesReport]) -> Chart | None:
+    """Requests/s beside goodput (good requests/s) per level, one colour per series, 95 % CI
+    bars where n >= 2; a dashed line at the highest level meeting the SLOs."""
+    judged = [s for s in series if "goodput_req_per_s_mean" in s.curve]
+    if not judged:
+        return None
+    with plt.rc_context(STYLE):
+        fig, (ax,) = _figure()
+        all_users: list[float] = []
+        for s in judged:
+            all_users.extend(_plot_with_ci(ax, s, "req_per_s", f"{s.label}: throughput"))
+            color = ax.containers[-1].lines[0].get_color()
+            _plot_with_ci(ax, s, "goodput_req_per_s", f"{s.label}: goodput")
+            ax.containers[-1].lines[0].set_linestyle("--")
+            head = s.slo_headline
+            if head is not None and head.best.n:
+                ax.axvline(head.best.mean, linestyle="--", alpha=0.5, color=color)
+        _log_users_axis(ax, all_users, _axis_label(series))
+        ax.set_ylabel("requests/s (goodput: requests meeting the SLOs)")
+        ax.set_ylim(bottom=0)
+        ax.legend(loc="best")
+        ax.set_title("Goodput vs throughput (dashed line: highest level meeting the SLOs)")
+        png = _render(fig)
+    return Chart(
+        "goodput",
+        "Goodput vs throughput",
+        "Mean requests per second and good requests per second at each level, with 95% "
+        "confidence intervals",
+        png,
+    )
+
+
 def latency_vs_concurrency(series: Sequence[SeriesReport]) -> Chart | None:
     """p99 E2E and p99 TTFT per level, one line per series, CI bars where n >= 2."""
     if not series:

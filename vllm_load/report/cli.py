@@ -68,6 +68,16 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         help="a level where more than this share of measured requests failed in any run is left "
         "out of peak, saturation and recommendations (default 0.01)",
     )
+    parser.add_argument(
+        "--slo",
+        action="append",
+        default=[],
+        metavar="SLO",
+        help="judge every level against this latency SLO (repeatable): per request ttft<=2s, "
+        "tpot<=50ms, e2e<=20s, itl_max<=500ms; per level ttft_p99<=2s, e2e_p99<=20s; "
+        "attainment>=99%% (the share of good requests a level needs). Adds goodput and the "
+        "highest level meeting the SLOs (default: the --slo the runs were started with)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
@@ -83,6 +93,7 @@ def _default_output(run_dirs: list[str]) -> str:
 def main(args: argparse.Namespace) -> int:
     # at call time: keeps pandas and matplotlib out of every command's start (cli.main)
     from ..analysis.saturation import SaturationRule
+    from ..analysis.slo import parse_slo
     from ..rundir.load import expand_run_paths
     from .render import build_report
 
@@ -108,10 +119,11 @@ def main(args: argparse.Namespace) -> int:
         scaling_to=scaling[1],
         max_failed_share=args.max_failed_share,
     )
+    slo = parse_slo(args.slo)
     out = args.output or _default_output(run_dirs)
     try:
         paths = build_report(
-            run_dirs, out, dict(args.gpus_per_model), progress=not args.quiet, rule=rule
+            run_dirs, out, dict(args.gpus_per_model), progress=not args.quiet, rule=rule, slo=slo
         )
     except ValueError as e:  # runs that cannot be read or compared
         raise SettingsError(str(e)) from None

@@ -7,6 +7,7 @@ returns is everything the templates, charts and summary files show.
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import os
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
@@ -19,13 +20,21 @@ from ..analysis.client_side import late_levels, level_client_health, read_client
 from ..analysis.compare import ModelRow, compare, comparison_findings
 from ..analysis.curve import USERS, Axis, axis_of
 from ..analysis.findings import findings
+from ..analysis.goodput import (
+    GOODPUT_METRICS,
+    SloHeadline,
+    binding_text,
+    level_goodput,
+    slo_headline,
+)
 from ..analysis.hist import pad_columns
 from ..analysis.levels import METRIC_COLUMNS, error_counts, measure_levels
 from ..analysis.rates import RateRule, poisson_arrivals, rate_verdicts
 from ..analysis.saturation import Saturation, SaturationRule, analyse
 from ..analysis.server_side import level_server_figures, read_server_metrics
+from ..analysis.slo import SloSpec, parse_slo
 from ..analysis.stats import Series, aggregate, group_runs
-from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV
+from ..rundir.files import CLIENT_HEALTH_CSV, RUN_JSON, SERVER_METRICS_CSV
 from ..rundir.load import ANALYSIS_COLUMNS, load_run, read_client_validation
 
 #: per-level figures that are averaged across runs (everything numeric but timestamps)
@@ -86,6 +95,7 @@ class SeriesReport:
     ttft_at_dist: np.ndarray = field(default_factory=lambda: np.array([]))
     itl_at_dist: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
     axis: Axis = USERS  # what its levels are (users, or requests/s)
+    slo_headline: SloHeadline | None = None  # with SLOs: the highest level meeting them
 
     @property
     def label(self) -> str:
@@ -106,6 +116,7 @@ class ReportData:
     comparison_findings: list[str]
     rule: SaturationRule
     generated_at: str
+    slo: SloSpec = field(default_factory=SloSpec)  # the SLOs the levels were judged against
 
 
 def timeline(requests: pd.DataFrame, bin_s: float | None = None) -> pd.DataFrame:
@@ -157,10 +168,42 @@ def timeline(requests: pd.DataFrame, bin_s: float | None = None) -> pd.DataFrame
     )
 
 
-def summarize_run(path: str) -> RunSummary:
-    """Load and measure one run directory."""
+def recorded_slo(path: str) -> SloSpec:
+    """The SLOs a run was started with (run.json settings `slo`); none for older runs."""
+    try:
+        with open(os.path.join(path, RUN_JSON), encoding="utf-8") as fh:
+            settings = json.load(fh).get("settings") or {}
+    except (OSError, ValueError, AttributeError):
+        return SloSpec()
+    return parse_slo(settings.get("slo") or [])
+
+
+def report_slo(run_dirs: Sequence[str], given: SloSpec | None) -> SloSpec:
+    """The SLOs a report judges every run against: `given` (report --slo), else those the runs
+    were started with (runs started without any aside), which must then agree: one series'
+    runs are averaged level by level."""
+    if given:
+        return given
+    recorded = {items: p for p in run_dirs if (items := tuple(recorded_slo(p).items()))}
+    if len(recorded) > 1:
+        shown = "; ".join(" ".join(k) for k in recorded)
+        raise ValueError(
+            f"the runs were started with different --slo ({shown}): pass --slo to judge them alike"
+        )
+    return parse_slo(list(next(iter(recorded), ())))
+
+
+def summarize_run(path: str, slo: SloSpec = SloSpec()) -> RunSummary:
+    """Load and measure one run directory; with SLOs, its levels' goodput too."""
     data = load_run(path, ANALYSIS_COLUMNS)
     meas = measure_levels(data.requests, data.steps)
+    if slo:
+        goodput = level_goodput(data.requests, meas, slo)
+        goodput["slo_binding_text"] = [
+            binding_text(n, v, slo)
+            for n, v in zip(goodput["slo_binding"], goodput["slo_binding_value"])
+        ]
+        meas.metrics = meas.metrics.merge(goodput, on="level", how="left")
     server = read_server_metrics(os.path.join(path, SERVER_METRICS_CSV))
     health = read_client_health(os.path.join(path, CLIENT_HEALTH_CSV))
     client_levels = None
@@ -226,7 +269,8 @@ def _curve(runs: Sequence[RunSummary]) -> pd.DataFrame:
     success rate, which decides whether the level is left out of the conclusions (`failures`)."""
     frame = pd.concat([r.metrics for r in runs], ignore_index=True)
     frame = frame[frame["users"].notna()]
-    curve = aggregate(frame, ["users"], AGG_METRICS)
+    judged = tuple(m for m in GOODPUT_METRICS if m in frame)
+    curve = aggregate(frame, ["users"], (*AGG_METRICS, *judged))
     worst = pd.to_numeric(frame["success_rate"], errors="coerce").groupby(frame["users"]).min()
     curve["success_rate_min"] = curve["users"].map(worst).astype(np.float64)
     curve = curve.sort_values("users").reset_index(drop=True)
@@ -236,6 +280,9 @@ def _curve(runs: Sequence[RunSummary]) -> pd.DataFrame:
         u: "; ".join(f"run {r}: {why}" for r, why in zip(g["run_id"], g["client_late_reason"]))
         for u, g in late.groupby("users")
     }
+    if "slo_binding_text" in frame:  # the item that bound each level most often across runs
+        binding = frame.groupby("users")["slo_binding_text"].agg(lambda t: t.mode().iloc[0])
+        curve["slo_binding"] = curve["users"].map(binding).fillna("")
     curve["client_late"] = [u in reasons for u in curve["users"]]
     curve["client_late_reason"] = [reasons.get(u, "") for u in curve["users"]]
     return curve
@@ -295,15 +342,18 @@ def build_report_data(
     gpus_per_model: Mapping[str, float] | None = None,
     rule: SaturationRule = SaturationRule(),
     step: Callable[[str], None] = lambda _msg: None,
+    slo: SloSpec | None = None,
 ) -> ReportData:
     """Measure every run, group runs into series, aggregate, analyse and compare.
 
     `step(description)` is called once per unit of work (one per run, then one per series).
+    The levels are judged against `slo`, else the SLOs the runs were started with (`report_slo`).
     """
+    spec = report_slo(run_dirs, slo)
     runs: list[RunSummary] = []
     for path in run_dirs:
         step(f"measuring {path}")
-        runs.append(summarize_run(path))
+        runs.append(summarize_run(path, spec))
     groups = group_runs([r.run for r in runs])
     series: list[SeriesReport] = []
     for g in groups:
@@ -322,6 +372,11 @@ def build_report_data(
             findings=findings(curve, sat, g.n_runs, rule) + rate_findings(members),
             axis=sat.axis,
         )
+        if spec:
+            report.slo_headline = slo_headline([r.metrics for r in members], spec)
+            report.findings.insert(
+                0, report.slo_headline.sentence(sat.axis.noun, sat.axis.rate, spec)
+            )
         _distributions(report)
         series.append(report)
     rows = compare(
@@ -336,5 +391,6 @@ def build_report_data(
         comparison=rows,
         comparison_findings=comparison_findings(rows),
         rule=rule,
+        slo=spec,
         generated_at=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
     )

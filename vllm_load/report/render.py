@@ -21,6 +21,7 @@ from .. import __version__
 from ..analysis import server_side
 from ..analysis.client_side import LATE_RULE
 from ..analysis.saturation import SaturationRule
+from ..analysis.slo import SloSpec
 from . import charts, persona_charts
 from .model import ReportData, RunSummary, SeriesReport, build_report_data
 from .summary import summary_dict, write_summary_csv
@@ -249,6 +250,7 @@ def _views(
         c
         for c in (
             charts.throughput_vs_concurrency(data.series),
+            charts.goodput_vs_concurrency(data.series) if data.slo else None,
             charts.latency_vs_concurrency(data.series),
             charts.latency_throughput_tradeoff(data.series),
         )
@@ -300,14 +302,16 @@ def build_report(
     gpus_per_model: Mapping[str, float] | None = None,
     progress: bool = True,
     rule: SaturationRule = SaturationRule(),
+    slo: SloSpec | None = None,
 ) -> ReportPaths:
     """Measure `run_dirs`, and write the HTML report at `out_html` with its summary files beside it.
+    The levels are judged against `slo`, else the SLOs the runs were started with.
 
     Raises ValueError when a directory is not a readable run.
     """
     bar = Progress(total=2 * len(run_dirs) + 4, enabled=progress)
     try:
-        data = build_report_data(run_dirs, gpus_per_model, rule, step=bar.step)
+        data = build_report_data(run_dirs, gpus_per_model, rule, step=bar.step, slo=slo)
         series, runs, overview = _views(data, bar)
         paths = _side_paths(out_html)
         os.makedirs(os.path.dirname(os.path.abspath(paths.html)), exist_ok=True)

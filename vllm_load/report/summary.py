@@ -80,6 +80,24 @@ def _saturation(s: SeriesReport) -> dict:
     return clean(out)
 
 
+def _slo(s: SeriesReport) -> dict | None:
+    """The series' highest level meeting the SLOs across runs, and what bound it."""
+    head = s.slo_headline
+    if head is None:
+        return None
+    return clean(
+        {
+            "highest_level_meeting": asdict(head.best),
+            "runs_meeting_at_no_level": head.runs_without,
+            "bound_by": head.binding,
+            "bound_by_missed": head.binding_missed,
+            "goodput_peak_users": head.goodput_peak_users,
+            "goodput_peak_req_per_s": head.goodput_peak,
+            "throughput_peak_users": head.throughput_peak_users,
+        }
+    )
+
+
 def summary_dict(data: ReportData) -> dict:
     """Everything the report shows, as JSON-ready data."""
     return clean(
@@ -88,6 +106,7 @@ def summary_dict(data: ReportData) -> dict:
             "generated_at": data.generated_at,
             "vllm_load_version": __version__,
             "confidence": 0.95,
+            "slo": {"items": data.slo.items(), "rule": data.slo.describe()} if data.slo else None,
             "rules": {
                 "saturation": data.rule.describe(),
                 "failed_levels": data.rule.describe_failures(),
@@ -102,6 +121,7 @@ def summary_dict(data: ReportData) -> dict:
                     "settings": s.series.settings,
                     "levels": _records(s.curve),
                     "saturation": _saturation(s),
+                    "slo": _slo(s),
                     "findings": s.findings,
                 }
                 for s in data.series
@@ -165,6 +185,13 @@ def summary_rows(summary: dict) -> Iterator[tuple]:
                     and value is not None
                 ):
                     yield ("saturation", s["label"], "", "", f"{key}.{name}", "value", value)
+        for name, value in (s.get("slo") or {}).get("highest_level_meeting", {}).items():
+            if value is not None:
+                yield ("slo", s["label"], "", "", "highest_level_meeting", name, value)
+        for name in ("goodput_peak_users", "goodput_peak_req_per_s", "throughput_peak_users"):
+            value = (s.get("slo") or {}).get(name)
+            if value is not None:
+                yield ("slo", s["label"], "", "", name, "value", value)
         for name in ("n", "runs_needed"):
             value = (sat.get("decision") or {}).get(name)
             if value is not None:

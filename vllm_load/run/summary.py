@@ -1,4 +1,5 @@
-"""What a finished run prints: the per-level table, the requests cut off, its directory."""
+"""What a finished run prints: the per-level table (with its --slo, goodput per level), the
+requests cut off, its directory."""
 
 from __future__ import annotations
 
@@ -11,18 +12,22 @@ logger = logging.getLogger("vllm_load")
 
 
 def print_summary(run_dir: str) -> None:
-    """The per-level table, the requests cut off at the stop, and where the run directory is."""
+    """The per-level table (and goodput against the run's SLOs), the requests cut off at the
+    stop, and where the run directory is."""
     abandoned = 0
     try:
         # at call time: pandas stays out of the load processes, which import this module too
         from ..analysis.client_side import late_levels, level_client_health, read_client_health
-        from ..analysis.levels import format_level_table, level_metrics
+        from ..analysis.goodput import format_goodput_table, level_goodput
+        from ..analysis.levels import format_level_table, measure_levels
         from ..analysis.rates import poisson_arrivals, rate_verdicts
+        from ..analysis.slo import parse_slo
         from ..rundir.load import load_run
 
         run = load_run(run_dir)
         abandoned = run.run.get("requests_abandoned", {}).get("total", 0)
-        metrics = level_metrics(run.requests, run.steps)
+        measurement = measure_levels(run.requests, run.steps)
+        metrics = measurement.metrics
         health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_CSV))
         verdicts = rate_verdicts(metrics, poisson_arrivals(run.run))
         table = format_level_table(
@@ -30,6 +35,10 @@ def print_summary(run_dir: str) -> None:
             late_levels(level_client_health(health, metrics, run.requests)),
             {lv: v.text() for lv, v in verdicts.items() if not v.kept_up},
         )
+        slo = parse_slo((run.run.get("settings") or {}).get("slo") or [])
+        if slo:  # the run's --slo: goodput per level, as the report will show it
+            goodput = level_goodput(run.requests, measurement, slo)
+            table += "\n\n" + format_goodput_table(metrics, goodput, slo)
     except Exception as e:  # a summary must never lose the run: say why it is missing instead
         logger.warning("could not summarise the run: %s", e)
         table = ""

@@ -39,6 +39,7 @@ ANALYSIS_COLUMNS: tuple[str, ...] = (
     "ttft",
     "e2e",
     "tpot",
+    "itl_max",  # a per-request SLO may limit it (analysis.slo)
     "itl_hist",
     "n_chunks",
     "chunks_merged",

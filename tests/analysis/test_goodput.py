@@ -1,0 +1,187 @@
+"""SLOs parsed from what a user types, and goodput per level on hand-made requests."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_analysis_levels import make_requests, make_steps, ok
+
+from vllm_load.analysis.goodput import (
+    SUCCESS,
+    format_goodput_table,
+    good_requests,
+    level_goodput,
+    slo_headline,
+)
+from vllm_load.analysis.levels import measure_levels
+from vllm_load.analysis.slo import Objective, SloSpec, Threshold, parse_slo
+from vllm_load.values import SettingsError
+
+
+def test_parse_every_form_and_units():
+    spec = parse_slo(["ttft<=2s, tpot<=50ms", "e2e <= 20s itl_max<=0.5s", "e2e_p99<=20s"])
+    assert spec.thresholds == (
+        Threshold("ttft", 2.0),
+        Threshold("tpot", 0.05),
+        Threshold("e2e", 20.0),
+        Threshold("itl_max", 0.5),
+    )
+    assert spec.objectives == (Objective("e2e", 99, 20.0),)
+    assert spec.attainment == 0.99
+    assert parse_slo(["ttft_p90<=1s", "attainment>=90%"]).attainment == pytest.approx(0.9)
+    # the items round-trip, as run.json records them
+    again = parse_slo(["tpot_p50<=40ms", "attainment>=95%", "ttft<=1.5s"])
+    assert parse_slo(again.items()) == again
+    assert not parse_slo([]) and not parse_slo(None)
+
+
+@pytest.mark.parametrize(
+    "text, names",
+    [
+        ("ttft<2s", "'ttft<2s'"),
+        ("ttft<=2", "in s or ms"),
+        ("ttft<=2min", "'ttft<=2min'"),
+        ("queue<=2s", "unknown figure queue"),
+        ("e2e_p98<=1s", "percentile 98"),
+        ("ttft>=1s", "ttft takes <="),
+        ("attainment>=150%", "at most 100%"),
+        ("ttft<=0s", "positive"),
+    ],
+)
+def test_bad_slo_is_one_line_naming_the_part_and_the_forms(text, names):
+    with pytest.raises(SettingsError) as err:
+        parse_slo([text])
+    message = str(err.value)
+    assert "\n" not in message and names in message
+    assert "ttft|tpot|e2e|itl_max<=N(s|ms)" in message and "attainment>=N%" in message
+
+
+def test_same_slo_twice_is_refused():
+    with pytest.raises(SettingsError, match="ttft is given twice"):
+        parse_slo(["ttft<=1s", "ttft<=2s"])
+
+
+def test_a_failure_is_never_good_and_an_undefined_figure_does_not_count():
+    requests = make_requests(
+        [
+            ok(0, 1, 100.0, 101.0, ttft=0.2, tpot=None),  # one-token reply: no TPOT
+            ok(0, 1, 100.0, 101.0, ttft=0.2, tpot=0.09),  # too slow per token
+            {"level": 0, "users": 1, "start_ts": 100.0, "end_ts": 100.1, "ok": 0},  # fast failure
+        ]
+    )
+    assert good_requests(requests, parse_slo(["ttft<=1s", "tpot<=50ms"])).tolist() == [
+        True,
+        False,
+        False,
+    ]
+    # with no per-request threshold, good = succeeded
+    assert good_requests(requests, parse_slo(["e2e_p99<=1s"])).tolist() == [True, True, False]
+
+
+@pytest.fixture
+def one_level():
+    """Level 0 at 2 users, no warm-up, 4 measured requests over the window [100, 104]."""
+    requests = make_requests(
+        [
+            ok(0, 2, 100.0, 102.0, ttft=0.5),  # good
+            ok(0, 2, 100.0, 102.0, ttft=1.5),  # misses ttft<=1s
+            ok(0, 2, 102.0, 104.0, ttft=0.5),  # good
+            {"level": 0, "users": 2, "start_ts": 102.0, "end_ts": 104.0, "ok": 0},  # failure
+        ]
+    )
+    steps = make_steps([(0, 2, 100.0, 104.5, 0, 4, 600.0, "target_reached")])
+    return requests, measure_levels(requests, steps)
+
+
+def test_goodput_counts_good_requests_work_inside_the_window(one_level):
+    requests, meas = one_level
+    row = level_goodput(requests, meas, parse_slo(["ttft<=1s"])).iloc[0]
+    assert meas.metrics.iloc[0]["window_s"] == 4.0
+    assert row.slo_good == 2 and row.slo_good_share == 0.5
+    assert row.goodput_req_per_s == pytest.approx(2 / 4)  # throughput: 3 / 4
+    assert meas.metrics.iloc[0]["req_per_s"] == pytest.approx(3 / 4)
+    assert row.goodput_output_tok_per_s == pytest.approx(20 / 4)
+    # a failure in 4 requests is more than the default 1 % allows: failures bound the level
+    assert row.slo_met == 0.0 and row.slo_binding == SUCCESS
+    assert row.slo_binding_value == pytest.approx(0.75)
+
+
+def test_binding_is_the_item_closest_to_its_limit(one_level):
+    requests, meas = one_level
+    lenient = parse_slo(["ttft<=1s", "attainment>=50%"])
+    row = level_goodput(requests, meas, lenient).iloc[0]
+    # half the requests are good; the median request's TTFT is 0.5 s against 1 s
+    assert row.slo_met == 1.0 and row.slo_binding == "ttft<=1s"
+    assert (row.slo_binding_value, row.slo_binding_ratio) == (0.5, 0.5)
+    # a level objective over the successful requests' p99 TTFT (~1.48 s) binds it instead
+    strict = parse_slo(["ttft<=1s", "ttft_p99<=1s", "attainment>=50%"])
+    row = level_goodput(requests, meas, strict).iloc[0]
+    p99 = meas.metrics.iloc[0]["ttft_p99"]
+    assert p99 == pytest.approx(np.percentile([0.5, 1.5, 0.5], 99))
+    assert row.slo_met == 0.0 and row.slo_binding == "ttft_p99<=1s"
+    assert row.slo_binding_ratio == pytest.approx(p99)
+
+
+def test_every_request_good_gives_goodput_equal_to_throughput(one_level):
+    requests, meas = one_level
+    row = level_goodput(requests, meas, parse_slo(["e2e<=10s", "attainment>=75%"])).iloc[0]
+    assert row.goodput_req_per_s == pytest.approx(meas.metrics.iloc[0]["req_per_s"])
+    assert row.slo_met == 1.0
+
+
+def test_terminal_table_says_which_levels_met_and_what_bound_them(one_level):
+    requests, meas = one_level
+    spec = parse_slo(["ttft<=1s"])
+    text = format_goodput_table(meas.metrics, level_goodput(requests, meas, spec), spec)
+    lines = text.splitlines()
+    assert lines[0] == f"SLOs: {spec.describe()}."
+    assert lines[1].split()[:2] == ["users", "good"]
+    assert lines[3].split()[:5] == ["2", "50.0", "0.50", "5", "missed"]
+    assert lines[3].endswith("success (75.0% of requests succeeded)")
+
+
+def _run(users, met, goodput, req_per_s, binding="ttft<=1s", value=1.2):
+    n = len(users)
+    return pd.DataFrame(
+        {
+            "users": users,
+            "req_per_s": req_per_s,
+            "goodput_req_per_s": goodput,
+            "slo_met": [float(m) for m in met],
+            "slo_binding": [binding] * n,
+            "slo_binding_value": [value] * n,
+        }
+    )
+
+
+def test_headline_across_runs_gives_the_interval_and_the_objective_missed_above():
+    spec = parse_slo(["ttft<=1s"])
+    runs = [
+        _run([1, 2, 4, 8], [1, 1, 0, 0], [1.0, 1.9, 1.5, 0.5], [1.0, 2.0, 3.5, 4.0]),
+        _run([1, 2, 4, 8], [1, 1, 1, 0], [1.0, 2.0, 2.5, 1.0], [1.0, 2.0, 3.6, 4.1]),
+        _run([1, 2, 4, 8], [1, 1, 1, 0], [1.0, 2.1, 2.6, 1.1], [1.0, 2.0, 3.4, 4.2]),
+    ]
+    head = slo_headline(runs, spec)
+    assert head.best.n == 3 and head.best.mean == pytest.approx(10 / 3)
+    half = 4.302653 * np.std([2, 4, 4], ddof=1) / math.sqrt(3)
+    assert head.best.ci_high == pytest.approx(10 / 3 + half, rel=1e-5)
+    assert head.binding_missed and head.binding.startswith("ttft<=1s (1.2 s at the 99th")
+    assert (head.goodput_peak_users, head.throughput_peak_users) == (4.0, 8.0)
+    text = head.sentence("concurrent", False, spec)
+    assert text.startswith("Highest concurrency meeting the SLOs (ttft<=1s): 3.333 concurrent")
+    assert "95% CI" in text and "bound by ttft<=1s" in text
+    assert "Goodput peaks at 4 concurrent" in text and "throughput at 8" in text
+    assert "Highest request rate" in head.sentence("requests/s", True, spec)
+
+
+def test_headline_when_every_level_met_or_none_did():
+    spec = SloSpec(objectives=(Objective("e2e", 99, 5.0),))
+    every = slo_headline([_run([1, 2], [1, 1], [1.0, 2.0], [1.0, 2.0], "e2e_p99<=5s", 4.0)], spec)
+    assert every.best.mean == 2 and not every.binding_missed
+    assert "closest to its limit: e2e_p99<=5s (4 s)" in every.sentence("concurrent", False, spec)
+    none = slo_headline([_run([1, 2], [0, 0], [0.0, 0.0], [1.0, 2.0], "e2e_p99<=5s", 6.0)], spec)
+    assert none.best.n == 0 and none.runs_without == 1
+    assert none.sentence("concurrent", False, spec).startswith("No tested level met the SLOs")

@@ -1,0 +1,79 @@
+"""SLOs end to end: a run started with `--slo` against the simulator, and the report it gets.
+
+The simulator's steps cost 10 ms plus 2.5 ms per sequence in the batch, and every user fits in
+one batch (`--max-num-seqs 16`): TPOT is about 15, 20, 30 and 50 ms at 2, 4, 8 and 16 users,
+while throughput still rises (16 users: ~320 tok/s against ~200 at 4). With `tpot<=25ms` the
+last level meeting the SLO is 4 users, where goodput peaks, below the throughput peak.
+"""
+
+import json
+import os
+
+import pytest
+from support.runhelpers import only_run_dir, run_vllm_load
+
+from vllm_load.sim.process import SimulatorProcess
+
+
+def test_a_latency_slo_binds_below_the_throughput_peak(tmp_path):
+    with SimulatorProcess(
+        "--time-scale",
+        "1",
+        "--max-num-seqs",
+        "16",
+        "--step-base",
+        "0.01",
+        "--decode-cost",
+        "0.0025",
+    ) as sim:
+        done = run_vllm_load(
+            "run",
+            "--host",
+            sim.url,
+            "--levels",
+            "2,4,8,16",
+            "--input-tokens",
+            "64",
+            "--output-tokens",
+            "16",
+            "--requests-per-level",
+            "12",
+            "--warmup-requests",
+            "2",
+            "--out",
+            str(tmp_path),
+            "--slo",
+            "tpot<=25ms",
+        )
+    # the run's own summary judges its levels against its SLO
+    assert "SLOs: a request is good when it succeeded with tpot<=25ms" in done.stdout
+    run_dir = only_run_dir(tmp_path)
+    with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
+        assert json.load(fh)["settings"]["slo"] == ["tpot<=25ms"]
+    out = str(tmp_path / "report.html")
+    # no --slo on the report's command line: the run's own SLO is used
+    run_vllm_load("report", run_dir, "-o", out, "--quiet")
+    with open(str(tmp_path / "report.summary.json"), encoding="utf-8") as fh:
+        summary = json.load(fh)
+    series = summary["series"][0]
+    levels = {row["users"]: row for row in series["levels"]}
+    assert [levels[u]["slo_met_mean"] for u in (2, 4, 8, 16)] == [1, 1, 0, 0]
+    slo = series["slo"]
+    assert slo["highest_level_meeting"]["mean"] == 4
+    assert slo["goodput_peak_users"] == 4 < slo["throughput_peak_users"]
+    assert slo["bound_by"].startswith("tpot<=25ms") and slo["bound_by_missed"]
+    assert levels[16]["goodput_req_per_s_mean"] < levels[4]["goodput_req_per_s_mean"]
+    # every request good: goodput is throughput
+    assert levels[4]["goodput_req_per_s_mean"] == pytest.approx(levels[4]["req_per_s_mean"])
+    assert series["findings"][0].startswith(
+        "Highest concurrency meeting the SLOs (tpot<=25ms): 4 concurrent"
+    )
+    assert "bound by tpot<=25ms" in series["findings"][0]
+    with open(out, encoding="utf-8") as fh:
+        html = fh.read()
+    assert 'id="chart-goodput"' in html and "bound by tpot&lt;=25ms" in html
+    # a report's own --slo replaces the run's
+    run_vllm_load("report", run_dir, "-o", out, "--quiet", "--slo", "tpot<=60ms")
+    with open(str(tmp_path / "report.summary.json"), encoding="utf-8") as fh:
+        again = json.load(fh)["series"][0]["slo"]
+    assert again["highest_level_meeting"]["mean"] == 16 and not again["bound_by_missed"]
