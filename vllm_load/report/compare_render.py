@@ -7,18 +7,21 @@ jinja2's autoescaping.
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import math
 import os
 from dataclasses import dataclass
 
+import jinja2
 import numpy as np
 
 from .. import __version__
 from ..analysis.ab import BETTER, FIGURES, UNSURE, WORSE, Comparison, Figure
 from . import charts
 from .compare_model import CompareData, compare_dict, dropped_text, level_text
-from .render import _template_env, num, pct
+from .render import md, num, pct, signed_pct
 
 #: the HTML class of each verdict's cell
 VERDICT_CLASS = {BETTER: "better", WORSE: "worse", UNSURE: "unsure"}
@@ -71,26 +74,30 @@ def throughput_chart(data: CompareData) -> charts.Chart | None:
     if not rows:
         return None
     levels = np.array([c.level for c in rows])
-    fig, (ax,) = charts._figure()
     with charts.plt.rc_context(charts.STYLE):
+        fig, ax = charts.plt.subplots(figsize=(7.5, 3.6))
         for name, pick in ((data.a.name, lambda c: c.a), (data.b.name, lambda c: c.b)):
             mean = np.array([pick(c).mean for c in rows])
             low = np.array([pick(c).ci_low for c in rows])
             high = np.array([pick(c).ci_high for c in rows])
             err = np.vstack([np.nan_to_num(mean - low), np.nan_to_num(high - mean)])
             ax.errorbar(levels, mean, yerr=err, marker="o", capsize=3, label=name)
-        label = "requests/s (requested)" if data.a.axis.rate else charts.USERS.label
-        charts._log_users_axis(ax, list(levels), label)
+        if levels.size >= 2 and levels.max() / levels.min() >= 8:  # 10 → 1000 spans decades
+            ax.set_xscale("log")
+            ax.minorticks_off()
+        ax.set_xticks(levels, [f"{lv:,.4g}" for lv in levels])
+        ax.set_xlabel(data.a.axis.label)
         ax.set_ylabel("total tok/s")
         ax.set_ylim(bottom=0)
         ax.legend()
-        png = charts._render(fig)
-    conf = f"{(1 - data.result.alpha) * 100:g} %"
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", bbox_inches="tight")
+        charts.plt.close(fig)
     return charts.Chart(
         key="ab-throughput",
-        title=f"Total throughput of {data.a.name} and {data.b.name} ({conf} t-intervals)",
+        title=f"Total throughput of {data.a.name} and {data.b.name} per level",
         alt=f"total tok/s per level, {data.a.name} against {data.b.name}",
-        png_base64=png,
+        png_base64=base64.b64encode(buf.getvalue()).decode("ascii"),
     )
 
 
@@ -104,8 +111,14 @@ def write_comparison(data: CompareData, out_html: str) -> ComparePaths:
     """Write the comparison's HTML at `out_html`, with its Markdown and JSON beside it."""
     paths = _paths(out_html)
     os.makedirs(os.path.dirname(os.path.abspath(paths.html)), exist_ok=True)
-    env = _template_env()
-    env.filters.update(value=value_text, p=p_text, rel=rel_text)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("vllm_load.report", "templates"),
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html",), default_for_string=True),
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters.update(
+        num=num, pct=pct, signed_pct=signed_pct, md=md, value=value_text, p=p_text, rel=rel_text
+    )
     env.globals.update(
         ci_text=ci_text,
         level_text=lambda lv: level_text(lv, data.a.axis),
@@ -118,8 +131,6 @@ def write_comparison(data: CompareData, out_html: str) -> ComparePaths:
         chart=throughput_chart(data),
         title=f"vllm-load compare: {data.a.name} vs {data.b.name}",
         version=__version__,
-        num=num,
-        pct=pct,
         worse_text=WORSE,
     )
     _write(paths.html, env.get_template("compare.html").render(**context))
