@@ -336,7 +336,7 @@ def compare_figure(
         return Comparison(level, figure, a, b, across, requests=reqs, distribution_p=dist)
     if reqs is not None:
         note = "one run on a side: over requests instead, for these runs only"
-        fallback = replace(reqs, note=f"{note} ({reqs.note})")
+        fallback = replace(reqs, note=f"{note}; {reqs.note}")
         return Comparison(level, figure, a, b, fallback, distribution_p=dist)
     if figure.key == "success_rate":
         ok_a, n_a = (

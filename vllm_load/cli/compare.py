@@ -24,10 +24,9 @@ DESCRIPTION = (
 )
 
 EPILOG = (
-    "examples:\n"
-    "  vllm-load compare 'runs/base/*' 'runs/tuned/*' --a-name base --b-name tuned\n"
-    "  vllm-load compare runs/a1 runs/a2 runs/a3 vs runs/b1 runs/b2 runs/b3 -o ab.html\n"
-    "  vllm-load compare 'runs/main/*' 'runs/pr/*' --fail-if-worse 5%   # a CI gate"
+    "Examples: vllm-load compare 'runs/base/*' 'runs/tuned/*' --a-name base --b-name tuned; "
+    "vllm-load compare RUN_A1 RUN_A2 RUN_A3 vs RUN_B1 RUN_B2 RUN_B3 -o ab.html; as a CI gate, "
+    "vllm-load compare 'runs/main/*' 'runs/pr/*' --fail-if-worse 5%."
 )
 
 
