@@ -164,3 +164,18 @@ def test_correction_families_and_fail_if_worse():
     assert ab.worse_by(per_level, 0.5) == []  # 30 % worse is not worse by more than 50 %
     with pytest.raises(ValueError):
         ab.compare_runs(a, b, correction="bonferroni")
+
+
+@pytest.mark.parametrize("q", [50, 90, 99, 100])
+def test_order_statistic_bootstrap_matches_resampling_by_brute_force(q):
+    """The bootstrap draws each resample's percentile from order-statistic laws instead of
+    building the resample: its distribution must be that of resampling outright."""
+    rng = np.random.default_rng(5)
+    x = rng.lognormal(0.0, 0.5, 300)
+    fast = ab._resampled_percentiles(x, q, 20_000, np.random.default_rng(1))
+    idx = np.random.default_rng(2).integers(0, x.size, size=(20_000, x.size))
+    slow = np.percentile(x[idx], q, axis=1)
+    for level in (0.025, 0.25, 0.5, 0.75, 0.975):
+        # quantiles of two samples of 20,000 draws: equal to within their Monte Carlo error
+        assert np.quantile(fast, level) == pytest.approx(np.quantile(slow, level), rel=0.03)
+    assert fast.std() == pytest.approx(slow.std(), rel=0.05)
