@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "vllm_load.report.cli",
         "build the HTML report (with multi-run statistics) from run directories",
     ),
+    "compare": ("vllm_load.cli.compare", "is configuration B really better than A, or noise?"),
     "sim": ("vllm_load.sim.cli", "serve the simulated vLLM OpenAI server"),
     "validate-client": (
         "vllm_load.cli.validate_client",

@@ -1,0 +1,73 @@
+"""`vllm-load compare` calls a difference significant about as often as alpha says when there is
+none: runs of one configuration, split at random into A and B, again and again.
+
+The runs are synthetic (`rundir.synthetic`), so their run-to-run noise is known; the splits are
+seeded, so the shares below are the same on every machine.
+"""
+
+import numpy as np
+import pytest
+
+from vllm_load.analysis import ab
+from vllm_load.analysis.levels import measure_levels
+from vllm_load.rundir.load import ANALYSIS_COLUMNS, load_run
+from vllm_load.rundir.synthetic import ServerModel, SyntheticRun, write_synthetic_run
+
+RUNS = 24
+SPLITS = 120
+ALPHA = 0.05
+
+
+@pytest.fixture(scope="module")
+def one_configuration(tmp_path_factory):
+    """RUNS runs of one server (3 % run-to-run speed noise), measured."""
+    base = str(tmp_path_factory.mktemp("fpr"))
+    runs = []
+    for seed in range(RUNS):
+        spec = SyntheticRun(
+            levels=(4, 32),
+            warmup_requests=4,
+            requests_per_level=40,
+            input_tokens=256,
+            output_tokens=32,
+            server=ServerModel(max_num_seqs=16, run_noise=0.03),
+            seed=seed,
+            start_ts=1_790_000_000.0 + 3600 * seed,
+        )
+        data = load_run(write_synthetic_run(base, spec), ANALYSIS_COLUMNS)
+        meas = measure_levels(data.requests, data.steps)
+        runs.append(ab.RunLevels(data.run_id, meas.metrics, meas.measured))
+    return runs
+
+
+def _splits(runs, per_side: int, seed: int):
+    rng = np.random.default_rng(seed)
+    for _ in range(SPLITS):
+        pick = rng.choice(len(runs), size=2 * per_side, replace=False)
+        yield [runs[i] for i in pick[:per_side]], [runs[i] for i in pick[per_side:]]
+
+
+def test_welch_across_runs_keeps_false_positives_near_alpha(one_configuration):
+    raw, families, family_hits = [], 0, 0
+    for a, b in _splits(one_configuration, 3, seed=11):
+        res = ab.compare_runs(a, b, alpha=ALPHA, resamples=100)
+        tested = [c for c in res.comparisons if c.result.test == ab.WELCH]
+        raw += [c.result.p < ALPHA for c in tested if c.figure.key != "success_rate"]
+        for level in res.levels:
+            families += 1
+            family_hits += any(c.verdict != ab.UNSURE for c in res.at(level))
+    share = float(np.mean(raw))
+    # every comparison on its own: about alpha (splits of 24 runs are not independent: wide bounds)
+    assert 0.02 <= share <= 0.09, share
+    # Holm per level: the chance of any false verdict at a level stays under alpha
+    assert family_hits / families <= ALPHA + 0.03, family_hits / families
+
+
+def test_one_run_a_side_over_requests_cannot_see_run_to_run_noise(one_configuration):
+    """Why the output says the request-level fallback speaks "for these runs only": with one run
+    a side, the requests of a run share its speed, and the bootstrap calls that a difference."""
+    hits = []
+    for a, b in _splits(one_configuration, 1, seed=12):
+        res = ab.compare_runs(a, b, alpha=ALPHA, correction="none", resamples=300)
+        hits += [c.result.p < ALPHA for c in res.comparisons if c.result.test == ab.BOOTSTRAP]
+    assert np.mean(hits) > 2 * ALPHA

@@ -1,0 +1,135 @@
+"""`vllm-load compare A B` on synthetic runs: verdicts, files, --fail-if-worse, bad input."""
+
+import glob
+import json
+import os
+
+import pytest
+
+from vllm_load.cli.main import main
+from vllm_load.rundir.synthetic import ServerModel, SyntheticRun, write_synthetic_run
+
+
+def _runs(base, max_num_seqs: int, n: int, levels=(8, 64), seed0: int = 0) -> list[str]:
+    return [
+        write_synthetic_run(
+            str(base),
+            SyntheticRun(
+                levels=levels,
+                warmup_requests=4,
+                requests_per_level=40,
+                input_tokens=256,
+                output_tokens=32,
+                server=ServerModel(max_num_seqs=max_num_seqs, run_noise=0.02),
+                seed=seed0 + i,
+                start_ts=1_790_000_000.0 + 3600 * (seed0 + i),
+            ),
+        )
+        for i in range(n)
+    ]
+
+
+@pytest.fixture(scope="module")
+def sides(tmp_path_factory):
+    """Three runs of a server batching 16 sequences (A) and three batching 64 (B)."""
+    base = tmp_path_factory.mktemp("ab")
+    _runs(base / "a", 16, 3)
+    _runs(base / "b", 64, 3, seed0=10)
+    return str(base / "a"), str(base / "b")
+
+
+def test_more_batching_is_significantly_better_at_high_concurrency(sides, tmp_path, capsys):
+    a, b = sides
+    out = str(tmp_path / "ab.html")
+    code = main(["compare", a, b, "--a-name", "seqs16", "--b-name", "seqs64", "-o", out])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "64: total tok/s: B better" in printed
+    data = json.load(open(str(tmp_path / "ab.json")))
+    assert data["sides"]["a"]["n_runs"] == 3 and data["comparisons_tested"] == 16
+    at64 = {f["figure"]: f for f in data["levels"][1]["figures"]}
+    assert data["levels"][1]["level"] == 64
+    tok = at64["total_tok_per_s"]
+    assert tok["verdict"] == "B better" and tok["test"] == "Welch's t-test across runs"
+    assert tok["rel_diff"] > 0.5 and tok["p_adjusted"] < 0.05 and tok["ci_low"] > 0
+    assert at64["e2e_p50"]["verdict"] == "B better"  # no queue in front of the batch
+    assert at64["itl_p99"]["verdict"] == "B worse"  # but a bigger batch decodes each step slower
+    # at 8 users both batch everyone: no throughput verdict either way
+    at8 = {f["figure"]: f for f in data["levels"][0]["figures"]}
+    assert at8["total_tok_per_s"]["verdict"] != "B worse"
+    html = open(out).read()
+    assert '<td class="l better">B better</td>' in html and "data:image/png;base64," in html
+    assert "16 comparisons were tested" in html
+    md = open(str(tmp_path / "ab.md")).read()
+    assert "## 64 users" in md and "**B better**" in md
+
+
+def test_fail_if_worse_exits_1_when_b_is_the_slower(sides, tmp_path, capsys):
+    a, b = sides
+    out = str(tmp_path / "ba.html")
+    assert main(["compare", b, a, "-o", out, "--fail-if-worse", "5%"]) == 1
+    assert "is significantly worse" in capsys.readouterr().out
+    assert json.load(open(str(tmp_path / "ba.json")))["failed"] is True
+    # the right way round, the bigger batch still pays in ITL (each decode step is longer:
+    # +18 % at 64 sequences): the gate catches that at 5 %, and lets it through at 25 %
+    assert main(["compare", a, b, "-o", out, "--fail-if-worse", "0.05"]) == 1
+    worse = json.load(open(str(tmp_path / "ba.json")))["worse"]
+    assert [(w["level"], w["figure"]) for w in worse] == [(64, "itl_p99")]
+    assert main(["compare", a, b, "-o", out, "--fail-if-worse", "25%"]) == 0
+
+
+def test_several_runs_a_side_with_vs_and_one_run_a_side(sides, tmp_path, capsys):
+    a, b = sides
+    a_runs = sorted(glob.glob(os.path.join(a, "*", "*")))
+    b_runs = sorted(glob.glob(os.path.join(b, "*", "*")))
+    out = str(tmp_path / "vs.html")
+    assert main(["compare", *a_runs[:2], "vs", *b_runs[:2], "-o", out]) == 0
+    assert json.load(open(str(tmp_path / "vs.json")))["sides"]["b"]["n_runs"] == 2
+    out1 = str(tmp_path / "one.html")
+    assert main(["compare", a_runs[0], b_runs[0], "-o", out1]) == 0
+    one = json.load(open(str(tmp_path / "one.json")))
+    figures = {f["figure"]: f for f in one["levels"][1]["figures"]}
+    assert figures["total_tok_per_s"]["test"] == "none"
+    assert "impossible" in figures["total_tok_per_s"]["note"]
+    assert figures["ttft_p99"]["test"] == "bootstrap of the percentile over requests"
+
+
+def test_levels_only_one_side_tested_are_dropped_and_named(sides, tmp_path, capsys):
+    a, _ = sides
+    _runs(tmp_path / "c", 64, 2, levels=(8, 32))
+    apart = _runs(tmp_path / "e", 64, 1, levels=(16,))
+    assert main(["compare", a, *apart, "-o", str(tmp_path / "d.html")]) == 2
+    assert "share no measured level" in capsys.readouterr().err
+    assert main(["compare", a, str(tmp_path / "c"), "-o", str(tmp_path / "d.html")]) == 0
+    printed = capsys.readouterr().out
+    assert "levels dropped: only A measured 64 users; only B measured 32 users" in printed
+    assert json.load(open(str(tmp_path / "d.json")))["levels_only_b"] == [32.0]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["nowhere", "{b}"], "nowhere: no such run directory"),
+        (["{a}", "{b}", "{a}"], "got 3 run arguments"),
+        (["{a}", "vs"], "give A's runs, 'vs', then B's runs"),
+        (["{a}", "{a}"], "is in both A and B"),
+        (["{a}", "{b}", "--fail-if-worse", "five"], "--fail-if-worse takes a share"),
+        (["{a}", "{b}", "--fail-if-worse", "5"], "write a percentage with %"),
+        (["{a}", "{b}", "--alpha", "1.5"], "--alpha must be between 0 and 1"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(sides, tmp_path, capsys, args, message):
+    a, b = sides
+    argv = [x.format(a=a, b=b) for x in args]
+    assert main(["compare", *argv, "-o", str(tmp_path / "x.html")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("vllm-load compare: error: ") and message in err
+    assert "\n" not in err
+
+
+def test_help_says_what_it_does(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["compare", "--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    assert "--fail-if-worse" in text and "Welch" in text and "vs" in text

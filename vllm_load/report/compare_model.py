@@ -1,0 +1,196 @@
+"""The numbers of `vllm-load compare`: both sides' runs loaded and measured, then compared.
+
+`build_compare_data` is the only step of the comparison that reads files; what it returns is
+everything the templates, the chart and the JSON show (`compare_dict`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ..analysis.ab import (
+    ABResult,
+    Comparison,
+    RunLevels,
+    compare_runs,
+    worse_by,
+)
+from ..analysis.curve import RATE, USERS, Axis, axis_of
+from ..analysis.levels import measure_levels
+from ..rundir.load import ANALYSIS_COLUMNS, load_run
+
+
+@dataclass
+class Side:
+    """One side of the comparison: its name, its run directories and their per-level figures."""
+
+    name: str
+    paths: list[str]
+    runs: list[RunLevels]
+    models: list[str]
+    axis: Axis
+
+
+@dataclass
+class CompareData:
+    """Everything a comparison shows."""
+
+    a: Side
+    b: Side
+    result: ABResult
+    generated_at: str
+    resamples: int
+    seed: int
+    fail_if_worse: float | None = None  # the --fail-if-worse threshold (relative), if given
+    worse: list[Comparison] = field(default_factory=list)  # what crossed it
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.worse)
+
+
+def level_text(level: float, axis: Axis) -> str:
+    """A level as the comparison names it: `64 users`, `2.50 requests/s`."""
+    return f"{level:,.2f} requests/s" if axis.rate else f"{level:,.0f} users"
+
+
+def load_side(name: str, paths: Sequence[str]) -> Side:
+    """Read and measure the runs of one side. Raises ValueError on a run that cannot be read,
+    or runs of both kinds (concurrency levels and request rates) on one side."""
+    runs, models, axes = [], [], set()
+    for path in paths:
+        data = load_run(path, ANALYSIS_COLUMNS)
+        meas = measure_levels(data.requests, data.steps)
+        runs.append(RunLevels(data.run_id, meas.metrics, meas.measured))
+        if data.model not in models:
+            models.append(data.model)
+        axes.add(axis_of(data.run))
+    if len(axes) > 1:
+        raise ValueError(f"{name} mixes concurrency runs and --rates runs: compare like with like")
+    return Side(name, list(paths), runs, models, axes.pop() if axes else USERS)
+
+
+def build_compare_data(
+    a_paths: Sequence[str],
+    b_paths: Sequence[str],
+    a_name: str = "A",
+    b_name: str = "B",
+    alpha: float = 0.05,
+    correction: str = "level",
+    resamples: int = 2000,
+    seed: int = 0,
+    fail_if_worse: float | None = None,
+) -> CompareData:
+    """Load both sides and compare every headline figure at every level they share.
+
+    Raises ValueError when a run is on both sides, a run cannot be read, the sides' levels are
+    of different kinds, or they share no level.
+    """
+    both = sorted(set(map(os.path.realpath, a_paths)) & set(map(os.path.realpath, b_paths)))
+    if both:
+        raise ValueError(f"{both[0]} is in both {a_name} and {b_name}")
+    a, b = load_side(a_name, a_paths), load_side(b_name, b_paths)
+    if a.axis is not b.axis:
+        kinds = {USERS: "concurrency levels", RATE: "request rates (--rates)"}
+        raise ValueError(
+            f"{a_name} tested {kinds[a.axis]} and {b_name} {kinds[b.axis]}: nothing to compare"
+        )
+    result = compare_runs(a.runs, b.runs, alpha, correction, resamples, seed)
+    if not result.levels:
+        raise ValueError(
+            f"{a_name} and {b_name} share no measured level ({a_name}: "
+            f"{_levels_text(result.only_a, a.axis)}; {b_name}: {_levels_text(result.only_b, b.axis)})"
+        )
+    return CompareData(
+        a=a,
+        b=b,
+        result=result,
+        generated_at=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        resamples=resamples,
+        seed=seed,
+        fail_if_worse=fail_if_worse,
+        worse=worse_by(result, fail_if_worse) if fail_if_worse is not None else [],
+    )
+
+
+def _levels_text(levels: Sequence[float], axis: Axis) -> str:
+    return ", ".join(level_text(lv, axis) for lv in levels) or "none"
+
+
+def dropped_text(data: CompareData) -> str:
+    """Which levels only one side measured (left out of the comparison); empty when none."""
+    parts = []
+    for side, levels in ((data.a, data.result.only_a), (data.b, data.result.only_b)):
+        if levels:
+            parts.append(f"only {side.name} measured {_levels_text(levels, side.axis)}")
+    return "; ".join(parts)
+
+
+def _num(value: float) -> float | None:
+    """JSON has no NaN: a missing figure is null."""
+    return None if value is None or math.isnan(value) else float(value)
+
+
+def comparison_dict(c: Comparison) -> dict:
+    """One row of the JSON: both sides, the difference, the test, the verdict."""
+    r = c.result
+    row = {
+        "figure": c.figure.key,
+        "label": c.figure.label,
+        "unit": c.figure.unit,
+        "higher_is_better": c.figure.higher_is_better,
+        "a": {"n": c.a.n, "mean": _num(c.a.mean), "std": _num(c.a.std)},
+        "b": {"n": c.b.n, "mean": _num(c.b.mean), "std": _num(c.b.std)},
+        "diff": _num(c.diff),
+        "rel_diff": _num(c.rel_diff),
+        "test": r.test,
+        "test_diff": _num(r.diff),
+        "ci_low": _num(r.ci_low),
+        "ci_high": _num(r.ci_high),
+        "p": _num(r.p),
+        "p_adjusted": _num(c.p_adjusted),
+        "verdict": c.verdict,
+        "note": r.note,
+        "mann_whitney_p": _num(c.distribution_p),
+    }
+    if c.requests is not None:
+        q = c.requests
+        row["requests_bootstrap"] = {
+            "diff": _num(q.diff),
+            "ci_low": _num(q.ci_low),
+            "ci_high": _num(q.ci_high),
+            "p": _num(q.p),
+        }
+    return row
+
+
+def compare_dict(data: CompareData) -> dict:
+    """The comparison as JSON-able data (the `.json` written beside the HTML)."""
+    res = data.result
+    return {
+        "generated_at": data.generated_at,
+        "sides": {
+            key: {"name": s.name, "runs": s.paths, "models": s.models, "n_runs": len(s.runs)}
+            for key, s in (("a", data.a), ("b", data.b))
+        },
+        "level_axis": "requests/s" if data.a.axis.rate else "users",
+        "alpha": res.alpha,
+        "correction": res.correction,
+        "comparisons_tested": res.n_tested,
+        "bootstrap": {"resamples": data.resamples, "seed": data.seed},
+        "levels_only_a": res.only_a,
+        "levels_only_b": res.only_b,
+        "levels": [
+            {"level": lv, "figures": [comparison_dict(c) for c in res.at(lv)]} for lv in res.levels
+        ],
+        "fail_if_worse": data.fail_if_worse,
+        "failed": data.failed,
+        "worse": [
+            {"level": c.level, "figure": c.figure.key, "rel_diff": _num(c.rel_diff)}
+            for c in data.worse
+        ],
+    }
