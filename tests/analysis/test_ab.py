@@ -130,7 +130,7 @@ def test_compare_runs_across_runs_finds_the_faster_side_and_drops_unshared_level
     assert res.n_tested == 16
 
 
-def test_one_run_a_side_falls_back_to_requests_and_leaves_throughput_untested():
+def test_one_run_a_side_gives_no_verdict_and_shows_requests_for_information():
     a = [_run("a", {16: 1000}, 1.0, n=400, seed=1)]
     b = [_run("b", {16: 1200}, 1.5, n=400, seed=2)]  # latencies 50 % higher
     res = ab.compare_runs(a, b, resamples=500)
@@ -140,11 +140,15 @@ def test_one_run_a_side_falls_back_to_requests_and_leaves_throughput_untested():
         got["total_tok_per_s"].verdict == UNSURE
         and "impossible" in got["total_tok_per_s"].result.note
     )
-    assert got["itl_p99"].result.test == NO_TEST
-    assert got["e2e_p50"].result.test == BOOTSTRAP and got["e2e_p50"].verdict == WORSE
-    assert "these runs only" in got["e2e_p50"].result.note
-    assert got["success_rate"].result.test == ab.FISHER
-    assert res.n_tested == 5  # four percentiles and the success rate
+    assert got["itl_p99"].result.test == NO_TEST and got["itl_p99"].requests is None
+    # latencies 50 % higher: the requests of these two runs say so, but decide nothing
+    e2e = got["e2e_p50"]
+    assert e2e.result.test == NO_TEST and e2e.verdict == UNSURE and "no verdict" in e2e.result.note
+    assert e2e.requests is not None and e2e.requests.test == BOOTSTRAP
+    assert e2e.requests.ci_low > 0 and e2e.requests.p < 0.05
+    assert got["success_rate"].requests is not None
+    assert got["success_rate"].requests.test == ab.FISHER
+    assert res.n_tested == 0
 
 
 def test_correction_families_and_fail_if_worse():

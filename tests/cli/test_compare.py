@@ -91,7 +91,9 @@ def test_several_runs_a_side_with_vs_and_one_run_a_side(sides, tmp_path, capsys)
     figures = {f["figure"]: f for f in one["levels"][1]["figures"]}
     assert figures["total_tok_per_s"]["test"] == "none"
     assert "impossible" in figures["total_tok_per_s"]["note"]
-    assert figures["ttft_p99"]["test"] == "bootstrap of the percentile over requests"
+    ttft = figures["ttft_p99"]
+    assert ttft["test"] == "none" and ttft["verdict"] == "no significant difference at this n"
+    assert ttft["requests_test"]["test"] == "bootstrap of the percentile over requests"
 
 
 def test_levels_only_one_side_tested_are_dropped_and_named(sides, tmp_path, capsys):

@@ -10,10 +10,13 @@ Which test speaks:
 - n >= 2 runs on each side: Welch's t-test on the per-run figures. The run is the unit of
   replication: requests of one run share its server state, so treating them as independent
   samples of the configuration would call run-to-run noise a difference.
-- fewer runs: the across-run test is impossible. Latency percentiles fall back to a bootstrap of
-  the difference of percentiles over the measured requests (seeded, vectorised), success rate
-  to Fisher's exact test over requests; both speak only for these runs, not for the run-to-run
-  spread. Throughput and ITL are one figure per run (ITL comes as a merged histogram): untested.
+- fewer runs: the across-run test is impossible, and no verdict is given. A bootstrap of the
+  difference of percentiles over the measured requests (seeded, vectorised), and for the
+  success rate Fisher's exact test over requests, are shown for information: they speak only
+  for these two runs. They cannot decide, because the requests of one run share its speed:
+  splitting runs of one configuration one against one, the bootstrap called most comparisons
+  significant (tests/analysis/test_ab_false_positives.py). Throughput and ITL are one figure
+  per run (ITL comes as a merged histogram): nothing to show.
 
 Latency figures also get a Mann-Whitney test of the pooled request distributions, shown beside
 the verdict but never deciding it. p-values are corrected for multiple comparisons with Holm's
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -345,10 +348,6 @@ def compare_figure(
         dist = mann_whitney(ra, rb)
     if across.test == WELCH:
         return Comparison(level, figure, a, b, across, requests=reqs, distribution_p=dist)
-    if reqs is not None:
-        note = "one run on a side: over requests instead, for these runs only"
-        fallback = replace(reqs, note=f"{note}; {reqs.note}")
-        return Comparison(level, figure, a, b, fallback, distribution_p=dist)
     if figure.key == "success_rate":
         ok_a, n_a = (
             np.nansum(a_side.per_run(level, "ok")),
@@ -358,11 +357,15 @@ def compare_figure(
             np.nansum(b_side.per_run(level, "ok")),
             np.nansum(b_side.per_run(level, "measured")),
         )
-        res = proportions(int(ok_a), int(n_a), int(ok_b), int(n_b), alpha)
-        note = "one run on a side: over requests instead, for these runs only"
-        return Comparison(level, figure, a, b, replace(res, note=note))
-    why = "one run on a side: the across-run test is impossible, and this is one figure per run"
-    return Comparison(level, figure, a, b, TestResult(NO_TEST, b.mean - a.mean, note=why))
+        reqs = proportions(int(ok_a), int(n_a), int(ok_b), int(n_b), alpha)
+    why = (
+        "one run on a side: no verdict (the across-run test is impossible: it needs two runs a "
+        "side; a test over requests cannot tell run-to-run noise from a difference)"
+    )
+    if reqs is not None:
+        why += f"; over these runs' requests, for information: {reqs.test}"
+    no_verdict = TestResult(NO_TEST, b.mean - a.mean, note=why)
+    return Comparison(level, figure, a, b, no_verdict, requests=reqs, distribution_p=dist)
 
 
 def compare_runs(

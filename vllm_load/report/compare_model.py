@@ -159,7 +159,8 @@ def comparison_dict(c: Comparison) -> dict:
     }
     if c.requests is not None:
         q = c.requests
-        row["requests_bootstrap"] = {
+        row["requests_test"] = {
+            "test": q.test,
             "diff": _num(q.diff),
             "ci_low": _num(q.ci_low),
             "ci_high": _num(q.ci_high),
