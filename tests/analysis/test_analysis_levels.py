@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from vllm_load.analysis.hist import hist_percentiles, merge_hist_column
-from vllm_load.analysis.levels import format_level_table, level_metrics, measure_levels
+from vllm_load.analysis.level_table import format_level_table
+from vllm_load.analysis.levels import level_metrics, measure_levels
 from vllm_load.rundir.histogram import LogHistogram, bucket_value
 from vllm_load.rundir.records import COLUMNS, PANDAS_DTYPES
 

@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 
-from vllm_load.analysis.levels import LATE_MARK, TABLE_COLUMNS, format_level_table
+from vllm_load.analysis.level_table import LATE_MARK, TABLE_COLUMNS, format_level_table
 
 
 def _metrics() -> pd.DataFrame:

@@ -28,7 +28,8 @@ from ..analysis.goodput import (
     slo_headline,
 )
 from ..analysis.hist import pad_columns
-from ..analysis.levels import METRIC_COLUMNS, error_counts, measure_levels
+from ..analysis.level_table import error_counts
+from ..analysis.levels import METRIC_COLUMNS, measure_levels
 from ..analysis.rates import RateRule, poisson_arrivals, rate_verdicts
 from ..analysis.saturation import Saturation, SaturationRule, analyse
 from ..analysis.server_side import level_server_figures, read_server_metrics

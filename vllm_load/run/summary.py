@@ -19,7 +19,8 @@ def print_summary(run_dir: str) -> None:
         # at call time: pandas stays out of the load processes, which import this module too
         from ..analysis.client_side import late_levels, level_client_health, read_client_health
         from ..analysis.goodput import format_goodput_table, level_goodput
-        from ..analysis.levels import format_level_table, measure_levels
+        from ..analysis.level_table import format_level_table
+        from ..analysis.levels import measure_levels
         from ..analysis.rates import poisson_arrivals, rate_verdicts
         from ..analysis.slo import parse_slo
         from ..rundir.load import load_run

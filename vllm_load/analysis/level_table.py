@@ -1,0 +1,134 @@
+"""A run's per-level figures as text, as `vllm-load run` prints them at the end, and its failed
+requests counted per level and error category (the report's errors table)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from .levels import _num
+
+
+def _fmt(value: float, spec: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return format(value, spec)
+
+
+TABLE_COLUMNS: tuple[tuple[str, str, float, str], ...] = (
+    # header, metric, scale, format
+    ("users", "users", 1, ",.0f"),
+    ("achieved", "achieved_concurrency", 1, ",.1f"),
+    ("req/s", "req_per_s", 1, ",.2f"),
+    ("tok/s", "total_tok_per_s", 1, ",.0f"),
+    ("out tok/s", "output_tok_per_s", 1, ",.0f"),
+    ("TTFT p50 ms", "ttft_p50", 1000, ",.1f"),
+    ("TTFT p99 ms", "ttft_p99", 1000, ",.1f"),
+    ("ITL p99 ms", "itl_p99", 1000, ",.2f"),
+    ("E2E p50 s", "e2e_p50", 1, ",.3f"),
+    ("E2E p99 s", "e2e_p99", 1, ",.3f"),
+    ("success %", "success_rate", 100, ".1f"),
+)
+
+
+#: in rate mode (--rates) the rate columns lead instead of the users
+RATE_TABLE_COLUMNS: tuple[tuple[str, str, float, str], ...] = (
+    ("rate req/s", "requested_rate", 1, ",.2f"),
+    ("offered", "offered_rate", 1, ",.2f"),
+    ("achieved", "achieved_rate", 1, ",.2f"),
+    ("in flight", "achieved_concurrency", 1, ",.1f"),
+    ("queued p50 ms", "queued_p50", 1000, ",.1f"),
+    ("queued p99 ms", "queued_p99", 1000, ",.1f"),
+    *TABLE_COLUMNS[3:],
+)
+
+#: what marks a latency the client could not date (the level was client-late)
+LATE_MARK = "*"
+#: what marks an achieved rate the target could not keep up with
+BEHIND_MARK = "!"
+
+
+def format_level_table(
+    metrics: pd.DataFrame, late: dict[int, str] | None = None, behind: dict[int, str] | None = None
+) -> str:
+    """A fixed-width text table of `level_metrics` for the terminal (empty string for no levels).
+
+    `late` ({level: why}, from `analysis.client_side.late_levels`) marks the TTFT and ITL of
+    those levels with `LATE_MARK`, and a legend under the table says why they are not trustworthy.
+    Open-loop levels (a requested rate) get the rate columns; `behind` ({level: why}, from
+    `analysis.rates.rate_verdicts`) marks the achieved rate of those the target could not keep
+    up with, with `BEHIND_MARK` and a legend.
+    """
+    if metrics is None or metrics.empty:
+        return ""
+    late, behind = late or {}, behind or {}
+    rated = "requested_rate" in metrics and bool(metrics["requested_rate"].notna().any())
+    columns = RATE_TABLE_COLUMNS if rated else TABLE_COLUMNS
+    rows = [[h for h, *_ in columns]]
+    for rec in metrics.to_dict("records"):
+        lv = rec.get("level")
+        marks = {
+            "ttft_": LATE_MARK if lv in late else " " if late else "",
+            "itl_": LATE_MARK if lv in late else " " if late else "",
+            "achieved_rate": BEHIND_MARK if lv in behind else " " if behind else "",
+        }
+        rows.append(
+            [
+                _fmt(rec.get(col, math.nan) * scale if rec.get(col) is not None else math.nan, spec)
+                + next((m for key, m in marks.items() if col.startswith(key)), "")
+                for _, col, scale, spec in columns
+            ]
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(columns))]
+    lines = ["  ".join(cell.rjust(wd) for cell, wd in zip(row, widths)) for row in rows]
+    lines.insert(1, "  ".join("-" * wd for wd in widths))
+    names = {
+        lv: f"{rate:,.2f} requests/s" if rated else f"{users:,.0f} users"
+        for lv, users, rate in zip(
+            metrics["level"], metrics["users"], metrics.get("requested_rate", metrics["users"])
+        )
+    }
+    marked = [(lv, why) for lv, why in sorted(late.items()) if lv in names]
+    if marked:
+        lines.append(
+            f"{LATE_MARK} client late: TTFT and ITL not trustworthy (chunks came together in reads and "
+            "could not be dated apart, or the load process waited for a CPU):"
+        )
+        lines += [f"  {names[lv]}: {why}" for lv, why in marked]
+    marked = [(lv, why) for lv, why in sorted(behind.items()) if lv in names]
+    if marked:
+        lines.append(f"{BEHIND_MARK} the target could not keep up with the rate offered:")
+        lines += [f"  {names[lv]}: {why}" for lv, why in marked]
+    return "\n".join(lines)
+
+
+def error_counts(requests: pd.DataFrame) -> pd.DataFrame:
+    """Failed requests per level and error category: columns level, error, count.
+
+    Every recorded failure counts, warm-up included: a failure is never discarded as warm-up.
+    """
+    if requests.empty:
+        return pd.DataFrame(
+            {
+                "level": pd.Series([], dtype=np.int64),
+                "error": pd.Series([], dtype=object),
+                "count": pd.Series([], dtype=np.int64),
+            }
+        )
+    failed = requests[(_num(requests["ok"]) != 1) & ~np.isnan(_num(requests["level"]))]
+    errors = failed["error"].astype("string").fillna("").replace("", "unknown")
+    counts = (
+        pd.DataFrame(
+            {
+                "level": _num(failed["level"]).astype(np.int64),
+                "error": errors.to_numpy(dtype=object),
+            }
+        )
+        .groupby(["level", "error"], sort=True)
+        .size()
+        .rename("count")
+        .reset_index()
+    )
+    return counts
