@@ -17,8 +17,9 @@ DESCRIPTION = (
     "output tok/s, TTFT p50/p99, ITL p99, E2E p50/p99 and success rate, both means, the "
     "difference with its confidence interval, a p-value and a verdict (B better, B worse, or no "
     "significant difference at this n), Holm-corrected across the headline figures. With two or "
-    "more runs per side the test is Welch's t-test across runs; with one run a side, latency "
-    "percentiles are bootstrapped over requests and throughput cannot be tested. Writes "
+    "more runs per side the test is Welch's t-test across runs; with one run a side no verdict is "
+    "given (requests of one run share its speed; request-level figures are shown for "
+    "information). Writes "
     "OUT.html, OUT.md and OUT.json. Exit status: 0, 1 when --fail-if-worse is crossed, 2 on "
     "bad input."
 )
