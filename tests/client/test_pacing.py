@@ -69,7 +69,9 @@ def test_a_burst_of_turnovers_lets_reads_in_every_budget():
     # wait() says who was queued: the first turnovers of the burst went at once, most waited
     assert paced["waited"][0] is False and 250 < sum(paced["waited"]) < 300, paced["waited"]
     lag = lambda result: sorted(result["lags"])[-3] * 1000  # noqa: E731  (3rd worst of ~80)
-    # unpaced, the 300 turnovers run back to back: reads wait ~150 ms; paced, about a budget
-    assert lag(unpaced) > 50, lag(unpaced)
+    # unpaced, the 300 turnovers run back to back in one turn of the hub: one read waits ~150 ms
+    # (one: the probe's ticks after it are on time again, so the worst lag is the one to judge);
+    # paced, no read waits much more than a budget, however many there are
+    assert max(unpaced["lags"]) * 1000 > 50, sorted(unpaced["lags"])[-5:]
     assert lag(paced) < 10, lag(paced)
     assert paced["queued"] == 1 and paced["after_kill"] == 0
