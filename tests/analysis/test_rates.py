@@ -83,7 +83,7 @@ def test_a_level_that_keeps_up_achieves_its_rate_with_flat_delay():
     assert row["in_flight_start"] == 0 and row["in_flight_end"] == 0
     assert row["queued_p50"] == pytest.approx(0.002) and row["queued_p99"] == pytest.approx(0.002)
     assert row["delay_growth"] == pytest.approx(0.0, abs=1e-9)
-    verdict = rate_verdicts(level_metrics(requests, steps), poisson=False)[0]
+    verdict = rate_verdicts(level_metrics(requests, steps))[0]
     assert verdict.kept_up and verdict.text() == ""
 
 
@@ -101,7 +101,7 @@ def test_a_level_above_capacity_falls_short_and_its_delay_grows(users, n):
     assert row["offered_rate"] == pytest.approx(100.0, abs=0.5)
     # the n-th request waits n/30 - n/100: 30 / 100 ... its TTFT grows 100/30 - 1 s per s
     assert row["delay_growth"] == pytest.approx(100 / 30 - 1, rel=1e-6)
-    verdict = rate_verdicts(metrics, poisson=True)[0]
+    verdict = rate_verdicts(metrics)[0]
     assert verdict.short and verdict.growing and not verdict.kept_up
     assert (
         "achieved 30.00 of 100." in verdict.text() and "requests/s offered (-70." in verdict.text()
@@ -124,7 +124,7 @@ def test_poisson_arrivals_are_judged_against_the_rate_offered_not_the_one_reques
         row = metrics.iloc[0]
         assert row["offered_rate"] == pytest.approx(11.0, rel=0.08)  # the draw's own noise
         assert row["achieved_rate"] == pytest.approx(row["offered_rate"], rel=0.01)
-        verdict = rate_verdicts(metrics, poisson=True)[0]
+        verdict = rate_verdicts(metrics)[0]
         assert verdict.kept_up, (requested, row[["offered_rate", "achieved_rate"]].to_dict())
     assert abs(row["offered_rate"] / 10.0 - 1) > 0.09  # 10 % above the first, 15 % below the second
 
@@ -143,7 +143,7 @@ def test_completions_5_percent_short_of_the_arrivals_are_not_kept_up(due):
     shortfall = 1 - row["achieved_rate"] / row["offered_rate"]
     assert 0.04 < shortfall < 0.06, row[["offered_rate", "achieved_rate"]].to_dict()
     assert row["in_flight_end"] - row["in_flight_start"] > 20  # the queue that grew
-    verdict = rate_verdicts(metrics, poisson=due == "poisson")[0]
+    verdict = rate_verdicts(metrics)[0]
     assert verdict.short and not verdict.kept_up, verdict
 
 
@@ -180,5 +180,5 @@ def test_concurrency_levels_and_old_runs_have_no_rate_figures(tmp_path):
     metrics = level_metrics(requests, read_steps(str(tmp_path / "steps.csv")))
     rate = ["requested_rate", "offered_rate", "achieved_rate", "in_flight_end", "delay_growth"]
     assert metrics[rate].isna().all().all()
-    assert rate_verdicts(metrics, poisson=True) == {}
+    assert rate_verdicts(metrics) == {}
     assert format_level_table(metrics).splitlines()[0].split()[0] == "users"

@@ -17,7 +17,7 @@ import pytest
 from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
 
 from vllm_load.analysis.levels import level_metrics
-from vllm_load.analysis.rates import poisson_arrivals, rate_verdicts
+from vllm_load.analysis.rates import rate_verdicts
 from vllm_load.sim.process import SimulatorProcess
 
 SMALL = ("--input-tokens", "64", "--output-tokens", "16")
@@ -50,7 +50,7 @@ def test_constant_arrivals_below_capacity_achieve_the_rate_within_2_percent(tmp_
     assert np.diff(starts) == pytest.approx(0.025, abs=1e-4)  # scheduled, evenly
     assert row["queued_p99"] < 0.05  # a free user was always there, woken on time
     assert (requests["task"] == "open_loop").all() and requests["ok"].all()
-    assert rate_verdicts(metrics, poisson_arrivals(run))[0].kept_up
+    assert rate_verdicts(metrics)[0].kept_up
     assert "rate req/s" in proc.stdout and "could not keep up" not in proc.stdout
 
 
@@ -74,7 +74,7 @@ def test_poisson_arrivals_split_over_two_workers_add_up_to_the_rate(tmp_path):
     assert abs(row["achieved_rate"] / row["offered_rate"] - 1) < 0.02, figures
     gaps = np.diff(np.sort(requests["start_ts"].to_numpy()))
     assert abs(gaps.std() / gaps.mean() - 1) < 0.25  # exponential gaps (CoV 1), merged
-    assert rate_verdicts(metrics, poisson_arrivals(run))[0].kept_up, figures
+    assert rate_verdicts(metrics)[0].kept_up, figures
 
 
 def test_a_rate_far_above_capacity_is_reported_as_not_kept_up(tmp_path):
@@ -89,7 +89,7 @@ def test_a_rate_far_above_capacity_is_reported_as_not_kept_up(tmp_path):
     # arrivals no user took (20 in flight at most) count: 150 requests/s were offered
     assert row["offered_rate"] > 0.7 * 150
     assert row["queued_p99"] > 0.5  # arrivals waited for one of the 20 users
-    verdict = rate_verdicts(metrics, poisson_arrivals(run))[0]
+    verdict = rate_verdicts(metrics)[0]
     assert verdict.short and verdict.growing
     assert "could not keep up" in proc.stdout and "150.00 requests/s: achieved" in proc.stdout
     report = tmp_path / "report" / "rate.html"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .levels import _num
 from .window_rates import RequestSpans, work_in_window
 
 #: percentiles shown per persona and per turn
@@ -37,10 +38,6 @@ TURN_COLUMNS = (
     "cached_share",
     *(f"{lat}_p{p}" for lat in ("ttft", "e2e") for p in BREAKDOWN_PERCENTILES),
 )
-
-
-def _num(series: pd.Series) -> np.ndarray:
-    return pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
 
 
 def _labels(frame: pd.DataFrame, column: str) -> pd.Series:

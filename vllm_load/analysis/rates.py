@@ -263,13 +263,9 @@ class RateVerdict:
         return "; ".join(why) + f", p99 queued {self.queued_p99:,.3f} s"
 
 
-def rate_verdicts(
-    metrics: pd.DataFrame, poisson: bool = True, rule: RateRule = RateRule()
-) -> dict[int, RateVerdict]:
-    """{level: verdict} for the open-loop levels of `metrics` with a measured achieved rate.
-
-    The verdict compares the achieved rate with the offered one, whatever the arrivals, so
-    `poisson` no longer changes it (kept for the callers: the report's and the run summary's)."""
+def rate_verdicts(metrics: pd.DataFrame, rule: RateRule = RateRule()) -> dict[int, RateVerdict]:
+    """{level: verdict} for the open-loop levels of `metrics` with a measured achieved rate. The
+    achieved rate is judged against the offered one, whatever the arrivals."""
     out: dict[int, RateVerdict] = {}
     for rec in metrics.to_dict("records"):
         requested, achieved = _float(rec.get("requested_rate")), _float(rec.get("achieved_rate"))
@@ -301,11 +297,6 @@ def _float(value: Any) -> float:
         return float(value)
     except (TypeError, ValueError):
         return math.nan
-
-
-def poisson_arrivals(run: dict) -> bool:
-    """Whether a run's arrivals were Poisson (run.json settings; the default)."""
-    return (run.get("settings") or {}).get("arrivals", "poisson") == "poisson"
 
 
 def is_rate_run(run: dict) -> bool:

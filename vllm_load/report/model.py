@@ -30,7 +30,7 @@ from ..analysis.goodput import (
 from ..analysis.hist import pad_columns
 from ..analysis.level_table import error_counts
 from ..analysis.levels import METRIC_COLUMNS, measure_levels
-from ..analysis.rates import RateRule, poisson_arrivals, rate_verdicts
+from ..analysis.rates import RateRule, rate_verdicts
 from ..analysis.saturation import Saturation, SaturationRule, analyse
 from ..analysis.server_side import level_server_figures, read_server_metrics
 from ..analysis.slo import SloSpec, parse_slo
@@ -216,7 +216,7 @@ def summarize_run(path: str, slo: SloSpec = SloSpec()) -> RunSummary:
         # the report's curves, charts and tables key levels by `users`: an open-loop run's levels
         # are its rates (its Locust users, the cap on requests in flight, are in run.json)
         metrics["users"] = metrics["requested_rate"]
-        verdicts = rate_verdicts(metrics, poisson_arrivals(data.run))
+        verdicts = rate_verdicts(metrics)
         metrics["rate_kept_up"] = [
             verdicts[lv].kept_up if lv in verdicts else None for lv in metrics["level"]
         ]

@@ -21,7 +21,7 @@ def print_summary(run_dir: str) -> None:
         from ..analysis.goodput import format_goodput_table, level_goodput
         from ..analysis.level_table import format_level_table
         from ..analysis.levels import measure_levels
-        from ..analysis.rates import poisson_arrivals, rate_verdicts
+        from ..analysis.rates import rate_verdicts
         from ..analysis.slo import parse_slo
         from ..rundir.load import load_run
 
@@ -30,7 +30,7 @@ def print_summary(run_dir: str) -> None:
         measurement = measure_levels(run.requests, run.steps)
         metrics = measurement.metrics
         health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_CSV))
-        verdicts = rate_verdicts(metrics, poisson_arrivals(run.run))
+        verdicts = rate_verdicts(metrics)
         table = format_level_table(
             metrics,
             late_levels(level_client_health(health, metrics, run.requests)),
