@@ -6,7 +6,7 @@ concurrency runs, pinned to one other core, a single-process vllm-load (`vllm-lo
 and the benchmark_serving-style `bench/reference_client.py`: non-streaming requests with 8 output
 tokens, then streaming 512-token responses. Both are measured alike: one level of `--seconds`
 (warm-up: the first `users` requests to finish; the requests in flight at its end finish before
-the client stops), `vllm_load.analysis.levels` over the run directory, and /proc samples (client
+the client stops), `vllm_load.analysis.levels.measure` over the run directory, and /proc samples (client
 CPU and RSS, server CPU, every core's busy time; every 0.1 s) cut to the measured window. The
 server is not the limit when its cores stay below 90 % busy (checked for every window).
 
@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from vllm_load.analysis.levels import measure_levels  # noqa: E402
+from vllm_load.analysis.levels.measure import measure_levels  # noqa: E402
 from vllm_load.cli.validate_client import chunk_rates  # noqa: E402
 from vllm_load.rundir.records import read_requests  # noqa: E402
 from vllm_load.sim.process import SimulatorProcess  # noqa: E402

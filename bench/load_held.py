@@ -56,8 +56,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from vllm_load.analysis.client_side import read_client_health  # noqa: E402
-from vllm_load.analysis.levels import measure_levels  # noqa: E402
+from vllm_load.analysis.levels.client_side import read_client_health  # noqa: E402
+from vllm_load.analysis.levels.measure import measure_levels  # noqa: E402
 from vllm_load.rundir.records import read_requests  # noqa: E402
 from vllm_load.sim.process import SimulatorProcess  # noqa: E402
 

@@ -23,7 +23,7 @@ The run is one level: requests are queued (each task waits on the semaphore) unt
 in flight finish (at most `--drain-timeout` s). Every finished request becomes a row of a run
 directory in vllm-load's format (requests.csv, steps.csv, run.json), the first `--warmup`
 finishers counting as warm-up and the level marked as cut by its time cap, so
-`vllm_load.analysis.levels.measure_levels` measures both clients the same way.
+`vllm_load.analysis.levels.measure.measure_levels` measures both clients the same way.
 
     python bench/reference_client.py --url http://127.0.0.1:8000 --concurrency 100 \\
         --output-tokens 512 --seconds 20 --warmup 100 --run-dir /tmp/ref

@@ -6,7 +6,7 @@ no jitter, one chunk per token, every request's first token 0.2 s after its hand
 one more every 0.02 s on an absolute schedule) pinned to one core, and runs one single-process
 vllm-load pinned to the other at each concurrency (10, 100, 1000), measured the way
 `bench/client_capacity.py` measures (one level of `--seconds`, warm-up = the first `users`
-requests to finish, `vllm_load.analysis.levels` over the run directory). Prints, per level,
+requests to finish, `vllm_load.analysis.levels.measure` over the run directory). Prints, per level,
 TTFT and ITL at p50 and p99 against the nominal delays, then against the server's trace, and the
 issue-8 targets (|error| at p99 ≤ 1 ms at 100 users, ≤ 5 ms at 1000).
 

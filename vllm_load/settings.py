@@ -13,7 +13,7 @@ import os
 from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from typing import Any, Callable, Iterable
 
-from .analysis.slo import slo_argument
+from .analysis.decisions.slo import slo_argument
 from .values import (
     SettingsError,
     load_meta_file,

@@ -1,9 +1,9 @@
 """Per level: vllm-load's figures beside vLLM's own /metrics over the same measured window, and
 beside `vllm bench serve` at the same concurrency.
 
-The client side is `vllm_load.analysis.levels.measure_levels`, the server side
-`vllm_load.analysis.server_side.level_server_figures` on the run's `server_metrics.csv`, and
-whether the client was late `vllm_load.analysis.client_side`: the same functions the report uses.
+The client side is `vllm_load.analysis.levels.measure.measure_levels`, the server side
+`vllm_load.analysis.levels.server_side.level_server_figures` on the run's `server_metrics.csv`, and
+whether the client was late `vllm_load.analysis.levels.client_side`: the same functions the report uses.
 """
 
 from __future__ import annotations
@@ -14,9 +14,13 @@ import os
 import numpy as np
 import pandas as pd
 
-from vllm_load.analysis import server_side
-from vllm_load.analysis.client_side import late_levels, level_client_health, read_client_health
-from vllm_load.analysis.levels import measure_levels
+from vllm_load.analysis.levels import server_side
+from vllm_load.analysis.levels.client_side import (
+    late_levels,
+    level_client_health,
+    read_client_health,
+)
+from vllm_load.analysis.levels.measure import measure_levels
 from vllm_load.rundir.files import CLIENT_HEALTH_CSV
 from vllm_load.rundir.load import load_run
 

@@ -7,8 +7,16 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from vllm_load.analysis import ab
-from vllm_load.analysis.ab import BETTER, BOOTSTRAP, NO_TEST, UNSURE, WELCH, WORSE, RunLevels
+from vllm_load.analysis.decisions import ab
+from vllm_load.analysis.decisions.ab import (
+    BETTER,
+    BOOTSTRAP,
+    NO_TEST,
+    UNSURE,
+    WELCH,
+    WORSE,
+    RunLevels,
+)
 
 
 def test_welch_matches_the_hand_computation():

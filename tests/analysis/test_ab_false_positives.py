@@ -8,8 +8,8 @@ seeded, so the shares below are the same on every machine.
 import numpy as np
 import pytest
 
-from vllm_load.analysis import ab
-from vllm_load.analysis.levels import measure_levels
+from vllm_load.analysis.decisions import ab
+from vllm_load.analysis.levels.measure import measure_levels
 from vllm_load.rundir.load import ANALYSIS_COLUMNS, load_run
 from vllm_load.rundir.synthetic import ServerModel, SyntheticRun, write_synthetic_run
 

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vllm_load.analysis.hist import hist_percentiles, merge_hist_column
-from vllm_load.analysis.level_table import format_level_table
-from vllm_load.analysis.levels import level_metrics, measure_levels
+from vllm_load.analysis.levels.hist import hist_percentiles, merge_hist_column
+from vllm_load.analysis.levels.measure import level_metrics, measure_levels
+from vllm_load.analysis.levels.table import format_level_table
 from vllm_load.rundir.histogram import LogHistogram, bucket_value
 from vllm_load.rundir.records import COLUMNS, PANDAS_DTYPES
 
@@ -314,7 +314,7 @@ def test_unmeasured_neighbours_and_in_flight_requests_count_their_work_inside_th
 def test_chunk_marks_place_a_stalled_streams_tokens_where_they_came():
     """A stream that stalls (other requests' prefills) gets its tokens in bursts: its chunk marks
     put them there, where spreading them evenly from first chunk to end would not."""
-    from vllm_load.analysis.window_rates import RequestSpans, work_in_window
+    from vllm_load.analysis.levels.window_rates import RequestSpans, work_in_window
     from vllm_load.client.sse import chunk_marks
 
     # 17 chunks: 8 in the first second after the first chunk, none for 10 s, 8 in the last second
@@ -335,7 +335,7 @@ def test_chunk_marks_place_a_stalled_streams_tokens_where_they_came():
 def test_chunk_marks_rounded_past_the_requests_end_count_nothing_after_it():
     """Marks are kept to 0.1 ms: the last ones may read a few µs after the request's end, and a
     window may start exactly there (the W-th request's end). They belong to the request's life."""
-    from vllm_load.analysis.window_rates import RequestSpans, work_in_window
+    from vllm_load.analysis.levels.window_rates import RequestSpans, work_in_window
 
     spans = RequestSpans.build(
         [100.0],

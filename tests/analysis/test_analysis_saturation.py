@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vllm_load.analysis.decide import MAX_RUNS, runs_to_decide
-from vllm_load.analysis.findings import findings
-from vllm_load.analysis.saturation import SaturationRule, analyse, scaling_ratio
-from vllm_load.analysis.stats import aggregate, summarize, t_quantile
+from vllm_load.analysis.series.decide import MAX_RUNS, runs_to_decide
+from vllm_load.analysis.series.findings import findings
+from vllm_load.analysis.series.saturation import SaturationRule, analyse, scaling_ratio
+from vllm_load.analysis.series.stats import aggregate, summarize, t_quantile
 
 
 def curve(users, tok, p99=None, n=1, half=None, **extra):

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from vllm_load.analysis.stats import aggregate, group_runs, summarize, t_quantile
+from vllm_load.analysis.series.stats import aggregate, group_runs, summarize, t_quantile
 
 
 def test_summary_of_three_runs_by_hand():
@@ -84,7 +84,7 @@ def test_runs_grouped_by_model_and_settings():
 
 
 def test_config_meta_separates_series_and_labels_them():
-    from vllm_load.analysis.stats import group_runs
+    from vllm_load.analysis.series.stats import group_runs
 
     def run(seqs, other="x"):
         return {

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vllm_load.analysis.breakdown import conversation_summary, persona_table, turn_table
+from vllm_load.analysis.levels.breakdown import conversation_summary, persona_table, turn_table
 
 
 def rows(*specs):

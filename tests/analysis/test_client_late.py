@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 
-from vllm_load.analysis.level_table import LATE_MARK, TABLE_COLUMNS, format_level_table
+from vllm_load.analysis.levels.table import LATE_MARK, TABLE_COLUMNS, format_level_table
 
 
 def _metrics() -> pd.DataFrame:
@@ -184,7 +184,7 @@ def test_validate_client_never_proves_a_run_its_own_health_marked(tmp_path, caps
 def test_validate_client_never_proves_a_run_its_own_health_marked_client_bound(
     tmp_path, capsys, monkeypatch
 ):
-    from vllm_load.analysis.levels import level_metrics
+    from vllm_load.analysis.levels.measure import level_metrics
     from vllm_load.rundir.load import load_run
     from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
 

@@ -9,15 +9,15 @@ import pandas as pd
 import pytest
 from test_analysis_levels import make_requests, make_steps, ok
 
-from vllm_load.analysis.goodput import (
+from vllm_load.analysis.decisions.goodput import (
     SUCCESS,
     format_goodput_table,
     good_requests,
     level_goodput,
     slo_headline,
 )
-from vllm_load.analysis.levels import measure_levels
-from vllm_load.analysis.slo import Objective, SloSpec, Threshold, parse_slo
+from vllm_load.analysis.decisions.slo import Objective, SloSpec, Threshold, parse_slo
+from vllm_load.analysis.levels.measure import measure_levels
 from vllm_load.values import SettingsError
 
 

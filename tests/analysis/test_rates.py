@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vllm_load.analysis.level_table import format_level_table
-from vllm_load.analysis.levels import level_metrics
-from vllm_load.analysis.rates import RateRule, delay_slope, rate_verdicts
+from vllm_load.analysis.levels.measure import level_metrics
+from vllm_load.analysis.levels.rates import RateRule, delay_slope, rate_verdicts
+from vllm_load.analysis.levels.table import format_level_table
 from vllm_load.rundir.load import read_requests_frame, read_steps
 from vllm_load.rundir.records import COLUMNS, PANDAS_DTYPES
 

@@ -8,13 +8,13 @@ import os
 import pandas as pd
 from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
 
-from vllm_load.analysis.client_side import (
+from vllm_load.analysis.levels.client_side import (
     health_problems,
     late_levels,
     level_client_health,
     read_client_health,
 )
-from vllm_load.analysis.levels import level_metrics
+from vllm_load.analysis.levels.measure import level_metrics
 from vllm_load.client.health import HealthProbe, parse_schedstat, runqueue_wait_s
 from vllm_load.sim.process import SimulatorProcess
 

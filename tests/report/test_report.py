@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from support.reports import LEVELS, embedded_pngs, synthetic_runs
 
-from vllm_load.analysis.window_rates import RequestSpans, work_in_window
+from vllm_load.analysis.levels.window_rates import RequestSpans, work_in_window
 from vllm_load.report.model import timeline
 from vllm_load.report.render import build_report, interval, mean_ci
 from vllm_load.rundir.synthetic import ServerModel

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 from support.reports import PERSONAS, embedded_pngs, persona_runs, synthetic_runs
 
-from vllm_load.analysis.breakdown import conversation_summary, persona_table, turn_table
-from vllm_load.analysis.levels import measure_levels
+from vllm_load.analysis.levels.breakdown import conversation_summary, persona_table, turn_table
+from vllm_load.analysis.levels.measure import measure_levels
 from vllm_load.report.charts import slug
 from vllm_load.report.render import build_report
 from vllm_load.rundir.load import load_run

@@ -8,7 +8,7 @@ import json
 import pytest
 from support.reports import synthetic_runs
 
-from vllm_load.analysis.slo import parse_slo
+from vllm_load.analysis.decisions.slo import parse_slo
 from vllm_load.report.render import build_report
 
 # the synthetic server's decode slows as its batch grows: TPOT p99 ~15 ms at 50 users, ~17 at 100

@@ -13,7 +13,7 @@ import psutil
 import pytest
 from support.runhelpers import load_run_files, stop_group, wait_for_rows
 
-from vllm_load.analysis.levels import level_metrics
+from vllm_load.analysis.levels.measure import level_metrics
 from vllm_load.rundir.load import load_run
 from vllm_load.sim.process import SimulatorProcess
 

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
 
-from vllm_load.analysis.levels import level_metrics
-from vllm_load.analysis.rates import rate_verdicts
+from vllm_load.analysis.levels.measure import level_metrics
+from vllm_load.analysis.levels.rates import rate_verdicts
 from vllm_load.sim.process import SimulatorProcess
 
 SMALL = ("--input-tokens", "64", "--output-tokens", "16")

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
 
-from vllm_load.analysis.levels import level_metrics
+from vllm_load.analysis.levels.measure import level_metrics
 from vllm_load.sim.process import SimulatorProcess
 from vllm_load.sim.trace import read_trace
 

@@ -11,9 +11,13 @@ import pytest
 from support import DATA
 from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
 
-from vllm_load.analysis.client_side import late_levels, level_client_health, read_client_health
-from vllm_load.analysis.levels import level_metrics
-from vllm_load.analysis.server_side import (
+from vllm_load.analysis.levels.client_side import (
+    late_levels,
+    level_client_health,
+    read_client_health,
+)
+from vllm_load.analysis.levels.measure import level_metrics
+from vllm_load.analysis.levels.server_side import (
     gauge_mean,
     level_server_figures,
     read_server_metrics,

@@ -12,7 +12,7 @@ import time
 import psutil
 from support.runhelpers import load_run_files, stop_group, wait_for_rows
 
-from vllm_load.analysis.levels import level_metrics
+from vllm_load.analysis.levels.measure import level_metrics
 from vllm_load.sim.process import SimulatorProcess
 
 

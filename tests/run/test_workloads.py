@@ -9,7 +9,7 @@ import re
 import numpy as np
 from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
 
-from vllm_load.analysis.levels import level_metrics
+from vllm_load.analysis.levels.measure import level_metrics
 from vllm_load.sim.process import SimulatorProcess
 
 

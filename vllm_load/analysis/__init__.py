@@ -1,9 +1,9 @@
-"""Analysis of run directories: pure functions over pandas frames.
+"""Analysis of run directories: pure functions from run data (pandas frames) to figures.
 
-- `rundir`: the only I/O — load a run directory (docs/run-format.md) into frames.
-- `levels`: per-level figures of one run over each level's measured window.
-- `stats`: mean, standard deviation, 95 % t-interval and CoV across independent runs.
-- `saturation`: peak, saturation point, scaling, recommendations and findings per series.
-- `compare`: the cross-model table.
-- `synthetic`: run directories made up from a model of a server, for tests and benchmarks.
+Reading a run directory is `vllm_load.rundir.load`'s; nothing here does I/O beyond small readers
+named as such.
+
+- `levels`: one run's figures per level, over each level's measured window.
+- `series`: across the runs of a configuration: statistics, saturation, findings.
+- `decisions`: SLOs, goodput, and A/B comparison of two sets of runs.
 """

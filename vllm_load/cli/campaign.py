@@ -17,7 +17,7 @@ import re
 import time
 from dataclasses import asdict, dataclass, field
 
-from ..analysis.slo import parse_slo
+from ..analysis.decisions.slo import parse_slo
 from ..settings import Settings
 from ..target.process import ServerError, ServerProcess, run_restart_command, wait_ready
 from ..values import SettingsError, parse_levels

@@ -21,7 +21,7 @@ import re
 import string
 from dataclasses import asdict, dataclass
 
-from ..analysis.slo import parse_slo
+from ..analysis.decisions.slo import parse_slo
 from ..settings import Settings
 from ..target.process import ServerError, ServerProcess, wait_ready
 from ..values import SettingsError

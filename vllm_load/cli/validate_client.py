@@ -168,8 +168,12 @@ def run_peaks(run_dir: str) -> tuple[float, float, list[str]]:
     """The run's peak req/s and peak chunk rate over its levels, and the levels its own health
     marked possibly client-bound or client-late (one line each)."""
     # at call time: keeps pandas out of every command's start (cli.main imports this module)
-    from ..analysis.client_side import health_problems, level_client_health, read_client_health
-    from ..analysis.levels import level_metrics
+    from ..analysis.levels.client_side import (
+        health_problems,
+        level_client_health,
+        read_client_health,
+    )
+    from ..analysis.levels.measure import level_metrics
     from ..rundir.load import load_run
 
     data = load_run(run_dir)
@@ -287,7 +291,7 @@ def main(args: argparse.Namespace) -> int:
     if args.warmup_requests is None:
         args.warmup_requests = min(max(levels), 100)
     # at call time: keeps pandas out of every command's start (cli.main imports this module)
-    from ..analysis.levels import level_metrics
+    from ..analysis.levels.measure import level_metrics
     from ..report.summary import clean
     from ..rundir.load import load_run
 

@@ -22,8 +22,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
 
-from ..analysis.curve import USERS  # noqa: E402
-from ..analysis.hist import bucket_values  # noqa: E402
+from ..analysis.levels.hist import bucket_values  # noqa: E402
+from ..analysis.series.curve import USERS  # noqa: E402
 from .model import RunSummary, SeriesReport  # noqa: E402
 
 if TYPE_CHECKING:

@@ -92,8 +92,8 @@ def _default_output(run_dirs: list[str]) -> str:
 
 def main(args: argparse.Namespace) -> int:
     # at call time: keeps pandas and matplotlib out of every command's start (cli.main)
-    from ..analysis.saturation import SaturationRule
-    from ..analysis.slo import parse_slo
+    from ..analysis.decisions.slo import parse_slo
+    from ..analysis.series.saturation import SaturationRule
     from ..rundir.load import expand_run_paths
     from .render import build_report
 

@@ -12,15 +12,15 @@ import os
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..analysis.ab import (
+from ..analysis.decisions.ab import (
     ABResult,
     Comparison,
     RunLevels,
     compare_runs,
     worse_by,
 )
-from ..analysis.curve import RATE, USERS, Axis, axis_of
-from ..analysis.levels import measure_levels
+from ..analysis.levels.measure import measure_levels
+from ..analysis.series.curve import RATE, USERS, Axis, axis_of
 from ..rundir.load import ANALYSIS_COLUMNS, load_run
 
 
@@ -130,7 +130,7 @@ def dropped_text(data: CompareData) -> str:
     return "; ".join(parts)
 
 
-def _num(value: float) -> float | None:
+def numeric(value: float) -> float | None:
     """JSON has no NaN: a missing figure is null."""
     return None if value is None or math.isnan(value) else float(value)
 
@@ -143,28 +143,28 @@ def comparison_dict(c: Comparison) -> dict:
         "label": c.figure.label,
         "unit": c.figure.unit,
         "higher_is_better": c.figure.higher_is_better,
-        "a": {"n": c.a.n, "mean": _num(c.a.mean), "std": _num(c.a.std)},
-        "b": {"n": c.b.n, "mean": _num(c.b.mean), "std": _num(c.b.std)},
-        "diff": _num(c.diff),
-        "rel_diff": _num(c.rel_diff),
+        "a": {"n": c.a.n, "mean": numeric(c.a.mean), "std": numeric(c.a.std)},
+        "b": {"n": c.b.n, "mean": numeric(c.b.mean), "std": numeric(c.b.std)},
+        "diff": numeric(c.diff),
+        "rel_diff": numeric(c.rel_diff),
         "test": r.test,
-        "test_diff": _num(r.diff),
-        "ci_low": _num(r.ci_low),
-        "ci_high": _num(r.ci_high),
-        "p": _num(r.p),
-        "p_adjusted": _num(c.p_adjusted),
+        "test_diff": numeric(r.diff),
+        "ci_low": numeric(r.ci_low),
+        "ci_high": numeric(r.ci_high),
+        "p": numeric(r.p),
+        "p_adjusted": numeric(c.p_adjusted),
         "verdict": c.verdict,
         "note": r.note,
-        "mann_whitney_p": _num(c.distribution_p),
+        "mann_whitney_p": numeric(c.distribution_p),
     }
     if c.requests is not None:
         q = c.requests
         row["requests_test"] = {
             "test": q.test,
-            "diff": _num(q.diff),
-            "ci_low": _num(q.ci_low),
-            "ci_high": _num(q.ci_high),
-            "p": _num(q.p),
+            "diff": numeric(q.diff),
+            "ci_low": numeric(q.ci_low),
+            "ci_high": numeric(q.ci_high),
+            "p": numeric(q.p),
         }
     return row
 
@@ -191,7 +191,7 @@ def compare_dict(data: CompareData) -> dict:
         "fail_if_worse": data.fail_if_worse,
         "failed": data.failed,
         "worse": [
-            {"level": c.level, "figure": c.figure.key, "rel_diff": _num(c.rel_diff)}
+            {"level": c.level, "figure": c.figure.key, "rel_diff": numeric(c.rel_diff)}
             for c in data.worse
         ],
     }

@@ -18,7 +18,7 @@ import jinja2
 import numpy as np
 
 from .. import __version__
-from ..analysis.ab import BETTER, FIGURES, UNSURE, WORSE, Comparison, Figure
+from ..analysis.decisions.ab import BETTER, FIGURES, UNSURE, WORSE, Comparison, Figure
 from . import charts
 from .compare_model import CompareData, compare_dict, dropped_text, level_text
 from .render import md, num, pct, signed_pct

@@ -15,26 +15,26 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..analysis.breakdown import conversation_summary, persona_table, turn_table
-from ..analysis.client_side import late_levels, level_client_health, read_client_health
-from ..analysis.compare import ModelRow, compare, comparison_findings
-from ..analysis.curve import USERS, Axis, axis_of
-from ..analysis.findings import findings
-from ..analysis.goodput import (
+from ..analysis.decisions.goodput import (
     GOODPUT_METRICS,
     SloHeadline,
     binding_text,
     level_goodput,
     slo_headline,
 )
-from ..analysis.hist import pad_columns
-from ..analysis.level_table import error_counts
-from ..analysis.levels import METRIC_COLUMNS, measure_levels
-from ..analysis.rates import RateRule, rate_verdicts
-from ..analysis.saturation import Saturation, SaturationRule, analyse
-from ..analysis.server_side import level_server_figures, read_server_metrics
-from ..analysis.slo import SloSpec, parse_slo
-from ..analysis.stats import Series, aggregate, group_runs
+from ..analysis.decisions.slo import SloSpec, parse_slo
+from ..analysis.levels.breakdown import conversation_summary, persona_table, turn_table
+from ..analysis.levels.client_side import late_levels, level_client_health, read_client_health
+from ..analysis.levels.hist import pad_columns
+from ..analysis.levels.measure import METRIC_COLUMNS, measure_levels
+from ..analysis.levels.rates import RateRule, rate_verdicts
+from ..analysis.levels.server_side import level_server_figures, read_server_metrics
+from ..analysis.levels.table import error_counts
+from ..analysis.series.compare import ModelRow, compare, comparison_findings
+from ..analysis.series.curve import USERS, Axis, axis_of
+from ..analysis.series.findings import findings
+from ..analysis.series.saturation import Saturation, SaturationRule, analyse
+from ..analysis.series.stats import Series, aggregate, group_runs
 from ..rundir.files import CLIENT_HEALTH_CSV, RUN_JSON, SERVER_METRICS_CSV
 from ..rundir.load import ANALYSIS_COLUMNS, load_run, read_client_validation
 

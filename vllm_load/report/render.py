@@ -18,10 +18,10 @@ from typing import Mapping, Sequence
 import jinja2
 
 from .. import __version__
-from ..analysis import server_side
-from ..analysis.client_side import LATE_RULE
-from ..analysis.saturation import SaturationRule
-from ..analysis.slo import SloSpec
+from ..analysis.decisions.slo import SloSpec
+from ..analysis.levels import server_side
+from ..analysis.levels.client_side import LATE_RULE
+from ..analysis.series.saturation import SaturationRule
 from . import charts, persona_charts
 from .model import ReportData, RunSummary, SeriesReport, build_report_data
 from .summary import summary_dict, write_summary_csv

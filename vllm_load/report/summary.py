@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
-from ..analysis.stats import STAT_SUFFIXES
+from ..analysis.series.stats import STAT_SUFFIXES
 from .model import ReportData, SeriesReport
 
 #: per-run level columns that are not figures (timestamps are kept, they locate the window)

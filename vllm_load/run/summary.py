@@ -17,12 +17,16 @@ def print_summary(run_dir: str) -> None:
     abandoned = 0
     try:
         # at call time: pandas stays out of the load processes, which import this module too
-        from ..analysis.client_side import late_levels, level_client_health, read_client_health
-        from ..analysis.goodput import format_goodput_table, level_goodput
-        from ..analysis.level_table import format_level_table
-        from ..analysis.levels import measure_levels
-        from ..analysis.rates import rate_verdicts
-        from ..analysis.slo import parse_slo
+        from ..analysis.decisions.goodput import format_goodput_table, level_goodput
+        from ..analysis.decisions.slo import parse_slo
+        from ..analysis.levels.client_side import (
+            late_levels,
+            level_client_health,
+            read_client_health,
+        )
+        from ..analysis.levels.measure import measure_levels
+        from ..analysis.levels.rates import rate_verdicts
+        from ..analysis.levels.table import format_level_table
         from ..rundir.load import load_run
 
         run = load_run(run_dir)

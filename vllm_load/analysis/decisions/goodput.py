@@ -23,12 +23,12 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .levels import LevelMeasurement, success_spans
+from ..levels.measure import LevelMeasurement, success_spans
+from ..levels.window_rates import work_in_window
+from ..series.stats import Summary, summarize
 from .slo import SloSpec, Threshold
-from .stats import Summary, summarize
-from .window_rates import work_in_window
 
-#: per-level goodput figures, numeric (averaged across runs)
+#: per-level goodput figures, as_floats (averaged across runs)
 GOODPUT_METRICS: tuple[str, ...] = (
     "slo_good",
     "slo_good_share",
@@ -43,7 +43,7 @@ GOODPUT_COLUMNS: tuple[str, ...] = (*GOODPUT_METRICS, "slo_binding", "slo_bindin
 SUCCESS = "success"
 
 
-def _num(frame: pd.DataFrame, column: str) -> np.ndarray:
+def as_floats(frame: pd.DataFrame, column: str) -> np.ndarray:
     if column not in frame:
         return np.full(len(frame), np.nan)
     return pd.to_numeric(frame[column], errors="coerce").to_numpy(np.float64, na_value=np.nan)
@@ -52,9 +52,9 @@ def _num(frame: pd.DataFrame, column: str) -> np.ndarray:
 def good_requests(requests: pd.DataFrame, spec: SloSpec) -> np.ndarray:
     """Per row: it succeeded and every per-request threshold holds (an undefined figure, such as
     the TPOT of a one-token reply, does not count against it)."""
-    good = _num(requests, "ok") == 1
+    good = as_floats(requests, "ok") == 1
     for t in spec.thresholds:
-        value = _num(requests, t.metric)
+        value = as_floats(requests, t.metric)
         good &= np.isnan(value) | (value <= t.limit)
     return good
 
@@ -62,8 +62,8 @@ def good_requests(requests: pd.DataFrame, spec: SloSpec) -> np.ndarray:
 def _threshold_value(requests: pd.DataFrame, t: Threshold, attainment: float) -> float:
     """The attainment quantile of a threshold's figure over a level's measured requests, failures
     as infinitely late: at most the limit exactly when enough of them hold it."""
-    value = np.nan_to_num(_num(requests, t.metric), nan=0.0)
-    value = np.where(_num(requests, "ok") == 1, value, np.inf)
+    value = np.nan_to_num(as_floats(requests, t.metric), nan=0.0)
+    value = np.where(as_floats(requests, "ok") == 1, value, np.inf)
     if not len(value):
         return math.nan
     return float(np.quantile(value, attainment, method="inverted_cdf"))
@@ -74,7 +74,7 @@ def _binding(
 ) -> tuple[str, float, float, bool]:
     """(item, value, value / limit, met) of the item that bound a level (see the module doc)."""
     n = len(measured)
-    ok_share = float((_num(measured, "ok") == 1).mean()) if n else math.nan
+    ok_share = float((as_floats(measured, "ok") == 1).mean()) if n else math.nan
     if n and ok_share < spec.attainment:
         return SUCCESS, ok_share, math.inf, False
     items: list[tuple[str, float, float]] = []
@@ -99,7 +99,7 @@ def level_goodput(
     `requests` is the run's requests frame `measurement` was measured from."""
     metrics = measurement.metrics
     labelled = measurement.labelled
-    level_known = ~np.isnan(_num(requests, "level"))
+    level_known = ~np.isnan(as_floats(requests, "level"))
     req = requests[level_known]
     spans = success_spans(req, good_requests(req, spec))
     good_measured = good_requests(labelled, spec)

@@ -24,7 +24,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from ..client.health import CPU_LIMIT, LAG_LIMIT_MS, RUNQUEUE_LIMIT_MS
+from ...client.health import CPU_LIMIT, LAG_LIMIT_MS, RUNQUEUE_LIMIT_MS
 
 #: the share of content chunks merged (dated with another) above which a level is client-late
 MERGED_LIMIT = 0.05
@@ -42,7 +42,7 @@ def read_client_health(path: str) -> pd.DataFrame | None:
     return None if frame.empty else frame
 
 
-def _num(frame: pd.DataFrame, column: str) -> np.ndarray:
+def as_floats(frame: pd.DataFrame, column: str) -> np.ndarray:
     if column not in frame:
         return np.full(len(frame), np.nan)
     return pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
@@ -51,8 +51,12 @@ def _num(frame: pd.DataFrame, column: str) -> np.ndarray:
 def level_merged_chunks(requests: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
     """Per level: content chunks of the successful requests that finished in its measured window
     (`chunks`), how many of them were merged, and the share (NaN for a run without the column)."""
-    level, ok, end = _num(requests, "level"), _num(requests, "ok") == 1, _num(requests, "end_ts")
-    chunks, merged = _num(requests, "n_chunks"), _num(requests, "chunks_merged")
+    level, ok, end = (
+        as_floats(requests, "level"),
+        as_floats(requests, "ok") == 1,
+        as_floats(requests, "end_ts"),
+    )
+    chunks, merged = as_floats(requests, "n_chunks"), as_floats(requests, "chunks_merged")
     known = ~np.isnan(merged)
     rows = []
     for rec in metrics.to_dict("records"):
@@ -86,7 +90,7 @@ def _window_part(health: pd.DataFrame | None, rec: dict) -> pd.DataFrame:
 
 
 def _max(part: pd.DataFrame, column: str) -> float:
-    values = _num(part, column)
+    values = as_floats(part, column)
     return float(np.nanmax(values)) if len(values) and not np.isnan(values).all() else np.nan
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .levels import _num
+from .measure import as_floats
 from .window_rates import RequestSpans, work_in_window
 
 #: percentiles shown per persona and per turn
@@ -55,10 +55,10 @@ def _percentiles(values: np.ndarray) -> list[float]:
 
 
 def _latency_figures(group: pd.DataFrame, latencies: tuple[str, ...]) -> dict[str, float]:
-    ok = _num(group["ok"]) == 1
+    ok = as_floats(group["ok"]) == 1
     out = {}
     for lat in latencies:
-        for p, value in zip(BREAKDOWN_PERCENTILES, _percentiles(_num(group[lat])[ok])):
+        for p, value in zip(BREAKDOWN_PERCENTILES, _percentiles(as_floats(group[lat])[ok])):
             out[f"{lat}_p{p}"] = value
     return out
 
@@ -74,7 +74,7 @@ def persona_table(labelled: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame
     windows = metrics.set_index("level")
     rows = []
     for (level, user_class), group in frame.groupby(["level", "user_class"], sort=True):
-        ok = _num(group["ok"]) == 1
+        ok = as_floats(group["ok"]) == 1
         level_rows = (frame["level"] == level).sum()
         window = windows.loc[level] if level in windows.index else None
         rate = np.nan
@@ -103,11 +103,11 @@ def _spans(ok_rows: pd.DataFrame) -> RequestSpans:
     measured ones here: a persona's work in its level's window)."""
     marks = ok_rows["chunk_marks"] if "chunk_marks" in ok_rows else None
     return RequestSpans.build(
-        _num(ok_rows["start_ts"]),
-        _num(ok_rows["ttft"]),
-        _num(ok_rows["end_ts"]),
-        np.nan_to_num(_num(ok_rows["prompt_tokens"])),
-        np.nan_to_num(_num(ok_rows["completion_tokens"])),
+        as_floats(ok_rows["start_ts"]),
+        as_floats(ok_rows["ttft"]),
+        as_floats(ok_rows["end_ts"]),
+        np.nan_to_num(as_floats(ok_rows["prompt_tokens"])),
+        np.nan_to_num(as_floats(ok_rows["completion_tokens"])),
         marks,
     )
 
@@ -121,10 +121,10 @@ def turn_table(labelled: pd.DataFrame) -> pd.DataFrame:
     if frame.empty:
         return pd.DataFrame(columns=list(TURN_COLUMNS))
     rows = []
-    for turn, group in frame.groupby(_num(frame["turn"]).astype(np.int64), sort=True):
-        ok = _num(group["ok"]) == 1
-        prompt = _num(group["prompt_tokens"])[ok]
-        cached = _num(group["cached_tokens"])[ok] if "cached_tokens" in group else np.array([])
+    for turn, group in frame.groupby(as_floats(frame["turn"]).astype(np.int64), sort=True):
+        ok = as_floats(group["ok"]) == 1
+        prompt = as_floats(group["prompt_tokens"])[ok]
+        cached = as_floats(group["cached_tokens"])[ok] if "cached_tokens" in group else np.array([])
         told = ~np.isnan(cached) & ~np.isnan(prompt) if len(cached) else np.zeros(0, bool)
         rows.append(
             {

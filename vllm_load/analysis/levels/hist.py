@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from ..rundir.histogram import BASE_SECONDS, GROWTH
+from ...rundir.histogram import BASE_SECONDS, GROWTH
 
 
 def bucket_values(n_buckets: int) -> np.ndarray:

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from .stats import Summary, summarize
+from ..series.stats import Summary, summarize
 
 BETTER, WORSE, UNSURE = "B better", "B worse", "no significant difference at this n"
 WELCH = "Welch's t-test across runs"

@@ -79,10 +79,10 @@ def aggregate(
     if frame.empty:
         cols = list(by) + [f"{m}_{s}" for m in metrics for s in STAT_SUFFIXES]
         return pd.DataFrame(columns=cols)
-    numeric = frame[list(by)].copy()
+    values = frame[list(by)].copy()
     for m in metrics:
-        numeric[m] = pd.to_numeric(frame[m], errors="coerce").astype(np.float64)
-    grouped = numeric.groupby(list(by), sort=True, dropna=False)
+        values[m] = pd.to_numeric(frame[m], errors="coerce").astype(np.float64)
+    grouped = values.groupby(list(by), sort=True, dropna=False)
     n = grouped[list(metrics)].count()
     mean = grouped[list(metrics)].mean()
     std = grouped[list(metrics)].std(ddof=1)

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..values import SettingsError
+from ...values import SettingsError
 
 #: per-request threshold name -> requests.csv column
 REQUEST_METRICS: dict[str, str] = {

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .levels import success_spans
+from .measure import success_spans
 from .window_rates import RequestSpans, work_in_window
 
 TOLERANCE = 0.02  # client vs server generated tokens

@@ -95,17 +95,18 @@ LABELLED_COLUMNS: tuple[str, ...] = (
 )
 
 
-def _num(series: pd.Series) -> np.ndarray:
+def as_floats(series: pd.Series) -> np.ndarray:
+    """A column as float64, anything unparsable (or missing) as NaN."""
     return pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
 
 
 def _token_counts(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Prompt and completion tokens per row: the server's usage, else the requested counts."""
-    prompt = _num(frame["prompt_tokens"])
-    completion = _num(frame["completion_tokens"])
-    prompt = np.where(np.isnan(prompt), _num(frame["requested_prompt_tokens"]), prompt)
+    prompt = as_floats(frame["prompt_tokens"])
+    completion = as_floats(frame["completion_tokens"])
+    prompt = np.where(np.isnan(prompt), as_floats(frame["requested_prompt_tokens"]), prompt)
     completion = np.where(
-        np.isnan(completion), _num(frame["requested_completion_tokens"]), completion
+        np.isnan(completion), as_floats(frame["requested_completion_tokens"]), completion
     )
     return prompt, completion
 
@@ -113,12 +114,17 @@ def _token_counts(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 def success_spans(req: pd.DataFrame, ok: np.ndarray | None = None) -> RequestSpans:
     """The successful requests' lives and token counts, for `window_rates`."""
     if ok is None:
-        ok = _num(req["ok"]) == 1
+        ok = as_floats(req["ok"]) == 1
     sub = req[ok]
     prompt, completion = _token_counts(sub)
     marks = sub["chunk_marks"] if "chunk_marks" in sub else None
     return RequestSpans.build(
-        _num(sub["start_ts"]), _num(sub["ttft"]), _num(sub["end_ts"]), prompt, completion, marks
+        as_floats(sub["start_ts"]),
+        as_floats(sub["ttft"]),
+        as_floats(sub["end_ts"]),
+        prompt,
+        completion,
+        marks,
     )
 
 
@@ -131,25 +137,25 @@ def level_plan(steps: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
     """
     if steps is not None and len(steps):
         plan = steps.copy()
-        plan["level"] = _num(plan["level"]).astype(np.int64)
+        plan["level"] = as_floats(plan["level"]).astype(np.int64)
         plan = plan.drop_duplicates("level", keep="last")
     else:
         plan = pd.DataFrame({"level": pd.Series([], dtype=np.int64)})
     out = pd.DataFrame({"level": plan["level"].to_numpy(np.int64)})
     columns = ("users", "start_ts", "end_ts", "warmup_requests", "target_requests", "time_cap")
     for col in (*columns, "rate"):
-        out[col] = _num(plan[col]) if col in plan else np.nan
+        out[col] = as_floats(plan[col]) if col in plan else np.nan
     reason = plan["stop_reason"] if "stop_reason" in plan else pd.Series([""] * len(plan))
     out["stop_reason"] = reason.astype("string").fillna("").to_numpy(dtype=object)
 
     if len(requests):
-        req_levels = _num(requests["level"])
+        req_levels = as_floats(requests["level"])
         known = set(out["level"].tolist())
         seen = pd.DataFrame(
             {
                 "level": req_levels,
-                "users": _num(requests["users"]),
-                "start": _num(requests["start_ts"]),
+                "users": as_floats(requests["users"]),
+                "start": as_floats(requests["start_ts"]),
             }
         ).dropna(subset=["level"])
         missing = seen[~seen["level"].isin(known)]
@@ -203,12 +209,12 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
     """Per-level figures of one run (see the module docstring); one row per level in `metrics`."""
     plan = level_plan(steps, requests)
     n_levels = len(plan)
-    lv_all = _num(requests["level"]) if len(requests) else np.array([])
+    lv_all = as_floats(requests["level"]) if len(requests) else np.array([])
     valid = ~np.isnan(lv_all)
     req = requests[valid] if not valid.all() else requests
     lv = lv_all[valid].astype(np.int64)
-    start = _num(req["start_ts"]) if len(req) else np.array([])
-    end = _num(req["end_ts"]) if len(req) else np.array([])
+    start = as_floats(req["start_ts"]) if len(req) else np.array([])
+    end = as_floats(req["end_ts"]) if len(req) else np.array([])
     pos = np.searchsorted(plan["level"].to_numpy(), lv)  # every request level is in the plan
 
     order = np.lexsort((end, pos))
@@ -244,7 +250,7 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
     window_s = window_end - window_start
     window_s = np.where(window_s > 0, window_s, np.nan)
 
-    ok_all = _num(req["ok"]) == 1 if len(req) else np.array([], dtype=bool)
+    ok_all = as_floats(req["ok"]) == 1 if len(req) else np.array([], dtype=bool)
     mok = measured_mask & ok_all
     n_meas = np.bincount(pos[measured_mask], minlength=n_levels)
     n_ok = np.bincount(pos[mok], minlength=n_levels)
@@ -255,10 +261,10 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
 
     sub = req[mok]
     g = pos[mok]
-    prompt_usage = _num(sub["prompt_tokens"])
-    completion_usage = _num(sub["completion_tokens"])
-    req_prompt = _num(sub["requested_prompt_tokens"])
-    req_completion = _num(sub["requested_completion_tokens"])
+    prompt_usage = as_floats(sub["prompt_tokens"])
+    completion_usage = as_floats(sub["completion_tokens"])
+    req_prompt = as_floats(sub["requested_prompt_tokens"])
+    req_completion = as_floats(sub["requested_completion_tokens"])
     usage_missing = np.isnan(prompt_usage) | np.isnan(completion_usage)
     # exactness is judged where a request asked for an exact count (a locustfile's own requests
     # may ask for none) and the server reported one
@@ -309,25 +315,25 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
     measured_frame = pd.DataFrame(
         {
             "level": plan["level"].to_numpy(np.int64)[g],
-            "ttft": _num(sub["ttft"]),
-            "e2e": _num(sub["e2e"]),
-            "tpot": _num(sub["tpot"]),
+            "ttft": as_floats(sub["ttft"]),
+            "e2e": as_floats(sub["e2e"]),
+            "tpot": as_floats(sub["tpot"]),
         }
     )
     for lat in ("e2e", "ttft", "tpot"):
         q = _group_quantiles(measured_frame[lat].to_numpy(), g, n_levels)
         for j, p in enumerate(PERCENTILES):
             out[f"{lat}_p{p}"] = q[:, j]
-    queued = _num(sub["queued_s"]) if "queued_s" in sub else np.full(len(sub), np.nan)
+    queued = as_floats(sub["queued_s"]) if "queued_s" in sub else np.full(len(sub), np.nan)
     figures = rate_figures(
         plan["rate"].to_numpy(np.float64),
         g,
-        _num(sub["start_ts"]),
-        _num(sub["ttft"]),
+        as_floats(sub["start_ts"]),
+        as_floats(sub["ttft"]),
         queued,
         window_s,
     )
-    queued_all = _num(req["queued_s"]) if "queued_s" in req else np.zeros(len(req))
+    queued_all = as_floats(req["queued_s"]) if "queued_s" in req else np.zeros(len(req))
     worker = (
         req["worker"].astype("string").fillna("")
         if "worker" in req

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .levels import _num
+from .measure import as_floats
 
 
 def _fmt(value: float, spec: str) -> str:
@@ -117,12 +117,12 @@ def error_counts(requests: pd.DataFrame) -> pd.DataFrame:
                 "count": pd.Series([], dtype=np.int64),
             }
         )
-    failed = requests[(_num(requests["ok"]) != 1) & ~np.isnan(_num(requests["level"]))]
+    failed = requests[(as_floats(requests["ok"]) != 1) & ~np.isnan(as_floats(requests["level"]))]
     errors = failed["error"].astype("string").fillna("").replace("", "unknown")
     counts = (
         pd.DataFrame(
             {
-                "level": _num(failed["level"]).astype(np.int64),
+                "level": as_floats(failed["level"]).astype(np.int64),
                 "error": errors.to_numpy(dtype=object),
             }
         )

@@ -1,0 +1,10 @@
+"""One run's figures per level, each over the level's measured window.
+
+- `measure`: the measured window (warm-up W, then K requests) and the level's figures.
+- `window_rates`: throughput inside a window, independent of where requests happen to finish.
+- `hist`: the `itl_hist` column read as a whole and percentiles of merged histograms.
+- `rates`: open-loop levels: the rate offered and achieved, queueing, whether the target kept up.
+- `breakdown`: per persona, per turn of a conversation, conversations as wholes.
+- `client_side`: the client's own health per level; `server_side`: `/metrics` against the client.
+- `table`: the per-level text table `vllm-load run` prints, and error counts.
+"""
