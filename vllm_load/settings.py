@@ -10,10 +10,25 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import MISSING, Field, asdict, dataclass, field, fields
-from typing import Any, Callable, Iterable
+from dataclasses import Field, asdict, dataclass, fields
+from typing import Any, Iterable
 
 from .analysis.decisions.slo import slo_argument
+from .options import (
+    AT_LEAST_1,
+    META_FILE,
+    NOT_NEGATIVE,
+    POSITIVE,
+    TYPES,
+    OptionSpec,
+    command_line_default,
+    dest_of,
+    flag_of,
+    help_text,
+    is_flag,
+    option,
+    value_of,
+)
 from .values import (
     SettingsError,
     load_meta_file,
@@ -29,49 +44,6 @@ from .workload.lengths import length_argument
 DEFAULT_LEVELS = "10,50,100,200,500,750,1000"
 ENDPOINTS = ("chat", "completions")
 ARRIVALS = ("poisson", "constant")
-
-
-@dataclass(frozen=True)
-class Rule:
-    """A check on an option's value: `holds(value)`, else the option `must` ... ."""
-
-    must: str
-    holds: Callable[[Any], bool]
-
-
-AT_LEAST_1 = Rule("be at least 1", lambda v: v >= 1)
-NOT_NEGATIVE = Rule("not be negative", lambda v: v >= 0)
-POSITIVE = Rule("be positive", lambda v: v > 0)
-
-
-@dataclass(frozen=True)
-class OptionSpec:
-    """How one `Settings` field is given on a command line and in Locust's web UI.
-
-    The field's name, type and default are the option's; its flag is `--field-name` unless
-    `flag` says otherwise. A bool field is a flag: given, it sets the field to the opposite of
-    its default (`--no-stream` sets `stream` False)."""
-
-    help: str
-    flag: str = ""
-    parse: Callable[[Any], Any] | None = None  # a value as given (text, from the web UI) -> field
-    rule: Rule | None = None
-    choices: tuple[str, ...] = ()
-    # the default as written on a command line (and sent by Locust's web UI), when not the
-    # field's default: a list option's must be text, which the UI hands back as typed
-    shown_default: str | None = None
-    repeatable: bool = False  # given once per item (`--meta k=v --meta k2=v2`)
-    metavar: str = ""  # a repeatable option's item, as its help shows it (default KEY=VALUE)
-    web_ui: bool = True
-    secret: bool = False
-
-
-def option(default: Any, help: str, **spec: Any) -> Any:
-    """A `Settings` field that is also an option (see `OptionSpec`)."""
-    meta = {"option": OptionSpec(help, **spec)}
-    if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: type(default)(default), metadata=meta)
-    return field(default=default, metadata=meta, repr=not spec.get("secret", False))
 
 
 @dataclass(frozen=True)
@@ -249,7 +221,7 @@ class Settings:
         values: dict[str, Any] = {}
         for f, spec in settings_options():
             given = getattr(options, dest_of(f, spec), None)
-            values[f.name] = _value_of(f, spec, given)
+            values[f.name] = value_of(f, spec, given)
         meta_file = getattr(options, META_FILE.dest, "") or ""
         values["meta"] = {**(load_meta_file(meta_file) if meta_file else {}), **values["meta"]}
         values["api_key"] = values["api_key"] or os.environ.get("OPENAI_API_KEY", "")
@@ -283,82 +255,9 @@ class Settings:
         return data
 
 
-@dataclass(frozen=True)
-class InputOption:
-    """An option that feeds a `Settings` field without being one (`--meta-file` fills `meta`)."""
-
-    flag: str
-    help: str
-
-    @property
-    def dest(self) -> str:
-        return self.flag[2:].replace("-", "_")
-
-
-META_FILE = InputOption(
-    "--meta-file",
-    "YAML file of run metadata (hardware, GPUs, image digest, model revision); --meta overrides",
-)
-
-
 def settings_options() -> list[tuple[Field, OptionSpec]]:
     """Every `Settings` field with its option, in declaration order."""
     return [(f, f.metadata["option"]) for f in fields(Settings)]
-
-
-def flag_of(f: Field, spec: OptionSpec) -> str:
-    return spec.flag or "--" + f.name.replace("_", "-")
-
-
-def dest_of(f: Field, spec: OptionSpec) -> str:
-    """The parsed options' attribute: the flag's name (`--no-stream` -> `no_stream`)."""
-    return flag_of(f, spec)[2:].replace("-", "_")
-
-
-def _default(f: Field) -> Any:
-    return f.default_factory() if f.default_factory is not MISSING else f.default
-
-
-def _is_flag(f: Field) -> bool:
-    return f.type == "bool"
-
-
-def command_line_default(f: Field, spec: OptionSpec) -> Any:
-    """The option's default as its parser holds it (a flag: not given)."""
-    if _is_flag(f):
-        return False
-    if spec.repeatable:
-        return []
-    return spec.shown_default if spec.shown_default is not None else _default(f)
-
-
-_TYPES: dict[str, Callable[[Any], Any]] = {"int": int, "float": float, "str": str}
-_TYPE_WORDS = {"int": "a whole number", "float": "a number", "str": "text"}
-
-
-def _value_of(f: Field, spec: OptionSpec, given: Any) -> Any:
-    """The field's value from what the options hold (text from Locust's web UI included)."""
-    if given is None or given == "":
-        return _default(f)
-    if _is_flag(f):
-        given_flag = given if isinstance(given, bool) else str(given).lower() in ("1", "true")
-        return (not _default(f)) if given_flag else _default(f)
-    if spec.parse is not None:
-        return spec.parse(given)
-    try:
-        return _TYPES[str(f.type)](given)
-    except (TypeError, ValueError):
-        raise SettingsError(
-            f"{flag_of(f, spec)} must be {_TYPE_WORDS[str(f.type)]}, got {given!r}"
-        ) from None
-
-
-def _help(f: Field, spec: OptionSpec, default: Any) -> str:
-    """The option's help, with its default said unless the help says it or there is none."""
-    if _is_flag(f) or default in (None, "", [], {}) or "(default" in spec.help:
-        return spec.help
-    shown = f"{default:g}" if isinstance(default, float) else str(default)
-    return f"{spec.help} (default {shown})"
 
 
 def add_arguments(
@@ -384,9 +283,9 @@ def add_arguments(
             continue
         kwargs: dict[str, Any] = {"dest": dest_of(f, spec)}
         default = (defaults or {}).get(f.name, command_line_default(f, spec))
-        text = (helps or {}).get(f.name) or _help(f, spec, default)
+        text = (helps or {}).get(f.name) or help_text(f, spec, default)
         kwargs["help"] = argparse.SUPPRESS if f.name in hidden else text
-        if _is_flag(f):
+        if is_flag(f):
             kwargs.update(action="store_true", default=bool(default))
         elif spec.repeatable:
             kwargs.update(
@@ -395,7 +294,7 @@ def add_arguments(
         else:
             kwargs["default"] = default
             if str(f.type) in ("int", "float") and spec.parse is None:
-                kwargs["type"] = _TYPES[str(f.type)]
+                kwargs["type"] = TYPES[str(f.type)]
             if spec.choices:
                 kwargs["choices"] = spec.choices
         if locust_parser:
@@ -419,7 +318,7 @@ def option_argv(options: Any) -> list[str]:
         value = getattr(options, dest_of(f, spec), default)
         if value is None or value == default:
             continue
-        if _is_flag(f):
+        if is_flag(f):
             argv.append(flag)
         elif spec.repeatable:
             for item in value:
@@ -430,9 +329,3 @@ def option_argv(options: Any) -> list[str]:
     if meta_file:
         argv += [META_FILE.flag, str(meta_file)]
     return argv
-
-
-def standalone_parser(prog: str = "vllm-load") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, add_help=False)
-    add_arguments(parser)
-    return parser

@@ -6,15 +6,8 @@ from dataclasses import fields
 
 import pytest
 
-from vllm_load.settings import (
-    META_FILE,
-    Settings,
-    add_arguments,
-    dest_of,
-    flag_of,
-    option_argv,
-    settings_options,
-)
+from vllm_load.options import META_FILE, dest_of, flag_of
+from vllm_load.settings import Settings, add_arguments, option_argv, settings_options
 from vllm_load.values import SettingsError
 
 
