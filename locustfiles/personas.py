@@ -11,7 +11,7 @@ import random
 from locust import between, task
 
 from vllm_load.api import LLMUser, SteppedShape  # noqa: F401 (the shape steps --levels)
-from vllm_load.client import dataset_user
+from vllm_load.client.users import dataset as dataset_user
 
 WORDS = (
     "river mountain harbour engine ledger invoice customer shipment warranty region "

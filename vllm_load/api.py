@@ -17,7 +17,7 @@ reports, the web UI's LLM view). `SteppedShape` steps the users through --levels
 test does; leave it out to drive the user count with Locust's own options instead.
 """
 
-from .client.users import Conversation, LLMUser, Reply
+from .client.users.llm_user import Conversation, LLMUser, Reply
 from .run.shape import SteppedShape
 from .run.wiring import install
 

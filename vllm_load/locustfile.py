@@ -6,7 +6,7 @@
 """
 
 from vllm_load.api import SteppedShape
-from vllm_load.client.dataset_user import DatasetUser
-from vllm_load.client.users import ClosedLoopUser
+from vllm_load.client.users.closed_loop import ClosedLoopUser
+from vllm_load.client.users.dataset import DatasetUser
 
 __all__ = ["ClosedLoopUser", "DatasetUser", "SteppedShape"]

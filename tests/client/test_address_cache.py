@@ -1,6 +1,6 @@
 """One address lookup per load process, shared by every user's connections.
 
-Runs in a subprocess: gevent (which vllm_load.client.users needs) must not be imported into pytest.
+Runs in a subprocess: gevent (which vllm_load.client.users.llm_user needs) must not be imported into pytest.
 """
 
 import subprocess

@@ -11,7 +11,7 @@ SCRIPT = textwrap.dedent("""
     from locust.env import Environment
 
     from vllm_load.client.context import LoadContext
-    from vllm_load.client.users import LLMUser
+    from vllm_load.client.users.llm_user import LLMUser
 
     class PingUser(LLMUser):
         # a locustfile's subclass that also uses Locust's own client (say, for a health check)

@@ -9,8 +9,8 @@ fires Locust's `request` event (so Locust's stats, CSVs and web UI stay meaningf
 reports. Records carry the user's class, the task, the conversation and the turn, so a report can
 break figures down by persona and by turn.
 
-`ClosedLoopUser` is the built-in stepped test written on that API: exact-length prompts, back to
-back, no think time.
+The built-in tests' users are written on this API: `closed_loop.ClosedLoopUser` (exact-length
+prompts) and `dataset.DatasetUser` (--dataset's conversations).
 """
 
 from __future__ import annotations
@@ -24,15 +24,14 @@ from typing import Any
 
 import orjson
 from gevent import GreenletExit
-from locust import FastHttpUser, constant, task
+from locust import FastHttpUser, constant
 
-from ..compat.locust import user_stopping
-from ..rundir.records import RequestRecord
-from ..settings import Settings
-from .clock import WALL_CLOCK
-from .context import LoadContext
-from .pacing import PACER
-from .request import Endpoint, MeasuredRequest, RequestSpec, Timeouts, stats_name
+from ...rundir.records import RequestRecord
+from ...settings import Settings
+from ..clock import WALL_CLOCK
+from ..context import LoadContext
+from ..pacing import PACER
+from ..request import Endpoint, MeasuredRequest, RequestSpec, Timeouts, stats_name
 
 logger = logging.getLogger(__name__)
 
@@ -338,86 +337,3 @@ def _caller() -> str:
     frame = inspect.currentframe()
     caller = frame.f_back.f_back if frame is not None and frame.f_back is not None else None
     return caller.f_code.co_name if caller is not None else ""
-
-
-class ClosedLoopUser(LLMUser):
-    """The built-in stepped test: calibrated exact-length prompts (--input-tokens), exactly
-    --output-tokens each (with --vllm-params), sent back to back with no think time, to the API
-    --endpoint names; with --rates, each at the next arrival instead."""
-
-    exact_prompts = True
-    open_loop = True
-    endpoint: str | None = None  # None: from --endpoint
-
-    @classmethod
-    def wanted(cls, settings: Settings) -> bool:
-        return not settings.dataset
-
-    @task
-    def closed_loop(self) -> None:
-        """Send requests back to back until one fails or the user is asked to stop.
-
-        Locust's task loop yields to the hub between tasks even with a zero wait: the user
-        then waits a whole turn of the hub, in which every other ready user reads its socket,
-        with no request in flight. On a saturated core that gap is as long as a request, and
-        1000 users held about half their concurrency. A request yields on every socket read
-        anyway, so between two successful requests nothing needs to wait. After a failure
-        (which may not have touched the network) the loop returns to Locust's, which yields
-        once, so a dead target cannot spin the process.
-
-        With --rates a request is sent at each arrival the user takes, not back to back.
-        """
-        open_loop = bool(self.load_context.settings.rates)
-        while True:
-            if open_loop:
-                self.arrive()
-            if not self.send_request() or user_stopping(self):
-                return
-
-    def on_start(self) -> None:
-        super().on_start()
-        assert self.host is not None  # FastHttpUser.__init__ refuses a user without one
-        self.load_context.ensure_prompts(self.host)  # before the first request's clock starts
-
-    def send_request(self) -> bool:
-        """One exact-length request, measured, recorded and reported; True if it succeeded."""
-        context = self.load_context
-        settings = context.settings
-        prompts = context.prompts
-        assert prompts is not None  # on_start calibrated them
-        api = self.endpoint or settings.endpoint
-        lengths = context.lengths
-        input_tokens, output_tokens = lengths.draw_input(prompts.min_tokens), lengths.draw_output()
-        content = prompts.next_content(input_tokens)
-        body = request_body(
-            settings,
-            context.model,
-            api,
-            [{"role": "user", "content": content}] if api == "chat" else content,
-            output_tokens,
-            settings.stream,
-        )
-        if settings.vllm_params:
-            body.update(exact_output(output_tokens))
-        spec = RequestSpec(
-            api,
-            settings.stream,
-            orjson.dumps(body),
-            input_tokens,
-            output_tokens,
-            user_class=type(self).__name__,
-            task="open_loop" if settings.rates else "closed_loop",
-        )
-        return self.send(spec).ok
-
-
-class ChatCompletionUser(ClosedLoopUser):
-    """Always /v1/chat/completions, whatever --endpoint says."""
-
-    endpoint = "chat"
-
-
-class CompletionUser(ClosedLoopUser):
-    """Always /v1/completions, whatever --endpoint says."""
-
-    endpoint = "completions"

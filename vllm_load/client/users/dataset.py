@@ -27,14 +27,14 @@ import secrets
 import gevent.lock
 from locust import task
 
-from ..settings import Settings
-from ..tokenization import load_tokenizer
-from ..values import SettingsError, think_range
-from ..workload.datasets import Conversation, Dataset, dataset_path, load_dataset
-from ..workload.sampling import DatasetSampler, filter_by_length
-from .context import LoadContext
-from .prompts import LocalTokenCounter, ServerTokenCounter, TokenCounter
-from .users import LLMUser, exact_output
+from ...settings import Settings
+from ...tokenization import load_tokenizer
+from ...values import SettingsError, think_range
+from ...workload.datasets import Conversation, Dataset, dataset_path, load_dataset
+from ...workload.sampling import DatasetSampler, filter_by_length
+from ..context import LoadContext
+from ..prompts import LocalTokenCounter, ServerTokenCounter, TokenCounter
+from .llm_user import LLMUser, exact_output
 
 logger = logging.getLogger(__name__)
 
