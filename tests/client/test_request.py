@@ -14,7 +14,8 @@ import orjson
 import pytest
 from gevent.server import StreamServer
 
-from vllm_load.client.request import Endpoint, MeasuredRequest, RequestSpec, Timeouts
+from vllm_load.client.endpoint import Endpoint, RequestSpec, Timeouts
+from vllm_load.client.request import MeasuredRequest
 
 HEADERS = (
     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"

@@ -10,7 +10,7 @@ from locust import task
 
 from ...compat.locust import user_stopping
 from ...settings import Settings
-from ..request import RequestSpec
+from ..endpoint import RequestSpec
 from .llm_user import LLMUser, exact_output, request_body
 
 

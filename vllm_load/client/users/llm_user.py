@@ -30,8 +30,9 @@ from ...rundir.records import RequestRecord
 from ...settings import Settings
 from ..clock import WALL_CLOCK
 from ..context import LoadContext
+from ..endpoint import Endpoint, RequestSpec, Timeouts, stats_name
 from ..pacing import PACER
-from ..request import Endpoint, MeasuredRequest, RequestSpec, Timeouts, stats_name
+from ..request import MeasuredRequest
 
 logger = logging.getLogger(__name__)
 

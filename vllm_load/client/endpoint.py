@@ -1,0 +1,89 @@
+"""Where a user's requests go and what each asks for: the `Endpoint` (one user's connection,
+headers and `Timeouts`) and the `RequestSpec` of one request (API, streaming, body, the token
+counts it asked for, its labels). `request.MeasuredRequest` sends a spec to an endpoint."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+from geventhttpclient import HTTPClient
+
+from ..settings import Settings
+from .reader import RECV_SIZE
+
+PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """A request's time limits in seconds (`request`'s module docstring says where each one acts)."""
+
+    connect: float
+    stall: float
+    first_token: float
+    total: float
+
+    @classmethod
+    def of(cls, settings: Settings) -> Timeouts:
+        return cls(
+            settings.connect_timeout,
+            settings.stall_timeout,
+            settings.ttft_timeout,
+            settings.request_timeout,
+        )
+
+
+class Endpoint:
+    """Where one user's requests go: its own connection to the server, with the headers and time
+    limits every request shares. Each request names its API (`chat` or `completions`) and
+    whether it streams."""
+
+    def __init__(self, host: str, timeouts: Timeouts, api_key: str | None = None) -> None:
+        self.timeouts = timeouts
+        base = urlparse(host).path.rstrip("/")
+        self.paths = {api: base + path for api, path in PATHS.items()}
+        self.headers = {
+            stream: {
+                "Content-Type": "application/json",
+                "Accept": "text/event-stream" if stream else "application/json",
+            }
+            for stream in (True, False)
+        }
+        if api_key:
+            for headers in self.headers.values():
+                headers["Authorization"] = f"Bearer {api_key}"
+        self.client = HTTPClient.from_url(
+            host,
+            concurrency=1,
+            connection_timeout=timeouts.connect,
+            network_timeout=timeouts.stall,  # until the headers; then STALLS (`request`'s docstring)
+            block_size=RECV_SIZE,
+        )
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def stats_name(api: str, stream: bool) -> str:
+    """A request's name in Locust's statistics: its path, and whether it streamed."""
+    return f"{PATHS[api]}{' (stream)' if stream else ''}"
+
+
+@dataclass(slots=True)  # (not frozen: a frozen __init__ costs twice as much, per request)
+class RequestSpec:
+    """What one request asks for: its API (`chat` or `completions`), whether it streams, its
+    JSON body, the token counts it asked for (None where it fixed none), and what it belongs to
+    (the user class, the task, the conversation and the turn in it, all carried to its record).
+    `keep_text`: keep the reply's text (a conversation needs it for its next turn)."""
+
+    api: str
+    stream: bool
+    body: bytes
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    user_class: str = ""
+    task: str = ""
+    conversation: str = ""
+    turn: int = 0
+    keep_text: bool = False
