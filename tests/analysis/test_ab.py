@@ -7,21 +7,14 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from vllm_load.analysis.decisions import ab
-from vllm_load.analysis.decisions.ab import (
-    BETTER,
-    BOOTSTRAP,
-    NO_TEST,
-    UNSURE,
-    WELCH,
-    WORSE,
-    RunLevels,
-)
+from vllm_load.analysis.decisions import ab, significance
+from vllm_load.analysis.decisions.ab import BETTER, UNSURE, WORSE, RunLevels
+from vllm_load.analysis.decisions.significance import BOOTSTRAP, NO_TEST, WELCH
 
 
 def test_welch_matches_the_hand_computation():
     # means 2 and 5, variances 1 and 1, n = 3: se = sqrt(2/3), t = 3 / se, df = 4 exactly
-    r = ab.welch([1, 2, 3], [4, 5, 6], alpha=0.05)
+    r = significance.welch([1, 2, 3], [4, 5, 6], alpha=0.05)
     se = math.sqrt(2 / 3)
     assert r.test == WELCH and r.diff == 3
     assert r.p == pytest.approx(2 * sps.t.sf(3 / se, 4))
@@ -31,51 +24,51 @@ def test_welch_matches_the_hand_computation():
 
 
 def test_welch_needs_two_runs_a_side_and_says_so():
-    r = ab.welch([1.0], [2.0, 3.0])
+    r = significance.welch([1.0], [2.0, 3.0])
     assert r.test == NO_TEST and math.isnan(r.p) and "two runs" in r.note
-    assert ab.welch([1, 1], [1, 1]).p == 1.0  # no spread, no difference
-    assert ab.welch([1, 1], [2, 2]).p == 0.0  # no spread, a difference: exact
-    assert ab.welch([1, np.nan, 3], [4, 5, 6]).diff == 3  # a missing figure is left out
+    assert significance.welch([1, 1], [1, 1]).p == 1.0  # no spread, no difference
+    assert significance.welch([1, 1], [2, 2]).p == 0.0  # no spread, a difference: exact
+    assert significance.welch([1, np.nan, 3], [4, 5, 6]).diff == 3  # a missing figure is left out
 
 
 def test_holm_step_down_with_untested_entries():
-    adjusted = ab.holm([0.01, 0.04, 0.03, np.nan])
+    adjusted = significance.holm([0.01, 0.04, 0.03, np.nan])
     # sorted 0.01, 0.03, 0.04 times 3, 2, 1 = 0.03, 0.06, 0.04, then made monotone
     assert adjusted[:3] == pytest.approx([0.03, 0.06, 0.06])
     assert math.isnan(adjusted[3])
-    assert ab.holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])  # capped at 1
+    assert significance.holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])  # capped at 1
 
 
 def test_bootstrap_of_a_shift_is_exact_and_significant_and_seeded():
     rng = np.random.default_rng(1)
     a = rng.lognormal(0.0, 0.3, 400)
     b = a + 0.5  # every percentile moves by exactly 0.5
-    r = ab.bootstrap_percentile_diff(a, b, 50, resamples=1000, seed=3)
+    r = significance.bootstrap_percentile_diff(a, b, 50, resamples=1000, seed=3)
     assert r.test == BOOTSTRAP and r.diff == pytest.approx(0.5)
     assert r.ci_low < 0.5 < r.ci_high
     assert r.p == pytest.approx(2 / 1001)  # no resample crosses 0: the smallest p it can give
     # a p99 of 400 requests is a few of them: the same shift is far less certain there
-    tail = ab.bootstrap_percentile_diff(a, b, 99, resamples=1000, seed=3)
+    tail = significance.bootstrap_percentile_diff(a, b, 99, resamples=1000, seed=3)
     assert tail.diff == pytest.approx(0.5) and tail.ci_high - tail.ci_low > r.ci_high - r.ci_low
-    again = ab.bootstrap_percentile_diff(a, b, 50, resamples=1000, seed=3)
+    again = significance.bootstrap_percentile_diff(a, b, 50, resamples=1000, seed=3)
     assert (again.ci_low, again.ci_high) == (r.ci_low, r.ci_high)
 
 
 def test_bootstrap_of_one_distribution_finds_nothing():
     rng = np.random.default_rng(2)
     a, b = rng.normal(1.0, 0.1, 500), rng.normal(1.0, 0.1, 500)
-    r = ab.bootstrap_percentile_diff(a, b, 50, resamples=1000, seed=0)
+    r = significance.bootstrap_percentile_diff(a, b, 50, resamples=1000, seed=0)
     assert r.ci_low < 0 < r.ci_high and r.p > 0.05
-    assert ab.mann_whitney(a, b) > 0.05
-    assert ab.mann_whitney(a, b + 0.1) < 1e-6
+    assert significance.mann_whitney(a, b) > 0.05
+    assert significance.mann_whitney(a, b + 0.1) < 1e-6
 
 
 def test_proportions_fisher_and_interval():
-    r = ab.proportions(100, 100, 80, 100)
+    r = significance.proportions(100, 100, 80, 100)
     assert r.diff == pytest.approx(-0.2)
     assert r.p == pytest.approx(sps.fisher_exact([[100, 0], [80, 20]]).pvalue)
     assert r.p < 1e-5 and r.ci_high < 0
-    assert ab.proportions(50, 50, 50, 50).p == 1.0
+    assert significance.proportions(50, 50, 50, 50).p == 1.0
 
 
 def test_verdict_direction_follows_what_is_better():
@@ -155,7 +148,7 @@ def test_one_run_a_side_gives_no_verdict_and_shows_requests_for_information():
     assert e2e.requests is not None and e2e.requests.test == BOOTSTRAP
     assert e2e.requests.ci_low > 0 and e2e.requests.p < 0.05
     assert got["success_rate"].requests is not None
-    assert got["success_rate"].requests.test == ab.FISHER
+    assert got["success_rate"].requests.test == significance.FISHER
     assert res.n_tested == 0
 
 
@@ -184,7 +177,7 @@ def test_order_statistic_bootstrap_matches_resampling_by_brute_force(q):
     building the resample: its distribution must be that of resampling outright."""
     rng = np.random.default_rng(5)
     x = rng.lognormal(0.0, 0.5, 300)
-    fast = ab._resampled_percentiles(x, q, 20_000, np.random.default_rng(1))
+    fast = significance._resampled_percentiles(x, q, 20_000, np.random.default_rng(1))
     idx = np.random.default_rng(2).integers(0, x.size, size=(20_000, x.size))
     slow = np.percentile(x[idx], q, axis=1)
     for level in (0.025, 0.25, 0.5, 0.75, 0.975):

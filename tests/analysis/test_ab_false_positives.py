@@ -8,7 +8,7 @@ seeded, so the shares below are the same on every machine.
 import numpy as np
 import pytest
 
-from vllm_load.analysis.decisions import ab
+from vllm_load.analysis.decisions import ab, significance
 from vllm_load.analysis.levels.measure import measure_levels
 from vllm_load.rundir.load import ANALYSIS_COLUMNS, load_run
 from vllm_load.rundir.synthetic import ServerModel, SyntheticRun, write_synthetic_run
@@ -51,7 +51,7 @@ def test_welch_across_runs_keeps_false_positives_near_alpha(one_configuration):
     raw, families, family_hits = [], 0, 0
     for a, b in _splits(one_configuration, 3, seed=11):
         res = ab.compare_runs(a, b, alpha=ALPHA, resamples=100)
-        tested = [c for c in res.comparisons if c.result.test == ab.WELCH]
+        tested = [c for c in res.comparisons if c.result.test == significance.WELCH]
         raw += [c.result.p < ALPHA for c in tested if c.figure.key != "success_rate"]
         for level in res.levels:
             families += 1
@@ -72,6 +72,6 @@ def test_one_run_a_side_over_requests_cannot_see_run_to_run_noise(one_configurat
         hits += [
             c.requests.p < ALPHA
             for c in res.comparisons
-            if c.requests is not None and c.requests.test == ab.BOOTSTRAP
+            if c.requests is not None and c.requests.test == significance.BOOTSTRAP
         ]
     assert np.mean(hits) > 2 * ALPHA
