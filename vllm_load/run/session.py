@@ -11,30 +11,26 @@ from __future__ import annotations
 import logging
 import math
 import os
-import platform
-import socket
-import sys
 import time
 from dataclasses import asdict
 
 import gevent
-import locust
 from gevent.event import Event
 from locust import stats as locust_stats
 from locust.runners import STATE_MISSING, LocalRunner, MasterRunner
 
-from .. import __version__
-from ..client.context import LoadContext, prompt_plan
+from ..client.context import LoadContext
 from ..client.health import HealthSample, HealthWriter
 from ..compat.locust import rewrite_csv_files
 from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV
 from ..settings import Settings
-from ..target.api import max_model_len, model_ids, target_info
+from ..target.api import model_ids, target_info
 from ..values import SettingsError, parse_host
 from ..workload.arrivals import process_share
 from .live import LiveStats
-from .recorder import RunRecorder, new_run_dir, utc_iso
+from .recorder import RunRecorder, new_run_dir
 from .server_metrics import MetricsScraper
+from .start import run_header, wanted_classes
 from .steps import LevelChange, LevelPlan, StepController
 from .summary import print_summary
 
@@ -80,59 +76,20 @@ class RunSession:
             raise SettingsError(
                 f"cannot tell which model {host} serves ({self.target.get('models_error', 'no models listed')}); pass --model"
             )
-        # the locustfile's user classes that take part (the built-in one's: --dataset picks)
-        self.user_classes = [
-            cls
-            for cls in environment.user_classes or []
-            if getattr(cls, "wanted", lambda _settings: True)(self.settings)
-        ]
+        self.user_classes = wanted_classes(environment.user_classes or [], self.settings)
         self.all_classes_wanted = len(self.user_classes) == len(environment.user_classes or [])
-        closed = [c.__name__ for c in self.user_classes if not getattr(c, "open_loop", False)]
-        if self.settings.rates and closed:
-            raise SettingsError(
-                f"--rates needs user classes that send at arrivals (the built-in test's); "
-                f"{', '.join(closed)} send(s) back to back: use --levels"
-            )
-        user_classes = self.user_classes
-        # exact-length prompts are checked and calibrated here only if a user class sends them
-        exact = any(getattr(cls, "exact_prompts", False) for cls in user_classes)
-        if exact:
-            self.settings.check_fits(max_model_len(self.target.get("models"), self.model))
-        plan = prompt_plan(host, self.model, self.settings) if exact else None
-        workload = {
-            cls.__name__: info
-            for cls in user_classes
-            if (prepare := getattr(cls, "prepare_run", None)) is not None
-            and (info := prepare(self.settings, host, self.model)) is not None
-        }
         run_dir = self.settings.run_dir or new_run_dir(self.settings.out, self.model)
-        runner = environment.runner
         self.recorder = RunRecorder(
             run_dir,
-            {
-                "format": 1,
-                "run_id": os.path.basename(run_dir.rstrip("/")),
-                "vllm_load_version": __version__,
-                "locust_version": locust.__version__,
-                "target": self.target,
-                "model": self.model,
-                "settings": self.settings.public(),
-                "meta": self.settings.meta,
-                "client": {
-                    "hostname": socket.gethostname(),
-                    "platform": platform.platform(),
-                    "python": platform.python_version(),
-                    "cpus": os.cpu_count(),
-                    "mode": "master" if isinstance(runner, MasterRunner) else "local",
-                    "workers": runner.worker_count if isinstance(runner, MasterRunner) else 1,
-                    "command": " ".join(_redacted_argv()),
-                },
-                "prompts": plan.to_json() if plan is not None else None,
-                "user_classes": {cls.__name__: cls.weight for cls in user_classes},
-                "workload": workload,
-                "started_at": utc_iso(),
-                "workers_lost": [],
-            },
+            run_header(
+                environment.runner,
+                self.settings,
+                host,
+                self.target,
+                self.model,
+                self.user_classes,
+                run_dir,
+            ),
         )
         self.csv_writer = locust_stats.StatsCSVFileWriter(
             environment,
@@ -388,20 +345,3 @@ class RunSession:
         self.recorder.run_info["server_metrics"] = asdict(self.scraper.status)
         if self.scraper.status.note and not self.scraper.status.samples:
             logger.warning("%s", self.scraper.status.note)
-
-
-def _redacted_argv() -> list[str]:
-    """sys.argv with the value of --api-key hidden."""
-    out, hide = [], False
-    for arg in sys.argv:
-        if hide:
-            out.append("***")
-            hide = False
-        elif arg == "--api-key":
-            out.append(arg)
-            hide = True
-        elif arg.startswith("--api-key="):
-            out.append("--api-key=***")
-        else:
-            out.append(arg)
-    return out

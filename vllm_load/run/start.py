@@ -1,0 +1,100 @@
+"""What the master settles before a run's first level: which of the locustfile's user classes
+take part, and run.json's opening record (the target, the model, the settings, the client, the
+calibrated prompts, the workload each class prepared). Raises `SettingsError` with one line on
+anything that cannot run."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+
+import locust
+from locust.runners import MasterRunner
+
+from .. import __version__
+from ..client.context import prompt_plan
+from ..settings import Settings
+from ..target.api import max_model_len
+from ..values import SettingsError
+from .recorder import utc_iso
+
+
+def wanted_classes(user_classes: list, settings: Settings) -> list:
+    """The user classes that take part (the built-in locustfile's: --dataset picks one); with
+    --rates, every one of them must send at arrivals."""
+    wanted = [cls for cls in user_classes if getattr(cls, "wanted", lambda _s: True)(settings)]
+    closed = [c.__name__ for c in wanted if not getattr(c, "open_loop", False)]
+    if settings.rates and closed:
+        raise SettingsError(
+            f"--rates needs user classes that send at arrivals (the built-in test's); "
+            f"{', '.join(closed)} send(s) back to back: use --levels"
+        )
+    return wanted
+
+
+def run_header(
+    runner,
+    settings: Settings,
+    host: str,
+    target: dict,
+    model: str,
+    user_classes: list,
+    run_dir: str,
+) -> dict:
+    """run.json as the run starts. Exact-length prompts are checked against the model's context
+    and calibrated only if a user class sends them; each class's `prepare_run` checks its
+    workload once here (a dataset's filters), before any load."""
+    exact = any(getattr(cls, "exact_prompts", False) for cls in user_classes)
+    if exact:
+        settings.check_fits(max_model_len(target.get("models"), model))
+    plan = prompt_plan(host, model, settings) if exact else None
+    workload = {
+        cls.__name__: info
+        for cls in user_classes
+        if (prepare := getattr(cls, "prepare_run", None)) is not None
+        and (info := prepare(settings, host, model)) is not None
+    }
+    master = isinstance(runner, MasterRunner)
+    return {
+        "format": 1,
+        "run_id": os.path.basename(run_dir.rstrip("/")),
+        "vllm_load_version": __version__,
+        "locust_version": locust.__version__,
+        "target": target,
+        "model": model,
+        "settings": settings.public(),
+        "meta": settings.meta,
+        "client": {
+            "hostname": socket.gethostname(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "mode": "master" if master else "local",
+            "workers": runner.worker_count if master else 1,
+            "command": " ".join(redacted_argv()),
+        },
+        "prompts": plan.to_json() if plan is not None else None,
+        "user_classes": {cls.__name__: cls.weight for cls in user_classes},
+        "workload": workload,
+        "started_at": utc_iso(),
+        "workers_lost": [],
+    }
+
+
+def redacted_argv() -> list[str]:
+    """sys.argv with the value of --api-key hidden."""
+    out, hide = [], False
+    for arg in sys.argv:
+        if hide:
+            out.append("***")
+            hide = False
+        elif arg == "--api-key":
+            out.append(arg)
+            hide = True
+        elif arg.startswith("--api-key="):
+            out.append("--api-key=***")
+        else:
+            out.append(arg)
+    return out
