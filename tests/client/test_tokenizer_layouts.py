@@ -21,7 +21,7 @@ from support.hf_tokenizer import (
     save_with_transformers,
 )
 
-from vllm_load.tokenization import HFTokenizer
+from vllm_load.tokenization.hf import HFTokenizer
 
 transformers = pytest.importorskip("transformers")
 

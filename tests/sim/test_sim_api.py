@@ -6,7 +6,7 @@ import pytest
 from support.sim_http import call, metric_value, sse_events
 
 from vllm_load.sim.process import SimulatorProcess
-from vllm_load.tokenization import SimTokenizer
+from vllm_load.tokenization.sim import SimTokenizer
 
 MODEL = "sim-llama-8b"
 MESSAGES = [

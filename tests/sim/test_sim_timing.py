@@ -9,7 +9,7 @@ import statistics
 import orjson
 
 from vllm_load.sim.process import SimulatorProcess
-from vllm_load.tokenization import SimTokenizer
+from vllm_load.tokenization.sim import SimTokenizer
 
 
 async def _timed_stream(url: str, max_tokens: int) -> tuple[float, list[float], list[str]]:

@@ -9,7 +9,9 @@ import pytest
 from support.sim_http import call
 
 from vllm_load.sim.process import SimulatorProcess
-from vllm_load.tokenization import HFTokenizer, SimTokenizer, load_tokenizer
+from vllm_load.tokenization.hf import HFTokenizer
+from vllm_load.tokenization.load import load_tokenizer
+from vllm_load.tokenization.sim import SimTokenizer
 
 
 def test_sim_tokenizer_is_not_word_counting():

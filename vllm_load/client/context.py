@@ -21,7 +21,7 @@ from ..gc_policy import quiet_collector
 from ..rundir.records import START_INDEX, RequestRecord
 from ..settings import Settings
 from ..target.api import HttpError, model_ids, request_json
-from ..tokenization import load_tokenizer
+from ..tokenization.load import load_tokenizer
 from ..workload.lengths import LengthDraws
 from .arrivals import Arrivals
 from .clock import hold_receive_timestamps

@@ -11,7 +11,7 @@ import argparse
 import os
 import signal
 
-from ..tokenization import load_tokenizer
+from ..tokenization.load import load_tokenizer
 from ..values import SettingsError
 from .config import (
     DEFAULT_MODEL,

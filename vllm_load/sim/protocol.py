@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from ..tokenization import message_text
+from ..tokenization.base import message_text
 
 ERROR_TYPES = {
     400: "BadRequestError",

@@ -17,7 +17,7 @@ from aiohttp import web
 from aiohttp.http_writer import StreamWriter
 
 from .. import __version__
-from ..tokenization import load_tokenizer
+from ..tokenization.load import load_tokenizer
 from .backends import Backend, EchoBackend, EngineBackend, FixedLatencyBackend, TokenSource
 from .config import SimConfig
 from .faults import (

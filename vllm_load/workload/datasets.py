@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from ..tokenization import message_text
+from ..tokenization.base import message_text
 from ..values import SettingsError
 
 

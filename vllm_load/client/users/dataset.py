@@ -28,7 +28,7 @@ import gevent.lock
 from locust import task
 
 from ...settings import Settings
-from ...tokenization import load_tokenizer
+from ...tokenization.load import load_tokenizer
 from ...values import SettingsError, think_range
 from ...workload.datasets import Conversation, Dataset, dataset_path, load_dataset
 from ...workload.sampling import DatasetSampler, filter_by_length
