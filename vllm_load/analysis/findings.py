@@ -36,9 +36,7 @@ def findings(
     name, unit = rule.throughput.column, rule.throughput.unit
     more = "load" if sat.axis.rate else "concurrency"
     full = (
-        curve[~np.isnan(column(curve, f"{name}_mean"))]
-        .sort_values("users")
-        .reset_index(drop=True)
+        curve[~np.isnan(column(curve, f"{name}_mean"))].sort_values("users").reset_index(drop=True)
     )
     curve = kept(full, sat.failed)
     out: list[str] = []

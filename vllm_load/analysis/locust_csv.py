@@ -110,7 +110,9 @@ class PlateauRule:
 
     def describe(self) -> str:
         warm = (
-            f"its first {self.warmup:.0%}" if self.warmup_is_share else f"its first {self.warmup:g} s"
+            f"its first {self.warmup:.0%}"
+            if self.warmup_is_share
+            else f"its first {self.warmup:g} s"
         )
         return (
             f"A level is a user count held for at least {self.min_level_s:g} s (from the first "
@@ -123,7 +125,9 @@ def parse_warmup(text: str) -> tuple[float, bool]:
     """(value, is_share) of a warm-up spec: `25%` of each plateau, or `30s` / `30` seconds."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(%|s)?\s*", text)
     if not m:
-        raise LocustCsvError(f"--locust-warmup takes a share like 25% or seconds like 30s, got {text!r}")
+        raise LocustCsvError(
+            f"--locust-warmup takes a share like 25% or seconds like 30s, got {text!r}"
+        )
     value = float(m.group(1))
     if m.group(2) == "%":
         if value >= 100:
@@ -212,7 +216,9 @@ def find_plateaus(users: np.ndarray, stamps: np.ndarray, rule: PlateauRule) -> l
     users = np.nan_to_num(np.asarray(users, dtype=np.float64), nan=0.0)
     out: list[Plateau] = []
     seen: set[int] = set()
-    starts = np.flatnonzero(np.r_[True, users[1:] != users[:-1]]) if len(users) else []
+    starts: np.ndarray = np.flatnonzero(np.r_[True, users[1:] != users[:-1]])
+    if not len(users):
+        return out
     for k, first in enumerate(starts):
         last = (starts[k + 1] if k + 1 < len(starts) else len(users)) - 1
         count = int(users[first])
