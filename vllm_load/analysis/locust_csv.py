@@ -27,9 +27,10 @@ What Locust writes (locust/stats.py, `StatsCSVFileWriter`, Locust 2.x), and what
 Levels: a *plateau* is a run of consecutive `Aggregated` rows at one nonzero user count; one
 held for at least `PlateauRule.min_level_s` (from its first row to its last) is a level,
 anything shorter (the steps of a ramp) is skipped, as is a later plateau at a user count
-already measured. Each plateau's rows are dated by a straight line fitted through their whole
-seconds, each date kept inside its own second (the writes are evenly spaced, the stamps
-truncated). The first part of every plateau, the last included, is warm-up (`warmup`: a share
+already measured. Each plateau's rows are dated by a straight line through their whole
+seconds (`row_dates`), each date kept inside its own second (the writes are evenly spaced, the stamps
+truncated: a 5 s span read from the stamps alone is off by a whole second whenever a stamp
+skips one). The first part of every plateau, the last included, is warm-up (`warmup`: a share
 of its length or seconds); the rest, its *steady part*, from its first row to its last, is
 measured:
 
@@ -61,10 +62,13 @@ HISTORY_SUFFIX = "_stats_history.csv"
 FAILURES_SUFFIX = "_failures.csv"
 #: Locust's CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW (s): what its current percentiles cover
 PERCENTILE_WINDOW_S = 10.0
+#: Locust's CSV_STATS_INTERVAL_SEC (s): it sleeps this long between two writes of the history
+CSV_INTERVAL_S = 1.0
 PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
 LENGTHS = ("bytes", "tokens")
 REQUIRED = ("Timestamp", "User Count", "Name", "Total Request Count", "Total Failure Count")
 AGGREGATED = "Aggregated"
+EPS = 1e-3  # s: dates this close count as equal (they are fitted to whole-second stamps)
 #: the per-level columns `measure_levels` gives, in order
 LEVEL_COLUMNS: tuple[str, ...] = (
     "level",
@@ -200,14 +204,43 @@ def aggregated_rows(history: pd.DataFrame) -> pd.DataFrame:
 
 
 def row_dates(stamps: np.ndarray) -> np.ndarray:
-    """Dates of consecutive rows written about a second apart, from their truncated whole-second
-    stamps: a straight line fitted through stamp + 0.5, each kept inside its own second."""
+    """Dates of consecutive rows written at a steady pace, from their truncated whole-second
+    stamps: a straight line through every row's second [stamp, stamp + 1), its slope the one
+    of the lines that fit closest to Locust's 1 s interval (a few seconds of rows cannot tell
+    1.00 s from 1.03 s, and Locust sleeps 1 s plus the short write), each date kept inside its
+    second when no line fits them all (an irregular pace)."""
     stamps = np.asarray(stamps, dtype=np.float64)
     if len(stamps) < 3:
         return stamps + 0.5
     i = np.arange(len(stamps), dtype=np.float64)
-    slope, icpt = np.polyfit(i, stamps + 0.5, 1)
-    return np.clip(icpt + slope * i, stamps, stamps + 1.0 - 1e-6)
+    t = stamps - stamps[0]
+
+    def overshoot(slope: float) -> float:  # convex in slope: <= 0 when the line fits every second
+        return float(np.max(t - slope * i) - np.min(t + 1.0 - slope * i))
+
+    lo, hi = 0.25, 4.0
+    for _ in range(60):  # ternary search of the convex overshoot: the best-fitting slope
+        m1, m2 = lo + (hi - lo) / 3, hi - (hi - lo) / 3
+        lo, hi = (lo, m2) if overshoot(m1) <= overshoot(m2) else (m1, hi)
+    best = (lo + hi) / 2
+    slope = best
+    if overshoot(best) < 0:  # lines fit: the fitting slopes form [low, high] around `best`
+        low = _bisect(overshoot, 0.25, best)
+        high = _bisect(overshoot, 4.0, best)
+        slope = min(max(CSV_INTERVAL_S, low), high)
+    icpt = (np.max(t - slope * i) + np.min(t + 1.0 - slope * i)) / 2
+    return np.clip(stamps[0] + icpt + slope * i, stamps, stamps + 1.0 - 1e-6)
+
+
+def _bisect(f, outside: float, inside: float) -> float:
+    """The point between `outside` (f > 0 there, or the bound) and `inside` (f < 0) where f
+    turns 0."""
+    if f(outside) <= 0:
+        return outside
+    for _ in range(60):
+        mid = (outside + inside) / 2
+        outside, inside = (outside, mid) if f(mid) <= 0 else (mid, inside)
+    return inside
 
 
 def find_plateaus(users: np.ndarray, stamps: np.ndarray, rule: PlateauRule) -> list[Plateau]:
@@ -233,7 +266,7 @@ def find_plateaus(users: np.ndarray, stamps: np.ndarray, rule: PlateauRule) -> l
             out.append(_skip(p, f"{count} users was already measured earlier in the run"))
             continue
         steady_from = p.start + rule.warmup_s(p.span)
-        rows = np.flatnonzero(d >= steady_from - 1e-9)
+        rows = np.flatnonzero(d >= steady_from - EPS)
         if len(rows) < 2 or d[-1] - d[rows[0]] <= 0:
             out.append(_skip(p, "fewer than 2 rows after its warm-up"))
             continue
@@ -262,9 +295,9 @@ def _percentiles(agg: pd.DataFrame, dates: np.ndarray, p: Plateau, window_s: flo
     assert p.steady is not None
     idx = np.arange(p.first, p.last + 1)
     # rows whose window starts after the steady part's start, else after the plateau's start
-    rows, source = idx[dates[idx] - window_s >= dates[p.steady] - 1e-9], "steady"
+    rows, source = idx[dates[idx] - window_s >= dates[p.steady] - EPS], "steady"
     if not len(rows):
-        rows, source = idx[dates[idx] - window_s >= p.start - 1e-9], "plateau"
+        rows, source = idx[dates[idx] - window_s >= p.start - EPS], "plateau"
     if not len(rows):
         rows, source = np.array([p.last]), "last_row"
     out = {}
