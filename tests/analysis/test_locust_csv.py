@@ -239,3 +239,41 @@ def test_report_refuses_in_one_line(tmp_path):
         assert proc.returncode == 2, proc.stderr
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and words in lines[0], proc.stderr
+
+
+def test_several_prefixes_are_runs_of_one_series_with_intervals(tmp_path):
+    from vllm_load.report.locust_model import build_locust_data
+
+    prefixes = []
+    for k, extra in enumerate((0, 1, 2)):  # three repeats, a little apart
+        h = History()
+        h.hold(0, 1)
+        for users, ok in ((1, 4), (2, 8), (4, 15), (8, 15)):
+            h.hold(users, 12, ok=ok + extra * (users > 1))
+        prefixes.append(h.write(str(tmp_path / f"rep{k}")))
+    other = History()
+    other.hold(1, 12, ok=3)
+    other.rows = [r.replace("/v1/completions", "/v1/chat/completions") for r in other.rows]
+    prefixes.append(other.write(str(tmp_path / "other")))
+
+    data = build_locust_data(prefixes, plateau_rule=PlateauRule(min_level_s=5))
+    assert [s.n_runs for s in data.series] == [3, 1]  # another request: another series
+    s = data.series[0]
+    assert data.rule.throughput.column == "req_per_s"  # bytes: judged on requests/s
+    curve = s.curve.set_index("users")
+    assert list(curve["req_per_s_n"]) == [3, 3, 3, 3]
+    assert curve.loc[2, "req_per_s_mean"] == pytest.approx(9.0)
+    assert curve.loc[2, "req_per_s_ci_low"] < 9.0 < curve.loc[2, "req_per_s_ci_high"]
+    assert s.saturation.saturated and s.saturation.saturation is not None
+    assert s.saturation.saturation.users == 4
+    assert any("req/s" in f for f in s.findings) and not any("tok/s" in f for f in s.findings)
+
+
+def test_a_level_with_too_many_failures_is_left_out_of_the_saturation(tmp_path):
+    from vllm_load.report.locust_model import build_locust_data
+
+    prefix = stepped().write(str(tmp_path / "t"))
+    data = build_locust_data([prefix], plateau_rule=PlateauRule(min_level_s=5), length="tokens")
+    sat = data.series[0].saturation
+    assert [(f.users, f.excluded) for f in sat.failed] == [(8.0, True)]
+    assert sat.peak is not None and sat.peak.users == 12  # 8 users' 5 % failures left out
