@@ -265,10 +265,6 @@ def with_client_late(metrics: pd.DataFrame, client_levels: pd.DataFrame | None) 
     return metrics
 
 
-def _curve(runs: Sequence[RunSummary]) -> pd.DataFrame:
-    return level_curve([r.metrics for r in runs])
-
-
 def level_curve(
     tables: Sequence[pd.DataFrame], metrics: Sequence[str] = AGG_METRICS
 ) -> pd.DataFrame:
@@ -279,7 +275,7 @@ def level_curve(
     frame = pd.concat(list(tables), ignore_index=True)
     frame = frame[frame["users"].notna()]
     if "client_late" not in frame:
-        frame["client_late"], frame["client_late_reason"] = False, ""
+        frame = frame.assign(client_late=False, client_late_reason="")
     judged = tuple(m for m in GOODPUT_METRICS if m in frame)
     curve = aggregate(frame, ["users"], (*metrics, *judged))
     worst = pd.to_numeric(frame["success_rate"], errors="coerce").groupby(frame["users"]).min()
@@ -372,7 +368,7 @@ def build_report_data(
         members = [runs[i] for i in g.run_indices]
         for r in members:
             r.series_label = g.label
-        curve = _curve(members)
+        curve = level_curve([r.metrics for r in members])
         sat = analyse(curve, rule)
         sat.axis = members[0].axis  # one series, one kind of level (`stats.comparable_settings`)
         report = SeriesReport(
