@@ -12,9 +12,10 @@ What Locust writes (locust/stats.py, `StatsCSVFileWriter`, Locust 2.x), and what
   (`CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW`: the response-time histogram now minus a copy of
   it taken at a whole second ~10 s earlier, or up to 8 s either side when none was taken then),
   `0` when that window held no response (or no copy existed yet), `N/A` before any request.
-- Before any percentile, Locust rounds each response time to about two significant digits
-  (`bucket_response_time`: 147 → 150 ms, 3432 → 3400 ms), so a percentile is off by up to
-  5 % (half a step at the start of a decade): they are approximate, and labelled so.
+- Before any percentile, Locust rounds each response time (`bucket_response_time`): to whole
+  ms below 100 ms, then to two significant digits (147 → 150 ms, 3432 → 3400 ms), so a
+  percentile is off by up to 0.5 ms, or 5 % above 100 ms (half a step at the start of a
+  decade): they are approximate, and labelled so.
 - `Total Request Count` and `Total Failure Count` are cumulative since the start, or since
   the statistics were reset (`--reset-stats`; a drop is read as a reset). A failure is also a
   request. `Total Average Response Time` (ms, unrounded, failures included) and

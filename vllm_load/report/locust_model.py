@@ -65,8 +65,9 @@ def caveats(length: str, plateau_rule: PlateauRule) -> list[str]:
         "cumulative row a second), not from per-request records: levels are the plateaus of "
         "Locust's user count, and throughput counts the requests Locust logged as they ended "
         "during each level's measured part.",
-        "Latency percentiles are approximate: Locust rounds every response time to about two "
-        "significant digits (147 ms → 150 ms, 3,432 ms → 3,400 ms; up to 5 % off) and computes "
+        "Latency percentiles are approximate: Locust rounds every response time to two "
+        "significant digits above 100 ms (147 ms → 150 ms, 3,432 ms → 3,400 ms; up to 5 % off), "
+        "to whole ms below, and computes "
         "its percentiles over about the last 10 s; a level's is the median of those over its "
         "measured part, failures included. Mean response times are exact.",
         "Not available from Locust's CSVs: TTFT, ITL and TPOT (Locust's response time is the "
