@@ -47,6 +47,8 @@ measured:
   before); `pct_source` says which.
 
 Locust counts a request when it ends, so a steady part should span several request durations.
+In a distributed test the master's counts grow as the workers' reports arrive (every 3 s by
+default), so a short steady part is measured coarsely there.
 Everything but `read_history` is pure.
 """
 
@@ -261,7 +263,9 @@ def find_plateaus(users: np.ndarray, stamps: np.ndarray, rule: PlateauRule) -> l
         d = row_dates(stamps[first : last + 1])
         p = Plateau(count, int(first), int(last), float(d[0]), float(d[-1]))
         if p.span < rule.min_level_s:
-            out.append(_skip(p, f"held {p.span:.0f} s, under {rule.min_level_s:g} s"))
+            rows = p.last - p.first + 1
+            held = f"held {p.span:.0f} s ({rows} row{'s' if rows != 1 else ''})"
+            out.append(_skip(p, f"{held}, under {rule.min_level_s:g} s"))
             continue
         if count in seen:
             out.append(_skip(p, f"{count} users was already measured earlier in the run"))
