@@ -263,8 +263,8 @@ def find_plateaus(users: np.ndarray, stamps: np.ndarray, rule: PlateauRule) -> l
         d = row_dates(stamps[first : last + 1])
         p = Plateau(count, int(first), int(last), float(d[0]), float(d[-1]))
         if p.span < rule.min_level_s:
-            rows = p.last - p.first + 1
-            held = f"held {p.span:.0f} s ({rows} row{'s' if rows != 1 else ''})"
+            n = p.last - p.first + 1
+            held = f"held {p.span:.0f} s ({n} row{'s' if n != 1 else ''})"
             out.append(_skip(p, f"{held}, under {rule.min_level_s:g} s"))
             continue
         if count in seen:
