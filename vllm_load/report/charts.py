@@ -24,6 +24,7 @@ from matplotlib.ticker import NullFormatter  # noqa: E402
 
 from ..analysis.levels.hist import bucket_values  # noqa: E402
 from ..analysis.series.curve import USERS  # noqa: E402
+from ..analysis.series.saturation import TOTAL_TOKENS, Throughput  # noqa: E402
 from .model import RunSummary, SeriesReport  # noqa: E402
 
 if TYPE_CHECKING:
@@ -112,21 +113,24 @@ def _plot_with_ci(ax, s: SeriesReport, metric: str, label: str):
     return list(users)
 
 
-def throughput_vs_concurrency(series: Sequence[SeriesReport]) -> Chart | None:
-    """Mean total tok/s per level, one line per series, 95 % CI error bars where n >= 2."""
+def throughput_vs_concurrency(
+    series: Sequence[SeriesReport], throughput: Throughput = TOTAL_TOKENS
+) -> Chart | None:
+    """Mean throughput (total tok/s unless told) per level, one line per series, 95 % CI error
+    bars where n >= 2."""
     if not series:
         return None
     with plt.rc_context(STYLE):
         fig, (ax,) = _figure()
         all_users: list[float] = []
         for s in series:
-            users = _plot_with_ci(ax, s, "total_tok_per_s", f"{s.label} (n={s.n_runs})")
+            users = _plot_with_ci(ax, s, throughput.column, f"{s.label} (n={s.n_runs})")
             sat = s.saturation.saturation
             if s.saturation.saturated and sat is not None:
                 ax.axvline(sat.users, linestyle=":", alpha=0.6, color=ax.lines[-1].get_color())
             all_users.extend(users)
         _log_users_axis(ax, all_users, _axis_label(series))
-        ax.set_ylabel("total throughput (tok/s, input + output)")
+        ax.set_ylabel(throughput.name)
         ax.set_ylim(bottom=0)
         ax.legend(loc="best")
         ax.set_title("Throughput vs concurrency (dotted: saturation point)")
@@ -134,7 +138,7 @@ def throughput_vs_concurrency(series: Sequence[SeriesReport]) -> Chart | None:
     return Chart(
         "throughput",
         "Throughput vs concurrency",
-        "Mean total tokens per second at each concurrency level with 95% confidence intervals",
+        f"Mean {throughput.name} at each concurrency level with 95% confidence intervals",
         png,
     )
 
@@ -198,7 +202,9 @@ def latency_vs_concurrency(series: Sequence[SeriesReport]) -> Chart | None:
     )
 
 
-def latency_throughput_tradeoff(series: Sequence[SeriesReport]) -> Chart | None:
+def latency_throughput_tradeoff(
+    series: Sequence[SeriesReport], throughput: Throughput = TOTAL_TOKENS
+) -> Chart | None:
     """Throughput against p99 E2E, points labelled with their concurrency: the price of each tok/s."""
     if not series:
         return None
@@ -206,7 +212,8 @@ def latency_throughput_tradeoff(series: Sequence[SeriesReport]) -> Chart | None:
         fig, (ax,) = _figure()
         for s in series:
             c = s.curve
-            x, y, users = _col(c, "e2e_p99_mean"), _col(c, "total_tok_per_s_mean"), _col(c, "users")
+            x, y = _col(c, "e2e_p99_mean"), _col(c, f"{throughput.column}_mean")
+            users = _col(c, "users")
             ax.plot(x, y, marker="o", label=s.label)
             for xi, yi, u in zip(x, y, users):
                 if xi == xi and yi == yi:
@@ -218,7 +225,7 @@ def latency_throughput_tradeoff(series: Sequence[SeriesReport]) -> Chart | None:
                         fontsize=7,
                     )
         ax.set_xlabel("p99 end-to-end latency (s)")
-        ax.set_ylabel("total throughput (tok/s)")
+        ax.set_ylabel(throughput.name)
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)
         ax.legend(loc="best")
@@ -227,7 +234,8 @@ def latency_throughput_tradeoff(series: Sequence[SeriesReport]) -> Chart | None:
     return Chart(
         "tradeoff",
         "Latency–throughput trade-off",
-        "Total throughput against p99 end-to-end latency, one point per concurrency level",
+        f"{throughput.name.capitalize()} against p99 end-to-end latency, one point per "
+        "concurrency level",
         png,
     )
 

@@ -25,13 +25,16 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         "Measure run directories and write a self-contained HTML report with per-level tables, "
         "multi-run statistics (mean, 95% t-CI, CoV), saturation analysis, recommendations and charts; "
         "plus NAME.summary.json, NAME.summary.csv and NAME.md beside it. Runs of the same model and "
-        "settings are grouped, so pass every repeat of a test to get confidence intervals."
+        "settings are grouped, so pass every repeat of a test to get confidence intervals. "
+        "Plain Locust CSVs work too: give the --csv prefix of a test run with "
+        "--csv-full-history (levels are its user-count plateaus; figures from Locust's aggregates)."
     )
     parser.add_argument(
         "runs",
         nargs="+",
         metavar="RUN_DIR_OR_GLOB",
-        help="run directories, globs, or directories holding runs (e.g. runs/ or 'runs/*/2026*')",
+        help="run directories, globs, or directories holding runs (e.g. runs/ or 'runs/*/2026*'); "
+        "or Locust --csv prefixes (or their PREFIX_stats_history.csv), one per run",
     )
     parser.add_argument(
         "-o",
@@ -78,6 +81,32 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         "attainment>=99%% (the share of good requests a level needs). Adds goodput and the "
         "highest level meeting the SLOs (default: the --slo the runs were started with)",
     )
+    locust = parser.add_argument_group(
+        "plain Locust CSVs (a --csv prefix instead of run directories)"
+    )
+    locust.add_argument(
+        "--locust-length",
+        choices=("bytes", "tokens"),
+        default="bytes",
+        help="what Locust's response length counts: bytes (its default: no token figures) or "
+        "tokens (the locustfile reports each response's generated tokens as its length: "
+        "output tok/s, and saturation judged on it) (default: bytes)",
+    )
+    locust.add_argument(
+        "--locust-warmup",
+        default="25%",
+        metavar="SHARE_OR_SECONDS",
+        help="the first part of every user-count plateau left out as warm-up: a share (25%%) "
+        "or seconds (30s) (default: 25%%)",
+    )
+    locust.add_argument(
+        "--locust-min-level",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="a user count held at least this long is a level; shorter ones (ramp steps) are "
+        "skipped (default: 5)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
@@ -109,16 +138,19 @@ def main(args: argparse.Namespace) -> int:
         raise SettingsError(f"--tolerance must be in [0, 1), got {args.tolerance}")
     if not 0 <= args.max_failed_share < 1:
         raise SettingsError(f"--max-failed-share must be in [0, 1), got {args.max_failed_share}")
-    try:
-        run_dirs = expand_run_paths(args.runs)
-    except ValueError as e:  # a path that holds no run
-        raise SettingsError(str(e)) from None
     rule = SaturationRule(
         tolerance=args.tolerance,
         scaling_from=scaling[0],
         scaling_to=scaling[1],
         max_failed_share=args.max_failed_share,
     )
+    prefixes = _locust_prefixes(args.runs)
+    if prefixes:
+        return _locust_report(args, prefixes, rule)
+    try:
+        run_dirs = expand_run_paths(args.runs)
+    except ValueError as e:  # a path that holds no run
+        raise SettingsError(str(e)) from None
     slo = parse_slo(args.slo)
     out = args.output or _default_output(run_dirs)
     try:
@@ -128,5 +160,47 @@ def main(args: argparse.Namespace) -> int:
     except ValueError as e:  # runs that cannot be read or compared
         raise SettingsError(str(e)) from None
     print(f"Report: {paths.html}")
+    print(f"Summary: {paths.json}, {paths.csv}, {paths.markdown}")
+    return 0
+
+
+def _locust_prefixes(args: list[str]) -> list[str]:
+    """The Locust --csv prefixes the arguments name, all of them or none (one line otherwise)."""
+    from ..analysis.levels.locust_csv import locust_prefix
+
+    found = [locust_prefix(a) for a in args]
+    prefixes = [p for p in found if p is not None]
+    if prefixes and len(prefixes) != len(found):
+        other = next(a for a, p in zip(args, found) if p is None)
+        raise SettingsError(
+            f"{other!r} is not a Locust --csv prefix: give either Locust CSV prefixes or run "
+            "directories, not both"
+        )
+    return prefixes
+
+
+def _locust_report(args: argparse.Namespace, prefixes: list[str], rule) -> int:
+    """`vllm-load report PREFIX...`: the report from plain Locust CSVs."""
+    from ..analysis.levels.locust_csv import PlateauRule, parse_warmup
+    from .locust_render import build_locust_report
+
+    if args.slo:
+        raise SettingsError(
+            "--slo needs per-request records: Locust's CSVs hold only aggregates (run the test "
+            "with vllm-load to judge SLOs)"
+        )
+    if args.locust_min_level <= 0:
+        raise SettingsError(f"--locust-min-level must be positive, got {args.locust_min_level}")
+    try:
+        warmup, share = parse_warmup(args.locust_warmup)
+        plateau_rule = PlateauRule(args.locust_min_level, warmup, share)
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        out = args.output or os.path.join("reports", f"locust-{stamp}.html")
+        paths = build_locust_report(
+            prefixes, out, not args.quiet, rule, plateau_rule, args.locust_length
+        )
+    except ValueError as e:  # LocustCsvError: CSVs that hold no level, or cannot be read
+        raise SettingsError(str(e)) from None
+    print(f"Report (from Locust's aggregates): {paths.html}")
     print(f"Summary: {paths.json}, {paths.csv}, {paths.markdown}")
     return 0

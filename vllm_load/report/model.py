@@ -265,13 +265,19 @@ def with_client_late(metrics: pd.DataFrame, client_levels: pd.DataFrame | None) 
     return metrics
 
 
-def _curve(runs: Sequence[RunSummary]) -> pd.DataFrame:
-    """Per level across runs: `aggregate`'s statistics, plus `success_rate_min`, the worst run's
-    success rate, which decides whether the level is left out of the conclusions (`failures`)."""
-    frame = pd.concat([r.metrics for r in runs], ignore_index=True)
+def level_curve(
+    tables: Sequence[pd.DataFrame], metrics: Sequence[str] = AGG_METRICS
+) -> pd.DataFrame:
+    """Per level across runs (one per-level table each, with `users`, `run_id` and
+    `success_rate`): `aggregate`'s statistics of `metrics` (and goodput's, where judged), plus
+    `success_rate_min`, the worst run's success rate, which decides whether the level is left
+    out of the conclusions (`failures`), and whether a run was client-late there."""
+    frame = pd.concat(list(tables), ignore_index=True)
     frame = frame[frame["users"].notna()]
+    if "client_late" not in frame:
+        frame = frame.assign(client_late=False, client_late_reason="")
     judged = tuple(m for m in GOODPUT_METRICS if m in frame)
-    curve = aggregate(frame, ["users"], (*AGG_METRICS, *judged))
+    curve = aggregate(frame, ["users"], (*metrics, *judged))
     worst = pd.to_numeric(frame["success_rate"], errors="coerce").groupby(frame["users"]).min()
     curve["success_rate_min"] = curve["users"].map(worst).astype(np.float64)
     curve = curve.sort_values("users").reset_index(drop=True)
@@ -362,7 +368,7 @@ def build_report_data(
         members = [runs[i] for i in g.run_indices]
         for r in members:
             r.series_label = g.label
-        curve = _curve(members)
+        curve = level_curve([r.metrics for r in members])
         sat = analyse(curve, rule)
         sat.axis = members[0].axis  # one series, one kind of level (`stats.comparable_settings`)
         report = SeriesReport(

@@ -7,4 +7,6 @@
 - `breakdown`: per persona, per turn of a conversation, conversations as wholes.
 - `client_side`: the client's own health per level; `server_side`: `/metrics` against the client.
 - `table`: the per-level text table `vllm-load run` prints, and error counts.
+- `locust_csv`: levels and their figures from plain Locust CSVs (`--csv-full-history`), for a
+  report on any locustfile's test.
 """

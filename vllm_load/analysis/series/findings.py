@@ -7,11 +7,17 @@ import pandas as pd
 
 from .curve import column, users_text
 from .failures import kept
-from .saturation import THROUGHPUT, Saturation, SaturationRule, level_point
+from .saturation import Saturation, SaturationRule, level_point
 
 
 def _pct(x: float) -> str:
     return f"{x * 100:+.0f}%" if x == x else "n/a"
+
+
+def _figure(x: float) -> str:
+    """A throughput as sentences write it: whole units, or 3 significant figures below 100
+    (requests/s)."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.3g}"
 
 
 def _s(seconds: float) -> str:
@@ -27,11 +33,10 @@ def findings(
     the levels `sat` kept, then every level with failures, then the checks on the whole curve.
     The levels are named as `sat.axis` says (users, or requests/s)."""
     noun = sat.axis.noun
+    name, unit = rule.throughput.column, rule.throughput.unit
     more = "load" if sat.axis.rate else "concurrency"
     full = (
-        curve[~np.isnan(column(curve, f"{THROUGHPUT}_mean"))]
-        .sort_values("users")
-        .reset_index(drop=True)
+        curve[~np.isnan(column(curve, f"{name}_mean"))].sort_values("users").reset_index(drop=True)
     )
     curve = kept(full, sat.failed)
     out: list[str] = []
@@ -44,12 +49,12 @@ def findings(
         return [
             "No level has a measured throughput: every level either failed or ended before its warm-up."
         ]
-    top = level_point(curve, len(curve) - 1)
+    top = level_point(curve, len(curve) - 1, name)
     if sat.saturated and sat.saturation is not None:
         s = sat.saturation
         text = (
-            f"Throughput saturates at ~{users_text(s.users)} {noun}: {s.tok_per_s:,.0f} tok/s there, against a "
-            f"peak of {sat.peak.tok_per_s:,.0f} tok/s at {users_text(sat.peak.users)}"
+            f"Throughput saturates at ~{users_text(s.users)} {noun}: {_figure(s.tok_per_s)} {unit} there, against "
+            f"a peak of {_figure(sat.peak.tok_per_s)} {unit} at {users_text(sat.peak.users)}"
         )
         cost = sat.past_saturation
         if (
@@ -66,7 +71,7 @@ def findings(
             text += f"; more {more} adds no throughput."
         out.append(text)
     else:
-        prev = level_point(curve, len(curve) - 2) if len(curve) > 1 else None
+        prev = level_point(curve, len(curve) - 2, name) if len(curve) > 1 else None
         gain = (
             f", {_pct(top.tok_per_s / prev.tok_per_s - 1)} over {users_text(prev.users)}"
             if prev and prev.tok_per_s
@@ -75,13 +80,13 @@ def findings(
         if top.users == full["users"].iloc[-1]:
             out.append(
                 f"Throughput is still rising at the highest tested level ({users_text(top.users)} {noun}: "
-                f"{top.tok_per_s:,.0f} tok/s{gain}): not saturated within the tested levels; test higher "
+                f"{_figure(top.tok_per_s)} {unit}{gain}): not saturated within the tested levels; test higher "
                 f"{more}."
             )
         else:
             out.append(
                 f"Throughput is still rising at the highest level kept ({users_text(top.users)} {noun}: "
-                f"{top.tok_per_s:,.0f} tok/s{gain}); the levels above it had failed requests, so where "
+                f"{_figure(top.tok_per_s)} {unit}{gain}); the levels above it had failed requests, so where "
                 "throughput saturates is not known."
             )
     if sat.decision is not None:
@@ -109,7 +114,7 @@ def findings(
             f"100% success at every tested level (up to {users_text(full['users'].iloc[-1])} {noun})."
         )
     out.extend(f.sentence(rule.max_failed_share) for f in sat.failed)
-    cov = column(curve, f"{THROUGHPUT}_cov")
+    cov = column(curve, f"{name}_cov")
     curve = full  # the checks below are about every level
     achieved = column(curve, "achieved_concurrency_mean")
     users = column(curve, "users")

@@ -3,7 +3,9 @@
 Input is a *curve*: the per-level aggregate of a series (`stats.aggregate` over its runs),
 one row per requested concurrency with `<metric>_mean`, `_std`, `_ci_low`, `_ci_high`, `_n`
 columns (and `success_rate_min`, the worst run's success rate, when the report adds it).
-Throughput here is always total throughput (input + output tokens per second). Levels with
+Throughput is the figure `SaturationRule.throughput` names: total throughput (input + output
+tokens per second) for run directories; requests/s or output tokens/s for a report from Locust's
+CSVs, which know neither prompt tokens nor, unless told, output tokens (`locust_csv`). Levels with
 too many failed requests are left out first (`failures`); whether the runs decide the
 saturation point is `decide`'s question; the sentences a report makes of it are `findings`.
 """
@@ -26,9 +28,23 @@ THROUGHPUT = "total_tok_per_s"
 
 
 @dataclass(frozen=True)
+class Throughput:
+    """The per-level figure the peak and saturation point are judged on: a curve column (without
+    its `_mean`), its unit and what it is, as sentences name them."""
+
+    column: str = THROUGHPUT
+    unit: str = "tok/s"
+    name: str = "total throughput (input + output tokens/s)"
+
+
+TOTAL_TOKENS = Throughput()
+
+
+@dataclass(frozen=True)
 class SaturationRule:
     """When a level counts as reaching the peak, and the recommendation rules."""
 
+    throughput: Throughput = TOTAL_TOKENS  # what is judged
     tolerance: float = 0.05  # within this fraction of the peak mean counts as the peak
     low_latency_slack: float = 0.10  # low latency: p99 E2E within this fraction of the best
     balanced_share: float = 0.5  # balanced: at least this share of the peak throughput
@@ -41,7 +57,7 @@ class SaturationRule:
     def describe(self) -> str:
         tol = f"{self.tolerance:.0%}"
         return (
-            "The peak is the level with the highest mean total throughput (input + output tokens/s) among the levels "
+            f"The peak is the level with the highest mean {self.throughput.name} among the levels "
             f"kept (see failed levels). The saturation point is the lowest tested concurrency whose mean throughput "
             f"is within {tol} of the peak mean; the runs' spread never moves it (overlapping confidence intervals are "
             f"not evidence of equal throughput). When only the highest tested level is within {tol}, the curve is "
@@ -166,24 +182,26 @@ class Saturation:
         )
 
 
-def _std(curve: pd.DataFrame) -> np.ndarray:
+def _std(curve: pd.DataFrame, name: str = THROUGHPUT) -> np.ndarray:
     """Per-run standard deviation of throughput; from the interval's width when the curve has no `_std`."""
-    if f"{THROUGHPUT}_std" in curve:
-        return column(curve, f"{THROUGHPUT}_std")
-    n = column(curve, f"{THROUGHPUT}_n")
-    half = (column(curve, f"{THROUGHPUT}_ci_high") - column(curve, f"{THROUGHPUT}_ci_low")) / 2.0
+    if f"{name}_std" in curve:
+        return column(curve, f"{name}_std")
+    n = column(curve, f"{name}_n")
+    half = (column(curve, f"{name}_ci_high") - column(curve, f"{name}_ci_low")) / 2.0
     with np.errstate(invalid="ignore", divide="ignore"):
         return half * np.sqrt(n) / t_quantile(n)
 
 
-def level_point(curve: pd.DataFrame, i: int) -> LevelPoint:
+def level_point(curve: pd.DataFrame, i: int, name: str = THROUGHPUT) -> LevelPoint:
+    """Level i of `curve`, its throughput from the `name` columns (`tok_per_s` holds it whatever
+    its unit)."""
     row = curve.iloc[i]
-    n = row.get(f"{THROUGHPUT}_n", 1)
+    n = row.get(f"{name}_n", 1)
     return LevelPoint(
         users=float(row["users"]),
-        tok_per_s=float(row[f"{THROUGHPUT}_mean"]),
-        ci_low=float(row.get(f"{THROUGHPUT}_ci_low", math.nan)),
-        ci_high=float(row.get(f"{THROUGHPUT}_ci_high", math.nan)),
+        tok_per_s=float(row[f"{name}_mean"]),
+        ci_low=float(row.get(f"{name}_ci_low", math.nan)),
+        ci_high=float(row.get(f"{name}_ci_high", math.nan)),
         n=int(n) if n == n else 0,
         e2e_p99=float(row.get("e2e_p99_mean", math.nan)),
         ttft_p99=float(row.get("ttft_p99_mean", math.nan)),
@@ -197,7 +215,7 @@ def within_tolerance(
 
     Means only: interval width cannot add a level to the mask. Curve sorted by users.
     """
-    mean = column(curve, f"{THROUGHPUT}_mean")
+    mean = column(curve, f"{rule.throughput.column}_mean")
     if np.all(np.isnan(mean)):
         return -1, np.zeros(len(curve), dtype=bool)
     peak = int(np.nanargmax(mean))
@@ -211,7 +229,7 @@ def usable(
 ) -> tuple[pd.DataFrame, list[FailedLevel]]:
     """(the levels conclusions are drawn from, sorted by users; every level with failures) of `curve`."""
     curve = (
-        curve[~np.isnan(column(curve, f"{THROUGHPUT}_mean"))]
+        curve[~np.isnan(column(curve, f"{rule.throughput.column}_mean"))]
         .sort_values("users")
         .reset_index(drop=True)
     )
@@ -225,10 +243,12 @@ def nearest_level(levels: np.ndarray, target: float) -> float:
     return float(levels[int(np.argmin(np.abs(levels - target)))])
 
 
-def scaling_ratio(curve: pd.DataFrame, from_users: float, to_users: float) -> Scaling | None:
+def scaling_ratio(
+    curve: pd.DataFrame, from_users: float, to_users: float, name: str = THROUGHPUT
+) -> Scaling | None:
     """Mean throughput at `to_users` / at `from_users`, using the nearest tested levels if absent."""
     users = column(curve, "users")
-    mean = column(curve, f"{THROUGHPUT}_mean")
+    mean = column(curve, f"{name}_mean")
     ok = ~np.isnan(mean)
     if ok.sum() < 2:
         return None
@@ -273,10 +293,11 @@ def analyse(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> Sat
         )
     else:
         saturated, reason = True, ""
-    peak, sat = level_point(curve, peak_i), level_point(curve, sat_i)
+    name = rule.throughput.column
+    peak, sat = level_point(curve, peak_i, name), level_point(curve, sat_i, name)
     cost = None
     if saturated and sat_i < top:
-        last = level_point(curve, top)
+        last = level_point(curve, top, name)
         cost = LatencyCost(
             sat.users,
             last.users,
@@ -291,7 +312,7 @@ def analyse(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> Sat
         sat,
         saturated,
         reason,
-        scaling_ratio(curve, rule.scaling_from, rule.scaling_to),
+        scaling_ratio(curve, rule.scaling_from, rule.scaling_to, name),
         cost,
         failed=failed,
     )
@@ -299,9 +320,9 @@ def analyse(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> Sat
     if len(curve) > 1:
         result.decision = decide(
             curve["users"],
-            column(curve, f"{THROUGHPUT}_mean"),
-            _std(curve),
-            column(curve, f"{THROUGHPUT}_n"),
+            column(curve, f"{name}_mean"),
+            _std(curve, name),
+            column(curve, f"{name}_n"),
             sat_i,
             rule.tolerance,
         )
@@ -317,26 +338,27 @@ def recommend(
 ) -> list[Recommendation]:
     """Low-latency, balanced and high-throughput levels by the rules of `rule` (curve sorted by users;
     `failed_above`: levels above the curve's top were left out for failures)."""
-    mean = column(curve, f"{THROUGHPUT}_mean")
+    name = rule.throughput.column
+    mean = column(curve, f"{name}_mean")
     p99 = column(curve, "e2e_p99_mean")
     out = []
     if not np.all(np.isnan(p99)):
         best = np.nanmin(p99)
         near = np.flatnonzero(p99 <= best * (1 + rule.low_latency_slack))
-        out.append(Recommendation("Low latency", level_point(curve, int(near.max()))))
+        out.append(Recommendation("Low latency", level_point(curve, int(near.max()), name)))
     else:
         out.append(
             Recommendation(
-                "Low latency", level_point(curve, 0), "no latency measured; lowest level"
+                "Low latency", level_point(curve, 0, name), "no latency measured; lowest level"
             )
         )
     reaching = np.flatnonzero(mean >= rule.balanced_share * np.nanmax(mean))
-    out.append(Recommendation("Balanced", level_point(curve, int(reaching[0]))))
+    out.append(Recommendation("Balanced", level_point(curve, int(reaching[0]), name)))
     if saturated:
         out.append(
             Recommendation(
                 "High throughput",
-                level_point(curve, sat_i),
+                level_point(curve, sat_i, name),
                 "the saturation point; more adds only latency",
             )
         )
@@ -346,5 +368,7 @@ def recommend(
             if failed_above
             else "highest tested level; not saturated, test higher concurrency"
         )
-        out.append(Recommendation("High throughput", level_point(curve, len(curve) - 1), note))
+        out.append(
+            Recommendation("High throughput", level_point(curve, len(curve) - 1, name), note)
+        )
     return out
