@@ -159,7 +159,8 @@ def subcommand_options(parser, command: str) -> set[str]:
 
 
 def image_name(docs: list[dict]) -> str:
-    (entry,) = yaml.safe_load(open(os.path.join(DEPLOY, "kustomization.yaml")))["images"]
+    with open(os.path.join(DEPLOY, "kustomization.yaml")) as fh:
+        (entry,) = yaml.safe_load(fh)["images"]
     return entry.get("newName", entry["name"])
 
 
