@@ -11,6 +11,7 @@ tests/conftest.py. Test modules never import each other.
 - `hf_tokenizer`: a small, real Hugging Face tokenizer directory built locally
 - `netns`: test hosts in network namespaces (root only)
 - `read_lag`: how late a gevent process reads bytes sent on a steady beat
+- `kustomize`: deploy/kubernetes rendered as `kubectl kustomize` would, without kustomize
 """
 
 from __future__ import annotations
