@@ -18,6 +18,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from ..analysis.decisions.slo import parse_slo
+from ..rundir.files import write_atomic
 from ..settings import Settings
 from ..target.process import ServerError, ServerProcess, run_restart_command, wait_ready
 from ..values import SettingsError, parse_levels
@@ -48,10 +49,8 @@ class CampaignState:
         return [r.run_dir for r in self.runs if r.phase == phase and r.outcome == "completed"]
 
     def save(self, directory: str) -> None:
-        path = os.path.join(directory, STATE_FILE)
-        with open(path + ".tmp", "w", encoding="utf-8") as fh:
-            json.dump({"format": 1, **asdict(self)}, fh, indent=2)
-        os.replace(path + ".tmp", path)
+        text = json.dumps({"format": 1, **asdict(self)}, indent=2)
+        write_atomic(os.path.join(directory, STATE_FILE), text)
 
     @classmethod
     def load(cls, directory: str) -> "CampaignState | None":

@@ -22,6 +22,7 @@ import string
 from dataclasses import asdict, dataclass
 
 from ..analysis.decisions.slo import parse_slo
+from ..rundir.files import write_atomic
 from ..settings import Settings
 from ..target.process import ServerError, ServerProcess, wait_ready
 from ..values import SettingsError
@@ -232,10 +233,8 @@ def _load_state(directory: str) -> dict:
 
 
 def _save_state(directory: str, state: dict) -> None:
-    path = os.path.join(directory, STATE_FILE)
-    with open(path + ".tmp", "w", encoding="utf-8") as fh:
-        json.dump(state, fh, indent=2, default=lambda v: None)
-    os.replace(path + ".tmp", path)
+    text = json.dumps(state, indent=2, default=lambda v: None)
+    write_atomic(os.path.join(directory, STATE_FILE), text)
 
 
 def _run_config(args: argparse.Namespace, directory: str, config: dict, model: str) -> ConfigResult:

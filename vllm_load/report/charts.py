@@ -62,14 +62,15 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "x"
 
 
-def _render(fig: plt.Figure) -> str:
+def png_base64(fig: plt.Figure) -> str:
+    """The figure as base64 PNG (for a data: URI), and closed."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight")
     plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _figure(width: float = 7.5, height: float = 3.6, ncols: int = 1):
+def figure(width: float = 7.5, height: float = 3.6, ncols: int = 1):
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(1, ncols, figsize=(width, height), squeeze=False)
     return fig, list(axes[0])
@@ -82,7 +83,7 @@ def _axis_label(series: Sequence[SeriesReport]) -> str:
     return labels.pop() if len(labels) == 1 else "concurrent users or requests/s (see legend)"
 
 
-def _log_users_axis(ax, users: Sequence[float], label: str = USERS.label) -> None:
+def log_level_axis(ax, users: Sequence[float], label: str = USERS.label) -> None:
     """A log level axis labelled with the tested levels (10 → 1000 spans two decades)."""
     users = sorted({float(u) for u in users if u == u and u > 0})
     if len(users) >= 2 and users[-1] / users[0] >= 8:
@@ -97,17 +98,17 @@ def _log_users_axis(ax, users: Sequence[float], label: str = USERS.label) -> Non
     ax.set_xlabel(label)
 
 
-def _col(frame: pd.DataFrame, name: str) -> np.ndarray:
+def floats(frame: pd.DataFrame, name: str) -> np.ndarray:
     if name not in frame.columns:
         return np.full(len(frame), np.nan)
     return pd.to_numeric(frame[name], errors="coerce").to_numpy(np.float64)
 
 
-def _plot_with_ci(ax, s: SeriesReport, metric: str, label: str):
+def plot_with_ci(ax, s: SeriesReport, metric: str, label: str):
     """One series' mean of `metric` per level with its 95 % CI as error bars; returns the users."""
     c = s.curve
-    users, mean = _col(c, "users"), _col(c, f"{metric}_mean")
-    lo, hi = _col(c, f"{metric}_ci_low"), _col(c, f"{metric}_ci_high")
+    users, mean = floats(c, "users"), floats(c, f"{metric}_mean")
+    lo, hi = floats(c, f"{metric}_ci_low"), floats(c, f"{metric}_ci_high")
     err = np.vstack([np.nan_to_num(mean - lo), np.nan_to_num(hi - mean)])
     ax.errorbar(users, mean, yerr=err, marker="o", capsize=3, label=label)
     return list(users)
@@ -121,20 +122,20 @@ def throughput_vs_concurrency(
     if not series:
         return None
     with plt.rc_context(STYLE):
-        fig, (ax,) = _figure()
+        fig, (ax,) = figure()
         all_users: list[float] = []
         for s in series:
-            users = _plot_with_ci(ax, s, throughput.column, f"{s.label} (n={s.n_runs})")
+            users = plot_with_ci(ax, s, throughput.column, f"{s.label} (n={s.n_runs})")
             sat = s.saturation.saturation
             if s.saturation.saturated and sat is not None:
                 ax.axvline(sat.users, linestyle=":", alpha=0.6, color=ax.lines[-1].get_color())
             all_users.extend(users)
-        _log_users_axis(ax, all_users, _axis_label(series))
+        log_level_axis(ax, all_users, _axis_label(series))
         ax.set_ylabel(throughput.name)
         ax.set_ylim(bottom=0)
         ax.legend(loc="best")
         ax.set_title("Throughput vs concurrency (dotted: saturation point)")
-        png = _render(fig)
+        png = png_base64(fig)
     return Chart(
         "throughput",
         "Throughput vs concurrency",
@@ -150,22 +151,22 @@ def goodput_vs_concurrency(series: Sequence[SeriesReport]) -> Chart | None:
     if not judged:
         return None
     with plt.rc_context(STYLE):
-        fig, (ax,) = _figure()
+        fig, (ax,) = figure()
         all_users: list[float] = []
         for s in judged:
-            all_users.extend(_plot_with_ci(ax, s, "req_per_s", f"{s.label}: throughput"))
+            all_users.extend(plot_with_ci(ax, s, "req_per_s", f"{s.label}: throughput"))
             color = ax.containers[-1].lines[0].get_color()
-            _plot_with_ci(ax, s, "goodput_req_per_s", f"{s.label}: goodput")
+            plot_with_ci(ax, s, "goodput_req_per_s", f"{s.label}: goodput")
             ax.containers[-1].lines[0].set_linestyle("--")
             head = s.slo_headline
             if head is not None and head.best.n:
                 ax.axvline(head.best.mean, linestyle="--", alpha=0.5, color=color)
-        _log_users_axis(ax, all_users, _axis_label(series))
+        log_level_axis(ax, all_users, _axis_label(series))
         ax.set_ylabel("requests/s (goodput: requests meeting the SLOs)")
         ax.set_ylim(bottom=0)
         ax.legend(loc="best")
         ax.set_title("Goodput vs throughput (dashed line: highest level meeting the SLOs)")
-        png = _render(fig)
+        png = png_base64(fig)
     return Chart(
         "goodput",
         "Goodput vs throughput",
@@ -180,20 +181,20 @@ def latency_vs_concurrency(series: Sequence[SeriesReport]) -> Chart | None:
     if not series:
         return None
     with plt.rc_context(STYLE):
-        fig, axes = _figure(width=9.5, height=3.6, ncols=2)
+        fig, axes = figure(width=9.5, height=3.6, ncols=2)
         all_users: list[float] = []
         for ax, metric, title in (
             (axes[0], "e2e_p99", "p99 end-to-end latency"),
             (axes[1], "ttft_p99", "p99 time to first token"),
         ):
             for s in series:
-                all_users.extend(_plot_with_ci(ax, s, metric, s.label))
-            _log_users_axis(ax, all_users, _axis_label(series))
+                all_users.extend(plot_with_ci(ax, s, metric, s.label))
+            log_level_axis(ax, all_users, _axis_label(series))
             ax.set_ylabel("seconds")
             ax.set_ylim(bottom=0)
             ax.set_title(title)
         axes[0].legend(loc="best")
-        png = _render(fig)
+        png = png_base64(fig)
     return Chart(
         "latency",
         "p99 latency vs concurrency",
@@ -209,11 +210,11 @@ def latency_throughput_tradeoff(
     if not series:
         return None
     with plt.rc_context(STYLE):
-        fig, (ax,) = _figure()
+        fig, (ax,) = figure()
         for s in series:
             c = s.curve
-            x, y = _col(c, "e2e_p99_mean"), _col(c, f"{throughput.column}_mean")
-            users = _col(c, "users")
+            x, y = floats(c, "e2e_p99_mean"), floats(c, f"{throughput.column}_mean")
+            users = floats(c, "users")
             ax.plot(x, y, marker="o", label=s.label)
             for xi, yi, u in zip(x, y, users):
                 if xi == xi and yi == yi:
@@ -230,7 +231,7 @@ def latency_throughput_tradeoff(
         ax.set_ylim(bottom=0)
         ax.legend(loc="best")
         ax.set_title("Latency–throughput trade-off (labels: concurrent users)")
-        png = _render(fig)
+        png = png_base64(fig)
     return Chart(
         "tradeoff",
         "Latency–throughput trade-off",
@@ -247,7 +248,7 @@ def run_timeline(run: RunSummary) -> Chart | None:
         return None
     t0 = float(np.nanmin(run.steps["level_start"])) if len(run.steps) else float(tl["t"].min())
     with plt.rc_context(STYLE):
-        fig, (ax,) = _figure(width=9.5, height=3.4)
+        fig, (ax,) = figure(width=9.5, height=3.4)
         ax.plot(tl["t"] - t0, tl["tok_per_s"], color="tab:blue", linewidth=1.2, label="total tok/s")
         ax.set_ylabel("tok/s", color="tab:blue")
         ax.set_xlabel("seconds since the first level started")
@@ -289,7 +290,7 @@ def run_timeline(run: RunSummary) -> Chart | None:
             f"Run {run.run_id}: throughput (tokens spread over each request) and users; dashed: level starts; shaded: measured windows",
             fontsize=8,
         )
-        png = _render(fig)
+        png = png_base64(fig)
     return Chart(
         f"timeline-{slug(run.run_id)}",
         f"Timeline of run {run.run_id}",
@@ -306,7 +307,7 @@ def distributions(s: SeriesReport) -> Chart | None:
     if s.dist_users is None or (ttft.size == 0 and itl.sum() == 0):
         return None
     with plt.rc_context(STYLE):
-        fig, axes = _figure(width=9.5, height=3.2, ncols=2)
+        fig, axes = figure(width=9.5, height=3.2, ncols=2)
         if ttft.size:
             axes[0].hist(
                 ttft * 1000.0,
@@ -335,7 +336,7 @@ def distributions(s: SeriesReport) -> Chart | None:
         axes[1].set_xlabel("inter-token latency (ms), up to p99.9")
         axes[1].set_ylabel("gaps")
         axes[1].set_title(f"ITL at {s.dist_users:,.0f} users")
-        png = _render(fig)
+        png = png_base64(fig)
     return Chart(
         f"dist-{slug(s.label)}",
         f"TTFT and ITL distributions at {s.dist_users:,.0f} users",
@@ -352,10 +353,10 @@ def server_state(run: RunSummary) -> Chart | None:
     t0 = float(np.nanmin(run.steps["level_start"])) if len(run.steps) else float(srv["ts"].min())
     t = srv["ts"].to_numpy(np.float64) - t0
     with plt.rc_context(STYLE):
-        fig, (ax,) = _figure(width=9.5, height=3.0)
-        ax.plot(t, _col(srv, "running"), label="running", color="tab:green")
-        ax.plot(t, _col(srv, "waiting"), label="waiting", color="tab:red")
-        for start in _col(run.metrics, "level_start"):
+        fig, (ax,) = figure(width=9.5, height=3.0)
+        ax.plot(t, floats(srv, "running"), label="running", color="tab:green")
+        ax.plot(t, floats(srv, "waiting"), label="waiting", color="tab:red")
+        for start in floats(run.metrics, "level_start"):
             if start == start:
                 ax.axvline(start - t0, color="grey", linestyle="--", linewidth=0.8, alpha=0.7)
         ax.set_ylabel("requests")
@@ -365,7 +366,7 @@ def server_state(run: RunSummary) -> Chart | None:
         kv.grid(False)
         kv.plot(
             t,
-            _col(srv, "kv_cache_usage") * 100.0,
+            floats(srv, "kv_cache_usage") * 100.0,
             label="KV cache %",
             color="tab:purple",
             linewidth=0.9,
@@ -377,7 +378,7 @@ def server_state(run: RunSummary) -> Chart | None:
         ax.set_title(
             f"Run {run.run_id}: server state from /metrics (dashed: level starts)", fontsize=8
         )
-        png = _render(fig)
+        png = png_base64(fig)
     return Chart(
         f"server-{slug(run.run_id)}",
         f"Server state during run {run.run_id}",

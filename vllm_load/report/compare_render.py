@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import __version__
 from ..analysis.decisions.ab import BETTER, FIGURES, UNSURE, WORSE, Comparison, Figure
+from ..rundir.files import write_atomic
 from . import charts
 from .compare_model import CompareData, compare_dict, dropped_text, level_text
 from .render import md, num, pct, signed_pct
@@ -133,14 +134,7 @@ def write_comparison(data: CompareData, out_html: str) -> ComparePaths:
         version=__version__,
         worse_text=WORSE,
     )
-    _write(paths.html, env.get_template("compare.html").render(**context))
-    _write(paths.markdown, env.get_template("compare.md").render(**context))
-    _write(paths.json, json.dumps(compare_dict(data), indent=2, ensure_ascii=False))
+    write_atomic(paths.html, env.get_template("compare.html").render(**context))
+    write_atomic(paths.markdown, env.get_template("compare.md").render(**context))
+    write_atomic(paths.json, json.dumps(compare_dict(data), indent=2, ensure_ascii=False))
     return paths
-
-
-def _write(path: str, text: str) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)

@@ -15,12 +15,13 @@ import pandas as pd
 from .. import __version__
 from ..analysis.levels.locust_csv import PERCENTILES, PlateauRule
 from ..analysis.series.saturation import SaturationRule
+from ..rundir.files import write_atomic
 from . import charts
-from .charts import STYLE, Chart, _col, _figure, _log_users_axis, _plot_with_ci, _render, slug
+from .charts import STYLE, Chart, figure, floats, log_level_axis, plot_with_ci, png_base64, slug
 from .locust_model import LocustReportData, LocustRun, build_locust_data
 from .model import SeriesReport
-from .render import Progress, ReportPaths, _side_paths, _template_env, _write
-from .summary import _records, _saturation, clean
+from .render import Progress, ReportPaths, side_paths, template_env
+from .summary import clean, records, saturation_json
 
 SOURCE = "locust_csv"
 
@@ -30,24 +31,24 @@ def latency_chart(series: Sequence[SeriesReport]) -> Chart | None:
     if not series:
         return None
     with plt.rc_context(STYLE):
-        fig, (ax,) = _figure()
+        fig, (ax,) = figure()
         users: list[float] = []
         for s in series:
             for metric, name in (("e2e_p99", "p99 (approx.)"), ("e2e_p50", "p50 (approx.)")):
-                users.extend(_plot_with_ci(ax, s, metric, f"{s.label}: {name}"))
+                users.extend(plot_with_ci(ax, s, metric, f"{s.label}: {name}"))
             ax.plot(
-                _col(s.curve, "users"),
-                _col(s.curve, "e2e_mean_mean"),
+                floats(s.curve, "users"),
+                floats(s.curve, "e2e_mean_mean"),
                 ":",
                 marker=".",
                 label=f"{s.label}: mean",
             )
-        _log_users_axis(ax, users)
+        log_level_axis(ax, users)
         ax.set_ylabel("response time, whole request (s)")
         ax.set_ylim(bottom=0)
         ax.legend(loc="best")
         ax.set_title("Locust's response time vs concurrency (percentiles rounded by Locust)")
-        png = _render(fig)
+        png = png_base64(fig)
     return Chart(
         "latency",
         "Response time vs concurrency",
@@ -63,7 +64,7 @@ def timeline_chart(run: LocustRun) -> Chart | None:
         return None
     t0 = float(np.nanmin(tl["t"]))
     with plt.rc_context(STYLE):
-        fig, (ax,) = _figure(width=9.5, height=3.2)
+        fig, (ax,) = figure(width=9.5, height=3.2)
         ax.plot(tl["t"] - t0, tl["req_per_s"], color="tab:blue", linewidth=1.0, label="req/s")
         ax.set_ylabel("successful requests/s", color="tab:blue")
         ax.set_xlabel("seconds since Locust's first history row")
@@ -91,7 +92,7 @@ def timeline_chart(run: LocustRun) -> Chart | None:
             "shaded: each level's measured part",
             fontsize=8,
         )
-        png = _render(fig)
+        png = png_base64(fig)
     return Chart(
         f"timeline-{slug(run.run_id)}",
         f"Timeline of Locust run {run.run_id}",
@@ -171,9 +172,9 @@ def locust_summary(data: LocustReportData) -> dict:
                     "label": s.label,
                     "n_runs": s.n_runs,
                     "runs": [data.runs[i].prefix for i in s.series.run_indices],
-                    "saturation": _throughput_keys(_saturation(s)),
+                    "saturation": _throughput_keys(saturation_json(s)),
                     "findings": s.findings,
-                    "levels": _records(s.curve),
+                    "levels": records(s.curve),
                 }
                 for s in data.series
             ],
@@ -182,7 +183,7 @@ def locust_summary(data: LocustReportData) -> dict:
                     "prefix": r.prefix,
                     "run_id": r.run_id,
                     "series": r.series_label,
-                    "levels": _records(r.metrics),
+                    "levels": records(r.metrics),
                     "plateaus": [asdict(p) for p in r.levels.plateaus],
                 }
                 for r in data.runs
@@ -218,9 +219,9 @@ def build_locust_report(
         bar.step("charts: overview")
         runs = [_run_view(i, r) for i, r in enumerate(data.runs)]
         bar.step("charts: runs")
-        paths = _side_paths(out_html)
+        paths = side_paths(out_html)
         os.makedirs(os.path.dirname(os.path.abspath(paths.html)), exist_ok=True)
-        env = _template_env()
+        env = template_env()
         context = dict(
             data=data,
             runs=runs,
@@ -230,9 +231,9 @@ def build_locust_report(
             title="vllm-load report from Locust CSVs",
             version=__version__,
         )
-        _write(paths.html, env.get_template("locust.html").render(**context))
-        _write(paths.markdown, env.get_template("locust.md").render(**context))
-        _write(paths.json, json.dumps(locust_summary(data), indent=2, ensure_ascii=False))
+        write_atomic(paths.html, env.get_template("locust.html").render(**context))
+        write_atomic(paths.markdown, env.get_template("locust.md").render(**context))
+        write_atomic(paths.json, json.dumps(locust_summary(data), indent=2, ensure_ascii=False))
         levels = pd.concat([r.metrics for r in data.runs], ignore_index=True)
         levels.insert(0, "source", SOURCE)
         levels.to_csv(paths.csv, index=False)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .charts import STYLE, Chart, _col, _figure, _log_users_axis, _render, plt, slug
+from .charts import STYLE, Chart, figure, floats, log_level_axis, plt, png_base64, slug
 from .model import RunSummary
 
 
 def _level_values(run: RunSummary, levels: np.ndarray) -> np.ndarray:
     """The run's level values (users, or the requested rate) of these level indices."""
-    by_level = dict(zip(_col(run.metrics, "level"), _col(run.metrics, "users")))
+    by_level = dict(zip(floats(run.metrics, "level"), floats(run.metrics, "users")))
     return np.array([by_level.get(float(lv), np.nan) for lv in levels], dtype=np.float64)
 
 
@@ -31,30 +31,30 @@ def persona_levels(run: RunSummary) -> Chart | None:
         ("output_tok_per_s", 1.0, "output throughput", "output tok/s"),
     )
     with plt.rc_context(STYLE):
-        fig, axes = _figure(width=12.0, height=3.6, ncols=3)
+        fig, axes = figure(width=12.0, height=3.6, ncols=3)
         xs: list[float] = []
         for ax, (metric, scale, title, unit) in zip(axes, panels):
             for name, group in table.groupby("user_class", sort=True):
-                x = _level_values(run, _col(group, "level"))
+                x = _level_values(run, floats(group, "level"))
                 order = np.argsort(x)
-                ax.plot(x[order], _col(group, metric)[order] * scale, marker="o", label=str(name))
+                ax.plot(x[order], floats(group, metric)[order] * scale, marker="o", label=str(name))
                 xs.extend(x)
             ax.plot(
-                _col(total, "users"),
-                _col(total, metric) * scale,
+                floats(total, "users"),
+                floats(total, metric) * scale,
                 color="black",
                 linestyle="--",
                 marker=".",
                 label="total" if metric != "output_tok_per_s" else "total (whole level)",
             )
-            _log_users_axis(ax, xs, run.axis.label)
+            log_level_axis(ax, xs, run.axis.label)
             ax.set_ylabel(unit)
             ax.set_ylim(bottom=0)
             ax.set_title(title)
         axes[0].legend(loc="best")
         axes[2].legend(loc="best")
         fig.suptitle(f"Run {run.run_id} per persona", fontsize=9, y=1.03)
-        png = _render(fig)
+        png = png_base64(fig)
     return Chart(
         f"personas-{slug(run.run_id)}",
         f"Per persona, run {run.run_id}",
@@ -69,13 +69,13 @@ def turns(run: RunSummary) -> Chart | None:
     table = run.turns
     if table is None or table.empty:
         return None
-    turn = _col(table, "turn") + 1  # turns are shown from 1, as in the table
+    turn = floats(table, "turn") + 1  # turns are shown from 1, as in the table
     with plt.rc_context(STYLE):
-        fig, axes = _figure(width=9.5, height=3.4, ncols=2)
+        fig, axes = figure(width=9.5, height=3.4, ncols=2)
         for p, style in ((50, "-"), (99, "--")):
             axes[0].plot(
                 turn,
-                _col(table, f"ttft_p{p}") * 1000.0,
+                floats(table, f"ttft_p{p}") * 1000.0,
                 marker="o",
                 linestyle=style,
                 label=f"TTFT p{p}",
@@ -83,9 +83,9 @@ def turns(run: RunSummary) -> Chart | None:
         axes[0].set_ylabel("ms")
         axes[0].set_title("time to first token per turn")
         axes[0].legend(loc="best")
-        prompt = _col(table, "prompt_tokens_mean")
+        prompt = floats(table, "prompt_tokens_mean")
         axes[1].bar(turn, np.nan_to_num(prompt), color="tab:blue", alpha=0.5, label="prompt")
-        cached = prompt * _col(table, "cached_share")
+        cached = prompt * floats(table, "cached_share")
         if not np.isnan(cached).all():
             axes[1].bar(
                 turn, np.nan_to_num(cached), color="tab:blue", alpha=0.9, label="prefix-cached"
@@ -99,7 +99,7 @@ def turns(run: RunSummary) -> Chart | None:
             ax.set_xticklabels([f"{t:.0f}" for t in turn])
             ax.set_ylim(bottom=0)
         fig.suptitle(f"Run {run.run_id} per conversation turn", fontsize=9, y=1.03)
-        png = _render(fig)
+        png = png_base64(fig)
     return Chart(
         f"turns-{slug(run.run_id)}",
         f"Per conversation turn, run {run.run_id}",

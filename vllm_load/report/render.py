@@ -22,6 +22,7 @@ from ..analysis.decisions.slo import SloSpec
 from ..analysis.levels import server_side
 from ..analysis.levels.client_side import LATE_RULE
 from ..analysis.series.saturation import SaturationRule
+from ..rundir.files import write_atomic
 from . import charts, persona_charts
 from .model import ReportData, RunSummary, SeriesReport, build_report_data
 from .summary import summary_dict, write_summary_csv
@@ -186,7 +187,7 @@ def _environment(run: dict) -> list[tuple[str, str]]:
     return [(k, str(v)) for k, v in rows]
 
 
-def _template_env() -> jinja2.Environment:
+def template_env() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("vllm_load.report", "templates"),
         autoescape=jinja2.select_autoescape(enabled_extensions=("html",), default_for_string=True),
@@ -228,7 +229,7 @@ class Progress:
             self._bar.stop()
 
 
-def _side_paths(out_html: str) -> ReportPaths:
+def side_paths(out_html: str) -> ReportPaths:
     base = out_html[:-5] if out_html.endswith(".html") else out_html
     html = out_html if out_html.endswith(".html") else out_html + ".html"
     return ReportPaths(
@@ -313,9 +314,9 @@ def build_report(
     try:
         data = build_report_data(run_dirs, gpus_per_model, rule, step=bar.step, slo=slo)
         series, runs, overview = _views(data, bar)
-        paths = _side_paths(out_html)
+        paths = side_paths(out_html)
         os.makedirs(os.path.dirname(os.path.abspath(paths.html)), exist_ok=True)
-        env = _template_env()
+        env = template_env()
         context = dict(
             data=data,
             series=series,
@@ -327,19 +328,12 @@ def build_report(
             server_causes=server_side.DISAGREEMENT_CAUSES,
             min_intervals=server_side.MIN_INTERVALS,
         )
-        _write(paths.html, env.get_template("report.html").render(**context))
-        _write(paths.markdown, env.get_template("report.md").render(**context))
+        write_atomic(paths.html, env.get_template("report.html").render(**context))
+        write_atomic(paths.markdown, env.get_template("report.md").render(**context))
         summary = summary_dict(data)
-        _write(paths.json, json.dumps(summary, indent=2, ensure_ascii=False))
+        write_atomic(paths.json, json.dumps(summary, indent=2, ensure_ascii=False))
         write_summary_csv(summary, paths.csv)
         bar.step("written")
         return paths
     finally:
         bar.close()
-
-
-def _write(path: str, text: str) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)

@@ -38,11 +38,11 @@ def clean(value: Any) -> Any:
     return value
 
 
-def _records(frame: pd.DataFrame) -> list[dict]:
+def records(frame: pd.DataFrame) -> list[dict]:
     return [clean(r) for r in frame.to_dict("records")]
 
 
-def _saturation(s: SeriesReport) -> dict:
+def saturation_json(s: SeriesReport) -> dict:
     sat = s.saturation
     out = {
         "status": sat.status,
@@ -119,8 +119,8 @@ def summary_dict(data: ReportData) -> dict:
                     "n_runs": s.n_runs,
                     "run_ids": [r.run_id for r in s.runs],
                     "settings": s.series.settings,
-                    "levels": _records(s.curve),
-                    "saturation": _saturation(s),
+                    "levels": records(s.curve),
+                    "saturation": saturation_json(s),
                     "slo": _slo(s),
                     "findings": s.findings,
                 }
@@ -137,20 +137,20 @@ def summary_dict(data: ReportData) -> dict:
                     "outcome": r.run.get("outcome"),
                     "started_at": r.run.get("started_at"),
                     "ended_at": r.run.get("ended_at"),
-                    "levels": _records(r.metrics),
-                    "errors": _records(r.errors),
+                    "levels": records(r.metrics),
+                    "errors": records(r.errors),
                     "workers_lost": r.run.get("workers_lost") or [],
                     "client_validation": r.client_validation,
-                    "server_levels": _records(r.server_levels)
+                    "server_levels": records(r.server_levels)
                     if r.server_levels is not None
                     else None,
-                    "client_levels": _records(r.client_levels)
+                    "client_levels": records(r.client_levels)
                     if r.client_levels is not None
                     else None,
                     # `analysis.breakdown`'s tables: [] / {} when the run had one persona / no
                     # conversations (turns from 0, as in requests.csv)
-                    "personas": _records(r.personas) if r.personas is not None else [],
-                    "turns": _records(r.turns) if r.turns is not None else [],
+                    "personas": records(r.personas) if r.personas is not None else [],
+                    "turns": records(r.turns) if r.turns is not None else [],
                     "conversations": r.conversations or {},
                 }
                 for r in data.runs

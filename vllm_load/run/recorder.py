@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import csv
+import io
 import json
 import os
 import re
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterable
 
+from ..rundir.files import RUN_JSON, STEPS_CSV, write_atomic
 from ..rundir.records import LEVEL_INDEX, START_INDEX, USERS_INDEX, RequestsCsvWriter
 
 STEPS_COLUMNS = (
@@ -152,13 +154,11 @@ class RunRecorder:
 
     # files --------------------------------------------------------------------------------
     def write_steps(self) -> None:
-        path = os.path.join(self.run_dir, "steps.csv")
-        tmp = path + ".tmp"
-        with open(tmp, "w", newline="", encoding="utf-8") as fh:
-            writer = csv.writer(fh)
-            writer.writerow(STEPS_COLUMNS)
-            writer.writerows(level.row() for level in self.levels)
-        os.replace(tmp, path)
+        text = io.StringIO()
+        writer = csv.writer(text)
+        writer.writerow(STEPS_COLUMNS)
+        writer.writerows(level.row() for level in self.levels)
+        write_atomic(os.path.join(self.run_dir, STEPS_CSV), text.getvalue())
 
     def write_run_json(self) -> None:
         self.run_info["workers_seen"] = sorted(self.workers_seen)
@@ -167,12 +167,8 @@ class RunRecorder:
             "total": sum(self._abandoned.values()),
             "by_level": {str(k): v for k, v in sorted(self._abandoned.items())},
         }
-        path = os.path.join(self.run_dir, "run.json")
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(self.run_info, fh, indent=2, default=str)
-            fh.write("\n")
-        os.replace(tmp, path)
+        text = json.dumps(self.run_info, indent=2, default=str) + "\n"
+        write_atomic(os.path.join(self.run_dir, RUN_JSON), text)
 
     def close(self, outcome: str, reason: str = "interrupted") -> None:
         """End open levels, record the outcome and close the files. Safe to call twice."""

@@ -1,8 +1,11 @@
-"""The names of the files in a run directory (docs/run-format.md), for their writers and readers.
+"""The names of the files in a run directory (docs/run-format.md), for their writers and readers,
+and the one way a whole file is written (`write_atomic`).
 
-A module of names only, so that a command can name a run directory's file without importing
-pandas (`load` reads the files into frames).
+Names and the standard library only, so that a command can name a run directory's file without
+importing pandas (`load` reads the files into frames).
 """
+
+import os
 
 RUN_JSON = "run.json"
 REQUESTS_CSV = "requests.csv"
@@ -14,3 +17,11 @@ CLIENT_VALIDATION_JSON = "client_validation.json"
 SERVER_METRICS_CSV = "server_metrics.csv"
 #: every load process's own health samples (CPU, loop lag, run-queue wait)
 CLIENT_HEALTH_CSV = "client_health.csv"
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write `path` whole or not at all: a reader (or a crash) never sees half a file."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
