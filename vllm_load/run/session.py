@@ -187,6 +187,7 @@ class RunSession:
         users = self.controller.tick(now, self.finished_in_level, self.in_flight)
         for change in self.controller.take_changes():
             self.level_changed(change)
+        self.live.sample(now, self.environment.runner.user_count, self.flight_reported())
         return users
 
     def finished_in_level(self, level: int) -> int:
@@ -216,6 +217,18 @@ class RunSession:
             total += flying if draining else max(flying, 1)
         return total
 
+    def flight_reported(self) -> int:
+        """Requests in flight as the load processes last said (the live charts' figure)."""
+        runner = self.environment.runner
+        if not isinstance(runner, MasterRunner):
+            return LoadContext.of(self.environment).in_flight
+        return sum(
+            flying
+            for client in runner.clients.all
+            if client.state != STATE_MISSING
+            for _draining, flying in [self.worker_flights.get(client.id, (False, 0))]
+        )
+
     def worker_flight(self, worker: str, draining: bool, in_flight: int) -> None:
         self.worker_flights[worker] = (draining, in_flight)
 
@@ -240,6 +253,7 @@ class RunSession:
         settings = self.settings
         if change.kind == "drain":
             self._drain(change)
+            self.live.drain_started(change.level, change.users, change.at)
             return
         if change.kind == "drained":
             drain = self.recorder.run_info.setdefault("drain", {})
@@ -258,7 +272,7 @@ class RunSession:
                 settings.level_time_cap,
                 change.rate,
             )
-            self.live.level_started(change.level, change.users)
+            self.live.level_started(change.level, change.users, change.at, change.rate)
             if change.rate is None:
                 logger.info("level %d: %d users", change.level, change.users)
             else:
@@ -331,6 +345,7 @@ class RunSession:
 
     def stopped(self) -> None:
         self.stopped_at = time.time()
+        self.live.stopped(self.stopped_at)
         self.recorder.write_run_json()
 
     def close(self) -> None:
