@@ -136,7 +136,7 @@ class LiveStats:
     def snapshot(self, now: float, series: bool = True, since: float | None = None) -> dict:
         """The levels (and personas); with `series`, the time series too (only its points after
         `since`, when given: a page that has the earlier ones asks for the new ones only)."""
-        data = {
+        data: dict = {
             "current_level": self.current_level,
             "current_users": self.current_users,
             "levels": [self.levels[k].as_dict() for k in sorted(self.levels)],
