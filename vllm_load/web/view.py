@@ -22,6 +22,7 @@ import time
 
 from flask import Blueprint, Response, jsonify, request, send_from_directory
 
+from ..compat.locust import WEB_INDEX_ENDPOINT, WEB_STATS_ENDPOINT
 from ..run.timeline import Timeline
 from .auth import install_login
 
@@ -109,9 +110,9 @@ def install_web_ui(environment, web_ui) -> None:
 
     @app.after_request
     def extend_locust_ui(response):
-        if request.endpoint == "locust.index" and response.status_code == 200:
+        if request.endpoint == WEB_INDEX_ENDPOINT and response.status_code == 200:
             return add_tab_scripts(response)
-        if request.endpoint == "locust.request_stats" and response.is_json:
+        if request.endpoint == WEB_STATS_ENDPOINT and response.is_json:
             return add_llm_stats(environment, response)
         return response
 

@@ -125,8 +125,9 @@
         if (hidden.has(key)) continue;
         for (const v of state.cols[key]) if (v !== null && v > ymax) ymax = v;
       }
-      const ystep = niceStep(ymax > 0 ? ymax : 1, 4);
-      const ytop = Math.max(ystep, Math.ceil((ymax * 1.05) / ystep) * ystep);
+      const top = ymax > 0 ? ymax * 1.05 : 1;  // no value above 0 yet: a scale up to 1
+      const ystep = niceStep(top, 4);
+      const ytop = Math.ceil(top / ystep) * ystep;
       const x = t => PAD.left + (W - PAD.left - PAD.right) * (t - t0) / (t1 - t0);
       const y = v => H - PAD.bottom - (H - PAD.top - PAD.bottom) * v / ytop;
       // the current level, shaded from its start to the end
