@@ -228,6 +228,7 @@ def check_charts(state: dict, levels_started: int) -> None:
 
 def test_llm_charts_in_chromium_after_starting_from_the_ui(tmp_path):
     from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -361,6 +362,23 @@ def test_llm_charts_in_chromium_after_starting_from_the_ui(tmp_path):
                         points,
                         first[key],
                     )
+            # a tooltip names the time, the level and each line's figure; a legend name hides its line
+            tokens = driver.find_element(By.CSS_SELECTOR, f"{tab_charts} [data-chart=tokens]")
+            ActionChains(driver).move_to_element(tokens.find_element(By.TAG_NAME, "svg")).perform()
+            tip = wait(5).until(lambda d: tokens.find_element(By.CLASS_NAME, "vl-tip").text)
+            assert re.search(r"\d:\d\d:\d\d.*level [01] \([24] users\)", tip), tip
+            assert "Total tok/s: " in tip and "Output tok/s: " in tip and "tok/s" in tip, tip
+            tokens.find_element(
+                By.CSS_SELECTOR, ".vl-legend-item[data-series=output_tok_per_s]"
+            ).click()
+            wait(5).until(
+                lambda d: set(charts(d, tab_charts)["tokens"]["points"]) == {"total_tok_per_s"}
+            )
+            tokens.find_element(
+                By.CSS_SELECTOR, ".vl-legend-item[data-series=output_tok_per_s]"
+            ).click()
+            ActionChains(driver).move_to_element(tab).perform()  # (no tooltip in the screenshot)
+            wait(5).until(lambda d: len(charts(d, tab_charts)["tokens"]["points"]) == 2)
             rows = llm_tab_rows(driver)
             assert [r["Level"] for r in rows] == ["0", "1 (current)"], rows
             assert number(rows[1]["Output tok/s"]) > 0, rows
