@@ -187,7 +187,7 @@ class RunSession:
         users = self.controller.tick(now, self.finished_in_level, self.in_flight)
         for change in self.controller.take_changes():
             self.level_changed(change)
-        self.live.sample(now, self.environment.runner.user_count, self.flight_reported())
+        self.live.sample(now, self.environment.runner.user_count, self.in_flight(as_reported=True))
         return users
 
     def finished_in_level(self, level: int) -> int:
@@ -203,9 +203,9 @@ class RunSession:
             finished += LoadContext.of(self.environment).buffer.started_between(lo, hi)
         return finished
 
-    def in_flight(self) -> int:
+    def in_flight(self, as_reported: bool = False) -> int:
         """Requests in flight in every load process; while a worker has not yet reported that it
-        drains, at least one (its count may predate the drain)."""
+        drains, at least one (its count may predate the drain), unless `as_reported` (the charts)."""
         runner = self.environment.runner
         if not isinstance(runner, MasterRunner):
             return LoadContext.of(self.environment).in_flight
@@ -214,20 +214,8 @@ class RunSession:
             if client.state == STATE_MISSING:
                 continue
             draining, flying = self.worker_flights.get(client.id, (False, 1))
-            total += flying if draining else max(flying, 1)
+            total += flying if draining or as_reported else max(flying, 1)
         return total
-
-    def flight_reported(self) -> int:
-        """Requests in flight as the load processes last said (the live charts' figure)."""
-        runner = self.environment.runner
-        if not isinstance(runner, MasterRunner):
-            return LoadContext.of(self.environment).in_flight
-        return sum(
-            flying
-            for client in runner.clients.all
-            if client.state != STATE_MISSING
-            for _draining, flying in [self.worker_flights.get(client.id, (False, 0))]
-        )
 
     def worker_flight(self, worker: str, draining: bool, in_flight: int) -> None:
         self.worker_flights[worker] = (draining, in_flight)
