@@ -148,7 +148,7 @@ def add_llm_stats(environment, response):
     Locust memoizes /stats/requests for 2 s (longer once a computation takes longer) and its UI
     polls it every 2 s, so the count in the header came up to about 4 s late: with the shape's
     1 s tick, the previous level's users for the first seconds of every level (all of a short
-    level's). The count is the runner's `user_count` read at each request instead; the
+    level's). The count (and the status) is the runner's, read at each request instead; the
     response object is the memoized one, so every field set here is set afresh each time.
     """
     data = snapshot(environment, series=False)
@@ -161,7 +161,8 @@ def add_llm_stats(environment, response):
     ]
     extended = [{"key": "llm", "data": rows}, {"key": "llm_personas", "data": data["personas"]}]
     payload = {**response.json, "extended_stats": extended}
-    if environment.runner is not None:
+    if environment.runner is not None:  # the header's users and status, as of now
         payload["user_count"] = environment.runner.user_count
+        payload["state"] = environment.runner.state
     response.set_data(json.dumps(payload))
     return response
