@@ -151,3 +151,16 @@ def test_timeline_stays_bounded_over_a_long_test():
     # one 10-token request a second, whatever the step
     assert series["output_tok_per_s"][-1] == pytest.approx(10)
     assert len(live.timeline._seconds) <= 2 * 2 * 16 + 2  # only the seconds later points need
+
+
+def test_rate_levels_and_the_drain_are_marked():
+    live = LiveStats()
+    live.level_started(0, 500, at=10.0, rate=2.0)
+    live.level_started(1, 500, at=20.0, rate=4.0)
+    live.drain_started(1, 500, at=30.0)
+    marks = live.snapshot(now=31.0)["series"]["marks"]
+    assert [(m["kind"], m["level"], m["users"], m["rate"], m["t"]) for m in marks] == [
+        ("start", 0, 500, 2.0, 10.0),
+        ("start", 1, 500, 4.0, 20.0),
+        ("drain", 1, 500, None, 30.0),
+    ]
