@@ -248,6 +248,7 @@ from locust import User, constant, task
 from locust.env import Environment
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSVFileWriter
 from vllm_load.compat.locust import rewrite_csv_files, send_worker_report, set_worker_report_interval, user_stopping
+from vllm_load.compat.locust import WEB_INDEX_ENDPOINT, WEB_STATS_ENDPOINT
 from vllm_load.sim.process import free_port
 
 LIB = f"locust {locust.__version__}"
@@ -351,16 +352,47 @@ def check_rewrite_csv_files():
            f"Aggregated row ({history!r})")
 """
 
+LOCUST += r"""
+def check_web_ui_endpoints():
+    environment = Environment(user_classes=[User])
+    environment.create_local_runner()
+    web_ui = environment.create_web_ui("127.0.0.1", free_port(), delayed_start=True)
+    seen = {}
+
+    @web_ui.app.after_request
+    def note(response):
+        from flask import request
+        seen[request.path] = (request.endpoint, response)
+        return response
+
+    client = web_ui.app.test_client()
+    index, stats = client.get("/"), client.get("/stats/requests")
+    expect(seen.get("/", (None,))[0] == WEB_INDEX_ENDPOINT,
+           f"the web UI's page is no longer the endpoint {WEB_INDEX_ENDPOINT!r} ({seen.get('/', (None,))[0]!r})")
+    expect(index.status_code == 200 and "</body>" in index.get_data(as_text=True),
+           "the web UI's page (webui/dist/index.html) no longer ends with </body>")
+    expect(seen.get("/stats/requests", (None,))[0] == WEB_STATS_ENDPOINT,
+           f"/stats/requests is no longer the endpoint {WEB_STATS_ENDPOINT!r}")
+    expect(stats.is_json and "user_count" in stats.get_json(),
+           "/stats/requests no longer answers JSON with the header's user_count")
+"""
+
 SCRIPTS = {"gevent": GEVENT, "geventhttpclient": GEVENTHTTPCLIENT, "locust": LOCUST}
 ENTRIES = {
     "gevent": ["raw_socket", "read_watcher", "close_throws_into_the_watcher_callback_owner"],
     "geventhttpclient": ["body_buffer", "response_socket", "discard_connection", "resolve_with"],
-    "locust": ["user_stopping", "report_interval_and_send_worker_report", "rewrite_csv_files"],
+    "locust": [
+        "user_stopping",
+        "report_interval_and_send_worker_report",
+        "rewrite_csv_files",
+        "web_ui_endpoints",
+    ],
 }
 # the compat names each check covers (a check may cover two)
 COVERS = {
     "report_interval_and_send_worker_report": ["set_worker_report_interval", "send_worker_report"],
     "close_throws_into_the_watcher_callback_owner": [],
+    "web_ui_endpoints": ["WEB_INDEX_ENDPOINT", "WEB_STATS_ENDPOINT"],
 }
 
 

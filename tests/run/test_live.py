@@ -3,6 +3,7 @@
 import pytest
 
 from vllm_load.run.live import LiveStats
+from vllm_load.run.timeline import FIGURES
 from vllm_load.rundir.histogram import LogHistogram
 from vllm_load.rundir.records import RequestRecord
 
@@ -43,7 +44,7 @@ def row(level, start, e2e, ok=1, ttft=0.1, out=10, user_class="ClosedLoopUser"):
 
 def test_level_figures_and_series():
     live = LiveStats()
-    live.level_started(0, 4)
+    live.level_started(0, 4, at=1000.0)
     for i in range(9):
         live.add(row(0, 1000.0 + i, 1.0))
     live.add(row(0, 1009.0, 1.0, ok=0))
@@ -56,11 +57,12 @@ def test_level_figures_and_series():
     assert level["ttft_p50_ms"] == pytest.approx(100, rel=0.01)
     assert level["itl_p99_ms"] == pytest.approx(20, rel=0.01)
     series = snap["series"]
-    assert series[-1]["t"] == 1011
-    by_second = {p["t"]: p for p in series}
-    # 5-second smoothing: seconds 1001..1005 each finished one 10-token request
-    assert by_second[1005]["output_tok_per_s"] == pytest.approx(50 / 5)
-    assert by_second[1005]["total_tok_per_s"] == pytest.approx(5 * 110 / 5)
+    assert series["step"] == 1 and series["window"] == 5
+    # points up to now - 2 s (the settle time), from the second after the level's mark
+    assert series["t"][-1] == 1010
+    by_second = dict(zip(series["t"], zip(series["output_tok_per_s"], series["total_tok_per_s"])))
+    # a 5-second window: the window before 1006 (1001..1005) finished five 10-token requests
+    assert by_second[1006] == (pytest.approx(50 / 5), pytest.approx(5 * 110 / 5))
 
 
 def test_personas_are_broken_down_only_when_there_are_several():
@@ -78,3 +80,87 @@ def test_personas_are_broken_down_only_when_there_are_several():
     assert rag["ttft_p50_ms"] == pytest.approx(500, rel=0.01)
     assert personas["ClosedLoopUser"]["finished"] == 1
     assert live.snapshot(now=1010.0)["levels"][0]["finished"] == 5  # the level: both together
+
+
+def test_timeline_points_windows_and_level_marks():
+    live = LiveStats()
+    live.level_started(0, 2, at=100.2)
+    for t in range(100, 110):
+        live.sample(t + 0.5, users=2, in_flight=2)
+        live.add(row(0, t + 0.1, 0.5, ttft=0.05))  # ends at t + 0.6: one request a second
+    live.add(row(0, 104.0, 0.5, ok=0))
+    live.level_started(1, 8, at=110.0)
+    for t in range(110, 120):
+        live.sample(t + 0.5, users=8, in_flight=7)
+        for k in range(4):
+            live.add(row(1, t + 0.1 * k, 0.5, ttft=0.2))
+    series = live.snapshot(now=125.0)["series"]
+    assert series["t"] == list(range(101, 124))  # closed up to now - settle
+    assert [(m["kind"], m["level"], m["users"], m["t"]) for m in series["marks"]] == [
+        ("start", 0, 2, 100.2),
+        ("start", 1, 8, 110.0),
+    ]
+    point = {name: dict(zip(series["t"], series[name])) for name in FIGURES}
+    assert point["output_tok_per_s"][108] == pytest.approx(10 * 5 / 5)  # 10 tokens a second
+    assert point["output_tok_per_s"][119] == pytest.approx(4 * 10 * 5 / 5)
+    assert point["ttft_p99_ms"][108] == pytest.approx(50, rel=0.01)
+    assert point["ttft_p50_ms"][119] == pytest.approx(200, rel=0.01)
+    assert point["itl_p99_ms"][119] == pytest.approx(20, rel=0.01)
+    assert point["errors_per_s"][106] == pytest.approx(1 / 5)  # the failure at 104.5, in 101..105
+    assert point["errors_per_s"][110] == 0
+    assert point["users"][108] == 2 and point["in_flight"][108] == 2
+    assert point["users"][119] == 8 and point["in_flight"][119] == 7
+    # a page that has the points up to 120 asks for the rest only
+    later = live.snapshot(now=125.0, since=120)["series"]
+    assert later["t"] == [121, 122, 123] and later["marks"] == series["marks"]
+    assert live.snapshot(now=125.0, series=False).keys() == {
+        "current_level",
+        "current_users",
+        "levels",
+        "personas",
+    }
+
+
+def test_timeline_stops_with_the_test_and_takes_late_rows_in_the_next_point():
+    live = LiveStats()
+    live.level_started(0, 2, at=10.0)
+    live.add(row(0, 10.0, 1.0))
+    live.snapshot(now=20.0)  # closes the points up to 18
+    live.add(row(0, 12.0, 1.0, out=30))  # ended at 13, arrives after its points were closed
+    live.stopped(at=21.0)
+    series = live.snapshot(now=500.0)["series"]
+    assert series["t"][-1] == 22  # no points for the idle time after the test
+    late = dict(zip(series["t"], series["output_tok_per_s"]))
+    assert late[18] == 0 and late[19] == pytest.approx(30 / 5)  # counted once, in the next window
+
+
+def test_timeline_stays_bounded_over_a_long_test():
+    live = LiveStats()
+    live.timeline.max_points = 100
+    live.level_started(0, 2, at=0.0)
+    for t in range(0, 1000):
+        live.sample(t + 0.5, users=2, in_flight=2)
+        live.add(row(0, t + 0.2, 0.5))
+        if t % 50 == 0:
+            live.snapshot(now=t)
+    series = live.snapshot(now=1000.0)["series"]
+    assert 50 <= len(series["t"]) <= 100
+    assert series["step"] == 16 and series["window"] == 16
+    assert all(t % 16 == 0 for t in series["t"][-20:])
+    assert series["t"] == sorted(series["t"])
+    # one 10-token request a second, whatever the step
+    assert series["output_tok_per_s"][-1] == pytest.approx(10)
+    assert len(live.timeline._seconds) <= 2 * 2 * 16 + 2  # only the seconds later points need
+
+
+def test_rate_levels_and_the_drain_are_marked():
+    live = LiveStats()
+    live.level_started(0, 500, at=10.0, rate=2.0)
+    live.level_started(1, 500, at=20.0, rate=4.0)
+    live.drain_started(1, 500, at=30.0)
+    marks = live.snapshot(now=31.0)["series"]["marks"]
+    assert [(m["kind"], m["level"], m["users"], m["rate"], m["t"]) for m in marks] == [
+        ("start", 0, 500, 2.0, 10.0),
+        ("start", 1, 500, 4.0, 20.0),
+        ("drain", 1, 500, None, 30.0),
+    ]

@@ -115,7 +115,7 @@ def test_web_ui_needs_the_login_and_the_password_stays_secret(tmp_path):
 
             anonymous = requests.Session()
             get = lambda s, path: s.get(base + path, allow_redirects=False, timeout=10)  # noqa: E731
-            for path in ("/", "/llm", "/stats/requests"):
+            for path in ("/", "/llm", "/stats/requests", "/llm/assets/llm-charts.js"):
                 resp = get(anonymous, path)
                 assert resp.status_code == 302 and resp.headers["Location"].endswith("/login"), (
                     path,
@@ -158,6 +158,12 @@ def test_web_ui_needs_the_login_and_the_password_stays_secret(tmp_path):
             resp = login(user, base, USER, PASSWORD)
             assert resp.status_code == 302 and resp.headers["Location"].endswith("/"), resp.headers
             assert get(user, "/").status_code == 200 and get(user, "/llm").status_code == 200
+            # Locust's page carries the LLM tab's charts, served by the master behind the login
+            assert '<script src="./llm/assets/llm-tab.js">' in get(user, "/").text
+            for asset in ("llm-charts.js", "llm-tab.js", "llm.css"):
+                resp = get(user, "/llm/assets/" + asset)
+                assert resp.status_code == 200 and len(resp.content) > 500, asset
+            assert get(user, "/llm/assets/view.py").status_code == 404
             stats = get(user, "/llm/stats")
             assert stats.status_code == 200 and stats.json()["current_level"] is None
             assert PASSWORD not in " ".join(f"{c.name}={c.value}" for c in user.cookies)
@@ -178,6 +184,13 @@ def test_web_ui_needs_the_login_and_the_password_stays_secret(tmp_path):
                     f"the test started from the UI did not run: {get(user, '/llm/stats').text}"
                 )
             assert levels[0]["success_pct"] == 100.0
+            deadline = time.monotonic() + 10  # a point is closed 2 s after its second
+            while not (series := get(user, "/llm/stats").json()["series"])["t"]:
+                assert time.monotonic() < deadline, series
+                time.sleep(0.2)
+            assert series["marks"][0]["users"] == 2, series
+            newer = get(user, f"/llm/stats?since={series['t'][-1]}").json()["series"]
+            assert all(t > series["t"][-1] for t in newer["t"]), (series["t"], newer["t"])
         finally:
             if proc.poll() is None:
                 os.killpg(

@@ -1,10 +1,12 @@
 """The web UI's LLM view in headless Chromium (Debian's chromium + chromium-driver, driven by selenium).
 
-A person's path through the UI: `vllm-load run --web` against the simulator, Locust's page
-opened in the browser, the test started by clicking *Start*, then the LLM tab of Locust's UI
-and the `/llm` page must both show the current level as it moves on and a total tokens/s
-above zero; the test is stopped with the UI's *Stop* button. A screenshot of each view is kept
-in test-artifacts/ for people to look at.
+A person's path through the UI: `vllm-load run --web --web-login` against the simulator, the
+login page, Locust's page, the test started by clicking *Start*; then in the LLM tab of
+Locust's UI the charts' lines must grow, with axis labels and units, a mark at each level's
+start (with its users) and the current level shaded, under them Locust's table of the levels;
+Locust's header must show the current level's users at both levels; the charts must take
+Locust's dark theme; the `/llm` page must show the same charts; the test is stopped with the
+UI's *Stop* button. Screenshots of each view are kept in test-artifacts/ for people to look at.
 
 Locust runs only as a child process (never imported here); selenium uses the Debian driver
 and browser given explicitly, with SE_OFFLINE so selenium-manager never downloads anything.
@@ -28,6 +30,7 @@ from support import ROOT
 from support.runhelpers import stop_group
 
 from vllm_load.sim.process import SimulatorProcess, free_port
+from vllm_load.web.auth import PASSWORD_ENV
 
 ARTIFACTS = os.path.join(ROOT, "test-artifacts")
 CHROMIUM = "/usr/bin/chromium"
@@ -41,14 +44,19 @@ CHROMIUM_FLAGS = (
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
-    "--window-size=1400,1000",
+    "--window-size=1400,1800",  # tall enough for the charts and the table under them
 )
 # each level lasts LEVEL_SECONDS (the time cap; far more requests are asked for than can finish),
 # long enough to look at a level in both views, short enough to see the level change
-LEVEL_SECONDS = 10
+LEVEL_SECONDS = 14
+LEVEL_USERS = (2, 4)
+PASSWORD = "pw-browser-3f9d2c"
+USER = "tester"
+SHOTS = ("webui-llm-tab.png", "webui-llm-tab-dark.png", "webui-llm.png")
+UNITS = {"tokens": "tok/s", "ttft": "ms", "itl": "ms", "flight": "requests", "errors": "errors/s"}
 RUN_ARGS = (
     "--levels",
-    "2,4",
+    ",".join(map(str, LEVEL_USERS)),
     "--input-tokens",
     "128",
     "--output-tokens",
@@ -152,30 +160,80 @@ def llm_tab_rows(driver) -> list[dict[str, str]]:
     return []
 
 
-def current_level_row(driver, level: int):
+def current_level(driver) -> tuple[int, int] | None:
+    """(level, users) of the row the LLM tab's table marks current."""
     for row in llm_tab_rows(driver):
-        if row["Level"] == f"{level} (current)" and number(row["Total tok/s"]) > 0:
-            return row
+        if row["Level"].endswith("(current)"):
+            return int(row["Level"].split()[0]), int(row["Users"])
     return None
 
 
-def llm_page_state(driver):
+def header_users(driver) -> int | None:
+    """The user count in Locust's header (its "Users" label, then the figure)."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
-    return (
-        driver.find_element(By.ID, "level").text,
-        number(driver.find_element(By.ID, "totps").text),
-        number(driver.find_element(By.ID, "tokps").text),
-    )
+    try:
+        lines = [
+            line.strip() for line in driver.find_element(By.TAG_NAME, "header").text.split("\n")
+        ]
+    except StaleElementReferenceException:
+        return None
+    if "Users" in lines and lines.index("Users") + 1 < len(lines):
+        value = number(lines[lines.index("Users") + 1])
+        return int(value) if value == value else None
+    return None
 
 
-def test_llm_view_in_chromium_after_starting_from_the_ui(tmp_path):
+# what the charts show, read in the page: per chart its lines' points, axis labels and marks
+CHARTS_STATE = """
+const out = {};
+for (const card of document.querySelectorAll(arguments[0] + ' .vl-chart')) {
+  const q = s => [...card.querySelectorAll(s)];
+  out[card.dataset.chart] = {
+    points: Object.fromEntries(q('path.vl-line').map(p => [p.dataset.series, +p.dataset.points])),
+    yLabel: q('.vl-y-label').map(t => t.textContent).join(),
+    xLabel: q('.vl-x-label').map(t => t.textContent).join(),
+    xTicks: q('.vl-x-tick').map(t => t.textContent),
+    yTicks: q('.vl-tick:not(.vl-x-tick)').map(t => t.textContent),
+    marks: q('g.vl-mark[data-kind=start] text').map(t => t.textContent),
+    current: q('rect.vl-current').length,
+    legend: q('.vl-legend-item').map(t => t.textContent),
+    background: getComputedStyle(card).backgroundColor,
+  };
+}
+return out;
+"""
+
+
+def charts(driver, root: str) -> dict:
+    return driver.execute_script(CHARTS_STATE, root)
+
+
+def check_charts(state: dict, levels_started: int) -> None:
+    """Every chart with its unit, times, a mark per level started with its users, the current level shaded."""
+    assert set(state) == set(UNITS), state.keys()
+    for key, chart in state.items():
+        assert chart["yLabel"] == UNITS[key], (key, chart)
+        assert chart["xLabel"].startswith("time"), (key, chart)
+        assert chart["xTicks"] and all(re.search(r"\d:\d\d:\d\d", t) for t in chart["xTicks"]), (
+            chart
+        )
+        assert len(chart["yTicks"]) >= 3, chart
+        expected = [f"L{i} · {LEVEL_USERS[i]} users" for i in range(levels_started)]
+        assert chart["marks"][:levels_started] == expected, (key, chart["marks"])
+        assert chart["current"] == 1, (key, chart)
+        assert chart["legend"], chart
+
+
+def test_llm_charts_in_chromium_after_starting_from_the_ui(tmp_path):
     from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     os.makedirs(ARTIFACTS, exist_ok=True)
-    shots = {name: os.path.join(ARTIFACTS, name) for name in ("webui-llm.png", "webui-llm-tab.png")}
+    shots = {name: os.path.join(ARTIFACTS, name) for name in SHOTS}
     for shot in shots.values():
         if os.path.exists(shot):
             os.remove(shot)
@@ -196,6 +254,9 @@ def test_llm_view_in_chromium_after_starting_from_the_ui(tmp_path):
                 "127.0.0.1",
                 "--web-port",
                 str(port),
+                "--web-login",
+                "--web-user",
+                USER,
                 *RUN_ARGS,
                 "--out",
                 str(tmp_path / "runs"),
@@ -203,29 +264,40 @@ def test_llm_view_in_chromium_after_starting_from_the_ui(tmp_path):
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
+            env={**os.environ, PASSWORD_ENV: PASSWORD},
             start_new_session=True,
         )
         driver = None
         try:
-            wait_http(base + "/", proc, log_path)
+            wait_http(base + "/login", proc, log_path)
             driver = new_browser(tempfile.mkdtemp(prefix="chromium-", dir=tmp_path))
             wait = lambda seconds: WebDriverWait(driver, seconds, poll_frequency=0.25)  # noqa: E731
 
             def explain(what: str) -> str:
                 return f"{what}\n--- vllm-load\n{read(log_path)[-3000:]}\n--- page\n{driver.page_source[-4000:]}"
 
-            # 1. Locust's start form: with the stepped shape, users and spawn rate are the shape's
-            #    (their fields are disabled); Start is the form's submit button
+            # 1. --web-login: Locust's login page, our account
             driver.get(base + "/")
+            wait(20).until(lambda d: d.find_elements(By.NAME, "username"))
+            driver.find_element(By.NAME, "username").send_keys(USER)
+            driver.find_element(By.NAME, "password").send_keys(PASSWORD)
+            driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+
+            # 2. Locust's start form: with the stepped shape, users and spawn rate are the shape's
+            #    (their fields are disabled); Start is the form's submit button
             start = wait(20).until(
-                lambda d: d.find_element(By.CSS_SELECTOR, "form button[type=submit]")
-            )
-            assert start.text.strip().upper() == "START", explain(
-                f"unexpected submit button {start.text!r}"
+                lambda d: next(
+                    (
+                        b
+                        for b in d.find_elements(By.CSS_SELECTOR, "form button[type=submit]")
+                        if b.text.strip().upper() == "START"
+                    ),
+                    None,
+                )
             )
             start.click()
 
-            # 2. the LLM tab of Locust's UI: wait for the second level to be current, with tokens/s
+            # 3. the LLM tab of Locust's UI: its charts above Locust's table of the levels
             try:
                 tab = wait(20).until(
                     lambda d: next(
@@ -240,42 +312,120 @@ def test_llm_view_in_chromium_after_starting_from_the_ui(tmp_path):
             except TimeoutException:
                 raise AssertionError(explain("no LLM tab after Start")) from None
             tab.click()
+            tab_charts = "#vllm-load-charts"
             try:
-                row = wait(LEVEL_SECONDS + 25).until(lambda d: current_level_row(d, 1))
-            except TimeoutException:
-                raise AssertionError(
-                    explain(
-                        f"the LLM tab never showed level 1 as current with tokens/s: "
-                        f"{llm_tab_rows(driver)}"
+                first = wait(20).until(
+                    lambda d: (
+                        (c := charts(d, tab_charts)).get("tokens", {}).get("points", {})
+                        and c["tokens"]["points"]["total_tok_per_s"] >= 3
+                        and c
                     )
-                ) from None
-            assert row["Users"] == "4" and number(row["Output tok/s"]) > 0, row
-            levels_shown = [r["Level"] for r in llm_tab_rows(driver)]
-            assert levels_shown[0] == "0", (
-                levels_shown
-            )  # the finished first level stays in the table
-            driver.save_screenshot(shots["webui-llm-tab.png"])
-
-            # 3. the /llm page: current level, tokens/s and the chart, from /llm/stats
-            driver.get(base + "/llm")
-            try:
-                level_text, total, output = wait(10).until(
-                    lambda d: (s := llm_page_state(d))[0] == "Level 1: 4 users" and s[1] > 0 and s
                 )
             except TimeoutException:
                 raise AssertionError(
-                    explain(f"the /llm page showed {llm_page_state(driver)}")
+                    explain(f"no charts in the LLM tab: {charts(driver, tab_charts)}")
                 ) from None
-            assert total > output > 0, (level_text, total, output)
-            assert driver.find_elements(By.CSS_SELECTOR, "#chart polyline"), explain(
-                "no tokens/s chart"
+
+            # 4. at each level, Locust's header shows that level's users as soon as the LLM table
+            #    (in the same /stats/requests answer) shows the level current: before the next of
+            #    the UI's polls, 2 s apart (Locust's memoized answer had the count up to 2 s
+            #    older than the table, so the previous level's for a poll or two); then it keeps
+            #    showing them
+            for level, users in enumerate(LEVEL_USERS):
+                try:
+                    wait(LEVEL_SECONDS + 20).until(lambda d: current_level(d) == (level, users))
+                except TimeoutException:
+                    raise AssertionError(
+                        explain(f"level {level} never current: {llm_tab_rows(driver)}")
+                    ) from None
+                try:
+                    wait(1.5).until(lambda d: header_users(d) == users)
+                except TimeoutException:
+                    raise AssertionError(
+                        explain(f"level {level}: header users {header_users(driver)}, not {users}")
+                    ) from None
+                seen = []
+                for _ in range(6):
+                    time.sleep(0.5)
+                    if current_level(driver) == (level, users):
+                        seen.append(header_users(driver))
+                assert seen and set(seen) == {users}, (level, users, seen)
+
+            # 5. the lines grew, every chart has its units, times and both levels' marks
+            later = charts(driver, tab_charts)
+            check_charts(later, levels_started=2)
+            for key, chart in later.items():
+                for series, points in chart["points"].items():
+                    assert points > first[key]["points"][series] >= 1, (
+                        key,
+                        series,
+                        points,
+                        first[key],
+                    )
+            # a tooltip names the time, the level and each line's figure; a legend name hides its line
+            tokens = driver.find_element(By.CSS_SELECTOR, f"{tab_charts} [data-chart=tokens]")
+            ActionChains(driver).move_to_element(tokens.find_element(By.TAG_NAME, "svg")).perform()
+            tip = wait(5).until(lambda d: tokens.find_element(By.CLASS_NAME, "vl-tip").text)
+            assert re.search(r"\d:\d\d:\d\d.*level [01] \([24] users\)", tip), tip
+            assert "Total tok/s: " in tip and "Output tok/s: " in tip and "tok/s" in tip, tip
+            tokens.find_element(
+                By.CSS_SELECTOR, ".vl-legend-item[data-series=output_tok_per_s]"
+            ).click()
+            wait(5).until(
+                lambda d: set(charts(d, tab_charts)["tokens"]["points"]) == {"total_tok_per_s"}
             )
+            tokens.find_element(
+                By.CSS_SELECTOR, ".vl-legend-item[data-series=output_tok_per_s]"
+            ).click()
+            ActionChains(driver).move_to_element(tab).perform()  # (no tooltip in the screenshot)
+            wait(5).until(lambda d: len(charts(d, tab_charts)["tokens"]["points"]) == 2)
+            rows = llm_tab_rows(driver)
+            assert [r["Level"] for r in rows] == ["0", "1 (current)"], rows
+            assert number(rows[1]["Output tok/s"]) > 0, rows
+            driver.save_screenshot(shots["webui-llm-tab.png"])
+
+            # 6. Locust's dark theme (its switch stores the choice in localStorage.theme)
+            driver.execute_script("localStorage.theme = 'dark'")
+            driver.refresh()
+            try:
+                dark = wait(10).until(
+                    lambda d: (
+                        (c := charts(d, tab_charts)).get("tokens", {}).get("background")
+                        == "rgb(39, 39, 42)"
+                        and c
+                    )
+                )
+            except TimeoutException:
+                raise AssertionError(
+                    explain(f"charts not dark: {charts(driver, tab_charts)}")
+                ) from None
+            check_charts(dark, levels_started=2)
+            driver.save_screenshot(shots["webui-llm-tab-dark.png"])
+            driver.execute_script("localStorage.theme = 'light'")
+
+            # 7. the /llm page: the same charts, the current level, the levels' table
+            driver.get(base + "/llm")
+            try:
+                page = wait(10).until(
+                    lambda d: (
+                        d.find_element(By.ID, "level").text == "Level 1: 4 users"
+                        and (c := charts(d, "#charts")).get("tokens", {}).get("points", {})
+                        and c["tokens"]["points"]["output_tok_per_s"] > 5
+                        and c
+                    )
+                )
+            except TimeoutException:
+                raise AssertionError(
+                    explain(f"the /llm page showed {charts(driver, '#charts')}")
+                ) from None
+            check_charts(page, levels_started=2)
+            assert page["tokens"]["background"] == "rgb(255, 255, 255)", page["tokens"]
             assert driver.find_elements(By.CSS_SELECTOR, "#levels tbody tr.current"), explain(
                 "no current row"
             )
             driver.save_screenshot(shots["webui-llm.png"])
 
-            # 4. stop the test from the UI: Locust's status goes to STOPPED and the LLM page says so
+            # 8. stop the test from the UI: Locust's status goes to STOPPED and the LLM page says so
             driver.get(base + "/")
             stop = wait(20).until(
                 lambda d: next(
@@ -290,7 +440,7 @@ def test_llm_view_in_chromium_after_starting_from_the_ui(tmp_path):
             stop.click()
             wait(15).until(lambda d: "STOPPED" in d.find_element(By.TAG_NAME, "body").text.upper())
             driver.get(base + "/llm")
-            wait(10).until(lambda d: llm_page_state(d)[0].endswith("(stopped)"))
+            wait(10).until(lambda d: d.find_element(By.ID, "level").text.endswith("(stopped)"))
         finally:
             if driver is not None:
                 driver.quit()

@@ -1,5 +1,6 @@
 """Locust's private API: a user's stopping state, a worker's report on demand, the CSV writer's
-row writers, and the worker report interval (checked with locust 2.40.0 and 2.47.0)."""
+row writers, the worker report interval (checked with locust 2.40.0 and 2.47.0), and the
+endpoint names of two web UI views (checked with 2.47.0)."""
 
 from __future__ import annotations
 
@@ -53,3 +54,12 @@ def rewrite_csv_files(writer) -> None:
     writer.exceptions_csv_writer.writerow(writer.exceptions_columns)
     writer._exceptions_data_rows(writer.exceptions_csv_writer)
     writer._stats_history_data_rows(writer.stats_history_csv_writer, time.time())
+
+
+# Locust's web UI, as vllm-load's web view extends it (`web/view.py`): the Flask endpoint names
+# of two of its views (blueprint "locust", view functions `index` and `request_stats`). The
+# index renders webui/dist/index.html, an HTML page that ends with </body>; request_stats answers
+# /stats/requests with JSON that carries "user_count" (the header's users) and "extended_stats"
+# (the rows of template_args' extended tables), from a response memoized for 2 s.
+WEB_INDEX_ENDPOINT = "locust.index"
+WEB_STATS_ENDPOINT = "locust.request_stats"

@@ -1,21 +1,21 @@
 """Live per-level figures on the master, for the web UI while a test runs.
 
 Fed with every attributed record row as it arrives; cheap per row (counters and mergeable
-histograms). These are running figures over every finished request of a level, warm-up
+histograms); the time series for the charts is `timeline`'s. These are running figures over every finished request of a level, warm-up
 included; the report's figures over each level's measured window are the ones to publish.
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
+import time
 from dataclasses import dataclass, field
 
 from ..rundir.histogram import LogHistogram, bucket_of
 from ..rundir.records import COLUMNS
+from .timeline import Timeline
 
 _I = {name: COLUMNS.index(name) for name in COLUMNS}
-SERIES_SECONDS = 900
 
 
 @dataclass
@@ -35,7 +35,8 @@ class LiveLevel:
     e2e: LogHistogram = field(default_factory=LogHistogram)
     itl: LogHistogram = field(default_factory=LogHistogram)
 
-    def add(self, row) -> None:
+    def add(self, row, itl: list[tuple[int, int]]) -> None:
+        """One record row, its ITL histogram already parsed (`parse_counts`)."""
         self.first_start = min(self.first_start, row[_I["start_ts"]])
         self.last_end = max(self.last_end, row[_I["end_ts"]])
         if not row[_I["ok"]]:
@@ -47,8 +48,9 @@ class LiveLevel:
         if row[_I["ttft"]] is not None:
             self.ttft.counts[bucket_of(row[_I["ttft"]])] += 1
         self.e2e.counts[bucket_of(row[_I["e2e"]])] += 1
-        if row[_I["itl_hist"]]:
-            self.itl.add_text(row[_I["itl_hist"]])
+        counts = self.itl.counts
+        for bucket, count in itl:
+            counts[bucket] += count
 
     def as_dict(self) -> dict:
         span = self.last_end - self.first_start if self.last_end > self.first_start else math.nan
@@ -72,63 +74,69 @@ class LiveLevel:
         }
 
 
+def parse_counts(text: str) -> list[tuple[int, int]]:
+    """The (bucket, count) pairs of a `bucket:count;...` histogram text (parsed once per row)."""
+    if not text:
+        return []
+    pairs = []
+    for item in text.split(";"):
+        bucket, _, count = item.partition(":")
+        pairs.append((int(bucket), int(count)))
+    return pairs
+
+
 class LiveStats:
-    """Per-level running figures and a per-second token series for the whole test."""
+    """Per-level running figures and the test's time series (`timeline`) for the charts."""
 
     def __init__(self) -> None:
         self.levels: dict[int, LiveLevel] = {}
         self.personas: dict[tuple[int, str], LiveLevel] = {}  # per level and user class
         self.current_level: int | None = None
         self.current_users = 0
-        self._seconds: dict[int, list[int]] = {}  # second -> [input, output] tokens finished in it
-        self._order: deque[int] = deque()
+        self.timeline = Timeline()
 
-    def level_started(self, level: int, users: int) -> None:
+    def level_started(
+        self, level: int, users: int, at: float | None = None, rate: float | None = None
+    ) -> None:
         self.current_level, self.current_users = level, users
         self.levels.setdefault(level, LiveLevel(level, users))
+        self.timeline.mark(time.time() if at is None else at, "start", level, users, rate)
+
+    def drain_started(self, level: int, users: int, at: float) -> None:
+        self.timeline.mark(at, "drain", level, users)
+
+    def sample(self, now: float, users: int, in_flight: int) -> None:
+        """The users running and the requests in flight now (the run session's shape tick)."""
+        self.timeline.sample(now, users, in_flight)
+
+    def stopped(self, at: float) -> None:
+        self.timeline.stop(at)
 
     def add(self, row) -> None:
         level = row[_I["level"]]
         entry = self.levels.get(level)
         if entry is None:
             entry = self.levels[level] = LiveLevel(level, row[_I["users"]])
-        entry.add(row)
+        itl = parse_counts(row[_I["itl_hist"]]) if row[_I["ok"]] else []
+        entry.add(row, itl)
         key = (level, row[_I["user_class"]] or "")
         persona = self.personas.get(key)
         if persona is None:
             persona = self.personas[key] = LiveLevel(level, entry.users, key[1] or "(unnamed)")
-        persona.add(row)
-        if row[_I["ok"]]:
-            second = int(row[_I["end_ts"]])
-            bucket = self._seconds.get(second)
-            if bucket is None:
-                bucket = self._seconds[second] = [0, 0]
-                self._order.append(second)
-                while self._order and self._order[0] < second - SERIES_SECONDS:
-                    self._seconds.pop(self._order.popleft(), None)
-            bucket[0] += row[_I["prompt_tokens"]] or row[_I["requested_prompt_tokens"]] or 0
-            bucket[1] += row[_I["completion_tokens"]] or 0
+        persona.add(row, itl)
+        self.timeline.add(
+            row[_I["end_ts"]],
+            bool(row[_I["ok"]]),
+            row[_I["prompt_tokens"]] or row[_I["requested_prompt_tokens"]] or 0,
+            row[_I["completion_tokens"]] or 0,
+            row[_I["ttft"]],
+            itl,
+        )
 
-    def series(self, now: float, window: int = 5) -> list[dict]:
-        """Tokens/s per second (smoothed over `window` seconds), oldest first."""
-        if not self._seconds:
-            return []
-        start, end = min(self._seconds), int(now) - 1
-        out = []
-        for second in range(max(start, end - SERIES_SECONDS), end + 1):
-            span = range(second - window + 1, second + 1)
-            total = [self._seconds.get(s, (0, 0)) for s in span]
-            out.append(
-                {
-                    "t": second,
-                    "output_tok_per_s": sum(t[1] for t in total) / window,
-                    "total_tok_per_s": sum(t[0] + t[1] for t in total) / window,
-                }
-            )
-        return out
-
-    def snapshot(self, now: float) -> dict:
-        return {
+    def snapshot(self, now: float, series: bool = True, since: float | None = None) -> dict:
+        """The levels (and personas); with `series`, the time series too (only its points after
+        `since`, when given: a page that has the earlier ones asks for the new ones only)."""
+        data: dict = {
             "current_level": self.current_level,
             "current_users": self.current_users,
             "levels": [self.levels[k].as_dict() for k in sorted(self.levels)],
@@ -136,5 +144,7 @@ class LiveStats:
             "personas": [self.personas[k].as_dict() for k in sorted(self.personas)]
             if len({cls for _, cls in self.personas}) > 1
             else [],
-            "series": self.series(now),
         }
+        if series:
+            data["series"] = self.timeline.as_dict(now, since)
+        return data

@@ -144,6 +144,7 @@ class RunSession:
         users = self.controller.tick(now, self.finished_in_level, self.in_flight)
         for change in self.controller.take_changes():
             self.level_changed(change)
+        self.live.sample(now, self.environment.runner.user_count, self.in_flight(as_reported=True))
         return users
 
     def finished_in_level(self, level: int) -> int:
@@ -159,9 +160,9 @@ class RunSession:
             finished += LoadContext.of(self.environment).buffer.started_between(lo, hi)
         return finished
 
-    def in_flight(self) -> int:
+    def in_flight(self, as_reported: bool = False) -> int:
         """Requests in flight in every load process; while a worker has not yet reported that it
-        drains, at least one (its count may predate the drain)."""
+        drains, at least one (its count may predate the drain), unless `as_reported` (the charts)."""
         runner = self.environment.runner
         if not isinstance(runner, MasterRunner):
             return LoadContext.of(self.environment).in_flight
@@ -170,7 +171,7 @@ class RunSession:
             if client.state == STATE_MISSING:
                 continue
             draining, flying = self.worker_flights.get(client.id, (False, 1))
-            total += flying if draining else max(flying, 1)
+            total += flying if draining or as_reported else max(flying, 1)
         return total
 
     def worker_flight(self, worker: str, draining: bool, in_flight: int) -> None:
@@ -197,6 +198,7 @@ class RunSession:
         settings = self.settings
         if change.kind == "drain":
             self._drain(change)
+            self.live.drain_started(change.level, change.users, change.at)
             return
         if change.kind == "drained":
             drain = self.recorder.run_info.setdefault("drain", {})
@@ -215,7 +217,7 @@ class RunSession:
                 settings.level_time_cap,
                 change.rate,
             )
-            self.live.level_started(change.level, change.users)
+            self.live.level_started(change.level, change.users, change.at, change.rate)
             if change.rate is None:
                 logger.info("level %d: %d users", change.level, change.users)
             else:
@@ -288,6 +290,7 @@ class RunSession:
 
     def stopped(self) -> None:
         self.stopped_at = time.time()
+        self.live.stopped(self.stopped_at)
         self.recorder.write_run_json()
 
     def close(self) -> None:

@@ -79,8 +79,7 @@ class LogHistogram:
         return cls().add_text(text)
 
     def add_text(self, text: str) -> "LogHistogram":
-        """Add the counts of a `bucket:count;...` text (a merge without an intermediate histogram:
-        the live view does this for every finished request)."""
+        """Add the counts of a `bucket:count;...` text (a merge without an intermediate histogram)."""
         if text:
             counts = self.counts
             for item in text.split(";"):

@@ -1,18 +1,29 @@
-"""The "LLM" view in Locust's web UI: current level, live per-level table, tokens/s chart.
+"""The "LLM" view in Locust's web UI: live time-series charts and the per-level table.
 
-Two parts, both served by the master's web UI (so the numbers are the aggregate of every
-worker): an "LLM" tab in Locust's own UI (a table, through Locust's extended-tab mechanism)
-and a self-contained page at `/llm` with the same table and a tokens/s chart that polls
-`/llm/stats` (JSON). Nothing is loaded from outside the master.
+Served by the master's web UI, so the numbers are the aggregate of every worker, and nothing
+is loaded from outside it. Two places show the same charts (`static/llm-charts.js`, drawn from
+`/llm/stats`, whose time series is `run.timeline`'s):
+
+- the "LLM" tab of Locust's own UI: its per-level table is Locust's extended tab (rows carried
+  in `/stats/requests`' `extended_stats`); Locust's extended tabs render a table only, so the
+  charts come from a script this module adds to Locust's page (`static/llm-tab.js`), which
+  puts them above the table while the tab is selected;
+- the page at `/llm` (`static/llm.html`), the charts and the tables on their own.
+
+Locust's header shows `/stats/requests`' user count, which this module keeps current
+(`add_llm_stats`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 
-from flask import Response, jsonify, request
+from flask import Blueprint, Response, jsonify, request, send_from_directory
 
+from ..compat.locust import WEB_INDEX_ENDPOINT, WEB_STATS_ENDPOINT
+from ..run.timeline import Timeline
 from .auth import install_login
 
 LEVEL_COLUMNS = [
@@ -35,58 +46,74 @@ LEVEL_COLUMNS = [
 PERSONA_COLUMNS = [*LEVEL_COLUMNS[:2], ("user_class", "Persona"), *LEVEL_COLUMNS[2:]]
 
 
-def snapshot(environment) -> dict:
+STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
+ASSETS = ("llm-charts.js", "llm-tab.js", "llm.css")
+# added to Locust's page (its index.html ends with </body>): the charts of the LLM tab
+TAB_TAGS = (
+    '<link rel="stylesheet" href="./llm/assets/llm.css">'
+    '<script src="./llm/assets/llm-charts.js"></script>'
+    '<script src="./llm/assets/llm-tab.js"></script>'
+)
+
+
+def snapshot(environment, series: bool = True, since: float | None = None) -> dict:
+    """The LLM view's figures; `running` and `user_count` from the runner, as of now."""
     live = getattr(environment, "vllm_load_live", None)
+    now = time.time()
     if live is None:
-        return {
-            "current_level": None,
-            "current_users": 0,
-            "levels": [],
-            "personas": [],
-            "series": [],
-            "running": False,
-        }
-    data = live.snapshot(time.time())
+        data: dict = {"current_level": None, "current_users": 0, "levels": [], "personas": []}
+        if series:
+            data["series"] = Timeline().as_dict(now)
+    else:
+        data = live.snapshot(now, series=series, since=since)
     runner = environment.runner
     data["running"] = getattr(runner, "state", "") in ("spawning", "running")
     data["user_count"] = getattr(runner, "user_count", 0)
     return data
 
 
+def page() -> str:
+    with open(os.path.join(STATIC, "llm.html"), encoding="utf-8") as fh:
+        html = fh.read()
+    columns = json.dumps({"levels": LEVEL_COLUMNS, "personas": PERSONA_COLUMNS})
+    return html.replace("__COLUMNS__", columns.replace("<", "\\u003c"))
+
+
 def install_web_ui(environment, web_ui) -> None:
     app = web_ui.app
     if web_ui.web_login:  # Locust's --web-login: our login, and our routes behind it too
         install_login(environment, web_ui)
+    options = environment.parsed_options
+    base_path = getattr(options, "web_base_path", "") or ""
+    # beside Locust's own routes (under --web-base-path like them): relative links work from both
+    blueprint = Blueprint("vllm_load_llm", __name__, url_prefix=base_path or None)
 
-    @app.route("/llm/stats")
+    @blueprint.route("/llm/stats")
     @web_ui.auth_required_if_enabled
     def llm_stats():
-        return jsonify(snapshot(environment))
+        since = request.args.get("since", type=float)
+        return jsonify(snapshot(environment, since=since))
 
-    @app.route("/llm")
+    @blueprint.route("/llm")
     @web_ui.auth_required_if_enabled
     def llm_page():
-        return Response(
-            PAGE.replace("__COLUMNS__", json.dumps(LEVEL_COLUMNS)).replace(
-                "__PERSONA_COLUMNS__", json.dumps(PERSONA_COLUMNS)
-            ),
-            mimetype="text/html",
-        )
+        return Response(page(), mimetype="text/html")
+
+    @blueprint.route("/llm/assets/<name>")
+    @web_ui.auth_required_if_enabled
+    def llm_asset(name: str):
+        if name not in ASSETS:
+            return Response("not found", status=404, mimetype="text/plain")
+        return send_from_directory(STATIC, name, max_age=0)
+
+    app.register_blueprint(blueprint)
 
     @app.after_request
-    def add_llm_table(response):
-        if request.path != "/stats/requests" or not response.is_json:
-            return response
-        data = snapshot(environment)
-        rows = [
-            dict(
-                row,
-                level=f"{row['level']}{' (current)' if row['level'] == data['current_level'] and data['running'] else ''}",
-            )
-            for row in data["levels"]
-        ]
-        extended = [{"key": "llm", "data": rows}, {"key": "llm_personas", "data": data["personas"]}]
-        response.set_data(json.dumps({**response.json, "extended_stats": extended}))
+    def extend_locust_ui(response):
+        if request.endpoint == WEB_INDEX_ENDPOINT and response.status_code == 200:
+            return add_tab_scripts(response)
+        if request.endpoint == WEB_STATS_ENDPOINT and response.is_json:
+            return add_llm_stats(environment, response)
         return response
 
     web_ui.template_args["extended_tabs"] = [
@@ -101,76 +128,41 @@ def install_web_ui(environment, web_ui) -> None:
         },
     ]
     web_ui.template_args["extended_csv_files"] = [
-        {"href": "/llm", "title": "LLM live view (tokens/s chart)"}
+        {"href": "./llm", "title": "LLM live view (charts and levels)"}
     ]
 
 
-PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>vllm-load: LLM view</title>
-<style>
- body { font-family: system-ui, sans-serif; margin: 24px; color: #1d2330; }
- h1 { font-size: 20px; margin: 0 0 4px; } .muted { color: #667; font-size: 13px; }
- #level { font-size: 28px; font-weight: 600; margin: 12px 0; }
- table { border-collapse: collapse; margin: 12px 0; font-variant-numeric: tabular-nums; }
- th, td { border-bottom: 1px solid #dde; padding: 4px 10px; text-align: right; }
- th { background: #f3f4f8; } tr.current td { background: #fff6d6; }
- svg { border: 1px solid #dde; background: #fcfcfe; }
-</style></head>
-<body>
-<h1>vllm-load &mdash; LLM view</h1>
-<div class="muted">Live figures over every finished request of a level (warm-up included); the report's measured-window figures are the ones to publish. <a href="/">Locust UI</a></div>
-<div id="level">no test yet</div>
-<div>Output tokens/s <span id="tokps">0</span> &middot; total tokens/s <span id="totps">0</span></div>
-<svg id="chart" width="900" height="260" role="img" aria-label="tokens per second"></svg>
-<table id="levels"><thead></thead><tbody></tbody></table>
-<div id="by-persona" hidden><h2 style="font-size:16px">Per persona</h2>
-<table id="personas"><thead></thead><tbody></tbody></table></div>
-<script>
-const COLUMNS = __COLUMNS__;
-const PERSONA_COLUMNS = __PERSONA_COLUMNS__;
-document.querySelector('#personas thead').innerHTML = '<tr>' + PERSONA_COLUMNS.map(c => '<th>' + c[1] + '</th>').join('') + '</tr>';
-const head = document.querySelector('#levels thead');
-head.innerHTML = '<tr>' + COLUMNS.map(c => '<th>' + c[1] + '</th>').join('') + '</tr>';
-function fmt(v) { return v === null || v === undefined ? '' : (typeof v === 'number' ? v.toLocaleString() : String(v)); }
-function drawChart(series) {
-  const svg = document.getElementById('chart'); const W = 900, H = 260, P = 40;
-  while (svg.firstChild) svg.removeChild(svg.firstChild);
-  if (!series.length) return;
-  const max = Math.max(1, ...series.map(p => p.total_tok_per_s));
-  const t0 = series[0].t, t1 = series[series.length - 1].t || t0 + 1;
-  const x = t => P + (W - 2 * P) * (t - t0) / Math.max(1, t1 - t0);
-  const y = v => H - P + (-(H - 2 * P)) * v / max;
-  const ns = 'http://www.w3.org/2000/svg';
-  for (const [key, color] of [['total_tok_per_s', '#9aa7c7'], ['output_tok_per_s', '#2b59c3']]) {
-    const path = document.createElementNS(ns, 'polyline');
-    path.setAttribute('fill', 'none'); path.setAttribute('stroke', color); path.setAttribute('stroke-width', '2');
-    path.setAttribute('points', series.map(p => x(p.t) + ',' + y(p[key])).join(' '));
-    svg.appendChild(path);
-  }
-  const label = document.createElementNS(ns, 'text');
-  label.setAttribute('x', 4); label.setAttribute('y', 14); label.setAttribute('font-size', '12');
-  label.textContent = 'max ' + Math.round(max).toLocaleString() + ' tok/s (blue: output, grey: total)';
-  svg.appendChild(label);
-}
-async function refresh() {
-  try {
-    const data = await (await fetch('/llm/stats')).json();
-    const lvl = document.getElementById('level');
-    lvl.textContent = data.current_level === null ? 'no test yet'
-      : 'Level ' + data.current_level + ': ' + data.current_users + ' users' + (data.running ? '' : ' (stopped)');
-    const last = data.series.length ? data.series[data.series.length - 1] : {output_tok_per_s: 0, total_tok_per_s: 0};
-    document.getElementById('tokps').textContent = Math.round(last.output_tok_per_s).toLocaleString();
-    document.getElementById('totps').textContent = Math.round(last.total_tok_per_s).toLocaleString();
-    document.querySelector('#levels tbody').innerHTML = data.levels.map(r =>
-      '<tr class="' + (r.level === data.current_level && data.running ? 'current' : '') + '">' +
-      COLUMNS.map(c => '<td>' + fmt(r[c[0]]) + '</td>').join('') + '</tr>').join('');
-    document.getElementById('by-persona').hidden = !data.personas.length;
-    document.querySelector('#personas tbody').innerHTML = data.personas.map(r =>
-      '<tr class="' + (r.level === data.current_level && data.running ? 'current' : '') + '">' +
-      PERSONA_COLUMNS.map(c => '<td>' + fmt(r[c[0]]) + '</td>').join('') + '</tr>').join('');
-    drawChart(data.series);
-  } catch (e) { /* the master may be restarting; try again */ }
-}
-refresh(); setInterval(refresh, 2000);
-</script></body></html>
-"""
+def add_tab_scripts(response):
+    """Locust's page with the LLM tab's charts script (before its </body>, or at the end)."""
+    html = response.get_data(as_text=True)
+    at = html.rfind("</body>")
+    html = html[:at] + TAB_TAGS + html[at:] if at >= 0 else html + TAB_TAGS
+    response.set_data(html)
+    return response
+
+
+def add_llm_stats(environment, response):
+    """Locust's /stats/requests with the LLM tables' rows (`extended_stats`), and its user count
+    as of now.
+
+    Locust memoizes /stats/requests for 2 s (longer once a computation takes longer) and its UI
+    polls it every 2 s, so the count in the header came up to about 4 s late: with the shape's
+    1 s tick, the previous level's users for the first seconds of every level (all of a short
+    level's). The count (and the status) is the runner's, read at each request instead; the
+    response object is the memoized one, so every field set here is set afresh each time.
+    """
+    data = snapshot(environment, series=False)
+    rows = [
+        dict(
+            row,
+            level=f"{row['level']}{' (current)' if row['level'] == data['current_level'] and data['running'] else ''}",
+        )
+        for row in data["levels"]
+    ]
+    extended = [{"key": "llm", "data": rows}, {"key": "llm_personas", "data": data["personas"]}]
+    payload = {**response.json, "extended_stats": extended}
+    if environment.runner is not None:  # the header's users and status, as of now
+        payload["user_count"] = environment.runner.user_count
+        payload["state"] = environment.runner.state
+    response.set_data(json.dumps(payload))
+    return response

@@ -1,0 +1,211 @@
+"""The live time series behind the web UI's charts: a bounded list of points over the whole test.
+
+Each point stands for the end of a step (1 s to begin with) and holds the figures of the
+requests that finished in the window before it (5 s, or the step once it is longer): total and
+output tokens/s, TTFT p50/p99, ITL p99 and failed requests/s; and the last sample before it of
+the requests in flight and the users running (`sample`, taken by the run session on every
+shape tick, about once a second). Level marks say when each level started (and when the last
+level's drain did).
+
+Only what the master already receives goes in: the record rows (by the second they ended in),
+never anything per chunk. A point is closed once its window is `settle` seconds old, so rows
+that ride in a worker report (sent every second) are in it; a row later still counts in the
+next point. Memory stays bounded whatever the test's length: per-second buckets only for the
+seconds a point still needs, and at most `max_points` points: past that, every other point is
+dropped and the step doubles (a 20-minute test keeps one point a second).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from ..rundir.histogram import bucket_of, bucket_value
+
+WINDOW_SECONDS = 5
+SETTLE_SECONDS = 2.0
+MAX_POINTS = 1200
+
+#: the figures of a point, in the order of `Timeline.points`' tuples after the time
+FIGURES = (
+    "total_tok_per_s",
+    "output_tok_per_s",
+    "ttft_p50_ms",
+    "ttft_p99_ms",
+    "itl_p99_ms",
+    "errors_per_s",
+    "in_flight",
+    "users",
+)
+
+
+class _Second:
+    """What finished in one second: counts, tokens and latency histograms (bucket -> count)."""
+
+    __slots__ = ("ok", "failed", "tokens_in", "tokens_out", "ttft", "itl")
+
+    def __init__(self) -> None:
+        self.ok = self.failed = self.tokens_in = self.tokens_out = 0
+        self.ttft: Counter[int] = Counter()
+        self.itl: Counter[int] = Counter()
+
+
+def _percentile_ms(counts: Counter[int], q: float) -> float | None:
+    total = sum(counts.values())
+    if not total:
+        return None
+    rank, seen = max(1, math.ceil(q / 100.0 * total)), 0
+    for bucket in sorted(counts):
+        seen += counts[bucket]
+        if seen >= rank:
+            return round(bucket_value(bucket) * 1000, 1)
+    return None  # pragma: no cover (the ranks add up to the total)
+
+
+class Timeline:
+    """Points every `step` seconds from the first activity until `stop`, at most `max_points`."""
+
+    def __init__(
+        self,
+        window: int = WINDOW_SECONDS,
+        settle: float = SETTLE_SECONDS,
+        max_points: int = MAX_POINTS,
+    ) -> None:
+        self.window, self.settle, self.max_points = window, settle, max_points
+        self.step = 1
+        self.points: list[tuple] = []  # (t, *FIGURES)
+        self.marks: list[dict] = []
+        self._seconds: dict[int, _Second] = {}
+        self._samples: list[tuple[float, int, int]] = []  # (time, users, in flight), recent only
+        self._next: int | None = None  # end of the next point to close
+        self._stop_at: float | None = None
+
+    # input ---------------------------------------------------------------------------------------
+    def _begin(self, t: float) -> None:
+        if self._next is None:
+            self._next = (int(t) // self.step + 1) * self.step
+
+    def mark(self, t: float, kind: str, level: int, users: int, rate: float | None = None) -> None:
+        """A level boundary: `kind` "start" (a level began) or "drain" (the last level's users
+        stopped sending); starting again after `stop` (a new test from the UI) goes on from here."""
+        self._stop_at = None
+        self._begin(t)
+        self.marks.append({"t": t, "kind": kind, "level": level, "users": users, "rate": rate})
+
+    def sample(self, t: float, users: int, in_flight: int) -> None:
+        if self._stop_at is not None:
+            return
+        self._begin(t)
+        self._samples.append((t, users, in_flight))
+
+    def add(
+        self,
+        end_ts: float,
+        ok: bool,
+        tokens_in: int,
+        tokens_out: int,
+        ttft: float | None,
+        itl: list[tuple[int, int]],
+    ) -> None:
+        """One finished request, by the second it ended in (a late one: the next open second);
+        `itl` its ITL histogram's (bucket, count) pairs."""
+        self._begin(end_ts)
+        assert self._next is not None
+        second = max(int(end_ts), self._next - 1)
+        entry = self._seconds.get(second)
+        if entry is None:
+            entry = self._seconds[second] = _Second()
+        if not ok:
+            entry.failed += 1
+            return
+        entry.ok += 1
+        entry.tokens_in += tokens_in
+        entry.tokens_out += tokens_out
+        if ttft is not None:
+            entry.ttft[bucket_of(ttft)] += 1
+        counts = entry.itl
+        for bucket, count in itl:
+            counts[bucket] += count
+
+    def stop(self, t: float) -> None:
+        """The test is over at `t`: close the points up to it, and take no more."""
+        self._stop_at = t
+
+    # points --------------------------------------------------------------------------------------
+    def advance(self, now: float) -> None:
+        """Close every point whose window is at least `settle` seconds old (and not past `stop`)."""
+        if self._next is None:
+            return
+        limit = now - self.settle
+        if self._stop_at is not None:
+            limit = min(limit, self._stop_at + self.step)  # the point that holds the stop
+        while self._next <= limit:
+            self._close(self._next)
+            self._next += self.step
+            if len(self.points) > self.max_points:
+                self._halve()
+
+    def _close(self, t: int) -> None:
+        span = max(self.window, self.step)
+        ok = failed = tokens_in = tokens_out = 0
+        ttft: Counter[int] = Counter()
+        itl: Counter[int] = Counter()
+        for second in range(t - span, t):
+            entry = self._seconds.get(second)
+            if entry is None:
+                continue
+            ok += entry.ok
+            failed += entry.failed
+            tokens_in += entry.tokens_in
+            tokens_out += entry.tokens_out
+            ttft.update(entry.ttft)
+            itl.update(entry.itl)
+        users = in_flight = 0
+        for at, sampled_users, sampled_flight in self._samples:
+            if at >= t:
+                break
+            users, in_flight = sampled_users, sampled_flight
+        self.points.append(
+            (
+                t,
+                round((tokens_in + tokens_out) / span, 1),
+                round(tokens_out / span, 1),
+                _percentile_ms(ttft, 50),
+                _percentile_ms(ttft, 99),
+                _percentile_ms(itl, 99),
+                round(failed / span, 2),
+                in_flight,
+                users,
+            )
+        )
+        # keep what the next points need: their windows, and a window twice as long (after a halving)
+        keep_from = t + self.step - 2 * max(self.window, 2 * self.step)
+        for second in [s for s in self._seconds if s < keep_from]:
+            del self._seconds[second]
+        while len(self._samples) > 1 and self._samples[1][0] < t:
+            self._samples.pop(0)
+
+    def _halve(self) -> None:
+        """Every other point goes (those off the doubled step's grid); later points come at it."""
+        self.step *= 2
+        self.points = [p for p in self.points if p[0] % self.step == 0]
+        assert self._next is not None
+        self._next = -(-self._next // self.step) * self.step
+
+    def as_dict(self, now: float, since: float | None = None) -> dict:
+        """The points (after `since`, when given) as columns, the step, the window and the marks."""
+        self.advance(now)
+        points = self.points
+        if since is not None:
+            first = len(points)
+            while first > 0 and points[first - 1][0] > since:
+                first -= 1
+            points = points[first:]
+        columns = list(zip(*points)) if points else [()] * (len(FIGURES) + 1)
+        return {
+            "step": self.step,
+            "window": max(self.window, self.step),
+            "t": list(columns[0]),
+            **{name: list(columns[i + 1]) for i, name in enumerate(FIGURES)},
+            "marks": self.marks,
+        }
