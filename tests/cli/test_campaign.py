@@ -174,6 +174,7 @@ def test_resume_with_other_options_is_refused(tmp_path, restartable_sim):
     assert refused.returncode == 2 and "different options (output_tokens)" in refused.stderr
 
 
+@pytest.mark.slow  # ~30 s of runs; the refined levels' rule is unit-tested (test_refine_levels_bracket_the_knee)
 def test_refine_runs_a_fine_sweep_around_the_knee(tmp_path):
     from vllm_load.sim.process import SimulatorProcess
 

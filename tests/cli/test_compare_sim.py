@@ -8,6 +8,7 @@ below what a Locust client on two CPUs can read, so the server, not the client, 
 
 import json
 
+import pytest
 from support.runhelpers import run_vllm_load
 
 from vllm_load.cli.main import main
@@ -33,6 +34,7 @@ def _three_runs(out: str, max_num_seqs: int) -> None:
             run_vllm_load("run", "--host", sim.url, *RUN_ARGS, "--out", out, timeout=60)
 
 
+@pytest.mark.slow  # ~45 s: six runs; the statistics are unit-tested, the CLI on synthetic runs (test_compare.py)
 def test_compare_finds_the_bigger_batch_faster_against_the_simulator(tmp_path, capsys):
     a, b = str(tmp_path / "seqs16"), str(tmp_path / "seqs64")
     _three_runs(a, 16)

@@ -16,7 +16,7 @@ from support.runhelpers import run_vllm_load
 from vllm_load.sim.process import SimulatorProcess
 
 STEPS = (1, 2, 4, 8)
-HOLD_S = 8
+HOLD_S = 6
 
 LOCUSTFILE = f"""
 from locust import FastHttpUser, LoadTestShape, task

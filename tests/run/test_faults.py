@@ -94,7 +94,15 @@ def measured_success_rates(requests, steps) -> list[float]:
     return rates
 
 
-@pytest.mark.parametrize("name", list(CASES))
+#: cases whose category and code path another case already covers (error_503, json_error_503,
+#: reset): in the slow suite only, to keep the default suite's time
+SLOW_CASES = {"error_500", "error_429", "json_reset"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_CASES else n for n in CASES],
+)
 def test_a_stepped_run_survives_the_fault_and_accounts_for_every_request(name, tmp_path):
     case = CASES[name]
     with SimulatorProcess(

@@ -7,6 +7,7 @@ import asyncio
 from dataclasses import dataclass
 
 import orjson
+import pytest
 from support.sim_http import metric_value
 
 from vllm_load.sim.process import SimulatorProcess
@@ -113,6 +114,7 @@ async def _drive(url: str) -> list[Level]:
         return levels
 
 
+@pytest.mark.slow  # ~25 s up to 1000 users; the engine model's saturation is unit-tested (test_sim_engine.py)
 def test_throughput_saturates_and_latency_keeps_growing():
     with SimulatorProcess("--max-num-seqs", str(MAX_NUM_SEQS)) as sim:
         levels = {lv.users: lv for lv in asyncio.run(_drive(sim.url))}
