@@ -41,6 +41,18 @@ def test_the_slos_may_change_on_resume_as_they_change_nothing_in_a_run():
     assert _compared_options(first) == _compared_options(again)
 
 
+def test_resume_with_another_locustfile_is_a_different_campaign(tmp_path):
+    mine = tmp_path / "mine.py"
+    mine.write_text("from vllm_load.api import LLMUser\n", encoding="utf-8")
+    parser = argparse.ArgumentParser()
+    configure_parser(parser, "campaign")
+    built_in = parser.parse_args(["--host", "http://127.0.0.1:9"])
+    own = parser.parse_args(["--host", "http://127.0.0.1:9", "-f", str(mine)])
+    assert "locustfile" not in _compared_options(built_in)  # as campaigns before -f recorded
+    assert _compared_options(own)["locustfile"] == str(mine)
+    assert _compared_options(own) != _compared_options(built_in)
+
+
 def test_refine_levels_bracket_the_knee():
     coarse = [10, 50, 100, 200, 500, 750, 1000]
     assert refine_levels(coarse, 750) == list(range(500, 1001, 50))  # seed 001's sweep

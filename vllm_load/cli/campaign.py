@@ -22,7 +22,7 @@ from ..rundir.files import write_atomic
 from ..settings import Settings
 from ..target.process import ServerError, ServerProcess, run_restart_command, wait_ready
 from ..values import SettingsError, parse_levels
-from .run import add_managed_run_options, run_headless
+from .run import LOCUSTFILE, add_managed_run_options, run_headless
 
 STATE_FILE = "campaign.json"
 #: run options that do not change what a run measures, so may differ on resume
@@ -178,7 +178,11 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
 def _compared_options(args: argparse.Namespace) -> dict:
     """The target and the run settings as run.json records them, minus what may change on resume."""
     public = Settings.from_options(args).public()
-    return {"host": args.host, **{k: v for k, v in sorted(public.items()) if k not in NOT_COMPARED}}
+    compared = {"host": args.host}
+    locustfile = getattr(args, "locustfile", LOCUSTFILE)
+    if locustfile != LOCUSTFILE:  # recorded only when given: campaigns started before -f resume
+        compared["locustfile"] = locustfile
+    return {**compared, **{k: v for k, v in sorted(public.items()) if k not in NOT_COMPARED}}
 
 
 def _validate(args: argparse.Namespace) -> None:
