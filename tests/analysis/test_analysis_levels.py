@@ -8,69 +8,12 @@ import random
 import numpy as np
 import pandas as pd
 import pytest
+from support.level_frames import make_requests, make_steps, ok
 
 from vllm_load.analysis.levels.hist import hist_percentiles, merge_hist_column
 from vllm_load.analysis.levels.measure import level_metrics, measure_levels
 from vllm_load.analysis.levels.table import format_level_table
 from vllm_load.rundir.histogram import LogHistogram, bucket_value
-from vllm_load.rundir.records import COLUMNS, PANDAS_DTYPES
-
-
-def make_requests(rows: list[dict]) -> pd.DataFrame:
-    """A requests frame with the documented columns and dtypes; unspecified cells empty."""
-    full = []
-    for i, row in enumerate(rows):
-        rec = {c: None for c in COLUMNS}
-        rec.update(
-            {
-                "request_id": f"0-{i}",
-                "worker": "local",
-                "endpoint": "chat",
-                "stream": 1,
-                "requested_prompt_tokens": 10,
-                "requested_completion_tokens": 10,
-                "status": 200,
-                "error": "",
-                "error_message": "",
-                "itl_hist": "",
-            }
-        )
-        rec.update(row)
-        rec["e2e"] = rec["end_ts"] - rec["start_ts"]
-        full.append(rec)
-    frame = pd.DataFrame(full, columns=list(COLUMNS))
-    return frame.astype({c: t for c, t in PANDAS_DTYPES.items()})
-
-
-def make_steps(rows: list[tuple]) -> pd.DataFrame:
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "level",
-            "users",
-            "start_ts",
-            "end_ts",
-            "warmup_requests",
-            "target_requests",
-            "time_cap",
-            "stop_reason",
-        ],
-    )
-
-
-def ok(level, users, start, end, prompt=10, completion=10, ttft=0.1, itl="", **kw):
-    return {
-        "level": level,
-        "users": users,
-        "start_ts": start,
-        "end_ts": end,
-        "ok": 1,
-        "ttft": ttft,
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "itl_hist": itl,
-        **kw,
-    }
 
 
 @pytest.fixture

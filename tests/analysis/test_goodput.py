@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from test_analysis_levels import make_requests, make_steps, ok
+from support.level_frames import make_requests, make_steps, ok
 
 from vllm_load.analysis.decisions.goodput import (
     SUCCESS,

@@ -141,8 +141,9 @@ def test_dest_is_the_flag_name():
 def test_every_subcommand_s_help_formats(command):
     # a help with a bare percent sign (`99%`) breaks argparse's %-formatting of --help
     from vllm_load.cli.main import build_parser
+    from vllm_load.compat.argparse import subcommand_parsers
 
     parser = build_parser()
-    sub = parser._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
+    sub = subcommand_parsers(parser)[command]
     text = sub.format_help()
     assert "--slo SLO" in text

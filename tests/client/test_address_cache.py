@@ -11,6 +11,7 @@ SCRIPT = textwrap.dedent("""
     import gevent, gevent.socket, socket
     from geventhttpclient import HTTPClient
     from vllm_load.client.context import AddressCache
+    from vllm_load.compat.geventhttpclient import pool_addresses
 
     calls = []
     real = gevent.socket.getaddrinfo
@@ -26,7 +27,7 @@ SCRIPT = textwrap.dedent("""
     clients = [HTTPClient.from_url("http://localhost:9/", concurrency=1) for _ in range(200)]
     for client in clients:
         cache.install(client)
-    found = gevent.joinall([gevent.spawn(c._connection_pool._resolve) for c in clients], raise_error=True)
+    found = gevent.joinall([gevent.spawn(pool_addresses, c) for c in clients], raise_error=True)
     assert len(calls) == 1, calls
     assert all(g.value == found[0].value and g.value for g in found)
     assert {info[4][1] for info in found[0].value} == {9}
@@ -35,7 +36,7 @@ SCRIPT = textwrap.dedent("""
     cache.install(bad)
     for attempt in range(2):  # a failed lookup is not kept: each connection asks again
         try:
-            bad._connection_pool._resolve()
+            pool_addresses(bad)
         except socket.gaierror:
             pass
         else:

@@ -3,6 +3,7 @@
 Run `ruff check --fix . && ruff format .` to mend what these report.
 """
 
+import ast
 import os
 import shutil
 import subprocess
@@ -27,4 +28,31 @@ def test_ruff(args):
     proc = subprocess.run([_ruff(), *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, (
         f"ruff {' '.join(args)}:\n{proc.stdout[-4000:]}{proc.stderr[-2000:]}"
+    )
+
+
+def test_test_modules_never_import_each_other():
+    """Shared test code lives in tests/support (or tests/conftest.py), never in a test module."""
+    tests = os.path.join(ROOT, "tests")
+    found = []
+    for folder, _dirs, files in os.walk(tests):
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(folder, name)
+            with open(path, encoding="utf-8") as fh:
+                tree = ast.parse(fh.read(), path)
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    modules = [node.module]
+                elif isinstance(node, ast.Import):
+                    modules = [alias.name for alias in node.names]
+                else:
+                    continue
+                found += [
+                    f"{os.path.relpath(path, ROOT)}:{node.lineno}: {m}"
+                    for m in modules
+                    if m.split(".")[-1].startswith("test_") or m.startswith("tests.")
+                ]
+    assert not found, (
+        "test modules importing test modules (move the shared code to tests/support):\n"
+        + "\n".join(found)
     )

@@ -22,9 +22,11 @@ from support import ROOT
 from vllm_load.compat.argparse import (
     DefaultsHelpFormatter,
     parser_actions,
+    subcommand_parsers,
 )
 
 COMPAT = os.path.join(ROOT, "vllm_load", "compat")
+THIS_FILE = os.path.realpath(__file__)  # the checks themselves read private attributes
 
 # the scripts' shared ending: run every check, report each as None (held) or what failed
 RUN_CHECKS = r"""
@@ -125,7 +127,7 @@ GEVENTHTTPCLIENT = r"""
 import socket
 import gevent, gevent.event, gevent.socket, geventhttpclient
 from geventhttpclient import HTTPClient
-from vllm_load.compat.geventhttpclient import body_buffer, discard_connection, resolve_with, response_socket
+from vllm_load.compat.geventhttpclient import body_buffer, discard_connection, pool_addresses, resolve_with, response_socket
 
 LIB = f"geventhttpclient {geventhttpclient.__version__}"
 HEADERS = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -237,6 +239,9 @@ def check_resolve_with():
     expect(asked == [("compat-check.invalid", server.port)],
            "ConnectionPool no longer calls _resolve() for a new connection, or _connection_host/"
            f"_connection_port no longer hold the target (lookups: {asked!r})")
+    addresses = pool_addresses(http)
+    expect(len(asked) == 2 and addresses and addresses[0][4][1] == server.port,
+           f"ConnectionPool._resolve() is no longer the lookup a new connection makes ({addresses!r})")
 """
 
 LOCUST = r"""
@@ -393,6 +398,7 @@ COVERS = {
     "report_interval_and_send_worker_report": ["set_worker_report_interval", "send_worker_report"],
     "close_throws_into_the_watcher_callback_owner": [],
     "web_ui_endpoints": ["WEB_INDEX_ENDPOINT", "WEB_STATS_ENDPOINT"],
+    "resolve_with": ["resolve_with", "pool_addresses"],
 }
 
 
@@ -438,7 +444,7 @@ def compat_names(module: str) -> set[str]:
 
 
 # checked in this process, by the test_argparse_* tests below
-ARGPARSE_CHECKED = {"parser_actions", "DefaultsHelpFormatter"}
+ARGPARSE_CHECKED = {"parser_actions", "subcommand_parsers", "DefaultsHelpFormatter"}
 
 
 @pytest.mark.parametrize(
@@ -465,6 +471,17 @@ def test_argparse_parser_actions_are_the_live_actions():
     )
 
 
+def test_argparse_subcommand_parsers():
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    run = sub.add_parser("run")
+    assert subcommand_parsers(parser) == {"run": run}, (
+        "argparse: the subparsers action is no longer among ArgumentParser._actions with the "
+        f"subcommands' parsers as its choices ({parser_actions(parser)!r})"
+    )
+    assert subcommand_parsers(argparse.ArgumentParser()) == {}
+
+
 def test_argparse_help_string_hook():
     class Marked(DefaultsHelpFormatter):
         def help_string(self, action):
@@ -481,7 +498,13 @@ def test_argparse_help_string_hook():
 
 # an attribute with a leading underscore, and what it is read on (a name, or a call's result)
 PRIVATE = re.compile(r"(?<![\w.])((?:\w+\.)*\w+|\))\._[A-Za-z]\w*")
-OURS = {"args._module"}  # cli/main.py: the subcommand's module, put there by set_defaults
+OURS = {
+    "args._module",  # cli/main.py: the subcommand's module, put there by set_defaults
+    # tests looking inside vllm-load's own objects
+    "buffer._rows",
+    "live.timeline._seconds",
+    "significance._resampled_percentiles",
+}
 
 
 def private_accesses(line: str) -> list[str]:
@@ -496,15 +519,18 @@ def private_accesses(line: str) -> list[str]:
 
 def test_no_private_attribute_of_another_library_outside_compat():
     found = []
-    for folder, _dirs, files in os.walk(os.path.join(ROOT, "vllm_load")):
-        if folder.startswith(COMPAT):
-            continue
-        for name in sorted(f for f in files if f.endswith(".py")):
-            path = os.path.join(folder, name)
-            with open(path) as f:
-                for number, line in enumerate(f, 1):
-                    for access in private_accesses(line):
-                        found.append(f"{os.path.relpath(path, ROOT)}:{number}: {access}")
+    for top in ("vllm_load", "tests", "bench", "locustfiles", "scripts"):
+        for folder, _dirs, files in os.walk(os.path.join(ROOT, top)):
+            if folder.startswith(COMPAT) or "__pycache__" in folder:
+                continue
+            for name in sorted(f for f in files if f.endswith(".py")):
+                path = os.path.join(folder, name)
+                if os.path.realpath(path) == THIS_FILE:
+                    continue
+                with open(path) as f:
+                    for number, line in enumerate(f, 1):
+                        for access in private_accesses(line):
+                            found.append(f"{os.path.relpath(path, ROOT)}:{number}: {access}")
     assert not found, (
         "private attributes outside vllm_load/compat (move each there, with a check in this "
         "file; add it to OURS if it is vllm-load's own):\n" + "\n".join(found)

@@ -9,7 +9,6 @@ where kubectl is installed it is checked against `kubectl kustomize`.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import os
 import re
@@ -23,6 +22,7 @@ from support import ROOT
 from support.kustomize import Unsupported, containers, render, split_image
 
 from vllm_load.cli.main import build_parser
+from vllm_load.compat.argparse import parser_actions, subcommand_parsers
 from vllm_load.settings import Settings
 from vllm_load.values import SettingsError
 
@@ -154,8 +154,8 @@ def argument_problems(docs: list[dict]) -> list[str]:
 
 
 def subcommand_options(parser, command: str) -> set[str]:
-    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    return {s for action in subparsers.choices[command]._actions for s in action.option_strings}
+    sub = subcommand_parsers(parser)[command]
+    return {s for action in parser_actions(sub) for s in action.option_strings}
 
 
 def image_name(docs: list[dict]) -> str:

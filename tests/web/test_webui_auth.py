@@ -46,7 +46,7 @@ def env_without_password() -> dict:
 
 
 def descendant_command_lines(pid: int) -> list[str]:
-    """The command lines of a process and all its descendants (vllm-load runs Locust in a session of its own)."""
+    """The command lines of a process and all its descendants (vllm-load runs Locust in a process group of its own)."""
     parent_of, cmdline = {}, {}
     for stat_path in glob.glob("/proc/[0-9]*/stat"):
         try:

@@ -7,7 +7,7 @@ says which attribute, what we rely on it doing, and the release it was checked w
 tests/code/test_compat.py checks each against the installed library and names what changed, and
 setup.cfg caps locust and geventhttpclient at the releases those tests passed on.
 
-- `argparse`: the actions of a parser, two action classes, the help-string hook.
+- `argparse`: the actions of a parser, its subcommands' parsers, the help-string hook.
 - `gevent`: a gevent socket's stdlib socket and read watcher (the stream reader).
 - `geventhttpclient`: a response's body buffer and connection, a pool's address lookup.
 - `locust`: a user's stopping state, a worker's report, the CSV writer's rows, the report

@@ -12,6 +12,15 @@ def parser_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
     return parser._actions
 
 
+def subcommand_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The parsers of a parser's subcommands, by name: the `choices` of the action that
+    `add_subparsers` added (found among `parser_actions`; empty without subcommands)."""
+    for action in parser_actions(parser):
+        if isinstance(action.choices, dict):
+            return dict(action.choices)
+    return {}
+
+
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """`argparse.ArgumentDefaultsHelpFormatter` with its per-option hook under a public name.
 

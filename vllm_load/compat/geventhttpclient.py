@@ -46,3 +46,9 @@ def resolve_with(client, lookup: Callable[[str, int], list]) -> None:
     pool = client._connection_pool
     host, port = pool._connection_host, pool._connection_port
     pool._resolve = lambda: lookup(host, port)
+
+
+def pool_addresses(client) -> list:
+    """The addresses the client's next new connection would try: the pool's `_resolve()`, a
+    `getaddrinfo` list (as `resolve_with` describes)."""
+    return client._connection_pool._resolve()

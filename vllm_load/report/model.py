@@ -1,6 +1,6 @@
 """The numbers of a report: runs loaded and measured, grouped into series, aggregated, analysed.
 
-`build_report_data` is the only step that reads files (through `analysis.rundir`); what it
+`build_report_data` is the only step that reads files (through `rundir.load`); what it
 returns is everything the templates, charts and summary files show.
 """
 

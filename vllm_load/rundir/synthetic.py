@@ -9,7 +9,7 @@ docs/run-format.md. Generation is vectorised: a million requests take seconds.
 With `personas`, each user is one persona (Locust user class) for the whole run: its requests
 are slower or faster by the persona's `latency_scale`, and a persona with `turns` holds
 conversations whose prompt grows by `turn_tokens` a turn (the earlier turns prefix-cached).
-Without personas a run is what it always was: the persona columns stay at their defaults.
+Without personas every request comes from one unnamed class: the persona columns stay at their defaults.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class SyntheticRun:
     cooldown: float = 2.0
     seed: int = 0
     start_ts: float = 1_790_000_000.0
-    personas: tuple[Persona, ...] = ()  # none: every request from one unnamed class, as before
+    personas: tuple[Persona, ...] = ()  # none: every request from one unnamed class
 
 
 def _itl_pool(
