@@ -11,7 +11,7 @@ CPU and RSS, server CPU, every core's busy time; every 0.1 s) cut to the measure
 server is not the limit when its cores stay below 90 % busy (checked for every window).
 
 Prints req/s, chunks/s, the ratio vllm-load / reference, client CPU seconds per 1,000 chunks (or
-requests), p99 E2E, achieved concurrency, RSS, and the issue-8 targets with PASS/FAIL.
+requests), p99 E2E, achieved concurrency, RSS, and the targets with PASS/FAIL.
 
     python bench/client_capacity.py                   # 100 and 1000 users, 15 s per measurement
     python bench/client_capacity.py --quick           # 10 users, 2 s: checks that the bench works
@@ -517,7 +517,7 @@ def print_table(results: dict[tuple[int, bool], dict[str, Figures]], server_core
 
 
 def targets(results: dict[tuple[int, bool], dict[str, Figures]]) -> list[tuple[str, bool]]:
-    """The issue-8 targets as (description with the figures, passed); 1000-user ones at the top level."""
+    """The targets as (description with the figures, passed); 1000-user ones at the top level."""
     out = []
     top = max(u for u, _ in results)
     for (users, stream), pair in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
@@ -655,7 +655,7 @@ def main(argv: list[str] | None = None) -> int:
             sampler.stop()
     print_table(results, server_cpus)
     checks = targets(results)
-    print("\nTargets (issue 8):")
+    print("\nTargets:")
     for text, ok in checks:
         print(f"  {'PASS' if ok else 'FAIL'}  {text}")
     return 1 if args.strict and not all(ok for _, ok in checks) else 0

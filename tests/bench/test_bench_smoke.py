@@ -1,4 +1,4 @@
-"""The issue-8 benches run end to end in their --quick mode and print every figure.
+"""The client benches run end to end in their --quick mode and print every figure.
 
 Each bench runs as a subprocess (Locust must never be imported into pytest) against its own
 simulator on 127.0.0.1; the figures themselves depend on the machine and are not judged here,
@@ -93,7 +93,7 @@ def test_timing_accuracy_quick(tmp_path):
     assert matched == requests > 0, row
     first_p50, first_p99, first_max, abs_p99, end_p50, end_p99 = numbers(row.split("/", 1)[1])[1:7]
     assert -1 < first_p50 <= first_p99 <= first_max < 100 and 0 <= abs_p99 < 100, row
-    assert "Targets (issue 8, true = the server's trace):" in out, out
+    assert "Targets (true = the server's trace):" in out, out
 
 
 def test_sse_parse_quick(tmp_path):

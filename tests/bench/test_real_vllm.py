@@ -70,7 +70,7 @@ def test_every_level_has_figures_on_both_sides(results, via):
 
 @pytest.mark.parametrize("via", ["run", "locust"])
 def test_every_level_agrees_with_the_server_or_says_why_not(results, via):
-    """The acceptance lines of issue 21, at small settings: output tok/s within 2 %, requests in
+    """The real-vLLM acceptance lines (bench/README), at small settings: output tok/s within 2 %, requests in
     the server within 5 %, mean TTFT within 5 %, at every level the last included; a level may
     instead be marked client-late, or too short for the scrapes to resolve (with the reason)."""
     mode = results["modes"][via]

@@ -55,7 +55,7 @@ def test_resume_with_another_locustfile_is_a_different_campaign(tmp_path):
 
 def test_refine_levels_bracket_the_knee():
     coarse = [10, 50, 100, 200, 500, 750, 1000]
-    assert refine_levels(coarse, 750) == list(range(500, 1001, 50))  # seed 001's sweep
+    assert refine_levels(coarse, 750) == list(range(500, 1001, 50))  # the methodology's fine sweep
     assert refine_levels(coarse, 100) == [*range(50, 200, 20), 200]
     assert refine_levels(coarse, None) == list(
         range(750, 1001, 25)

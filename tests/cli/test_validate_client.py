@@ -1,4 +1,4 @@
-"""`vllm-load validate-client`: the seed-001 table, the verdict, the margin against a run."""
+"""`vllm-load validate-client`: the per-level table, the verdict, the margin against a run."""
 
 from __future__ import annotations
 

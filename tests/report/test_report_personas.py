@@ -53,7 +53,7 @@ def test_persona_and_turn_charts_are_drawn_for_several_personas_with_conversatio
 @pytest.mark.parametrize(
     "personas, persona_chart, turn_chart",
     [
-        ((), False, False),  # no personas at all: the run is what it always was
+        ((), False, False),  # no personas at all: one unnamed class
         ((Persona("Solo"),), False, False),  # one persona: the per-level charts say it all
         ((Persona("Chat", turns=3),), False, True),  # one persona, in conversations
         ((Persona("A"), Persona("B", latency_scale=1.5)), True, False),  # no conversations
