@@ -14,15 +14,13 @@ import pandas as pd
 import pytest
 
 from vllm_load.analysis.levels.locust_csv import (
-    LocustCsvError,
     PlateauRule,
     increase,
-    locust_prefix,
     measure_levels,
     parse_warmup,
-    read_history,
     row_dates,
 )
+from vllm_load.rundir.locust_files import LocustCsvError, locust_prefix, read_history
 
 HEADER = (
     "Timestamp,User Count,Type,Name,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,98%,99%,"

@@ -166,7 +166,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _locust_prefixes(args: list[str]) -> list[str]:
     """The Locust --csv prefixes the arguments name, all of them or none (one line otherwise)."""
-    from ..analysis.levels.locust_csv import locust_prefix
+    from ..rundir.locust_files import locust_prefix
 
     found = [locust_prefix(a) for a in args]
     prefixes = [p for p in found if p is not None]

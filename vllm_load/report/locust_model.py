@@ -17,18 +17,16 @@ import pandas as pd
 
 from ..analysis.levels.locust_csv import (
     PERCENTILES,
-    LocustCsvError,
-    LocustHistory,
     LocustLevels,
     PlateauRule,
     aggregated_rows,
     measure_levels,
     no_level_message,
-    read_history,
 )
 from ..analysis.series.findings import findings
 from ..analysis.series.saturation import SaturationRule, Throughput, analyse
 from ..analysis.series.stats import Series
+from ..rundir.locust_files import LocustCsvError, LocustHistory, read_history
 from .model import SeriesReport, level_curve
 
 REQUESTS = Throughput("req_per_s", "req/s", "request throughput (successful requests/s)")

@@ -49,28 +49,25 @@ measured:
 Locust counts a request when it ends, so a steady part should span several request durations.
 In a distributed test the master's counts grow as the workers' reports arrive (every 3 s by
 default), so a short steady part is measured coarsely there.
-Everything but `read_history` is pure.
+The module is pure: `vllm_load.rundir.locust_files` reads the files.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-HISTORY_SUFFIX = "_stats_history.csv"
-FAILURES_SUFFIX = "_failures.csv"
+from ...rundir.locust_files import AGGREGATED, HISTORY_SUFFIX, LocustCsvError
+
 #: Locust's CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW (s): what its current percentiles cover
 PERCENTILE_WINDOW_S = 10.0
 #: Locust's CSV_STATS_INTERVAL_SEC (s): it sleeps this long between two writes of the history
 CSV_INTERVAL_S = 1.0
 PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
 LENGTHS = ("bytes", "tokens")
-REQUIRED = ("Timestamp", "User Count", "Name", "Total Request Count", "Total Failure Count")
-AGGREGATED = "Aggregated"
 EPS = 1e-3  # s: dates this close count as equal (they are fitted to whole-second stamps)
 #: the per-level columns `measure_levels` gives, in order
 LEVEL_COLUMNS: tuple[str, ...] = (
@@ -97,10 +94,6 @@ LEVEL_COLUMNS: tuple[str, ...] = (
     "steady_row",
     "last_row",
 )
-
-
-class LocustCsvError(ValueError):
-    """Locust CSVs that cannot be read into levels; the message is one line saying why."""
 
 
 @dataclass(frozen=True)
@@ -171,26 +164,6 @@ class LocustLevels:
     metrics: pd.DataFrame
     plateaus: list[Plateau] = field(default_factory=list)
     dates: np.ndarray = field(default_factory=lambda: np.array([]))  # of the Aggregated rows
-
-
-@dataclass
-class LocustHistory:
-    """What `read_history` read from one prefix."""
-
-    prefix: str
-    history: pd.DataFrame  # PREFIX_stats_history.csv, every row
-    failures: pd.DataFrame | None  # PREFIX_failures.csv, when present
-
-    @property
-    def run_id(self) -> str:
-        return os.path.basename(self.prefix) or self.prefix
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        """The request names (`TYPE name`) of its per-name rows, sorted."""
-        rows = self.history[self.history["Name"].astype(str) != AGGREGATED]
-        types = rows["Type"].fillna("").astype(str) if "Type" in rows else ""
-        return tuple(sorted(set((types + " " + rows["Name"].astype(str)).str.strip())))
 
 
 def _num(frame: pd.DataFrame, name: str) -> np.ndarray:
@@ -380,43 +353,3 @@ def no_level_message(prefix: str, levels: LocustLevels, rule: PlateauRule) -> st
         f"needs at least {rule.min_level_s:g} s at one user count and 2 history rows after its "
         "warm-up: step the users with a LoadTestShape (or lower --locust-min-level)"
     )
-
-
-# --- the one place that reads files ------------------------------------------------------------
-def locust_prefix(arg: str) -> str | None:
-    """The Locust `--csv` prefix `arg` names (the prefix itself, or one of its CSV files), or
-    None when it names none."""
-    for suffix in (HISTORY_SUFFIX, "_stats.csv", FAILURES_SUFFIX, "_exceptions.csv"):
-        if arg.endswith(suffix) and os.path.isfile(arg):
-            return arg[: -len(suffix)]
-    if not os.path.isdir(arg) and os.path.isfile(arg + HISTORY_SUFFIX):
-        return arg
-    return None
-
-
-def read_history(prefix: str) -> LocustHistory:
-    """Read `PREFIX_stats_history.csv` (and `PREFIX_failures.csv` when there); one-line
-    `LocustCsvError` when it is missing, not Locust's, or written without --csv-full-history."""
-    path = prefix + HISTORY_SUFFIX
-    try:
-        history = pd.read_csv(path, dtype={"Name": str, "Type": str}, keep_default_na=False)
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-        raise LocustCsvError(f"{path}: cannot be read as Locust's stats history ({e})") from None
-    missing = [c for c in REQUIRED if c not in history]
-    if missing:
-        raise LocustCsvError(f"{path}: not a Locust stats history (no {', '.join(missing)} column)")
-    if history.empty:
-        raise LocustCsvError(f"{path} has no rows: did the Locust test run?")
-    if (history["Name"].astype(str) == AGGREGATED).all():
-        raise LocustCsvError(
-            f"{path} has only Locust's Aggregated rows, whose percentiles are over the whole test: "
-            "run Locust with --csv-full-history as well as --csv (per-name rows with percentiles "
-            "over the last ~10 s) to report per level"
-        )
-    failures = None
-    if os.path.isfile(prefix + FAILURES_SUFFIX):
-        try:
-            failures = pd.read_csv(prefix + FAILURES_SUFFIX, keep_default_na=False)
-        except (pd.errors.ParserError, pd.errors.EmptyDataError):
-            failures = None
-    return LocustHistory(prefix=prefix, history=history, failures=failures)
