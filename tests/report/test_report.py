@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 from support.reports import LEVELS, embedded_pngs, synthetic_runs
 
+from vllm_load.analysis.levels.timeline import work_timeline
 from vllm_load.analysis.levels.window_rates import RequestSpans, work_in_window
-from vllm_load.report.model import timeline
 from vllm_load.report.render import build_report, interval, mean_ci
 from vllm_load.rundir.synthetic import ServerModel
 
@@ -246,7 +246,7 @@ def test_timeline_spreads_tokens_over_each_request():
             "requested_completion_tokens": [10, 20, 5],
         }
     )
-    tl = timeline(requests, bin_s=1.0)
+    tl = work_timeline(requests, bin_s=1.0)
     # request 1: 20 tokens over 2 s = 10 tok/s in [0, 2); request 2: 40 over 4 s = 10 tok/s in [0, 4)
     assert list(tl["t"][:4]) == [0.5, 1.5, 2.5, 3.5]
     assert list(tl["tok_per_s"][:4]) == [20, 20, 10, 10]
