@@ -5,7 +5,7 @@ a run silently (a stale CSV, a worker's last records lost, a stream read without
 rather than crash. So each one lives here as a small named function or constant whose docstring
 says which attribute, what we rely on it doing, and the release it was checked with;
 tests/code/test_compat.py checks each against the installed library and names what changed, and
-setup.cfg caps locust and geventhttpclient at the releases those tests passed on.
+setup.cfg caps locust, geventhttpclient and gevent at the releases those tests passed on.
 
 - `argparse`: the actions of a parser, its subcommands' parsers, the help-string hook.
 - `gevent`: a gevent socket's stdlib socket and read watcher (the stream reader).
