@@ -22,9 +22,11 @@ from ..rundir.files import write_atomic
 from ..settings import Settings
 from ..target.process import ServerError, ServerProcess, run_restart_command, wait_ready
 from ..values import SettingsError, parse_levels
+from .errors import CommandFailed, Interrupted, server_log
 from .run import LOCUSTFILE, add_managed_run_options, run_headless
 
 STATE_FILE = "campaign.json"
+RESUME = "run the same command again to finish the missing runs (completed runs are kept)"
 #: run options that do not change what a run measures, so may differ on resume
 NOT_COMPARED = frozenset({"out", "run_dir", "api_key_set", "meta", "slo"})
 
@@ -239,20 +241,20 @@ class Campaign:
         self.state.save(self.directory)
         return outcome
 
-    def phase(self, phase: str, count: int, overrides: dict) -> bool:
-        """Complete `count` runs of `phase`; False when one did not complete (the campaign stops)."""
+    def phase(self, phase: str, count: int, overrides: dict) -> None:
+        """Complete `count` runs of `phase`; `CommandFailed` when one did not (the campaign stops)."""
         while len(self.state.completed(phase)) < count:
             n = len(self.state.completed(phase)) + 1
             self.say(f"{phase} run {n}/{count}")
             outcome = self._run_once(phase, overrides)
             if outcome == "interrupted":
-                raise KeyboardInterrupt
+                raise Interrupted(RESUME)
             if outcome != "completed":
-                self.say(
-                    f"run ended with outcome {outcome!r}; stopping (run the same command again to retry)"
+                self.say(f"run ended with outcome {outcome!r}; stopping")
+                raise CommandFailed(
+                    f"{phase} run {n}/{count} ended with outcome {outcome!r} (see "
+                    f"{self.state.runs[-1].run_dir or 'the errors above'}); {RESUME}"
                 )
-                return False
-        return True
 
     def close(self) -> None:
         if self.server is not None:
@@ -293,9 +295,10 @@ def main(args: argparse.Namespace) -> int:
     campaign.say(
         f"{directory}; {done}/{args.runs} runs already completed" if done else f"{directory}"
     )
+    # a failure or Ctrl-C ends the campaign with campaign.json current (saved after every run)
+    # and the server stopped; cli.main prints the one line
     try:
-        if not campaign.phase("coarse", args.runs, {}):
-            return 1
+        campaign.phase("coarse", args.runs, {})
         if args.refine:
             if state.refine_levels is None:
                 state.refine_levels = (
@@ -311,15 +314,17 @@ def main(args: argparse.Namespace) -> int:
                 "output_tokens": args.refine_output_tokens,
                 "requests_per_level": args.refine_requests,
             }
-            if not campaign.phase("refine", args.refine_runs, overrides):
-                return 1
-    except ServerError as e:
-        raise SettingsError(
-            str(e)
-        ) from None  # a server that cannot be (re)started: exit 2 as before
-    except KeyboardInterrupt:
-        campaign.say("interrupted; run the same command again to finish the missing runs")
-        return 130
+            campaign.phase("refine", args.refine_runs, overrides)
+    except (ServerError, SettingsError, ValueError) as e:
+        # during the work (a server that cannot be started, restarted or reached, a target its
+        # run refused, no knee to refine around): a failure, not a usage error, as in tune
+        raise CommandFailed(
+            f"{e}{server_log(directory if args.server_cmd else None)}; {RESUME}"
+        ) from None
+    except Interrupted:
+        raise
+    except KeyboardInterrupt:  # Ctrl-C outside a run (cooldown, waiting for the server)
+        raise Interrupted(RESUME) from None
     finally:
         campaign.close()
     if args.no_report:

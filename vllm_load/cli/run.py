@@ -23,6 +23,7 @@ from ..target.api import HttpError, max_model_len, model_ids, request_json
 from ..target.loss import target_lost
 from ..values import SettingsError, host_argument, port_argument
 from ..web.auth import DEFAULT_USER, MISSING_PASSWORD, PASSWORD_ENV, web_password
+from .errors import CommandFailed
 
 LOCUSTFILE = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "locustfile.py"
@@ -60,7 +61,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
             "4 when the target stopped answering (the run ended on a streak of connect/disconnect/"
             "timeout failures and /v1/models no longer answers), 130 when interrupted (the run "
             "directory is complete and analysable in each case), 2 for bad arguments or an "
-            "unusable target"
+            "unusable target, 1 when the test did not start"
         )
     if name == "run":
         parser.add_argument(
@@ -284,11 +285,9 @@ def main(args: argparse.Namespace) -> int:
     api_key = (settings.api_key if settings else getattr(args, "api_key", "")) or ""
     code = run_locust(cmd, api_key)
     if run_dir and not os.path.exists(os.path.join(run_dir, "run.json")):
-        print(
-            f"vllm-load {args.command}: the test did not start (see the errors above)",
-            file=sys.stderr,
+        raise CommandFailed(
+            f"the test did not start (Locust exited with code {code}); see Locust's errors above"
         )
-        return code or 1
     outcome = run_outcome(run_dir) if run_dir else "completed"
     if code == 0 and outcome in INCOMPLETE_EXIT_CODES:
         # the run directory is complete and analysable, but a pipeline must not take it for a full run

@@ -26,10 +26,11 @@ from ..rundir.files import write_atomic
 from ..settings import Settings
 from ..target.process import ServerError, ServerProcess, wait_ready
 from ..values import SettingsError
-from .errors import CommandFailed
+from .errors import CommandFailed, Interrupted, server_log
 from .run import add_managed_run_options, run_headless
 
 STATE_FILE = "tune.json"
+RESUME = "run the same command again to test the remaining configurations (completed ones are kept)"
 
 
 @dataclass
@@ -315,14 +316,14 @@ def main(args: argparse.Namespace) -> int:
             state["results"].append(asdict(result))
             _save_state(directory, state)
             if result.outcome == "interrupted":
-                raise KeyboardInterrupt
+                raise Interrupted(RESUME)
     except (ServerError, SettingsError) as e:  # during the work: a failure, not a usage error
-        raise CommandFailed(str(e)) from None
-    except KeyboardInterrupt:
-        print(
-            f"tune {args.name}: interrupted; run the same command again to test the remaining configurations"
-        )
-        return 130
+        # (each configuration's server is stopped by _run_config's finally; tune.json is current)
+        raise CommandFailed(f"{e}{server_log(directory)}; {RESUME}") from None
+    except Interrupted:
+        raise
+    except KeyboardInterrupt:  # Ctrl-C outside a run (starting or stopping a server)
+        raise Interrupted(RESUME) from None
     table = format_table(results, args.rank_by, bool(args.slo))
     print("\n" + table + "\n")
     best_t, best_l = rank(results, args.rank_by)
@@ -353,4 +354,6 @@ def main(args: argparse.Namespace) -> int:
         )
         print(f"Report: {paths.html}")
     print(f"Configuration table: {os.path.join(directory, 'configurations.md')}")
-    return 0 if best_t is not None else 1
+    if best_t is None:
+        raise CommandFailed("no configuration could be ranked (see the table above)")
+    return 0

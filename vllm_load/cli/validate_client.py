@@ -72,7 +72,7 @@ class Validation:
 
 
 def echo_levels(metrics, chunk_rates: dict[int, float]) -> list[EchoLevel]:
-    """Seed-001 rows from `analysis.levels.level_metrics` of the echo run."""
+    """Rows from `analysis.levels.measure.level_metrics` of the echo run."""
     out = []
     for row in metrics.to_dict("records"):
         users = int(row["users"])
