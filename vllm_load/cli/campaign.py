@@ -22,6 +22,7 @@ from ..rundir.files import write_atomic
 from ..settings import Settings
 from ..target.process import ServerError, ServerProcess, run_restart_command, wait_ready
 from ..values import SettingsError, parse_levels
+from .common import add_ready_timeout_argument, add_server_cmd_argument
 from .errors import CommandFailed, Interrupted, server_log
 from .run import LOCUSTFILE, add_managed_run_options, run_headless
 
@@ -143,19 +144,12 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         help="shell command that restarts the server and returns (e.g. 'docker restart vllm'); "
         "run between runs",
     )
-    control.add_argument(
-        "--server-cmd",
-        default="",
-        metavar="CMD",
-        help="shell command that runs the server in the foreground; started before and stopped "
+    add_server_cmd_argument(
+        control,
+        "shell command that runs the server in the foreground; started before and stopped "
         "after every run",
     )
-    run.add_argument(
-        "--ready-timeout",
-        type=float,
-        default=900.0,
-        help="seconds to wait for /health and /v1/models after a (re)start",
-    )
+    add_ready_timeout_argument(run)
     run.add_argument(
         "--refine",
         action="store_true",

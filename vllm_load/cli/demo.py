@@ -13,6 +13,7 @@ import os
 from ..settings import add_arguments
 from ..sim.process import SimulatorProcess
 from . import run as run_cli
+from .common import add_workers_argument
 from .errors import CommandFailed
 
 # A small server: 16 sequences per batch, time scaled so each level takes seconds while the
@@ -36,9 +37,7 @@ DEMO_DEFAULTS = {
 def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
     add_arguments(parser, only=DEMO_DEFAULTS, defaults=DEMO_DEFAULTS)
-    parser.add_argument(
-        "--workers", type=int, default=0, help="local Locust worker processes (0: one process)"
-    )
+    add_workers_argument(parser)
     parser.add_argument("--report-dir", default="reports", help="where the HTML report goes")
     parser.add_argument("--no-report", action="store_true", help="skip the HTML report")
     parser.add_argument(

@@ -26,6 +26,7 @@ from ..rundir.files import write_atomic
 from ..settings import Settings
 from ..target.process import ServerError, ServerProcess, wait_ready
 from ..values import SettingsError
+from .common import add_ready_timeout_argument, add_server_cmd_argument
 from .errors import CommandFailed, Interrupted, server_log
 from .run import add_managed_run_options, run_headless
 
@@ -185,12 +186,12 @@ def measure(result: ConfigResult, slo: list[str] | None = None) -> None:
 
 # --- the command --------------------------------------------------------------------------------------
 def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
-    parser.add_argument(
-        "--server-cmd",
-        required=True,
-        metavar="TEMPLATE",
-        help='server command with {NAME} fields filled from --matrix, e.g. "vllm serve {model} '
+    add_server_cmd_argument(
+        parser,
+        'server command with {NAME} fields filled from --matrix, e.g. "vllm serve {model} '
         '--max-num-seqs {max_num_seqs} --max-num-batched-tokens {max_num_batched_tokens}"',
+        metavar="TEMPLATE",
+        required=True,
     )
     parser.add_argument(
         "--matrix",
@@ -199,12 +200,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         metavar="NAME=V1,V2",
         help="values of one template field (repeatable; every combination is tested)",
     )
-    parser.add_argument(
-        "--ready-timeout",
-        type=float,
-        default=900.0,
-        help="seconds to wait for the server to be ready",
-    )
+    add_ready_timeout_argument(parser, "seconds to wait for each started server to be ready")
     parser.add_argument(
         "--rank-by",
         choices=RANK_BY,
