@@ -295,7 +295,7 @@ def main(args: argparse.Namespace) -> int:
     if args.host:
         run_dir = _echo_run(args, args.host)
     else:
-        with SimulatorProcess("--echo", "--workers", str(args.server_workers)) as sim:
+        with SimulatorProcess("--echo", "--server-workers", str(args.server_workers)) as sim:
             print(f"Echo server ({args.server_workers} processes) at {sim.url}", flush=True)
             run_dir = _echo_run(args, sim.url)
     data = load_run(run_dir)
