@@ -22,7 +22,12 @@ from ..rundir.files import write_atomic
 from ..settings import Settings
 from ..target.process import ServerError, ServerProcess, run_restart_command, wait_ready
 from ..values import SettingsError, parse_levels
-from .common import add_ready_timeout_argument, add_server_cmd_argument
+from .common import (
+    add_name_argument,
+    add_no_report_argument,
+    add_ready_timeout_argument,
+    add_server_cmd_argument,
+)
 from .errors import CommandFailed, Interrupted, server_log
 from .run import LOCUSTFILE, add_managed_run_options, run_headless
 
@@ -133,9 +138,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         default=60.0,
         help="seconds of rest between runs",
     )
-    run.add_argument(
-        "--name", default="", help="campaign name (default: the model id); same name = resume"
-    )
+    add_name_argument(run, "", "campaign name (default: the model id); same name = resume")
     control = run.add_mutually_exclusive_group()
     control.add_argument(
         "--restart-cmd",
@@ -168,7 +171,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         default=200,
         help="measured requests per level in the fine sweep",
     )
-    run.add_argument("--no-report", action="store_true", help="do not write the report at the end")
+    add_no_report_argument(run, "do not write the report at the end")
 
 
 def _compared_options(args: argparse.Namespace) -> dict:

@@ -61,3 +61,13 @@ def declared_defaults(parser: argparse.ArgumentParser) -> argparse.Namespace:
             default = action.type(default)  # type: ignore[operator]
         values[action.dest] = default
     return argparse.Namespace(**values)
+
+
+def add_name_argument(parser: Any, default: str, help: str) -> None:
+    """--name: the directory (under --out) of a command that resumes: the same name resumes."""
+    parser.add_argument("--name", default=default, help=help)
+
+
+def add_no_report_argument(parser: Any, help: str = "do not write the HTML report") -> None:
+    """--no-report: skip the HTML report at the end."""
+    parser.add_argument("--no-report", action="store_true", help=help)

@@ -13,7 +13,7 @@ import os
 from ..settings import add_arguments
 from ..sim.process import SimulatorProcess
 from . import run as run_cli
-from .common import add_workers_argument
+from .common import add_no_report_argument, add_workers_argument
 from .errors import CommandFailed
 
 # A small server: 16 sequences per batch, time scaled so each level takes seconds while the
@@ -39,7 +39,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     add_arguments(parser, only=DEMO_DEFAULTS, defaults=DEMO_DEFAULTS)
     add_workers_argument(parser)
     parser.add_argument("--report-dir", default="reports", help="where the HTML report goes")
-    parser.add_argument("--no-report", action="store_true", help="skip the HTML report")
+    add_no_report_argument(parser, "skip the HTML report")
     parser.add_argument(
         "--sim-arg",
         action="append",

@@ -26,7 +26,7 @@ from ..rundir.files import write_atomic
 from ..settings import Settings
 from ..target.process import ServerError, ServerProcess, wait_ready
 from ..values import SettingsError
-from .common import add_ready_timeout_argument, add_server_cmd_argument
+from .common import add_name_argument, add_ready_timeout_argument, add_server_cmd_argument
 from .errors import CommandFailed, Interrupted, server_log
 from .run import add_managed_run_options, run_headless
 
@@ -208,10 +208,8 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         help="the best configuration has the highest peak total tok/s (throughput) or the "
         "highest peak goodput, requests/s meeting the --slo (goodput; needs --slo)",
     )
-    parser.add_argument(
-        "--name",
-        default="tune",
-        help="tune name; the same name resumes (skips completed configurations)",
+    add_name_argument(
+        parser, "tune", "tune name; the same name resumes (skips completed configurations)"
     )
     add_managed_run_options(
         parser,
