@@ -320,7 +320,8 @@ def main(args: argparse.Namespace) -> int:
         ) from None
     except Interrupted:
         raise
-    except KeyboardInterrupt:  # Ctrl-C outside a run (cooldown, waiting for the server)
+    # Ctrl-C outside a run (a cooldown, a server starting): still Ctrl-C, with how to resume
+    except KeyboardInterrupt:
         raise Interrupted(RESUME) from None
     finally:
         campaign.close()

@@ -316,7 +316,8 @@ def main(args: argparse.Namespace) -> int:
         raise CommandFailed(f"{e}{server_log(directory)}; {RESUME}") from None
     except Interrupted:
         raise
-    except KeyboardInterrupt:  # Ctrl-C outside a run (starting or stopping a server)
+    # Ctrl-C outside a run (a server starting or stopping): still Ctrl-C, with how to resume
+    except KeyboardInterrupt:
         raise Interrupted(RESUME) from None
     table = format_table(results, args.rank_by, bool(args.slo))
     print("\n" + table + "\n")
