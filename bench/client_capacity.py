@@ -617,7 +617,7 @@ def main(argv: list[str] | None = None) -> int:
     args.server_workers = args.server_workers or max(2, len(server_cpus or ()))
     sampler = Sampler()
     results: dict[tuple[int, bool], dict[str, Figures]] = {}
-    with SimulatorProcess("--echo", "--workers", str(args.server_workers)) as sim:
+    with SimulatorProcess("--echo", "--server-workers", str(args.server_workers)) as sim:
         time.sleep(0.5 * args.server_workers)  # every worker bound
         pids = group_pids(sim.proc.pid)
         pin(pids, server_cpus)

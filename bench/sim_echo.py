@@ -118,7 +118,9 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per measurement")
     parser.add_argument("--concurrency", type=int, default=100, help="open connections")
     parser.add_argument("--tokens", type=int, default=100, help="tokens per response")
-    parser.add_argument("--workers", default="1,2", help="simulator worker counts to measure")
+    parser.add_argument(
+        "--server-workers", default="1,2", help="simulator process counts to measure"
+    )
     parser.add_argument("--client", choices=["auto", "wrk", "aiohttp"], default="auto")
     args = parser.parse_args()
     use_wrk = args.client == "wrk" or (args.client == "auto" and shutil.which("wrk"))
@@ -139,8 +141,8 @@ def main() -> int:
     print(
         f"{'workers':>7}  {'non-streaming req/s':>20}  {'streaming req/s':>16}  {'streaming chunks/s':>19}  errors"
     )
-    for workers in [int(w) for w in args.workers.split(",")]:
-        with SimulatorProcess("--echo", "--workers", str(workers)) as sim:
+    for workers in [int(w) for w in args.server_workers.split(",")]:
+        with SimulatorProcess("--echo", "--server-workers", str(workers)) as sim:
             time.sleep(0.5 * workers)  # every worker bound before measuring
             measure(
                 sim.url, request_body(args.tokens, False), args.concurrency, 1.0, threads

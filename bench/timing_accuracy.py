@@ -313,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         "1",
         "--step-jitter",
         "0",
-        "--workers",
+        "--server-workers",
         str(args.sim_workers),
         "--trace",
         trace_path,

@@ -37,9 +37,10 @@ def command(name: str, host: str, out: str) -> list[str]:
     return [sys.executable, "-m", "vllm_load", name, "--host", host, "--out", out, *extra]
 
 
-def one_error_line(proc: subprocess.CompletedProcess, name: str) -> str:
-    """The single line the command printed, after checking it is a usage error and nothing more."""
-    assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+def one_error_line(proc: subprocess.CompletedProcess, name: str, status: int = 2) -> str:
+    """The single line the command printed, after checking its exit status (2: a usage error)
+    and that it printed nothing more."""
+    assert proc.returncode == status, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
     assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr[-3000:]
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith(f"vllm-load {name}: error: "), proc.stderr[
@@ -83,12 +84,22 @@ def test_every_command_refuses_a_bad_host_before_it_starts_anything(tmp_path, na
     assert not os.path.exists(tmp_path / "out")
 
 
-@pytest.mark.parametrize("name", ["run", "master", "validate-client", "campaign"])
+@pytest.mark.parametrize("name", ["run", "master", "validate-client"])
 def test_a_refused_connection_is_one_line_saying_what_to_do(tmp_path, name):
     host = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     line = one_error_line(run(command(name, host, str(tmp_path / "out"))), name)
     assert host in line and "Connection refused" in line
-    assert ("is the server running" if name != "campaign" else "check the server") in line
+    assert "is the server running" in line
+
+
+@pytest.mark.parametrize("name", ["campaign", "tune"])
+def test_a_server_that_does_not_come_up_is_one_failure_line_saying_what_to_do(tmp_path, name):
+    """Campaign waits for the server it (re)starts, tune starts one per configuration: a server
+    that is not ready in time is a failure while running (exit 1) in both, not a usage error."""
+    host = f"http://127.0.0.1:{free_port()}"  # nothing listens there ("true" exits at once)
+    line = one_error_line(run(command(name, host, str(tmp_path / "out"))), name, status=1)
+    assert host in line or "the server command exited" in line, line
+    assert "run the same command again" in line
 
 
 def test_locust_with_a_bad_host_is_one_error_line(tmp_path):

@@ -182,7 +182,7 @@ def test_old_runs_without_the_new_columns_judge_only_what_they_have():
 
 def test_a_client_flat_out_against_echo_is_marked_client_bound(tmp_path):
     # two echo processes: one alone can no longer keep the client busy, the SSE meter is that fast
-    with SimulatorProcess("--echo", "--workers", "2") as sim:
+    with SimulatorProcess("--echo", "--server-workers", "2") as sim:
         run_vllm_load(
             "run",
             "--host",

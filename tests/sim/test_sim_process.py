@@ -1,4 +1,4 @@
-"""SimulatorProcess and --workers: several processes on one port, all stopped together."""
+"""SimulatorProcess and --server-workers: several processes on one port, all stopped together."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def test_free_port_never_hands_out_a_port_twice():
 
 
 def test_workers_share_the_port_and_stop_together():
-    sim = SimulatorProcess("--echo", "--workers", "2").start()
+    sim = SimulatorProcess("--echo", "--server-workers", "2").start()
     try:
         pgid = sim.proc.pid
         assert len(_group_members(pgid)) == 3  # the supervisor and two servers

@@ -22,9 +22,17 @@ from ..rundir.files import write_atomic
 from ..settings import Settings
 from ..target.process import ServerError, ServerProcess, run_restart_command, wait_ready
 from ..values import SettingsError, parse_levels
+from .common import (
+    add_name_argument,
+    add_no_report_argument,
+    add_ready_timeout_argument,
+    add_server_cmd_argument,
+)
+from .errors import CommandFailed, Interrupted, server_log
 from .run import LOCUSTFILE, add_managed_run_options, run_headless
 
 STATE_FILE = "campaign.json"
+RESUME = "run the same command again to finish the missing runs (completed runs are kept)"
 #: run options that do not change what a run measures, so may differ on resume
 NOT_COMPARED = frozenset({"out", "run_dir", "api_key_set", "meta", "slo"})
 
@@ -130,9 +138,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         default=60.0,
         help="seconds of rest between runs",
     )
-    run.add_argument(
-        "--name", default="", help="campaign name (default: the model id); same name = resume"
-    )
+    add_name_argument(run, "", "campaign name (default: the model id); same name = resume")
     control = run.add_mutually_exclusive_group()
     control.add_argument(
         "--restart-cmd",
@@ -141,19 +147,12 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         help="shell command that restarts the server and returns (e.g. 'docker restart vllm'); "
         "run between runs",
     )
-    control.add_argument(
-        "--server-cmd",
-        default="",
-        metavar="CMD",
-        help="shell command that runs the server in the foreground; started before and stopped "
+    add_server_cmd_argument(
+        control,
+        "shell command that runs the server in the foreground; started before and stopped "
         "after every run",
     )
-    run.add_argument(
-        "--ready-timeout",
-        type=float,
-        default=900.0,
-        help="seconds to wait for /health and /v1/models after a (re)start",
-    )
+    add_ready_timeout_argument(run)
     run.add_argument(
         "--refine",
         action="store_true",
@@ -172,7 +171,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         default=200,
         help="measured requests per level in the fine sweep",
     )
-    run.add_argument("--no-report", action="store_true", help="do not write the report at the end")
+    add_no_report_argument(run, "do not write the report at the end")
 
 
 def _compared_options(args: argparse.Namespace) -> dict:
@@ -239,20 +238,20 @@ class Campaign:
         self.state.save(self.directory)
         return outcome
 
-    def phase(self, phase: str, count: int, overrides: dict) -> bool:
-        """Complete `count` runs of `phase`; False when one did not complete (the campaign stops)."""
+    def phase(self, phase: str, count: int, overrides: dict) -> None:
+        """Complete `count` runs of `phase`; `CommandFailed` when one did not (the campaign stops)."""
         while len(self.state.completed(phase)) < count:
             n = len(self.state.completed(phase)) + 1
             self.say(f"{phase} run {n}/{count}")
             outcome = self._run_once(phase, overrides)
             if outcome == "interrupted":
-                raise KeyboardInterrupt
+                raise Interrupted(RESUME)
             if outcome != "completed":
-                self.say(
-                    f"run ended with outcome {outcome!r}; stopping (run the same command again to retry)"
+                self.say(f"run ended with outcome {outcome!r}; stopping")
+                raise CommandFailed(
+                    f"{phase} run {n}/{count} ended with outcome {outcome!r} (see "
+                    f"{self.state.runs[-1].run_dir or 'the errors above'}); {RESUME}"
                 )
-                return False
-        return True
 
     def close(self) -> None:
         if self.server is not None:
@@ -293,9 +292,10 @@ def main(args: argparse.Namespace) -> int:
     campaign.say(
         f"{directory}; {done}/{args.runs} runs already completed" if done else f"{directory}"
     )
+    # a failure or Ctrl-C ends the campaign with campaign.json current (saved after every run)
+    # and the server stopped; cli.main prints the one line
     try:
-        if not campaign.phase("coarse", args.runs, {}):
-            return 1
+        campaign.phase("coarse", args.runs, {})
         if args.refine:
             if state.refine_levels is None:
                 state.refine_levels = (
@@ -311,15 +311,18 @@ def main(args: argparse.Namespace) -> int:
                 "output_tokens": args.refine_output_tokens,
                 "requests_per_level": args.refine_requests,
             }
-            if not campaign.phase("refine", args.refine_runs, overrides):
-                return 1
-    except ServerError as e:
-        raise SettingsError(
-            str(e)
-        ) from None  # a server that cannot be (re)started: exit 2 as before
+            campaign.phase("refine", args.refine_runs, overrides)
+    except (ServerError, SettingsError, ValueError) as e:
+        # during the work (a server that cannot be started, restarted or reached, a target its
+        # run refused, no knee to refine around): a failure, not a usage error, as in tune
+        raise CommandFailed(
+            f"{e}{server_log(directory if args.server_cmd else None)}; {RESUME}"
+        ) from None
+    except Interrupted:
+        raise
+    # Ctrl-C outside a run (a cooldown, a server starting): still Ctrl-C, with how to resume
     except KeyboardInterrupt:
-        campaign.say("interrupted; run the same command again to finish the missing runs")
-        return 130
+        raise Interrupted(RESUME) from None
     finally:
         campaign.close()
     if args.no_report:

@@ -76,7 +76,9 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         default=2000,
         help="bootstrap resamples for the request-level percentile test (default 2000)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    parser.add_argument(
+        "--bootstrap-seed", type=int, default=0, help="seed of the bootstrap resampling (default 0)"
+    )
 
 
 def split_sides(runs: list[str]) -> tuple[list[str], list[str]]:
@@ -130,7 +132,7 @@ def main(args: argparse.Namespace) -> int:
             alpha=args.alpha,
             correction=args.correction,
             resamples=args.resamples,
-            seed=args.seed,
+            seed=args.bootstrap_seed,
             fail_if_worse=threshold,
         )
     except ValueError as e:  # no such run, unreadable run, nothing in common

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 from ..settings import add_arguments
 from ..sim.process import SimulatorProcess
 from . import run as run_cli
+from .common import add_no_report_argument, add_workers_argument
+from .errors import CommandFailed
 
 # A small server: 16 sequences per batch, time scaled so each level takes seconds while the
 # client stays far below its capacity (about 5k chunks/s at the top level; see bench/).
@@ -36,11 +37,9 @@ DEMO_DEFAULTS = {
 def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
     add_arguments(parser, only=DEMO_DEFAULTS, defaults=DEMO_DEFAULTS)
-    parser.add_argument(
-        "--workers", type=int, default=0, help="local Locust worker processes (0: one process)"
-    )
+    add_workers_argument(parser)
     parser.add_argument("--report-dir", default="reports", help="where the HTML report goes")
-    parser.add_argument("--no-report", action="store_true", help="skip the HTML report")
+    add_no_report_argument(parser, "skip the HTML report")
     parser.add_argument(
         "--sim-arg",
         action="append",
@@ -67,8 +66,9 @@ def main(args: argparse.Namespace) -> int:
         assert settings is not None  # prepare() returns None only for a worker
         code = run_cli.run_locust(cmd, settings.api_key)
     if code != 0 or not run_dir or not os.path.exists(os.path.join(run_dir, "run.json")):
-        print(f"vllm-load demo: the load test failed (exit code {code})", file=sys.stderr)
-        return code or 1
+        raise CommandFailed(
+            f"the load test failed (Locust exited with code {code}); see its errors above"
+        )
     if not args.no_report:
         # at call time: keeps pandas and matplotlib out of every command's start (cli.main)
         from ..report.render import build_report

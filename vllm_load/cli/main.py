@@ -17,6 +17,10 @@ from ..compat.argparse import DefaultsHelpFormatter
 from ..values import SettingsError
 from .errors import CommandFailed
 
+#: exit status of a subcommand that raised: a bad option or unusable target, a failure while
+#: running, Ctrl-C (a subcommand's own result, e.g. a run that ended early, is what it returns)
+EXIT_USAGE, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
+
 #: subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("vllm_load.cli.run", "run a stepped load test against an OpenAI-compatible server"),
@@ -87,17 +91,19 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     module = importlib.import_module(args._module)
+    # the one error path of every subcommand: one line, and the exit status chosen here
     try:
         return int(module.main(args) or 0)
-    except SettingsError as e:  # every subcommand's bad option or unusable target: one line
+    except SettingsError as e:  # a bad option or an unusable target
         print(f"vllm-load {args.command}: error: {e}", file=sys.stderr)
-        return 2
-    except CommandFailed as e:
+        return EXIT_USAGE
+    except CommandFailed as e:  # work that was started and could not be done
         print(f"vllm-load {args.command}: error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_FAILED
+    except KeyboardInterrupt as e:  # an `errors.Interrupted` says how to carry on
+        how = f"; {e}" if str(e) else ""
+        print(f"vllm-load {args.command}: interrupted{how}", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -21,8 +21,16 @@ from ..settings import Settings, add_arguments, option_argv
 from ..sim.process import free_port
 from ..target.api import HttpError, max_model_len, model_ids, request_json
 from ..target.loss import target_lost
-from ..values import SettingsError, host_argument, port_argument
-from ..web.auth import DEFAULT_USER, MISSING_PASSWORD, PASSWORD_ENV, web_password
+from ..values import SettingsError, port_argument
+from ..web.auth import MISSING_PASSWORD, PASSWORD_ENV, web_password
+from ..web.auth import add_arguments as add_web_user_argument
+from .common import (
+    add_host_argument,
+    add_loglevel_argument,
+    add_workers_argument,
+    declared_defaults,
+)
+from .errors import CommandFailed
 
 LOCUSTFILE = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "locustfile.py"
@@ -32,11 +40,8 @@ LOCUSTFILE = os.path.join(
 def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
     if name in ("run", "master"):
-        parser.add_argument(
-            "--host",
-            required=True,
-            type=host_argument,
-            help="base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000",
+        add_host_argument(
+            parser, "base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000"
         )
         mode = parser.add_mutually_exclusive_group()
         mode.add_argument(
@@ -53,19 +58,17 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
             help=f"protect the web UI with a login page: user --web-user, password only from "
             f"${PASSWORD_ENV} (never the command line); use TLS in front beyond a trusted network",
         )
-        parser.add_argument("--web-user", default=DEFAULT_USER, help="user name for --web-login")
+        add_web_user_argument(parser)
     if name in ("run", "master"):
         parser.epilog = (
             "exit status of a headless test: 0 when every level ran, 3 when every worker was lost, "
             "4 when the target stopped answering (the run ended on a streak of connect/disconnect/"
             "timeout failures and /v1/models no longer answers), 130 when interrupted (the run "
             "directory is complete and analysable in each case), 2 for bad arguments or an "
-            "unusable target"
+            "unusable target, 1 when the test did not start"
         )
     if name == "run":
-        parser.add_argument(
-            "--workers", type=int, default=0, help="local worker processes (0: a single process)"
-        )
+        add_workers_argument(parser)
     if name == "master":
         parser.add_argument(
             "--expect-workers", type=int, default=1, help="workers to wait for before starting"
@@ -88,14 +91,16 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         parser.add_argument(
             "--processes", type=int, default=1, help="worker processes on this machine"
         )
-        parser.add_argument(
-            "--api-key",
-            default="",
-            help="Bearer token (default: $OPENAI_API_KEY; the master's is used if unset)",
+        add_loglevel_argument(parser)
+        add_arguments(
+            parser,
+            only=("api_key",),
+            helps={
+                "api_key": "Bearer token (default: $OPENAI_API_KEY; the master's is used if unset)"
+            },
         )
-        parser.add_argument("--loglevel", default="INFO", help="Locust log level")
         return
-    parser.add_argument("--loglevel", default="INFO", help="Locust log level")
+    add_loglevel_argument(parser)
     add_arguments(parser)
 
 
@@ -284,11 +289,9 @@ def main(args: argparse.Namespace) -> int:
     api_key = (settings.api_key if settings else getattr(args, "api_key", "")) or ""
     code = run_locust(cmd, api_key)
     if run_dir and not os.path.exists(os.path.join(run_dir, "run.json")):
-        print(
-            f"vllm-load {args.command}: the test did not start (see the errors above)",
-            file=sys.stderr,
+        raise CommandFailed(
+            f"the test did not start (Locust exited with code {code}); see Locust's errors above"
         )
-        return code or 1
     outcome = run_outcome(run_dir) if run_dir else "completed"
     if code == 0 and outcome in INCOMPLETE_EXIT_CODES:
         # the run directory is complete and analysable, but a pipeline must not take it for a full run
@@ -313,11 +316,9 @@ def add_managed_run_options(
     parser: argparse.ArgumentParser, host_help: str, out_default: str, out_help: str
 ) -> None:
     """The options of `vllm-load run` for a command that starts runs itself into its own directory."""
-    parser.add_argument("--host", required=True, type=host_argument, help=host_help)
-    parser.add_argument(
-        "--workers", type=int, default=0, help="local Locust worker processes per run"
-    )
-    parser.add_argument("--loglevel", default="WARNING", help="Locust log level")
+    add_host_argument(parser, host_help)
+    add_workers_argument(parser, "local Locust worker processes per run")
+    add_loglevel_argument(parser, "WARNING")
     add_locustfile_argument(parser)
     # every run gets its own directory under OUT
     add_arguments(
@@ -328,10 +329,12 @@ def add_managed_run_options(
 def run_options(host: str, **options) -> argparse.Namespace:
     """The options of `vllm-load run --host HOST`, with `options` (by their `dest`, as typed
     values) in place of their defaults: a run for a command that starts one itself (demo,
-    validate-client), without building and parsing a command line."""
+    validate-client), from the options' declared defaults, without building and parsing a
+    command line."""
     parser = argparse.ArgumentParser(add_help=False)
     configure_parser(parser, "run")
-    args = parser.parse_args(["--host", host])
+    args = declared_defaults(parser)
+    args.host = host
     unknown = sorted(set(options) - set(vars(args)))
     if unknown:
         raise TypeError(f"vllm-load run has no option {', '.join(unknown)}")

@@ -26,10 +26,12 @@ from ..rundir.files import write_atomic
 from ..settings import Settings
 from ..target.process import ServerError, ServerProcess, wait_ready
 from ..values import SettingsError
-from .errors import CommandFailed
+from .common import add_name_argument, add_ready_timeout_argument, add_server_cmd_argument
+from .errors import CommandFailed, Interrupted, server_log
 from .run import add_managed_run_options, run_headless
 
 STATE_FILE = "tune.json"
+RESUME = "run the same command again to test the remaining configurations (completed ones are kept)"
 
 
 @dataclass
@@ -184,12 +186,12 @@ def measure(result: ConfigResult, slo: list[str] | None = None) -> None:
 
 # --- the command --------------------------------------------------------------------------------------
 def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
-    parser.add_argument(
-        "--server-cmd",
-        required=True,
-        metavar="TEMPLATE",
-        help='server command with {NAME} fields filled from --matrix, e.g. "vllm serve {model} '
+    add_server_cmd_argument(
+        parser,
+        'server command with {NAME} fields filled from --matrix, e.g. "vllm serve {model} '
         '--max-num-seqs {max_num_seqs} --max-num-batched-tokens {max_num_batched_tokens}"',
+        metavar="TEMPLATE",
+        required=True,
     )
     parser.add_argument(
         "--matrix",
@@ -198,12 +200,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         metavar="NAME=V1,V2",
         help="values of one template field (repeatable; every combination is tested)",
     )
-    parser.add_argument(
-        "--ready-timeout",
-        type=float,
-        default=900.0,
-        help="seconds to wait for the server to be ready",
-    )
+    add_ready_timeout_argument(parser, "seconds to wait for each started server to be ready")
     parser.add_argument(
         "--rank-by",
         choices=RANK_BY,
@@ -211,10 +208,8 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         help="the best configuration has the highest peak total tok/s (throughput) or the "
         "highest peak goodput, requests/s meeting the --slo (goodput; needs --slo)",
     )
-    parser.add_argument(
-        "--name",
-        default="tune",
-        help="tune name; the same name resumes (skips completed configurations)",
+    add_name_argument(
+        parser, "tune", "tune name; the same name resumes (skips completed configurations)"
     )
     add_managed_run_options(
         parser,
@@ -315,14 +310,15 @@ def main(args: argparse.Namespace) -> int:
             state["results"].append(asdict(result))
             _save_state(directory, state)
             if result.outcome == "interrupted":
-                raise KeyboardInterrupt
+                raise Interrupted(RESUME)
     except (ServerError, SettingsError) as e:  # during the work: a failure, not a usage error
-        raise CommandFailed(str(e)) from None
+        # (each configuration's server is stopped by _run_config's finally; tune.json is current)
+        raise CommandFailed(f"{e}{server_log(directory)}; {RESUME}") from None
+    except Interrupted:
+        raise
+    # Ctrl-C outside a run (a server starting or stopping): still Ctrl-C, with how to resume
     except KeyboardInterrupt:
-        print(
-            f"tune {args.name}: interrupted; run the same command again to test the remaining configurations"
-        )
-        return 130
+        raise Interrupted(RESUME) from None
     table = format_table(results, args.rank_by, bool(args.slo))
     print("\n" + table + "\n")
     best_t, best_l = rank(results, args.rank_by)
@@ -353,4 +349,6 @@ def main(args: argparse.Namespace) -> int:
         )
         print(f"Report: {paths.html}")
     print(f"Configuration table: {os.path.join(directory, 'configurations.md')}")
-    return 0 if best_t is not None else 1
+    if best_t is None:
+        raise CommandFailed("no configuration could be ranked (see the table above)")
+    return 0

@@ -25,8 +25,9 @@ from dataclasses import asdict, dataclass, field
 from ..rundir.files import CLIENT_HEALTH_CSV, CLIENT_VALIDATION_JSON
 from ..settings import add_arguments
 from ..sim.process import SimulatorProcess
-from ..values import SettingsError, host_argument, parse_levels
+from ..values import SettingsError, parse_levels
 from . import run as run_cli
+from .common import add_host_argument, add_workers_argument
 from .errors import CommandFailed
 
 # the run's options validate-client offers, with its defaults (the echo run's test)
@@ -72,7 +73,7 @@ class Validation:
 
 
 def echo_levels(metrics, chunk_rates: dict[int, float]) -> list[EchoLevel]:
-    """Seed-001 rows from `analysis.levels.level_metrics` of the echo run."""
+    """Rows from `analysis.levels.measure.level_metrics` of the echo run."""
     out = []
     for row in metrics.to_dict("records"):
         users = int(row["users"])
@@ -217,18 +218,13 @@ def format_table(levels: list[EchoLevel]) -> str:
 
 
 def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
-    parser.add_argument(
-        "--host",
-        default=None,
-        type=host_argument,
-        help="an echo server to use (default: start `vllm-load sim --echo`)",
+    add_host_argument(
+        parser, "an echo server to use (default: start `vllm-load sim --echo`)", required=False
     )
     parser.add_argument(
         "--server-workers", type=int, default=2, help="processes of the echo server started for you"
     )
-    parser.add_argument(
-        "--workers", type=int, default=0, help="local Locust worker processes (as in your runs)"
-    )
+    add_workers_argument(parser, "local Locust worker processes (as in your runs)")
     add_arguments(
         parser,
         only=(*ECHO_DEFAULTS, "stream"),
@@ -299,7 +295,7 @@ def main(args: argparse.Namespace) -> int:
     if args.host:
         run_dir = _echo_run(args, args.host)
     else:
-        with SimulatorProcess("--echo", "--workers", str(args.server_workers)) as sim:
+        with SimulatorProcess("--echo", "--server-workers", str(args.server_workers)) as sim:
             print(f"Echo server ({args.server_workers} processes) at {sim.url}", flush=True)
             run_dir = _echo_run(args, sim.url)
     data = load_run(run_dir)

@@ -39,7 +39,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     )
     srv.add_argument("--port", type=int, default=8000, help="TCP port")
     srv.add_argument(
-        "--workers",
+        "--server-workers",
         type=int,
         default=1,
         help="server processes sharing the port through SO_REUSEPORT (each has its own engine)",
@@ -267,7 +267,7 @@ def build_config(args: argparse.Namespace) -> SimConfig:
         "--num-gpu-blocks": args.num_gpu_blocks,
         "--block-size": args.block_size,
         "--max-model-len": args.max_model_len,
-        "--workers": args.workers,
+        "--server-workers": args.server_workers,
         "--tokens-per-chunk": args.tokens_per_chunk,
     }
     for option, value in positive.items():
@@ -323,7 +323,7 @@ def build_config(args: argparse.Namespace) -> SimConfig:
         if mode == "fixed"
         else None,
         output=OutputConfig(args.eos_probability, args.tokens_per_chunk, args.seed),
-        workers=args.workers,
+        workers=args.server_workers,
         faults=faults,
         trace=os.path.abspath(args.trace) if args.trace else None,
         enable_prompt_tokens_details=args.enable_prompt_tokens_details,

@@ -1,7 +1,7 @@
 """Running the simulator as a child process: for tests, `vllm-load demo`, benches and campaigns.
 
 The child is `python -m vllm_load sim --host H --port P ...` in a new session (its own process
-group), so `stop()` reaches its --workers children too, and it is only ever stopped by its id.
+group), so `stop()` reaches its --server-workers children too, and it is only ever stopped by its id.
 """
 
 from __future__ import annotations

@@ -1,0 +1,73 @@
+"""The options several subcommands share, each declared once here.
+
+Like `settings.add_arguments(parser, defaults=...)`, each helper takes what differs between
+commands (a default, the help in the command's words) and declares the flag, its type and its
+meaning in one place; a flag that means something else in another command has another name.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..values import host_argument
+
+#: the help of --workers where it is not worded for the command
+WORKERS_HELP = "local Locust worker processes (0: a single process)"
+
+
+def add_host_argument(parser: Any, help: str, required: bool = True) -> None:
+    """--host: the base URL of the OpenAI-compatible server under test."""
+    parser.add_argument("--host", required=required, default=None, type=host_argument, help=help)
+
+
+def add_workers_argument(parser: Any, help: str = WORKERS_HELP) -> None:
+    """--workers: local Locust worker processes (0: the test runs in a single process)."""
+    parser.add_argument("--workers", type=int, default=0, help=help)
+
+
+def add_loglevel_argument(parser: Any, default: str = "INFO") -> None:
+    """--loglevel: Locust's log level."""
+    parser.add_argument("--loglevel", default=default, help="Locust log level")
+
+
+def add_server_cmd_argument(
+    parser: Any, help: str, metavar: str = "CMD", required: bool = False
+) -> None:
+    """--server-cmd: a shell command vllm-load runs the server with, in the foreground."""
+    parser.add_argument("--server-cmd", required=required, default="", metavar=metavar, help=help)
+
+
+def add_ready_timeout_argument(
+    parser: Any,
+    help: str = "seconds to wait for /health and /v1/models after a (re)start of the server",
+) -> None:
+    """--ready-timeout: how long a started server may take to answer."""
+    parser.add_argument("--ready-timeout", type=float, default=900.0, help=help)
+
+
+def declared_defaults(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """The options `parser` declares, each at its default, as `parse_args` would give them for
+    a command line that sets none (a string default through the option's type), without
+    building or parsing one."""
+    from ..compat.argparse import parser_actions
+
+    values: dict[str, Any] = {}
+    for action in parser_actions(parser):
+        if action.dest == argparse.SUPPRESS or action.default == argparse.SUPPRESS:
+            continue
+        default = action.default
+        if isinstance(default, str) and action.type is not None:
+            default = action.type(default)  # type: ignore[operator]
+        values[action.dest] = default
+    return argparse.Namespace(**values)
+
+
+def add_name_argument(parser: Any, default: str, help: str) -> None:
+    """--name: the directory (under --out) of a command that resumes: the same name resumes."""
+    parser.add_argument("--name", default=default, help=help)
+
+
+def add_no_report_argument(parser: Any, help: str = "do not write the HTML report") -> None:
+    """--no-report: skip the HTML report at the end."""
+    parser.add_argument("--no-report", action="store_true", help=help)
