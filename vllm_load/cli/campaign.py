@@ -13,12 +13,11 @@ import argparse
 import json
 import math
 import os
-import re
 import time
 from dataclasses import asdict, dataclass, field
 
 from ..analysis.decisions.slo import parse_slo
-from ..rundir.files import write_atomic
+from ..rundir.files import safe_name, write_atomic
 from ..settings import Settings
 from ..target.process import ServerError, ServerProcess, run_restart_command, wait_ready
 from ..values import SettingsError, parse_levels
@@ -259,9 +258,7 @@ class Campaign:
 
 
 def _campaign_name(args: argparse.Namespace) -> str:
-    return re.sub(
-        r"[^A-Za-z0-9._-]+", "_", (args.name or args.model or "campaign").replace("/", "__")
-    )
+    return safe_name(args.name or args.model or "campaign")
 
 
 def main(args: argparse.Namespace) -> int:

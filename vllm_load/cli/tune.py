@@ -22,7 +22,7 @@ import string
 from dataclasses import asdict, dataclass
 
 from ..analysis.decisions.slo import parse_slo
-from ..rundir.files import write_atomic
+from ..rundir.files import safe_name, write_atomic
 from ..settings import Settings
 from ..target.process import ServerError, ServerProcess, wait_ready
 from ..values import SettingsError
@@ -276,7 +276,7 @@ def main(args: argparse.Namespace) -> int:
         raise SettingsError("--server-cmd uses {model}: pass --model")
     if args.rank_by == "goodput" and not args.slo:
         raise SettingsError("--rank-by goodput ranks by requests/s meeting the SLOs: pass --slo")
-    directory = os.path.join(args.out, re.sub(r"[^A-Za-z0-9._-]+", "_", args.name))
+    directory = os.path.join(args.out, safe_name(args.name))
     os.makedirs(directory, exist_ok=True)
     state = _load_state(directory)
     known = {

@@ -12,14 +12,13 @@ import csv
 import io
 import json
 import os
-import re
 import secrets
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterable
 
-from ..rundir.files import RUN_JSON, STEPS_CSV, write_atomic
+from ..rundir.files import RUN_JSON, STEPS_CSV, safe_name, write_atomic
 from ..rundir.records import LEVEL_INDEX, START_INDEX, USERS_INDEX, RequestsCsvWriter
 
 STEPS_COLUMNS = (
@@ -43,7 +42,7 @@ def utc_iso(ts: float | None = None) -> str:
 
 def new_run_dir(base: str, model: str) -> str:
     """`base/<model>/<UTC timestamp>-<short id>`, with `/` in the model id made safe."""
-    safe_model = re.sub(r"[^A-Za-z0-9._-]+", "_", model.replace("/", "__")) or "unknown-model"
+    safe_model = safe_name(model) or "unknown-model"
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return os.path.join(base, safe_model, f"{stamp}-{secrets.token_hex(3)}")
 

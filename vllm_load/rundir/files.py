@@ -6,6 +6,7 @@ importing pandas (`load` reads the files into frames).
 """
 
 import os
+import re
 
 RUN_JSON = "run.json"
 REQUESTS_CSV = "requests.csv"
@@ -25,3 +26,9 @@ def write_atomic(path: str, text: str) -> None:
     with open(tmp, "w", encoding="utf-8", newline="") as fh:
         fh.write(text)
     os.replace(tmp, path)
+
+
+def safe_name(text: str) -> str:
+    """`text` as one path component: a model id's `/` becomes `__`, anything but letters, digits,
+    `.`, `_` and `-` becomes `_`; "" stays "" (the caller names the fallback)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text.replace("/", "__"))
