@@ -376,3 +376,19 @@ def test_every_level_failed():
     text = findings(c, sat, n_runs=1)
     assert text[0].startswith("Every tested level had more than 1% failed requests")
     assert sum("is left out" in t for t in text) == 2
+
+
+def test_decision_names_an_open_loop_series_levels_as_rates():
+    # a --rates run's levels are requests/s: its decision, as the findings and the summary say
+    # it, must not call them "concurrent" (a real vLLM run at 1,5 requests/s read "still rising at
+    # 5 concurrent ... a single run at 1, 5 concurrent")
+    from vllm_load.analysis.series.curve import RATE
+
+    c = curve([1, 5], [343, 1499])
+    sat = analyse(c)
+    sat.axis = RATE
+    text = sat.decision_text
+    assert "5 requests/s (not saturated)" in text and "at 1, 5 requests/s:" in text
+    assert "concurrent" not in text
+    assert "concurrent" not in " ".join(findings(c, sat, n_runs=1))
+    assert analyse(c).decision_text.startswith("That throughput is still rising at 5 concurrent")

@@ -67,7 +67,7 @@ def saturation_json(s: SeriesReport) -> dict:
         ],
     }
     if sat.decision is not None:
-        out["decision"] = {**asdict(sat.decision), "text": sat.decision.sentence()}
+        out["decision"] = {**asdict(sat.decision), "text": sat.decision_text}
     if sat.scaling is not None:
         out["scaling"] = {**asdict(sat.scaling), "note": sat.scaling.note()}
     if sat.past_saturation is not None:

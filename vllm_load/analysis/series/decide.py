@@ -110,18 +110,19 @@ class Decision:
         """A few words for tables: "decided at n = 5", "undetermined at n = 3", "single run"."""
         return self.state if self.state == SINGLE_RUN else f"{self.state} at n = {self.n}"
 
-    def sentence(self) -> str:
-        """The decision as a finding."""
+    def sentence(self, noun: str = "concurrent") -> str:
+        """The decision as a finding; `noun` names the levels (the series' `Axis.noun`:
+        "concurrent", or "requests/s" for an open-loop series)."""
         u = users_text(self.users)
         subject = (
-            f"That throughput is still rising at {u} concurrent (not saturated)"
+            f"That throughput is still rising at {u} {noun} (not saturated)"
             if self.at_top
-            else f"The saturation point (~{u} concurrent)"
+            else f"The saturation point (~{u} {noun})"
         )
         if self.state == SINGLE_RUN:
             where = ", ".join(users_text(x) for x in self.single_levels)
             return (
-                f"{subject} rests on a single run at {where} concurrent: there is no spread to judge it by; "
+                f"{subject} rests on a single run at {where} {noun}: there is no spread to judge it by; "
                 "repeat the test (n ≥ 3) to know whether it holds."
             )
         if self.state == DECIDED:
@@ -137,7 +138,7 @@ class Decision:
         lo, hi = users_text(min(self.plausible)), users_text(max(self.plausible))
         text = (
             f"{subject} is undetermined at n = {self.n}: the runs' spread leaves any level from {lo} to {hi} "
-            "concurrent plausible as the saturation point"
+            f"{noun} plausible as the saturation point"
         )
         if self.runs_needed is None:
             return (

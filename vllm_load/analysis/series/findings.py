@@ -90,7 +90,7 @@ def findings(
                 "throughput saturates is not known."
             )
     if sat.decision is not None:
-        out.append(sat.decision.sentence())
+        out.append(sat.decision_text)
     if sat.scaling is not None and sat.scaling.ratio == sat.scaling.ratio:
         sc = sat.scaling
         note = f" ({sc.note()})" if sc.substituted else ""

@@ -175,6 +175,11 @@ class Saturation:
         return "not saturated within the tested levels"
 
     @property
+    def decision_text(self) -> str:
+        """The decision as a finding, its levels named by the series' axis ("" without one)."""
+        return self.decision.sentence(self.axis.noun) if self.decision is not None else ""
+
+    @property
     def headline(self) -> str:
         """The status with whether the runs decide it, for tables: "~100 concurrent (decided at n = 5)"."""
         return (
