@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from vllm_load.analysis.series.curve import RATE
 from vllm_load.analysis.series.decide import MAX_RUNS, runs_to_decide
 from vllm_load.analysis.series.findings import findings
 from vllm_load.analysis.series.saturation import SaturationRule, analyse, scaling_ratio
@@ -392,3 +393,21 @@ def test_decision_names_an_open_loop_series_levels_as_rates():
     assert "concurrent" not in text
     assert "concurrent" not in " ".join(findings(c, sat, n_runs=1))
     assert analyse(c).decision_text.startswith("That throughput is still rising at 5 concurrent")
+
+
+def test_an_open_loop_level_that_was_no_steady_state_is_left_out_of_the_peak():
+    """A real vLLM offered 5 requests/s completed 1.94: the queue's prompt tokens, credited
+    before their first token, made that level look like a still-rising peak."""
+    c = curve(
+        [1.0, 3.0, 5.0],
+        [400, 1100, 1499],
+        [1.0, 2.0, 30.0],
+        rate_unsteady=["", "", "run r1: the target could not keep up: achieved 2.25 of 5.52"],
+    )
+    sat = analyse(c)
+    sat.axis = RATE  # as the report sets it for an open-loop series
+    assert [(f.users, f.excluded, bool(f.unsteady)) for f in sat.failed] == [(5.0, True, True)]
+    assert sat.peak.users == 3.0
+    joined = " ".join(findings(c, sat, n_runs=1))
+    assert "Rate 5 requests/s is left out of the peak" in joined and "no steady state" in joined
+    assert "1,499" not in joined

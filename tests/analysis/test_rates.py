@@ -182,3 +182,21 @@ def test_concurrency_levels_and_old_runs_have_no_rate_figures(tmp_path):
     assert metrics[rate].isna().all().all()
     assert rate_verdicts(metrics) == {}
     assert format_level_table(metrics).splitlines()[0].split()[0] == "users"
+
+
+def test_a_window_that_works_off_a_backlog_is_no_steady_state():
+    """Figures from a real vLLM at 4 requests/s: the level's first completion came 12 s in, so the
+    measured window worked off the start-up queue (47 in flight at its start, 10 at its end)."""
+    metrics = pd.DataFrame(
+        dict(level=[0, 1], requested_rate=[4.0, 4.0], offered_rate=[2.86, 4.0])
+        | dict(achieved_rate=[5.33, 4.02], window_s=[20.0, 20.0], in_flight_start=[47.0, 9.0])
+        | dict(in_flight_end=[10.0, 9.0], delay_growth=[0.0, 0.0], queued_p99=[0.01, 0.01])
+    )
+    verdicts = rate_verdicts(metrics)
+    draining, steady = verdicts[0], verdicts[1]
+    assert draining.kept_up and draining.draining and not draining.steady
+    assert "worked off a backlog" in draining.unsteady_text()
+    assert "--warmup-requests" in draining.unsteady_text()
+    assert steady.steady and steady.unsteady_text() == ""
+    behind = rate_verdicts(metrics.assign(achieved_rate=[1.0, 1.0]))[0]
+    assert not behind.steady and behind.unsteady_text().startswith("the target could not keep up")

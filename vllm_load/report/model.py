@@ -175,6 +175,9 @@ def summarize_run(path: str, slo: SloSpec = SloSpec()) -> RunSummary:
         metrics["rate_behind"] = [
             verdicts[lv].text() if lv in verdicts else "" for lv in metrics["level"]
         ]
+        metrics["rate_unsteady"] = [
+            verdicts[lv].unsteady_text() if lv in verdicts else "" for lv in metrics["level"]
+        ]
     metrics.insert(0, "run_id", data.run_id)
     return RunSummary(
         run_id=data.run_id,
@@ -244,6 +247,13 @@ def level_curve(
         curve["slo_binding"] = curve["users"].map(binding).fillna("")
     curve["client_late"] = [u in reasons for u in curve["users"]]
     curve["client_late_reason"] = [reasons.get(u, "") for u in curve["users"]]
+    if "rate_unsteady" in frame:  # open-loop levels whose window was no steady state (`failures`)
+        unsteady = frame[frame["rate_unsteady"].fillna("").astype(str) != ""]
+        why = {
+            u: "; ".join(f"run {r}: {w}" for r, w in zip(g["run_id"], g["rate_unsteady"]))
+            for u, g in unsteady.groupby("users")
+        }
+        curve["rate_unsteady"] = [why.get(u, "") for u in curve["users"]]
     return curve
 
 

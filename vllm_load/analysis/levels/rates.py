@@ -220,7 +220,10 @@ class RateRule:
             "window's edges, √(at start + at end), when that is more: arrivals and completions "
             "differ by the change in requests in flight, which fluctuates even when the target "
             "keeps up), or when its TTFT, which counts from the scheduled arrival, grew by more "
-            f"than {self.max_growth:.0%} of the elapsed time (a queue building up)."
+            f"than {self.max_growth:.0%} of the elapsed time (a queue building up). A level whose "
+            "completions exceeded its arrivals by as much worked off a backlog in its window. "
+            "Either way its window is no steady state, and the level is left out of the peak and "
+            "the saturation point."
         )
 
 
@@ -247,6 +250,30 @@ class RateVerdict:
     @property
     def kept_up(self) -> bool:
         return not (self.short or self.growing)
+
+    @property
+    def draining(self) -> bool:
+        """More completions than arrivals beyond the noise: the window caught a backlog (from
+        the level's start, or the level before) being worked off, not a steady state."""
+        return self.achieved > (1.0 + self.allowed) * self.offered
+
+    @property
+    def steady(self) -> bool:
+        """Completions kept pace with arrivals, neither behind nor working off a backlog: only
+        then is the level's throughput the target's at this rate."""
+        return self.kept_up and not self.draining
+
+    def unsteady_text(self) -> str:
+        """Why the level's window was no steady state ("" when it was)."""
+        if self.steady:
+            return ""
+        if not self.kept_up:
+            return "the target could not keep up: " + self.text()
+        return (
+            f"achieved {self.achieved:,.2f} requests/s, more than the {self.offered:,.2f} offered "
+            f"({self.achieved / self.offered - 1:+.1%}): the window worked off a backlog "
+            "(raise --warmup-requests above the rate times the E2E latency)"
+        )
 
     def text(self) -> str:
         """Why the level could not keep up ("" when it did)."""

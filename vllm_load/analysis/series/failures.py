@@ -1,11 +1,14 @@
-"""Levels with failed requests: which are named in the findings, which are left out of conclusions.
+"""Levels with failed requests, or open-loop levels whose window was no steady state: which are
+named in the findings, which are left out of conclusions.
 
 A level's throughput counts only its successful requests, so a level where the server stopped
 answering looks like a slow level, not a broken one. The rule: a level where more than
 `max_failed_share` of the measured requests failed in any run (the worst run, from the curve's
 `success_rate_min`; `success_rate_mean` when the curve has no minimum) is left out of the peak,
 the saturation point, scaling and the recommendations. Every level with a failure is named in
-the findings with its failure share, whether left out or kept.
+the findings with its failure share, whether left out or kept. An open-loop (--rates) level
+whose measured window was no steady state in some run (`levels.rates`: the target could not
+keep up, or the window worked off a backlog) is left out the same way, with the reason.
 """
 
 from __future__ import annotations
@@ -30,9 +33,16 @@ class FailedLevel:
     mean_share: float  # the same share averaged across runs
     n: int  # runs at this level
     excluded: bool
+    unsteady: str = ""  # an open-loop level whose window was no steady state: why (then excluded)
 
     def sentence(self, max_failed_share: float = MAX_FAILED_SHARE) -> str:
         """The finding that names this level."""
+        if self.unsteady:
+            return (
+                f"Rate {self.users:,.4g} requests/s is left out of the peak, saturation point, "
+                f"scaling and recommendations: its measured window was no steady state "
+                f"({self.unsteady}), so its throughput is not the target's at that rate."
+            )
         users = f"{self.users:,.0f}"
         share = f"{self.worst_share * 100:.1f}% of its measured requests failed"
         if self.n >= 2:
@@ -54,14 +64,19 @@ def failed_levels(
     worst_ok = column(curve, "success_rate_min") if "success_rate_min" in curve else mean_ok
     n = column(curve, "success_rate_n")
     users = column(curve, "users")
+    unsteady = (
+        curve["rate_unsteady"].fillna("").astype(str).to_numpy()
+        if "rate_unsteady" in curve
+        else np.full(len(curve), "")
+    )
     out = []
-    for i in np.flatnonzero(worst_ok < 1.0):
-        worst, mean = 1.0 - worst_ok[i], 1.0 - mean_ok[i]
+    for i in np.flatnonzero((worst_ok < 1.0) | (unsteady != "")):
+        worst = 1.0 - worst_ok[i] if worst_ok[i] == worst_ok[i] else 0.0
+        mean = 1.0 - mean_ok[i] if mean_ok[i] == mean_ok[i] else 0.0
         runs = int(n[i]) if n[i] == n[i] else 1
+        excluded = bool(worst > max_failed_share) or bool(unsteady[i])
         out.append(
-            FailedLevel(
-                float(users[i]), float(worst), float(mean), runs, bool(worst > max_failed_share)
-            )
+            FailedLevel(float(users[i]), float(worst), float(mean), runs, excluded, unsteady[i])
         )
     return out
 
