@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from vllm_load.rundir.records import COLUMNS, PANDAS_DTYPES
+from vllm_load.rundir.records import COLUMNS, PANDAS_DTYPES, STEPS_COLUMNS
 
 
 def make_requests(rows: list[dict]) -> pd.DataFrame:
@@ -36,19 +36,9 @@ def make_requests(rows: list[dict]) -> pd.DataFrame:
 
 
 def make_steps(rows: list[tuple]) -> pd.DataFrame:
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "level",
-            "users",
-            "start_ts",
-            "end_ts",
-            "warmup_requests",
-            "target_requests",
-            "time_cap",
-            "stop_reason",
-        ],
-    )
+    """A steps frame: each row steps.csv's columns in order, the trailing ones left out."""
+    width = max((len(r) for r in rows), default=len(STEPS_COLUMNS) - 1)
+    return pd.DataFrame(rows, columns=list(STEPS_COLUMNS[:width]))
 
 
 def ok(level, users, start, end, prompt=10, completion=10, ttft=0.1, itl="", **kw):

@@ -19,18 +19,12 @@ from datetime import datetime, timezone
 from typing import Iterable
 
 from ..rundir.files import RUN_JSON, STEPS_CSV, safe_name, write_atomic
-from ..rundir.records import LEVEL_INDEX, START_INDEX, USERS_INDEX, RequestsCsvWriter
-
-STEPS_COLUMNS = (
-    "level",
-    "users",
-    "start_ts",
-    "end_ts",
-    "warmup_requests",
-    "target_requests",
-    "time_cap",
-    "stop_reason",
-    "rate",  # requests/s of an open-loop level (--rates); empty for a concurrency level
+from ..rundir.records import (
+    LEVEL_INDEX,
+    START_INDEX,
+    STEPS_COLUMNS,
+    USERS_INDEX,
+    RequestsCsvWriter,
 )
 
 

@@ -16,19 +16,7 @@ from typing import Iterable, Sequence
 import pandas as pd
 
 from .files import CLIENT_VALIDATION_JSON, HISTORY_CSV, REQUESTS_CSV, RUN_JSON, STEPS_CSV
-from .records import COLUMNS, PANDAS_DTYPES
-
-STEPS_COLUMNS = (
-    "level",
-    "users",
-    "start_ts",
-    "end_ts",
-    "warmup_requests",
-    "target_requests",
-    "time_cap",
-    "stop_reason",
-    "rate",
-)
+from .records import COLUMNS, PANDAS_DTYPES, STEPS_COLUMNS
 
 #: the requests.csv columns the analysis reads (the rest are for people reading the file)
 ANALYSIS_COLUMNS: tuple[str, ...] = (

@@ -68,6 +68,19 @@ USERS_INDEX = COLUMNS.index("users")
 START_INDEX = COLUMNS.index("start_ts")
 
 #: dtypes for reading requests.csv with pandas
+#: steps.csv's columns, one row per level (docs/run-format.md)
+STEPS_COLUMNS: tuple[str, ...] = (
+    "level",
+    "users",
+    "start_ts",
+    "end_ts",
+    "warmup_requests",
+    "target_requests",
+    "time_cap",
+    "stop_reason",
+    "rate",  # requests/s of an open-loop level (--rates); empty for a concurrency level
+)
+
 PANDAS_DTYPES: dict[str, str] = {
     "request_id": "string",
     "worker": "string",
