@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from .histogram import LogHistogram
-from .records import COLUMNS, RequestRecord
+from .records import COLUMNS, STEPS_COLUMNS, RequestRecord
 from .synthetic_personas import Persona, PersonaShape, label_requests
 
 POOL = 48  # distinct per-request ITL patterns per level
@@ -252,19 +252,7 @@ def write_synthetic_run(base_dir: str, spec: SyntheticRun | None = None) -> str:
         drop=True
     )  # arrival order
     requests.insert(0, "request_id", "0-" + pd.Series(np.arange(1, len(requests) + 1)).astype(str))
-    steps_frame = pd.DataFrame(
-        steps,
-        columns=[
-            "level",
-            "users",
-            "start_ts",
-            "end_ts",
-            "warmup_requests",
-            "target_requests",
-            "time_cap",
-            "stop_reason",
-        ],
-    )
+    steps_frame = pd.DataFrame(steps, columns=list(STEPS_COLUMNS[:8]))  # no rate: concurrency
     for col in ("prompt_tokens", "completion_tokens"):
         requests[col] = requests[col].astype("Int64")
     floats = [c for c in requests.columns if requests[c].dtype == np.float64]
