@@ -15,7 +15,7 @@ requests), p99 E2E, achieved concurrency, RSS, and the targets with PASS/FAIL.
 
     python bench/client_capacity.py                   # 100 and 1000 users, 15 s per measurement
     python bench/client_capacity.py --quick           # 10 users, 2 s: checks that the bench works
-    python bench/client_capacity.py --modes stream --users 1000 --profile /tmp/stacks.txt   # py-spy
+    python bench/client_capacity.py --modes stream --users 1000 --profile /tmp/stacks.txt   # py-spy, top level of the last mode
 """
 
 from __future__ import annotations
@@ -593,7 +593,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile",
         default="",
         metavar="PATH",
-        help="py-spy (raw collapsed stacks) of vllm-load at the top streaming level into PATH",
+        help="py-spy (raw collapsed stacks) of vllm-load at the top level of the last of --modes into PATH",
     )
     parser.add_argument(
         "--quick", action="store_true", help="10 users, 2 s, 64 streamed tokens: a smoke test"
@@ -625,7 +625,9 @@ def main(argv: list[str] | None = None) -> int:
         sampler.start()
         print(f"echo simulator at {sim.url}: {args.server_workers} worker processes", flush=True)
         try:
-            for stream in [m == "stream" for m in args.modes.split(",")]:
+            modes = args.modes.split(",")
+            for mode in modes:
+                stream = mode == "stream"
                 for n in users:
                     load = Load(
                         n,
@@ -636,7 +638,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     profile = (
                         start_profile(args.profile, args.seconds)
-                        if (args.profile and stream and n == max(users))
+                        if (args.profile and mode == modes[-1] and n == max(users))
                         else None
                     )
                     results[(n, stream)] = {
