@@ -109,14 +109,6 @@ PANDAS_DTYPES: dict[str, str] = {
 }
 
 
-def _cell(value) -> object:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return repr(round(value, 7))
-    return value
-
-
 class RequestsCsvWriter:
     """Appends rows to requests.csv as they arrive, flushing after each batch."""
 
@@ -132,8 +124,12 @@ class RequestsCsvWriter:
 
     def write_rows(self, rows: Iterable[Iterable]) -> int:
         count = 0
+        writerow = self._writer.writerow
         for row in rows:
-            self._writer.writerow([_cell(v) for v in row])
+            # None is an empty cell; floats to 7 decimals (below 0.1 µs). Inline: ~40 cells a row
+            writerow(
+                ["" if v is None else repr(round(v, 7)) if isinstance(v, float) else v for v in row]
+            )
             count += 1
         self._fh.flush()
         self.rows_written += count
