@@ -16,6 +16,41 @@ from ..rundir.records import COLUMNS
 from .timeline import Timeline
 
 _I = {name: COLUMNS.index(name) for name in COLUMNS}
+_START, _END, _OK, _TTFT, _E2E = (_I[c] for c in ("start_ts", "end_ts", "ok", "ttft", "e2e"))
+_PROMPT, _REQUESTED_PROMPT = _I["prompt_tokens"], _I["requested_prompt_tokens"]
+_COMPLETION, _ITL_HIST = _I["completion_tokens"], _I["itl_hist"]
+
+
+@dataclass(slots=True)
+class Finished:
+    """What the live figures take from one record row: read once, then added to its level, its
+    persona and the timeline (on the master, for every request)."""
+
+    start: float
+    end: float
+    ok: bool
+    tokens_in: int
+    tokens_out: int
+    ttft: float | None
+    ttft_bucket: int
+    e2e_bucket: int
+    itl: list[tuple[int, int]]  # the ITL histogram's (bucket, count) pairs
+
+    @classmethod
+    def of(cls, row) -> Finished:
+        ok = bool(row[_OK])
+        ttft = row[_TTFT]
+        return cls(
+            row[_START],
+            row[_END],
+            ok,
+            row[_PROMPT] or row[_REQUESTED_PROMPT] or 0,
+            row[_COMPLETION] or 0,
+            ttft,
+            bucket_of(ttft) if ttft is not None and ok else 0,
+            bucket_of(row[_E2E]) if ok else 0,
+            parse_counts(row[_ITL_HIST]) if ok else [],
+        )
 
 
 @dataclass
@@ -35,21 +70,21 @@ class LiveLevel:
     e2e: LogHistogram = field(default_factory=LogHistogram)
     itl: LogHistogram = field(default_factory=LogHistogram)
 
-    def add(self, row, itl: list[tuple[int, int]]) -> None:
-        """One record row, its ITL histogram already parsed (`parse_counts`)."""
-        self.first_start = min(self.first_start, row[_I["start_ts"]])
-        self.last_end = max(self.last_end, row[_I["end_ts"]])
-        if not row[_I["ok"]]:
+    def add(self, done: Finished) -> None:
+        """One finished request."""
+        self.first_start = min(self.first_start, done.start)
+        self.last_end = max(self.last_end, done.end)
+        if not done.ok:
             self.failed += 1
             return
         self.ok += 1
-        self.input_tokens += row[_I["prompt_tokens"]] or row[_I["requested_prompt_tokens"]] or 0
-        self.output_tokens += row[_I["completion_tokens"]] or 0
-        if row[_I["ttft"]] is not None:
-            self.ttft.counts[bucket_of(row[_I["ttft"]])] += 1
-        self.e2e.counts[bucket_of(row[_I["e2e"]])] += 1
+        self.input_tokens += done.tokens_in
+        self.output_tokens += done.tokens_out
+        if done.ttft is not None:
+            self.ttft.counts[done.ttft_bucket] += 1
+        self.e2e.counts[done.e2e_bucket] += 1
         counts = self.itl.counts
-        for bucket, count in itl:
+        for bucket, count in done.itl:
             counts[bucket] += count
 
     def as_dict(self) -> dict:
@@ -113,25 +148,19 @@ class LiveStats:
         self.timeline.stop(at)
 
     def add(self, row) -> None:
+        """One attributed record row: to its level, its persona and the timeline."""
+        done = Finished.of(row)
         level = row[_I["level"]]
         entry = self.levels.get(level)
         if entry is None:
             entry = self.levels[level] = LiveLevel(level, row[_I["users"]])
-        itl = parse_counts(row[_I["itl_hist"]]) if row[_I["ok"]] else []
-        entry.add(row, itl)
+        entry.add(done)
         key = (level, row[_I["user_class"]] or "")
         persona = self.personas.get(key)
         if persona is None:
             persona = self.personas[key] = LiveLevel(level, entry.users, key[1] or "(unnamed)")
-        persona.add(row, itl)
-        self.timeline.add(
-            row[_I["end_ts"]],
-            bool(row[_I["ok"]]),
-            row[_I["prompt_tokens"]] or row[_I["requested_prompt_tokens"]] or 0,
-            row[_I["completion_tokens"]] or 0,
-            row[_I["ttft"]],
-            itl,
-        )
+        persona.add(done)
+        self.timeline.add(done.end, done.ok, done.tokens_in, done.tokens_out, done.ttft, done.itl)
 
     def snapshot(self, now: float, series: bool = True, since: float | None = None) -> dict:
         """The levels (and personas); with `series`, the time series too (only its points after
