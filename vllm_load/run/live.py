@@ -31,8 +31,7 @@ class Finished:
     ok: bool
     tokens_in: int
     tokens_out: int
-    ttft: float | None
-    ttft_bucket: int
+    ttft_bucket: int | None  # None: failed, or no first token
     e2e_bucket: int
     itl: list[tuple[int, int]]  # the ITL histogram's (bucket, count) pairs
 
@@ -46,8 +45,7 @@ class Finished:
             ok,
             row[_PROMPT] or row[_REQUESTED_PROMPT] or 0,
             row[_COMPLETION] or 0,
-            ttft,
-            bucket_of(ttft) if ttft is not None and ok else 0,
+            bucket_of(ttft) if ttft is not None and ok else None,
             bucket_of(row[_E2E]) if ok else 0,
             parse_counts(row[_ITL_HIST]) if ok else [],
         )
@@ -80,7 +78,7 @@ class LiveLevel:
         self.ok += 1
         self.input_tokens += done.tokens_in
         self.output_tokens += done.tokens_out
-        if done.ttft is not None:
+        if done.ttft_bucket is not None:
             self.ttft.counts[done.ttft_bucket] += 1
         self.e2e.counts[done.e2e_bucket] += 1
         counts = self.itl.counts
@@ -160,7 +158,9 @@ class LiveStats:
         if persona is None:
             persona = self.personas[key] = LiveLevel(level, entry.users, key[1] or "(unnamed)")
         persona.add(done)
-        self.timeline.add(done.end, done.ok, done.tokens_in, done.tokens_out, done.ttft, done.itl)
+        self.timeline.add(
+            done.end, done.ok, done.tokens_in, done.tokens_out, done.ttft_bucket, done.itl
+        )
 
     def snapshot(self, now: float, series: bool = True, since: float | None = None) -> dict:
         """The levels (and personas); with `series`, the time series too (only its points after

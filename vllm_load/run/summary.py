@@ -17,6 +17,7 @@ def print_summary(run_dir: str) -> None:
     abandoned = 0
     try:
         # at call time: pandas stays out of the load processes, which import this module too
+        from ..analysis.decisions.goodput import format_goodput_table, level_goodput
         from ..analysis.decisions.slo import parse_slo
         from ..analysis.levels.client_side import (
             late_levels,
@@ -41,9 +42,6 @@ def print_summary(run_dir: str) -> None:
         )
         slo = parse_slo((run.run.get("settings") or {}).get("slo") or [])
         if slo:  # the run's --slo: goodput per level, as the report will show it
-            # only here: it imports scipy, about a second that a run without SLOs need not spend
-            from ..analysis.decisions.goodput import format_goodput_table, level_goodput
-
             goodput = level_goodput(run.requests, measurement, slo)
             table += "\n\n" + format_goodput_table(metrics, goodput, slo)
     except Exception as e:  # a summary must never lose the run: say why it is missing instead

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from ..rundir.histogram import bucket_of, bucket_value
+from ..rundir.histogram import bucket_value
 
 WINDOW_SECONDS = 5
 SETTLE_SECONDS = 2.0
@@ -104,11 +104,12 @@ class Timeline:
         ok: bool,
         tokens_in: int,
         tokens_out: int,
-        ttft: float | None,
+        ttft_bucket: int | None,
         itl: list[tuple[int, int]],
     ) -> None:
         """One finished request, by the second it ended in (a late one: the next open second);
-        `itl` its ITL histogram's (bucket, count) pairs."""
+        `ttft_bucket` its TTFT's histogram bucket (None: no first token), `itl` its ITL
+        histogram's (bucket, count) pairs."""
         self._begin(end_ts)
         assert self._next is not None
         second = max(int(end_ts), self._next - 1)
@@ -121,8 +122,8 @@ class Timeline:
         entry.ok += 1
         entry.tokens_in += tokens_in
         entry.tokens_out += tokens_out
-        if ttft is not None:
-            entry.ttft[bucket_of(ttft)] += 1
+        if ttft_bucket is not None:
+            entry.ttft[ttft_bucket] += 1
         counts = entry.itl
         for bucket, count in itl:
             counts[bucket] += count

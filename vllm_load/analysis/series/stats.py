@@ -17,7 +17,6 @@ from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 CONFIDENCE = 0.95
 #: settings that say where or how a run was recorded or judged (its SLOs), not what was tested
@@ -47,6 +46,10 @@ class Summary:
 
 def t_quantile(n: int | np.ndarray, confidence: float = CONFIDENCE):
     """Two-sided t critical value for n observations (df = n - 1); NaN for n < 2."""
+    # scipy here, not at the top: it costs ~1 s and ~60 MiB to import, and most users of this
+    # module (a run's end-of-run summary, the live figures) never compute an interval
+    from scipy import stats as sps
+
     n = np.asarray(n, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         q = np.asarray(sps.t.ppf(0.5 + confidence / 2.0, np.where(n >= 2, n - 1, np.nan)))
