@@ -9,20 +9,16 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import math
-import os
 from dataclasses import dataclass
 
-import jinja2
 import numpy as np
 
 from .. import __version__
 from ..analysis.decisions.ab import BETTER, FIGURES, UNSURE, WORSE, Comparison, Figure
-from ..rundir.files import write_atomic
 from . import charts
 from .compare_model import CompareData, compare_dict, dropped_text, level_text
-from .render import md, num, pct, signed_pct
+from .render import template_env, write_documents
 
 #: the HTML class of each verdict's cell
 VERDICT_CLASS = {BETTER: "better", WORSE: "worse", UNSURE: "unsure"}
@@ -111,15 +107,8 @@ def _paths(out_html: str) -> ComparePaths:
 def write_comparison(data: CompareData, out_html: str) -> ComparePaths:
     """Write the comparison's HTML at `out_html`, with its Markdown and JSON beside it."""
     paths = _paths(out_html)
-    os.makedirs(os.path.dirname(os.path.abspath(paths.html)), exist_ok=True)
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("vllm_load.report", "templates"),
-        autoescape=jinja2.select_autoescape(enabled_extensions=("html",), default_for_string=True),
-        undefined=jinja2.StrictUndefined,
-    )
-    env.filters.update(
-        num=num, pct=pct, signed_pct=signed_pct, md=md, value=value_text, p=p_text, rel=rel_text
-    )
+    env = template_env()
+    env.filters.update(value=value_text, p=p_text, rel=rel_text)
     env.globals.update(
         ci_text=ci_text,
         level_text=lambda lv: level_text(lv, data.a.axis),
@@ -134,7 +123,5 @@ def write_comparison(data: CompareData, out_html: str) -> ComparePaths:
         version=__version__,
         worse_text=WORSE,
     )
-    write_atomic(paths.html, env.get_template("compare.html").render(**context))
-    write_atomic(paths.markdown, env.get_template("compare.md").render(**context))
-    write_atomic(paths.json, json.dumps(compare_dict(data), indent=2, ensure_ascii=False))
+    write_documents(paths, "compare", context, compare_dict(data), env)
     return paths

@@ -3,8 +3,6 @@ summary JSON, each saying in its headline that its figures come from Locust's ag
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
@@ -15,12 +13,11 @@ import pandas as pd
 from .. import __version__
 from ..analysis.levels.locust_csv import PERCENTILES, PlateauRule
 from ..analysis.series.saturation import SaturationRule
-from ..rundir.files import write_atomic
 from . import charts
 from .charts import STYLE, Chart, figure, floats, log_level_axis, plot_with_ci, png_base64, slug
 from .locust_model import LocustReportData, LocustRun, build_locust_data
 from .model import SeriesReport
-from .render import Progress, ReportPaths, side_paths, template_env
+from .render import Progress, ReportPaths, side_paths, write_documents
 from .summary import clean, records, saturation_json
 
 SOURCE = "locust_csv"
@@ -220,8 +217,6 @@ def build_locust_report(
         runs = [_run_view(i, r) for i, r in enumerate(data.runs)]
         bar.step("charts: runs")
         paths = side_paths(out_html)
-        os.makedirs(os.path.dirname(os.path.abspath(paths.html)), exist_ok=True)
-        env = template_env()
         context = dict(
             data=data,
             runs=runs,
@@ -231,9 +226,7 @@ def build_locust_report(
             title="vllm-load report from Locust CSVs",
             version=__version__,
         )
-        write_atomic(paths.html, env.get_template("locust.html").render(**context))
-        write_atomic(paths.markdown, env.get_template("locust.md").render(**context))
-        write_atomic(paths.json, json.dumps(locust_summary(data), indent=2, ensure_ascii=False))
+        write_documents(paths, "locust", context, locust_summary(data))
         levels = pd.concat([r.metrics for r in data.runs], ignore_index=True)
         levels.insert(0, "source", SOURCE)
         levels.to_csv(paths.csv, index=False)

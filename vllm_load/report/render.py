@@ -229,6 +229,18 @@ class Progress:
             self._bar.stop()
 
 
+def write_documents(paths, template: str, context: dict, summary: dict, env=None) -> None:
+    """The three documents every report writes: `template`.html and `template`.md rendered
+    with `context` at `paths.html` and `paths.markdown`, and `summary` as JSON at `paths.json`
+    (each atomically, its folder made when missing); `env` when the template needs filters of
+    its own beyond `template_env`'s."""
+    os.makedirs(os.path.dirname(os.path.abspath(paths.html)), exist_ok=True)
+    env = env or template_env()
+    write_atomic(paths.html, env.get_template(f"{template}.html").render(**context))
+    write_atomic(paths.markdown, env.get_template(f"{template}.md").render(**context))
+    write_atomic(paths.json, json.dumps(summary, indent=2, ensure_ascii=False))
+
+
 def side_paths(out_html: str) -> ReportPaths:
     base = out_html[:-5] if out_html.endswith(".html") else out_html
     html = out_html if out_html.endswith(".html") else out_html + ".html"
@@ -315,8 +327,6 @@ def build_report(
         data = build_report_data(run_dirs, gpus_per_model, rule, step=bar.step, slo=slo)
         series, runs, overview = _views(data, bar)
         paths = side_paths(out_html)
-        os.makedirs(os.path.dirname(os.path.abspath(paths.html)), exist_ok=True)
-        env = template_env()
         context = dict(
             data=data,
             series=series,
@@ -328,10 +338,8 @@ def build_report(
             server_causes=server_side.DISAGREEMENT_CAUSES,
             min_intervals=server_side.MIN_INTERVALS,
         )
-        write_atomic(paths.html, env.get_template("report.html").render(**context))
-        write_atomic(paths.markdown, env.get_template("report.md").render(**context))
         summary = summary_dict(data)
-        write_atomic(paths.json, json.dumps(summary, indent=2, ensure_ascii=False))
+        write_documents(paths, "report", context, summary)
         write_summary_csv(summary, paths.csv)
         bar.step("written")
         return paths
