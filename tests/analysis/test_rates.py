@@ -51,6 +51,20 @@ def behind_level(level: int, t0: float, n: int) -> list[dict]:
     return rows
 
 
+def paired_level(level: int, t0: float, n: int) -> list[dict]:
+    """100 requests/s offered to a target that runs two at a time in step, first come first
+    served, two users: each pair finishes 2/30 s after the one before, its first 0.3 ms before
+    its second, and each user sends its next request 0.5 ms after its last one ended."""
+    rows = []
+    for i in range(n):
+        pair, second = divmod(i, 2)
+        start, end = t0 + 0.01 * i, t0 + (pair + 1) * 2 / 30 - (0.0 if second else 0.0003)
+        sent = start if pair == 0 else rows[i - 2]["end_ts"] + 0.0005
+        rows.append(dict(level=level, start_ts=start, end_ts=end, ttft=end - sent - 0.005))
+        rows[-1]["queued_s"] = sent - start
+    return rows
+
+
 def fifo_level(level: int, due: np.ndarray, service_s: float, latency: float = 0.05) -> list[dict]:
     """Requests due at `due`, done `latency` after, or `service_s` after the one before if later
     (a target that completes one every `service_s` at most)."""
@@ -106,11 +120,23 @@ def test_a_level_above_capacity_falls_short_and_its_delay_grows(users, n):
     assert (
         "achieved 30.00 of 100." in verdict.text() and "requests/s offered (-70." in verdict.text()
     )
-    table = format_level_table(metrics, behind={0: verdict.text()})
+    table = format_level_table(metrics, unsteady={0: verdict.unsteady_text()})
     header = table.splitlines()[0].split()
     assert header[:6] == ["rate", "req/s", "offered", "achieved", "in", "flight"]
     assert "30.00!" in table and "the target could not keep up" in table
-    assert "100.00 requests/s: achieved 30.00" in table
+    assert "100.00 requests/s: the target could not keep up: achieved 30.00" in table
+
+
+def test_a_user_between_two_requests_at_the_window_edge_does_not_hide_the_queue():
+    """The e2e test's simulator, 150 requests/s to 20 users: now and then the window's last
+    finish came while another user was between its request's end and its next send (a fraction of
+    a millisecond). "A user is free" then read as "no arrival was waiting", and the offered rate
+    fell to the achieved one (32 instead of ~150 requests/s)."""
+    requests = requests_frame(paired_level(0, 1000.0, 72))
+    steps = steps_frame([(0, 2, 1000.0, 1002.34, 10, 70, 60.0, "target_reached", 100.0)])
+    row = level_metrics(requests, steps).iloc[0]
+    assert row["offered_rate"] == pytest.approx(100.0, abs=0.5)
+    assert row["in_flight_end"] > 100  # the arrivals waiting for one of the two users
 
 
 def test_poisson_arrivals_are_judged_against_the_rate_offered_not_the_one_requested():
@@ -200,3 +226,22 @@ def test_a_window_that_works_off_a_backlog_is_no_steady_state():
     assert steady.steady and steady.unsteady_text() == ""
     behind = rate_verdicts(metrics.assign(achieved_rate=[1.0, 1.0]))[0]
     assert not behind.steady and behind.unsteady_text().startswith("the target could not keep up")
+
+
+def test_the_run_summary_marks_a_draining_level_as_the_report_leaves_it_out(tmp_path):
+    """A real vLLM's run table marked only the levels that fell behind: a 2 requests/s level
+    right after an overloaded one read "achieved 14.32" unmarked, while the report left it out."""
+    metrics = pd.DataFrame(
+        dict(level=[0, 1], requested_rate=[4.0, 4.0], offered_rate=[2.86, 4.0])
+        | dict(achieved_rate=[5.33, 4.02], window_s=[20.0, 20.0], in_flight_start=[47.0, 9.0])
+        | dict(in_flight_end=[10.0, 9.0], delay_growth=[0.0, 0.0], queued_p99=[0.01, 0.01])
+        | dict(users=[100, 100])
+    )
+    verdicts = rate_verdicts(metrics)
+    table = format_level_table(
+        metrics, unsteady={lv: v.unsteady_text() for lv, v in verdicts.items() if not v.steady}
+    )
+    rows = table.splitlines()
+    assert "5.33!" in rows[2] and "!" not in rows[3]
+    assert "no steady state" in table and "4.00 requests/s: achieved 5.33" in table
+    assert "worked off a backlog" in table

@@ -38,7 +38,7 @@ def print_summary(run_dir: str) -> None:
         table = format_level_table(
             metrics,
             late_levels(level_client_health(health, metrics, run.requests)),
-            {lv: v.text() for lv, v in verdicts.items() if not v.kept_up},
+            {lv: v.unsteady_text() for lv, v in verdicts.items() if not v.steady},
         )
         slo = parse_slo((run.run.get("settings") or {}).get("slo") or [])
         if slo:  # the run's --slo: goodput per level, as the report will show it

@@ -12,8 +12,8 @@ Per level, over the same measured window as every other figure (`levels`):
   ended before this one began; counting every level's would only add clock skew between load
   processes.) Arrivals that were due but that no user took before the level ended (every one of
   --max-in-flight busy: a target far behind) have no row; past a load process's last recorded
-  arrival, while all its users were busy, they are counted as its share of the requested rate
-  times that time (a Poisson schedule draws an arrival only when it is taken, so there is
+  arrival, while it had arrivals waiting (all its users busy, or a recorded request due and not
+  yet sent), they are counted as its share of the requested rate times that time (a Poisson schedule draws an arrival only when it is taken, so there is
   nothing else to count).
   With Poisson arrivals the offered rate differs from the requested one by chance: K arrivals
   vary by 1/√K (5.8 % at K = 300, 4.1 % at K = 600); with constant arrivals it is the requested
@@ -139,6 +139,7 @@ def offered_figures(
             max(1, int(users[i] // n_proc)) if users[i] == users[i] else 1,
             {int(w): float(due[worker[pick] == w].max()) for w in processes},
             worker,
+            start,
             sent,
             end,
         )
@@ -154,9 +155,11 @@ def offered_figures(
 class _Backlog:
     """A level's arrivals that no user took before it ended: they have no row.
 
-    A process's arrivals past its last recorded one (`last`, by process) count only while all its
-    users were busy (its share, `cap`, of --max-in-flight in flight: sent and unfinished, any
-    level): a process with a free user took every arrival as it became due, so it had none left.
+    A process's arrivals past its last recorded one (`last`, by process) count only while it had
+    arrivals waiting: all its users busy (its share, `cap`, of --max-in-flight in flight: sent and
+    unfinished, any level), or one of its recorded requests due and not yet sent (a user between
+    two requests at that instant still leaves the queue behind it: first come, first served).
+    A process with a free user and nothing waiting took every arrival as it became due.
     They count as the process's `share` of the requested rate: a Poisson schedule draws an
     arrival only when it is taken, so there is nothing else to count."""
 
@@ -164,6 +167,7 @@ class _Backlog:
     cap: int
     last: dict[int, float]
     worker: np.ndarray
+    due: np.ndarray
     sent: np.ndarray
     end: np.ndarray
 
@@ -177,7 +181,8 @@ class _Backlog:
             # arrival only after it
             mine = self.worker == w
             busy = np.count_nonzero(mine & (self.sent <= t) & ~(self.end < t))
-            if busy >= self.cap:
+            waiting = np.any(mine & (self.due <= t) & (self.sent > t))
+            if busy >= self.cap or waiting:
                 total += self.share * (t - t_last)
         return total
 

@@ -46,24 +46,27 @@ RATE_TABLE_COLUMNS: tuple[tuple[str, str, float, str], ...] = (
 
 #: what marks a latency the client could not date (the level was client-late)
 LATE_MARK = "*"
-#: what marks an achieved rate the target could not keep up with
-BEHIND_MARK = "!"
+#: what marks the achieved rate of an open-loop level whose window was no steady state
+UNSTEADY_MARK = "!"
 
 
 def format_level_table(
-    metrics: pd.DataFrame, late: dict[int, str] | None = None, behind: dict[int, str] | None = None
+    metrics: pd.DataFrame,
+    late: dict[int, str] | None = None,
+    unsteady: dict[int, str] | None = None,
 ) -> str:
     """A fixed-width text table of `level_metrics` for the terminal (empty string for no levels).
 
     `late` ({level: why}, from `analysis.client_side.late_levels`) marks the TTFT and ITL of
     those levels with `LATE_MARK`, and a legend under the table says why they are not trustworthy.
-    Open-loop levels (a requested rate) get the rate columns; `behind` ({level: why}, from
-    `analysis.rates.rate_verdicts`) marks the achieved rate of those the target could not keep
-    up with, with `BEHIND_MARK` and a legend.
+    Open-loop levels (a requested rate) get the rate columns; `unsteady` ({level: why}, from
+    `analysis.rates.rate_verdicts`) marks the achieved rate of those whose window was no steady
+    state (the target fell behind, or a backlog was worked off) with `UNSTEADY_MARK`, and a
+    legend says why, as the report does when it leaves them out of the peak.
     """
     if metrics is None or metrics.empty:
         return ""
-    late, behind = late or {}, behind or {}
+    late, unsteady = late or {}, unsteady or {}
     rated = "requested_rate" in metrics and bool(metrics["requested_rate"].notna().any())
     columns = RATE_TABLE_COLUMNS if rated else TABLE_COLUMNS
     rows = [[h for h, *_ in columns]]
@@ -72,7 +75,7 @@ def format_level_table(
         marks = {
             "ttft_": LATE_MARK if lv in late else " " if late else "",
             "itl_": LATE_MARK if lv in late else " " if late else "",
-            "achieved_rate": BEHIND_MARK if lv in behind else " " if behind else "",
+            "achieved_rate": UNSTEADY_MARK if lv in unsteady else " " if unsteady else "",
         }
         rows.append(
             [
@@ -97,9 +100,11 @@ def format_level_table(
             "could not be dated apart, or the load process waited for a CPU):"
         )
         lines += [f"  {names[lv]}: {why}" for lv, why in marked]
-    marked = [(lv, why) for lv, why in sorted(behind.items()) if lv in names]
+    marked = [(lv, why) for lv, why in sorted(unsteady.items()) if lv in names]
     if marked:
-        lines.append(f"{BEHIND_MARK} the target could not keep up with the rate offered:")
+        lines.append(
+            f"{UNSTEADY_MARK} no steady state (left out of the report's peak and saturation point):"
+        )
         lines += [f"  {names[lv]}: {why}" for lv, why in marked]
     return "\n".join(lines)
 
