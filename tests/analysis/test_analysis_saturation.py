@@ -330,7 +330,7 @@ def test_a_level_where_the_server_died_is_left_out_and_named():
     assert sat.reason.startswith("throughput still rises at the highest level kept")
     assert (
         sat.recommendations[-1].note
-        == "highest level kept; the levels above it had failed requests"
+        == "highest level kept; the levels above it had more than 1% failed requests"
     )
     assert (
         "Level 8 concurrent is left out of the peak, saturation point, scaling and recommendations: "
@@ -411,3 +411,23 @@ def test_an_open_loop_level_that_was_no_steady_state_is_left_out_of_the_peak():
     joined = " ".join(findings(c, sat, n_runs=1))
     assert "Rate 5 requests/s is left out of the peak" in joined and "no steady state" in joined
     assert "1,499" not in joined
+    # a real vLLM's report said the levels above "had failed requests": none had failed
+    assert "failed requests" not in joined + sat.reason + sat.recommendations[-1].note
+    why = "the levels above it were no steady state (the target fell behind the rate, or worked off a backlog)"
+    assert sat.reason == f"throughput still rises at the highest level kept; {why}"
+    assert sat.recommendations[-1].note == f"highest level kept; {why}"
+    assert f"3 requests/s: 1,100 tok/s, +175% over 1); {why}, so where" in joined
+
+
+def test_levels_left_out_for_failures_and_for_no_steady_state_are_named_both():
+    c = curve(
+        [1.0, 3.0, 5.0, 6.0],
+        [400, 1100, 1499, 1500],
+        [1.0, 2.0, 30.0, 31.0],
+        success_rate_mean=[1.0, 1.0, 1.0, 0.5],
+        rate_unsteady=["", "", "run r1: the target could not keep up", ""],
+    )
+    sat = analyse(c)
+    assert sat.reason.endswith(
+        "the levels above it had more than 1% failed requests or were no steady state"
+    )

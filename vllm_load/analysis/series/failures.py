@@ -13,6 +13,7 @@ keep up, or the window worked off a backlog) is left out the same way, with the 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,6 +80,23 @@ def failed_levels(
             FailedLevel(float(users[i]), float(worst), float(mean), runs, excluded, unsteady[i])
         )
     return out
+
+
+def why_left_out(
+    levels: list[FailedLevel], max_failed_share: float = MAX_FAILED_SHARE, above: float = -math.inf
+) -> str:
+    """Why the levels left out of the conclusions (those above `above` users or requests/s)
+    were, to follow "the levels ..." or "every level ...": they had failed requests, or were
+    open-loop levels whose window was no steady state, or both ("" when none was left out)."""
+    out = [f for f in levels if f.excluded and f.users > above]
+    unsteady = any(f.unsteady for f in out)
+    failing = any(not f.unsteady for f in out)
+    failed = f"had more than {max_failed_share:.0%} failed requests"
+    if unsteady and failing:
+        return f"{failed} or were no steady state"
+    if unsteady:
+        return "were no steady state (the target fell behind the rate, or worked off a backlog)"
+    return failed if failing else ""
 
 
 def kept(curve: pd.DataFrame, failed: list[FailedLevel]) -> pd.DataFrame:

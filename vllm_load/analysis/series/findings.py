@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from .curve import column, users_text
-from .failures import kept
+from .failures import kept, why_left_out
 from .saturation import Saturation, SaturationRule, level_point
 
 
@@ -43,7 +43,7 @@ def findings(
     if sat.peak is None:
         if sat.failed:
             return [
-                f"Every tested level had more than {rule.max_failed_share:.0%} failed requests: no peak, "
+                f"Every tested level {why_left_out(sat.failed, rule.max_failed_share)}: no peak, "
                 "saturation point or recommendation is given."
             ] + [f.sentence(rule.max_failed_share) for f in sat.failed]
         return [
@@ -86,7 +86,8 @@ def findings(
         else:
             out.append(
                 f"Throughput is still rising at the highest level kept ({users_text(top.users)} {noun}: "
-                f"{_figure(top.tok_per_s)} {unit}{gain}); the levels above it had failed requests, so where "
+                f"{_figure(top.tok_per_s)} {unit}{gain}); the levels above it "
+                f"{why_left_out(sat.failed, rule.max_failed_share, above=top.users)}, so where "
                 "throughput saturates is not known."
             )
     if sat.decision is not None:

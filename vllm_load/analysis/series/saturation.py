@@ -21,7 +21,7 @@ import pandas as pd
 from . import failures
 from .curve import USERS, Axis, column, users_text
 from .decide import Decision, decide
-from .failures import FailedLevel, failed_levels, kept
+from .failures import FailedLevel, failed_levels, kept, why_left_out
 from .stats import t_quantile
 
 THROUGHPUT = "total_tok_per_s"
@@ -270,7 +270,7 @@ def analyse(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> Sat
     curve, failed = usable(curve, rule)
     if curve.empty:
         reason = (
-            "every level had more than {:.0%} failed requests".format(rule.max_failed_share)
+            "every level " + why_left_out(failed, rule.max_failed_share)
             if failed
             else "no level has a measured throughput"
         )
@@ -278,9 +278,8 @@ def analyse(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> Sat
     peak_i, mask = within_tolerance(curve, rule)
     sat_i = int(np.flatnonzero(mask)[0])
     top = len(curve) - 1
-    cut = any(
-        f.excluded and f.users > curve["users"].iloc[-1] for f in failed
-    )  # failed levels above the top kept
+    # why the levels above the highest one kept were left out ("" when none was)
+    cut = why_left_out(failed, rule.max_failed_share, above=curve["users"].iloc[-1])
     if len(curve) == 1:
         saturated, reason = (
             False,
@@ -290,8 +289,7 @@ def analyse(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> Sat
         saturated, reason = (
             False,
             (
-                "throughput still rises at the highest level kept; the levels above it had "
-                "failed requests"
+                f"throughput still rises at the highest level kept; the levels above it {cut}"
                 if cut
                 else "throughput still rises at the highest tested level"
             ),
@@ -339,10 +337,10 @@ def recommend(
     sat_i: int,
     saturated: bool,
     rule: SaturationRule,
-    failed_above: bool = False,
+    left_out_above: str = "",
 ) -> list[Recommendation]:
     """Low-latency, balanced and high-throughput levels by the rules of `rule` (curve sorted by users;
-    `failed_above`: levels above the curve's top were left out for failures)."""
+    `left_out_above`: why the levels above the curve's top were left out, `why_left_out`'s)."""
     name = rule.throughput.column
     mean = column(curve, f"{name}_mean")
     p99 = column(curve, "e2e_p99_mean")
@@ -369,8 +367,8 @@ def recommend(
         )
     else:
         note = (
-            "highest level kept; the levels above it had failed requests"
-            if failed_above
+            f"highest level kept; the levels above it {left_out_above}"
+            if left_out_above
             else "highest tested level; not saturated, test higher concurrency"
         )
         out.append(
