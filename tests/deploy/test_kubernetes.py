@@ -27,6 +27,13 @@ from vllm_load.settings import Settings
 from vllm_load.values import SettingsError
 
 DEPLOY = os.path.join(ROOT, "deploy", "kubernetes")
+#: the two ways of running: the web UI's master (a Deployment), one headless test (a Job); each
+#: variant's directory, its master's kind, and the simulator component as its kustomization names it
+VARIANTS = {
+    "web": (DEPLOY, "Deployment", "simulator"),
+    "headless": (os.path.join(DEPLOY, "headless"), "Job", "../simulator"),
+}
+MASTER = "vllm-load-master"
 SECRET_EXAMPLE = os.path.join(DEPLOY, "secret.example.yaml")
 #: the oldest and the newest Kubernetes whose schemas the pinned kubernetes-validate ships that
 #: the manifests are checked against
@@ -37,8 +44,16 @@ SECRET_ENV = {"OPENAI_API_KEY": "api-key", "VLLM_LOAD_WEB_PASSWORD": "web-passwo
 WORKERS = 4
 
 
-def rendered(workers: int = WORKERS, simulator: bool = True) -> list[dict]:
-    return render(DEPLOY, workers=workers, components=("simulator",) if simulator else ())
+def rendered(workers: int = WORKERS, simulator: bool = True, variant: str = "web") -> list[dict]:
+    directory, _, component = VARIANTS[variant]
+    return render(directory, workers=workers, components=(component,) if simulator else ())
+
+
+def master_of(docs: list[dict]) -> dict:
+    """The master: a Deployment (web UI) or a Job (headless), exactly one."""
+    found = [d for d in workloads(docs) if d["metadata"]["name"] == MASTER]
+    assert len(found) == 1, f"{MASTER}: {len(found)} found"
+    return found[0]
 
 
 def the(docs: list[dict], kind: str, name: str) -> dict:
@@ -52,7 +67,7 @@ def pod_spec(doc: dict) -> dict:
 
 
 def workloads(docs: list[dict]) -> list[dict]:
-    return [d for d in docs if d["kind"] == "Deployment"]
+    return [d for d in docs if d["kind"] in ("Deployment", "Job")]
 
 
 # --- the checks, each returning what is wrong (the negative tests feed them broken renders) ---
@@ -159,9 +174,14 @@ def subcommand_options(parser, command: str) -> set[str]:
 
 
 def image_name(docs: list[dict]) -> str:
-    with open(os.path.join(DEPLOY, "kustomization.yaml")) as fh:
-        (entry,) = yaml.safe_load(fh)["images"]
-    return entry.get("newName", entry["name"])
+    """The image every variant's kustomization sets (they must agree)."""
+    names = set()
+    for directory, _, _ in VARIANTS.values():
+        with open(os.path.join(directory, "kustomization.yaml")) as fh:
+            (entry,) = yaml.safe_load(fh)["images"]
+        names.add(entry.get("newName", entry["name"]))
+    (name,) = names
+    return name
 
 
 def port_of(container: dict, port) -> int | None:
@@ -206,12 +226,22 @@ def wiring_problems(docs: list[dict]) -> list[str]:
     """The workers reach the master through its Service, the master listens where the Service
     sends them and waits for as many workers as run, and writes run directories to its volume."""
     problems = []
-    master_doc = the(docs, "Deployment", "vllm-load-master")
+    master_doc = master_of(docs)
     worker_doc = the(docs, "Deployment", "vllm-load-worker")
     service = the(docs, "Service", "vllm-load-master")
     master, worker = parse(cli_args(master_doc, docs)), parse(cli_args(worker_doc, docs))
     ports = {p["name"]: p["port"] for p in service["spec"]["ports"]}
-    if master_doc["spec"]["replicas"] != 1:
+    spec = master_doc["spec"]
+    if master_doc["kind"] == "Job":
+        if spec.get("parallelism", 1) != 1 or spec.get("completions", 1) != 1:
+            problems.append("more than one master")
+        if spec.get("backoffLimit") != 0 or pod_spec(master_doc)["restartPolicy"] != "Never":
+            problems.append("a failed headless test would be started again")
+        if not spec.get("activeDeadlineSeconds"):
+            problems.append("the headless test has no time bound")
+        if master.web:
+            problems.append("the Job's master serves a web UI: nobody would start its test")
+    elif spec["replicas"] != 1:
         problems.append("more than one master")
     if selected(docs, service) != [master_doc]:
         problems.append("the master Service does not select the master alone")
@@ -222,7 +252,9 @@ def wiring_problems(docs: list[dict]) -> list[str]:
             f"workers connect to port {worker.master_port}, the master binds "
             f"{master.master_bind_port}, the Service forwards {ports.get('master')}"
         )
-    if master.web_port != ports.get("web") or master.web_host != "0.0.0.0" or not master.web:
+    if master_doc["kind"] == "Job":
+        pass  # headless: no web UI, and the Service has no web port to reach
+    elif master.web_port != ports.get("web") or master.web_host != "0.0.0.0" or not master.web:
         problems.append(
             f"web UI on {master.web_host}:{master.web_port}, Service port {ports.get('web')}"
         )
@@ -280,12 +312,12 @@ def secret_problems(docs: list[dict]) -> list[str]:
             for arg in container.get("args", []):
                 if re.match(r"--api-key\b|--web-password\b", arg):
                     problems.append(f"{name}: {arg} on the command line")
-    for name in ("vllm-load-master", "vllm-load-worker"):
-        doc = the(docs, "Deployment", name)
+    for doc in (master_of(docs), the(docs, "Deployment", "vllm-load-worker")):
+        name = doc["metadata"]["name"]
         _, secret = container_env(doc, pod_spec(doc)["containers"][0], docs)
         if secret.get("OPENAI_API_KEY") != (SECRET, "api-key"):
             problems.append(f"{name}: OPENAI_API_KEY does not come from the Secret")
-    master = the(docs, "Deployment", "vllm-load-master")
+    master = master_of(docs)
     if "--web-login" in pod_spec(master)["containers"][0]["args"]:
         _, secret = container_env(master, pod_spec(master)["containers"][0], docs)
         if "VLLM_LOAD_WEB_PASSWORD" not in secret:
@@ -296,16 +328,18 @@ def secret_problems(docs: list[dict]) -> list[str]:
 # --- the tests ------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 @pytest.mark.parametrize("simulator", [False, True], ids=["base", "simulator"])
-def test_every_object_validates_strictly(version, simulator):
-    docs = rendered(simulator=simulator)
+def test_every_object_validates_strictly(version, simulator, variant):
+    docs = rendered(simulator=simulator, variant=variant)
     assert {d["kind"] for d in docs} >= {
         "Namespace",
         "ConfigMap",
         "PersistentVolumeClaim",
         "Service",
         "Deployment",
+        VARIANTS[variant][1],
     }
     assert schema_problems(docs, version) == []
 
@@ -321,11 +355,15 @@ def test_the_secret_example_validates_and_holds_the_keys_the_pods_read(version):
     assert {secret["metadata"]["namespace"]} == namespace
 
 
-def test_rendered_with_4_workers_master_and_workers_are_wired():
-    docs = rendered(workers=4)
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_rendered_with_4_workers_master_and_workers_are_wired(variant):
+    docs = rendered(workers=4, variant=variant)
     assert the(docs, "Deployment", "vllm-load-worker")["spec"]["replicas"] == 4
-    master = parse(cli_args(the(docs, "Deployment", "vllm-load-master"), docs))
+    master_doc = master_of(docs)
+    assert master_doc["kind"] == VARIANTS[variant][1]
+    master = parse(cli_args(master_doc, docs))
     assert master.command == "master" and master.expect_workers == 4
+    assert master.web == (variant == "web")
     worker = parse(cli_args(the(docs, "Deployment", "vllm-load-worker"), docs))
     assert (worker.command, worker.master_host, worker.master_port) == (
         "worker",
@@ -338,18 +376,17 @@ def test_rendered_with_4_workers_master_and_workers_are_wired():
     }
 
 
-def test_the_worker_count_is_set_in_one_place():
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_the_worker_count_is_set_in_one_place(variant):
     for workers in (1, 13):
-        docs = rendered(workers=workers, simulator=False)
-        assert (
-            parse(cli_args(the(docs, "Deployment", "vllm-load-master"), docs)).expect_workers
-            == workers
-        )
+        docs = rendered(workers=workers, simulator=False, variant=variant)
+        assert parse(cli_args(master_of(docs), docs)).expect_workers == workers
         assert wiring_problems(docs) == []
 
 
-def test_service_ports_reach_the_containers_ports():
-    docs = rendered()
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_service_ports_reach_the_containers_ports(variant):
+    docs = rendered(variant=variant)
     assert service_problems(docs) == []
     sim = parse(cli_args(the(docs, "Deployment", "vllm-load-sim"), docs))
     assert (sim.command, sim.host, sim.port) == ("sim", "0.0.0.0", 8000)
@@ -357,12 +394,14 @@ def test_service_ports_reach_the_containers_ports():
     assert settings["TARGET"] == "http://vllm-load-sim:8000"  # the simulator's Service
 
 
-def test_the_api_key_reaches_the_pods_only_through_the_secret():
-    assert secret_problems(rendered()) == []
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_the_api_key_reaches_the_pods_only_through_the_secret(variant):
+    assert secret_problems(rendered(variant=variant)) == []
 
 
-def test_every_container_runs_a_real_subcommand_with_options_it_accepts():
-    docs = rendered()
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_every_container_runs_a_real_subcommand_with_options_it_accepts(variant):
+    docs = rendered(variant=variant)
     assert argument_problems(docs) == []
     commands = {parse(cli_args(d, docs)).command for d in workloads(docs)}
     assert commands == {"master", "worker", "sim"}
@@ -371,7 +410,7 @@ def test_every_container_runs_a_real_subcommand_with_options_it_accepts():
 def test_the_image_is_the_one_the_dockerfile_builds_with_vllm_load_as_entry_point():
     with open(os.path.join(ROOT, "Dockerfile")) as fh:
         assert re.search(r'^ENTRYPOINT \["vllm-load"\]', fh.read(), re.M)
-    images = {c["image"] for d in rendered() for c in containers(d)}
+    images = {c["image"] for v in VARIANTS for d in rendered(variant=v) for c in containers(d)}
     assert images == {"vllm-load:latest"}
 
 
@@ -449,23 +488,26 @@ def kubectl_kustomize() -> bool:
 
 @pytest.mark.skipif(not kubectl_kustomize(), reason="no kubectl with kustomize installed")
 @pytest.mark.parametrize("simulator", [False, True], ids=["base", "simulator"])
-def test_the_render_is_what_kubectl_kustomize_builds(tmp_path, simulator):
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_the_render_is_what_kubectl_kustomize_builds(tmp_path, simulator, variant):
     """The kustomization edited as `kustomize edit set replicas` / `add component` would, built
     by kubectl (offline), against `render`."""
-    copy_dir = tmp_path / "kubernetes"
-    shutil.copytree(DEPLOY, copy_dir)
+    directory, _, component = VARIANTS[variant]
+    copy_root = tmp_path / "kubernetes"
+    shutil.copytree(DEPLOY, copy_root)
+    copy_dir = copy_root / os.path.relpath(directory, DEPLOY)
     path = copy_dir / "kustomization.yaml"
     kustomization = yaml.safe_load(path.read_text())
     kustomization["replicas"] = [{"name": "vllm-load-worker", "count": WORKERS}]
     if simulator:
-        kustomization["components"] = ["simulator"]
+        kustomization["components"] = [component]
     path.write_text(yaml.safe_dump(kustomization))
     built = subprocess.run(
         ["kubectl", "kustomize", str(copy_dir)], capture_output=True, text=True, timeout=120
     )
     assert built.returncode == 0, built.stderr
     theirs = [d for d in yaml.safe_load_all(built.stdout) if d]
-    ours = rendered(simulator=simulator)
+    ours = rendered(simulator=simulator, variant=variant)
 
     def key(doc):
         return (doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"])

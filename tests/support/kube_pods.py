@@ -3,10 +3,12 @@ environment exactly as Kubernetes would build them from the rendered manifests, 
 pods' user, in a network namespace of their own where the Services' names resolve (the
 cluster's DNS, played by /etc/hosts in a mount namespace of their own).
 
-`python -m support.kube_pods OUT` (root, inside `unshare --mount --net`; tests/ on sys.path)
-starts the simulator, the master and two workers, logs in to the web UI with the Secret's
-password, waits for the workers, starts a test from the UI and waits for its run directory in
-OUT; it prints one JSON line (what it saw) and exits 0, or exits 1 with the processes' logs.
+`python -m support.kube_pods OUT [--headless]` (root, inside `unshare --mount --net`; tests/ on
+sys.path) starts the simulator, the master and two workers. Web UI (deploy/kubernetes): it logs
+in with the Secret's password, waits for the workers, starts a test from the UI and waits for
+its run directory in OUT. Headless (deploy/kubernetes/headless, the master a Job): it waits for
+the master to wait for both workers, run its levels and exit. It prints one JSON line (what it
+saw) and exits 0, or exits 1 with the processes' logs.
 The Secret's API key is required by the simulator, so the test only passes if the master and
 the workers send the key they got from the Secret.
 
@@ -32,6 +34,7 @@ from support import ROOT
 from support.kustomize import render
 
 DEPLOY = os.path.join(ROOT, "deploy", "kubernetes")
+HEADLESS = os.path.join(DEPLOY, "headless")
 POD_USER = 1000
 WORKERS = 2
 SECRET = {"api-key": "smoke-test-key", "web-password": "smoke-test-password"}
@@ -58,8 +61,11 @@ def expand(arg: str, env: dict) -> str:
 
 
 def pod_process(docs: list[dict], name: str, settings: dict) -> tuple[list[str], dict]:
-    """(argv, environment) of the Deployment's one container, as the kubelet builds them."""
-    doc = the(docs, "Deployment", name)
+    """(argv, environment) of the Deployment's (or Job's) one container, as the kubelet builds
+    them."""
+    (doc,) = [
+        d for d in docs if d["kind"] in ("Deployment", "Job") and d["metadata"]["name"] == name
+    ]
     (container,) = doc["spec"]["template"]["spec"]["containers"]
     env: dict[str, str] = {}
     for source in container.get("envFrom", []):
@@ -164,10 +170,12 @@ def wait(what: str, check, seconds: float, pods: Pods):
         time.sleep(0.3)
 
 
-def main(out: str) -> int:
+def main(out: str, headless: bool = False) -> int:
+    directory, component = (HEADLESS, "../simulator") if headless else (DEPLOY, "simulator")
+    docs = render(directory, workers=WORKERS, components=(component,))
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     hosts = os.path.join(out, "hosts")
-    names = [d["metadata"]["name"] for d in render(DEPLOY, components=("simulator",))]
+    names = [d["metadata"]["name"] for d in docs]
     with open(hosts, "w") as fh:
         fh.write("127.0.0.1 localhost " + " ".join(sorted(set(names))) + "\n")
     subprocess.run(["mount", "--bind", hosts, "/etc/hosts"], check=True)
@@ -175,7 +183,6 @@ def main(out: str) -> int:
     os.makedirs(runs)
     os.chown(runs, POD_USER, POD_USER)
 
-    docs = render(DEPLOY, workers=WORKERS, components=("simulator",))
     as_pod_user = pod_user_can_run_python()
     pods = Pods(out, as_pod_user)
     seen: dict = {"user": POD_USER if as_pod_user else "root"}
@@ -196,38 +203,24 @@ def main(out: str) -> int:
         for i in range(WORKERS):
             argv, env = pod_process(docs, "vllm-load-worker", {})
             pods.start(f"worker{i}", argv, env)
-        ui = "http://vllm-load-master:8089"
-        web = requests.Session()
-        seen["anonymous_stats"] = wait(
-            "web UI", lambda: web.get(ui + "/llm/stats", timeout=2).status_code, 60, pods
-        )
-        login = web.post(
-            ui + "/login_submit",
-            data={"username": "admin", "password": SECRET["web-password"]},
-            timeout=10,
-        )
-        login.raise_for_status()
-        seen["workers"] = wait(
-            "workers",
-            lambda: (
-                web.get(ui + "/stats/requests", timeout=5).json().get("worker_count") == WORKERS
-                and WORKERS
-            ),
-            60,
-            pods,
-        )
-        target = env_target(docs)
-        seen["swarm"] = web.post(ui + "/swarm", data={"host": target}, timeout=10).json()
-        run_json = wait("run directory", lambda: completed_run(runs), 120, pods)
+        if headless:
+            seen["master_exit"] = pods.procs["master"].wait(timeout=120)
+            run_json = completed_run(runs)
+            if run_json is None:
+                raise RuntimeError("the headless master exited without a completed run")
+        else:
+            run_json = run_from_the_web_ui(docs, runs, pods, seen)
         with open(run_json) as fh:
             run = json.load(fh)
         seen["outcome"] = run.get("outcome")
         seen["requests_recorded"] = run.get("requests_recorded")
+        seen["workers_seen"] = run.get("workers")
         seen["run_dir"] = os.path.relpath(os.path.dirname(run_json), runs)
         with open(os.path.join(os.path.dirname(run_json), "requests.csv"), newline="") as fh:
             rows = list(csv.DictReader(fh))
         seen["statuses"] = sorted({row["status"] for row in rows})
         seen["errors"] = sorted({row["error"] for row in rows if row["error"]})
+        seen["request_workers"] = len({row["worker"] for row in rows})
     except Exception as e:  # noqa: BLE001 - reported with the logs
         pods.stop()
         print(json.dumps(seen))
@@ -237,6 +230,32 @@ def main(out: str) -> int:
     seen["api_key_in_logs"] = SECRET["api-key"] in pods.dump()
     print(json.dumps(seen))
     return 0
+
+
+def run_from_the_web_ui(docs: list[dict], runs: str, pods: Pods, seen: dict) -> str:
+    """Log in, wait for the workers, start a test from the UI: its completed run.json."""
+    ui = "http://vllm-load-master:8089"
+    web = requests.Session()
+    seen["anonymous_stats"] = wait(
+        "web UI", lambda: web.get(ui + "/llm/stats", timeout=2).status_code, 60, pods
+    )
+    login = web.post(
+        ui + "/login_submit",
+        data={"username": "admin", "password": SECRET["web-password"]},
+        timeout=10,
+    )
+    login.raise_for_status()
+    seen["workers"] = wait(
+        "workers",
+        lambda: (
+            web.get(ui + "/stats/requests", timeout=5).json().get("worker_count") == WORKERS
+            and WORKERS
+        ),
+        60,
+        pods,
+    )
+    seen["swarm"] = web.post(ui + "/swarm", data={"host": env_target(docs)}, timeout=10).json()
+    return wait("run directory", lambda: completed_run(runs), 120, pods)
 
 
 def env_target(docs: list[dict]) -> str:
@@ -257,4 +276,4 @@ def completed_run(runs: str) -> str | None:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1], headless="--headless" in sys.argv[2:]))
