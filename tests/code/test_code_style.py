@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from support import ROOT
+from support import ROOT, parse_file, python_files
 
 
 def _ruff() -> str:
@@ -33,25 +33,20 @@ def test_ruff(args):
 
 def test_test_modules_never_import_each_other():
     """Shared test code lives in tests/support (or tests/conftest.py), never in a test module."""
-    tests = os.path.join(ROOT, "tests")
     found = []
-    for folder, _dirs, files in os.walk(tests):
-        for name in sorted(f for f in files if f.endswith(".py")):
-            path = os.path.join(folder, name)
-            with open(path, encoding="utf-8") as fh:
-                tree = ast.parse(fh.read(), path)
-            for node in ast.walk(tree):
-                if isinstance(node, ast.ImportFrom) and node.module:
-                    modules = [node.module]
-                elif isinstance(node, ast.Import):
-                    modules = [alias.name for alias in node.names]
-                else:
-                    continue
-                found += [
-                    f"{os.path.relpath(path, ROOT)}:{node.lineno}: {m}"
-                    for m in modules
-                    if m.split(".")[-1].startswith("test_") or m.startswith("tests.")
-                ]
+    for path in python_files("tests"):
+        for node in ast.walk(parse_file(path)):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                modules = [node.module]
+            elif isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            else:
+                continue
+            found += [
+                f"{os.path.relpath(path, ROOT)}:{node.lineno}: {m}"
+                for m in modules
+                if m.split(".")[-1].startswith("test_") or m.startswith("tests.")
+            ]
     assert not found, (
         "test modules importing test modules (move the shared code to tests/support):\n"
         + "\n".join(found)

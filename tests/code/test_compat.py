@@ -17,7 +17,7 @@ import sys
 from functools import lru_cache
 
 import pytest
-from support import ROOT
+from support import ROOT, python_files
 
 from vllm_load.compat.argparse import (
     DefaultsHelpFormatter,
@@ -520,17 +520,13 @@ def private_accesses(line: str) -> list[str]:
 def test_no_private_attribute_of_another_library_outside_compat():
     found = []
     for top in ("vllm_load", "tests", "bench", "locustfiles", "scripts"):
-        for folder, _dirs, files in os.walk(os.path.join(ROOT, top)):
-            if folder.startswith(COMPAT) or "__pycache__" in folder:
+        for path in python_files(top):
+            if path.startswith(COMPAT + os.sep) or os.path.realpath(path) == THIS_FILE:
                 continue
-            for name in sorted(f for f in files if f.endswith(".py")):
-                path = os.path.join(folder, name)
-                if os.path.realpath(path) == THIS_FILE:
-                    continue
-                with open(path) as f:
-                    for number, line in enumerate(f, 1):
-                        for access in private_accesses(line):
-                            found.append(f"{os.path.relpath(path, ROOT)}:{number}: {access}")
+            with open(path) as f:
+                for number, line in enumerate(f, 1):
+                    for access in private_accesses(line):
+                        found.append(f"{os.path.relpath(path, ROOT)}:{number}: {access}")
     assert not found, (
         "private attributes outside vllm_load/compat (move each there, with a check in this "
         "file; add it to OURS if it is vllm-load's own):\n" + "\n".join(found)

@@ -8,7 +8,7 @@ import ast
 import os
 from collections import defaultdict
 
-from support import ROOT
+from support import ROOT, parse_file, python_files
 
 #: flags declared twice on purpose, each with why
 DECLARED_TWICE = {
@@ -26,19 +26,12 @@ DECLARED_TWICE = {
 def declarations() -> dict[str, list[str]]:
     """flag -> the `path:line`s of the `add_argument` calls that declare it."""
     found: dict[str, list[str]] = defaultdict(list)
-    package = os.path.join(ROOT, "vllm_load")
-    for directory, _, files in os.walk(package):
-        for name in files:
-            if not name.endswith(".py"):
-                continue
-            path = os.path.join(directory, name)
-            with open(path, encoding="utf-8") as fh:
-                tree = ast.parse(fh.read(), path)
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
-                    for arg in node.args:
-                        if isinstance(arg, ast.Constant) and str(arg.value).startswith("--"):
-                            found[arg.value].append(f"{os.path.relpath(path, ROOT)}:{node.lineno}")
+    for path in python_files("vllm_load"):
+        for node in ast.walk(parse_file(path)):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
+                for arg in node.args:
+                    if isinstance(arg, ast.Constant) and str(arg.value).startswith("--"):
+                        found[arg.value].append(f"{os.path.relpath(path, ROOT)}:{node.lineno}")
     return found
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import os
 
-from support import ROOT
+from support import ROOT, parse_file, python_files
 
 PACKAGE = os.path.join(ROOT, "vllm_load")
 MAX_LINES = 400
@@ -16,8 +16,7 @@ REASON_WORDS = ("on purpose", "over the ~12", "length is", "long because")
 
 
 def _docstring(path: str) -> str:
-    with open(path, encoding="utf-8") as fh:
-        return ast.get_docstring(ast.parse(fh.read(), path)) or ""
+    return ast.get_docstring(parse_file(path)) or ""
 
 
 def _states_a_reason(path: str) -> bool:
@@ -27,15 +26,11 @@ def _states_a_reason(path: str) -> bool:
 
 def test_no_module_over_400_lines_without_a_reason():
     long = []
-    for folder, _dirs, files in os.walk(PACKAGE):
-        for name in files:
-            if not name.endswith(".py"):
-                continue
-            path = os.path.join(folder, name)
-            with open(path, encoding="utf-8") as fh:
-                lines = sum(1 for _ in fh)
-            if lines > MAX_LINES and not _states_a_reason(path):
-                long.append(f"{os.path.relpath(path, ROOT)}: {lines} lines")
+    for path in python_files("vllm_load"):
+        with open(path, encoding="utf-8") as fh:
+            lines = sum(1 for _ in fh)
+        if lines > MAX_LINES and not _states_a_reason(path):
+            long.append(f"{os.path.relpath(path, ROOT)}: {lines} lines")
     assert not long, (
         f"modules over {MAX_LINES} lines whose docstring says no reason (split them, or say "
         f"why with one of {REASON_WORDS}):\n" + "\n".join(long)

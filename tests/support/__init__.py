@@ -16,7 +16,9 @@ tests/conftest.py. Test modules never import each other.
 
 from __future__ import annotations
 
+import ast
 import os
+from typing import Iterator
 
 #: the tests/ folder
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,3 +26,16 @@ TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(TESTS)
 #: tests/data
 DATA = os.path.join(TESTS, "data")
+
+
+def python_files(top: str) -> Iterator[str]:
+    """The .py files under ROOT/`top` (a folder of the repository), in a stable order."""
+    for folder, dirs, files in os.walk(os.path.join(ROOT, top)):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(f for f in files if f.endswith(".py")):
+            yield os.path.join(folder, name)
+
+
+def parse_file(path: str) -> ast.Module:
+    with open(path, encoding="utf-8") as fh:
+        return ast.parse(fh.read(), path)
