@@ -3,7 +3,7 @@
 import pytest
 
 from vllm_load.run.live import LiveStats
-from vllm_load.run.timeline import FIGURES
+from vllm_load.run.timeline import FIGURES, PERSONA_FIGURES
 from vllm_load.rundir.histogram import LogHistogram
 from vllm_load.rundir.records import RequestRecord
 
@@ -119,6 +119,36 @@ def test_timeline_points_windows_and_level_marks():
         "levels",
         "personas",
     }
+
+
+def test_timeline_points_hold_each_personas_figures():
+    """Chat users from the start, RAG users (slower first token, longer answers) from 105: each
+    persona's line, and none before its first request."""
+    live = LiveStats()
+    live.level_started(0, 4, at=100.0)
+    for t in range(100, 115):
+        live.add(row(0, t + 0.1, 0.5, ttft=0.05))
+        if t >= 105:
+            live.add(row(0, t + 0.1, 0.5, ttft=0.4, out=30, user_class="Rag"))
+    live.add(row(0, 112.0, 0.5, ok=0, user_class="Rag"))
+    series = live.snapshot(now=120.0)["series"]
+    assert set(series["personas"]) == {"ClosedLoopUser", "Rag"}
+    chat, rag = series["personas"]["ClosedLoopUser"], series["personas"]["Rag"]
+    assert set(rag) == set(PERSONA_FIGURES)
+    at = {t: i for i, t in enumerate(series["t"])}
+    assert rag["output_tok_per_s"][at[104]] is None and rag["ttft_p99_ms"][at[104]] is None
+    assert rag["output_tok_per_s"][at[112]] == pytest.approx(30 * 5 / 5)
+    assert rag["ttft_p99_ms"][at[112]] == pytest.approx(400, rel=0.01)
+    assert chat["ttft_p99_ms"][at[112]] == pytest.approx(50, rel=0.01)
+    assert (
+        rag["errors_per_s"][at[114]] == pytest.approx(1 / 5) and chat["errors_per_s"][at[114]] == 0
+    )
+    # the personas add up to the whole
+    assert series["output_tok_per_s"][at[112]] == pytest.approx(
+        chat["output_tok_per_s"][at[112]] + rag["output_tok_per_s"][at[112]]
+    )
+    later = live.snapshot(now=120.0, since=115)["series"]
+    assert later["t"] == [116, 117, 118] and len(later["personas"]["Rag"]["ttft_p99_ms"]) == 3
 
 
 def test_timeline_stops_with_the_test_and_takes_late_rows_in_the_next_point():

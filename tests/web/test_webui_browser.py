@@ -52,8 +52,16 @@ LEVEL_SECONDS = 14
 LEVEL_USERS = (2, 4)
 PASSWORD = "pw-browser-3f9d2c"
 USER = "tester"
-SHOTS = ("webui-llm-tab.png", "webui-llm-tab-dark.png", "webui-llm.png")
+SHOTS = ("webui-llm-tab.png", "webui-llm-personas.png", "webui-llm-tab-dark.png", "webui-llm.png")
 UNITS = {"tokens": "tok/s", "ttft": "ms", "itl": "ms", "flight": "requests", "errors": "errors/s"}
+PERSONA_UNITS = {
+    "persona-tokens": "tok/s",
+    "persona-ttft": "ms",
+    "persona-itl": "ms",
+    "persona-errors": "errors/s",
+}
+#: the user class of `vllm-load run`'s default locustfile: the one persona of this test
+PERSONA = "ClosedLoopUser"
 RUN_ARGS = (
     "--levels",
     ",".join(map(str, LEVEL_USERS)),
@@ -210,11 +218,11 @@ def charts(driver, root: str) -> dict:
     return driver.execute_script(CHARTS_STATE, root)
 
 
-def check_charts(state: dict, levels_started: int) -> None:
+def check_charts(state: dict, levels_started: int, units: dict = UNITS) -> None:
     """Every chart with its unit, times, a mark per level started with its users, the current level shaded."""
-    assert set(state) == set(UNITS), state.keys()
+    assert set(state) == set(units), state.keys()
     for key, chart in state.items():
-        assert chart["yLabel"] == UNITS[key], (key, chart)
+        assert chart["yLabel"] == units[key], (key, chart)
         assert chart["xLabel"].startswith("time"), (key, chart)
         assert chart["xTicks"] and all(re.search(r"\d:\d\d:\d\d", t) for t in chart["xTicks"]), (
             chart
@@ -383,6 +391,43 @@ def test_llm_charts_in_chromium_after_starting_from_the_ui(tmp_path):
             assert [r["Level"] for r in rows] == ["0", "1 (current)"], rows
             assert number(rows[1]["Output tok/s"]) > 0, rows
             driver.save_screenshot(shots["webui-llm-tab.png"])
+
+            # 5b. the persona tab: the same kind of charts, a line per persona (here the one)
+            def click_tab(title: str):
+                found = [
+                    t
+                    for t in driver.find_elements(By.CSS_SELECTOR, "[role=tab]")
+                    if t.text.strip().upper() == title.upper()
+                ]
+                assert found, explain(f"no {title} tab")
+                found[0].click()
+
+            click_tab("LLM by persona")
+            by_persona = "#vllm-load-persona-charts"
+            try:
+                personas = wait(10).until(
+                    lambda d: (
+                        (c := charts(d, by_persona))
+                        .get("persona-tokens", {})
+                        .get("points", {})
+                        .get(PERSONA, 0)
+                        >= 3
+                        and c
+                    )
+                )
+            except TimeoutException:
+                raise AssertionError(
+                    explain(f"no persona charts: {charts(driver, by_persona)}")
+                ) from None
+            check_charts(personas, levels_started=2, units=PERSONA_UNITS)
+            for key, chart in personas.items():
+                assert chart["legend"] == [PERSONA] and chart["points"][PERSONA] >= 3, (key, chart)
+            assert not driver.find_elements(
+                By.CSS_SELECTOR, tab_charts
+            )  # one tab's charts at a time
+            driver.save_screenshot(shots["webui-llm-personas.png"])
+            click_tab("LLM")
+            wait(10).until(lambda d: charts(d, tab_charts).get("tokens", {}).get("points"))
 
             # 6. Locust's dark theme (its switch stores the choice in localStorage.theme)
             driver.execute_script("localStorage.theme = 'dark'")

@@ -51,6 +51,10 @@ class Finished:
         )
 
 
+#: the persona of rows without a user class
+UNNAMED = "(unnamed)"
+
+
 @dataclass
 class LiveLevel:
     """Running figures of one level, or of one persona (user class) within it."""
@@ -156,10 +160,16 @@ class LiveStats:
         key = (level, row[_I["user_class"]] or "")
         persona = self.personas.get(key)
         if persona is None:
-            persona = self.personas[key] = LiveLevel(level, entry.users, key[1] or "(unnamed)")
+            persona = self.personas[key] = LiveLevel(level, entry.users, key[1] or UNNAMED)
         persona.add(done)
         self.timeline.add(
-            done.end, done.ok, done.tokens_in, done.tokens_out, done.ttft_bucket, done.itl
+            done.end,
+            done.ok,
+            done.tokens_in,
+            done.tokens_out,
+            done.ttft_bucket,
+            done.itl,
+            persona.user_class,
         )
 
     def snapshot(self, now: float, series: bool = True, since: float | None = None) -> dict:

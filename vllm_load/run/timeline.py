@@ -4,8 +4,9 @@ Each point stands for the end of a step (1 s to begin with) and holds the figure
 requests that finished in the window before it (5 s, or the step once it is longer): total and
 output tokens/s, TTFT p50/p99, ITL p99 and failed requests/s; and the last sample before it of
 the requests in flight and the users running (`sample`, taken by the run session on every
-shape tick, about once a second). Level marks say when each level started (and when the last
-level's drain did).
+shape tick, about once a second). Each point also holds the figures of every persona (user
+class) that finished a request in its window (`PERSONA_FIGURES`), for the charts by persona.
+Level marks say when each level started (and when the last level's drain did).
 
 Only what the master already receives goes in: the record rows (by the second they ended in),
 never anything per chunk. A point is closed once its window is `settle` seconds old, so rows
@@ -37,6 +38,8 @@ FIGURES = (
     "in_flight",
     "users",
 )
+#: the figures of each persona in a point
+PERSONA_FIGURES = ("output_tok_per_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p99_ms", "errors_per_s")
 
 
 class _Second:
@@ -48,6 +51,14 @@ class _Second:
         self.ok = self.failed = self.tokens_in = self.tokens_out = 0
         self.ttft: Counter[int] = Counter()
         self.itl: Counter[int] = Counter()
+
+    def update(self, other: _Second) -> None:
+        self.ok += other.ok
+        self.failed += other.failed
+        self.tokens_in += other.tokens_in
+        self.tokens_out += other.tokens_out
+        self.ttft.update(other.ttft)
+        self.itl.update(other.itl)
 
 
 def _percentile_ms(counts: Counter[int], q: float) -> float | None:
@@ -73,9 +84,9 @@ class Timeline:
     ) -> None:
         self.window, self.settle, self.max_points = window, settle, max_points
         self.step = 1
-        self.points: list[tuple] = []  # (t, *FIGURES)
+        self.points: list[tuple] = []  # (t, *FIGURES, {persona: PERSONA_FIGURES' tuple})
         self.marks: list[dict] = []
-        self._seconds: dict[int, _Second] = {}
+        self._seconds: dict[int, dict[str, _Second]] = {}  # second -> persona -> what finished
         self._samples: list[tuple[float, int, int]] = []  # (time, users, in flight), recent only
         self._next: int | None = None  # end of the next point to close
         self._stop_at: float | None = None
@@ -106,16 +117,20 @@ class Timeline:
         tokens_out: int,
         ttft_bucket: int | None,
         itl: list[tuple[int, int]],
+        persona: str = "",
     ) -> None:
         """One finished request, by the second it ended in (a late one: the next open second);
         `ttft_bucket` its TTFT's histogram bucket (None: no first token), `itl` its ITL
-        histogram's (bucket, count) pairs."""
+        histogram's (bucket, count) pairs, `persona` its user class."""
         self._begin(end_ts)
         assert self._next is not None
         second = max(int(end_ts), self._next - 1)
-        entry = self._seconds.get(second)
+        personas = self._seconds.get(second)
+        if personas is None:
+            personas = self._seconds[second] = {}
+        entry = personas.get(persona)
         if entry is None:
-            entry = self._seconds[second] = _Second()
+            entry = personas[persona] = _Second()
         if not ok:
             entry.failed += 1
             return
@@ -148,19 +163,15 @@ class Timeline:
 
     def _close(self, t: int) -> None:
         span = max(self.window, self.step)
-        ok = failed = tokens_in = tokens_out = 0
-        ttft: Counter[int] = Counter()
-        itl: Counter[int] = Counter()
+        total = _Second()
+        by_persona: dict[str, _Second] = {}
         for second in range(t - span, t):
-            entry = self._seconds.get(second)
-            if entry is None:
-                continue
-            ok += entry.ok
-            failed += entry.failed
-            tokens_in += entry.tokens_in
-            tokens_out += entry.tokens_out
-            ttft.update(entry.ttft)
-            itl.update(entry.itl)
+            for persona, entry in self._seconds.get(second, {}).items():
+                total.update(entry)
+                mine = by_persona.get(persona)
+                if mine is None:
+                    mine = by_persona[persona] = _Second()
+                mine.update(entry)
         users = in_flight = 0
         for at, sampled_users, sampled_flight in self._samples:
             if at >= t:
@@ -169,14 +180,24 @@ class Timeline:
         self.points.append(
             (
                 t,
-                round((tokens_in + tokens_out) / span, 1),
-                round(tokens_out / span, 1),
-                _percentile_ms(ttft, 50),
-                _percentile_ms(ttft, 99),
-                _percentile_ms(itl, 99),
-                round(failed / span, 2),
+                round((total.tokens_in + total.tokens_out) / span, 1),
+                round(total.tokens_out / span, 1),
+                _percentile_ms(total.ttft, 50),
+                _percentile_ms(total.ttft, 99),
+                _percentile_ms(total.itl, 99),
+                round(total.failed / span, 2),
                 in_flight,
                 users,
+                {
+                    persona: (
+                        round(mine.tokens_out / span, 1),
+                        _percentile_ms(mine.ttft, 50),
+                        _percentile_ms(mine.ttft, 99),
+                        _percentile_ms(mine.itl, 99),
+                        round(mine.failed / span, 2),
+                    )
+                    for persona, mine in by_persona.items()
+                },
             )
         )
         # keep what the next points need: their windows, and a window twice as long (after a halving)
@@ -194,7 +215,8 @@ class Timeline:
         self._next = -(-self._next // self.step) * self.step
 
     def as_dict(self, now: float, since: float | None = None) -> dict:
-        """The points (after `since`, when given) as columns, the step, the window and the marks."""
+        """The points (after `since`, when given) as columns, the step, the window and the marks;
+        `personas`: {persona: {figure: column}}, None where a point has nothing of it."""
         self.advance(now)
         points = self.points
         if since is not None:
@@ -202,11 +224,21 @@ class Timeline:
             while first > 0 and points[first - 1][0] > since:
                 first -= 1
             points = points[first:]
-        columns = list(zip(*points)) if points else [()] * (len(FIGURES) + 1)
+        columns = list(zip(*points)) if points else [()] * (len(FIGURES) + 2)
+        names = sorted({persona for p in points for persona in p[-1]})
+        empty = (None,) * len(PERSONA_FIGURES)
+        personas = {
+            name: {
+                figure: [p[-1].get(name, empty)[i] for p in points]
+                for i, figure in enumerate(PERSONA_FIGURES)
+            }
+            for name in names
+        }
         return {
             "step": self.step,
             "window": max(self.window, self.step),
             "t": list(columns[0]),
             **{name: list(columns[i + 1]) for i, name in enumerate(FIGURES)},
+            "personas": personas,
             "marks": self.marks,
         }

@@ -4,10 +4,11 @@ Served by the master's web UI, so the numbers are the aggregate of every worker,
 is loaded from outside it. Two places show the same charts (`static/llm-charts.js`, drawn from
 `/llm/stats`, whose time series is `run.timeline`'s):
 
-- the "LLM" tab of Locust's own UI: its per-level table is Locust's extended tab (rows carried
-  in `/stats/requests`' `extended_stats`); Locust's extended tabs render a table only, so the
-  charts come from a script this module adds to Locust's page (`static/llm-tab.js`), which
-  puts them above the table while the tab is selected;
+- the "LLM" and "LLM by persona" tabs of Locust's own UI: their tables (per level; per level
+  and persona) are Locust's extended tabs (rows carried in `/stats/requests`'
+  `extended_stats`); Locust's extended tabs render a table only, so the charts come from a
+  script this module adds to Locust's page (`static/llm-tab.js`), which puts them above the
+  table while the tab is selected (in the persona tab, a line per persona);
 - the page at `/llm` (`static/llm.html`), the charts and the tables on their own.
 
 Locust's header shows `/stats/requests`' user count, which this module keeps current

@@ -5,8 +5,12 @@
  * (its light and dark chart colours; dark when the page's background is dark, or when the page
  * says so with data-vl-theme on <html>).
  *
- * window.VllmLoadCharts.create(element, {statsUrl, onData}) returns {start(), stop(), redraw()}:
- * it polls statsUrl every 2 s (only the points it has not got yet) and redraws.
+ * The charts by persona (user class) draw one line per persona, for each of a few figures.
+ *
+ * window.VllmLoadCharts.create(element, {statsUrl, onData, personaRoot, only}) returns
+ * {start(), stop(), redraw()}: it polls statsUrl every 2 s (only the points it has not got yet)
+ * and redraws; the charts by persona go into personaRoot when given, and with only: 'personas'
+ * they are the only ones (into element).
  */
 (function () {
   'use strict';
@@ -30,6 +34,15 @@
     { key: 'errors', title: 'Errors (failed requests/s)', unit: 'errors/s', lines: [['errors_per_s', 'Failed requests/s', '#ff6d6d']] },
   ];
   const FIELDS = CHARTS.flatMap(c => c.lines.map(l => l[0]));
+  // one line per persona, coloured in turn
+  const PERSONA_CHARTS = [
+    { key: 'persona-tokens', title: 'Output tokens/s by persona', unit: 'tok/s', figure: 'output_tok_per_s' },
+    { key: 'persona-ttft', title: 'TTFT p99 by persona (ms)', unit: 'ms', figure: 'ttft_p99_ms' },
+    { key: 'persona-itl', title: 'ITL p99 by persona (ms)', unit: 'ms', figure: 'itl_p99_ms' },
+    { key: 'persona-errors', title: 'Errors by persona (failed requests/s)', unit: 'errors/s', figure: 'errors_per_s' },
+  ];
+  const PERSONA_FIELDS = PERSONA_CHARTS.map(c => c.figure);
+  const PALETTE = ['#0099ff', '#ff9f00', '#00ca5a', '#9966CC', '#ff6d6d', '#8E4585', '#00b3b3', '#c0a000'];
 
   function el(tag, attrs, parent) {
     const node = document.createElementNS(NS, tag);
@@ -87,24 +100,39 @@
     card.append(head, svg, tip);
     parent.appendChild(card);
     const hidden = new Set();
-    for (const [key, name, color] of spec.lines) {
-      const item = document.createElement('span');
-      item.className = 'vl-legend-item';
-      item.setAttribute('data-series', key);
-      item.innerHTML = '<i style="background:' + color + '"></i>';
-      item.append(name);
-      item.addEventListener('click', () => {
-        hidden.has(key) ? hidden.delete(key) : hidden.add(key);
-        item.classList.toggle('vl-off', hidden.has(key));
-        draw(last);
-      });
-      legend.appendChild(item);
+    let last = null, legendKeys = null;
+
+    // [key, name, colour, dash, values] of each line: the spec's, or one per persona
+    function linesOf(state) {
+      if (!spec.figure) return spec.lines.map(([key, name, color, dash]) => [key, name, color, dash, state.cols[key]]);
+      return Object.keys(state.personas).sort().map((name, i) =>
+        [name, name, PALETTE[i % PALETTE.length], undefined, state.personas[name][spec.figure]]);
     }
-    let last = null;
+    function buildLegend(lines) {
+      const keys = lines.map(l => l[0]).join('\u0000');
+      if (keys === legendKeys) return;
+      legendKeys = keys;
+      legend.textContent = '';
+      for (const [key, name, color] of lines) {
+        const item = document.createElement('span');
+        item.className = 'vl-legend-item' + (hidden.has(key) ? ' vl-off' : '');
+        item.setAttribute('data-series', key);
+        item.innerHTML = '<i style="background:' + color + '"></i>';
+        item.append(name);
+        item.addEventListener('click', () => {
+          hidden.has(key) ? hidden.delete(key) : hidden.add(key);
+          item.classList.toggle('vl-off', hidden.has(key));
+          draw(last);
+        });
+        legend.appendChild(item);
+      }
+    }
 
     function draw(state) {
       last = state;
       if (!state) return;
+      const lines = linesOf(state);
+      buildLegend(lines);
       const c = THEMES[isDark() ? 'dark' : 'light'];
       card.style.background = c.bg;
       card.style.color = c.text;
@@ -121,9 +149,9 @@
       }
       const t1 = Math.max(t0 + 10, ts.length ? ts[ts.length - 1] : t0);
       let ymax = 0;
-      for (const [key] of spec.lines) {
+      for (const [key, , , , vals] of lines) {
         if (hidden.has(key)) continue;
-        for (const v of state.cols[key]) if (v !== null && v > ymax) ymax = v;
+        for (const v of vals) if (v !== null && v > ymax) ymax = v;
       }
       const top = ymax > 0 ? ymax * 1.05 : 1;  // no value above 0 yet: a scale up to 1
       const ystep = niceStep(top, 4);
@@ -161,9 +189,8 @@
         el('text', { x: x(m.t) + (right ? -3 : 3), y: PAD.top - 8, fill: c.mark, 'text-anchor': right ? 'end' : 'start', class: 'vl-mark-label' + (m === current ? ' vl-mark-current' : '') }, g).textContent = markLabel(m);
       }
       // the lines (a gap where a figure has no value)
-      for (const [key, , color, dash] of spec.lines) {
+      for (const [key, , color, dash, vals] of lines) {
         if (hidden.has(key)) continue;
-        const vals = state.cols[key];
         let d = '', pen = false, n = 0;
         for (let i = 0; i < ts.length; i++) {
           if (vals[i] === null || vals[i] === undefined) { pen = false; continue; }
@@ -188,8 +215,8 @@
         guide.setAttribute('visibility', 'visible');
         const level = marks.filter(m => m.kind === 'start' && m.t <= ts[i]).pop();
         let html = '<b>' + fmtTime(ts[i]) + '</b>' + (level ? ' · level ' + level.level + ' (' + markLabel(level).split(' · ')[1] + ')' : '');
-        for (const [key, name, color] of spec.lines) {
-          if (!hidden.has(key)) html += '<br><span style="color:' + color + '">' + name + ': ' + fmtValue(state.cols[key][i], spec.unit) + '</span>';
+        for (const [key, name, color, , vals] of lines) {
+          if (!hidden.has(key)) html += '<br><span style="color:' + color + '">' + name + ': ' + fmtValue(vals[i], spec.unit) + '</span>';
         }
         tip.innerHTML = html;
         tip.hidden = false;
@@ -204,19 +231,36 @@
     return { draw };
   }
 
+  function grid(root, specs) {
+    const node = document.createElement('div');
+    node.className = 'vl-charts';
+    root.appendChild(node);
+    return specs.map(spec => Chart(spec, node));
+  }
+
   function create(root, options) {
-    const grid = document.createElement('div');
-    grid.className = 'vl-charts';
-    root.appendChild(grid);
-    const charts = CHARTS.map(spec => Chart(spec, grid));
+    const personaRoot = options.only === 'personas' ? root : options.personaRoot;
+    const charts = [
+      ...(options.only === 'personas' ? [] : grid(root, CHARTS)),
+      ...(personaRoot ? grid(personaRoot, PERSONA_CHARTS) : []),
+    ];
     let state = null, timer = null, busy = false;
 
     function first(s) { return s.marks.length ? s.marks[0].t : null; }
     function merge(data, incremental) {
       const s = data.series;
-      if (!incremental) state = { t: [], cols: Object.fromEntries(FIELDS.map(f => [f, []])) };
+      if (!incremental) state = { t: [], cols: Object.fromEntries(FIELDS.map(f => [f, []])), personas: {} };
+      const before = state.t.length, nulls = n => Array.from({ length: n }, () => null);
       state.t.push(...s.t);
-      for (const f of FIELDS) state.cols[f].push(...(s[f] || s.t.map(() => null)));
+      for (const f of FIELDS) state.cols[f].push(...(s[f] || nulls(s.t.length)));
+      // a persona seen for the first time has nothing before; one not in these points, nothing in them
+      const got = s.personas || {};
+      for (const name in got) {
+        if (!state.personas[name]) state.personas[name] = Object.fromEntries(PERSONA_FIELDS.map(f => [f, nulls(before)]));
+      }
+      for (const name in state.personas) {
+        for (const f of PERSONA_FIELDS) state.personas[name][f].push(...((got[name] && got[name][f]) || nulls(s.t.length)));
+      }
       Object.assign(state, { step: s.step, window: s.window, marks: s.marks, first: first(s),
         currentLevel: data.current_level, running: data.running });
     }
@@ -253,5 +297,5 @@
     };
   }
 
-  window.VllmLoadCharts = { create, isDark, CHARTS };
+  window.VllmLoadCharts = { create, isDark, CHARTS, PERSONA_CHARTS };
 })();

@@ -1,41 +1,51 @@
-/* The charts in the "LLM" tab of Locust's own UI.
+/* The charts in the "LLM" and "LLM by persona" tabs of Locust's own UI.
  *
  * Locust's extended tabs (template_args["extended_tabs"]) render a table of the extended stats
- * and nothing else, so the LLM tab's per-level table is Locust's, and this script, which the
- * master adds to Locust's page, puts vllm-load's charts above it while the LLM tab is the one
- * selected: after the bar of tabs (MUI's [role=tablist]), before the tab's table. The charts
- * follow Locust's light/dark switch (they read the page's background colour).
+ * and nothing else, so each tab's table is Locust's, and this script, which the master adds to
+ * Locust's page, puts vllm-load's charts above it while that tab is the one selected: after the
+ * bar of tabs (MUI's [role=tablist]), before the tab's table. The LLM tab gets the charts of the
+ * whole test, the persona tab one line per persona (user class). The charts follow Locust's
+ * light/dark switch (they read the page's background colour).
  */
 (function () {
   'use strict';
-  const TAB_TITLE = 'LLM';
-  let mount = null, charts = null, dark = null;
+  // tab title -> the mount's id and what create() draws there
+  const TABS = {
+    'LLM': { id: 'vllm-load-charts', options: {} },
+    'LLM by persona': { id: 'vllm-load-persona-charts', options: { only: 'personas' } },
+  };
+  let mount = null, charts = null, dark = null, shown = null;
 
   function selectedTab() {
     const tab = document.querySelector('[role=tab][aria-selected=true]');
     return tab ? tab.textContent.trim() : null;
   }
+  function unmount() {
+    if (charts) charts.stop();
+    if (mount) mount.remove();
+    mount = charts = shown = null;
+  }
   function check() {
-    const wanted = selectedTab() === TAB_TITLE;
-    if (wanted && !(mount && mount.isConnected)) {
+    const title = selectedTab();
+    const wanted = Object.prototype.hasOwnProperty.call(TABS, title) ? title : null;
+    if (wanted && !(shown === wanted && mount && mount.isConnected)) {
       const tabs = document.querySelector('[role=tablist]');
       const bar = tabs && tabs.closest('.MuiTabs-root');
       if (!bar || !bar.parentElement) return;
-      if (charts) charts.stop();
+      unmount();
       mount = document.createElement('div');
-      mount.id = 'vllm-load-charts';
+      mount.id = TABS[wanted].id;
       const note = document.createElement('p');
       note.className = 'vl-note';
       note.innerHTML = 'Live figures of the requests finished in the last seconds (warm-up included); '
         + 'the report\u2019s measured windows are the ones to publish. <a href="./llm" style="color:inherit">Open the LLM view</a>';
       mount.appendChild(note);
       bar.parentElement.after(mount);
-      charts = window.VllmLoadCharts.create(mount, { statsUrl: './llm/stats' });
+      charts = window.VllmLoadCharts.create(mount, { statsUrl: './llm/stats', ...TABS[wanted].options });
       charts.start();
+      shown = wanted;
     } else if (!wanted && mount) {
-      charts.stop();
-      mount.remove();
-      mount = charts = null;
+      unmount();
     }
     if (charts) {
       const now = window.VllmLoadCharts.isDark();
