@@ -38,8 +38,8 @@ FIGURES = (
     "in_flight",
     "users",
 )
-#: the figures of each persona in a point
-PERSONA_FIGURES = ("output_tok_per_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p99_ms", "errors_per_s")
+#: the figures of each persona in a point: those of the whole that are the requests' own
+PERSONA_FIGURES = FIGURES[:6]
 
 
 class _Second:
@@ -59,6 +59,17 @@ class _Second:
         self.tokens_out += other.tokens_out
         self.ttft.update(other.ttft)
         self.itl.update(other.itl)
+
+    def figures(self, span: int) -> tuple:
+        """`PERSONA_FIGURES` of what finished in a window of `span` seconds."""
+        return (
+            round((self.tokens_in + self.tokens_out) / span, 1),
+            round(self.tokens_out / span, 1),
+            _percentile_ms(self.ttft, 50),
+            _percentile_ms(self.ttft, 99),
+            _percentile_ms(self.itl, 99),
+            round(self.failed / span, 2),
+        )
 
 
 def _percentile_ms(counts: Counter[int], q: float) -> float | None:
@@ -163,15 +174,16 @@ class Timeline:
 
     def _close(self, t: int) -> None:
         span = max(self.window, self.step)
-        total = _Second()
         by_persona: dict[str, _Second] = {}
         for second in range(t - span, t):
             for persona, entry in self._seconds.get(second, {}).items():
-                total.update(entry)
                 mine = by_persona.get(persona)
                 if mine is None:
                     mine = by_persona[persona] = _Second()
                 mine.update(entry)
+        total = _Second()
+        for mine in by_persona.values():
+            total.update(mine)
         users = in_flight = 0
         for at, sampled_users, sampled_flight in self._samples:
             if at >= t:
@@ -180,24 +192,10 @@ class Timeline:
         self.points.append(
             (
                 t,
-                round((total.tokens_in + total.tokens_out) / span, 1),
-                round(total.tokens_out / span, 1),
-                _percentile_ms(total.ttft, 50),
-                _percentile_ms(total.ttft, 99),
-                _percentile_ms(total.itl, 99),
-                round(total.failed / span, 2),
+                *total.figures(span),
                 in_flight,
                 users,
-                {
-                    persona: (
-                        round(mine.tokens_out / span, 1),
-                        _percentile_ms(mine.ttft, 50),
-                        _percentile_ms(mine.ttft, 99),
-                        _percentile_ms(mine.itl, 99),
-                        round(mine.failed / span, 2),
-                    )
-                    for persona, mine in by_persona.items()
-                },
+                {persona: mine.figures(span) for persona, mine in by_persona.items()},
             )
         )
         # keep what the next points need: their windows, and a window twice as long (after a halving)
