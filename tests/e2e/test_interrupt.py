@@ -20,8 +20,13 @@ from vllm_load.sim.process import SimulatorProcess
 EXIT_WITHIN = 10.0
 
 
-def start_run(sim_url: str, out: str, workers: int) -> subprocess.Popen:
-    """A run that would take minutes: 1000 requests per level of about one second each."""
+def ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def start_run(sim_url: str, out: str, workers: int, sigint_ignored: bool) -> subprocess.Popen:
+    """A run that would take minutes: 1000 requests per level of about one second each; started
+    with SIGINT ignored, as a non-interactive shell starts a background job, when asked."""
     return subprocess.Popen(
         [
             sys.executable,
@@ -50,18 +55,21 @@ def start_run(sim_url: str, out: str, workers: int) -> subprocess.Popen:
         stdin=subprocess.DEVNULL,
         text=True,
         start_new_session=True,
+        preexec_fn=ignore_sigint if sigint_ignored else None,
     )
 
 
 @pytest.mark.parametrize(
-    "sig,workers",
-    [(signal.SIGINT, 0), (signal.SIGINT, 2), (signal.SIGTERM, 0)],
-    ids=["sigint-local", "sigint-2-workers", "sigterm-local"],
+    "sig,workers,sigint_ignored",
+    [(signal.SIGINT, 0, False), (signal.SIGINT, 2, True), (signal.SIGTERM, 0, False)],
+    ids=["sigint-local", "sigint-2-workers-started-ignoring-it", "sigterm-local"],
 )
-def test_an_interrupted_run_is_complete_on_disk_and_analysable(sig, workers, tmp_path):
+def test_an_interrupted_run_is_complete_on_disk_and_analysable(
+    sig, workers, sigint_ignored, tmp_path
+):
     out = str(tmp_path)
     with SimulatorProcess("--ttft", "0.05", "--itl", "0.05") as sim:
-        proc = start_run(sim.url, out, workers)
+        proc = start_run(sim.url, out, workers, sigint_ignored)
         try:
             run_dir = wait_for_rows(out, 5, proc)
             children = psutil.Process(proc.pid).children(recursive=True)

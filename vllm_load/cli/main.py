@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 
 from .. import __version__
@@ -84,6 +85,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def honour_ctrl_c() -> None:
+    """Make SIGINT interrupt us, and every process we start, even when we were started with it
+    ignored (a non-interactive shell's background job, `nohup` in a script, some CI runners).
+
+    SIGINT is how a run, a campaign or a tuning is stopped cleanly (files flushed, outcome
+    `interrupted`, how to resume). Python installs its KeyboardInterrupt handler only when it
+    finds SIGINT at the default, and an ignored signal stays ignored through exec: without this,
+    such a `vllm-load run` forwarded SIGINT to a Locust that ignored it and ran to the end.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -91,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     module = importlib.import_module(args._module)
+    honour_ctrl_c()
     # the one error path of every subcommand: one line, and the exit status chosen here
     try:
         return int(module.main(args) or 0)

@@ -237,8 +237,8 @@ def run_locust(cmd: list[str], api_key: str = "") -> int:
     session is a new scheduling group, which competes as one with every other session, and
     beside vLLM's busy-polling engine on 2 cores Locust then waited up to 1.7 s per second for
     a CPU where the same test started from the same shell did not. SIGINT and SIGTERM are
-    forwarded explicitly, even where the caller started us with SIGINT ignored (a shell's
-    background job): Locust then flushes every file, marks the run interrupted and exits.
+    forwarded explicitly (SIGINT works even where the caller started us with it ignored:
+    `main.honour_ctrl_c`): Locust then flushes every file, marks the run interrupted and exits.
     """
     env = dict(os.environ)
     if api_key:
