@@ -65,11 +65,12 @@ def test_level_figures_and_series():
     assert by_second[1006] == (pytest.approx(50 / 5), pytest.approx(5 * 110 / 5))
 
 
-def test_personas_are_broken_down_only_when_there_are_several():
+def test_personas_are_broken_down_one_row_per_persona_and_level():
     live = LiveStats()
     live.level_started(0, 4)
     live.add(row(0, 1000.0, 1.0))
-    assert live.snapshot(now=1002.0)["personas"] == []
+    (alone,) = live.snapshot(now=1002.0)["personas"]  # one persona: its row, named
+    assert alone["user_class"] == "ClosedLoopUser" and alone["finished"] == 1
     for i in range(3):
         live.add(row(0, 1001.0 + i, 2.0, ttft=0.5, out=20, user_class="Rag"))
     live.add(row(0, 1004.0, 2.0, ok=0, user_class="Rag"))

@@ -425,6 +425,16 @@ def test_llm_charts_in_chromium_after_starting_from_the_ui(tmp_path):
             assert not driver.find_elements(
                 By.CSS_SELECTOR, tab_charts
             )  # one tab's charts at a time
+            # its table names the one persona too (an empty table read as "no data")
+            try:
+                wait(10).until(
+                    lambda d: any(
+                        c.text.strip() == PERSONA
+                        for c in d.find_elements(By.CSS_SELECTOR, "table td")
+                    )
+                )
+            except TimeoutException:
+                raise AssertionError(explain(f"no table row for {PERSONA}")) from None
             driver.save_screenshot(shots["webui-llm-personas.png"])
             click_tab("LLM")
             wait(10).until(lambda d: charts(d, tab_charts).get("tokens", {}).get("points"))

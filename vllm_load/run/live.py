@@ -179,10 +179,9 @@ class LiveStats:
             "current_level": self.current_level,
             "current_users": self.current_users,
             "levels": [self.levels[k].as_dict() for k in sorted(self.levels)],
-            # per persona only when there are several (one would repeat the levels)
-            "personas": [self.personas[k].as_dict() for k in sorted(self.personas)]
-            if len({cls for _, cls in self.personas}) > 1
-            else [],
+            # always, so that Locust's "LLM by persona" tab names the one persona there is;
+            # the /llm page shows its persona table only when there are several
+            "personas": [self.personas[k].as_dict() for k in sorted(self.personas)],
         }
         if series:
             data["series"] = self.timeline.as_dict(now, since)
