@@ -6,6 +6,7 @@ import math
 import os
 
 import pandas as pd
+import pytest
 from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
 
 from vllm_load.analysis.levels.client_side import (
@@ -180,6 +181,7 @@ def test_old_runs_without_the_new_columns_judge_only_what_they_have():
     )
 
 
+@pytest.mark.alone  # a second test's load would make any client look bound (tests/conftest.py)
 def test_a_client_flat_out_against_echo_is_marked_client_bound(tmp_path):
     # two echo processes: one alone can no longer keep the client busy, the SSE meter is that fast
     with SimulatorProcess("--echo", "--server-workers", "2") as sim:

@@ -20,6 +20,9 @@ from vllm_load.analysis.levels.measure import level_metrics
 from vllm_load.analysis.levels.rates import rate_verdicts
 from vllm_load.sim.process import SimulatorProcess
 
+#: timing and rates within a tolerance: no other test's load beside them (tests/conftest.py)
+pytestmark = pytest.mark.alone
+
 SMALL = ("--input-tokens", "64", "--output-tokens", "16")
 
 

@@ -85,6 +85,7 @@ def test_two_workers_record_every_request_once_and_attribute_levels(tmp_path):
     )
 
 
+@pytest.mark.alone  # timing within a tolerance (tests/conftest.py)
 @pytest.mark.parametrize("workers", ["0", "2"])
 def test_the_last_level_is_measured_like_the_others(tmp_path, workers):
     """Requests in flight when the last level reaches its target finish and are recorded: its
@@ -177,6 +178,7 @@ def test_exact_with_a_local_tokenizer_when_the_server_has_no_tokenize(tmp_path, 
     _assert_exact(requests, 200, 2048, 512)
 
 
+@pytest.mark.alone  # timing within a tolerance (tests/conftest.py)
 def test_ttft_and_itl_within_5ms_of_injected_delays_at_10_users(tmp_path):
     trace_path = str(tmp_path / "trace.jsonl")
     with SimulatorProcess("--ttft", "0.2", "--itl", "0.02", "--trace", trace_path) as sim:

@@ -26,6 +26,9 @@ from vllm_load.analysis.levels.server_side import (
 from vllm_load.run.server_metrics import MetricsScraper, parse_metrics
 from vllm_load.sim.process import SimulatorProcess
 
+#: timing and rates within a tolerance: no other test's load beside them (tests/conftest.py)
+pytestmark = pytest.mark.alone
+
 EXPOSITION = """\
 # TYPE vllm:num_requests_running gauge
 vllm:num_requests_running{engine="0",model_name="m"} 3.0

@@ -14,6 +14,9 @@ from support.runhelpers import only_run_dir, run_vllm_load
 
 from vllm_load.sim.process import SimulatorProcess
 
+#: timing and rates within a tolerance: no other test's load beside them (tests/conftest.py)
+pytestmark = pytest.mark.alone
+
 
 def test_a_latency_slo_binds_below_the_throughput_peak(tmp_path):
     with SimulatorProcess(

@@ -7,9 +7,13 @@ import asyncio
 import statistics
 
 import orjson
+import pytest
 
 from vllm_load.sim.process import SimulatorProcess
 from vllm_load.tokenization.sim import SimTokenizer
+
+#: timing and rates within a tolerance: no other test's load beside them (tests/conftest.py)
+pytestmark = pytest.mark.alone
 
 
 async def _timed_stream(url: str, max_tokens: int) -> tuple[float, list[float], list[str]]:

@@ -81,6 +81,7 @@ RUN_ARGS = (
 
 pytestmark = [
     pytest.mark.browser,
+    pytest.mark.alone,  # its waits for charts are timed: no other test's load beside it
     pytest.mark.skipif(
         not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)),
         reason="Debian's chromium and chromium-driver are not installed (.ci/run installs them as root)",
