@@ -24,8 +24,8 @@ def hf_tokenizer_dir(tmp_path) -> str:
 # a run recorded and tolerate a busy machine; a test marked `alone` checks timing or rates
 # against a tolerance a second test's load beside it would break, so it runs with no other test
 # beside it: every test holds a shared lock on one file for its whole protocol (module fixtures
-# included), an `alone` one (and every `slow` or `real_vllm` one) an exclusive lock. A turnstile taken around the acquiring keeps the
-# other worker's next tests from starving an exclusive request.
+# included), an `alone` one (and every `slow` or `real_vllm` one) an exclusive lock. A turnstile
+# taken around the acquiring keeps the other worker's next tests from starving an exclusive one.
 
 
 LOCK_DIR_ENV = "VLLM_LOAD_TEST_LOCK_DIR"  # made by the xdist controller, inherited by its workers
