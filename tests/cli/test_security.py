@@ -87,6 +87,8 @@ def test_the_simulator_binds_loopback_by_default():
         (("--output-tokens", "-5"), "--output-tokens"),
         (("--input-tokens", "4000", "--output-tokens", "200"), "max_model_len 4096"),
         (("--requests-per-level", "0"), "--requests-per-level"),
+        # found by calibrating the prompts on the target, before Locust starts
+        (("--input-tokens", "16"), "--input-tokens 16 is too short: the chat template"),
     ],
 )
 def test_bad_input_is_one_line_and_sends_no_load(tmp_path, args, message):

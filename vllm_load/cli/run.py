@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 
+from ..client.prompts import CalibrationError, prompt_plan
 from ..run.recorder import new_run_dir
 from ..settings import Settings, add_arguments, option_argv
 from ..sim.process import free_port
@@ -162,7 +163,21 @@ def check_target(host: str, settings: Settings, exact_prompts: bool = True) -> s
         model = ids[0]
     if exact_prompts:  # (a locustfile of one's own sends what it sends)
         settings.check_fits(max_model_len(models, model))
+        if not settings.approximate_prompts:  # (that falls back with a warning, said by Locust)
+            check_prompts(host, model, settings)
     return model
+
+
+def check_prompts(host: str, model: str, settings: Settings) -> None:
+    """Calibrate the exact prompts once here, so that a prompt too short for the chat template,
+    or a target that cannot count tokens, is one line before Locust starts (the load process
+    calibrates again for itself)."""
+    try:
+        prompt_plan(host, model, settings)
+    except CalibrationError as e:
+        raise SettingsError(str(e)) from None
+    except HttpError as e:
+        raise SettingsError(f"counting prompt tokens on {host} failed: {e}") from None
 
 
 def locust_command(args: argparse.Namespace) -> list[str]:

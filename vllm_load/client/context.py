@@ -21,18 +21,14 @@ from ..gc_policy import quiet_collector
 from ..rundir.records import START_INDEX, RequestRecord
 from ..settings import Settings
 from ..target.api import HttpError, model_ids, request_json
-from ..tokenization.load import load_tokenizer
 from ..workload.lengths import LengthDraws
 from .arrivals import Arrivals
 from .clock import hold_receive_timestamps
 from .prompts import (
     CalibrationError,
-    LocalTokenCounter,
     PromptFactory,
     PromptPlan,
-    ServerTokenCounter,
-    approximate_plan,
-    calibrate,
+    prompt_plan,
 )
 
 logger = logging.getLogger(__name__)
@@ -233,22 +229,3 @@ def resolve_model(host: str, settings: Settings) -> str:
     if not ids:
         raise CalibrationError(f"{host}/v1/models lists no model; pass --model")
     return ids[0]
-
-
-def prompt_plan(host: str, model: str, settings: Settings) -> PromptPlan:
-    """Calibrate exact prompts: server /tokenize, else --tokenizer, else approximate if allowed."""
-    args = (settings.endpoint, settings.input_tokens, settings.shared_prefix_tokens)
-    if settings.tokenizer:
-        return calibrate(LocalTokenCounter(load_tokenizer(settings.tokenizer)), *args)
-    server = ServerTokenCounter(host, model, api_key=settings.api_key or None)
-    if server.available():
-        return calibrate(server, *args)
-    if settings.approximate_prompts:
-        logger.warning(
-            "no /tokenize on %s and no --tokenizer: prompt lengths are approximate", host
-        )
-        return approximate_plan(*args)
-    raise CalibrationError(
-        f"{host} has no /tokenize endpoint, so exact {settings.input_tokens}-token prompts cannot be built; "
-        "pass --tokenizer PATH (the model's tokenizer directory) or --approximate-prompts"
-    )

@@ -14,11 +14,16 @@ inflate throughput unless a shared prefix is asked for on purpose.
 
 from __future__ import annotations
 
+import logging
 import random
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ..settings import Settings
 from ..target.api import HttpError, request_json
+from ..tokenization.load import load_tokenizer
+
+logger = logging.getLogger(__name__)
 
 LEAD = "Continue"
 UNIQUE_HEAD_ATOMS = 16
@@ -284,3 +289,22 @@ class PromptFactory:
             raise ValueError(f"a prompt needs at least {self.min_tokens} tokens here")
         words = self._rng.choices(self.plan.atoms, k=atoms)
         return _atom_text(words) if words else ""
+
+
+def prompt_plan(host: str, model: str, settings: Settings) -> PromptPlan:
+    """Calibrate exact prompts: server /tokenize, else --tokenizer, else approximate if allowed."""
+    args = (settings.endpoint, settings.input_tokens, settings.shared_prefix_tokens)
+    if settings.tokenizer:
+        return calibrate(LocalTokenCounter(load_tokenizer(settings.tokenizer)), *args)
+    server = ServerTokenCounter(host, model, api_key=settings.api_key or None)
+    if server.available():
+        return calibrate(server, *args)
+    if settings.approximate_prompts:
+        logger.warning(
+            "no /tokenize on %s and no --tokenizer: prompt lengths are approximate", host
+        )
+        return approximate_plan(*args)
+    raise CalibrationError(
+        f"{host} has no /tokenize endpoint, so exact {settings.input_tokens}-token prompts cannot be built; "
+        "pass --tokenizer PATH (the model's tokenizer directory) or --approximate-prompts"
+    )

@@ -18,7 +18,7 @@ from .. import __version__
 from ..analysis.decisions.ab import BETTER, FIGURES, UNSURE, WORSE, Comparison, Figure
 from . import charts
 from .compare_model import CompareData, compare_dict, dropped_text, level_text
-from .render import template_env, write_documents
+from .render import html_and_base, template_env, write_documents
 
 #: the HTML class of each verdict's cell
 VERDICT_CLASS = {BETTER: "better", WORSE: "worse", UNSURE: "unsure"}
@@ -99,8 +99,7 @@ def throughput_chart(data: CompareData) -> charts.Chart | None:
 
 
 def _paths(out_html: str) -> ComparePaths:
-    base = out_html[:-5] if out_html.endswith(".html") else out_html
-    html = out_html if out_html.endswith(".html") else out_html + ".html"
+    html, base = html_and_base(out_html)
     return ComparePaths(html=html, markdown=f"{base}.md", json=f"{base}.json")
 
 

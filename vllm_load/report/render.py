@@ -241,9 +241,15 @@ def write_documents(paths, template: str, context: dict, summary: dict, env=None
     write_atomic(paths.json, json.dumps(summary, indent=2, ensure_ascii=False))
 
 
+def html_and_base(out_html: str) -> tuple[str, str]:
+    """The HTML document's path (".html" added when missing) and the stem its siblings share."""
+    if out_html.endswith(".html"):
+        return out_html, out_html[:-5]
+    return out_html + ".html", out_html
+
+
 def side_paths(out_html: str) -> ReportPaths:
-    base = out_html[:-5] if out_html.endswith(".html") else out_html
-    html = out_html if out_html.endswith(".html") else out_html + ".html"
+    html, base = html_and_base(out_html)
     return ReportPaths(
         html=html, json=f"{base}.summary.json", csv=f"{base}.summary.csv", markdown=f"{base}.md"
     )

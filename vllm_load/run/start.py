@@ -14,7 +14,7 @@ import locust
 from locust.runners import MasterRunner
 
 from .. import __version__
-from ..client.context import prompt_plan
+from ..client.prompts import prompt_plan
 from ..settings import Settings
 from ..target.api import max_model_len
 from ..values import SettingsError
