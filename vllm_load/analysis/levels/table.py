@@ -38,7 +38,8 @@ RATE_TABLE_COLUMNS: tuple[tuple[str, str, float, str], ...] = (
     ("rate req/s", "requested_rate", 1, ",.2f"),
     ("offered", "offered_rate", 1, ",.2f"),
     ("achieved", "achieved_rate", 1, ",.2f"),
-    ("in flight", "achieved_concurrency", 1, ",.1f"),
+    # a request's clock starts at its arrival: queued on the client or sent (<= --max-in-flight)
+    ("in system", "achieved_concurrency", 1, ",.1f"),
     ("queued p50 ms", "queued_p50", 1000, ",.1f"),
     ("queued p99 ms", "queued_p99", 1000, ",.1f"),
     *TABLE_COLUMNS[3:],
