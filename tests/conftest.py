@@ -49,20 +49,60 @@ def _lock_paths() -> tuple[str, str] | None:
     return os.path.join(root, "turnstile"), os.path.join(root, "machine")
 
 
+def is_alone(item) -> bool:
+    """Whether `item` runs with no other test beside it: marked `alone`, or slow or real-vLLM
+    (holds, the benches' quick modes, pinned cores)."""
+    return any(item.get_closest_marker(m) for m in ("alone", "slow", "real_vllm"))
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own reordering by fixture scope
+def pytest_collection_modifyitems(items):
+    """The alone tests first, together: xdist hands the first worker its first tests in one
+    batch, so it runs them back to back, holding the machine, while the other waits once,
+    instead of each alone test waiting for whatever the other worker was running."""
+    items.sort(key=lambda item: not is_alone(item))
+
+
+class MachineLock:
+    """This worker's hold on the machine: shared, exclusive, or none."""
+
+    def __init__(self) -> None:
+        self.mode: int | None = None
+        self.file = None
+
+    def take(self, paths: tuple[str, str], mode: int) -> None:
+        if self.mode == mode:
+            return
+        self.release()
+        self.file = open(paths[1], "a")  # noqa: SIM115 (held across tests)
+        with open(paths[0], "a") as turnstile:
+            fcntl.flock(turnstile, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(self.file, mode)
+            finally:
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
+        self.mode = mode
+
+    def release(self) -> None:
+        if self.file is not None:
+            self.file.close()  # closing drops the lock
+        self.file, self.mode = None, None
+
+
+MACHINE = MachineLock()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     paths = _lock_paths()
     if paths is None:
         return (yield)
-    # the slow and real-vLLM tests (holds, the benches' quick modes, pinned cores) are all alone
-    alone = any(item.get_closest_marker(m) for m in ("alone", "slow", "real_vllm"))
-    with open(paths[0], "a") as turnstile, open(paths[1], "a") as machine:
-        fcntl.flock(turnstile, fcntl.LOCK_EX)
-        try:
-            fcntl.flock(machine, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        finally:
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
-        try:
-            return (yield)
-        finally:
-            fcntl.flock(machine, fcntl.LOCK_UN)
+    alone = is_alone(item)
+    MACHINE.take(paths, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+    try:
+        return (yield)
+    finally:
+        # an exclusive hold lasts through this worker's run of alone tests; a shared one is let
+        # go after every test, so that a waiting alone test gets in between
+        if not (alone and nextitem is not None and is_alone(nextitem)):
+            MACHINE.release()
