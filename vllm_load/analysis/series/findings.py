@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from .curve import column, users_text
-from .failures import kept, why_left_out
+from .failures import kept
 from .saturation import Saturation, SaturationRule, level_point
 
 
@@ -43,7 +43,7 @@ def findings(
     if sat.peak is None:
         if sat.failed:
             return [
-                f"Every tested level {why_left_out(sat.failed, rule.max_failed_share)}: no peak, "
+                f"Every tested level {sat.left_out_above}: no peak, "
                 "saturation point or recommendation is given."
             ] + [f.sentence(rule.max_failed_share) for f in sat.failed]
         return [
@@ -87,7 +87,7 @@ def findings(
             out.append(
                 f"Throughput is still rising at the highest level kept ({users_text(top.users)} {noun}: "
                 f"{_figure(top.tok_per_s)} {unit}{gain}); the levels above it "
-                f"{why_left_out(sat.failed, rule.max_failed_share, above=top.users)}, so where "
+                f"{sat.left_out_above}, so where "
                 "throughput saturates is not known."
             )
     if sat.decision is not None:

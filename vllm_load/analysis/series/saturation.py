@@ -165,6 +165,9 @@ class Saturation:
     )  # levels with failures, left out or kept
     decision: Decision | None = None  # whether the runs decide the saturation point
     axis: Axis = USERS  # what the levels are
+    # why the levels above the highest one kept (every level, when none was) were left out,
+    # `failures.why_left_out`'s words ("" when none was)
+    left_out_above: str = ""
 
     @property
     def status(self) -> str:
@@ -269,12 +272,9 @@ def analyse(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> Sat
     runs decide the point, over the levels `failures` keeps."""
     curve, failed = usable(curve, rule)
     if curve.empty:
-        reason = (
-            "every level " + why_left_out(failed, rule.max_failed_share)
-            if failed
-            else "no level has a measured throughput"
-        )
-        return Saturation(None, None, False, reason, None, None, failed=failed)
+        cut = why_left_out(failed, rule.max_failed_share)
+        reason = "every level " + cut if failed else "no level has a measured throughput"
+        return Saturation(None, None, False, reason, None, None, failed=failed, left_out_above=cut)
     peak_i, mask = within_tolerance(curve, rule)
     sat_i = int(np.flatnonzero(mask)[0])
     top = len(curve) - 1
@@ -318,6 +318,7 @@ def analyse(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> Sat
         scaling_ratio(curve, rule.scaling_from, rule.scaling_to, name),
         cost,
         failed=failed,
+        left_out_above=cut,
     )
     result.recommendations = recommend(curve, sat_i, saturated, rule, cut)
     if len(curve) > 1:
