@@ -10,11 +10,17 @@ the client stops), `vllm_load.analysis.levels.measure` over the run directory, a
 CPU and RSS, server CPU, every core's busy time; every 0.1 s) cut to the measured window. The
 server is not the limit when its cores stay below 90 % busy (checked for every window).
 
-Prints req/s, chunks/s, the ratio vllm-load / reference, client CPU seconds per 1,000 chunks (or
-requests), p99 E2E, achieved concurrency, RSS, and the targets with PASS/FAIL.
+This VM's speed drifts (the same client's CPU per request moved 50 % within minutes here), so two
+back-to-back windows can disagree on their own. Each load is therefore measured in `--rounds`
+rounds, the two clients in turn and in alternating order (A B, B A, A B, ...): a ratio is taken
+within each round, from windows a few seconds apart, and the targets judge the median of those.
 
-    python bench/client_capacity.py                   # 100 and 1000 users, 15 s per measurement
-    python bench/client_capacity.py --quick           # 10 users, 2 s: checks that the bench works
+Prints, per client, the median over rounds of req/s, chunks/s, client CPU seconds per 1,000 chunks
+(or requests), p99 E2E, achieved concurrency, and the peak RSS; the median of the rounds' ratios
+vllm-load / reference with each round's ratio; and the targets with PASS/FAIL.
+
+    python bench/client_capacity.py                   # 100 and 1000 users, 3 rounds of 15 s per client
+    python bench/client_capacity.py --quick           # 10 users, 2 rounds of 2 s: checks that the bench works
     python bench/client_capacity.py --modes stream --users 1000 --profile /tmp/stacks.txt   # py-spy, top level of the last mode
 """
 
@@ -22,10 +28,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import math
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -403,13 +411,22 @@ def output_dir(path: str, prefix: str) -> str:
 
 
 def measure(
-    client: str, url: str, load: Load, out: str, cpus, sampler: Sampler, on_start=None
+    client: str,
+    url: str,
+    load: Load,
+    out: str,
+    cpus,
+    sampler: Sampler,
+    on_start=None,
+    round_no: int | None = None,
 ) -> Figures:
-    """Run one client at one load and return its figures (progress on stdout)."""
+    """Run one client at one load and return its figures (progress on stdout); `round_no`, when
+    given, names the round in the run directory and the progress line."""
     tag = f"{client}-{load.users}-{'stream' if load.stream else 'plain'}"
-    run_dir = os.path.join(out, tag)
+    run_dir = os.path.join(out, tag if round_no is None else f"{tag}-r{round_no}")
+    when = "" if round_no is None else f"round {round_no}, "
     print(
-        f"  {client:>9}  {load.label()}: running ({load.seconds:g} s + warm-up and drain) ...",
+        f"  {client:>9}  {load.label()}: {when}running ({load.seconds:g} s + warm-up and drain) ...",
         flush=True,
     )
     run_client(client, url, load, run_dir, cpus, sampler, on_start)
@@ -471,35 +488,71 @@ def server_busy(fig: Figures, server_cores) -> float:
     return sum(busy) / len(busy) if busy else math.nan
 
 
-def print_table(results: dict[tuple[int, bool], dict[str, Figures]], server_cores) -> None:
+@dataclass(frozen=True)
+class Rounds:
+    """One load measured round by round: each client's figures, in round order."""
+
+    load: Load
+    figures: dict[str, list[Figures]]
+
+    def rate(self, fig: Figures) -> float:
+        """The throughput compared: chunks/s when streaming, req/s otherwise."""
+        return fig.chunks_per_s if self.load.stream else fig.req_per_s
+
+    def ratios(self) -> list[float]:
+        """vllm-load / reference throughput, within each round."""
+        pairs = zip(self.figures.get("vllm-load", []), self.figures.get("reference", []))
+        return [self.rate(v) / self.rate(r) for v, r in pairs]
+
+    def cpu_ratios(self) -> list[float]:
+        """reference / vllm-load client CPU per 1k, within each round."""
+        pairs = zip(self.figures.get("vllm-load", []), self.figures.get("reference", []))
+        return [r.cpu_per_1k / v.cpu_per_1k for v, r in pairs]
+
+    def median(self, client: str, name: str) -> float:
+        """The median over rounds of one figure (a Figures attribute or property)."""
+        values = [getattr(f, name) for f in self.figures[client]]
+        return statistics.median(values) if values else math.nan
+
+    def all(self) -> list[Figures]:
+        return [f for figs in self.figures.values() for f in figs]
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else math.nan
+
+
+def print_table(results: dict[tuple[int, bool], Rounds], server_cores) -> None:
     print(
         f"\n{'load':<36}{'client':<11}{'req/s':>9}{'chunks/s':>11}{'ratio':>7}{'CPU s/1k':>10}{'CPU ratio':>11}"
-        f"{'p99 E2E ms':>12}{'achieved':>10}{'RSS MiB':>9}{'server core':>13}"
+        f"{'p99 E2E ms':>12}{'achieved':>10}{'RSS MiB':>9}{'server core':>13}  ratio by round"
     )
-    for (users, stream), pair in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        ref = pair.get("reference")
-        for client, fig in pair.items():
-            mine = client == "vllm-load" and ref is not None
-
-            def rate(f):
-                return f.chunks_per_s if stream else f.req_per_s
-
+    for (_users, stream), rounds in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        both = len(rounds.figures) == 2
+        for client, figs in rounds.figures.items():
+            mine = client == "vllm-load" and both
+            med = functools.partial(rounds.median, client)
+            by_round = "/".join(f"{r:.2f}" for r in rounds.ratios()) if mine else "-"
             print(
-                f"{fig.load.label():<36}{client:<11}{cell(fig.req_per_s, ',.0f', 9)}"
-                f"{cell(fig.chunks_per_s if stream else math.nan, ',.0f', 11)}"
-                f"{cell(rate(fig) / rate(ref) if mine else math.nan, '.2f', 7)}{cell(fig.cpu_per_1k, '.4f', 10)}"
-                f"{cell(ref.cpu_per_1k / fig.cpu_per_1k if mine else math.nan, '.2f', 11)}"
-                f"{cell(fig.e2e_p99 * 1000, ',.1f', 12)}{cell(fig.achieved, ',.1f', 10)}"
-                f"{cell(fig.rss_max_mib, ',.0f', 9)}{cell(server_busy(fig, server_cores), '.0f', 12)}%"
+                f"{rounds.load.label():<36}{client:<11}{cell(med('req_per_s'), ',.0f', 9)}"
+                f"{cell(med('chunks_per_s') if stream else math.nan, ',.0f', 11)}"
+                f"{cell(_median(rounds.ratios()) if mine else math.nan, '.2f', 7)}"
+                f"{cell(med('cpu_per_1k'), '.4f', 10)}"
+                f"{cell(_median(rounds.cpu_ratios()) if mine else math.nan, '.2f', 11)}"
+                f"{cell(med('e2e_p99') * 1000, ',.1f', 12)}{cell(med('achieved'), ',.1f', 10)}"
+                f"{cell(max(f.rss_max_mib for f in figs), ',.0f', 9)}"
+                f"{cell(_median([server_busy(f, server_cores) for f in figs]), '.0f', 12)}%"
+                f"  {by_round}"
             )
     print(
-        "(ratio: vllm-load / reference throughput; CPU s/1k: client CPU seconds per 1,000 chunks when streaming,\n"
-        " per 1,000 requests otherwise; CPU ratio: reference CPU per 1k / vllm-load's; server core: % busy)"
+        "(medians over the rounds; ratio: vllm-load / reference throughput within a round, median over the\n"
+        " rounds; CPU s/1k: client CPU seconds per 1,000 chunks when streaming, per 1,000 requests otherwise;\n"
+        " CPU ratio: reference CPU per 1k / vllm-load's; RSS: the peak; server core: % busy)"
     )
     busy = [
         (f.client, f.load.label(), server_busy(f, server_cores))
-        for pair in results.values()
-        for f in pair.values()
+        for rounds in results.values()
+        for f in rounds.all()
     ]
     hot = [f"{c} at {label} ({b:.0f}%)" for c, label, b in busy if b >= SERVER_BUSY_LIMIT]
     if not server_cores:
@@ -516,44 +569,51 @@ def print_table(results: dict[tuple[int, bool], dict[str, Figures]], server_core
         )
 
 
-def targets(results: dict[tuple[int, bool], dict[str, Figures]]) -> list[tuple[str, bool]]:
-    """The targets as (description with the figures, passed); 1000-user ones at the top level."""
+def targets(results: dict[tuple[int, bool], Rounds]) -> list[tuple[str, bool]]:
+    """The targets as (description with the figures, passed); 1000-user ones at the top level.
+    Throughput ratios are the median of the rounds' ratios; other figures the median over rounds."""
     out = []
     top = max(u for u, _ in results)
-    for (users, stream), pair in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        v, ref = pair.get("vllm-load"), pair.get("reference")
-        if not (v and ref):
+    for (users, stream), rounds in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        if len(rounds.figures) != 2:
             continue
         kind = "streaming" if stream else "non-streaming"
-        if stream:
-            r = v.chunks_per_s / ref.chunks_per_s
-            out.append((f"streaming chunks/s at {users} users >= 2x reference: {r:.2f}x", r >= 2.0))
-        else:
-            r = v.req_per_s / ref.req_per_s
-            out.append(
-                (f"non-streaming req/s at {users} users >= 1.25x reference: {r:.2f}x", r >= 1.25)
+        ratio, each = _median(rounds.ratios()), ", ".join(f"{r:.2f}" for r in rounds.ratios())
+        what, floor = ("chunks/s", 2.0) if stream else ("req/s", 1.25)
+        out.append(
+            (
+                f"{kind} {what} at {users} users >= {floor:g}x reference: {ratio:.2f}x "
+                f"(median of rounds: {each})",
+                ratio >= floor,
             )
+        )
         if users != top:
             continue
+        v_p99, r_p99 = rounds.median("vllm-load", "e2e_p99"), rounds.median("reference", "e2e_p99")
         out.append(
             (
-                f"{kind} p99 E2E at {users} users <= reference's: {v.e2e_p99 * 1000:,.1f} ms vs "
-                f"{ref.e2e_p99 * 1000:,.1f} ms",
-                v.e2e_p99 <= ref.e2e_p99,
+                f"{kind} p99 E2E at {users} users <= reference's: {v_p99 * 1000:,.1f} ms vs "
+                f"{r_p99 * 1000:,.1f} ms",
+                v_p99 <= r_p99,
             )
+        )
+        v_ach, r_ach = (
+            rounds.median("vllm-load", "achieved"),
+            rounds.median("reference", "achieved"),
         )
         out.append(
             (
-                f"{kind} achieved concurrency at {users} users >= 95%: {v.achieved:,.1f} "
-                f"({100 * v.achieved / users:.1f}%; reference {ref.achieved:,.1f})",
-                v.achieved >= 0.95 * users,
+                f"{kind} achieved concurrency at {users} users >= 95%: {v_ach:,.1f} "
+                f"({100 * v_ach / users:.1f}%; reference {r_ach:,.1f})",
+                v_ach >= 0.95 * users,
             )
         )
         if stream:
+            rss = max(f.rss_max_mib for f in rounds.figures["vllm-load"])
             out.append(
                 (
-                    f"RSS of vllm-load at {users} streaming users <= 300 MiB: {v.rss_max_mib:,.0f} MiB",
-                    v.rss_max_mib <= 300,
+                    f"RSS of vllm-load at {users} streaming users <= 300 MiB: {rss:,.0f} MiB",
+                    rss <= 300,
                 )
             )
     return out
@@ -569,6 +629,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=15.0,
         help="length of each measured level (warm-up included)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="measurements per client and load, the clients in alternating order; targets judge "
+        "the median of the rounds' ratios",
     )
     parser.add_argument(
         "--server-workers",
@@ -596,7 +663,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="py-spy (raw collapsed stacks) of vllm-load at the top level of the last of --modes into PATH",
     )
     parser.add_argument(
-        "--quick", action="store_true", help="10 users, 2 s, 64 streamed tokens: a smoke test"
+        "--quick",
+        action="store_true",
+        help="10 users, 2 rounds of 2 s, 64 streamed tokens: a smoke test",
     )
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     return parser
@@ -605,7 +674,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.quick:
-        args.users, args.seconds, args.stream_tokens = "10", 2.0, 64
+        args.users, args.seconds, args.stream_tokens, args.rounds = "10", 2.0, 64, 2
+    if args.rounds < 1:
+        sys.exit(f"--rounds {args.rounds}: give at least 1")
     users = [int(u) for u in args.users.split(",")]
     out = output_dir(args.out, "vllm-load-capacity-")
     client_cpus, server_cpus = placement()
@@ -616,7 +687,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args.server_workers = args.server_workers or max(2, len(server_cpus or ()))
     sampler = Sampler()
-    results: dict[tuple[int, bool], dict[str, Figures]] = {}
+    results: dict[tuple[int, bool], Rounds] = {}
     with SimulatorProcess("--echo", "--server-workers", str(args.server_workers)) as sim:
         time.sleep(0.5 * args.server_workers)  # every worker bound
         pids = group_pids(sim.proc.pid)
@@ -636,23 +707,27 @@ def main(argv: list[str] | None = None) -> int:
                         args.input_tokens,
                         args.seconds,
                     )
-                    profile = (
-                        start_profile(args.profile, args.seconds)
-                        if (args.profile and mode == modes[-1] and n == max(users))
-                        else None
-                    )
-                    results[(n, stream)] = {
-                        c: measure(
-                            c,
-                            sim.url,
-                            load,
-                            out,
-                            client_cpus,
-                            sampler,
-                            profile if c == "vllm-load" else None,
+                    rounds = results[(n, stream)] = Rounds(load, {"vllm-load": [], "reference": []})
+                    for r in range(1, args.rounds + 1):
+                        profile = (
+                            start_profile(args.profile, args.seconds)
+                            if args.profile and (mode, n, r) == (modes[-1], max(users), args.rounds)
+                            else None
                         )
-                        for c in ("vllm-load", "reference")
-                    }
+                        order = ("vllm-load", "reference")
+                        for client in order if r % 2 else order[::-1]:
+                            rounds.figures[client].append(
+                                measure(
+                                    client,
+                                    sim.url,
+                                    load,
+                                    out,
+                                    client_cpus,
+                                    sampler,
+                                    profile if client == "vllm-load" else None,
+                                    round_no=r,
+                                )
+                            )
         finally:
             sampler.stop()
     print_table(results, server_cpus)

@@ -54,15 +54,22 @@ def test_client_capacity_quick(tmp_path):
             ("10 users, streaming 64 tokens", True),
         ):
             cells = capacity_row(out, load, client)
-            # req/s, chunks/s, ratio, CPU s/1k, CPU ratio, p99 E2E ms, achieved, RSS MiB, server core %
-            assert len(cells) == 9, cells
+            # req/s, chunks/s, ratio, CPU s/1k, CPU ratio, p99 E2E ms, achieved, RSS MiB, server
+            # core %, ratio by round
+            assert len(cells) == 10, cells
             req_s, chunks_s, ratio, cpu_1k, cpu_ratio, p99_ms, achieved, rss = cells[:8]
+            if client == "vllm-load":  # --quick measures 2 rounds; the ratio is their median
+                by_round = [float(r) for r in cells[9].split("/")]
+                assert len(by_round) == 2 and all(r > 0 for r in by_round), cells
+                assert float(ratio) == pytest.approx(sum(by_round) / 2, abs=0.006), cells
+            else:
+                assert cells[9] == "-", cells
             positive = [req_s, cpu_1k, p99_ms, achieved, rss] + ([chunks_s] if stream else [])
             positive += [ratio, cpu_ratio] if client == "vllm-load" else []
             assert all(float(v.replace(",", "")) > 0 for v in positive), (load, client, cells)
     for target in (
-        r"non-streaming req/s at 10 users >= 1\.25x reference: [\d.]+x",
-        r"streaming chunks/s at 10 users >= 2x reference: [\d.]+x",
+        r"non-streaming req/s at 10 users >= 1\.25x reference: [\d.]+x \(median of rounds: [\d.]+, [\d.]+\)",
+        r"streaming chunks/s at 10 users >= 2x reference: [\d.]+x \(median of rounds: [\d.]+, [\d.]+\)",
         r"streaming p99 E2E at 10 users <= reference's: [\d,.]+ ms vs [\d,.]+ ms",
         r"streaming achieved concurrency at 10 users >= 95%: [\d.]+",
         r"RSS of vllm-load at 10 streaming users <= 300 MiB: [\d,]+ MiB",
