@@ -143,7 +143,8 @@ class LocalTokenCounter:
 
 
 def _atom_text(words: list[str]) -> str:
-    return "".join(" " + w for w in words)
+    """Words as running text, each with its leading space (one join: this is per request)."""
+    return " " + " ".join(words) if words else ""
 
 
 def find_single_token_words(counter: TokenCounter, words: list[str]) -> list[str]:

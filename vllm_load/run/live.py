@@ -19,6 +19,7 @@ _I = {name: COLUMNS.index(name) for name in COLUMNS}
 _START, _END, _OK, _TTFT, _E2E = (_I[c] for c in ("start_ts", "end_ts", "ok", "ttft", "e2e"))
 _PROMPT, _REQUESTED_PROMPT = _I["prompt_tokens"], _I["requested_prompt_tokens"]
 _COMPLETION, _ITL_HIST = _I["completion_tokens"], _I["itl_hist"]
+_LEVEL, _USERS, _USER_CLASS = _I["level"], _I["users"], _I["user_class"]
 
 
 @dataclass(slots=True)
@@ -89,6 +90,17 @@ class LiveLevel:
         for bucket, count in done.itl:
             counts[bucket] += count
 
+    def absorb(self, other: LiveLevel) -> None:
+        """Add another tally's figures to this one's (a level is the sum of its personas)."""
+        self.first_start = min(self.first_start, other.first_start)
+        self.last_end = max(self.last_end, other.last_end)
+        self.ok += other.ok
+        self.failed += other.failed
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        for mine, theirs in ((self.ttft, other.ttft), (self.e2e, other.e2e), (self.itl, other.itl)):
+            mine.counts.update(theirs.counts)
+
     def as_dict(self) -> dict:
         span = self.last_end - self.first_start if self.last_end > self.first_start else math.nan
         finished = self.ok + self.failed
@@ -123,10 +135,15 @@ def parse_counts(text: str) -> list[tuple[int, int]]:
 
 
 class LiveStats:
-    """Per-level running figures and the test's time series (`timeline`) for the charts."""
+    """Per-level running figures and the test's time series (`timeline`) for the charts.
+
+    Each request is tallied once, in its level's persona (user class); a level's figures are
+    the sum of its personas', made when a snapshot is asked for (every few seconds), not per
+    request.
+    """
 
     def __init__(self) -> None:
-        self.levels: dict[int, LiveLevel] = {}
+        self.users: dict[int, int] = {}  # every level started or seen, with its users
         self.personas: dict[tuple[int, str], LiveLevel] = {}  # per level and user class
         self.current_level: int | None = None
         self.current_users = 0
@@ -136,7 +153,7 @@ class LiveStats:
         self, level: int, users: int, at: float | None = None, rate: float | None = None
     ) -> None:
         self.current_level, self.current_users = level, users
-        self.levels.setdefault(level, LiveLevel(level, users))
+        self.users.setdefault(level, users)
         self.timeline.mark(time.time() if at is None else at, "start", level, users, rate)
 
     def drain_started(self, level: int, users: int, at: float) -> None:
@@ -150,17 +167,14 @@ class LiveStats:
         self.timeline.stop(at)
 
     def add(self, row) -> None:
-        """One attributed record row: to its level, its persona and the timeline."""
+        """One attributed record row: to its level's persona and the timeline."""
         done = Finished.of(row)
-        level = row[_I["level"]]
-        entry = self.levels.get(level)
-        if entry is None:
-            entry = self.levels[level] = LiveLevel(level, row[_I["users"]])
-        entry.add(done)
-        key = (level, row[_I["user_class"]] or "")
+        level = row[_LEVEL]
+        key = (level, row[_USER_CLASS] or "")
         persona = self.personas.get(key)
         if persona is None:
-            persona = self.personas[key] = LiveLevel(level, entry.users, key[1] or UNNAMED)
+            users = self.users.setdefault(level, row[_USERS])
+            persona = self.personas[key] = LiveLevel(level, users, key[1] or UNNAMED)
         persona.add(done)
         self.timeline.add(
             done.end,
@@ -172,13 +186,21 @@ class LiveStats:
             persona.user_class,
         )
 
+    def level(self, level: int) -> LiveLevel:
+        """One level's figures: the sum of its personas'."""
+        total = LiveLevel(level, self.users[level])
+        for (of_level, _), persona in self.personas.items():
+            if of_level == level:
+                total.absorb(persona)
+        return total
+
     def snapshot(self, now: float, series: bool = True, since: float | None = None) -> dict:
         """The levels (and personas); with `series`, the time series too (only its points after
         `since`, when given: a page that has the earlier ones asks for the new ones only)."""
         data: dict = {
             "current_level": self.current_level,
             "current_users": self.current_users,
-            "levels": [self.levels[k].as_dict() for k in sorted(self.levels)],
+            "levels": [self.level(k).as_dict() for k in sorted(self.users)],
             # always, so that Locust's "LLM by persona" tab names the one persona there is;
             # the /llm page shows its persona table only when there are several
             "personas": [self.personas[k].as_dict() for k in sorted(self.personas)],
