@@ -131,7 +131,7 @@ def _assert_exact(requests, n, input_tokens, output_tokens):
 
 def test_200_streamed_requests_are_exactly_2048_in_512_out(tmp_path):
     with SimulatorProcess("--time-scale", "0.002", "--max-num-seqs", "64") as sim:
-        run_vllm_load(
+        proc = run_vllm_load(
             "run",
             "--host",
             sim.url,
@@ -147,6 +147,10 @@ def test_200_streamed_requests_are_exactly_2048_in_512_out(tmp_path):
     requests, *_ = load_run_files(only_run_dir(tmp_path))
     _assert_exact(requests, 200, 2048, 512)
     assert (requests["n_chunks"] == 512).all() and requests["stream"].all()
+    # the local load process calibrates once: its run session's plan serves its users
+    # (the CLI's own check before Locust starts logs nothing at its default level)
+    log = proc.stdout + proc.stderr
+    assert log.count("calibrating 2048-token prompts") == 1, log[-3000:]
 
 
 def test_exact_with_a_local_tokenizer_when_the_server_has_no_tokenize(tmp_path, hf_tokenizer_dir):

@@ -116,6 +116,7 @@ class LoadContext:
         self.model: str | None = None
         self.prompts: PromptFactory | None = None
         self.plan: PromptPlan | None = None
+        self._plan_target: tuple[str, str] | None = None  # (host, model) the plan was made for
         self._lengths: LengthDraws | None = None
         self.extras: dict[str, object] = {}  # what one kind of user shares per process and test
         # with --rates; kept across `reset`, which a local test runs after its first level starts
@@ -191,6 +192,7 @@ class LoadContext:
         self.draining = False
         self.prompts = None
         self.plan = None
+        self._plan_target = None
         self.model = None
         self._lengths = None
         self.extras = {}
@@ -204,13 +206,20 @@ class LoadContext:
                     self.model = resolve_model(host, self.settings)
         return self.model
 
+    def adopt_plan(self, plan: PromptPlan | None, host: str, model: str) -> None:
+        """A calibration this process has made already (a local test's run session): users of
+        the same host and model take their prompts from it instead of calibrating again."""
+        self.plan, self._plan_target = plan, (host, model) if plan is not None else None
+
     def ensure_prompts(self, host: str) -> PromptFactory:
-        """The exact-length prompt factory, calibrated against the target once per process."""
+        """The exact-length prompt factory, calibrated against the target once per process (in a
+        local test, the run session's calibration: `adopt_plan`)."""
         model = self.ensure_model(host)
         if self.prompts is None:
             with self._lock:
                 if self.prompts is None:
-                    self.plan = prompt_plan(host, model, self.settings)
+                    if self.plan is None or self._plan_target != (host, model):
+                        self.plan = prompt_plan(host, model, self.settings)
                     self.prompts = PromptFactory(self.plan, seed=secrets.randbits(32))
                     logger.info("prompts ready: %s", self.plan.to_json())
         return self.prompts

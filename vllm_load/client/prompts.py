@@ -295,6 +295,7 @@ class PromptFactory:
 def prompt_plan(host: str, model: str, settings: Settings) -> PromptPlan:
     """Calibrate exact prompts: server /tokenize, else --tokenizer, else approximate if allowed."""
     args = (settings.endpoint, settings.input_tokens, settings.shared_prefix_tokens)
+    logger.info("calibrating %d-token prompts for %s on %s", settings.input_tokens, model, host)
     if settings.tokenizer:
         return calibrate(LocalTokenCounter(load_tokenizer(settings.tokenizer)), *args)
     server = ServerTokenCounter(host, model, api_key=settings.api_key or None)

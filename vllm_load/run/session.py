@@ -30,7 +30,7 @@ from ..workload.arrivals import process_share
 from .live import LiveStats
 from .recorder import RunRecorder, new_run_dir
 from .server_metrics import MetricsScraper
-from .start import run_header, wanted_classes
+from .start import exact_prompts_plan, run_header, wanted_classes
 from .steps import LevelChange, LevelPlan, StepController
 from .summary import print_summary
 
@@ -79,6 +79,9 @@ class RunSession:
         self.user_classes = wanted_classes(environment.user_classes or [], self.settings)
         self.all_classes_wanted = len(self.user_classes) == len(environment.user_classes or [])
         run_dir = self.settings.run_dir or new_run_dir(self.settings.out, self.model)
+        self.plan = exact_prompts_plan(
+            self.settings, host, self.target, self.model, self.user_classes
+        )
         self.recorder = RunRecorder(
             run_dir,
             run_header(
@@ -89,6 +92,7 @@ class RunSession:
                 self.model,
                 self.user_classes,
                 run_dir,
+                self.plan,
             ),
         )
         self.csv_writer = locust_stats.StatsCSVFileWriter(

@@ -14,7 +14,7 @@ import locust
 from locust.runners import MasterRunner
 
 from .. import __version__
-from ..client.prompts import prompt_plan
+from ..client.prompts import PromptPlan, prompt_plan
 from ..settings import Settings
 from ..target.api import max_model_len
 from ..values import SettingsError
@@ -34,6 +34,17 @@ def wanted_classes(user_classes: list, settings: Settings) -> list:
     return wanted
 
 
+def exact_prompts_plan(
+    settings: Settings, host: str, target: dict, model: str, user_classes: list
+) -> PromptPlan | None:
+    """The calibrated exact-length prompts, if a user class sends them (checked first against the
+    model's context); None otherwise."""
+    if not any(getattr(cls, "exact_prompts", False) for cls in user_classes):
+        return None
+    settings.check_fits(max_model_len(target.get("models"), model))
+    return prompt_plan(host, model, settings)
+
+
 def run_header(
     runner,
     settings: Settings,
@@ -42,14 +53,10 @@ def run_header(
     model: str,
     user_classes: list,
     run_dir: str,
+    plan: PromptPlan | None,
 ) -> dict:
-    """run.json as the run starts. Exact-length prompts are checked against the model's context
-    and calibrated only if a user class sends them; each class's `prepare_run` checks its
-    workload once here (a dataset's filters), before any load."""
-    exact = any(getattr(cls, "exact_prompts", False) for cls in user_classes)
-    if exact:
-        settings.check_fits(max_model_len(target.get("models"), model))
-    plan = prompt_plan(host, model, settings) if exact else None
+    """run.json as the run starts, with the prompts' `plan` (`exact_prompts_plan`); each class's
+    `prepare_run` checks its workload once here (a dataset's filters), before any load."""
     workload = {
         cls.__name__: info
         for cls in user_classes
