@@ -209,7 +209,8 @@ class LoadContext:
     def adopt_plan(self, plan: PromptPlan | None, host: str, model: str) -> None:
         """A calibration this process has made already (a local test's run session): users of
         the same host and model take their prompts from it instead of calibrating again."""
-        self.plan, self._plan_target = plan, (host, model) if plan is not None else None
+        self.plan = plan
+        self._plan_target = (host.rstrip("/"), model) if plan is not None else None
 
     def ensure_prompts(self, host: str) -> PromptFactory:
         """The exact-length prompt factory, calibrated against the target once per process (in a
@@ -218,7 +219,7 @@ class LoadContext:
         if self.prompts is None:
             with self._lock:
                 if self.prompts is None:
-                    if self.plan is None or self._plan_target != (host, model):
+                    if self.plan is None or self._plan_target != (host.rstrip("/"), model):
                         self.plan = prompt_plan(host, model, self.settings)
                     self.prompts = PromptFactory(self.plan, seed=secrets.randbits(32))
                     logger.info("prompts ready: %s", self.plan.to_json())
