@@ -514,7 +514,7 @@ class Rounds:
         values = [getattr(f, name) for f in self.figures[client]]
         return statistics.median(values) if values else math.nan
 
-    def all(self) -> list[Figures]:
+    def every_figure(self) -> list[Figures]:
         return [f for figs in self.figures.values() for f in figs]
 
 
@@ -528,9 +528,8 @@ def print_table(results: dict[tuple[int, bool], Rounds], server_cores) -> None:
         f"{'p99 E2E ms':>12}{'achieved':>10}{'RSS MiB':>9}{'server core':>13}  ratio by round"
     )
     for (_users, stream), rounds in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        both = len(rounds.figures) == 2
         for client, figs in rounds.figures.items():
-            mine = client == "vllm-load" and both
+            mine = client == "vllm-load"
             med = functools.partial(rounds.median, client)
             by_round = "/".join(f"{r:.2f}" for r in rounds.ratios()) if mine else "-"
             print(
@@ -552,7 +551,7 @@ def print_table(results: dict[tuple[int, bool], Rounds], server_cores) -> None:
     busy = [
         (f.client, f.load.label(), server_busy(f, server_cores))
         for rounds in results.values()
-        for f in rounds.all()
+        for f in rounds.every_figure()
     ]
     hot = [f"{c} at {label} ({b:.0f}%)" for c, label, b in busy if b >= SERVER_BUSY_LIMIT]
     if not server_cores:
@@ -575,8 +574,6 @@ def targets(results: dict[tuple[int, bool], Rounds]) -> list[tuple[str, bool]]:
     out = []
     top = max(u for u, _ in results)
     for (users, stream), rounds in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        if len(rounds.figures) != 2:
-            continue
         kind = "streaming" if stream else "non-streaming"
         ratio, each = _median(rounds.ratios()), ", ".join(f"{r:.2f}" for r in rounds.ratios())
         what, floor = ("chunks/s", 2.0) if stream else ("req/s", 1.25)

@@ -71,7 +71,6 @@ FLOAT_INDEXES: tuple[int, ...] = tuple(
     i for i, f in enumerate(fields(RequestRecord)) if f.type in ("float", "Optional[float]")
 )
 
-#: dtypes for reading requests.csv with pandas
 #: steps.csv's columns, one row per level (docs/run-format.md)
 STEPS_COLUMNS: tuple[str, ...] = (
     "level",
@@ -85,6 +84,7 @@ STEPS_COLUMNS: tuple[str, ...] = (
     "rate",  # requests/s of an open-loop level (--rates); empty for a concurrency level
 )
 
+#: dtypes for reading requests.csv with pandas
 PANDAS_DTYPES: dict[str, str] = {
     "request_id": "string",
     "worker": "string",
