@@ -4,7 +4,13 @@ import random
 import pytest
 
 from vllm_load.rundir.histogram import LogHistogram, bucket_of, bucket_value
-from vllm_load.rundir.records import COLUMNS, RequestRecord, RequestsCsvWriter, read_requests
+from vllm_load.rundir.records import (
+    COLUMNS,
+    FLOAT_INDEXES,
+    RequestRecord,
+    RequestsCsvWriter,
+    read_requests,
+)
 
 
 @pytest.mark.parametrize("seconds", [1e-5, 0.001, 0.0199, 0.02, 0.5, 3.0, 120.0])
@@ -83,6 +89,25 @@ def test_requests_csv_roundtrip(tmp_path):
     assert frame.loc[1, "error_message"] == 'Service "unavailable", try later'
     assert frame["prompt_tokens"].isna().tolist() == [False, True, False]
     assert LogHistogram.parse(frame.loc[0, "itl_hist"]).total == 3
+
+
+def test_every_seconds_column_is_written_to_7_decimals(tmp_path):
+    """The writer formats the columns it finds typed as floats; a seconds column it missed (a new
+    one typed another way) would go out at full repr() length, and one it caught wrongly would
+    lose digits."""
+    seconds = {"start_ts", "end_ts", "ttft", "e2e", "tpot", "queued_s"}
+    seconds |= {f"itl_{s}" for s in ("mean", "p50", "p90", "p99", "max")}
+    assert {COLUMNS[i] for i in FLOAT_INDEXES} == seconds
+    path = tmp_path / "requests.csv"
+    writer = RequestsCsvWriter(str(path))
+    row = list(_record(0).to_row())
+    row[COLUMNS.index("e2e")] = 0.123456789012
+    row[COLUMNS.index("queued_s")] = 1.2e-05
+    writer.write_rows([row])
+    writer.close()
+    cells = dict(zip(COLUMNS, path.read_text().splitlines()[1].split(",")))
+    assert cells["e2e"] == "0.1234568" and cells["queued_s"] == "0.0000120"
+    assert read_requests(str(path)).loc[0, "e2e"] == pytest.approx(0.1234568, abs=1e-12)
 
 
 def test_vectorised_buckets_and_text_agree_with_the_scalar_rule():
