@@ -102,3 +102,34 @@ def test_approximate_plan_counts_words():
     plan = approximate_plan("chat", 300)
     content = PromptFactory(plan).next_content()
     assert len(content.split()) == 300
+
+
+def test_a_plan_handed_over_is_taken_only_for_its_target_and_options(monkeypatch):
+    from dataclasses import replace
+
+    from vllm_load.client.prompts import HANDED_PLAN_ENV, handed_over, handed_plan
+    from vllm_load.settings import Settings
+
+    settings = Settings(input_tokens=1000, shared_prefix_tokens=100)
+    plan = calibrate(FakeCounter(), settings.endpoint, 1000, shared_prefix_tokens=100)
+    env = handed_over(plan, "http://127.0.0.1:8000/", "m", settings)
+    monkeypatch.setenv(HANDED_PLAN_ENV, env[HANDED_PLAN_ENV])
+    # the same target (a trailing slash or not) and options: the very plan, prompts and all
+    taken = handed_plan("http://127.0.0.1:8000", "m", settings)
+    assert taken == plan
+    assert PromptFactory(taken, seed=1).next_content() == PromptFactory(plan, seed=1).next_content()
+    # anything a calibration depends on differs: this process calibrates for itself
+    assert handed_plan("http://127.0.0.1:8001", "m", settings) is None
+    assert handed_plan("http://127.0.0.1:8000", "other", settings) is None
+    for changed in (
+        replace(settings, input_tokens=999),
+        replace(settings, shared_prefix_tokens=0),
+        replace(settings, tokenizer="/some/tokenizer"),
+        replace(settings, endpoint="completions"),
+    ):
+        assert handed_plan("http://127.0.0.1:8000", "m", changed) is None
+    # a value that does not parse is no plan (and no crash)
+    monkeypatch.setenv(HANDED_PLAN_ENV, "{not json")
+    assert handed_plan("http://127.0.0.1:8000", "m", settings) is None
+    monkeypatch.delenv(HANDED_PLAN_ENV)
+    assert handed_plan("http://127.0.0.1:8000", "m", settings) is None

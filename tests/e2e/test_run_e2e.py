@@ -147,10 +147,13 @@ def test_200_streamed_requests_are_exactly_2048_in_512_out(tmp_path):
     requests, *_ = load_run_files(only_run_dir(tmp_path))
     _assert_exact(requests, 200, 2048, 512)
     assert (requests["n_chunks"] == 512).all() and requests["stream"].all()
-    # the local load process calibrates once: its run session's plan serves its users, whose
-    # host keeps the slash (the CLI's own check before Locust starts logs nothing at its level)
+    # the target is asked once, by the CLI's check before Locust starts (which logs nothing at
+    # its level); the load process takes that calibration over, once, for its run session,
+    # whose plan serves its users (their host keeps the slash)
     log = proc.stdout + proc.stderr
-    assert log.count("calibrating 2048-token prompts") == 1, log[-3000:]
+    assert log.count("calibrating 2048-token prompts") == 0, log[-3000:]
+    assert log.count("2048-token prompts for sim-llama-8b on") == 1, log[-3000:]
+    assert "calibrated before the start" in log
 
 
 def test_exact_with_a_local_tokenizer_when_the_server_has_no_tokenize(tmp_path, hf_tokenizer_dir):

@@ -62,9 +62,9 @@ def main(args: argparse.Namespace) -> int:
             meta=["demo=simulator"],
             metrics_interval=METRICS_INTERVAL,
         )
-        cmd, run_dir, settings = run_cli.prepare(run_args)
-        assert settings is not None  # prepare() returns None only for a worker
-        code = run_cli.run_locust(cmd, settings.api_key)
+        launch = run_cli.prepare(run_args)
+        run_dir = launch.run_dir
+        code = launch.run()
     if code != 0 or not run_dir or not os.path.exists(os.path.join(run_dir, "run.json")):
         raise CommandFailed(
             f"the load test failed (Locust exited with code {code}); see its errors above"

@@ -15,8 +15,9 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass, field
 
-from ..client.prompts import CalibrationError, prompt_plan
+from ..client.prompts import CalibrationError, PromptPlan, handed_over, prompt_plan
 from ..run.recorder import new_run_dir
 from ..settings import Settings, add_arguments, option_argv
 from ..sim.process import free_port
@@ -142,8 +143,11 @@ def unusable_target(host: str, error: HttpError) -> str:
     return f"cannot use the target {host}: GET /v1/models failed ({detail}); {hint}"
 
 
-def check_target(host: str, settings: Settings, exact_prompts: bool = True) -> str:
-    """Resolve the model and prove the target answers, before any load. Returns the model id."""
+def check_target(
+    host: str, settings: Settings, exact_prompts: bool = True
+) -> tuple[str, PromptPlan | None]:
+    """Resolve the model and prove the target answers, before any load. Returns the model id,
+    and the exact prompts' calibration when it was made here."""
     try:
         models = request_json(
             host.rstrip("/") + "/v1/models", api_key=settings.api_key or None, timeout=15
@@ -161,19 +165,20 @@ def check_target(host: str, settings: Settings, exact_prompts: bool = True) -> s
         raise SettingsError(f"{host}/v1/models lists no model; pass --model")
     else:
         model = ids[0]
+    plan = None
     if exact_prompts:  # (a locustfile of one's own sends what it sends)
         settings.check_fits(max_model_len(models, model))
         if not settings.approximate_prompts:  # (that falls back with a warning, said by Locust)
-            check_prompts(host, model, settings)
-    return model
+            plan = check_prompts(host, model, settings)
+    return model, plan
 
 
-def check_prompts(host: str, model: str, settings: Settings) -> None:
-    """Calibrate the exact prompts once here, so that a prompt too short for the chat template,
-    or a target that cannot count tokens, is one line before Locust starts (the load process
-    calibrates again for itself)."""
+def check_prompts(host: str, model: str, settings: Settings) -> PromptPlan:
+    """Calibrate the exact prompts here, so that a prompt too short for the chat template, or a
+    target that cannot count tokens, is one line before Locust starts; the load processes this
+    command starts take the calibration over (`Launch.env`)."""
     try:
-        prompt_plan(host, model, settings)
+        return prompt_plan(host, model, settings)
     except CalibrationError as e:
         raise SettingsError(str(e)) from None
     except HttpError as e:
@@ -243,8 +248,9 @@ OWN_PROCESS_GROUP: dict = (
 )
 
 
-def run_locust(cmd: list[str], api_key: str = "") -> int:
-    """Run Locust as a child; the API key goes by environment, never on a command line.
+def run_locust(cmd: list[str], env: dict[str, str] | None = None) -> int:
+    """Run Locust as a child, its environment ours with `env` added (the API key goes that way,
+    never on a command line).
 
     Locust runs in a process group of its own so that a terminal's Ctrl-C reaches it exactly
     once, through us (a second SIGINT would cut its shutdown short). It stays in our session:
@@ -255,10 +261,9 @@ def run_locust(cmd: list[str], api_key: str = "") -> int:
     forwarded explicitly (SIGINT works even where the caller started us with it ignored:
     `main.honour_ctrl_c`): Locust then flushes every file, marks the run interrupted and exits.
     """
-    env = dict(os.environ)
-    if api_key:
-        env["OPENAI_API_KEY"] = api_key
-    child = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, **OWN_PROCESS_GROUP)
+    child = subprocess.Popen(
+        cmd, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL, **OWN_PROCESS_GROUP
+    )
     forward = lambda signum, _frame: child.send_signal(signum)  # noqa: E731
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -271,10 +276,31 @@ def run_locust(cmd: list[str], api_key: str = "") -> int:
             child.wait()
 
 
-def prepare(args: argparse.Namespace) -> tuple[list[str], str | None, Settings | None]:
-    """Validate everything that can be validated here; return the Locust command and run dir."""
+@dataclass
+class Launch:
+    """A validated Locust start (`prepare`): its command, its run directory (None for a worker
+    or the web UI), the run's settings (None for a worker), and what its environment adds."""
+
+    cmd: list[str]
+    run_dir: str | None
+    settings: Settings | None
+    env: dict[str, str] = field(default_factory=dict)
+
+    def run(self) -> int:
+        """Run Locust (`run_locust`); its exit code."""
+        return run_locust(self.cmd, self.env)
+
+
+def api_key_env(api_key: str) -> dict[str, str]:
+    return {"OPENAI_API_KEY": api_key} if api_key else {}
+
+
+def prepare(args: argparse.Namespace) -> Launch:
+    """Validate everything that can be validated here; return how to start Locust."""
     if args.command == "worker":
-        return locust_command(args), None, None
+        return Launch(
+            locust_command(args), None, None, api_key_env(getattr(args, "api_key", "") or "")
+        )
     if getattr(args, "web_login", False):
         if not args.web:
             raise SettingsError("--web-login protects the web UI: use it with --web")
@@ -291,18 +317,22 @@ def prepare(args: argparse.Namespace) -> tuple[list[str], str | None, Settings |
     if args.command == "run" and args.workers < 0:
         raise SettingsError(f"--workers must be 0 or more, got {args.workers}")
     builtin_synthetic = args.locustfile == LOCUSTFILE and not settings.dataset
-    model = check_target(args.host, settings, exact_prompts=builtin_synthetic)
+    model, plan = check_target(args.host, settings, exact_prompts=builtin_synthetic)
     # the web UI may run several tests, each in its own directory; headless runs get theirs now
     run_dir = None if args.web else (settings.run_dir or new_run_dir(settings.out, model))
     if run_dir:
         args.run_dir = run_dir
-    return locust_command(args), run_dir, settings
+    env = api_key_env(settings.api_key)
+    if plan is not None:
+        env.update(handed_over(plan, args.host, model, settings))
+    return Launch(locust_command(args), run_dir, settings, env)
 
 
 def main(args: argparse.Namespace) -> int:
-    cmd, run_dir, settings = prepare(args)
+    launch = prepare(args)
+    run_dir, settings = launch.run_dir, launch.settings
     api_key = (settings.api_key if settings else getattr(args, "api_key", "")) or ""
-    code = run_locust(cmd, api_key)
+    code = launch.run()
     if run_dir and not os.path.exists(os.path.join(run_dir, "run.json")):
         raise CommandFailed(
             f"the test did not start (Locust exited with code {code}); see Locust's errors above"
@@ -385,9 +415,10 @@ def run_headless(
     run_args.meta = [*args.meta, *extra_meta]
     for key, value in (overrides or {}).items():
         setattr(run_args, key, value)
-    cmd, run_dir, settings = prepare(run_args)
-    assert settings is not None  # prepare() returns None only for a worker
-    code = run_locust(cmd, settings.api_key)
+    launch = prepare(run_args)
+    run_dir, settings = launch.run_dir, launch.settings
+    assert settings is not None  # prepare() gives None only for a worker
+    code = launch.run()
     outcome = run_outcome(run_dir)
     if code != 0 and outcome == "completed":
         outcome = "failed"

@@ -270,9 +270,9 @@ def _echo_run(args: argparse.Namespace, host: str) -> str:
         approximate_prompts=True,
         meta=["purpose=client-validation"],
     )
-    cmd, run_dir, settings = run_cli.prepare(run_args)
-    assert settings is not None  # prepare() returns None only for a worker
-    code = run_cli.run_locust(cmd, settings.api_key)
+    launch = run_cli.prepare(run_args)
+    run_dir = launch.run_dir
+    code = launch.run()
     if code != 0 or not run_dir or not os.path.exists(os.path.join(run_dir, "run.json")):
         raise CommandFailed(f"the echo run failed (exit code {code})")
     return run_dir

@@ -1,7 +1,8 @@
 """What the Locust users of one load process share: settings, prompts, the record buffer.
 
 `LoadContext.of(environment)` is the process's one context. Prompt calibration (which talks to
-the target) happens once, lazily, when the first user starts; the users append their finished
+the target) happens once, lazily, when the first user starts, unless the command that started
+this process calibrated already and handed the plan over (`prompts.handed_plan`); the users append their finished
 records to its `RecordBuffer`, which the session ships to the master (or the local recorder).
 """
 

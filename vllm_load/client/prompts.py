@@ -14,7 +14,9 @@ inflate throughput unless a shared prefix is asked for on purpose.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import random
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -292,8 +294,71 @@ class PromptFactory:
         return _atom_text(words) if words else ""
 
 
+#: The environment variable by which `vllm-load run` hands the calibration it made before Locust
+#: started to the load processes it starts, so that they do not ask the target again.
+HANDED_PLAN_ENV = "VLLM_LOAD_PROMPT_PLAN"
+
+
+def _plan_key(host: str, model: str, settings: Settings) -> dict:
+    """What a calibration depends on: the target, and the options that shape the prompts."""
+    return {
+        "host": host.rstrip("/"),
+        "model": model,
+        "endpoint": settings.endpoint,
+        "input_tokens": settings.input_tokens,
+        "shared_prefix_tokens": settings.shared_prefix_tokens,
+        "tokenizer": settings.tokenizer or "",
+    }
+
+
+def handed_over(plan: PromptPlan, host: str, model: str, settings: Settings) -> dict[str, str]:
+    """The environment that hands `plan` (calibrated for `host`, `model` and `settings`) over to a
+    child process (`HANDED_PLAN_ENV`)."""
+    data = {
+        "key": _plan_key(host, model, settings),
+        "atoms": list(plan.atoms),
+        "overhead": plan.overhead,
+        "method": plan.method,
+    }
+    return {HANDED_PLAN_ENV: json.dumps(data)}
+
+
+def handed_plan(host: str, model: str, settings: Settings) -> PromptPlan | None:
+    """The plan the launching command handed over, if it was made for this target and these
+    options (None otherwise, or when it does not parse: then this process calibrates)."""
+    text = os.environ.get(HANDED_PLAN_ENV)
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+        if data["key"] != _plan_key(host, model, settings):
+            return None
+        atoms = tuple(str(a) for a in data["atoms"])
+        overhead, method = int(data["overhead"]), str(data["method"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    return PromptPlan(
+        settings.endpoint,
+        settings.input_tokens,
+        atoms,
+        overhead,
+        method,
+        settings.shared_prefix_tokens,
+    )
+
+
 def prompt_plan(host: str, model: str, settings: Settings) -> PromptPlan:
-    """Calibrate exact prompts: server /tokenize, else --tokenizer, else approximate if allowed."""
+    """The plan handed over by the launching command (`handed_plan`), or a calibration: server
+    /tokenize, else --tokenizer, else approximate if allowed."""
+    plan = handed_plan(host, model, settings)
+    if plan is not None:
+        logger.info(
+            "%d-token prompts for %s on %s: calibrated before the start",
+            settings.input_tokens,
+            model,
+            host,
+        )
+        return plan
     args = (settings.endpoint, settings.input_tokens, settings.shared_prefix_tokens)
     logger.info("calibrating %d-token prompts for %s on %s", settings.input_tokens, model, host)
     if settings.tokenizer:
