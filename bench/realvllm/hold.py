@@ -27,7 +27,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 
-from bench.realvllm import env  # noqa: E402
+from bench.realvllm import StepError, env  # noqa: E402
 from bench.realvllm.server import VllmServer, get_text  # noqa: E402
 from vllm_load.run.server_metrics import parse_metrics  # noqa: E402
 
@@ -82,10 +82,12 @@ def main() -> int:
     out = os.path.abspath(a.out)
     for d in ("queue", "done"):
         os.makedirs(os.path.join(out, d), exist_ok=True)
+    # the cached venv and model, built first on a machine that has none (as real_vllm.py does)
     venv = os.path.join(env.CACHE, "venv")
+    model_dir = env.ensure_model(env.ensure_venv(venv), os.path.join(env.CACHE, "model"))
     server = VllmServer(
         venv,
-        os.path.join(env.CACHE, "model"),
+        model_dir,
         os.path.join(out, "vllm.log"),
         extra_args=a.serve_arg,
     )
@@ -131,4 +133,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except StepError as e:  # the venv or the model could not be built: one line, and its log
+        sys.exit(f"hold: {e}")
