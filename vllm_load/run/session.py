@@ -238,7 +238,7 @@ class RunSession:
                 "level %d ended (%s) after %d finished requests",
                 change.level,
                 change.reason,
-                self.recorder.finished_in_level(change.level),
+                self.finished_in_level(change.level),  # the count the level ended on
             )
             if change.level == len(self.controller.plan.levels) - 1:
                 self.completed = True
