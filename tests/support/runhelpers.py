@@ -92,3 +92,18 @@ def wait_for_ui(base: str, proc: subprocess.Popen, timeout: float = 30.0) -> Non
         except requests.ConnectionError:
             time.sleep(0.1)
     raise AssertionError(f"the web UI did not answer within {timeout} s")
+
+
+def start_web_run(
+    host: str, port: int, *args: str, env: dict | None = None, **popen
+) -> subprocess.Popen:
+    """`vllm-load run --host HOST --web --web-port PORT ARGS...` in a session of its own (end it
+    with `stop_group`); `env` is added to ours, `popen` goes to Popen (where its output goes)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "vllm_load", "run", "--host", host, "--web"]
+        + ["--web-port", str(port), *args],
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+        **popen,
+    )

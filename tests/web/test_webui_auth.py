@@ -20,7 +20,7 @@ import time
 import pytest
 import requests
 from support import ROOT
-from support.runhelpers import every_file_text, stop_group, wait_for_ui
+from support.runhelpers import every_file_text, start_web_run, stop_group, wait_for_ui
 
 from vllm_load.sim.process import SimulatorProcess, free_port
 from vllm_load.web.auth import PASSWORD_ENV
@@ -79,30 +79,19 @@ def test_web_ui_needs_the_login_and_the_password_stays_secret(tmp_path):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     with SimulatorProcess("--time-scale", "0.02") as sim:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "vllm_load",
-                "run",
-                "--host",
-                sim.url,
-                "--web",
-                "--web-port",
-                str(port),
-                "--web-login",
-                "--web-user",
-                USER,
-                *SMALL,
-                "--out",
-                str(tmp_path / "runs"),
-            ],
+        proc = start_web_run(
+            sim.url,
+            port,
+            "--web-login",
+            "--web-user",
+            USER,
+            *SMALL,
+            "--out",
+            str(tmp_path / "runs"),
+            env={PASSWORD_ENV: PASSWORD},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
             text=True,
-            env={**os.environ, PASSWORD_ENV: PASSWORD},
-            start_new_session=True,
         )
         try:
             wait_for_ui(base, proc)

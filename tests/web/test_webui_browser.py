@@ -19,7 +19,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
@@ -27,7 +26,7 @@ import urllib.request
 
 import pytest
 from support import ROOT
-from support.runhelpers import stop_group
+from support.runhelpers import start_web_run, stop_group
 
 from vllm_load.sim.process import SimulatorProcess, free_port
 from vllm_load.web.auth import PASSWORD_ENV
@@ -250,31 +249,20 @@ def test_llm_charts_in_chromium_after_starting_from_the_ui(tmp_path):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     with SimulatorProcess("--time-scale", "0.02") as sim, open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "vllm_load",
-                "run",
-                "--host",
-                sim.url,
-                "--web",
-                "--web-host",
-                "127.0.0.1",
-                "--web-port",
-                str(port),
-                "--web-login",
-                "--web-user",
-                USER,
-                *RUN_ARGS,
-                "--out",
-                str(tmp_path / "runs"),
-            ],
+        proc = start_web_run(
+            sim.url,
+            port,
+            "--web-host",
+            "127.0.0.1",
+            "--web-login",
+            "--web-user",
+            USER,
+            *RUN_ARGS,
+            "--out",
+            str(tmp_path / "runs"),
+            env={PASSWORD_ENV: PASSWORD},
             stdout=log,
             stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env={**os.environ, PASSWORD_ENV: PASSWORD},
-            start_new_session=True,
         )
         driver = None
         try:

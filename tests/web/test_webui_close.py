@@ -15,11 +15,10 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import requests
-from support.runhelpers import load_run_files, only_run_dir, stop_group, wait_for_ui
+from support.runhelpers import load_run_files, only_run_dir, start_web_run, stop_group, wait_for_ui
 
 from vllm_load.sim.process import SimulatorProcess, free_port
 
@@ -32,37 +31,26 @@ def test_a_web_ui_test_stopped_then_quit_closes_once_without_a_traceback(tmp_pat
     base = f"http://127.0.0.1:{port}"
     out = str(tmp_path / "runs")
     with SimulatorProcess("--time-scale", "0.02") as sim:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "vllm_load",
-                "run",
-                "--host",
-                sim.url,
-                "--web",
-                "--web-port",
-                str(port),
-                "--levels",
-                "2",
-                "--input-tokens",
-                "128",
-                "--output-tokens",
-                "8",
-                "--warmup-requests",
-                "2",
-                "--requests-per-level",
-                "1000000",
-                "--metrics-interval",
-                str(METRICS_INTERVAL),
-                "--out",
-                out,
-            ],
+        proc = start_web_run(
+            sim.url,
+            port,
+            "--levels",
+            "2",
+            "--input-tokens",
+            "128",
+            "--output-tokens",
+            "8",
+            "--warmup-requests",
+            "2",
+            "--requests-per-level",
+            "1000000",
+            "--metrics-interval",
+            str(METRICS_INTERVAL),
+            "--out",
+            out,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
             text=True,
-            start_new_session=True,
         )
         try:
             wait_for_ui(base, proc)
