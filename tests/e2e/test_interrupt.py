@@ -6,12 +6,17 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import psutil
 import pytest
-from support.runhelpers import load_run_files, stop_group, wait_for_rows
+from support.runhelpers import (
+    TWO_SHORT_LEVELS,
+    load_run_files,
+    start_run,
+    stop_group,
+    wait_for_rows,
+)
 
 from vllm_load.analysis.levels.measure import level_metrics
 from vllm_load.rundir.load import load_run
@@ -24,37 +29,21 @@ def ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def start_run(sim_url: str, out: str, workers: int, sigint_ignored: bool) -> subprocess.Popen:
+def start_long_run(sim_url: str, out: str, workers: int, sigint_ignored: bool) -> subprocess.Popen:
     """A run that would take minutes: 1000 requests per level of about one second each; started
     with SIGINT ignored, as a non-interactive shell starts a background job, when asked."""
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "vllm_load",
-            "run",
-            "--host",
-            sim_url,
-            "--workers",
-            str(workers),
-            "--levels",
-            "4,8",
-            "--input-tokens",
-            "64",
-            "--output-tokens",
-            "20",
-            "--requests-per-level",
-            "1000",
-            "--warmup-requests",
-            "2",
-            "--out",
-            out,
-        ],
+    return start_run(
+        sim_url,
+        "--workers",
+        str(workers),
+        *TWO_SHORT_LEVELS,
+        "--requests-per-level",
+        "1000",
+        "--out",
+        out,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
         text=True,
-        start_new_session=True,
         preexec_fn=ignore_sigint if sigint_ignored else None,
     )
 
@@ -69,7 +58,7 @@ def test_an_interrupted_run_is_complete_on_disk_and_analysable(
 ):
     out = str(tmp_path)
     with SimulatorProcess("--ttft", "0.05", "--itl", "0.05") as sim:
-        proc = start_run(sim.url, out, workers, sigint_ignored)
+        proc = start_long_run(sim.url, out, workers, sigint_ignored)
         try:
             run_dir = wait_for_rows(out, 5, proc)
             children = psutil.Process(proc.pid).children(recursive=True)

@@ -6,45 +6,34 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import psutil
-from support.runhelpers import load_run_files, stop_group, wait_for_rows
+from support.runhelpers import (
+    TWO_SHORT_LEVELS,
+    load_run_files,
+    start_run,
+    stop_group,
+    wait_for_rows,
+)
 
 from vllm_load.analysis.levels.measure import level_metrics
 from vllm_load.sim.process import SimulatorProcess
 
 
-def start_run(sim_url: str, out: str, requests_per_level: int) -> subprocess.Popen:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "vllm_load",
-            "run",
-            "--host",
-            sim_url,
-            "--workers",
-            "2",
-            "--levels",
-            "4,8",
-            "--input-tokens",
-            "64",
-            "--output-tokens",
-            "20",
-            "--requests-per-level",
-            str(requests_per_level),
-            "--warmup-requests",
-            "2",
-            "--out",
-            out,
-        ],
+def start_two_worker_run(sim_url: str, out: str, requests_per_level: int) -> subprocess.Popen:
+    return start_run(
+        sim_url,
+        "--workers",
+        "2",
+        *TWO_SHORT_LEVELS,
+        "--requests-per-level",
+        str(requests_per_level),
+        "--out",
+        out,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
         text=True,
-        start_new_session=True,
     )
 
 
@@ -62,7 +51,7 @@ def run_and_kill(
     """Start a 2-worker run, `kill -9` `how_many` workers once records flow; (run dir, output, killed pids)."""
     out = str(tmp_path)
     with SimulatorProcess("--ttft", "0.05", "--itl", "0.02") as sim:  # about 0.43 s per request
-        proc = start_run(sim.url, out, requests_per_level)
+        proc = start_two_worker_run(sim.url, out, requests_per_level)
         try:
             run_dir = wait_for_rows(out, 8, proc)
             master, workers = locust_workers(proc)

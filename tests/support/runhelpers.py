@@ -94,16 +94,31 @@ def wait_for_ui(base: str, proc: subprocess.Popen, timeout: float = 30.0) -> Non
     raise AssertionError(f"the web UI did not answer within {timeout} s")
 
 
-def start_web_run(
-    host: str, port: int, *args: str, env: dict | None = None, **popen
-) -> subprocess.Popen:
-    """`vllm-load run --host HOST --web --web-port PORT ARGS...` in a session of its own (end it
-    with `stop_group`); `env` is added to ours, `popen` goes to Popen (where its output goes)."""
+#: two short levels of short streams (4 then 8 users, 64 -> 20 tokens), 2 warm-up requests each
+TWO_SHORT_LEVELS = (
+    "--levels",
+    "4,8",
+    "--input-tokens",
+    "64",
+    "--output-tokens",
+    "20",
+    "--warmup-requests",
+    "2",
+)
+
+
+def start_run(host: str, *args: str, env: dict | None = None, **popen) -> subprocess.Popen:
+    """`vllm-load run --host HOST ARGS...` in a session of its own (end it with `stop_group`);
+    `env` is added to ours, `popen` goes to Popen (where its output goes, and so on)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "vllm_load", "run", "--host", host, "--web"]
-        + ["--web-port", str(port), *args],
+        [sys.executable, "-m", "vllm_load", "run", "--host", host, *args],
         stdin=subprocess.DEVNULL,
         env={**os.environ, **(env or {})},
         start_new_session=True,
         **popen,
     )
+
+
+def start_web_run(host: str, port: int, *args: str, **kwargs) -> subprocess.Popen:
+    """`start_run` with the web UI on `port`."""
+    return start_run(host, "--web", "--web-port", str(port), *args, **kwargs)
