@@ -56,14 +56,12 @@ def test_tune_ranks_larger_max_num_seqs_first_on_throughput(tmp_path):
         f"{sys.executable} -m vllm_load sim --port {port} --time-scale 0.1 "
         "--max-num-seqs {max_num_seqs} --max-num-batched-tokens {max_num_batched_tokens}"
     )
-    done = run_vllm_load(
-        "tune",
+    # the same tuning both times: server, matrix, levels, where it goes
+    tuning = (
         "--server-cmd",
         server,
         "--host",
         f"http://127.0.0.1:{port}",
-        "--ready-timeout",
-        "30",
         "--matrix",
         "max_num_seqs=4,16",
         "--matrix",
@@ -82,6 +80,12 @@ def test_tune_ranks_larger_max_num_seqs_first_on_throughput(tmp_path):
         str(tmp_path),
         "--name",
         "t",
+    )
+    done = run_vllm_load(
+        "tune",
+        *tuning,
+        "--ready-timeout",
+        "30",
         "--slo",
         "e2e_p99<=100s",  # met everywhere: goodput is measured, throughput still ranks
         timeout=400,
@@ -102,32 +106,7 @@ def test_tune_ranks_larger_max_num_seqs_first_on_throughput(tmp_path):
     summary = json.loads((tmp_path / "t" / "report.summary.json").read_text())
     assert len(summary["series"]) == 2  # one series per configuration
     # a second invocation resumes: nothing runs again
-    again = run_vllm_load(
-        "tune",
-        "--server-cmd",
-        server,
-        "--host",
-        f"http://127.0.0.1:{port}",
-        "--matrix",
-        "max_num_seqs=4,16",
-        "--matrix",
-        "max_num_batched_tokens=8192",
-        "--levels",
-        "4,16,32",
-        "--input-tokens",
-        "128",
-        "--output-tokens",
-        "32",
-        "--requests-per-level",
-        "24",
-        "--warmup-requests",
-        "4",
-        "--out",
-        str(tmp_path),
-        "--name",
-        "t",
-        timeout=120,
-    )
+    again = run_vllm_load("tune", *tuning, timeout=120)
     assert again.stdout.count("already completed") == 2
 
 
