@@ -147,3 +147,13 @@ def test_every_subcommand_s_help_formats(command):
     sub = subcommand_parsers(parser)[command]
     text = sub.format_help()
     assert "--slo SLO" in text
+
+
+def test_help_shows_a_zero_default_but_not_a_flag_s_false():
+    from vllm_load.cli.main import build_parser
+    from vllm_load.compat.argparse import subcommand_parsers
+
+    text = " ".join(subcommand_parsers(build_parser())["run"].format_help().split())
+    # 0 == False in Python: a zero default was hidden as if it were a flag's
+    assert "(0: a single process) (default: 0)" in text
+    assert "--no-stream" in text and "(default: False)" not in text

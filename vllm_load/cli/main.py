@@ -57,7 +57,9 @@ class HelpFormatter(DefaultsHelpFormatter):
 
     def help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if "(default" in text or action.default in (None, "", False, [], argparse.SUPPRESS):
+        # a flag's False says nothing; 0 is a value worth showing (0 == False, so not `in`)
+        default = action.default
+        if "(default" in text or default is False or default in (None, "", [], argparse.SUPPRESS):
             return text
         return super().help_string(action)
 
