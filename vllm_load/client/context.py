@@ -2,8 +2,9 @@
 
 `LoadContext.of(environment)` is the process's one context. Prompt calibration (which talks to
 the target) happens once, lazily, when the first user starts, unless the command that started
-this process calibrated already and handed the plan over (`prompts.handed_plan`); the users append their finished
-records to its `RecordBuffer`, which the session ships to the master (or the local recorder).
+this process calibrated already and handed the plan over (`prompts.handed_plan`); the users
+append their finished records to its `RecordBuffer`, which the session ships to the master (or
+the local recorder).
 """
 
 from __future__ import annotations
