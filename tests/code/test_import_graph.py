@@ -227,7 +227,7 @@ def test_the_graph_sees_the_package():
     # `from .. import name`, an import inside a function, `from ..pkg import name`
     assert "vllm_load" in graph["vllm_load.cli.main"]
     assert "vllm_load.report.render" in graph["vllm_load.cli.demo"]
-    assert "vllm_load.sim.process" in graph["vllm_load.cli.run"]
+    assert "vllm_load.sim.process" in graph["vllm_load.cli.locust_process"]
     assert "vllm_load.cli.validate_client" in graph["vllm_load.cli.main"]  # by importlib
 
 

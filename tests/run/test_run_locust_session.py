@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from vllm_load.cli.run import run_locust
+from vllm_load.cli.locust_process import run_locust
 
 
 def test_locust_runs_in_its_own_process_group_inside_our_session(capfd):
