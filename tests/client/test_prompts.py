@@ -133,3 +133,29 @@ def test_a_plan_handed_over_is_taken_only_for_its_target_and_options(monkeypatch
     assert handed_plan("http://127.0.0.1:8000", "m", settings) is None
     monkeypatch.delenv(HANDED_PLAN_ENV)
     assert handed_plan("http://127.0.0.1:8000", "m", settings) is None
+
+
+def test_a_process_calibrates_once_per_target_and_options(monkeypatch):
+    from dataclasses import replace
+
+    from vllm_load.client import prompts
+    from vllm_load.settings import Settings
+
+    monkeypatch.setattr(prompts, "_PLANS", {})
+    monkeypatch.delenv(prompts.HANDED_PLAN_ENV, raising=False)
+    calls = []
+
+    def calibrate_target(host, model, settings):
+        calls.append((host, model, settings.input_tokens))
+        return calibrate(FakeCounter(), settings.endpoint, settings.input_tokens)
+
+    monkeypatch.setattr(prompts, "calibrate_target", calibrate_target)
+    settings = Settings(input_tokens=1000)
+    # the run session, then each user of the process: the target is asked once
+    first = prompts.prompt_plan("http://h:8000/", "m", settings)
+    assert prompts.prompt_plan("http://h:8000", "m", settings) is first
+    assert len(calls) == 1
+    # other options, another target: a calibration of their own
+    prompts.prompt_plan("http://h:8000", "m", replace(settings, input_tokens=999))
+    prompts.prompt_plan("http://h:8001", "m", settings)
+    assert len(calls) == 3

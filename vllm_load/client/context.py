@@ -1,10 +1,10 @@
 """What the Locust users of one load process share: settings, prompts, the record buffer.
 
-`LoadContext.of(environment)` is the process's one context. Prompt calibration (which talks to
-the target) happens once, lazily, when the first user starts, unless the command that started
-this process calibrated already and handed the plan over (`prompts.handed_plan`); the users
-append their finished records to its `RecordBuffer`, which the session ships to the master (or
-the local recorder).
+`LoadContext.of(environment)` is the process's one context. Its prompts come from the process's
+one calibration for the target (`prompts.prompt_plan`: the run session's in a local test, or
+the one the launching command handed over), taken when the first user starts; the users append
+their finished records to its `RecordBuffer`, which the session ships to the master (or the
+local recorder).
 """
 
 from __future__ import annotations
@@ -118,7 +118,6 @@ class LoadContext:
         self.model: str | None = None
         self.prompts: PromptFactory | None = None
         self.plan: PromptPlan | None = None
-        self._plan_target: tuple[str, str] | None = None  # (host, model) the plan was made for
         self._lengths: LengthDraws | None = None
         self.extras: dict[str, object] = {}  # what one kind of user shares per process and test
         # with --rates; kept across `reset`, which a local test runs after its first level starts
@@ -194,7 +193,6 @@ class LoadContext:
         self.draining = False
         self.prompts = None
         self.plan = None
-        self._plan_target = None
         self.model = None
         self._lengths = None
         self.extras = {}
@@ -208,21 +206,14 @@ class LoadContext:
                     self.model = resolve_model(host, self.settings)
         return self.model
 
-    def adopt_plan(self, plan: PromptPlan | None, host: str, model: str) -> None:
-        """A calibration this process has made already (a local test's run session): users of
-        the same host and model take their prompts from it instead of calibrating again."""
-        self.plan = plan
-        self._plan_target = (host.rstrip("/"), model) if plan is not None else None
-
     def ensure_prompts(self, host: str) -> PromptFactory:
-        """The exact-length prompt factory, calibrated against the target once per process (in a
-        local test, the run session's calibration: `adopt_plan`)."""
+        """The exact-length prompt factory, from this process's plan for the target (`prompt_plan`:
+        in a local test, the one its run session made)."""
         model = self.ensure_model(host)
         if self.prompts is None:
             with self._lock:
                 if self.prompts is None:
-                    if self.plan is None or self._plan_target != (host.rstrip("/"), model):
-                        self.plan = prompt_plan(host, model, self.settings)
+                    self.plan = prompt_plan(host, model, self.settings)
                     self.prompts = PromptFactory(self.plan, seed=secrets.randbits(32))
                     logger.info("prompts ready: %s", self.plan.to_json())
         return self.prompts

@@ -308,6 +308,7 @@ def _plan_key(host: str, model: str, settings: Settings) -> dict:
         "input_tokens": settings.input_tokens,
         "shared_prefix_tokens": settings.shared_prefix_tokens,
         "tokenizer": settings.tokenizer or "",
+        "approximate_prompts": settings.approximate_prompts,
     }
 
 
@@ -347,18 +348,33 @@ def handed_plan(host: str, model: str, settings: Settings) -> PromptPlan | None:
     )
 
 
+#: this process's plans, by what a calibration depends on (`_plan_key`): a run session and its
+#: users, or the tests of one web UI, ask the target once
+_PLANS: dict[str, PromptPlan] = {}
+
+
 def prompt_plan(host: str, model: str, settings: Settings) -> PromptPlan:
-    """The plan handed over by the launching command (`handed_plan`), or a calibration: server
-    /tokenize, else --tokenizer, else approximate if allowed."""
-    plan = handed_plan(host, model, settings)
-    if plan is not None:
-        logger.info(
-            "%d-token prompts for %s on %s: calibrated before the start",
-            settings.input_tokens,
-            model,
-            host,
-        )
-        return plan
+    """This process's plan for `host`, `model` and `settings`, made once: the one the launching
+    command handed over (`handed_plan`), or a calibration (`calibrate_target`)."""
+    key = json.dumps(_plan_key(host, model, settings), sort_keys=True)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = handed_plan(host, model, settings)
+        if plan is not None:
+            logger.info(
+                "%d-token prompts for %s on %s: calibrated before the start",
+                settings.input_tokens,
+                model,
+                host,
+            )
+        else:
+            plan = calibrate_target(host, model, settings)
+        _PLANS[key] = plan
+    return plan
+
+
+def calibrate_target(host: str, model: str, settings: Settings) -> PromptPlan:
+    """Calibrate exact prompts: server /tokenize, else --tokenizer, else approximate if allowed."""
     args = (settings.endpoint, settings.input_tokens, settings.shared_prefix_tokens)
     logger.info("calibrating %d-token prompts for %s on %s", settings.input_tokens, model, host)
     if settings.tokenizer:

@@ -79,9 +79,7 @@ class RunSession:
         self.user_classes = wanted_classes(environment.user_classes or [], self.settings)
         self.all_classes_wanted = len(self.user_classes) == len(environment.user_classes or [])
         run_dir = self.settings.run_dir or new_run_dir(self.settings.out, self.model)
-        self.plan = exact_prompts_plan(
-            self.settings, host, self.target, self.model, self.user_classes
-        )
+        plan = exact_prompts_plan(self.settings, host, self.target, self.model, self.user_classes)
         self.recorder = RunRecorder(
             run_dir,
             run_header(
@@ -92,7 +90,7 @@ class RunSession:
                 self.model,
                 self.user_classes,
                 run_dir,
-                self.plan,
+                plan,
             ),
         )
         self.csv_writer = locust_stats.StatsCSVFileWriter(

@@ -101,17 +101,13 @@ def install(events=locust_events) -> None:
 
     @events.test_start.add_listener
     def _(environment, **_kw):
-        context = LoadContext.of(environment)
-        context.reset()
+        LoadContext.of(environment).reset()
         if isinstance(environment.runner, WorkerRunner):
             return
         try:
-            session = RunSession.ensure(environment)
+            RunSession.ensure(environment)
         except (SettingsError, CalibrationError) as e:
             fail(environment, str(e))
-            return
-        # a local test's users take their prompts from the session's calibration
-        context.adopt_plan(session.plan, session.host, session.model)
 
     @events.test_stop.add_listener
     def _(environment, **_kw):
