@@ -23,6 +23,7 @@ class Rule:
 
 
 AT_LEAST_1 = Rule("be at least 1", lambda v: v >= 1)
+AT_LEAST_1_OR_UNSET = Rule("be at least 1", lambda v: v is None or v >= 1)
 NOT_NEGATIVE = Rule("not be negative", lambda v: v >= 0)
 POSITIVE = Rule("be positive", lambda v: v > 0)
 

@@ -16,6 +16,7 @@ from typing import Any, Iterable
 from .analysis.decisions.slo import slo_argument
 from .options import (
     AT_LEAST_1,
+    AT_LEAST_1_OR_UNSET,
     META_FILE,
     NOT_NEGATIVE,
     POSITIVE,
@@ -29,8 +30,10 @@ from .options import (
     option,
     value_of,
 )
+from .run.steps import DEFAULT_MEASURED, MEASURED_WAVES
 from .values import (
     SettingsError,
+    count_argument,
     load_meta_file,
     parse_levels,
     parse_meta,
@@ -133,11 +136,20 @@ class Settings:
         "(uniform)",
         parse=parse_think_time,
     )
-    requests_per_level: int = option(
-        100, "measured requests per level after warm-up", rule=AT_LEAST_1
+    requests_per_level: int | None = option(
+        None,
+        "requests measured per level: the next ones to start after its warm-up, each followed "
+        "to its end, the level's load held until the last has ended (default: the larger of "
+        f"{DEFAULT_MEASURED} and {MEASURED_WAVES} per user of the level, so a level measures "
+        "whole waves of its users; fewer than its users is flagged)",
+        parse=count_argument("--requests-per-level"),
+        rule=AT_LEAST_1_OR_UNSET,
     )
     warmup_requests: int = option(
-        10, "first finished requests of each level to discard", rule=NOT_NEGATIVE
+        10,
+        "requests of each level to discard, the first to start (a concurrency level discards "
+        "at least one per user, so its ramp is never measured)",
+        rule=NOT_NEGATIVE,
     )
     level_time_cap: float = option(
         1200.0, "end a level after this many seconds even if short of requests", rule=POSITIVE

@@ -189,3 +189,17 @@ def load_meta_file(path: str) -> dict[str, str]:
 
     walk("", data)
     return flat
+
+
+def count_argument(flag: str):
+    """A parser for an optional whole-number option of at least 1 ("" or None: unset)."""
+
+    def parse(value) -> int | None:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise SettingsError(f"{flag} must be a whole number, got {value!r}") from None
+
+    return parse

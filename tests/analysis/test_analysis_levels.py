@@ -79,9 +79,14 @@ def test_measured_window_counts_and_throughput(two_levels):
     assert l0.stop_reason == "target_reached"
 
 
-def test_level_cut_by_time_cap_measures_only_what_finished_in_it(two_levels):
+def test_level_cut_by_time_cap_measures_its_first_to_start_and_flags_those_that_ended_after_it(
+    two_levels,
+):
     l1 = level_metrics(*two_levels).set_index("level").loc[1]
-    assert (l1.started, l1.finished, l1.measured, l1.ok) == (3, 2, 1, 1)
+    # by start: f (of the two started at 110, the first to end) is the warm-up, g and h are
+    # measured; h ended at 116, after the cap at 115: measured and flagged, not dropped
+    assert (l1.started, l1.finished, l1.measured, l1.ok, l1.measured_after_end) == (3, 2, 2, 2, 1)
+    # the window ends at the level's last finish before it was cut
     assert (l1.window_start, l1.window_end) == (111.0, 113.0)
     # inside [111, 113]: g 2 s of 3 and h 2 s of 5; f ended at 111
     assert l1.req_per_s == pytest.approx((2 / 3 + 0.4) / 2)
@@ -114,6 +119,24 @@ def test_no_warmup_window_starts_at_level_start():
     assert (m.window_start, m.window_end, m.measured) == (49.0, 54.0, 2)
     assert m.total_tok_per_s == pytest.approx(40 / 5)
     assert m.achieved_concurrency == pytest.approx(4 / 5)  # 2 + 2 s in flight over 5 s
+
+
+def test_a_slow_or_failed_request_among_the_first_to_start_is_measured():
+    """Survivorship: a level's measured requests are its first to start after the warm-up, not
+    its first to finish; a slow one that ends after many later ones is measured, and so is a
+    failure, while the window (and throughput) stays the W-th to (W + K)-th finish."""
+    rows = [ok(0, 2, 100.0 + i * 0.01, 100.5 + i * 0.01) for i in range(2)]  # warm-up
+    rows.append(ok(0, 2, 100.50, 110.0, ttft=9.0))  # measured: a 9 s TTFT
+    rows.append({**ok(0, 2, 100.51, 103.0), "ok": 0, "error": "timeout_stall", "ttft": None})
+    rows += [ok(0, 2, 101.0 + i * 0.5, 101.5 + i * 0.5) for i in range(2)]  # measured, fast
+    rows += [ok(0, 2, 102.0 + i * 0.5, 102.5 + i * 0.5) for i in range(10)]  # load after them
+    steps = make_steps([(0, 2, 100.0, 110.1, 2, 6, 600.0, "target_reached")])
+    m = level_metrics(make_requests(rows), steps).iloc[0]
+    assert (m.measured, m.ok, m.failed, m.measured_after_end) == (4, 3, 1, 0)
+    assert m.ttft_p99 > 8.0  # the slow request is in the percentiles
+    assert m.e2e_p50 == pytest.approx(0.5)  # the two fast ones and the slow one: 0.5, 0.5, 9.5
+    # finishes by time: 100.5, 100.51 (warm-up), 101.5, 102.0, 102.5, 103.0 (the failure)
+    assert (m.window_start, m.window_end) == (100.51, 103.0)
 
 
 def test_fewer_than_w_finished_has_no_window():
@@ -157,11 +180,23 @@ def test_empty_run_and_table():
 def test_format_level_table(two_levels):
     text = format_level_table(level_metrics(*two_levels))
     lines = text.splitlines()
-    assert lines[0].split()[:3] == ["users", "achieved", "req/s"]
+    assert lines[0].split()[:5] == ["users", "achieved", "started", "measured", "req/s"]
     assert "E2E p99 s" in lines[0] and "success %" in lines[0]
     first = lines[2].split()
-    assert first[0] == "2" and first[1] == "2.0" and first[2] == "0.72" and first[-1] == "66.7"
-    assert len({len(line) for line in lines}) == 1  # fixed width
+    assert first[:4] == ["2", "2.0", "5", "3"]  # users, achieved, started, measured
+    assert first[4] == "0.72" and first[-1] == "66.7"
+    assert not first[3].endswith("~")  # 3 measured is not fewer than 2 users
+
+
+def test_the_table_flags_a_level_that_measured_fewer_requests_than_it_had_users(two_levels):
+    requests, steps = two_levels
+    metrics = level_metrics(requests, steps)
+    metrics.loc[metrics["level"] == 1, "users"] = 1000.0  # 2 measured, of 1,000 users
+    lines = format_level_table(metrics).splitlines()
+    assert lines[2].split()[3] == "3" and lines[3].split()[3] == "2~"
+    assert lines[4].startswith("~ fewer measured requests than users")
+    assert lines[-1] == "  1,000 users: 2 measured of 1,000 users"
+    assert len({len(line) for line in lines[:4]}) == 1  # fixed width
 
 
 def test_vectorised_histograms_match_loghistogram():

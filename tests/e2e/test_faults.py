@@ -85,10 +85,11 @@ CASES = {
 
 
 def measured_success_rates(requests, steps) -> list[float]:
-    """Per level, from the rows: the share of successes among the K requests after the first W to finish."""
+    """Per level, from the rows: the share of successes among the K requests after the first W to
+    start."""
     rates = []
     for step in steps.itertuples():
-        rows = requests[requests["level"] == step.level].sort_values("end_ts")
+        rows = requests[requests["level"] == step.level].sort_values(["start_ts", "end_ts"])
         measured = rows.iloc[step.warmup_requests : step.target_requests]
         rates.append(float(measured["ok"].mean()))
     return rates
@@ -126,6 +127,7 @@ def test_a_stepped_run_survives_the_fault_and_accounts_for_every_request(name, t
             str(tmp_path),
             *case.client,
             timeout=60,
+            expect=0 if case.category is None else 5,  # more than 1 % failed: levels_failed
         )
     requests, steps, run, stats = load_run_files(only_run_dir(tmp_path))
     assert run["outcome"] == "completed" and list(steps["stop_reason"]) == ["target_reached"] * 2
@@ -152,6 +154,7 @@ def test_a_stepped_run_survives_the_fault_and_accounts_for_every_request(name, t
 
     metrics = level_metrics(requests, steps)
     assert list(metrics["measured"]) == [40, 40]
+    assert list(steps["warmup_requests"]) == [4, 8]  # at least one per user
     assert list(metrics["success_rate"]) == pytest.approx(measured_success_rates(requests, steps))
     assert (metrics["ok"] + metrics["failed"] == metrics["measured"]).all()
     # only successful requests count as throughput: the window's output tokens are at most those

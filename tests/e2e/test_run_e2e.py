@@ -224,10 +224,10 @@ def test_ttft_and_itl_within_5ms_of_injected_delays_at_10_users(tmp_path):
     assert dating_error.quantile(0.9) < 0.001
 
 
-def test_a_level_says_the_count_it_ended_on(tmp_path):
-    """Rows reach the recorder up to half a second after they finish: a level that reaches its
-    count within a shape tick (here ~150 requests/s against 110) ends on the count that includes
-    the rows still buffered, and says that count, not the recorder's smaller one."""
+def test_a_level_says_what_it_ended_on(tmp_path):
+    """A level ends once its first W + K requests to start have all ended; its log line says how
+    many had started and that none of those it follows was still open (rows reach the recorder
+    up to half a second after they finish, the starts within a tick)."""
     with SimulatorProcess("--max-num-seqs", "16", "--time-scale", "0.25") as sim:
         proc = run_vllm_load(
             "run",
@@ -247,5 +247,11 @@ def test_a_level_says_the_count_it_ended_on(tmp_path):
             str(tmp_path),
         )
     log = proc.stdout + proc.stderr
-    ended = re.findall(r"level \d ended \(target_reached\) after (\d+) finished requests", log)
-    assert len(ended) == 2 and all(int(n) >= 110 for n in ended), log[-3000:]
+    ended = re.findall(
+        r"level \d ended \(target_reached\): (\d+) requests started, 0 of the first (\d+) to start "
+        r"still open",
+        log,
+    )
+    # the warm-up is at least one request per user: 16 + 100, then 32 + 100
+    assert [int(first) for _, first in ended] == [116, 132], log[-3000:]
+    assert all(int(started) >= int(first) for started, first in ended), log[-3000:]

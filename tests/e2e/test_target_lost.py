@@ -16,7 +16,7 @@ import sys
 
 import pandas as pd
 import pytest
-from support.runhelpers import stop_group, wait_for_rows
+from support.runhelpers import stop_group, wait_for_level, wait_for_rows
 
 from vllm_load.rundir.records import COLUMNS
 from vllm_load.sim.process import SimulatorProcess, free_port
@@ -36,7 +36,7 @@ RUN_ARGS = (
     "--metrics-interval",
     "0",
 )
-FIRST_LEVEL_ROWS = 32  # warm-up + measured requests of level 0 (and at most 2 in flight): 8 more = level 1 under way
+FIRST_LEVEL_ROWS = 32  # warm-up + measured requests of level 0
 
 
 def write_requests(run_dir, rows: list[tuple[int, int, float, int, str]]) -> str:
@@ -122,7 +122,8 @@ def run_and_kill_the_target(
             start_new_session=True,
         )
         try:
-            wait_for_rows(runs or out, FIRST_LEVEL_ROWS + 8, proc, timeout=120)
+            wait_for_level(runs or out, 1, proc, timeout=120)
+            wait_for_rows(runs or out, FIRST_LEVEL_ROWS + 8, proc)
             os.killpg(sim.proc.pid, signal.SIGKILL)
             stdout, stderr = proc.communicate(timeout=180)
         finally:
@@ -144,7 +145,8 @@ def test_run_exits_4_when_the_target_dies_mid_run(tmp_path):
     match = re.fullmatch(
         r"vllm-load run: the target stopped answering during level (\d) \(users (\d)\): "
         r"([\d,]+) connect failures(, \d+ disconnect failures?)? and no success after them, and "
-        r"http://127\.0\.0\.1:\d+/v1/models does not answer now; (.+) holds what was measured",
+        r"http://127\.0\.0\.1:\d+/v1/models does not answer now; (.+) holds what was measured "
+        r"\(exit 4\)",
         lines[0],
     )
     assert match and match.group(5) == run_dir, lines[0]

@@ -18,8 +18,9 @@ from vllm_load.rundir.records import read_requests
 
 
 def run_vllm_load(
-    *args: str, timeout: float = 240, env: dict | None = None
+    *args: str, timeout: float = 240, env: dict | None = None, expect: int = 0
 ) -> subprocess.CompletedProcess:
+    """Run `vllm-load ARGS`; it must exit with `expect` (vllm_load.run.outcomes)."""
     proc = subprocess.run(
         [sys.executable, "-m", "vllm_load", *args],
         capture_output=True,
@@ -27,7 +28,7 @@ def run_vllm_load(
         timeout=timeout,
         env={**os.environ, **(env or {})},
     )
-    if proc.returncode != 0:
+    if proc.returncode != expect:
         raise AssertionError(
             f"vllm-load {' '.join(args)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
         )
@@ -60,6 +61,19 @@ def wait_for_rows(out: str, rows: int, proc: subprocess.Popen, timeout: float = 
                     return os.path.dirname(path)
         time.sleep(0.2)
     raise AssertionError(f"no {rows} records within {timeout} s")
+
+
+def wait_for_level(out: str, level: int, proc: subprocess.Popen, timeout: float = 60.0) -> str:
+    """The run directory once its steps.csv says `level` has started."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[0][-3000:]
+        for path in glob.glob(os.path.join(out, "*", "*", "steps.csv")):
+            with open(path, encoding="utf-8") as fh:
+                if sum(1 for _ in fh) > level + 1:  # the header, then a row per level started
+                    return os.path.dirname(path)
+        time.sleep(0.1)
+    raise AssertionError(f"level {level} did not start within {timeout} s")
 
 
 def stop_group(proc: subprocess.Popen) -> None:

@@ -15,6 +15,7 @@ import os
 import sys
 
 from ..client.prompts import CalibrationError, PromptPlan, handed_over, prompt_plan
+from ..run.outcomes import EXIT_CODES, exit_status_help
 from ..run.recorder import new_run_dir
 from ..settings import Settings, add_arguments
 from ..target.api import HttpError, max_model_len, model_ids, request_json
@@ -59,13 +60,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         )
         add_web_user_argument(parser)
     if name in ("run", "master"):
-        parser.epilog = (
-            "exit status of a headless test: 0 when every level ran, 3 when every worker was lost, "
-            "4 when the target stopped answering (the run ended on a streak of connect/disconnect/"
-            "timeout failures and /v1/models no longer answers), 130 when interrupted (the run "
-            "directory is complete and analysable in each case), 2 for bad arguments or an "
-            "unusable target, 1 when the test did not start"
-        )
+        parser.epilog = exit_status_help()
     if name == "run":
         add_workers_argument(parser)
     if name == "master":
@@ -224,23 +219,58 @@ def main(args: argparse.Namespace) -> int:
         raise CommandFailed(
             f"the test did not start (Locust exited with code {code}); see Locust's errors above"
         )
-    outcome = run_outcome(run_dir) if run_dir else "completed"
-    if code == 0 and outcome in INCOMPLETE_EXIT_CODES:
-        # the run directory is complete and analysable, but a pipeline must not take it for a full run
-        print(
-            f"vllm-load {args.command}: the run ended early (outcome {outcome}); {run_dir} holds what was measured",
-            file=sys.stderr,
+    if not run_dir or code not in (0, EXIT_CODES["client_limit"]):
+        return code  # a worker, the web UI, or Locust's own error (said above)
+    outcome, why = conclude(run_dir, args.host, api_key or None)
+    if outcome != "completed":
+        # the run directory is complete and analysable, but a pipeline must not take it for a
+        # good run
+        print(f"vllm-load {args.command}: {why} (exit {EXIT_CODES[outcome]})", file=sys.stderr)
+    return EXIT_CODES[outcome]
+
+
+def conclude(run_dir: str, host: str, api_key: str | None) -> tuple[str, str]:
+    """How a headless run that Locust ended went (`run.outcomes`), and one line saying why when
+    it is not `completed`: run.json's outcome, then whether the target was lost, then whether
+    any level failed more of its measured requests than allowed or measured none."""
+    run = read_run_json(run_dir)
+    outcome = str(run.get("outcome") or "unknown")
+    if outcome == "client_limit":
+        limit = run.get("client_limit") or {}
+        return outcome, f"{limit.get('message', 'a client-side limit')}; the test was stopped"
+    if outcome != "completed":
+        return (
+            outcome if outcome in EXIT_CODES else "interrupted",
+            f"the run ended early (outcome {outcome}); {run_dir} holds what was measured",
         )
-        return INCOMPLETE_EXIT_CODES[outcome]
-    lost = (
-        target_lost(run_dir, args.host, api_key or None)
-        if code == 0 and run_dir and outcome == "completed"
-        else None
-    )
+    lost = target_lost(run_dir, host, api_key)
     if lost:  # every level ran, but against a server that was gone
-        print(f"vllm-load {args.command}: {lost}", file=sys.stderr)
-        return TARGET_LOST_EXIT_CODE
-    return code
+        return TARGET_LOST, lost
+    failed = failed_levels(run_dir)
+    if failed:
+        return "levels_failed", f"{failed}; the run is in {run_dir}"
+    return "completed", ""
+
+
+def failed_levels(run_dir: str) -> str:
+    """One line naming the run's levels that failed (`analysis.series.failures`), "" if none."""
+    # at call time: pandas stays out of the commands that never read a run
+    from ..analysis.levels.measure import measure_levels
+    from ..analysis.series.failures import describe_problems, level_problems
+    from ..rundir.load import load_run
+
+    run = load_run(run_dir)
+    problems = level_problems(measure_levels(run.requests, run.steps))
+    return describe_problems(problems) if problems else ""
+
+
+def read_run_json(run_dir: str) -> dict:
+    try:
+        with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return {"outcome": "failed"}
+    return data if isinstance(data, dict) else {"outcome": "failed"}
 
 
 # --- runs started by other commands (campaign, tune) ----------------------------------------------
@@ -274,22 +304,14 @@ def run_options(host: str, **options) -> argparse.Namespace:
     return args
 
 
-# exit codes of a headless run that did not walk every level (0 when it did)
-INCOMPLETE_EXIT_CODES = {"workers_lost": 3, "interrupted": 130}
-# ... and of one that walked them all against a target that stopped answering (vllm_load.target.loss)
-TARGET_LOST_EXIT_CODE = 4
 TARGET_LOST = (
-    "target_lost"  # the outcome campaign and tune see for such a run (run.json keeps "completed")
+    "target_lost"  # what campaign and tune see for such a run (run.json keeps "completed")
 )
 
 
 def run_outcome(run_dir: str | None) -> str:
     """A run's outcome from its run.json; `failed` when it has none."""
-    try:
-        with open(os.path.join(run_dir or "", "run.json"), encoding="utf-8") as fh:
-            return str(json.load(fh).get("outcome") or "unknown")
-    except (OSError, ValueError):
-        return "failed"
+    return str(read_run_json(run_dir or "").get("outcome") or "unknown")
 
 
 def run_headless(

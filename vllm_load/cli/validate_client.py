@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from ..rundir.files import CLIENT_HEALTH_CSV, CLIENT_VALIDATION_JSON
 from ..settings import add_arguments
 from ..sim.process import SimulatorProcess
-from ..values import SettingsError, parse_levels
+from ..values import SettingsError, count_argument, parse_levels
 from . import run as run_cli
 from .common import add_host_argument, add_workers_argument
 from .errors import CommandFailed
@@ -280,7 +280,8 @@ def _echo_run(args: argparse.Namespace, host: str) -> str:
 
 def main(args: argparse.Namespace) -> int:
     levels = parse_levels(args.levels)
-    if args.requests_per_level < 1 or args.min_margin <= 0 or args.max_p50_ms <= 0:
+    args.requests_per_level = count_argument("--requests-per-level")(args.requests_per_level)
+    if (args.requests_per_level or 1) < 1 or args.min_margin <= 0 or args.max_p50_ms <= 0:
         raise SettingsError("--requests-per-level, --min-margin and --max-p50-ms must be positive")
     if args.run and not os.path.isfile(os.path.join(args.run, "run.json")):
         raise SettingsError(f"--run {args.run}: not a run directory (no run.json)")

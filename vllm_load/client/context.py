@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import secrets
 import socket
+import time
 
 import gevent.event
 import gevent.lock
@@ -20,12 +21,12 @@ from geventhttpclient import HTTPClient
 
 from ..compat.geventhttpclient import resolve_with
 from ..gc_policy import quiet_collector
-from ..rundir.records import START_INDEX, RequestRecord
+from ..rundir.records import RequestRecord
 from ..settings import Settings
 from ..target.api import HttpError, model_ids, request_json
 from ..workload.lengths import LengthDraws
 from .arrivals import Arrivals
-from .clock import hold_receive_timestamps
+from .clock import WALL_CLOCK, hold_receive_timestamps
 from .prompts import (
     CalibrationError,
     PromptFactory,
@@ -57,11 +58,6 @@ class RecordBuffer:
 
     def __len__(self) -> int:
         return len(self._rows)
-
-    def started_between(self, lo: float, hi: float) -> int:
-        """Waiting rows of requests that started in [lo, hi): what a level has finished that the
-        recorder has not taken in yet."""
-        return sum(1 for row in self._rows if lo <= row[START_INDEX] < hi)
 
 
 class AddressCache:
@@ -106,6 +102,7 @@ class LoadContext:
         self.environment = environment
         self.buffer = RecordBuffer()
         self.abandoned: list[float] = []  # start_ts of requests cut off by the end of the test
+        self.starts: list[float] = []  # start_ts of requests sent since the session last took them
         self.addresses = AddressCache()
         self.process_tag = secrets.token_hex(4)
         self._sequence = 0
@@ -114,6 +111,7 @@ class LoadContext:
         self._settling = 0  # users that have not had a response yet
         self.in_flight = 0  # requests sent (or due) and not yet recorded
         self.draining = False  # the last level is over: users send nothing new
+        self.failure = ""  # why this process's users cannot start (the master stops the test)
         self._drained = gevent.event.Event()  # never set: users wait on it once draining
         self.model: str | None = None
         self.prompts: PromptFactory | None = None
@@ -183,6 +181,12 @@ class LoadContext:
         """Where a user waits, sending nothing, once the test drains; the end of the test stops it."""
         self._drained.wait()
 
+    def take_starts(self) -> tuple[float, list[float]]:
+        """The starts of the requests sent since the last call, and the wall time up to which
+        they are all there (a level's measured requests are chosen by when they started)."""
+        starts, self.starts = self.starts, []
+        return WALL_CLOCK.wall(time.perf_counter()), starts
+
     def drain_abandoned(self) -> list[float]:
         starts, self.abandoned = self.abandoned, []
         return starts
@@ -190,6 +194,7 @@ class LoadContext:
     def reset(self) -> None:
         """Forget settings and prompts so a new test (web UI) picks up new options."""
         self._settings = None
+        self.failure = ""
         self.draining = False
         self.prompts = None
         self.plan = None
@@ -197,13 +202,22 @@ class LoadContext:
         self._lengths = None
         self.extras = {}
 
+    def _setting_up(self, step, *args):
+        """`step(*args)`; if it cannot be done, the process's users cannot start: say so in
+        `failure` (a worker's next report takes it to the master) before raising."""
+        try:
+            return step(*args)
+        except (CalibrationError, HttpError) as e:
+            self.failure = self.failure or str(e)
+            raise
+
     def ensure_model(self, host: str) -> str:
         """The model every request names (--model, or the first the target serves), asked once."""
         if self.model is None:
             hold_receive_timestamps()
             with self._lock:
                 if self.model is None:
-                    self.model = resolve_model(host, self.settings)
+                    self.model = self._setting_up(resolve_model, host, self.settings)
         return self.model
 
     def ensure_prompts(self, host: str) -> PromptFactory:
@@ -213,7 +227,7 @@ class LoadContext:
         if self.prompts is None:
             with self._lock:
                 if self.prompts is None:
-                    self.plan = prompt_plan(host, model, self.settings)
+                    self.plan = self._setting_up(prompt_plan, host, model, self.settings)
                     self.prompts = PromptFactory(self.plan, seed=secrets.randbits(32))
                     logger.info("prompts ready: %s", self.plan.to_json())
         return self.prompts
@@ -228,7 +242,12 @@ def resolve_model(host: str, settings: Settings) -> str:
             request_json(host.rstrip("/") + "/v1/models", api_key=settings.api_key or None)
         )
     except HttpError as e:
-        raise CalibrationError(f"cannot list models at {host} ({e}); pass --model") from None
+        hint = (
+            "give this process the server's key (--api-key or $OPENAI_API_KEY)"
+            if e.status in (401, 403)
+            else "pass --model"
+        )
+        raise CalibrationError(f"cannot list models at {host} ({e}); {hint}") from None
     if not ids:
         raise CalibrationError(f"{host}/v1/models lists no model; pass --model")
     return ids[0]

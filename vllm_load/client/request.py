@@ -38,6 +38,8 @@ from ..compat.geventhttpclient import body_buffer, discard_connection, response_
 from ..rundir.records import RequestRecord
 from .clock import WALL_CLOCK, enable_receive_timestamps
 from .endpoint import Endpoint, RequestSpec
+from .limits import CATEGORY as CLIENT_LIMIT
+from .limits import client_limit
 from .reader import StreamReader, read_unstamped
 from .sse import SseMeter, StreamError, chunk_marks, chunk_summary
 from .stalls import STALLS
@@ -255,6 +257,9 @@ class MeasuredRequest:
                 )
             category = "timeout_stall" if self.meter.chunk_times else "timeout_ttft"
             return category, f"no bytes for {timeouts.stall:g} s"
+        limit = client_limit(e)
+        if limit is not None:  # the client's own machine, not the server
+            return CLIENT_LIMIT, limit
         if isinstance(e, (ConnectionRefusedError, socket.gaierror)):
             return "connect", str(e)[:ERROR_BODY_LIMIT]
         if isinstance(e, orjson.JSONDecodeError):

@@ -1,8 +1,7 @@
 """The run directory writer on the master: requests.csv, steps.csv and run.json.
 
 Records arrive in batches from workers (or the local process), are attributed to the level
-during which they started, appended to requests.csv at once, and counted per level so the
-shape knows when a level has enough finished requests. Nothing is held for the whole run.
+during which they started, appended to requests.csv at once. Nothing is held for the whole run.
 """
 
 from __future__ import annotations
@@ -78,7 +77,6 @@ class RunRecorder:
         self.run_info.setdefault("started_at", utc_iso())
         self.levels: list[LevelRecord] = []
         self._level_starts: list[float] = []
-        self._finished: list[int] = []
         self.workers_seen: set[str] = set()
         self._abandoned: dict[int, int] = {}
         self.requests = RequestsCsvWriter(os.path.join(run_dir, "requests.csv"))
@@ -99,7 +97,6 @@ class RunRecorder:
     ) -> None:
         self.levels.append(LevelRecord(level, users, at, warmup, target, time_cap, rate=rate))
         self._level_starts.append(at)
-        self._finished.append(0)
         self.write_steps()
 
     def end_level(self, level: int, at: float, reason: str) -> None:
@@ -111,9 +108,6 @@ class RunRecorder:
     @property
     def level_starts(self) -> list[float]:
         return list(self._level_starts)
-
-    def finished_in_level(self, level: int) -> int:
-        return self._finished[level] if 0 <= level < len(self._finished) else 0
 
     def level_of(self, start_ts: float) -> int:
         """The level during which a request started (level 0 for anything earlier)."""
@@ -128,7 +122,6 @@ class RunRecorder:
             if self.levels:
                 level = self.level_of(row[START_INDEX])
                 row[LEVEL_INDEX], row[USERS_INDEX] = level, self.levels[level].users
-                self._finished[level] += 1
             else:
                 row[LEVEL_INDEX] = 0
             if worker is not None:

@@ -3,16 +3,20 @@
 It creates the run directory, follows the shape's level changes (and drains the last level),
 appends the records that arrive (`add_rows`), keeps Locust's CSVs and the client-health and
 /metrics files beside them, watches the workers, and closes the run when the test is over.
-How it is wired into Locust's events, in each process role, is `wiring`.
+How it is wired into Locust's events, in each process role, is `wiring`. The module is long
+because every event of one test meets here; what stands alone already lives beside it (the
+plan in `steps`, the measured set in `measured_set`, the files in `recorder`, the live figures
+in `live`).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
+import sys
 import time
 from dataclasses import asdict
+from typing import Any
 
 import gevent
 from gevent.event import Event
@@ -21,17 +25,21 @@ from locust.runners import STATE_MISSING, LocalRunner, MasterRunner
 
 from ..client.context import LoadContext
 from ..client.health import HealthSample, HealthWriter
+from ..client.limits import CATEGORY as CLIENT_LIMIT
 from ..compat.locust import rewrite_csv_files
 from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV
+from ..rundir.records import ERROR_INDEX, ERROR_MESSAGE_INDEX, LEVEL_INDEX, START_INDEX
 from ..settings import Settings
 from ..target.api import model_ids, target_info
 from ..values import SettingsError, parse_host
 from ..workload.arrivals import process_share
 from .live import LiveStats
+from .measured_set import LevelFollower
+from .outcomes import EXIT_CODES
 from .recorder import RunRecorder, new_run_dir
 from .server_metrics import MetricsScraper
 from .start import exact_prompts_plan, run_header, wanted_classes
-from .steps import LevelChange, LevelPlan, StepController
+from .steps import LevelChange, LevelPlan, LevelProgress, StepController
 from .summary import print_summary
 
 logger = logging.getLogger("vllm_load")
@@ -44,20 +52,25 @@ RATE_MESSAGE = "vllm_load_rate"  # master -> a worker: its rate, phase and arriv
 
 def level_plan(settings: Settings) -> LevelPlan:
     """The stepped plan of these settings: --rates' open-loop levels, else --levels' users."""
-    warmup, measured = settings.warmup_requests, settings.requests_per_level
-    cap, cooldown = settings.level_time_cap, settings.level_cooldown
-    drain = settings.request_timeout + DRAIN_SLACK
+    counts: dict[str, Any] = {
+        "warmup_requests": settings.warmup_requests,
+        "requests_per_level": settings.requests_per_level,
+        "level_time_cap": settings.level_time_cap,
+        "cooldown": settings.level_cooldown,
+        "drain_timeout": settings.request_timeout + DRAIN_SLACK,
+        "measured_timeout": settings.request_timeout + DRAIN_SLACK,
+    }
     if settings.rates:
-        return LevelPlan.open_loop(
-            tuple(settings.rates),
-            settings.max_in_flight,
-            warmup_requests=warmup,
-            requests_per_level=measured,
-            level_time_cap=cap,
-            cooldown=cooldown,
-            drain_timeout=drain,
-        )
-    return LevelPlan(tuple(settings.levels), warmup, measured, cap, cooldown, drain)
+        return LevelPlan.open_loop(tuple(settings.rates), settings.max_in_flight, **counts)
+    return LevelPlan(tuple(settings.levels), **counts)
+
+
+def fail(environment, message: str, code: int = 2) -> None:
+    """Stop the test on an error its load cannot go on with: one line, exit status `code`."""
+    environment.process_exit_code = code
+    gevent.spawn_later(0.1, environment.runner.quit)
+    logger.error("%s", message)
+    print(f"vllm-load: error: {message}", file=sys.stderr, flush=True)
 
 
 class RunSession:
@@ -111,6 +124,15 @@ class RunSession:
             )
             self._scrape_greenlet = gevent.spawn(self.scraper.run, gevent.sleep)
         self.controller = StepController(level_plan(self.settings))
+        self.follower = LevelFollower()  # every level's requests, from their start to their end
+        for level in self.controller.plan.thin_levels():
+            logger.warning(
+                "level %d: %d measured requests for %d users measure a slice of one wave (the "
+                "first to start after the warm-up); leave --requests-per-level unset for 2 per user",
+                level,
+                self.controller.plan.counts(level).measured,
+                self.controller.plan.levels[level],
+            )
         self.worker_flights: dict[
             str, tuple[bool, int]
         ] = {}  # worker -> (draining, in flight), as reported
@@ -118,6 +140,7 @@ class RunSession:
         self.health = HealthWriter(os.path.join(run_dir, CLIENT_HEALTH_CSV))
         environment.vllm_load_live = self.live  # the web UI keeps showing the last test
         self.completed = False
+        self.failure = ""  # why a load process could not start its users, if one could not
         self.closed = False
         self._closing: Event | None = None  # set once a close is done; a second close waits for it
         self.stopped_at: float | None = None
@@ -143,24 +166,42 @@ class RunSession:
 
     def tick(self, now: float) -> int | None:
         """Users to run now (None: the test is over), recording any level change."""
-        users = self.controller.tick(now, self.finished_in_level, self.in_flight)
+        self._take_local_starts()
+        users = self.controller.tick(now, self.progress, self.in_flight)
         for change in self.controller.take_changes():
             self.level_changed(change)
         self.live.sample(now, self.environment.runner.user_count, self.in_flight(as_reported=True))
         return users
 
-    def finished_in_level(self, level: int) -> int:
-        """Finished requests that started in `level`: the recorder's, and in a single process also
-        those still waiting in its buffer. At thousands of requests per second the local flush
-        (in slices, so as not to hold the event loop) takes rows in later than they finish, and a
-        level that ends on a request count would run past it."""
-        finished = self.recorder.finished_in_level(level)
-        if isinstance(self.environment.runner, LocalRunner):
-            starts = self.recorder.level_starts
-            lo = starts[level] if 0 < level < len(starts) else -math.inf
-            hi = starts[level + 1] if level + 1 < len(starts) else math.inf
-            finished += LoadContext.of(self.environment).buffer.started_between(lo, hi)
-        return finished
+    def progress(self, level: int) -> LevelProgress:
+        """What `level`'s requests have done, as far as every load process has reported."""
+        runner = self.environment.runner
+        if not isinstance(runner, MasterRunner):
+            return self.follower.progress(level)
+        live = [c.id for c in runner.clients.all if c.state != STATE_MISSING]
+        return self.follower.progress(level, live)
+
+    def add_starts(self, starts: list[float], worker: str, until: float) -> None:
+        """Requests a load process has sent (their start times), all of them up to `until`."""
+        first = self.recorder.level_starts[:1]
+        for ts in starts:
+            if first and ts >= first[0]:  # (a web UI's earlier test may still report a few)
+                self.follower.started(self.recorder.level_of(ts), ts, worker)
+        self.follower.reported(worker, until)
+
+    def _take_local_starts(self) -> None:
+        if not isinstance(self.environment.runner, MasterRunner):
+            context = LoadContext.of(self.environment)
+            until, starts = context.take_starts()
+            self.add_starts(starts, "local", until)
+            if context.failure:
+                self.load_failed(context.failure, "local")
+
+    def load_failed(self, message: str, worker: str) -> None:
+        """A load process's users cannot start (`LoadContext.failure`): stop the test, once."""
+        if not self.failure:
+            self.failure = f"load process {worker}: {message}"
+            fail(self.environment, self.failure)
 
     def in_flight(self, as_reported: bool = False) -> int:
         """Requests in flight in every load process; while a worker has not yet reported that it
@@ -210,12 +251,14 @@ class RunSession:
             self.recorder.write_run_json()
             return
         if change.kind == "start":
+            counts = self.controller.plan.counts(change.level)
+            self.follower.level_started(counts.selected)
             self.recorder.start_level(
                 change.level,
                 change.users,
                 change.at,
-                settings.warmup_requests,
-                settings.warmup_requests + settings.requests_per_level,
+                counts.warmup,
+                counts.selected,
                 settings.level_time_cap,
                 change.rate,
             )
@@ -232,11 +275,14 @@ class RunSession:
                 )
         else:
             self.recorder.end_level(change.level, change.at, change.reason)
+            progress = self.progress(change.level)
             logger.info(
-                "level %d ended (%s) after %d finished requests",
+                "level %d ended (%s): %d requests started, %d of the first %d to start still open",
                 change.level,
                 change.reason,
-                self.finished_in_level(change.level),  # the count the level ended on
+                progress.started,
+                progress.open,
+                self.controller.plan.counts(change.level).selected,
             )
             if change.level == len(self.controller.plan.levels) - 1:
                 self.completed = True
@@ -262,8 +308,21 @@ class RunSession:
 
     def add_rows(self, rows, worker: str | None = None) -> None:
         if rows:
+            has_levels = bool(self.follower.tallies)
             for row in self.recorder.add_rows(rows, worker):
+                if has_levels and row[START_INDEX] >= self.recorder.level_starts[0]:
+                    self.follower.ended(row[LEVEL_INDEX], row[START_INDEX], str(row[1]))
+                if row[ERROR_INDEX] == CLIENT_LIMIT:
+                    self.client_limit(row[ERROR_MESSAGE_INDEX], str(row[1]))
                 self.live.add(row)
+
+    def client_limit(self, message: str, worker: str) -> None:
+        """A load process hit a client-side limit (`client.limits`): what it measures from now on
+        is its own machine, so the test stops, saying which limit to raise."""
+        info = self.recorder.run_info  # (in run.json at the close: out of files, not now)
+        if "client_limit" not in info:
+            info["client_limit"] = {"message": message, "worker": worker, "at": time.time()}
+            fail(self.environment, f"{message} (load process {worker})", EXIT_CODES[CLIENT_LIMIT])
 
     def check_workers(self) -> None:
         """Record workers the master lost: Locust marks a worker missing after 3 missed heartbeats.
@@ -279,6 +338,7 @@ class RunSession:
             if client.state == STATE_MISSING and client.id not in known:
                 level = max(self.controller.level, 0)
                 lost.append({"worker": client.id, "lost_at": time.time(), "level": level})
+                self.follower.lost(client.id)  # its requests in flight will never end
                 logger.warning("worker %s lost during level %d (no heartbeat)", client.id, level)
                 self.recorder.write_run_json()
 
@@ -329,7 +389,9 @@ class RunSession:
         self.check_workers()
         self._stop_scraping()
         outcome = (
-            "completed"
+            "client_limit"
+            if "client_limit" in self.recorder.run_info
+            else "completed"
             if self.completed
             else "workers_lost"
             if self.all_workers_lost()

@@ -12,8 +12,7 @@ from locust import LoadTestShape
 
 from ..client.prompts import CalibrationError
 from ..values import SettingsError
-from .session import RunSession
-from .wiring import fail
+from .session import RunSession, fail
 
 
 class SteppedShape(LoadTestShape):

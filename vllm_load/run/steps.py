@@ -1,20 +1,26 @@
 """The stepped load plan: when to move from one concurrency level to the next.
 
-Per level: ask for N users, let the first W requests of the level finish as warm-up, then
-keep the level until K more have finished (or the level's time cap), then the next level,
-with an optional cooldown at zero users in between. A request belongs to the level during
-which it started; counting finished requests per level is the run recorder's job.
+Per level: ask for N users. The level's requests are ordered by when they started: the first W
+are its warm-up (a concurrency level's warm-up is at least one request per user, so the ramp to
+N users is never measured), the next K are its measured requests, chosen when they start and
+followed to their end, whatever it is (success, failure, timeout): the level's load is held
+until every one of its first W + K requests has ended (or its time cap), so a request slower
+than the others is measured like them instead of being left behind. Requests started after them
+are load, not measurements. Then the next level, with an optional cooldown at zero users in
+between. A request belongs to the level during which it started; counting its starts and ends
+per level is the run session's job (`measured_set`).
+
+K is --requests-per-level, by default the larger of `DEFAULT_MEASURED` and `MEASURED_WAVES` per
+user: below one per user, a level would measure the requests that start first after its
+warm-up, one slice of one wave of its users.
 
 After the last level the test drains: its users send nothing new, and the requests they have
-in flight are let finish (bounded by `drain_timeout`) before the test ends. Every other level's
-in-flight requests finish during the next level, so this measures the last level like the
-others: its requests in flight during the window have rows, and count in its achieved
-concurrency and throughput, instead of being cut off.
+in flight are let finish (bounded by `drain_timeout`) before the test ends.
 
 With --rates a level is a request rate instead (open loop): every level runs the same users
 (--max-in-flight, the cap on requests in flight), sends at the level's rate, and ends by the
-same rule (W warm-up and K measured requests finished, or its time cap); the last one drains
-the same way.
+same rule (W warm-up requests and K measured ones started, the K followed to their end, or its
+time cap); the last one drains the same way.
 
 `StepController` is the decision logic alone (plain data in, plain data out), so it is tested
 without Locust; `vllm_load.run.shape.SteppedShape` adapts it to Locust on the master.
@@ -25,16 +31,44 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+#: measured requests per level when --requests-per-level is not given: at least this many ...
+DEFAULT_MEASURED = 100
+#: ... and at least this many per user of a concurrency level (whole waves of its users)
+MEASURED_WAVES = 2
+
+
+@dataclass(frozen=True)
+class LevelCounts:
+    """How many of a level's requests, in the order they started, are warm-up and measured."""
+
+    warmup: int
+    measured: int
+
+    @property
+    def selected(self) -> int:
+        """The level's first requests to start that it follows to their end: warm-up + measured."""
+        return self.warmup + self.measured
+
+
+@dataclass(frozen=True)
+class LevelProgress:
+    """One level's requests so far, as the run session knows them."""
+
+    started: int  # requests that started in the level
+    open: int  # of its first `LevelCounts.selected` to start, those not known to have ended
+
 
 @dataclass(frozen=True)
 class LevelPlan:
     levels: tuple[int, ...]
     warmup_requests: int = 10
-    requests_per_level: int = 100
+    requests_per_level: int | None = None  # None: `DEFAULT_MEASURED`, or `MEASURED_WAVES` per user
     level_time_cap: float = 1200.0
     cooldown: float = 0.0
     drain_timeout: float = 0.0  # seconds the last level's requests in flight may take to finish
     rates: tuple[float, ...] = ()  # open loop: each level's rate (requests/s); levels: the users
+    # seconds a level waits, once its measured requests have all started, for them to end
+    measured_timeout: float = float("inf")
 
     @classmethod
     def open_loop(cls, rates: tuple[float, ...], max_in_flight: int, **counts: Any) -> LevelPlan:
@@ -45,10 +79,20 @@ class LevelPlan:
         """The level's rate (requests/s) in an open-loop plan, else None."""
         return self.rates[level] if self.rates else None
 
-    @property
-    def finish_target(self) -> int:
-        """Finished requests a level needs: warm-up plus measured."""
-        return self.warmup_requests + self.requests_per_level
+    def counts(self, level: int) -> LevelCounts:
+        """The level's warm-up and measured requests (see the module docstring)."""
+        if self.rates:
+            measured = self.requests_per_level or DEFAULT_MEASURED
+            return LevelCounts(self.warmup_requests, measured)
+        users = self.levels[level]
+        measured = self.requests_per_level or max(DEFAULT_MEASURED, MEASURED_WAVES * users)
+        return LevelCounts(max(self.warmup_requests, users), measured)
+
+    def thin_levels(self) -> list[int]:
+        """The concurrency levels that measure fewer requests than they have users."""
+        if self.rates:
+            return []
+        return [i for i, users in enumerate(self.levels) if self.counts(i).measured < users]
 
 
 @dataclass(frozen=True)
@@ -71,27 +115,24 @@ class StepController:
     level: int = -1
     phase: str = "idle"  # idle -> running -> (cooldown -> running)* -> draining -> done
     phase_started: float = 0.0
+    selected_at: float | None = None  # when the running level's measured requests had all started
     changes: list[LevelChange] = field(default_factory=list)
 
     def tick(
         self,
         now: float,
-        finished_in_level: Callable[[int], int],
+        progress: Callable[[int], LevelProgress],
         in_flight: Callable[[], int] = lambda: 0,
     ) -> Optional[int]:
         """The user count to run now, or None when the test is over.
 
-        `finished_in_level(i)` is how many requests that started in level i have finished so far;
-        `in_flight()` how many requests are in flight (asked only while draining).
+        `progress(i)` is what level i's requests have done so far; `in_flight()` how many requests
+        are in flight (asked only while draining).
         """
         if self.phase == "idle":
             return self._start(0, now)
         if self.phase == "running":
-            reason = ""
-            if finished_in_level(self.level) >= self.plan.finish_target:
-                reason = "target_reached"
-            elif now - self.phase_started >= self.plan.level_time_cap:
-                reason = "time_cap"
+            reason = self._level_over(now, progress(self.level))
             if not reason:
                 return self.plan.levels[self.level]
             users = self.plan.levels[self.level]
@@ -112,6 +153,19 @@ class StepController:
             return 0
         return None
 
+    def _level_over(self, now: float, progress: LevelProgress) -> str:
+        """Why the running level is over ("" while it is not)."""
+        if progress.started >= self.plan.counts(self.level).selected:
+            if progress.open <= 0:
+                return "target_reached"
+            if self.selected_at is None:
+                self.selected_at = now
+            elif now - self.selected_at >= self.plan.measured_timeout:
+                return "measured_lost"  # started, and never heard of again (a worker lost them)
+        if now - self.phase_started >= self.plan.level_time_cap:
+            return "time_cap"
+        return ""
+
     def _drain(self, now: float, in_flight: Callable[[], int]) -> Optional[int]:
         """Keep the last level's users (sending nothing new) until their requests have finished."""
         reason = ""
@@ -129,6 +183,7 @@ class StepController:
 
     def _start(self, level: int, now: float) -> int:
         self.level, self.phase, self.phase_started = level, "running", now
+        self.selected_at = None
         users = self.plan.levels[level]
         self.changes.append(LevelChange("start", level, users, now, rate=self.plan.rate(level)))
         return users

@@ -1,7 +1,7 @@
 """Wiring vllm-load into Locust's events, in each of the three process roles.
 
-- A worker ships its finished records inside Locust's own worker reports
-  (`report_to_master`), and pushes a last report as soon as its users stop.
+- A worker ships the starts of the requests it sent and its finished records inside Locust's
+  own worker reports (`report_to_master`), and pushes a last report as soon as its users stop.
 - The master (or a single local process) keeps one `RunSession` per test (`session`): it
   creates the run directory, follows the shape's level changes, appends arriving records,
   keeps Locust's CSVs beside them, and closes the run when the test is over.
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import sys
 import time
 from dataclasses import asdict
 
@@ -32,7 +31,7 @@ from ..settings import add_arguments
 from ..values import SettingsError
 from ..web.auth import add_arguments as add_web_arguments
 from ..web.view import install_web_ui
-from .session import DRAIN_MESSAGE, RATE_MESSAGE, RunSession
+from .session import DRAIN_MESSAGE, RATE_MESSAGE, RunSession, fail
 
 logger = logging.getLogger("vllm_load")
 
@@ -51,13 +50,6 @@ LOCAL_FLUSH_PAUSE = 0.0001
 HEALTH_INTERVAL = 1.0  # seconds per client health sample in local runs (workers: each report)
 WORKER_CHECK_INTERVAL = 1.0
 WEB_UI_CLOSE_GRACE = 5.0
-
-
-def fail(environment, message: str) -> None:
-    logger.error("%s", message)
-    print(f"vllm-load: error: {message}", file=sys.stderr, flush=True)
-    environment.process_exit_code = 2
-    gevent.spawn_later(0.1, environment.runner.quit)
 
 
 _installed = False
@@ -152,6 +144,7 @@ def _install_worker(environment, runner) -> None:
 
     @environment.events.report_to_master.add_listener
     def _(client_id, data, **_kw):
+        data["vllm_started"] = context.take_starts()  # before the rows: a row's start is in
         rows = context.buffer.drain()
         if rows:
             data["vllm_records"] = rows
@@ -160,6 +153,8 @@ def _install_worker(environment, runner) -> None:
             data["vllm_abandoned"] = abandoned
         data["vllm_health"] = asdict(probe.sample(client_id))
         data["vllm_flight"] = [context.draining, context.in_flight]
+        if context.failure:  # its users cannot start: the master stops the test, saying why
+            data["vllm_failure"] = context.failure
 
     runner.register_message(DRAIN_MESSAGE, lambda **_kw: context.start_draining())
     runner.register_message(RATE_MESSAGE, lambda msg, **_kw: context.arrivals.start(**msg.data))
@@ -183,6 +178,11 @@ def _install_master(environment) -> None:
         session = getattr(environment, "vllm_load_session", None)
         if session is None or session.closed:
             return
+        if data.get("vllm_failure"):
+            session.load_failed(data["vllm_failure"], client_id)
+        started = data.get("vllm_started")
+        if started:  # (before the rows: a level follows its requests from their start)
+            session.add_starts(started[1], client_id, started[0])
         if rows:
             session.add_rows(rows, client_id)
         if data.get("vllm_abandoned"):

@@ -66,6 +66,8 @@ _as_row = attrgetter(*COLUMNS)
 LEVEL_INDEX = COLUMNS.index("level")
 USERS_INDEX = COLUMNS.index("users")
 START_INDEX = COLUMNS.index("start_ts")
+ERROR_INDEX = COLUMNS.index("error")
+ERROR_MESSAGE_INDEX = COLUMNS.index("error_message")
 #: the columns that hold seconds (floats, or None)
 FLOAT_INDEXES: tuple[int, ...] = tuple(
     i for i, f in enumerate(fields(RequestRecord)) if f.type in ("float", "Optional[float]")

@@ -77,10 +77,16 @@ def _itl_pool(
     return texts, np.asarray(stats)
 
 
+def level_warmup(spec: SyntheticRun, users: int) -> int:
+    """A level's warm-up, as a real run's steps.csv records it: at least one request per user."""
+    return max(spec.warmup_requests, users)
+
+
 def _level_requests(
     rng: np.random.Generator, spec: SyntheticRun, level: int, users: int, start: float, speed: float
 ) -> tuple[pd.DataFrame, float]:
-    """The requests of one level (closed loop, all users starting at `start`) and the level's end."""
+    """The requests of one level (closed loop, all users starting at `start`) and the level's end:
+    when its first W + K requests to start have all ended."""
     srv = spec.server
     persona = PersonaShape.of(spec.personas, users)
     batch = min(users, srv.max_num_seqs)
@@ -91,7 +97,7 @@ def _level_requests(
     gaps = max(spec.output_tokens - 1, 0)
     texts, pool = _itl_pool(rng, itl, srv.itl_sigma, gaps)
 
-    need = spec.warmup_requests + spec.requests_per_level
+    need = level_warmup(spec, users) + spec.requests_per_level
     first = start + rng.uniform(0.0, 0.01, size=users)  # users do not start in the same microsecond
 
     def decode_jitter(size: int | tuple[int, ...]) -> np.ndarray:
@@ -136,8 +142,9 @@ def _level_requests(
         e2e = served_from + service - starts
     failed = rng.random(e2e.shape) < srv.fail_rate
     ends = starts + e2e
-    order = np.sort(ends)
-    level_end = float(order[min(need, order.size) - 1]) + 0.05
+    # the level holds until its first `need` requests to start have all ended (run.steps)
+    first_started = np.argsort(starts, kind="stable")[:need]
+    level_end = float(ends[first_started].max()) + 0.05
     keep = starts < level_end
     n = int(keep.sum())
     pk, fl = pick[keep], failed[keep]
@@ -239,8 +246,8 @@ def write_synthetic_run(base_dir: str, spec: SyntheticRun | None = None) -> str:
                 users,
                 t,
                 end,
-                spec.warmup_requests,
-                spec.warmup_requests + spec.requests_per_level,
+                level_warmup(spec, users),
+                level_warmup(spec, users) + spec.requests_per_level,
                 1200.0,
                 "target_reached",
             )

@@ -1,6 +1,7 @@
 """One run's figures per level, each over the level's measured window.
 
-- `measure`: the measured window (warm-up W, then K requests) and the level's figures.
+- `measure`: the measured requests (warm-up W, then K, by start), the window, the level's figures;
+  `recorded_levels`: the levels a run recorded, as steps.csv and its requests give them.
 - `window_rates`: throughput inside a window, independent of where requests happen to finish.
 - `hist`: the `itl_hist` column read as a whole and percentiles of merged histograms.
 - `rates`: open-loop levels: the rate offered and achieved, queueing, whether the target kept up.
@@ -11,3 +12,13 @@
 - `locust_csv`: levels and their figures from plain Locust CSVs (`--csv-full-history`), for a
   report on any locustfile's test.
 """
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def as_floats(series: pd.Series) -> np.ndarray:
+    """A column as float64, anything unparsable (or missing) as NaN."""
+    return pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)

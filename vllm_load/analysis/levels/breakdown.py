@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .measure import as_floats
+from . import as_floats
 from .window_rates import RequestSpans, work_in_window
 
 #: percentiles shown per persona and per turn

@@ -1,9 +1,13 @@
 """Per-level figures of one run, over each level's measured window (docs/run-format.md).
 
-For every level: take the requests that started during it, order them by `end_ts`, drop the
-first W to finish (warm-up), measure the next K (fewer when the level was cut short: then only
-those that finished before the level ended). The measured window runs from the end of the W-th
-finished request (the level's start when W = 0) to the end of the last measured request.
+For every level: take the requests that started during it, in the order they started; the
+first W are its warm-up, the next K its measured requests, whatever their end (success, failure,
+timeout) and however long after the others it came: a level is chosen by start, never by which
+requests finished first, so a slow tail or a failure cannot drop out (`run.steps` holds the
+level's load until they have all ended). W and K are the level's own, from steps.csv. The
+measured window runs from the end of the W-th request of the level to finish (the level's start
+when W = 0) to the end of the (W + K)-th (a level cut short: its last before it ended); as the
+load was held until the measured requests had all ended, the window is all at the level's load.
 
 Throughput and req/s count the work done inside the window by every successful request of the
 run, each spread over the part of its life in which it was done (`window_rates`: counting what
@@ -22,14 +26,16 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from . import as_floats
 from .hist import hist_percentiles, merge_hist_column
 from .rates import RATE_COLUMNS, offered_figures, rate_figures
+from .recorded_levels import recorded_levels
 from .window_rates import RequestSpans, work_in_window
 
 PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
 LATENCIES: tuple[str, ...] = ("e2e", "ttft", "itl", "tpot")
-#: stop reasons after which the level ended before W + K requests finished
-CUT_SHORT = frozenset({"time_cap", "interrupted", "workers_lost"})
+#: stop reasons after which the level ended before its W + K requests had all ended
+CUT_SHORT = frozenset({"time_cap", "interrupted", "workers_lost", "measured_lost"})
 
 METRIC_COLUMNS: tuple[str, ...] = (
     "level",
@@ -40,6 +46,7 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "finished",
     "warmup",
     "measured",
+    "measured_after_end",
     "ok",
     "failed",
     "success_rate",
@@ -87,17 +94,14 @@ LABELLED_COLUMNS: tuple[str, ...] = (
     "prompt_tokens",
     "completion_tokens",
     "ok",
+    "error",
+    "status",
     "user_class",
     "task",
     "conversation",
     "turn",
     "cached_tokens",
 )
-
-
-def as_floats(series: pd.Series) -> np.ndarray:
-    """A column as float64, anything unparsable (or missing) as NaN."""
-    return pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
 
 
 def _token_counts(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -128,71 +132,6 @@ def success_spans(req: pd.DataFrame, ok: np.ndarray | None = None) -> RequestSpa
     )
 
 
-def level_plan(steps: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
-    """One row per level: users, start/end, W, K, time cap, stop reason.
-
-    steps.csv is rewritten while a run goes on, so a level may appear twice (the last row wins)
-    or not at all (a crash before the rewrite): such a level is taken from its requests, with
-    the W and K of the other levels and its first request's start as its start.
-    """
-    if steps is not None and len(steps):
-        plan = steps.copy()
-        plan["level"] = as_floats(plan["level"]).astype(np.int64)
-        plan = plan.drop_duplicates("level", keep="last")
-    else:
-        plan = pd.DataFrame({"level": pd.Series([], dtype=np.int64)})
-    out = pd.DataFrame({"level": plan["level"].to_numpy(np.int64)})
-    columns = ("users", "start_ts", "end_ts", "warmup_requests", "target_requests", "time_cap")
-    for col in (*columns, "rate"):
-        out[col] = as_floats(plan[col]) if col in plan else np.nan
-    reason = plan["stop_reason"] if "stop_reason" in plan else pd.Series([""] * len(plan))
-    out["stop_reason"] = reason.astype("string").fillna("").to_numpy(dtype=object)
-
-    if len(requests):
-        req_levels = as_floats(requests["level"])
-        known = set(out["level"].tolist())
-        seen = pd.DataFrame(
-            {
-                "level": req_levels,
-                "users": as_floats(requests["users"]),
-                "start": as_floats(requests["start_ts"]),
-            }
-        ).dropna(subset=["level"])
-        missing = seen[~seen["level"].isin(known)]
-        if len(missing):
-            agg = (
-                missing.groupby("level")
-                .agg(users=("users", "first"), start_ts=("start", "min"))
-                .reset_index()
-            )
-            default_w = (
-                out["warmup_requests"].dropna().iloc[0]
-                if out["warmup_requests"].notna().any()
-                else 0.0
-            )
-            default_t = (
-                out["target_requests"].dropna().iloc[0]
-                if out["target_requests"].notna().any()
-                else np.nan
-            )
-            extra = pd.DataFrame(
-                {
-                    "level": agg["level"].astype(np.int64),
-                    "users": agg["users"],
-                    "start_ts": agg["start_ts"],
-                    "end_ts": np.nan,
-                    "warmup_requests": default_w,
-                    "target_requests": default_t,
-                    "time_cap": np.nan,
-                    "stop_reason": "",
-                    "rate": np.nan,
-                }
-            )
-            out = pd.concat([out, extra], ignore_index=True) if len(out) else extra
-    out["warmup_requests"] = out["warmup_requests"].fillna(0.0)
-    return out.sort_values("level", kind="mergesort").reset_index(drop=True)
-
-
 def _group_quantiles(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
     """Linearly interpolated percentiles (numpy's default) per group; NaN where a group has none."""
     out = np.full((n_groups, len(PERCENTILES)), np.nan)
@@ -207,7 +146,7 @@ def _group_quantiles(values: np.ndarray, groups: np.ndarray, n_groups: int) -> n
 
 def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurement:
     """Per-level figures of one run (see the module docstring); one row per level in `metrics`."""
-    plan = level_plan(steps, requests)
+    plan = recorded_levels(steps, requests)
     n_levels = len(plan)
     lv_all = as_floats(requests["level"]) if len(requests) else np.array([])
     valid = ~np.isnan(lv_all)
@@ -217,47 +156,56 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
     end = as_floats(req["end_ts"]) if len(req) else np.array([])
     pos = np.searchsorted(plan["level"].to_numpy(), lv)  # every request level is in the plan
 
-    order = np.lexsort((end, pos))
-    pos_s, end_s = pos[order], end[order]
-    first = np.searchsorted(pos_s, np.arange(n_levels))
-    rank = np.arange(len(pos_s)) - first[pos_s]
-
     w = plan["warmup_requests"].to_numpy(np.float64)
     k = plan["target_requests"].to_numpy(np.float64) - w
     k = np.where(np.isnan(k), np.inf, k)
     level_end = plan["end_ts"].to_numpy(np.float64)
     cut = np.array([r in CUT_SHORT for r in plan["stop_reason"]], dtype=bool) & ~np.isnan(level_end)
-    cutoff = np.where(cut, level_end, np.inf)
-
-    warm_s = rank < w[pos_s]
-    meas_s = ~warm_s & (rank < w[pos_s] + k[pos_s]) & (end_s <= cutoff[pos_s])
-    measured_mask = np.zeros(len(pos), dtype=bool)
-    measured_mask[order[meas_s]] = True
-
-    # window: from the W-th finished request's end (level start when W = 0) to the last measured end
+    known_end = np.where(np.isnan(level_end), np.inf, level_end)
     counts = np.bincount(pos, minlength=n_levels)
     wi = w.astype(np.int64)
+
+    # the measured requests: by level, in the order they started (exact ties: by end)
+    order = np.lexsort((end, start, pos))
+    first = np.searchsorted(pos[order], np.arange(n_levels))
+    rank = np.arange(len(order)) - first[pos[order]]
+    meas_s = (rank >= w[pos[order]]) & (rank < w[pos[order]] + k[pos[order]])
+    measured_mask = np.zeros(len(pos), dtype=bool)
+    measured_mask[order[meas_s]] = True
+    meas_pos = pos[measured_mask]
+    after_end = np.bincount(meas_pos[end[measured_mask] > known_end[meas_pos]], minlength=n_levels)
+
+    # the window: from the W-th finish of the level's requests (the level's start when W = 0) to
+    # the (W + K)-th (a level cut short: its last finish before it ended); the level's load was
+    # held until its first W + K to start had ended, so all of it is at the level's load
+    by_end = np.lexsort((end, pos))
+    pos_e, end_e = pos[by_end], end[by_end]
+    done_e = end_e <= np.where(cut, level_end, np.inf)[pos_e]
+    first_e = np.searchsorted(pos_e, np.arange(n_levels))
+    rank_e = np.arange(len(by_end)) - first_e[pos_e]
     has_w = (wi > 0) & (counts >= wi)
-    wth_idx = np.minimum(first + np.maximum(wi - 1, 0), max(len(end_s) - 1, 0))
-    wth_end = end_s[wth_idx] if len(end_s) else np.full(n_levels, np.nan)
+    wth_idx = np.minimum(first_e + np.maximum(wi - 1, 0), max(len(end_e) - 1, 0))
+    wth_end = end_e[wth_idx] if len(end_e) else np.full(n_levels, np.nan)
     window_start = np.where(
         wi == 0, plan["start_ts"].to_numpy(np.float64), np.where(has_w, wth_end, np.nan)
     )
+    in_window = (rank_e >= w[pos_e]) & (rank_e < w[pos_e] + k[pos_e]) & done_e
     window_end = np.full(n_levels, np.nan)
-    if meas_s.any():
-        last = pd.Series(end_s[meas_s]).groupby(pos_s[meas_s]).max()
+    if in_window.any():
+        last = pd.Series(end_e[in_window]).groupby(pos_e[in_window]).max()
         window_end[last.index.to_numpy()] = last.to_numpy()
     window_s = window_end - window_start
     window_s = np.where(window_s > 0, window_s, np.nan)
 
     ok_all = as_floats(req["ok"]) == 1 if len(req) else np.array([], dtype=bool)
     mok = measured_mask & ok_all
-    n_meas = np.bincount(pos[measured_mask], minlength=n_levels)
+    n_meas = np.bincount(meas_pos, minlength=n_levels)
     n_ok = np.bincount(pos[mok], minlength=n_levels)
     n_warm = np.minimum(counts, wi)
-    finished_in_level = np.bincount(
-        pos[end <= np.where(np.isnan(level_end), np.inf, level_end)[pos]], minlength=n_levels
-    )
+    finished_in_level = np.bincount(pos[end <= known_end[pos]], minlength=n_levels)
+    # successful finishes inside the window: an open-loop level's achieved rate
+    ok_e = ok_all[by_end] & in_window
+    window_ok = np.bincount(pos_e[ok_e], minlength=n_levels)
 
     sub = req[mok]
     g = pos[mok]
@@ -299,6 +247,7 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
                 "finished": finished_in_level,
                 "warmup": n_warm,
                 "measured": n_meas,
+                "measured_after_end": after_end,
                 "ok": n_ok,
                 "failed": n_meas - n_ok,
                 "success_rate": np.where(n_meas > 0, n_ok / np.maximum(n_meas, 1), np.nan),
@@ -332,6 +281,7 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
         as_floats(sub["ttft"]),
         queued,
         window_s,
+        window_ok,
     )
     queued_all = as_floats(req["queued_s"]) if "queued_s" in req else np.zeros(len(req))
     worker = (
@@ -382,7 +332,9 @@ def level_metrics(requests: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
 
     `started` counts the level's recorded requests (they started during it), `finished` those
     of them that finished before the level ended, `warmup`/`measured` the discarded and measured
-    ones, `ok`/`failed` the measured successes and failures. Rates are per second of the measured
+    ones (its first to start), `measured_after_end` the measured ones that ended after the level
+    did (a level cut short, or a run from before levels were held for them), `ok`/`failed` the
+    measured successes and failures. Rates are per second of the measured
     window; latencies are in seconds; `*_exact_share` is the share of successful measured
     requests with usage whose token count equals the requested one; `usage_missing` counts those
     without usage (their requested counts are used for throughput instead).

@@ -18,9 +18,9 @@ Per level, over the same measured window as every other figure (`levels`):
   With Poisson arrivals the offered rate differs from the requested one by chance: K arrivals
   vary by 1/√K (5.8 % at K = 300, 4.1 % at K = 600); with constant arrivals it is the requested
   rate.
-- `achieved_rate`: the level's successful measured requests per second of the window. The
-  window runs from the W-th to the (W + K)-th finish of the level's requests, so this is the
-  rate at which the target completed them: the offered rate while it keeps up, its capacity when
+- `achieved_rate`: the level's successful requests that finished inside the window, per second
+  of it. The window runs from the W-th to the (W + K)-th finish of the level's requests, so this
+  is the rate at which the target completed them: the offered rate while it keeps up, its capacity when
   it cannot. (Counting sends instead would miss a target that accepts every request and queues
   it.)
 - `in_flight_start`/`in_flight_end`: the level's requests due and not yet finished (sent or
@@ -84,14 +84,14 @@ def rate_figures(
     ttft: np.ndarray,
     queued: np.ndarray,
     window_s: np.ndarray,
+    completed: np.ndarray,
 ) -> dict[str, np.ndarray]:
     """`RATE_COLUMNS` per level from the successful measured requests: their level's row in
-    `group` (0..n_levels-1), scheduled start, TTFT and queued seconds; `requested` and
-    `window_s` per level."""
+    `group` (0..n_levels-1), scheduled start, TTFT and queued seconds; `requested`, `window_s`
+    and `completed` (the level's successful requests that finished inside the window) per level."""
     n_levels = len(requested)
-    n_ok = np.bincount(group, minlength=n_levels)
     with np.errstate(invalid="ignore", divide="ignore"):
-        achieved = np.where(np.isnan(requested), np.nan, n_ok / window_s)
+        achieved = np.where(np.isnan(requested), np.nan, completed / window_s)
     out = {"requested_rate": requested, "achieved_rate": achieved}
     q50, q99 = np.full(n_levels, np.nan), np.full(n_levels, np.nan)
     keep = ~np.isnan(queued)

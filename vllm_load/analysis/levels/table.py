@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .measure import as_floats
+from . import as_floats
 
 
 def _fmt(value: float, spec: str) -> str:
@@ -21,6 +21,8 @@ TABLE_COLUMNS: tuple[tuple[str, str, float, str], ...] = (
     # header, metric, scale, format
     ("users", "users", 1, ",.0f"),
     ("achieved", "achieved_concurrency", 1, ",.1f"),
+    ("started", "started", 1, ",.0f"),
+    ("measured", "measured", 1, ",.0f"),
     ("req/s", "req_per_s", 1, ",.2f"),
     ("tok/s", "total_tok_per_s", 1, ",.0f"),
     ("out tok/s", "output_tok_per_s", 1, ",.0f"),
@@ -42,13 +44,16 @@ RATE_TABLE_COLUMNS: tuple[tuple[str, str, float, str], ...] = (
     ("in system", "achieved_concurrency", 1, ",.1f"),
     ("queued p50 ms", "queued_p50", 1000, ",.1f"),
     ("queued p99 ms", "queued_p99", 1000, ",.1f"),
-    *TABLE_COLUMNS[3:],
+    *TABLE_COLUMNS[2:4],
+    *TABLE_COLUMNS[5:],
 )
 
 #: what marks a latency the client could not date (the level was client-late)
 LATE_MARK = "*"
 #: what marks the achieved rate of an open-loop level whose window was no steady state
 UNSTEADY_MARK = "!"
+#: what marks a concurrency level that measured fewer requests than it had users
+THIN_MARK = "~"
 
 
 def format_level_table(
@@ -69,6 +74,7 @@ def format_level_table(
         return ""
     late, unsteady = late or {}, unsteady or {}
     rated = "requested_rate" in metrics and bool(metrics["requested_rate"].notna().any())
+    thin = set() if rated else set(thin_levels(metrics))
     columns = RATE_TABLE_COLUMNS if rated else TABLE_COLUMNS
     rows = [[h for h, *_ in columns]]
     for rec in metrics.to_dict("records"):
@@ -77,6 +83,7 @@ def format_level_table(
             "ttft_": LATE_MARK if lv in late else " " if late else "",
             "itl_": LATE_MARK if lv in late else " " if late else "",
             "achieved_rate": UNSTEADY_MARK if lv in unsteady else " " if unsteady else "",
+            "measured": THIN_MARK if lv in thin else " " if thin else "",
         }
         rows.append(
             [
@@ -101,6 +108,13 @@ def format_level_table(
             "could not be dated apart, or the load process waited for a CPU):"
         )
         lines += [f"  {names[lv]}: {why}" for lv, why in marked]
+    if thin:
+        lines.append(
+            f"{THIN_MARK} fewer measured requests than users: each measured a slice of one wave "
+            "(the requests that started first after its warm-up, each user's at most once); "
+            "leave --requests-per-level unset (2 per user) to measure whole waves:"
+        )
+        lines += [f"  {names[lv]}: {why}" for lv, why in thin_levels(metrics).items()]
     marked = [(lv, why) for lv, why in sorted(unsteady.items()) if lv in names]
     if marked:
         lines.append(
@@ -108,6 +122,15 @@ def format_level_table(
         )
         lines += [f"  {names[lv]}: {why}" for lv, why in marked]
     return "\n".join(lines)
+
+
+def thin_levels(metrics: pd.DataFrame) -> dict[int, str]:
+    """Concurrency levels whose measured requests were fewer than their users: {level: why}."""
+    out = {}
+    for lv, users, measured in zip(metrics["level"], metrics["users"], metrics["measured"]):
+        if 0 < measured < users:
+            out[int(lv)] = f"{measured:,.0f} measured of {users:,.0f} users"
+    return out
 
 
 def error_counts(requests: pd.DataFrame) -> pd.DataFrame:

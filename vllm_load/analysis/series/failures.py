@@ -6,7 +6,8 @@ answering looks like a slow level, not a broken one. The rule: a level where mor
 `max_failed_share` of the measured requests failed in any run (the worst run, from the curve's
 `success_rate_min`; `success_rate_mean` when the curve has no minimum) is left out of the peak,
 the saturation point, scaling and the recommendations. Every level with a failure is named in
-the findings with its failure share, whether left out or kept. An open-loop (--rates) level
+the findings with its failure share, whether left out or kept. The same rule on one run's levels
+(`level_problems`, with a level that measured nothing) makes `vllm-load run` exit non-zero. An open-loop (--rates) level
 whose measured window was no steady state in some run (`levels.rates`: the target could not
 keep up, or the window worked off a backlog) is left out the same way, with the reason.
 """
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..levels.measure import LevelMeasurement
 from .curve import column
 
 #: a level with more than this share of failed measured requests in any run is left out
@@ -116,3 +118,67 @@ def describe(max_failed_share: float = MAX_FAILED_SHARE) -> str:
         f"with failures at or below {max_failed_share:.0%} is kept. Either way the findings name the level and "
         "its failure share. When every level is left out, no peak or saturation point is given."
     )
+
+
+# --- one run: the levels that make `vllm-load run` exit non-zero (`run.outcomes`) ---------------
+
+
+@dataclass(frozen=True)
+class LevelProblem:
+    level: int
+    name: str  # "64 users" or "5 requests/s"
+    text: str  # what went wrong, with the figures it stands on
+
+
+def level_name(users: float, rate: float) -> str:
+    return f"{rate:,.4g} requests/s" if rate == rate else f"{users:,.0f} users"
+
+
+def level_problems(
+    measurement: LevelMeasurement, max_failed_share: float = MAX_FAILED_SHARE
+) -> list[LevelProblem]:
+    """Every level that failed more than `max_failed_share` of its measured requests, or measured
+    none, in level order."""
+    metrics, labelled = measurement.metrics, measurement.labelled
+    column = {c: metrics[c].to_numpy(np.float64) for c in ("users", "started", "finished")}
+    measured = metrics["measured"].to_numpy(np.int64)
+    failed = metrics["failed"].to_numpy(np.int64)
+    levels = metrics["level"].to_numpy(np.int64)
+    rates = (
+        metrics["requested_rate"].to_numpy(np.float64)
+        if "requested_rate" in metrics
+        else np.full(len(metrics), np.nan)
+    )
+    out = []
+    for i, level in enumerate(levels):
+        if measured[i] == 0:
+            started, finished = int(column["started"][i]), int(column["finished"][i])
+            text = f"measured no request ({started} started, {finished} finished)"
+        elif failed[i] / measured[i] > max_failed_share:
+            text = (
+                f"{failed[i] / measured[i]:.1%} of its {measured[i]} measured requests failed "
+                f"({_categories(labelled, int(level))}), more than the {max_failed_share:.0%} "
+                "allowed"
+            )
+        else:
+            continue
+        out.append(LevelProblem(int(level), level_name(column["users"][i], rates[i]), text))
+    return out
+
+
+def _categories(labelled, level: int) -> str:
+    """The level's measured failures by category, most first: "timeout_stall 36, connect 2"."""
+    if "error" not in labelled:
+        return "categories unknown"
+    failed = labelled[(labelled["level"] == level) & (labelled["ok"].astype(float) != 1)]
+    names = failed["error"].astype("string").fillna("").replace("", "unknown")
+    if "status" in failed:  # an HTTP error by its status: "HTTP 503"
+        status = failed["status"].astype("string").fillna("")
+        names = names.where(names != "http_status", "HTTP " + status)
+    return ", ".join(f"{n} {name}" for name, n in names.value_counts().items())
+
+
+def describe_problems(problems: list[LevelProblem]) -> str:
+    """One line for them all."""
+    listed = "; ".join(f"{p.name}: {p.text}" for p in problems)
+    return f"{len(problems)} level(s) failed: {listed}"

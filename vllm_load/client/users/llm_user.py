@@ -274,6 +274,7 @@ class LLMUser(FastHttpUser):
             on_response=None if self._settled else self._settle,
         )
         request.queued = max(time.perf_counter() - t0, 0.0)
+        context.starts.append(request.start_ts)
         context.in_flight += 1
         try:
             record = self.measure(request)

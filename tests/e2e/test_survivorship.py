@@ -1,0 +1,157 @@
+"""Every request counted: a level measures the requests that start first after its warm-up, each
+followed to its end, so slow and failing requests stay in its figures (issue 35's three
+survivorship cases on the simulator); and a run whose levels failed, or whose load processes hit
+a client-side limit, never exits 0."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
+
+from vllm_load.analysis.levels.measure import measure_levels
+from vllm_load.run.outcomes import EXIT_CODES
+from vllm_load.sim.process import SimulatorProcess
+
+SHORT = ("--input-tokens", "128", "--output-tokens", "32")
+
+
+def stepped(sim, tmp_path, *args: str, expect: int = 0):
+    proc = run_vllm_load(
+        "run", "--host", sim.url, *SHORT, "--out", str(tmp_path), *args, timeout=180, expect=expect
+    )
+    run_dir = only_run_dir(tmp_path)
+    requests, steps, run, _ = load_run_files(run_dir)
+    return proc, run_dir, requests, steps, measure_levels(requests, steps)
+
+
+def test_a_slow_first_token_is_measured_at_every_level(tmp_path):
+    """10 % of requests wait 2 s for their first token: the p99 TTFT is that wait (it read 8.5
+    and 27.8 ms when a level measured its first requests to finish)."""
+    with SimulatorProcess(
+        "--time-scale",
+        "0.1",
+        "--fault-slow-first-token-rate",
+        "0.1",
+        "--fault-slow-first-token-seconds",
+        "2",
+        "--seed",
+        "5",
+    ) as sim:
+        _, _, requests, steps, measurement = stepped(sim, tmp_path, "--levels", "16,64")
+    metrics = measurement.metrics.set_index("users")
+    for users in (16, 64):
+        assert metrics.loc[users, "ttft_p99"] == pytest.approx(2.0, rel=0.05), metrics.loc[users]
+        assert metrics.loc[users, "success_rate"] == 1.0
+    # each level followed its first W + K requests to start: every one of them has ended, in it
+    assert list(steps["stop_reason"]) == ["target_reached"] * 2
+    assert (measurement.metrics["measured_after_end"] == 0).all()
+    assert list(steps["warmup_requests"]) == [16, 64]  # at least one per user: no ramp measured
+    assert list(measurement.metrics["measured"]) == [100, 128]  # 100, or 2 per user
+
+
+def test_stalled_requests_are_measured_as_failures_and_the_run_fails(tmp_path):
+    """30 % of streams stall 3 s and are failed by --stall-timeout 1: the levels show the
+    failures (it read 100 % success, and level 64 was the peak), the run exits 5 with one line
+    naming them, and no level is taken for the peak."""
+    with SimulatorProcess(
+        "--time-scale", "0.1", "--fault-stall-rate", "0.3", "--fault-stall-seconds", "3"
+    ) as sim:
+        proc, run_dir, _, _, measurement = stepped(
+            sim,
+            tmp_path,
+            "--levels",
+            "16,64",
+            "--stall-timeout",
+            "1",
+            expect=EXIT_CODES["levels_failed"],
+        )
+    metrics = measurement.metrics.set_index("users")
+    for users in (16, 64):
+        assert 0.5 < metrics.loc[users, "success_rate"] < 0.9, metrics.loc[users]
+    said = proc.stderr.strip().splitlines()[-1]
+    assert (
+        said.startswith("vllm-load run: 2 level(s) failed: 16 users: ") and "timeout_stall" in said
+    )
+    report = tmp_path / "r.html"
+    run_vllm_load("report", run_dir, "-o", str(report), "--quiet")
+    with open(tmp_path / "r.summary.json", encoding="utf-8") as fh:
+        saturation = json.load(fh)["series"][0]["saturation"]
+    assert saturation["peak"] is None
+    assert {lv["users"] for lv in saturation["failed_levels"] if lv["excluded"]} == {16.0, 64.0}
+
+
+def test_the_measured_outputs_are_the_levels_own_mix(tmp_path):
+    """Output lengths drawn from 16..512: the measured requests' mean output is the level's
+    (it read 183 against 270 when the shortest finished first and were measured). Both are
+    samples of the same draws: 2,000 measured keep the noise of their mean near 1 %."""
+    with SimulatorProcess("--time-scale", "0.05") as sim:
+        _, _, requests, _, measurement = stepped(
+            sim,
+            tmp_path,
+            "--levels",
+            "128",
+            "--output-lengths",
+            "uniform:16,512",
+            "--requests-per-level",
+            "2000",
+        )
+    measured = measurement.labelled["completion_tokens"].astype(float).mean()
+    level = requests.loc[requests["level"] == 0, "completion_tokens"].astype(float).mean()
+    assert measured == pytest.approx(level, rel=0.03)
+
+
+@pytest.mark.parametrize(
+    "fault, category",
+    [
+        (("--fault-error-rate", "1.0", "--fault-error-status", "503"), "HTTP 503"),
+        (("--fault-reset-rate", "0.3"), "disconnect"),
+        (("--fault-bad-sse-rate", "0.3"), "bad_sse"),
+    ],
+)
+def test_a_failing_target_never_exits_0(tmp_path, fault, category):
+    with SimulatorProcess("--time-scale", "0.05", *fault) as sim:
+        proc, *_ = stepped(
+            sim,
+            tmp_path,
+            "--levels",
+            "2,4",
+            "--requests-per-level",
+            "40",
+            expect=EXIT_CODES["levels_failed"],
+        )
+    said = proc.stderr.strip().splitlines()[-1]
+    assert said.startswith("vllm-load run: 2 level(s) failed: 2 users: "), said
+    assert category in said and "(exit 5)" in said
+
+
+def test_running_out_of_file_descriptors_is_the_clients_limit_and_stops_the_test(tmp_path):
+    """600 users in a process allowed 256 open files: the connections fail on the client's side,
+    not the server's; the test stops on the first one with the limit named, and exits 6."""
+    with SimulatorProcess("--time-scale", "0.05") as sim:
+        limited = (
+            "import resource, sys, runpy; resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256)); "
+            "sys.argv = ['vllm-load', *sys.argv[1:]]; runpy.run_module('vllm_load', run_name='__main__')"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", limited, "run", "--host", sim.url, *SHORT]
+            + ["--levels", "600", "--out", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert proc.returncode == EXIT_CODES["client_limit"], proc.stderr[-3000:]
+    said = proc.stderr.strip().splitlines()[-1]
+    assert "ran out of file descriptors (EMFILE: ulimit -n is 256" in said, said
+    assert "(exit 6)" in said
+    with open(os.path.join(only_run_dir(tmp_path), "run.json"), encoding="utf-8") as fh:
+        run = json.load(fh)
+    assert run["outcome"] == "client_limit" and "EMFILE" in run["client_limit"]["message"]
+    requests, *_ = load_run_files(only_run_dir(tmp_path))
+    limited_rows = requests[requests["error"] == "client_limit"]
+    assert len(limited_rows) > 0
+    assert not (requests["error"] == "disconnect").any()  # never blamed on the server

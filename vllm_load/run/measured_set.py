@@ -1,0 +1,92 @@
+"""Which requests a level measures, followed from their start to their end, on the master.
+
+A level's warm-up and measured requests are its first `LevelCounts.selected` to start (`steps`).
+Load processes report each request's start as it is sent (a worker with its next report, with
+the time up to which it has reported them all) and its row when it ends; `LevelTally` keeps, per
+level, the earliest starts up to that number and which of them have ended, so the level can end
+as soon as every one of them has ended, and not before: a slow or failing request among them
+holds the level instead of dropping out of it.
+
+The starts of several workers arrive in different reports, so a start earlier than the ones
+held may still come; the selection is final only once every load process has reported its
+starts past the last one held (`reported_until`). A request is known by its start and its load
+process, so the requests of a worker that was lost (they will never end) stop holding a level.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass, field
+
+from .steps import LevelProgress
+
+Started = tuple[float, str]  # (start_ts, load process)
+
+
+@dataclass
+class LevelTally:
+    """One level's starts and ends as they are reported (see the module docstring)."""
+
+    selected: int  # warm-up + measured: how many of the first starts the level follows
+    started: int = 0
+    _first: list[Started] = field(default_factory=list)  # the earliest starts, at most `selected`
+    _ended: set[Started] = field(default_factory=set)  # of those (or any, until it is full)
+    _lost: set[str] = field(default_factory=set)  # load processes lost: theirs will never end
+
+    def start(self, ts: float, worker: str) -> None:
+        self.started += 1
+        if len(self._first) < self.selected:
+            bisect.insort(self._first, (ts, worker))
+        elif (ts, worker) < self._first[-1]:  # a start reported late by a slower process
+            bisect.insort(self._first, (ts, worker))
+            self._ended.discard(self._first.pop())
+
+    def end(self, start_ts: float, worker: str) -> None:
+        if len(self._first) < self.selected or (start_ts, worker) <= self._first[-1]:
+            self._ended.add((start_ts, worker))
+
+    def lose(self, worker: str) -> None:
+        self._lost.add(worker)
+
+    def progress(self, reported_until: float = math.inf) -> LevelProgress:
+        """Started requests, and how many of the selected ones are not known to have ended; until
+        every process has reported its starts past the last selected one, at least one is open."""
+        done = sum(1 for s in self._first if s in self._ended or s[1] in self._lost)
+        open_ = self.selected - done
+        full = len(self._first) >= self.selected
+        if full and reported_until < self._first[-1][0]:
+            open_ = max(open_, 1)
+        return LevelProgress(self.started, open_)
+
+
+class LevelFollower:
+    """Every level's tally, and how far each load process has reported its starts."""
+
+    def __init__(self) -> None:
+        self.tallies: list[LevelTally] = []
+        self.reported_until: dict[str, float] = {}  # worker -> its starts are all in up to then
+
+    def level_started(self, selected: int) -> None:
+        self.tallies.append(LevelTally(selected))
+
+    def started(self, level: int, ts: float, worker: str) -> None:
+        self.tallies[level].start(ts, worker)
+
+    def ended(self, level: int, start_ts: float, worker: str) -> None:
+        self.tallies[level].end(start_ts, worker)
+
+    def reported(self, worker: str, until: float) -> None:
+        self.reported_until[worker] = until
+
+    def lost(self, worker: str) -> None:
+        for tally in self.tallies:
+            tally.lose(worker)
+
+    def progress(self, level: int, workers: list[str] | None = None) -> LevelProgress:
+        """`level`'s progress as far as every one of `workers` has reported (None: a single load
+        process, whose starts are all in)."""
+        until = math.inf
+        if workers is not None:
+            until = min((self.reported_until.get(w, -math.inf) for w in workers), default=math.inf)
+        return self.tallies[level].progress(until)
