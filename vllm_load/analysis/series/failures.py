@@ -9,6 +9,9 @@ the saturation point, scaling and the recommendations. Every level with a failur
 the findings with its failure share, whether left out or kept. An open-loop (--rates) level
 whose measured window was no steady state in some run (`levels.rates`: the target could not
 keep up, or the window worked off a backlog) is left out the same way, with the reason.
+
+A level with failures is explained by them: its finding names their categories and counts
+(requests.csv's `error`, an HTTP error with its status), from the curve's `failure_kinds`.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..levels.client_side import shown_past
 from .curve import column
 
 #: a level with more than this share of failed measured requests in any run is left out
@@ -35,6 +39,7 @@ class FailedLevel:
     n: int  # runs at this level
     excluded: bool
     unsteady: str = ""  # an open-loop level whose window was no steady state: why (then excluded)
+    kinds: str = ""  # its failed requests by category, every run: `612 connect, 3 http_status 503`
 
     def sentence(self, max_failed_share: float = MAX_FAILED_SHARE) -> str:
         """The finding that names this level."""
@@ -45,16 +50,21 @@ class FailedLevel:
                 f"({self.unsteady}), so its throughput is not the target's at that rate."
             )
         users = f"{self.users:,.0f}"
-        share = f"{self.worst_share * 100:.1f}% of its measured requests failed"
+        limit = max_failed_share * 100
+        share = f"{shown_past(self.worst_share * 100, limit, 1)}% of its measured requests failed"
         if self.n >= 2:
             share += f" in the worst of {self.n} runs (mean {self.mean_share * 100:.1f}%)"
+        kinds = f"its failed requests: {self.kinds}" if self.kinds else ""
         if self.excluded:
             return (
                 f"Level {users} concurrent is left out of the peak, saturation point, scaling and recommendations: "
-                f"{share}, more than the {max_failed_share:.0%} allowed; its throughput counts only the requests "
-                "that succeeded."
+                f"{share}, more than the {max_failed_share:.0%} allowed{f' ({kinds})' if kinds else ''}; "
+                "its throughput counts only the requests that succeeded."
             )
-        return f"Level {users} concurrent is kept although {share} (at most the {max_failed_share:.0%} allowed)."
+        return (
+            f"Level {users} concurrent is kept although {share} (at most the {max_failed_share:.0%} "
+            f"allowed{f'; {kinds}' if kinds else ''})."
+        )
 
 
 def failed_levels(
@@ -70,6 +80,11 @@ def failed_levels(
         if "rate_unsteady" in curve
         else np.full(len(curve), "")
     )
+    kinds = (
+        curve["failure_kinds"].fillna("").astype(str).to_numpy()
+        if "failure_kinds" in curve
+        else np.full(len(curve), "")
+    )
     out = []
     for i in np.flatnonzero((worst_ok < 1.0) | (unsteady != "")):
         worst = 1.0 - worst_ok[i] if worst_ok[i] == worst_ok[i] else 0.0
@@ -77,7 +92,9 @@ def failed_levels(
         runs = int(n[i]) if n[i] == n[i] else 1
         excluded = bool(worst > max_failed_share) or bool(unsteady[i])
         out.append(
-            FailedLevel(float(users[i]), float(worst), float(mean), runs, excluded, unsteady[i])
+            FailedLevel(
+                float(users[i]), float(worst), float(mean), runs, excluded, unsteady[i], kinds[i]
+            )
         )
     return out
 
@@ -97,6 +114,30 @@ def why_left_out(
     if unsteady:
         return "were no steady state (the target fell behind the rate, or worked off a backlog)"
     return failed if failing else ""
+
+
+def failure_kinds(errors: pd.DataFrame) -> dict[float, str]:
+    """{level: its failed requests by category, most first, e.g. `612 connect, 3 http_status
+    503`} from failure counts (`levels.table.error_counts`' columns, with `users` for the level
+    and every run of a series in one frame)."""
+    if errors.empty:
+        return {}
+    label = errors["error"].astype(str)
+    if "status" in errors:
+        status = pd.to_numeric(errors["status"], errors="coerce").fillna(0).astype(int)
+        http = (label == "http_status") & (status > 0)
+        label = label.where(~http, label + " " + status.astype(str))
+    counts = (
+        pd.DataFrame({"users": errors["users"].astype(float), "kind": label, "n": errors["count"]})
+        .groupby(["users", "kind"])["n"]
+        .sum()
+        .reset_index()
+        .sort_values(["users", "n", "kind"], ascending=[True, False, True])
+    )
+    return {
+        float(users): ", ".join(f"{int(n):,} {kind}" for kind, n in zip(g["kind"], g["n"]))
+        for users, g in counts.groupby("users")
+    }
 
 
 def kept(curve: pd.DataFrame, failed: list[FailedLevel]) -> pd.DataFrame:
