@@ -111,6 +111,11 @@ def _level_values(run: dict, steps: pd.DataFrame) -> dict[int, float]:
     return {int(lv): float(v) for lv, v in zip(levels, values) if lv == lv}
 
 
+def _level_of(values: dict[int, float], level: object) -> float:
+    """A level index from run.json as the series names it (NaN when it names none)."""
+    return values.get(level, float("nan")) if isinstance(level, int) else float("nan")
+
+
 def run_outcome(
     run_id: str, run: dict, steps: pd.DataFrame, silence: Silence | None = None
 ) -> RunOutcome:
@@ -144,7 +149,7 @@ def run_outcome(
     started = int(np.nanmax(levels)) + 1 if len(levels) else 0
     stopped = values.get(max(unended)) if unended else None
     lost = tuple(
-        (str(w.get("worker", "?")), values.get(w.get("level"), float("nan")))
+        (str(w.get("worker", "?")), _level_of(values, w.get("level")))
         if isinstance(w, dict)
         else (str(w), float("nan"))  # older runs list bare ids
         for w in run.get("workers_lost") or []
