@@ -136,6 +136,32 @@ def test_scaling_uses_nearest_levels_and_says_so():
     assert scaling_ratio(curve([10], [5.0]), 10, 200) is None
 
 
+def test_scaling_by_default_names_only_levels_the_ladder_had():
+    # the demo's ladder: 10→200 was never on it, so the ratio spans its own range, said as such
+    c = curve([2, 8, 16, 32, 48], [100, 380, 700, 900, 910])
+    sat = analyse(c)
+    assert (sat.scaling.from_users, sat.scaling.to_users) == (2, 48)
+    assert not sat.scaling.substituted and sat.scaling.note() == ""
+    text = " ".join(findings(c, sat, n_runs=1))
+    assert "Throughput scales 9.1x from 2 to 48 concurrent (100 → 910 tok/s)." in text
+    assert "not tested" not in text and "200" not in text
+    # a ladder with both keeps the 10→200 ratio
+    default = analyse(curve([10, 50, 100, 200, 500], [1, 4, 7, 9, 9.1]))
+    assert (default.scaling.from_users, default.scaling.to_users) == (10, 200)
+    # levels asked for that were not tested: the nearest stand in, and the finding says so
+    asked = analyse(c, SaturationRule(scaling_from=10, scaling_to=200))
+    assert "(380 → 910 tok/s; 10→200 was not tested; nearest tested levels 8→48 used)." in " ".join(
+        findings(c, asked, n_runs=1)
+    )
+
+
+def test_a_failure_share_just_over_the_limit_reads_over_it():
+    c = curve([10, 50, 100], [1000, 3000, 3100], success_rate_mean=[1.0, 1.0, 0.9896])
+    (f,) = analyse(c).failed
+    assert f.excluded
+    assert "1.04% of its measured requests failed, more than the 1% allowed" in f.sentence()
+
+
 def test_latency_cost_and_failures_in_findings():
     c = curve([10, 50, 100, 200], [1000, 3000, 3100, 3050], [1.0, 2.0, 2.5, 5.0])
     c["ttft_p99_mean"] = [0.1, 0.3, 0.5, 2.6]

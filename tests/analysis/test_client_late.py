@@ -286,3 +286,31 @@ def test_a_run_whose_chunks_all_came_at_once_prints_its_latencies_marked(tmp_pat
     assert row.count(LATE_MARK) == 3  # TTFT p50, TTFT p99, ITL p99
     assert f"{LATE_MARK} client late: TTFT and ITL not trustworthy" in table
     assert "2 users: " in table and "of chunks merged in reads > 5%" in table
+
+
+def test_a_merged_share_just_over_the_limit_reads_over_it():
+    """5.1 % merged against the 5 % limit reads "5.1%", never "5% > 5%"; the same for the
+    run-queue wait, the CPU and the loop lag against theirs."""
+    from vllm_load.analysis.levels.client_side import level_client_health
+
+    metrics = pd.DataFrame(
+        {"level": [0], "users": [4], "window_start": [0.0], "window_end": [10.0]}
+    )
+    requests = pd.DataFrame(
+        {"level": [0], "ok": [1], "end_ts": [5.0], "n_chunks": [1000], "chunks_merged": [51]}
+    )
+    health = pd.DataFrame(
+        {
+            "ts": [5.0],
+            "level": [0],
+            "worker": ["local"],
+            "cpu_percent": [80.3],
+            "loop_lag_mean_ms": [10.04],
+            "runqueue_wait_ms_per_s": [100.4],
+        }
+    )
+    (row,) = level_client_health(health, metrics, requests).to_dict("records")
+    assert row["client_late_reason"] == (
+        "5.1% of chunks merged in reads > 5%; run-queue wait 100.4 ms/s > 100 ms/s"
+    )
+    assert row["reason"] == "CPU 80.3% > 80%; loop lag 10.04 ms > 10 ms"

@@ -108,7 +108,7 @@ def test_the_measured_outputs_are_the_levels_own_mix(tmp_path):
 @pytest.mark.parametrize(
     "fault, category",
     [
-        (("--fault-error-rate", "1.0", "--fault-error-status", "503"), "HTTP 503"),
+        (("--fault-error-rate", "1.0", "--fault-error-status", "503"), "http_status 503"),
         (("--fault-reset-rate", "0.3"), "disconnect"),
         (("--fault-bad-sse-rate", "0.3"), "bad_sse"),
     ],

@@ -52,9 +52,10 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     )
     parser.add_argument(
         "--scaling",
-        default="10,200",
+        default="",
         metavar="FROM,TO",
-        help="levels for the scaling ratio (nearest tested levels are used; default 10,200)",
+        help="levels for the scaling ratio (nearest tested levels are used, and the report says "
+        "so; default: 10,200 where both were tested, else the lowest to the highest level)",
     )
     parser.add_argument(
         "--tolerance",
@@ -119,6 +120,17 @@ def _default_output(run_dirs: list[str]) -> str:
     return os.path.join("reports", f"{name}-{stamp}.html")
 
 
+def _scaling(text: str) -> tuple[float, float]:
+    """--scaling FROM,TO as two positive levels."""
+    try:
+        levels = [float(x) for x in text.split(",")]
+        if len(levels) != 2 or min(levels) <= 0:
+            raise ValueError
+    except ValueError:
+        raise SettingsError(f"--scaling takes two positive levels FROM,TO, got {text!r}") from None
+    return levels[0], levels[1]
+
+
 def main(args: argparse.Namespace) -> int:
     # at call time: keeps pandas and matplotlib out of every command's start (cli.main)
     from ..analysis.decisions.slo import parse_slo
@@ -126,14 +138,7 @@ def main(args: argparse.Namespace) -> int:
     from ..rundir.load import expand_run_paths
     from .render import build_report
 
-    try:
-        scaling = [float(x) for x in args.scaling.split(",")]
-        if len(scaling) != 2 or min(scaling) <= 0:
-            raise ValueError
-    except ValueError:
-        raise SettingsError(
-            f"--scaling takes two positive levels FROM,TO, got {args.scaling!r}"
-        ) from None
+    scaling = _scaling(args.scaling) if args.scaling else (None, None)
     if not 0 <= args.tolerance < 1:
         raise SettingsError(f"--tolerance must be in [0, 1), got {args.tolerance}")
     if not 0 <= args.max_failed_share < 1:

@@ -28,16 +28,20 @@ from ..analysis.levels.client_side import late_levels, level_client_health, read
 from ..analysis.levels.hist import pad_columns
 from ..analysis.levels.measure import METRIC_COLUMNS, measure_levels
 from ..analysis.levels.rates import RateRule, rate_verdicts
+from ..analysis.levels.server_queue import QUEUE_COLUMNS, level_queue
 from ..analysis.levels.server_side import level_server_figures, read_server_metrics
 from ..analysis.levels.table import error_counts
 from ..analysis.levels.timeline import work_timeline
 from ..analysis.series.compare import ModelRow, compare, comparison_findings
 from ..analysis.series.curve import USERS, Axis, axis_of
+from ..analysis.series.failures import failure_kinds
 from ..analysis.series.findings import findings
+from ..analysis.series.outcome import RunOutcome, Silence, run_outcome
 from ..analysis.series.saturation import Saturation, SaturationRule, analyse
 from ..analysis.series.stats import Series, aggregate, group_runs
 from ..rundir.files import CLIENT_HEALTH_CSV, RUN_JSON, SERVER_METRICS_CSV
-from ..rundir.load import ANALYSIS_COLUMNS, load_run, read_client_validation
+from ..rundir.load import ANALYSIS_COLUMNS, RunData, load_run, read_client_validation
+from ..target.loss import ended_unanswered, streak_in
 
 #: per-level figures that are averaged across runs (everything numeric but timestamps)
 AGG_METRICS: tuple[str, ...] = tuple(
@@ -82,6 +86,12 @@ class RunSummary:
     turns: pd.DataFrame | None = None  # per turn of the run's conversations
     conversations: dict | None = None  # the run's conversations as wholes
     axis: Axis = USERS  # what its levels are (users, or requests/s)
+    outcome: RunOutcome | None = None  # how it ended: interrupted, target lost, workers lost
+
+    def failures_by_users(self) -> pd.DataFrame:
+        """Its failure counts (`error_counts`) with each level's `users` (its rate for --rates)."""
+        users = dict(zip(self.metrics["level"], self.metrics["users"]))
+        return self.errors.assign(users=self.errors["level"].map(users)).dropna(subset=["users"])
 
 
 @dataclass
@@ -98,6 +108,8 @@ class SeriesReport:
     itl_at_dist: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
     axis: Axis = USERS  # what its levels are (users, or requests/s)
     slo_headline: SloHeadline | None = None  # with SLOs: the highest level meeting them
+    outcome_findings: list[str] = field(default_factory=list)  # how its runs ended (first)
+    slo_finding: str = ""  # the SLO headline as a finding (after those)
 
     @property
     def label(self) -> str:
@@ -163,6 +175,8 @@ def summarize_run(path: str, slo: SloSpec = SloSpec()) -> RunSummary:
     if health is not None or data.requests["chunks_merged"].notna().any():
         client_levels = level_client_health(health, meas.metrics, data.requests)
     metrics = with_client_late(meas.metrics.copy(), client_levels)
+    if server is not None:  # whether requests waited in the server's queue, per level
+        metrics = metrics.merge(level_queue(server, meas.metrics), on="level", how="left")
     axis = axis_of(data.run)
     if axis.rate:
         # the report's curves, charts and tables key levels by `users`: an open-loop run's levels
@@ -208,7 +222,19 @@ def summarize_run(path: str, slo: SloSpec = SloSpec()) -> RunSummary:
         turns=turn_table(meas.labelled),
         conversations=conversation_summary(data.requests),
         axis=axis,
+        outcome=outcome_of(data),
     )
+
+
+def outcome_of(data: RunData) -> RunOutcome:
+    """How a run ended: run.json's outcome, its steps, and whether it ended on the target-lost
+    rule's failures (`target.loss`; the report cannot probe the target, so it says what the
+    requests show)."""
+    streak = streak_in(data.requests, data.steps)
+    silence = (
+        Silence(streak.level, streak.describe()) if streak and ended_unanswered(streak) else None
+    )
+    return run_outcome(data.run_id, data.run, data.steps, silence)
 
 
 def with_client_late(metrics: pd.DataFrame, client_levels: pd.DataFrame | None) -> pd.DataFrame:
@@ -231,7 +257,7 @@ def level_curve(
     frame = frame[frame["users"].notna()]
     if "client_late" not in frame:
         frame = frame.assign(client_late=False, client_late_reason="")
-    judged = tuple(m for m in GOODPUT_METRICS if m in frame)
+    judged = tuple(m for m in (*GOODPUT_METRICS, *QUEUE_COLUMNS) if m in frame)
     curve = aggregate(frame, ["users"], (*metrics, *judged))
     worst = pd.to_numeric(frame["success_rate"], errors="coerce").groupby(frame["users"]).min()
     curve["success_rate_min"] = curve["users"].map(worst).astype(np.float64)
@@ -331,21 +357,25 @@ def build_report_data(
         for r in members:
             r.series_label = g.label
         curve = level_curve([r.metrics for r in members])
+        kinds = failure_kinds(pd.concat([r.failures_by_users() for r in members]))
+        curve["failure_kinds"] = [kinds.get(float(u), "") for u in curve["users"]]
         sat = analyse(curve, rule)
         sat.axis = members[0].axis  # one series, one kind of level (`stats.comparable_settings`)
+        outcomes = [r.outcome for r in members if r.outcome is not None]
         report = SeriesReport(
             series=g,
             runs=members,
             curve=curve,
             saturation=sat,
-            findings=findings(curve, sat, g.n_runs, rule) + rate_findings(members),
+            findings=findings(curve, sat, g.n_runs, rule, outcomes) + rate_findings(members),
             axis=sat.axis,
+            outcome_findings=[text for o in outcomes for text in o.sentences()],
         )
         if spec:
             report.slo_headline = slo_headline([r.metrics for r in members], spec)
-            report.findings.insert(
-                0, report.slo_headline.sentence(sat.axis.noun, sat.axis.rate, spec)
-            )
+            report.slo_finding = report.slo_headline.sentence(sat.axis.noun, sat.axis.rate, spec)
+            # after how the runs ended, before every figure
+            report.findings.insert(len(report.outcome_findings), report.slo_finding)
         _distributions(report)
         series.append(report)
     rows = compare(

@@ -19,10 +19,11 @@ import jinja2
 
 from .. import __version__
 from ..analysis.decisions.slo import SloSpec
-from ..analysis.levels import server_side
+from ..analysis.levels import server_queue, server_side
 from ..analysis.levels.client_side import LATE_RULE
 from ..analysis.series.saturation import SaturationRule
 from ..rundir.files import write_atomic
+from ..target.loss import MIN_STREAK, NO_ANSWER_SHARE
 from . import charts, persona_charts
 from .model import ReportData, RunSummary, SeriesReport, build_report_data
 from .summary import summary_dict, write_summary_csv
@@ -134,6 +135,18 @@ def lost_worker_text(lost) -> str:
         if level is not None
         else str(lost.get("worker", "?"))
     )
+
+
+#: what the key findings stand on, for the methodology (the queue rule follows it)
+FINDINGS_RULE = (
+    "Each finding names the figures it stands on. They open with how a run ended when it did not "
+    "walk its whole ladder (run.json's outcome: interrupted, every load worker lost, never closed), "
+    f"when its target stopped answering (it ended on at least {MIN_STREAK} failures, "
+    f"{NO_ANSWER_SHARE:.0%} of them no answer: connect, disconnect, timeouts, with no success after "
+    "them) or when it lost a load worker. A "
+    "level with failed requests is explained by them, by category and count (requests.csv's error, "
+    "with an HTTP error's status), never by the client."
+)
 
 
 def _environment(run: dict) -> list[tuple[str, str]]:
@@ -289,7 +302,7 @@ def _views(
         errors = [
             {
                 "users": users.get(e["level"], math.nan),
-                "error": e["error"],
+                "error": f"{e['error']} {e['status']}" if e.get("status") else e["error"],
                 "count": int(e["count"]),
             }
             for e in r.errors.to_dict("records")
@@ -343,6 +356,7 @@ def build_report(
             late_rule=LATE_RULE,
             server_causes=server_side.DISAGREEMENT_CAUSES,
             min_intervals=server_side.MIN_INTERVALS,
+            findings_rule=FINDINGS_RULE + " " + server_queue.describe(),
         )
         summary = summary_dict(data)
         write_documents(paths, "report", context, summary)

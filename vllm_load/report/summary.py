@@ -238,7 +238,8 @@ def summary_rows(summary: dict) -> Iterator[tuple]:
                 run["series"],
                 run["run_id"],
                 "",
-                f"level{err['level']}.{err['error']}",
+                f"level{err['level']}.{err['error']}"
+                + (f".{err['status']}" if err.get("status") else ""),
                 "count",
                 err["count"],
             )

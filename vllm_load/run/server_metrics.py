@@ -24,8 +24,9 @@ from ..target.api import auth_headers
 #: family name (`vllm:prefix_cache_hits`) but its samples keep it (`vllm:prefix_cache_hits_total`),
 #: as in vLLM 0.32's exposition (tests/data/vllm_0.32.0_cpu_metrics.txt). `ttft_sum`/`ttft_count`
 #: are the server's TTFT histogram sum and count, for its mean TTFT over a window; `e2e_sum`/`e2e_count`
-#: its request-latency histogram, for requests in the server by Little's law; the prefix-cache
-#: counters count tokens (queried, and found in the cache).
+#: its request-latency histogram, for requests in the server by Little's law; `queue_time_sum`/
+#: `queue_time_count` its queue-time histogram (arrival to first scheduled), the evidence for a
+#: queue; the prefix-cache counters count tokens (queried, and found in the cache).
 COLUMNS: dict[str, tuple[str, ...]] = {
     "running": ("vllm:num_requests_running",),
     "waiting": ("vllm:num_requests_waiting",),
@@ -39,6 +40,8 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "prefix_cache_queries": ("vllm:prefix_cache_queries_total",),
     "e2e_sum": ("vllm:e2e_request_latency_seconds_sum",),
     "e2e_count": ("vllm:e2e_request_latency_seconds_count",),
+    "queue_time_sum": ("vllm:request_queue_time_seconds_sum",),
+    "queue_time_count": ("vllm:request_queue_time_seconds_count",),
 }
 HEADER = ("ts", *COLUMNS, "fetch_s")
 

@@ -37,6 +37,7 @@ ANALYSIS_COLUMNS: tuple[str, ...] = (
     "requested_prompt_tokens",
     "requested_completion_tokens",
     "ok",
+    "status",  # an http_status failure's status, in the report's failure counts
     "error",
     "user_class",
     "task",

@@ -52,30 +52,44 @@ def final_streak(run_dir: str) -> FinalStreak | None:
     # at call time: keeps pandas out of every command's start (cli.run imports this)
     import pandas as pd
 
-    path = os.path.join(run_dir, "requests.csv")
     try:
         rows = pd.read_csv(
-            path,
+            os.path.join(run_dir, "requests.csv"),
             usecols=["level", "users", "end_ts", "ok", "error"],
             dtype={"error": "string"},
             keep_default_na=True,
         )
     except (OSError, ValueError):
         return None
+    try:
+        steps = pd.read_csv(
+            os.path.join(run_dir, "steps.csv"), usecols=["level", "users", "start_ts"]
+        )
+    except (OSError, ValueError):
+        steps = None
+    return streak_in(rows, steps)
+
+
+def streak_in(rows, steps=None) -> FinalStreak | None:
+    """`final_streak` of a run already read: its requests (`level`, `users`, `end_ts`, `ok`,
+    `error`) and, when known, its steps (`level`, `users`, `start_ts`), as data frames."""
+    import pandas as pd  # at call time, as above
+
     if rows.empty:
         return None
-    rows = rows.sort_values("end_ts", kind="stable")
     ok = pd.to_numeric(rows["ok"], errors="coerce").fillna(0).to_numpy() == 1
-    last_ok = int(ok.nonzero()[0][-1]) if ok.any() else -1
-    tail = rows.iloc[last_ok + 1 :]
+    end = pd.to_numeric(rows["end_ts"], errors="coerce")
+    # what ended after the last success (sorting only those: a report reads a million rows)
+    tail = rows[end > end[ok].max()] if ok.any() else rows
     if tail.empty:
         return None
+    tail = tail.sort_values("end_ts", kind="stable")
     first = tail.iloc[0]
-    level, users = _level_at(run_dir, float(first["end_ts"])) or (
+    level, users = _level_at(steps, float(first["end_ts"])) or (
         _whole(first["level"]),
         _whole(first["users"]),
     )
-    counts = tail["error"].fillna("unknown").value_counts()
+    counts = tail["error"].astype("string").fillna("unknown").value_counts()
     return FinalStreak(
         level=level,
         users=users,
@@ -84,17 +98,12 @@ def final_streak(run_dir: str) -> FinalStreak | None:
     )
 
 
-def _level_at(run_dir: str, ts: float) -> tuple[int, int] | None:
+def _level_at(steps, ts: float) -> tuple[int, int] | None:
     """(level, users) running at `ts` by steps.csv; None when it cannot tell. (A request's own
     level is the one it started in: the first failures may have started a level earlier.)"""
-    # at call time: keeps pandas out of every command's start (cli.run imports this)
-    import pandas as pd
+    import pandas as pd  # at call time, as above
 
-    try:
-        steps = pd.read_csv(
-            os.path.join(run_dir, "steps.csv"), usecols=["level", "users", "start_ts"]
-        )
-    except (OSError, ValueError):
+    if steps is None or steps.empty or "start_ts" not in steps:
         return None
     started = steps[pd.to_numeric(steps["start_ts"], errors="coerce") <= ts]
     if started.empty:
@@ -106,6 +115,16 @@ def _level_at(run_dir: str, ts: float) -> tuple[int, int] | None:
 def _whole(value) -> int:
     """A level or user count from requests.csv (-1 when the cell is empty)."""
     return -1 if value != value or value is None else int(value)
+
+
+def ended_unanswered(streak: FinalStreak | None) -> bool:
+    """Whether a run's final streak is the rule's (at least `MIN_STREAK` failures after the last
+    success, at least `NO_ANSWER_SHARE` of them no answer); the probe is `still_answers`."""
+    return (
+        streak is not None
+        and streak.count >= MIN_STREAK
+        and streak.no_answer() >= NO_ANSWER_SHARE * streak.count
+    )
 
 
 def still_answers(host: str, api_key: str | None) -> bool:
@@ -120,13 +139,7 @@ def still_answers(host: str, api_key: str | None) -> bool:
 def target_lost(run_dir: str, host: str, api_key: str | None = None) -> str | None:
     """One line saying when the target stopped answering, or None when it did not (the rule above)."""
     streak = final_streak(run_dir)
-    if (
-        streak is None
-        or streak.count < MIN_STREAK
-        or streak.no_answer() < NO_ANSWER_SHARE * streak.count
-    ):
-        return None
-    if still_answers(host, api_key):
+    if streak is None or not ended_unanswered(streak) or still_answers(host, api_key):
         return None
     return (
         f"the target stopped answering during level {streak.level} (users {streak.users}): "

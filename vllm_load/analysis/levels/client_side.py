@@ -35,6 +35,18 @@ LATE_RULE = (
 )
 
 
+def shown_past(value: float, limit: float, decimals: int = 0) -> str:
+    """`value` with `decimals` decimals, or as many more as it takes for the number shown to be
+    on its side of `limit` (5.1 % against 5 % reads "5.1", never "5"; at most 4 more)."""
+    above = value > limit
+    places = decimals
+    while places < decimals + 4 and (
+        round(value, places) <= limit if above else round(value, places) >= limit
+    ):
+        places += 1
+    return f"{value:,.{places}f}"
+
+
 def read_client_health(path: str) -> pd.DataFrame | None:
     if not os.path.exists(path) or os.path.getsize(path) == 0:
         return None
@@ -118,13 +130,18 @@ def level_client_health(
         share = float(merged.at[rec["level"], "merged_share"]) if merged is not None else np.nan
         reasons, late = [], []
         if cpu > cpu_limit:
-            reasons.append(f"CPU {cpu:.0f}% > {cpu_limit:.0f}%")
+            reasons.append(f"CPU {shown_past(cpu, cpu_limit)}% > {cpu_limit:g}%")
         if lag > lag_limit_ms:
-            reasons.append(f"loop lag {lag:.1f} ms > {lag_limit_ms:g} ms")
+            reasons.append(f"loop lag {shown_past(lag, lag_limit_ms, 1)} ms > {lag_limit_ms:g} ms")
         if share > merged_limit:
-            late.append(f"{share * 100:.0f}% of chunks merged in reads > {merged_limit * 100:g}%")
+            late.append(
+                f"{shown_past(share * 100, merged_limit * 100)}% of chunks merged in reads "
+                f"> {merged_limit * 100:g}%"
+            )
         if wait > runqueue_limit_ms:
-            late.append(f"run-queue wait {wait:,.0f} ms/s > {runqueue_limit_ms:g} ms/s")
+            late.append(
+                f"run-queue wait {shown_past(wait, runqueue_limit_ms)} ms/s > {runqueue_limit_ms:g} ms/s"
+            )
         rows.append(
             {
                 "level": rec["level"],

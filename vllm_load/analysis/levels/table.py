@@ -134,7 +134,9 @@ def thin_levels(metrics: pd.DataFrame) -> dict[int, str]:
 
 
 def error_counts(requests: pd.DataFrame) -> pd.DataFrame:
-    """Failed requests per level and error category: columns level, error, count.
+    """Failed requests per level and error category: columns level, error, status, count;
+    `status` is the HTTP status of an `http_status` failure (so a 503 and a 429 are told apart),
+    0 for any other category or where requests.csv has no status.
 
     Every recorded failure counts, warm-up included: a failure is never discarded as warm-up.
     """
@@ -143,19 +145,26 @@ def error_counts(requests: pd.DataFrame) -> pd.DataFrame:
             {
                 "level": pd.Series([], dtype=np.int64),
                 "error": pd.Series([], dtype=object),
+                "status": pd.Series([], dtype=np.int64),
                 "count": pd.Series([], dtype=np.int64),
             }
         )
     failed = requests[(as_floats(requests["ok"]) != 1) & ~np.isnan(as_floats(requests["level"]))]
     errors = failed["error"].astype("string").fillna("").replace("", "unknown")
+    status = (
+        np.nan_to_num(as_floats(failed["status"])).astype(np.int64)
+        if "status" in failed
+        else np.zeros(len(failed), dtype=np.int64)
+    )
     counts = (
         pd.DataFrame(
             {
                 "level": as_floats(failed["level"]).astype(np.int64),
                 "error": errors.to_numpy(dtype=object),
+                "status": np.where(errors.to_numpy(dtype=object) == "http_status", status, 0),
             }
         )
-        .groupby(["level", "error"], sort=True)
+        .groupby(["level", "error", "status"], sort=True)
         .size()
         .rename("count")
         .reset_index()

@@ -6,10 +6,13 @@ answering looks like a slow level, not a broken one. The rule: a level where mor
 `max_failed_share` of the measured requests failed in any run (the worst run, from the curve's
 `success_rate_min`; `success_rate_mean` when the curve has no minimum) is left out of the peak,
 the saturation point, scaling and the recommendations. Every level with a failure is named in
-the findings with its failure share, whether left out or kept. The same rule on one run's levels
-(`level_problems`, with a level that measured nothing) makes `vllm-load run` exit non-zero. An open-loop (--rates) level
-whose measured window was no steady state in some run (`levels.rates`: the target could not
+the findings with its failure share, whether left out or kept. The same rule on one run's
+levels (`level_problems`, with a level that measured nothing) makes `vllm-load run` exit
+non-zero. An open-loop (--rates) level whose measured window was no steady state in some run (`levels.rates`: the target could not
 keep up, or the window worked off a backlog) is left out the same way, with the reason.
+
+A level with failures is explained by them: its finding names their categories and counts
+(requests.csv's `error`, an HTTP error with its status), from the curve's `failure_kinds`.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..levels.client_side import shown_past
 from ..levels.measure import LevelMeasurement
 from .curve import column
 
@@ -37,6 +41,7 @@ class FailedLevel:
     n: int  # runs at this level
     excluded: bool
     unsteady: str = ""  # an open-loop level whose window was no steady state: why (then excluded)
+    kinds: str = ""  # its failed requests by category, every run: `612 connect, 3 http_status 503`
 
     def sentence(self, max_failed_share: float = MAX_FAILED_SHARE) -> str:
         """The finding that names this level."""
@@ -47,16 +52,21 @@ class FailedLevel:
                 f"({self.unsteady}), so its throughput is not the target's at that rate."
             )
         users = f"{self.users:,.0f}"
-        share = f"{self.worst_share * 100:.1f}% of its measured requests failed"
+        limit = max_failed_share * 100
+        share = f"{shown_past(self.worst_share * 100, limit, 1)}% of its measured requests failed"
         if self.n >= 2:
             share += f" in the worst of {self.n} runs (mean {self.mean_share * 100:.1f}%)"
+        kinds = f"its failed requests: {self.kinds}" if self.kinds else ""
         if self.excluded:
             return (
                 f"Level {users} concurrent is left out of the peak, saturation point, scaling and recommendations: "
-                f"{share}, more than the {max_failed_share:.0%} allowed; its throughput counts only the requests "
-                "that succeeded."
+                f"{share}, more than the {max_failed_share:.0%} allowed{f' ({kinds})' if kinds else ''}; "
+                "its throughput counts only the requests that succeeded."
             )
-        return f"Level {users} concurrent is kept although {share} (at most the {max_failed_share:.0%} allowed)."
+        return (
+            f"Level {users} concurrent is kept although {share} (at most the {max_failed_share:.0%} "
+            f"allowed{f'; {kinds}' if kinds else ''})."
+        )
 
 
 def failed_levels(
@@ -72,6 +82,11 @@ def failed_levels(
         if "rate_unsteady" in curve
         else np.full(len(curve), "")
     )
+    kinds = (
+        curve["failure_kinds"].fillna("").astype(str).to_numpy()
+        if "failure_kinds" in curve
+        else np.full(len(curve), "")
+    )
     out = []
     for i in np.flatnonzero((worst_ok < 1.0) | (unsteady != "")):
         worst = 1.0 - worst_ok[i] if worst_ok[i] == worst_ok[i] else 0.0
@@ -79,7 +94,9 @@ def failed_levels(
         runs = int(n[i]) if n[i] == n[i] else 1
         excluded = bool(worst > max_failed_share) or bool(unsteady[i])
         out.append(
-            FailedLevel(float(users[i]), float(worst), float(mean), runs, excluded, unsteady[i])
+            FailedLevel(
+                float(users[i]), float(worst), float(mean), runs, excluded, unsteady[i], kinds[i]
+            )
         )
     return out
 
@@ -99,6 +116,30 @@ def why_left_out(
     if unsteady:
         return "were no steady state (the target fell behind the rate, or worked off a backlog)"
     return failed if failing else ""
+
+
+def failure_kinds(errors: pd.DataFrame) -> dict[float, str]:
+    """{level: its failed requests by category, most first, e.g. `612 connect, 3 http_status
+    503`} from failure counts (`levels.table.error_counts`' columns, with `users` for the level
+    and every run of a series in one frame)."""
+    if errors.empty:
+        return {}
+    label = errors["error"].astype(str)
+    if "status" in errors:
+        status = pd.to_numeric(errors["status"], errors="coerce").fillna(0).astype(int)
+        http = (label == "http_status") & (status > 0)
+        label = label.where(~http, label + " " + status.astype(str))
+    counts = (
+        pd.DataFrame({"users": errors["users"].astype(float), "kind": label, "n": errors["count"]})
+        .groupby(["users", "kind"])["n"]
+        .sum()
+        .reset_index()
+        .sort_values(["users", "n", "kind"], ascending=[True, False, True])
+    )
+    return {
+        float(users): ", ".join(f"{int(n):,} {kind}" for kind, n in zip(g["kind"], g["n"]))
+        for users, g in counts.groupby("users")
+    }
 
 
 def kept(curve: pd.DataFrame, failed: list[FailedLevel]) -> pd.DataFrame:
@@ -166,16 +207,20 @@ def level_problems(
     return out
 
 
-def _categories(labelled, level: int) -> str:
-    """The level's measured failures by category, most first: "timeout_stall 36, connect 2"."""
+def _categories(labelled: pd.DataFrame, level: int) -> str:
+    """The level's measured failures by category, most first (`failure_kinds`' words)."""
     if "error" not in labelled:
         return "categories unknown"
     failed = labelled[(labelled["level"] == level) & (labelled["ok"].astype(float) != 1)]
-    names = failed["error"].astype("string").fillna("").replace("", "unknown")
-    if "status" in failed:  # an HTTP error by its status: "HTTP 503"
-        status = failed["status"].astype("string").fillna("")
-        names = names.where(names != "http_status", "HTTP " + status)
-    return ", ".join(f"{n} {name}" for name, n in names.value_counts().items())
+    errors = pd.DataFrame(
+        {
+            "users": float(level),
+            "error": failed["error"].astype("string").fillna("").replace("", "unknown"),
+            "status": failed["status"] if "status" in failed else 0,
+            "count": 1,
+        }
+    )
+    return failure_kinds(errors).get(float(level), "")
 
 
 def describe_problems(problems: list[LevelProblem]) -> str:

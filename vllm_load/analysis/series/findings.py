@@ -1,12 +1,23 @@
-"""Key findings of one series: sentences built from its saturation analysis and its curve."""
+"""Key findings of one series: sentences built from its saturation analysis and its curve.
+
+Each sentence names the figures it stands on, and says a cause only where a figure shows it:
+how the runs ended opens the findings (`outcome`), a level with failures is explained by its
+failures (`failures`), and a TTFT that grows is put down to the server's queue only where the
+server's own metrics show requests waiting there (`levels.server_queue`).
+"""
 
 from __future__ import annotations
+
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
+from ..levels.client_side import shown_past
+from ..levels.server_queue import queued
 from .curve import column, users_text
 from .failures import kept
+from .outcome import RunOutcome, unreached
 from .saturation import Saturation, SaturationRule, level_point
 
 
@@ -26,12 +37,51 @@ def _s(seconds: float) -> str:
     return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1000:.0f} ms"
 
 
+def ttft_growth(curve: pd.DataFrame, noun: str) -> str:
+    """How TTFT p99 grows from the lowest to the highest level of `curve` (the levels kept), when it
+    at least doubles: the figures, then the server's queue at the highest level where its metrics
+    say (requests waiting there, or none), and whether the client was late at either end ("" when
+    it does not double)."""
+    ttft = column(curve, "ttft_p99_mean")
+    if len(curve) < 2 or not (ttft[0] > 0 and ttft[-1] == ttft[-1] and ttft[-1] / ttft[0] >= 2):
+        return ""
+    users = column(curve, "users")
+    low, high = users_text(users[0]), users_text(users[-1])
+    text = (
+        f"TTFT p99 grows {ttft[-1] / ttft[0]:.1f}x, from {_s(ttft[0])} at {low} to {_s(ttft[-1])} "
+        f"at {high} {noun}"
+    )
+    waiting = column(curve, "server_waiting_mean")[-1]
+    queue_time = column(curve, "server_queue_time_mean")[-1]
+    shown = []
+    if waiting == waiting:
+        shown.append(f"{waiting:,.1f} requests waiting on average (vllm:num_requests_waiting)")
+    if queue_time == queue_time:
+        shown.append(f"a mean queue time of {_s(queue_time)} (vllm:request_queue_time_seconds)")
+    verdict = queued(waiting, queue_time, column(curve, "ttft_p50_mean")[-1])
+    if verdict:
+        text += (
+            f"; at {high} the server's metrics show {' and '.join(shown)}: requests wait in its "
+            "queue before their first token"
+        )
+    elif verdict is not None:
+        text += f"; the server's metrics show no queue at {high} ({' and '.join(shown)})"
+    if "client_late" in curve and curve["client_late"].iloc[[0, -1]].astype(bool).any():
+        text += " (the client was late there: those TTFTs are its reading, see below)"
+    return text + "."
+
+
 def findings(
-    curve: pd.DataFrame, sat: Saturation, n_runs: int, rule: SaturationRule = SaturationRule()
+    curve: pd.DataFrame,
+    sat: Saturation,
+    n_runs: int,
+    rule: SaturationRule = SaturationRule(),
+    outcomes: Sequence[RunOutcome] = (),
 ) -> list[str]:
-    """Key findings of one series as sentences built from its numbers: throughput and latency from
-    the levels `sat` kept, then every level with failures, then the checks on the whole curve.
-    The levels are named as `sat.axis` says (users, or requests/s)."""
+    """Key findings of one series as sentences built from its numbers: how its runs ended
+    (`outcomes`), throughput and latency from the levels `sat` kept, then every level with
+    failures, then the checks on the whole curve. The levels are named as `sat.axis` says
+    (users, or requests/s)."""
     noun = sat.axis.noun
     name, unit = rule.throughput.column, rule.throughput.unit
     more = "load" if sat.axis.rate else "concurrency"
@@ -39,14 +89,18 @@ def findings(
         curve[~np.isnan(column(curve, f"{name}_mean"))].sort_values("users").reset_index(drop=True)
     )
     curve = kept(full, sat.failed)
-    out: list[str] = []
+    out: list[str] = [text for o in outcomes for text in o.sentences()]
     if sat.peak is None:
         if sat.failed:
-            return [
-                f"Every tested level {sat.left_out_above}: no peak, "
-                "saturation point or recommendation is given."
-            ] + [f.sentence(rule.max_failed_share) for f in sat.failed]
-        return [
+            return (
+                out
+                + [
+                    f"Every tested level {sat.left_out_above}: no peak, "
+                    "saturation point or recommendation is given."
+                ]
+                + [f.sentence(rule.max_failed_share) for f in sat.failed]
+            )
+        return out + [
             "No level has a measured throughput: every level either failed or ended before its warm-up."
         ]
     top = level_point(curve, len(curve) - 1, name)
@@ -77,7 +131,15 @@ def findings(
             if prev and prev.tok_per_s
             else ""
         )
-        if top.users == full["users"].iloc[-1]:
+        missing = [lv for lv in unreached(outcomes) if lv >= top.users]
+        if top.users == full["users"].iloc[-1] and missing:
+            out.append(
+                f"Throughput is still rising at the highest level reached ({users_text(top.users)} {noun}: "
+                f"{_figure(top.tok_per_s)} {unit}{gain}), but the test did not finish its ladder "
+                f"({', '.join(users_text(lv) for lv in missing)} {noun} not run to their end), so "
+                "where throughput saturates is not known: run the whole ladder first."
+            )
+        elif top.users == full["users"].iloc[-1]:
             out.append(
                 f"Throughput is still rising at the highest tested level ({users_text(top.users)} {noun}: "
                 f"{_figure(top.tok_per_s)} {unit}{gain}): not saturated within the tested levels; test higher "
@@ -94,22 +156,17 @@ def findings(
         out.append(sat.decision_text)
     if sat.scaling is not None and sat.scaling.ratio == sat.scaling.ratio:
         sc = sat.scaling
-        note = f" ({sc.note()})" if sc.substituted else ""
+        mean, users = column(curve, f"{name}_mean"), column(curve, "users")
+        a, b = (mean[users == lv] for lv in (sc.from_users, sc.to_users))
+        detail = [f"{_figure(a[0])} → {_figure(b[0])} {unit}"] if len(a) and len(b) else []
+        detail += [sc.note()] if sc.substituted else []
         out.append(
-            f"Throughput scales {sc.ratio:.1f}x from {users_text(sc.from_users)} to {users_text(sc.to_users)} {noun}{note}."
+            f"Throughput scales {sc.ratio:.1f}x from {users_text(sc.from_users)} to "
+            f"{users_text(sc.to_users)} {noun}" + (f" ({'; '.join(detail)})." if detail else ".")
         )
-    ttft = column(curve, "ttft_p99_mean")
-    if (
-        len(curve) > 1
-        and ttft[0] == ttft[0]
-        and ttft[-1] == ttft[-1]
-        and ttft[0] > 0
-        and ttft[-1] / ttft[0] >= 2
-    ):
-        out.append(
-            f"TTFT p99 grows {ttft[-1] / ttft[0]:.1f}x, from {_s(ttft[0])} at {users_text(curve['users'].iloc[0])} "
-            f"to {_s(ttft[-1])} at {users_text(top.users)}: requests wait in the server's queue before their first token."
-        )
+    growth = ttft_growth(curve, noun)
+    if growth:
+        out.append(growth)
     if not sat.failed:
         out.append(
             f"100% success at every tested level (up to {users_text(full['users'].iloc[-1])} {noun})."
@@ -119,7 +176,13 @@ def findings(
     curve = full  # the checks below are about every level
     achieved = column(curve, "achieved_concurrency_mean")
     users = column(curve, "users")
-    short = np.flatnonzero(achieved < 0.9 * users) if not sat.axis.rate else np.array([], int)
+    # a level left out for its failures is explained by them (its own finding), not by the client
+    failing = np.isin(users, [f.users for f in sat.failed if f.excluded])
+    short = (
+        np.flatnonzero((achieved < 0.9 * users) & ~failing)
+        if not sat.axis.rate
+        else np.array([], int)
+    )
     if short.size:
         i = int(short[0])
         out.append(
@@ -138,19 +201,21 @@ def findings(
     exact = column(curve, "prompt_exact_share_mean")
     if np.any(exact < 0.99):
         out.append(
-            f"Prompt lengths were not exact: as few as {np.nanmin(exact) * 100:.1f}% of requests got the "
-            "requested prompt token count."
+            f"Prompt lengths were not exact: as few as {shown_past(np.nanmin(exact) * 100, 99, 1)}% "
+            "of requests got the requested prompt token count."
         )
     cexact = column(curve, "completion_exact_share_mean")
     if np.any(cexact < 0.99):
         out.append(
-            f"Output lengths were not exact: as few as {np.nanmin(cexact) * 100:.1f}% of requests produced "
-            "the requested number of tokens (the server may ignore min_tokens/ignore_eos)."
+            f"Output lengths were not exact: as few as {shown_past(np.nanmin(cexact) * 100, 99, 1)}% "
+            "of requests produced the requested number of tokens (the server may ignore "
+            "min_tokens/ignore_eos)."
         )
-    if np.nansum(column(curve, "usage_missing_mean")) > 0:
+    missing_usage = np.nansum(column(curve, "usage_missing_mean"))
+    if missing_usage > 0:
         out.append(
-            "The server sent no token usage for some requests; their requested token counts were used "
-            "for throughput."
+            f"The server sent no token usage for {missing_usage:,.0f} measured request(s) (mean "
+            "per run, summed over levels); their requested token counts were used for throughput."
         )
     if n_runs >= 2 and not np.all(np.isnan(cov)):
         worst = float(np.nanmax(cov))

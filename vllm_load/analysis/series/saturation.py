@@ -25,6 +25,8 @@ from .failures import FailedLevel, failed_levels, kept, why_left_out
 from .stats import t_quantile
 
 THROUGHPUT = "total_tok_per_s"
+#: the scaling ratio's levels when none are asked for and the ladder has both
+DEFAULT_SCALING = (10.0, 200.0)
 
 
 @dataclass(frozen=True)
@@ -48,8 +50,10 @@ class SaturationRule:
     tolerance: float = 0.05  # within this fraction of the peak mean counts as the peak
     low_latency_slack: float = 0.10  # low latency: p99 E2E within this fraction of the best
     balanced_share: float = 0.5  # balanced: at least this share of the peak throughput
-    scaling_from: float = 10
-    scaling_to: float = 200
+    # the scaling ratio's levels; None: `DEFAULT_SCALING` where both were tested, else the
+    # lowest to the highest level kept (a ratio never names a level its ladder did not have)
+    scaling_from: float | None = None
+    scaling_to: float | None = None
     max_failed_share: float = (
         failures.MAX_FAILED_SHARE
     )  # more failed in any run: the level is left out
@@ -267,6 +271,19 @@ def scaling_ratio(
     return Scaling(from_users, to_users, a, b, tb / ta if ta > 0 else math.nan)
 
 
+def scaling_levels(curve: pd.DataFrame, rule: SaturationRule) -> tuple[float, float]:
+    """The levels of the scaling ratio: those `rule` asks for (the nearest tested ones stand in,
+    and the ratio says so), else `DEFAULT_SCALING` where both were tested, else the lowest and
+    the highest level of `curve`."""
+    if rule.scaling_from is not None and rule.scaling_to is not None:
+        return rule.scaling_from, rule.scaling_to
+    users = set(column(curve, "users").tolist())
+    if all(level in users for level in DEFAULT_SCALING):
+        return DEFAULT_SCALING
+    tested = column(curve, "users")
+    return (float(np.nanmin(tested)), float(np.nanmax(tested))) if len(tested) else DEFAULT_SCALING
+
+
 def analyse(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> Saturation:
     """Peak, saturation point, scaling, latency cost past saturation, recommendations, and whether the
     runs decide the point, over the levels `failures` keeps."""
@@ -315,7 +332,7 @@ def analyse(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> Sat
         sat,
         saturated,
         reason,
-        scaling_ratio(curve, rule.scaling_from, rule.scaling_to, name),
+        scaling_ratio(curve, *scaling_levels(curve, rule), name),
         cost,
         failed=failed,
         left_out_above=cut,
