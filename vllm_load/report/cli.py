@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import os
+import sys
 
 from ..values import SettingsError
 
@@ -159,6 +160,8 @@ def main(args: argparse.Namespace) -> int:
         )
     except ValueError as e:  # runs that cannot be read or compared
         raise SettingsError(str(e)) from None
+    for note in paths.notes:
+        print(f"vllm-load report: left out: {note}", file=sys.stderr)
     print(f"Report: {paths.html}")
     print(f"Summary: {paths.json}, {paths.csv}, {paths.markdown}")
     return 0
