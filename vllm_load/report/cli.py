@@ -7,6 +7,7 @@ import datetime as _dt
 import os
 import sys
 
+from ..rundir.files import safe_name
 from ..values import SettingsError
 
 
@@ -115,7 +116,7 @@ def _default_output(run_dirs: list[str]) -> str:
     models = set()
     for path in run_dirs:
         models.add(os.path.basename(os.path.dirname(os.path.abspath(path))))
-    name = models.pop() if len(models) == 1 else "comparison"
+    name = safe_name(models.pop(), "report") if len(models) == 1 else "comparison"
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return os.path.join("reports", f"{name}-{stamp}.html")
 

@@ -89,23 +89,24 @@ _WORDS = {
 }
 
 
+#: the Python types a JSON value of each kind parses to
+_TYPES: dict[str, tuple[type, ...]] = {
+    "str": (str,),
+    "dict": (dict,),
+    "list": (list,),
+    "int": (int,),
+    "number": (int, float),
+    "bool": (bool,),
+    "null": (type(None),),
+}
+
+
 def _is(value: Any, kind: str) -> bool:
     if kind.startswith("list[") and isinstance(value, list):
         return all(_is(item, kind[5:-1]) for item in value)
     if kind in ("int", "number") and isinstance(value, bool):
         return False
-    return isinstance(
-        value,
-        {
-            "str": str,
-            "dict": dict,
-            "list": list,
-            "int": int,
-            "number": (int, float),
-            "bool": bool,
-            "null": type(None),
-        }.get(kind, ()),
-    )
+    return isinstance(value, _TYPES.get(kind, ()))
 
 
 def _kind_words(kinds: str) -> str:

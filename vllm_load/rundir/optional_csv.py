@@ -55,8 +55,11 @@ def read_optional_csv(
         try:
             if len(row) != len(header):
                 raise ValueError(f"{len(row)} fields, the header has {len(header)}")
-            values = [v if c in text_columns else _number(v) for c, v in zip(header, row)]
-            if not math.isfinite(values[header.index(required[0])]):
+            values: list[str | float] = [
+                v if c in text_columns else _number(v) for c, v in zip(header, row)
+            ]
+            time = _number(row[header.index(required[0])])
+            if not math.isfinite(time):
                 raise ValueError(f"{required[0]} is {row[header.index(required[0])]!r}")
         except ValueError as e:
             skipped += 1
