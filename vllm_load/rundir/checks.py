@@ -263,8 +263,8 @@ def count_notes(read: int, partial: bool, run: dict, path: str, partial_id: str 
     if partial:
         which = f" (request {partial_id})" if partial_id else ""
         notes.append(
-            f"{path} ends inside a row{which}, cut off when the run stopped while writing it: "
-            "that row is left out."
+            f"{path} ends inside a row{which}, the one being written when the run stopped (or "
+            "while it still runs): that row is left out."
         )
     recorded = run.get("requests_recorded")
     if not isinstance(recorded, int):
