@@ -213,7 +213,10 @@ class Settings:
     )
     out: str = option("runs", "base directory for run directories")
     run_dir: str = option(
-        "", "exact run directory to write (default: OUT/<model>/<UTC time>-<id>)", web_ui=False
+        "",
+        "exact run directory to write, refused if it holds a run already (default: "
+        "OUT/<model>/<UTC time>-<id>)",
+        web_ui=False,
     )
     meta: dict[str, str] = option(
         {},

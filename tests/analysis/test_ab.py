@@ -138,13 +138,15 @@ def test_one_run_a_side_gives_no_verdict_and_shows_requests_for_information():
     got = {c.figure.key: c for c in res.at(16.0)}
     assert got["total_tok_per_s"].result.test == NO_TEST
     assert (
-        got["total_tok_per_s"].verdict == UNSURE
+        got["total_tok_per_s"].verdict == "no test possible at n = 1"
         and "impossible" in got["total_tok_per_s"].result.note
     )
     assert got["itl_p99"].result.test == NO_TEST and got["itl_p99"].requests is None
     # latencies 50 % higher: the requests of these two runs say so, but decide nothing
     e2e = got["e2e_p50"]
-    assert e2e.result.test == NO_TEST and e2e.verdict == UNSURE and "no verdict" in e2e.result.note
+    assert e2e.result.test == NO_TEST and "no verdict" in e2e.result.note
+    # never "no significant difference": no test was made
+    assert {c.verdict for c in res.comparisons} == {"no test possible at n = 1"}
     assert e2e.requests is not None and e2e.requests.test == BOOTSTRAP
     assert e2e.requests.ci_low > 0 and e2e.requests.p < 0.05
     assert got["success_rate"].requests is not None

@@ -50,7 +50,7 @@ def test_expand_errors(tmp_path):
 
 
 def test_load_run(tmp_path):
-    row = "0-1,local,0,2,chat,1,1.0,2.0,0.1,1.0,0.01,,,,,,10:3,4,10,5,10,5,1,200,,"
+    row = "0-1,local,0,2,chat,1,1.0,2.0,0.1,1.0,0.01,,,,,,10:3,4,0,,10,5,10,5,1,200,,"
     path = write_run(tmp_path / "r", rows=[row])
     run = load_run(path)
     assert run.model == "m" and run.run_id == "r"

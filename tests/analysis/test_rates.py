@@ -198,6 +198,7 @@ def test_delay_slope():
 def test_concurrency_levels_and_old_runs_have_no_rate_figures(tmp_path):
     rows = kept_up_level(0, 1000.0, 20)
     frame = requests_frame(rows).drop(columns=["queued_s"])  # written before queued_s existed
+    frame["users"] = 4  # as the recorder writes every row: its level's users
     frame.to_csv(tmp_path / "requests.csv", index=False)
     old = steps_frame([(0, 4, 1000.0, 1003.0, 5, 20, 60.0, "target_reached", None)])
     old.drop(columns=["rate"]).to_csv(tmp_path / "steps.csv", index=False)

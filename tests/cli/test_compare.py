@@ -92,7 +92,7 @@ def test_several_runs_a_side_with_vs_and_one_run_a_side(sides, tmp_path, capsys)
     assert figures["total_tok_per_s"]["test"] == "none"
     assert "impossible" in figures["total_tok_per_s"]["note"]
     ttft = figures["ttft_p99"]
-    assert ttft["test"] == "none" and ttft["verdict"] == "no significant difference at this n"
+    assert ttft["test"] == "none" and ttft["verdict"] == "no test possible at n = 1"
     assert ttft["requests_test"]["test"] == "bootstrap of the percentile over requests"
 
 
@@ -135,3 +135,74 @@ def test_help_says_what_it_does(capsys):
     assert exit_.value.code == 0
     text = capsys.readouterr().out
     assert "--fail-if-worse" in text and "Welch" in text and "vs" in text
+
+
+def test_runs_of_different_workloads_are_refused_or_compared_with_a_loud_warning(
+    sides, tmp_path, capsys
+):
+    a, _ = sides
+    longer = [
+        write_synthetic_run(
+            str(tmp_path / "long"),
+            SyntheticRun(
+                levels=(8, 64),
+                warmup_requests=4,
+                requests_per_level=40,
+                input_tokens=256,
+                output_tokens=64,
+                seed=20 + i,
+            ),
+        )
+        for i in range(2)
+    ]
+    out = str(tmp_path / "w.html")
+    assert main(["compare", a, *longer[:1], "-o", out]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "did not send the same workload" in err
+    assert "output_tokens: A 32, B 64" in err and "--allow-different-workloads" in err
+    assert not os.path.exists(out)
+    code = main(["compare", a, str(tmp_path / "long"), "-o", out, "--allow-different-workloads"])
+    assert code == 0
+    assert "WARNING: different workloads: output_tokens: A 32, B 64" in capsys.readouterr().err
+    assert "did not send the same workload" in open(out).read()
+    assert "**These sides did not send the same workload**" in open(str(tmp_path / "w.md")).read()
+    data = json.load(open(str(tmp_path / "w.json")))
+    assert data["workload_differences"] == ["output_tokens: A 32, B 64"]
+    # a side whose own runs differ is named too
+    mixed = ["compare", *glob.glob(os.path.join(a, "*", "*"))[:1], *longer[:1], "vs", longer[1]]
+    assert main([*mixed, "-o", out]) == 2
+    assert "A's runs differ in output_tokens (32 in" in capsys.readouterr().err
+
+
+def test_one_run_a_side_has_no_verdict_and_no_gate_to_pass(tmp_path, capsys):
+    """An 85 % throughput drop at n = 1 read "no significant difference at this n", and
+    --fail-if-worse passed it with "0 comparisons tested"."""
+    (fast,) = _runs(tmp_path / "fast", 64, 1)
+    (slow,) = _runs(tmp_path / "slow", 4, 1, seed0=5)
+    out = str(tmp_path / "one.html")
+    assert main(["compare", fast, slow, "-o", out]) == 0
+    printed = capsys.readouterr().out
+    assert "Outcome: no test possible at n = 1: no verdict on any of the 16 comparisons" in printed
+    data = json.load(open(str(tmp_path / "one.json")))
+    tok = {f["figure"]: f for f in data["levels"][1]["figures"]}["total_tok_per_s"]
+    assert tok["rel_diff"] < -0.5 and tok["verdict"] == "no test possible at n = 1"
+    everything = open(out).read() + open(str(tmp_path / "one.md")).read() + json.dumps(data)
+    assert "no significant difference at this n" not in everything
+    assert main(["compare", fast, slow, "-o", out, "--fail-if-worse", "5%"]) == 1
+    captured = capsys.readouterr()
+    assert "Outcome: no test possible at n = 1" in captured.out
+    (line,) = captured.err.strip().splitlines()
+    assert line.startswith("vllm-load compare: error: --fail-if-worse 5%: nothing was tested")
+
+
+def test_the_outcome_is_printed_also_when_nothing_differs(tmp_path, capsys):
+    a = _runs(tmp_path / "a", 16, 2)
+    b = _runs(tmp_path / "b", 16, 2, seed0=10)
+    assert main(["compare", *a, "vs", *b, "-o", str(tmp_path / "same.html")]) == 0
+    printed = capsys.readouterr().out
+    assert not [line for line in printed.splitlines() if line.startswith("  ")]  # no verdicts
+    (outcome,) = [line for line in printed.splitlines() if line.startswith("Outcome: ")]
+    assert outcome == (
+        "Outcome: B better on 0, worse on 0, no significant difference at this n on 16 of the "
+        "16 comparisons tested"
+    )

@@ -204,7 +204,7 @@ def test_a_client_flat_out_against_echo_is_marked_client_bound(tmp_path):
         )
     run_dir = only_run_dir(tmp_path)
     requests, steps, *_ = load_run_files(run_dir)
-    health = read_client_health(os.path.join(run_dir, "client_health.csv"))
+    health = read_client_health(os.path.join(run_dir, "client_health.csv")).frame
     assert health is not None and (health["worker"] == "local").all()
     verdict = level_client_health(health, level_metrics(requests, steps))
     # an echo server costs nothing, so the single client process runs flat out: over 80% of a core,

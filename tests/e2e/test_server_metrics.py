@@ -125,7 +125,7 @@ def test_server_metrics_agree_with_client_output_tokens_within_2_percent(tmp_pat
     run_dir = only_run_dir(tmp_path)
     requests, steps, run, _ = load_run_files(run_dir)
     assert run["server_metrics"]["samples"] >= 8 and run["server_metrics"]["errors"] == 0
-    server = read_server_metrics(os.path.join(run_dir, "server_metrics.csv"))
+    server = read_server_metrics(os.path.join(run_dir, "server_metrics.csv")).frame
     figures = level_server_figures(server, level_metrics(requests, steps), requests, 0.1)
     # windows of many scrape intervals; a loaded machine can still starve the scraper, and a window
     # it cannot resolve is not judged: at least one is, and every judged one agrees
@@ -138,7 +138,7 @@ def test_server_metrics_agree_with_client_output_tokens_within_2_percent(tmp_pat
     # requests the client had in flight are the server's running + waiting ones, where the client
     # kept up (a load process that waited for a CPU turns its requests over late)
     health = level_client_health(
-        read_client_health(os.path.join(run_dir, "client_health.csv")),
+        read_client_health(os.path.join(run_dir, "client_health.csv")).frame,
         level_metrics(requests, steps),
         requests,
     )

@@ -258,7 +258,7 @@ class Campaign:
 
 
 def _campaign_name(args: argparse.Namespace) -> str:
-    return safe_name(args.name or args.model or "campaign")
+    return safe_name(args.name or args.model, "campaign")
 
 
 def main(args: argparse.Namespace) -> int:

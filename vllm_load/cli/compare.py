@@ -6,8 +6,10 @@ import argparse
 import datetime as _dt
 import os
 import re
+import sys
 
 from ..values import SettingsError
+from .errors import CommandFailed
 
 #: the word that separates A's runs from B's when a side names more than one
 SEPARATOR = "vs"
@@ -19,9 +21,10 @@ DESCRIPTION = (
     "significant difference at this n), Holm-corrected across the headline figures. With two or "
     "more runs per side the test is Welch's t-test across runs; with one run a side no verdict is "
     "given (requests of one run share its speed; request-level figures are shown for "
-    "information). Writes "
-    "OUT.html, OUT.md and OUT.json. Exit status: 0, 1 when --fail-if-worse is crossed, 2 on "
-    "bad input."
+    'information; the verdict reads "no test possible at n = 1"). Runs whose workloads differ '
+    "(lengths, endpoint, dataset...) are refused unless --allow-different-workloads. Writes "
+    "OUT.html, OUT.md and OUT.json, and prints a one-line outcome. Exit status: 0, 1 when "
+    "--fail-if-worse is crossed or nothing could be tested, 2 on bad input."
 )
 
 EPILOG = (
@@ -71,6 +74,12 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         "figure (throughput lower, latency higher), e.g. 5%% or 0.05",
     )
     parser.add_argument(
+        "--allow-different-workloads",
+        action="store_true",
+        help="compare sides whose runs sent different workloads (lengths, endpoint, streaming, "
+        "dataset, shared prefix, user classes...: refused without this), saying how they differ",
+    )
+    parser.add_argument(
         "--resamples",
         type=int,
         default=2000,
@@ -110,7 +119,8 @@ def parse_share(text: str) -> float:
 
 def main(args: argparse.Namespace) -> int:
     # at call time: keeps pandas, scipy and matplotlib out of every command's start (cli.main)
-    from ..report.compare_model import build_compare_data, dropped_text
+    from ..analysis.decisions.ab import BETTER, WORSE
+    from ..report.compare_model import build_compare_data, dropped_text, outcome_text
     from ..report.compare_render import write_comparison
     from ..rundir.load import expand_run_paths
 
@@ -134,12 +144,17 @@ def main(args: argparse.Namespace) -> int:
             resamples=args.resamples,
             seed=args.bootstrap_seed,
             fail_if_worse=threshold,
+            allow_different_workloads=args.allow_different_workloads,
         )
     except ValueError as e:  # no such run, unreadable run, nothing in common
         raise SettingsError(str(e)) from None
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     paths = write_comparison(data, args.output or os.path.join("reports", f"compare-{stamp}.html"))
     res = data.result
+    for difference in data.workload_differences:
+        print(f"WARNING: different workloads: {difference}", file=sys.stderr)
+    for note in data.a.notes + data.b.notes:
+        print(f"vllm-load compare: left out: {note}", file=sys.stderr)
     print(
         f"{args.a_name} ({len(a_paths)} run(s)) vs {args.b_name} ({len(b_paths)} run(s)): "
         f"{res.n_tested} comparisons tested at {len(res.levels)} level(s), alpha {res.alpha:g}"
@@ -148,10 +163,16 @@ def main(args: argparse.Namespace) -> int:
     if dropped:
         print(f"levels dropped: {dropped}")
     for c in res.comparisons:
-        if c.verdict != "no significant difference at this n":
+        if c.verdict in (BETTER, WORSE):
             print(f"  {c.level:g}: {c.figure.label}: {c.verdict} ({c.rel_diff * 100:+.1f}%)")
     print(f"Comparison: {paths.html}")
     print(f"Also: {paths.markdown}, {paths.json}")
+    print(f"Outcome: {outcome_text(data)}")
+    if threshold is not None and not res.n_tested:
+        raise CommandFailed(
+            f"--fail-if-worse {threshold * 100:g}%: nothing was tested (no test possible with "
+            "one run on a side), so the gate cannot pass: run each side at least twice"
+        )
     if data.failed:
         print(
             f"--fail-if-worse {threshold * 100 if threshold is not None else 0:g}%: "

@@ -16,7 +16,7 @@ import sys
 
 from ..client.prompts import CalibrationError, PromptPlan, handed_over, prompt_plan
 from ..run.outcomes import EXIT_CODES, exit_status_help
-from ..run.recorder import new_run_dir
+from ..run.recorder import new_run_dir, refuse_existing_run
 from ..settings import Settings, add_arguments
 from ..target.api import HttpError, max_model_len, model_ids, request_json
 from ..target.loss import target_lost
@@ -191,6 +191,8 @@ def prepare(args: argparse.Namespace) -> Launch:
         if not args.web_user:
             raise SettingsError("--web-user must not be empty")
     settings = Settings.from_options(args)
+    if settings.run_dir:
+        refuse_existing_run(settings.run_dir)
     if getattr(
         args, "meta_file", ""
     ):  # expanded here, so workers on other hosts never need the file

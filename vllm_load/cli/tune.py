@@ -276,7 +276,7 @@ def main(args: argparse.Namespace) -> int:
         raise SettingsError("--server-cmd uses {model}: pass --model")
     if args.rank_by == "goodput" and not args.slo:
         raise SettingsError("--rank-by goodput ranks by requests/s meeting the SLOs: pass --slo")
-    directory = os.path.join(args.out, safe_name(args.name))
+    directory = os.path.join(args.out, safe_name(args.name, "tune"))
     os.makedirs(directory, exist_ok=True)
     state = _load_state(directory)
     known = {

@@ -180,7 +180,7 @@ def run_peaks(run_dir: str) -> tuple[float, float, list[str]]:
     data = load_run(run_dir)
     metrics = level_metrics(data.requests, data.steps)
     rates = chunk_rates(data.requests, metrics)
-    health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_CSV))
+    health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_CSV)).frame
     problems = health_problems(level_client_health(health, metrics, data.requests))
     return float(metrics["req_per_s"].max()), max(rates.values(), default=math.nan), problems
 
@@ -292,6 +292,10 @@ def main(args: argparse.Namespace) -> int:
     from ..report.summary import clean
     from ..rundir.load import load_run
 
+    try:  # first: a run directory whose files are not what they claim is one line, before any load
+        peak_req, peak_chunks, run_health = run_peaks(args.run) if args.run else (None, None, [])
+    except ValueError as e:
+        raise SettingsError(f"--run: {e}") from None
     # an unusable target is a usage error (SettingsError, 2), a failed echo run is not (1)
     if args.host:
         run_dir = _echo_run(args, args.host)
@@ -302,7 +306,6 @@ def main(args: argparse.Namespace) -> int:
     data = load_run(run_dir)
     metrics = level_metrics(data.requests, data.steps)
     levels_out = echo_levels(metrics, chunk_rates(data.requests, metrics))
-    peak_req, peak_chunks, run_health = run_peaks(args.run) if args.run else (None, None, [])
     result = judge(levels_out, args.max_p50_ms, args.min_margin, peak_req, peak_chunks, run_health)
     result.settings = {
         "echo_run": run_dir,

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import os
+import sys
 
+from ..rundir.files import safe_name
 from ..values import SettingsError
 
 
@@ -115,7 +117,7 @@ def _default_output(run_dirs: list[str]) -> str:
     models = set()
     for path in run_dirs:
         models.add(os.path.basename(os.path.dirname(os.path.abspath(path))))
-    name = models.pop() if len(models) == 1 else "comparison"
+    name = safe_name(models.pop(), "report") if len(models) == 1 else "comparison"
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return os.path.join("reports", f"{name}-{stamp}.html")
 
@@ -164,6 +166,8 @@ def main(args: argparse.Namespace) -> int:
         )
     except ValueError as e:  # runs that cannot be read or compared
         raise SettingsError(str(e)) from None
+    for note in paths.notes:
+        print(f"vllm-load report: left out: {note}", file=sys.stderr)
     print(f"Report: {paths.html}")
     print(f"Summary: {paths.json}, {paths.csv}, {paths.markdown}")
     return 0

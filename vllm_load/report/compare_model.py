@@ -9,16 +9,21 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
 from ..analysis.decisions.ab import (
+    BETTER,
+    UNSURE,
+    WORSE,
     ABResult,
     Comparison,
     RunLevels,
     compare_runs,
     worse_by,
 )
+from ..analysis.decisions.workload import workload_differences
 from ..analysis.levels.measure import measure_levels
 from ..analysis.series.curve import RATE, USERS, Axis, axis_of
 from ..rundir.load import ANALYSIS_COLUMNS, load_run
@@ -33,6 +38,8 @@ class Side:
     runs: list[RunLevels]
     models: list[str]
     axis: Axis
+    records: list[dict] = field(default_factory=list)  # each run's run.json
+    notes: list[str] = field(default_factory=list)  # what was left out of its runs' files, and why
 
 
 @dataclass
@@ -47,6 +54,8 @@ class CompareData:
     seed: int
     fail_if_worse: float | None = None  # the --fail-if-worse threshold (relative), if given
     worse: list[Comparison] = field(default_factory=list)  # what crossed it
+    #: how the sides' workloads differ, when compared anyway (--allow-different-workloads)
+    workload_differences: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -61,7 +70,7 @@ def level_text(level: float, axis: Axis) -> str:
 def load_side(name: str, paths: Sequence[str]) -> Side:
     """Read and measure the runs of one side. Raises ValueError on a run that cannot be read,
     or runs of both kinds (concurrency levels and request rates) on one side."""
-    runs, models, axes = [], [], set()
+    runs, models, axes, records, notes = [], [], set(), [], []
     for path in paths:
         data = load_run(path, ANALYSIS_COLUMNS)
         meas = measure_levels(data.requests, data.steps)
@@ -69,9 +78,11 @@ def load_side(name: str, paths: Sequence[str]) -> Side:
         if data.model not in models:
             models.append(data.model)
         axes.add(axis_of(data.run))
+        records.append(data.run)
+        notes += [f"run {data.run_id}: {note}" for note in data.notes]
     if len(axes) > 1:
         raise ValueError(f"{name} mixes concurrency runs and --rates runs: compare like with like")
-    return Side(name, list(paths), runs, models, axes.pop() if axes else USERS)
+    return Side(name, list(paths), runs, models, axes.pop() if axes else USERS, records, notes)
 
 
 def build_compare_data(
@@ -84,11 +95,13 @@ def build_compare_data(
     resamples: int = 2000,
     seed: int = 0,
     fail_if_worse: float | None = None,
+    allow_different_workloads: bool = False,
 ) -> CompareData:
     """Load both sides and compare every headline figure at every level they share.
 
     Raises ValueError when a run is on both sides, a run cannot be read, the sides' levels are
-    of different kinds, or they share no level.
+    of different kinds, they share no level, or their runs sent different workloads (unless
+    `allow_different_workloads`: the differences are then in `workload_differences`).
     """
     both = sorted(set(map(os.path.realpath, a_paths)) & set(map(os.path.realpath, b_paths)))
     if both:
@@ -98,6 +111,13 @@ def build_compare_data(
         kinds = {USERS: "concurrency levels", RATE: "request rates (--rates)"}
         raise ValueError(
             f"{a_name} tested {kinds[a.axis]} and {b_name} {kinds[b.axis]}: nothing to compare"
+        )
+    differ = workload_differences(a.records, b.records, a_name, b_name)
+    if differ and not allow_different_workloads:
+        raise ValueError(
+            f"{a_name} and {b_name} did not send the same workload ({'; '.join(differ)}): their "
+            "figures measure different work; compare runs of one workload, or pass "
+            "--allow-different-workloads to compare them anyway"
         )
     result = compare_runs(a.runs, b.runs, alpha, correction, resamples, seed)
     if not result.levels:
@@ -114,7 +134,30 @@ def build_compare_data(
         seed=seed,
         fail_if_worse=fail_if_worse,
         worse=worse_by(result, fail_if_worse) if fail_if_worse is not None else [],
+        workload_differences=differ,
     )
+
+
+def outcome_text(data: CompareData) -> str:
+    """The comparison's outcome in one sentence: the verdicts counted, or why there are none."""
+    res, a, b = data.result, data.a.name, data.b.name
+    untested = [c for c in res.comparisons if not c.tested]
+    if not res.n_tested:
+        n = min(min(c.a.n, c.b.n) for c in untested) if untested else 0
+        return (
+            f"no test possible at n = {n}: no verdict on any of the {len(res.comparisons)} "
+            f"comparisons ({a}: {len(data.a.runs)} run(s), {b}: {len(data.b.runs)} run(s)); "
+            "run each side at least twice to compare configurations"
+        )
+    counts = Counter(c.verdict for c in res.comparisons if c.tested)
+    text = (
+        f"{b} better on {counts[BETTER]}, worse on {counts[WORSE]}, no significant difference "
+        f"at this n on {counts[UNSURE]} of the {res.n_tested} comparisons tested"
+    )
+    if untested:
+        n = min(min(c.a.n, c.b.n) for c in untested)
+        text += f"; {len(untested)} with no test possible (n = {n} on a side)"
+    return text
 
 
 def _levels_text(levels: Sequence[float], axis: Axis) -> str:
@@ -188,6 +231,9 @@ def compare_dict(data: CompareData) -> dict:
         "levels": [
             {"level": lv, "figures": [comparison_dict(c) for c in res.at(lv)]} for lv in res.levels
         ],
+        "outcome": outcome_text(data),
+        "workload_differences": data.workload_differences,
+        "input_notes": data.a.notes + data.b.notes,
         "fail_if_worse": data.fail_if_worse,
         "failed": data.failed,
         "worse": [

@@ -17,11 +17,15 @@ import numpy as np
 from .. import __version__
 from ..analysis.decisions.ab import BETTER, FIGURES, UNSURE, WORSE, Comparison, Figure
 from . import charts
-from .compare_model import CompareData, compare_dict, dropped_text, level_text
+from .compare_model import CompareData, compare_dict, dropped_text, level_text, outcome_text
 from .render import html_and_base, template_env, write_documents
 
-#: the HTML class of each verdict's cell
+#: the HTML class of each verdict's cell ("untested" for "no test possible at n = 1")
 VERDICT_CLASS = {BETTER: "better", WORSE: "worse", UNSURE: "unsure"}
+
+
+def verdict_class(verdict: str) -> str:
+    return VERDICT_CLASS.get(verdict, "untested")
 
 
 @dataclass(frozen=True)
@@ -111,12 +115,14 @@ def write_comparison(data: CompareData, out_html: str) -> ComparePaths:
     env.globals.update(
         ci_text=ci_text,
         level_text=lambda lv: level_text(lv, data.a.axis),
-        verdict_class=VERDICT_CLASS,
+        verdict_class=verdict_class,
+        decided=(BETTER, WORSE),
     )
     context = dict(
         data=data,
         result=data.result,
         dropped=dropped_text(data),
+        outcome=outcome_text(data),
         chart=throughput_chart(data),
         title=f"vllm-load compare: {data.a.name} vs {data.b.name}",
         version=__version__,

@@ -7,7 +7,6 @@ returns is everything the templates, charts and summary files show.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
@@ -36,12 +35,16 @@ from ..analysis.series.compare import ModelRow, compare, comparison_findings
 from ..analysis.series.curve import USERS, Axis, axis_of
 from ..analysis.series.failures import failure_kinds
 from ..analysis.series.findings import findings
-from ..analysis.series.outcome import RunOutcome, Silence, run_outcome
+from ..analysis.series.outcome import RunOutcome, outcome_of
 from ..analysis.series.saturation import Saturation, SaturationRule, analyse
 from ..analysis.series.stats import Series, aggregate, group_runs
-from ..rundir.files import CLIENT_HEALTH_CSV, RUN_JSON, SERVER_METRICS_CSV
-from ..rundir.load import ANALYSIS_COLUMNS, RunData, load_run, read_client_validation
-from ..target.loss import ended_unanswered, streak_in
+from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV
+from ..rundir.load import (
+    ANALYSIS_COLUMNS,
+    load_run,
+    read_client_validation,
+    read_run_json,
+)
 
 #: per-level figures that are averaged across runs (everything numeric but timestamps)
 AGG_METRICS: tuple[str, ...] = tuple(
@@ -93,6 +96,8 @@ class RunSummary:
         users = dict(zip(self.metrics["level"], self.metrics["users"]))
         return self.errors.assign(users=self.errors["level"].map(users)).dropna(subset=["users"])
 
+    input_notes: list[str] = field(default_factory=list)  # what was left out of its files, why
+
 
 @dataclass
 class SeriesReport:
@@ -134,13 +139,9 @@ class ReportData:
 
 
 def recorded_slo(path: str) -> SloSpec:
-    """The SLOs a run was started with (run.json settings `slo`); none for older runs."""
-    try:
-        with open(os.path.join(path, RUN_JSON), encoding="utf-8") as fh:
-            settings = json.load(fh).get("settings") or {}
-    except (OSError, ValueError, AttributeError):
-        return SloSpec()
-    return parse_slo(settings.get("slo") or [])
+    """The SLOs a run was started with (run.json settings `slo`); none for older runs. Raises
+    DamagedRun (a ValueError) on a run.json that is not a run record."""
+    return parse_slo(read_run_json(path)["settings"].get("slo") or [])
 
 
 def report_slo(run_dirs: Sequence[str], given: SloSpec | None) -> SloSpec:
@@ -169,8 +170,9 @@ def summarize_run(path: str, slo: SloSpec = SloSpec()) -> RunSummary:
             for n, v in zip(goodput["slo_binding"], goodput["slo_binding_value"])
         ]
         meas.metrics = meas.metrics.merge(goodput, on="level", how="left")
-    server = read_server_metrics(os.path.join(path, SERVER_METRICS_CSV))
-    health = read_client_health(os.path.join(path, CLIENT_HEALTH_CSV))
+    server_read = read_server_metrics(os.path.join(path, SERVER_METRICS_CSV))
+    health_read = read_client_health(os.path.join(path, CLIENT_HEALTH_CSV))
+    server, health = server_read.frame, health_read.frame
     client_levels = None
     if health is not None or data.requests["chunks_merged"].notna().any():
         client_levels = level_client_health(health, meas.metrics, data.requests)
@@ -223,18 +225,17 @@ def summarize_run(path: str, slo: SloSpec = SloSpec()) -> RunSummary:
         conversations=conversation_summary(data.requests),
         axis=axis,
         outcome=outcome_of(data),
+        input_notes=[*data.notes, *(r.note for r in (server_read, health_read) if r.note)],
     )
 
 
-def outcome_of(data: RunData) -> RunOutcome:
-    """How a run ended: run.json's outcome, its steps, and whether it ended on the target-lost
-    rule's failures (`target.loss`; the report cannot probe the target, so it says what the
-    requests show)."""
-    streak = streak_in(data.requests, data.steps)
-    silence = (
-        Silence(streak.level, streak.describe()) if streak and ended_unanswered(streak) else None
-    )
-    return run_outcome(data.run_id, data.run, data.steps, silence)
+def input_findings(runs: Sequence[RunSummary]) -> list[str]:
+    """What the report left out of the runs' files, and why: first among a series' findings."""
+    return [
+        f"Run {r.run_id}: {note} The figures below are from what is sound."
+        for r in runs
+        for note in r.input_notes
+    ]
 
 
 def with_client_late(metrics: pd.DataFrame, client_levels: pd.DataFrame | None) -> pd.DataFrame:
@@ -367,7 +368,9 @@ def build_report_data(
             runs=members,
             curve=curve,
             saturation=sat,
-            findings=findings(curve, sat, g.n_runs, rule, outcomes) + rate_findings(members),
+            findings=input_findings(members)
+            + findings(curve, sat, g.n_runs, rule, outcomes)
+            + rate_findings(members),
             axis=sat.axis,
             outcome_findings=[text for o in outcomes for text in o.sentences()],
         )

@@ -8,6 +8,7 @@ through jinja2's autoescaping.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -37,6 +38,7 @@ class ReportPaths:
     json: str
     csv: str
     markdown: str
+    notes: tuple[str, ...] = ()  # what the report left out of the runs' files, and why
 
 
 @dataclass
@@ -362,6 +364,7 @@ def build_report(
         write_documents(paths, "report", context, summary)
         write_summary_csv(summary, paths.csv)
         bar.step("written")
-        return paths
+        notes = tuple(f"run {r.run_id}: {note}" for r in data.runs for note in r.input_notes)
+        return dataclasses.replace(paths, notes=notes)
     finally:
         bar.close()

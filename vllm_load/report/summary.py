@@ -140,6 +140,7 @@ def summary_dict(data: ReportData) -> dict:
                     "levels": records(r.metrics),
                     "errors": records(r.errors),
                     "workers_lost": r.run.get("workers_lost") or [],
+                    "input_notes": r.input_notes,  # what was left out of its files, and why
                     "client_validation": r.client_validation,
                     "server_levels": records(r.server_levels)
                     if r.server_levels is not None

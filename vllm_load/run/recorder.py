@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterable
 
-from ..rundir.files import RUN_JSON, STEPS_CSV, safe_name, write_atomic
+from ..rundir.files import RUN_JSON, STEPS_CSV, run_files_in, safe_name, write_atomic
 from ..rundir.records import (
     LEVEL_INDEX,
     START_INDEX,
@@ -25,6 +25,7 @@ from ..rundir.records import (
     USERS_INDEX,
     RequestsCsvWriter,
 )
+from ..values import SettingsError
 
 
 def utc_iso(ts: float | None = None) -> str:
@@ -33,11 +34,32 @@ def utc_iso(ts: float | None = None) -> str:
     )
 
 
+def redacted_argv(argv: list[str], secret: str) -> list[str]:
+    """`argv` with `secret` (the API key the options resolved to) hidden wherever it is: argparse
+    takes it after any spelling of its flag (`--api-key KEY`, `--api-key=KEY`, `--api-k KEY`,
+    `--api=KEY`...), so what is hidden is the value it resolved, not a spelling."""
+    if not secret:
+        return list(argv)
+    return ["***" if arg == secret else arg.replace(secret, "***") for arg in argv]
+
+
 def new_run_dir(base: str, model: str) -> str:
-    """`base/<model>/<UTC timestamp>-<short id>`, with `/` in the model id made safe."""
-    safe_model = safe_name(model) or "unknown-model"
+    """`base/<model>/<UTC timestamp>-<short id>`, the model id made one safe path component."""
+    safe_model = safe_name(model, "unknown-model")
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return os.path.join(base, safe_model, f"{stamp}-{secrets.token_hex(3)}")
+
+
+def refuse_existing_run(run_dir: str) -> None:
+    """SettingsError when `run_dir` already holds a run: a second one would append to its
+    requests.csv, and the two would be measured as one."""
+    found = run_files_in(run_dir)
+    if found:
+        raise SettingsError(
+            f"--run-dir {run_dir} already holds a run ({', '.join(found)}): a second run would "
+            "append to it and mix the two; name a new directory, or leave --run-dir out (each "
+            "run then gets its own under --out)"
+        )
 
 
 @dataclass
@@ -71,6 +93,7 @@ class RunRecorder:
 
     def __init__(self, run_dir: str, run_info: dict) -> None:
         self.run_dir = run_dir
+        refuse_existing_run(run_dir)
         os.makedirs(run_dir, exist_ok=True)
         self.run_info = dict(run_info)
         self.run_info.setdefault("outcome", "running")

@@ -18,7 +18,7 @@ from ..client.prompts import PromptPlan, prompt_plan
 from ..settings import Settings
 from ..target.api import max_model_len
 from ..values import SettingsError
-from .recorder import utc_iso
+from .recorder import redacted_argv, utc_iso
 
 
 def wanted_classes(user_classes: list, settings: Settings) -> list:
@@ -80,7 +80,7 @@ def run_header(
             "cpus": os.cpu_count(),
             "mode": "master" if master else "local",
             "workers": runner.worker_count if master else 1,
-            "command": " ".join(redacted_argv()),
+            "command": " ".join(redacted_argv(sys.argv, settings.api_key)),
         },
         "prompts": plan.to_json() if plan is not None else None,
         "user_classes": {cls.__name__: cls.weight for cls in user_classes},
@@ -88,20 +88,3 @@ def run_header(
         "started_at": utc_iso(),
         "workers_lost": [],
     }
-
-
-def redacted_argv() -> list[str]:
-    """sys.argv with the value of --api-key hidden."""
-    out, hide = [], False
-    for arg in sys.argv:
-        if hide:
-            out.append("***")
-            hide = False
-        elif arg == "--api-key":
-            out.append(arg)
-            hide = True
-        elif arg.startswith("--api-key="):
-            out.append("--api-key=***")
-        else:
-            out.append(arg)
-    return out

@@ -33,7 +33,7 @@ def print_summary(run_dir: str) -> None:
         abandoned = run.run.get("requests_abandoned", {}).get("total", 0)
         measurement = measure_levels(run.requests, run.steps)
         metrics = measurement.metrics
-        health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_CSV))
+        health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_CSV)).frame
         verdicts = rate_verdicts(metrics)
         table = format_level_table(
             metrics,

@@ -5,6 +5,7 @@ Names and the standard library only, so that a command can name a run directory'
 importing pandas (`load` reads the files into frames).
 """
 
+import hashlib
 import os
 import re
 
@@ -28,7 +29,25 @@ def write_atomic(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
-def safe_name(text: str) -> str:
-    """`text` as one path component: a model id's `/` becomes `__`, anything but letters, digits,
-    `.`, `_` and `-` becomes `_`; "" stays "" (the caller names the fallback)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text.replace("/", "__"))
+#: the files that make a directory a run: any of them (a run that stopped early may lack some)
+RUN_FILES: tuple[str, ...] = (RUN_JSON, REQUESTS_CSV, STEPS_CSV)
+#: the longest name `safe_name` gives (a path component may be 255 bytes)
+NAME_LIMIT = 120
+
+
+def run_files_in(path: str) -> list[str]:
+    """The files of a run already in the directory `path` (none: a new run may be written there)."""
+    return [f for f in RUN_FILES if os.path.exists(os.path.join(path, f))]
+
+
+def safe_name(text: str, fallback: str) -> str:
+    """`text` (a model id, a name someone typed) as one path component inside its parent: a model
+    id's `/` becomes `__`, anything but letters, digits, `.`, `_` and `-` becomes `_`, leading dots
+    become `_` (never `.`, `..` or a hidden name), at most NAME_LIMIT characters (a cut name ends
+    in a digest of the whole, so two names stay two); `fallback` when nothing is left."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", text.replace("/", "__"))
+    name = re.sub(r"^\.+", lambda dots: "_" * len(dots.group()), name)
+    if len(name) > NAME_LIMIT:
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
+        name = f"{name[: NAME_LIMIT - 9]}-{digest}"
+    return name or fallback

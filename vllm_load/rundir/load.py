@@ -2,7 +2,8 @@
 
 A run directory is recognised by its `run.json`. `expand_run_paths` turns what a user typed
 (run directories, directories holding runs, globs) into a list of run directories, and
-`load_run` reads one of them.
+`load_run` reads one of them, checking its files first (`checks`): what is not what it claims
+is refused with one line, or left out and said (`RunData.notes`).
 """
 
 from __future__ import annotations
@@ -10,11 +11,20 @@ from __future__ import annotations
 import glob
 import json
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 import pandas as pd
 
+from .checks import (
+    CHECKED_COLUMNS,
+    DamagedRun,
+    check_header,
+    check_request_values,
+    check_run_json,
+    count_notes,
+)
 from .files import CLIENT_VALIDATION_JSON, HISTORY_CSV, REQUESTS_CSV, RUN_JSON, STEPS_CSV
 from .records import COLUMNS, PANDAS_DTYPES, STEPS_COLUMNS
 
@@ -58,6 +68,7 @@ class RunData:
     requests: pd.DataFrame
     steps: pd.DataFrame
     history: pd.DataFrame | None
+    notes: list[str] = field(default_factory=list)  # what was left out of its files, and why
 
     @property
     def model(self) -> str:
@@ -106,30 +117,131 @@ def expand_run_paths(patterns: Sequence[str]) -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class RequestsRead:
+    """requests.csv's whole rows, checked (`checks`), and what the report must say about it."""
+
+    frame: pd.DataFrame
+    notes: list[str]
+
+
+#: how each column is parsed: the documented dtypes, and every other column as seconds, so a
+#: value of the wrong type is an error, never a column read as text
+_DTYPES: dict[str, str] = {c: PANDAS_DTYPES.get(c, "float64") for c in COLUMNS}
+_EOF_IN_STRING = re.compile(r"EOF inside string starting at row (\d+)")
+_FIELDS = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+
+
+def _parse(path: str, usecols: list[str], nrows: int | None) -> pd.DataFrame:
+    dtypes = {c: _DTYPES[c] for c in usecols if c in _DTYPES}
+    try:
+        return pd.read_csv(
+            path, usecols=usecols, dtype=dtypes, keep_default_na=True, engine="c", nrows=nrows
+        )
+    except ValueError as e:  # a value of the wrong type: find the row (slowly) to name it
+        if isinstance(e, pd.errors.ParserError):
+            raise
+        text = pd.read_csv(path, usecols=usecols, dtype=str, keep_default_na=False, nrows=nrows)
+        for c in usecols:
+            if _DTYPES.get(c, "string") in ("string", "object"):
+                continue
+            cells = text[c].str.strip()
+            wrong = (cells != "") & pd.to_numeric(cells, errors="coerce").isna()
+            wrong &= ~cells.str.lower().isin(("nan", "na", "n/a", "null", "none"))
+            if wrong.any():
+                i = int(wrong.to_numpy().argmax())
+                raise DamagedRun(
+                    f"{path}: row {i + 1}: {c} is {text[c].iloc[i]!r}, not a number "
+                    f"({int(wrong.sum()):,} row(s) like it): not what a run writes"
+                ) from None
+        raise DamagedRun(f"{path}: {e}") from None
+
+
+def _whole_rows(path: str, usecols: list[str]) -> tuple[pd.DataFrame, bool, str]:
+    """The rows of requests.csv that were written whole, whether a last one cut short (the run
+    stopped while writing it: a file vllm-load writes always ends with a line end) was left out,
+    and its request id where it is known."""
+    with open(path, "rb") as fh:
+        fh.seek(-1, os.SEEK_END)
+        partial = fh.read(1) not in (b"\n", b"\r")
+    try:
+        frame = _parse(path, usecols, None)
+    except pd.errors.ParserError as e:
+        message = str(e).strip()
+        cut = _EOF_IN_STRING.search(message)
+        if cut:  # the cut fell inside a quoted field: the rows before that one are whole
+            return _parse(path, usecols, int(cut.group(1)) - 1), True, ""
+        fields = _FIELDS.search(message)
+        if fields:
+            raise DamagedRun(
+                f"{path}: line {fields.group(2)} has {fields.group(3)} fields, the header "
+                f"{fields.group(1)}: not what a run writes"
+            ) from None
+        raise DamagedRun(f"{path}: unreadable ({message.splitlines()[-1]})") from None
+    cut_id = ""
+    if partial and len(frame):
+        if not pd.isna(frame["start_ts"].iloc[-1]):  # its id (the first field) came whole
+            cut_id = str(frame["request_id"].iloc[-1])
+        frame = frame.iloc[:-1]
+    return frame, partial, cut_id
+
+
 def read_requests_frame(path: str, columns: Iterable[str] | None = None) -> pd.DataFrame:
-    """requests.csv with the documented dtypes; only `columns` when given (faster on big runs)."""
+    """requests.csv with the documented dtypes; only `columns` when given (faster on big runs).
+    DamagedRun when it cannot be measured (`read_requests`)."""
+    return read_requests(path, {}, columns).frame
+
+
+def read_requests(path: str, run: dict, columns: Iterable[str] | None = None) -> RequestsRead:
+    """requests.csv with the documented dtypes (only `columns` when given), checked on its own
+    and against the run's run.json (`checks`): DamagedRun when it cannot be measured, notes on
+    what was left out otherwise."""
     wanted = list(columns) if columns is not None else list(COLUMNS)
-    if not os.path.exists(path) or os.path.getsize(path) == 0:
-        return _empty_requests(wanted)
-    header = pd.read_csv(path, nrows=0).columns
-    usecols = [c for c in wanted if c in header]
-    dtypes = {c: t for c, t in PANDAS_DTYPES.items() if c in usecols}
-    frame = pd.read_csv(path, usecols=usecols, dtype=dtypes, keep_default_na=True, engine="c")
+    if not os.path.exists(path):
+        raise DamagedRun(f"{path} is missing: the run's requests are not there")
+    if os.path.getsize(path) == 0:
+        raise DamagedRun(f"{path} is empty (not even its header): the run's requests are lost")
+    try:
+        header = [str(c) for c in pd.read_csv(path, nrows=0).columns]
+    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise DamagedRun(f"{path}: not a {REQUESTS_CSV} ({str(e).strip()[:80]})") from None
+    check_header(header, path)
+    read = [c for c in COLUMNS if c in header and (c in wanted or c in CHECKED_COLUMNS)]
+    try:
+        frame, partial, cut_id = _whole_rows(path, read)
+    except UnicodeDecodeError as e:
+        raise DamagedRun(f"{path}: not text ({e})") from None
+    check_request_values(frame, path)
+    notes = count_notes(len(frame), partial, run, path, cut_id)
+    if frame.empty:
+        raise DamagedRun(f"{path} holds no request: nothing to measure")
+    frame = frame.reset_index(drop=True)
     for c in wanted:
         if c not in frame.columns:
             frame[c] = pd.Series(None, index=frame.index, dtype=PANDAS_DTYPES.get(c, "float64"))
-    return frame[wanted]
+    return RequestsRead(frame[wanted], notes)
 
 
-def _empty_requests(columns: list[str]) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series([], dtype=PANDAS_DTYPES.get(c, "float64")) for c in columns})
+#: steps.csv's columns the analysis cannot do without
+STEPS_REQUIRED: tuple[str, ...] = ("level", "users", "start_ts", "end_ts")
 
 
 def read_steps(path: str) -> pd.DataFrame:
-    """steps.csv (empty frame with the documented columns when missing)."""
+    """steps.csv; DamagedRun when it is missing, or is not a steps.csv (its header, its types)."""
     if not os.path.exists(path) or os.path.getsize(path) == 0:
-        return pd.DataFrame({c: [] for c in STEPS_COLUMNS})
-    frame = pd.read_csv(path, dtype={"stop_reason": "string"}, keep_default_na=True)
+        raise DamagedRun(
+            f"{path} is {'empty' if os.path.exists(path) else 'missing'}: the run's levels are not there"
+        )
+    try:
+        frame = pd.read_csv(path, dtype={"stop_reason": "string"}, keep_default_na=True)
+    except (UnicodeDecodeError, pd.errors.ParserError) as e:
+        raise DamagedRun(f"{path}: unreadable ({str(e).strip()[:80]})") from None
+    missing = [c for c in STEPS_REQUIRED if c not in frame.columns]
+    if missing:
+        raise DamagedRun(f"{path}: not a {STEPS_CSV} (its header lacks {', '.join(missing)})")
+    for c in frame.columns:
+        if c in STEPS_COLUMNS and c != "stop_reason" and frame[c].dtype == object:
+            raise DamagedRun(f"{path}: {c} holds {frame[c].iloc[0]!r}, not numbers")
     return frame
 
 
@@ -155,24 +267,31 @@ def read_client_validation(path: str) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def load_run(path: str, columns: Iterable[str] | None = None) -> RunData:
-    """Read one run directory. `columns` limits which requests.csv columns are loaded.
-
-    Raises ValueError when `path` is not a run directory or its run.json is unreadable.
-    """
-    if not is_run_dir(path):
-        raise ValueError(f"{path}: not a run directory (no {RUN_JSON})")
+def read_run_json(path: str) -> dict:
+    """The run directory `path`'s run.json, checked (`checks.check_run_json`); DamagedRun when it
+    is unreadable or not a run record."""
     try:
         with open(os.path.join(path, RUN_JSON), encoding="utf-8") as fh:
             run = json.load(fh)
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: unreadable {RUN_JSON}: {e}") from e
-    if not isinstance(run, dict):
-        raise ValueError(f"{path}: {RUN_JSON} is not a JSON object")
+    except (OSError, ValueError) as e:
+        raise DamagedRun(f"{path}/{RUN_JSON}: unreadable ({e})") from None
+    return check_run_json(run, path)
+
+
+def load_run(path: str, columns: Iterable[str] | None = None) -> RunData:
+    """Read one run directory. `columns` limits which requests.csv columns are loaded.
+
+    Raises ValueError when `path` is not a run directory, DamagedRun (a ValueError) when one of
+    its files is not what it claims (`checks`)."""
+    if not is_run_dir(path):
+        raise ValueError(f"{path}: not a run directory (no {RUN_JSON})")
+    run = read_run_json(path)
+    requests = read_requests(os.path.join(path, REQUESTS_CSV), run, columns)
     return RunData(
         path=path,
         run=run,
-        requests=read_requests_frame(os.path.join(path, REQUESTS_CSV), columns),
+        requests=requests.frame,
         steps=read_steps(os.path.join(path, STEPS_CSV)),
         history=read_history(os.path.join(path, HISTORY_CSV)),
+        notes=requests.notes,
     )

@@ -21,6 +21,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 import numpy as np
 import pandas as pd
 
+from .files import safe_name
 from .histogram import LogHistogram
 from .records import COLUMNS, STEPS_COLUMNS, RequestRecord
 from .synthetic_personas import Persona, PersonaShape, label_requests
@@ -233,7 +234,7 @@ def write_synthetic_run(base_dir: str, spec: SyntheticRun | None = None) -> str:
     rng = np.random.default_rng(spec.seed)
     speed = float(rng.lognormal(0.0, spec.server.run_noise))
     run_id = f"{pd.Timestamp(spec.start_ts, unit='s'):%Y%m%dT%H%M%SZ}-syn{spec.seed:03d}"
-    run_dir = os.path.join(base_dir, spec.model.replace("/", "__"), run_id)
+    run_dir = os.path.join(base_dir, safe_name(spec.model, "unknown-model"), run_id)
     os.makedirs(run_dir, exist_ok=True)
 
     frames, steps, t = [], [], spec.start_ts

@@ -3,7 +3,8 @@
 Each side is one or more runs of one configuration. Per level tested on both sides and per
 headline figure this module gives A's and B's mean over runs, the difference B − A with its
 confidence interval, a p-value, and a verdict ("B better", "B worse", or "no significant
-difference at this n"; never "equal": a test that finds nothing has not shown equality).
+difference at this n"; never "equal": a test that finds nothing has not shown equality; "no
+test possible at n = 1" where a side has a single run, which no test can judge).
 
 Which test speaks:
 
@@ -47,6 +48,16 @@ from .significance import (
 )
 
 BETTER, WORSE, UNSURE = "B better", "B worse", "no significant difference at this n"
+#: the verdict where no test was possible: fewer than two runs of a side measured the figure
+NO_TEST_VERDICT = "no test possible at n = {n}"
+
+
+def no_test_verdict(n: int) -> str:
+    """The verdict where no test was possible, "no test possible at n = 1": never "no significant
+    difference", which only a test can find."""
+    return NO_TEST_VERDICT.format(n=n)
+
+
 #: Holm's correction within each level, across every level and figure, or none
 CORRECTIONS: tuple[str, ...] = ("level", "all", "none")
 
@@ -285,7 +296,11 @@ def compare_runs(
         adjusted = holm(raw) if correction != "none" else np.asarray(raw, dtype=np.float64)
         for c, p in zip(family, adjusted):
             c.p_adjusted = float(p)
-            c.verdict = verdict(c.result.diff, c.p_adjusted, alpha, c.figure.higher_is_better)
+            c.verdict = (
+                verdict(c.result.diff, c.p_adjusted, alpha, c.figure.higher_is_better)
+                if c.tested
+                else no_test_verdict(min(c.a.n, c.b.n))
+            )
     return ABResult(
         alpha=alpha,
         correction=correction,

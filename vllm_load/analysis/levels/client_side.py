@@ -19,12 +19,11 @@ run-queue limit see `client_health.RUNQUEUE_LIMIT_MS`.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pandas as pd
 
 from ...client.health import CPU_LIMIT, LAG_LIMIT_MS, RUNQUEUE_LIMIT_MS
+from ...rundir.optional_csv import CsvRead, read_optional_csv
 
 #: the share of content chunks merged (dated with another) above which a level is client-late
 MERGED_LIMIT = 0.05
@@ -47,11 +46,10 @@ def shown_past(value: float, limit: float, decimals: int = 0) -> str:
     return f"{value:,.{places}f}"
 
 
-def read_client_health(path: str) -> pd.DataFrame | None:
-    if not os.path.exists(path) or os.path.getsize(path) == 0:
-        return None
-    frame = pd.read_csv(path, dtype={"worker": "string"})
-    return None if frame.empty else frame
+def read_client_health(path: str) -> CsvRead:
+    """`client_health.csv` (None when absent or empty), its bad lines skipped and counted in the
+    note."""
+    return read_optional_csv(path, ("ts", "worker", "level"), text_columns=("worker",))
 
 
 def as_floats(frame: pd.DataFrame, column: str) -> np.ndarray:

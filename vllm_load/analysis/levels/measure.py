@@ -35,7 +35,7 @@ from .window_rates import RequestSpans, work_in_window
 PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
 LATENCIES: tuple[str, ...] = ("e2e", "ttft", "itl", "tpot")
 #: stop reasons after which the level ended before its W + K requests had all ended
-CUT_SHORT = frozenset({"time_cap", "interrupted", "workers_lost", "measured_lost"})
+CUT_SHORT = frozenset({"time_cap", "interrupted", "workers_lost", "measured_lost", "client_limit"})
 
 METRIC_COLUMNS: tuple[str, ...] = (
     "level",

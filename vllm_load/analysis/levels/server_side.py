@@ -30,12 +30,12 @@ compare" with the reason, never a disagreement.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from ...rundir.optional_csv import CsvRead, read_optional_csv
 from .measure import success_spans
 from .window_rates import RequestSpans, work_in_window
 
@@ -61,14 +61,13 @@ DISAGREEMENT_CAUSES = (
 )
 
 
-def read_server_metrics(path: str) -> pd.DataFrame | None:
-    """`server_metrics.csv` sorted by time; None when absent or empty."""
-    if not os.path.exists(path) or os.path.getsize(path) == 0:
-        return None
-    frame = pd.read_csv(path)
-    if frame.empty or "ts" not in frame.columns:
-        return None
-    return frame.sort_values("ts").reset_index(drop=True)
+def read_server_metrics(path: str) -> CsvRead:
+    """`server_metrics.csv` sorted by time (None when absent or empty), its bad lines skipped
+    and counted in the note."""
+    read = read_optional_csv(path, ("ts",))
+    if read.frame is None:
+        return read
+    return CsvRead(read.frame.sort_values("ts").reset_index(drop=True), read.note)
 
 
 def scrape_interval(server: pd.DataFrame, configured: float | None = None) -> float:

@@ -17,10 +17,12 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from ...rundir.load import RunData
+from ...target.loss import ended_unanswered, streak_in
 from .curve import axis_of, users_text
 
 #: `steps.csv` stop reasons of a level that ended before its requests did
-CUT_SHORT = frozenset({"interrupted", "workers_lost"})
+CUT_SHORT = frozenset({"interrupted", "workers_lost", "client_limit"})
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,8 @@ class RunOutcome:
             how = {
                 "interrupted": "was interrupted",
                 "workers_lost": "lost every load worker",
+                "client_limit": "was stopped at a load process's client-side limit (run.json "
+                "`client_limit` names it)",
                 "running": "never closed (its process was killed, or it is still running)",
             }.get(self.outcome, f"ended early (outcome {self.outcome})")
             during = (
@@ -170,3 +174,14 @@ def run_outcome(
 def unreached(outcomes: Sequence[RunOutcome]) -> tuple[float, ...]:
     """The levels some run of a series did not run to their end."""
     return tuple(sorted({lv for o in outcomes for lv in o.unreached}))
+
+
+def outcome_of(data: RunData) -> RunOutcome:
+    """How a run ended: run.json's outcome, its steps, and whether it ended on the target-lost
+    rule's failures (`target.loss`; the report cannot probe the target, so it says what the
+    requests show)."""
+    streak = streak_in(data.requests, data.steps)
+    silence = (
+        Silence(streak.level, streak.describe()) if streak and ended_unanswered(streak) else None
+    )
+    return run_outcome(data.run_id, data.run, data.steps, silence)
