@@ -185,9 +185,11 @@ def check_prompts(host: str, model: str, settings: Settings) -> PromptPlan:
 def prepare(args: argparse.Namespace) -> Launch:
     """Validate everything that can be validated here; return how to start Locust."""
     if args.command == "worker":
-        return Launch(
+        launch = Launch(
             locust_command(args), None, None, api_key_env(getattr(args, "api_key", "") or "")
         )
+        launch.signal_group = True  # `--processes` workers get a stop signal as from a terminal
+        return launch
     if getattr(args, "web_login", False):
         if not args.web:
             raise SettingsError("--web-login protects the web UI: use it with --web")
@@ -217,12 +219,23 @@ def prepare(args: argparse.Namespace) -> Launch:
 
 def main(args: argparse.Namespace) -> int:
     launch = prepare(args)
+    if args.command == "worker":  # Locust says nothing until the master answers
+        print(
+            f"vllm-load worker: waiting for master at {args.master_host}:{args.master_port} "
+            "(start it with `vllm-load master`; Ctrl-C to stop)",
+            file=sys.stderr,
+            flush=True,
+        )
     run_dir, settings = launch.run_dir, launch.settings
     api_key = (settings.api_key if settings else getattr(args, "api_key", "")) or ""
     code = launch.run()
     if run_dir and not os.path.exists(os.path.join(run_dir, "run.json")):
         raise CommandFailed(
             f"the test did not start (Locust exited with code {code}); see Locust's errors above"
+        )
+    if launch.closed_by:
+        raise CommandFailed(
+            f"{launch.closed_by}; {run_dir} is marked interrupted and holds what was recorded"
         )
     outcome = run_outcome(run_dir) if run_dir else "completed"
     if code == 0 and outcome in INCOMPLETE_EXIT_CODES:
@@ -307,7 +320,7 @@ def run_headless(
     assert settings is not None  # prepare() gives None only for a worker
     code = launch.run()
     outcome = run_outcome(run_dir)
-    if code != 0 and outcome == "completed":
+    if (code != 0 and outcome == "completed") or launch.closed_by:
         outcome = "failed"
     if outcome == "completed" and run_dir:
         lost = target_lost(run_dir, run_args.host, settings.api_key or None)
