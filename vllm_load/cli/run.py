@@ -19,7 +19,7 @@ from ..run.recorder import new_run_dir
 from ..settings import Settings, add_arguments
 from ..target.api import HttpError, max_model_len, model_ids, request_json
 from ..target.loss import target_lost
-from ..values import SettingsError, port_argument
+from ..values import SettingsError, master_host_argument, port_argument
 from ..web.auth import MISSING_PASSWORD, PASSWORD_ENV, web_password
 from ..web.auth import add_arguments as add_web_user_argument
 from .common import (
@@ -30,6 +30,7 @@ from .common import (
 )
 from .errors import CommandFailed
 from .locust_process import Launch, api_key_env, locust_command
+from .preflight import check_input_files, check_writable
 
 LOCUSTFILE = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "locustfile.py"
@@ -83,7 +84,12 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         )
     add_locustfile_argument(parser)
     if name == "worker":
-        parser.add_argument("--master-host", required=True, help="address of the vllm-load master")
+        parser.add_argument(
+            "--master-host",
+            required=True,
+            type=master_host_argument,
+            help="host name or address of the vllm-load master (not a URL; its port: --master-port)",
+        )
         parser.add_argument(
             "--master-port", type=port_argument, default=5557, help="port of the vllm-load master"
         )
@@ -205,10 +211,12 @@ def prepare(args: argparse.Namespace) -> Launch:
         args.meta_file = ""
     if args.command == "run" and args.workers < 0:
         raise SettingsError(f"--workers must be 0 or more, got {args.workers}")
+    check_input_files(settings)
     builtin_synthetic = args.locustfile == LOCUSTFILE and not settings.dataset
     model, plan = check_target(args.host, settings, exact_prompts=builtin_synthetic)
     # the web UI may run several tests, each in its own directory; headless runs get theirs now
     run_dir = None if args.web else (settings.run_dir or new_run_dir(settings.out, model))
+    check_writable(settings)
     if run_dir:
         args.run_dir = run_dir
     env = api_key_env(settings.api_key)
