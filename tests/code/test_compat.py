@@ -325,7 +325,7 @@ def check_report_interval_and_send_worker_report():
         set_worker_report_interval(3.0)
 
 def check_master_heartbeat_timeout():
-    set_master_heartbeat_timeout(2.0)
+    set_master_heartbeat_timeout(2)
     master, worker = master_and_worker()
     quits = []
     worker.quit = lambda: quits.append(master_silent_for(worker))  # what the checker calls
@@ -342,7 +342,7 @@ def check_master_heartbeat_timeout():
                f"since the master's last heartbeat (quit {quits!r} s after it)")
     finally:
         worker.greenlet.kill(block=True); master.quit()
-        set_master_heartbeat_timeout(60.0)
+        set_master_heartbeat_timeout(60)
 
 def check_rewrite_csv_files():
     environment = Environment(user_classes=[User])

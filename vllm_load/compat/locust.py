@@ -32,7 +32,7 @@ def set_worker_report_interval(seconds: float) -> None:
     runners.WORKER_REPORT_INTERVAL = seconds
 
 
-def set_master_heartbeat_timeout(seconds: float) -> None:
+def set_master_heartbeat_timeout(seconds: int) -> None:
     """How long a worker goes without a heartbeat from its master before it quits:
     `locust.runners.MASTER_HEARTBEAT_TIMEOUT` (60 s by default), a module global the worker's
     `heartbeat_timeout_checker` reads every second, measured from the last heartbeat the master

@@ -61,7 +61,7 @@ WEB_UI_CLOSE_GRACE = 5.0
 # 60 s, in which a worker whose master was killed sends load that nobody records). The master
 # answers each of the worker's 1 s heartbeats and itself counts a worker missing after 3 s
 # without one, so a live master is well inside this.
-MASTER_GONE_AFTER = 5.0
+MASTER_GONE_AFTER = 5  # seconds (Locust keeps it an int)
 
 
 def fail(environment, message: str) -> None:
