@@ -107,8 +107,19 @@ TYPE_WORDS = {"int": "a whole number", "float": "a number", "str": "text"}
 
 
 def value_of(f: Field, spec: OptionSpec, given: Any) -> Any:
-    """The field's value from what the options hold (text from Locust's web UI included)."""
-    if given is None or given == "":
+    """The field's value from what the options hold (text from Locust's web UI included).
+    An empty value is "not set" (the field's default) only where the default is empty too; for
+    an option with a default of its own (`--levels ''`) it is an unset variable or a cleared
+    form field, refused rather than silently read as the default."""
+    if given is None:
+        return field_default(f)
+    if given == "":
+        default = command_line_default(f, spec)
+        if not is_flag(f) and default not in (None, "", [], {}):
+            raise SettingsError(
+                f"{flag_of(f, spec)} is empty: give a value, or leave the option out for its "
+                f"default ({default})"
+            )
         return field_default(f)
     if is_flag(f):
         given_flag = given if isinstance(given, bool) else str(given).lower() in ("1", "true")

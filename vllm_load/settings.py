@@ -66,8 +66,8 @@ class Settings:
     )
     rates: list[float] = option(
         [],
-        "open-loop request rates (requests/s) to step through instead of --levels: requests "
-        "are sent at each rate whatever the server's speed",
+        "open-loop request rates (requests/s) to step through instead of --levels (give one of "
+        "the two): requests are sent at each rate whatever the server's speed",
         parse=parse_rates,
         shown_default="",
     )
@@ -245,6 +245,11 @@ class Settings:
         return settings
 
     def validate(self) -> None:
+        if self.rates and self.levels != parse_levels(DEFAULT_LEVELS):
+            raise SettingsError(
+                "--rates and --levels are two ways to step the load (request rates or "
+                "concurrency): give one of them"
+            )
         for f, spec in settings_options():
             value = getattr(self, f.name)
             if spec.choices and value not in spec.choices:

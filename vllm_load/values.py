@@ -5,6 +5,8 @@ wrong and what to give."""
 from __future__ import annotations
 
 import argparse
+import os
+import tempfile
 from urllib.parse import urlsplit
 
 import yaml
@@ -14,15 +16,28 @@ class SettingsError(ValueError):
     """A bad option value; the message is one line saying what is wrong."""
 
 
+def list_items(flag: str, text: str) -> list[str]:
+    """The items of a comma-separated option value, spaces removed; an empty item (`2,,4`, a
+    trailing comma) is refused: it is a typo or an unset variable, never "nothing there"."""
+    items = str(text).replace(" ", "").split(",")
+    if "" in items:
+        raise SettingsError(
+            f"{flag} has an empty item in {text!r} (two commas in a row, or one at an end): "
+            "give comma-separated values"
+        )
+    return items
+
+
 def parse_levels(text: str) -> list[int]:
+    if not str(text).strip():
+        raise SettingsError("--levels is empty: give concurrency levels, e.g. --levels 10,50,100")
+    items = list_items("--levels", text)
     try:
-        levels = [int(x) for x in str(text).replace(" ", "").split(",") if x]
+        levels = [int(x) for x in items]
     except ValueError:
         raise SettingsError(
             f"--levels must be comma-separated whole numbers, got {text!r}"
         ) from None
-    if not levels:
-        raise SettingsError("--levels is empty")
     if any(n < 1 for n in levels):
         raise SettingsError(f"--levels must all be at least 1, got {text!r}")
     return levels
@@ -30,7 +45,7 @@ def parse_levels(text: str) -> list[int]:
 
 def parse_rates(text: str) -> list[float]:
     """--rates: comma-separated request rates (per second, positive); empty: concurrency mode."""
-    items = [x for x in str(text or "").replace(" ", "").split(",") if x]
+    items = list_items("--rates", text) if str(text or "").strip() else []
     try:
         rates = [float(x) for x in items]
     except ValueError:
@@ -97,6 +112,26 @@ def host_argument(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def master_host_argument(text: str) -> str:
+    """A worker's --master-host: the master's host name or IP address, nothing more (the port is
+    --master-port; Locust would fail on a URL with a traceback from its socket library)."""
+    text = str(text).strip()
+    example = "e.g. --master-host 10.0.0.5 --master-port 5557"
+    if not text:
+        raise argparse.ArgumentTypeError(f"give the master's host name or address, {example}")
+    if "://" in text or "/" in text:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is a URL: give only the master's host name or address, {example}"
+        )
+    if any(c.isspace() for c in text):
+        raise argparse.ArgumentTypeError(f"{text!r} has spaces: give a host name or address")
+    if text.count(":") == 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has a port: give the port with --master-port, {example}"
+        )
+    return text
+
+
 def port_argument(text: str) -> int:
     """A TCP port (1-65535) as an argparse type: Locust would fail on a bad one with a traceback
     (--web-port) or silently wrap it round (--master-bind-port, --master-port)."""
@@ -107,6 +142,22 @@ def port_argument(text: str) -> int:
     if not 1 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"a port is a whole number from 1 to 65535, got {text!r}")
     return port
+
+
+def writable_directory(path: str, what: str) -> None:
+    """Make sure files can be written in the directory `path` (creating it and its parents if
+    need be), by writing one; `what` (the option as given) opens the one-line error. Asking the file
+    system is the only sure test: permission bits say nothing of a read-only mount, of /proc,
+    or of what root may do."""
+    try:
+        os.makedirs(path or ".", exist_ok=True)
+        with tempfile.TemporaryFile(dir=path or "."):
+            pass
+    except OSError as e:
+        reason = e.strerror or str(e)
+        raise SettingsError(
+            f"{what}: cannot write in {path or '.'} ({reason}): give a writable directory"
+        ) from None
 
 
 def parse_meta(items: list[str] | None) -> dict[str, str]:

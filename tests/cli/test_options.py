@@ -79,13 +79,15 @@ def test_text_from_the_web_ui_is_typed_and_checked():
     class WebUi:  # Locust's web UI sends every custom parameter back as text
         input_tokens = "128"
         level_time_cap = "30"
-        temperature = ""
-        endpoint = ""
+        temperature = ""  # an option whose default is "not set": empty is that
+        rates = ""
+        endpoint = "completions"
         no_stream = "true"
 
     settings = Settings.from_options(WebUi())
     assert settings.input_tokens == 128 and settings.level_time_cap == 30.0
-    assert settings.temperature is None and settings.endpoint == "chat" and not settings.stream
+    assert settings.temperature is None and settings.rates == []
+    assert settings.endpoint == "completions" and not settings.stream
 
 
 @pytest.mark.parametrize(
@@ -98,6 +100,16 @@ def test_text_from_the_web_ui_is_typed_and_checked():
         ({"level_cooldown": -2.0}, "--level-cooldown must not be negative, got -2.0"),
         ({"endpoint": "embeddings"}, "--endpoint must be one of chat, completions"),
         ({"levels": "1,x"}, "--levels must be comma-separated whole numbers"),
+        # an unset variable (`--levels "$LEVELS"`) or a cleared field is not the default ladder
+        ({"levels": ""}, "--levels is empty: give a value, or leave the option out"),
+        ({"levels": " "}, "--levels is empty"),
+        ({"levels": "2,,4"}, "--levels has an empty item in '2,,4'"),
+        ({"levels": "2,4,"}, "--levels has an empty item"),
+        ({"rates": "1,,2"}, "--rates has an empty item"),
+        ({"endpoint": ""}, "--endpoint is empty"),
+        ({"think_time": ""}, "--think-time is empty"),
+        ({"out": ""}, "--out is empty"),
+        ({"rates": "2", "levels": "4,8"}, "--rates and --levels are two ways to step the load"),
         ({"input_lengths": "gauss:3,4"}, "--input-lengths 'gauss:3,4': unknown kind 'gauss'"),
         ({"output_lengths": "uniform:9,2"}, "--output-lengths 'uniform:9,2'"),
         ({"dataset": "/nowhere/x.jsonl"}, "--dataset /nowhere/x.jsonl: no such file"),

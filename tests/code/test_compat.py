@@ -253,6 +253,7 @@ from locust import User, constant, task
 from locust.env import Environment
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSVFileWriter
 from vllm_load.compat.locust import rewrite_csv_files, send_worker_report, set_worker_report_interval, user_stopping
+from vllm_load.compat.locust import master_silent_for, set_master_heartbeat_timeout
 from vllm_load.compat.locust import WEB_INDEX_ENDPOINT, WEB_STATS_ENDPOINT
 from vllm_load.sim.process import free_port
 
@@ -323,6 +324,26 @@ def check_report_interval_and_send_worker_report():
         worker.quit(); master.quit()
         set_worker_report_interval(3.0)
 
+def check_master_heartbeat_timeout():
+    set_master_heartbeat_timeout(2)
+    master, worker = master_and_worker()
+    quits = []
+    worker.quit = lambda: quits.append(master_silent_for(worker))  # what the checker calls
+    try:
+        gevent.sleep(2.5)  # a heartbeat a second, each answered
+        silent = master_silent_for(worker)
+        expect(not quits and silent is not None and 0 <= silent < 1.5,
+               f"WorkerRunner.last_heartbeat_timestamp is not the time of the master's last "
+               f"heartbeat ({silent!r} s ago; quit {quits!r})")
+        master.greenlet.kill(block=True)  # the master answers no more heartbeats, as if killed
+        gevent.sleep(4.0)
+        expect(quits and 2.0 <= quits[0] < 3.5,
+               "a worker no longer quits once locust.runners.MASTER_HEARTBEAT_TIMEOUT has passed "
+               f"since the master's last heartbeat (quit {quits!r} s after it)")
+    finally:
+        worker.greenlet.kill(block=True); master.quit()
+        set_master_heartbeat_timeout(60)
+
 def check_rewrite_csv_files():
     environment = Environment(user_classes=[User])
     environment.create_local_runner()
@@ -391,6 +412,7 @@ ENTRIES = {
         "report_interval_and_send_worker_report",
         "rewrite_csv_files",
         "web_ui_endpoints",
+        "master_heartbeat_timeout",
     ],
 }
 # the compat names each check covers (a check may cover two)
@@ -398,6 +420,7 @@ COVERS = {
     "report_interval_and_send_worker_report": ["set_worker_report_interval", "send_worker_report"],
     "close_throws_into_the_watcher_callback_owner": [],
     "web_ui_endpoints": ["WEB_INDEX_ENDPOINT", "WEB_STATS_ENDPOINT"],
+    "master_heartbeat_timeout": ["set_master_heartbeat_timeout", "master_silent_for"],
     "resolve_with": ["resolve_with", "pool_addresses"],
 }
 

@@ -1,11 +1,15 @@
-"""How `vllm-load run` starts Locust: its own process group, but our session (scheduling group)."""
+"""How `vllm-load run` starts Locust: its own process group, but our session (scheduling group);
+dying with us; and what our stop signals do to it."""
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
+import time
 
-from vllm_load.cli.locust_process import run_locust
+from vllm_load.cli.locust_process import Stopper, child_options, run_locust
 
 
 def test_locust_runs_in_its_own_process_group_inside_our_session(capfd):
@@ -18,3 +22,48 @@ def test_locust_runs_in_its_own_process_group_inside_our_session(capfd):
     assert pgid == pid and pgid != os.getpgid(0)
     # and it is not a new session: with autogroup scheduling that would be a new CPU-share group
     assert sid == os.getsid(0)
+
+
+PR_GET_PDEATHSIG = 2  # <linux/prctl.h>
+
+READ_PDEATHSIG = (
+    "import ctypes, signal; v = ctypes.c_int(); "
+    f"ctypes.CDLL(None).prctl({PR_GET_PDEATHSIG}, ctypes.byref(v), 0, 0, 0); print(v.value)"
+)
+
+
+def test_locust_is_told_by_the_kernel_when_we_die(capfd):
+    """The parent-death signal is set before exec, so even a `kill -9` of vllm-load run reaches
+    Locust (as SIGTERM: it closes its run as interrupted)."""
+    assert run_locust([sys.executable, "-c", READ_PDEATHSIG]) == 0
+    assert int(capfd.readouterr().out) == signal.SIGTERM
+
+
+# a child that reports each SIGINT it gets and otherwise waits
+COUNT_SIGINTS = (
+    "import signal, sys, time\n"
+    "signal.signal(signal.SIGINT, lambda *a: print('SIGINT', flush=True))\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+def test_only_the_first_stop_signal_is_passed_on_and_the_third_kills():
+    child = subprocess.Popen(
+        [sys.executable, "-c", COUNT_SIGINTS], stdout=subprocess.PIPE, text=True, **child_options()
+    )
+    try:
+        assert child.stdout.readline() == "ready\n"
+        stopper = Stopper(child)
+        stopper.on_signal(signal.SIGHUP, None)  # a closed terminal stops the test as Ctrl-C does
+        assert child.stdout.readline() == "SIGINT\n"
+        stopper.on_signal(signal.SIGINT, None)  # a second would cut Locust's close short
+        time.sleep(0.5)
+        assert child.poll() is None and not stopper.killed
+        stopper.on_signal(signal.SIGINT, None)  # the third: at once
+        assert child.wait(timeout=10) == -signal.SIGKILL and stopper.killed
+        assert child.stdout.read() == ""  # never got the second
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()

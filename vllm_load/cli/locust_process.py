@@ -10,8 +10,11 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
+from ..parent_death import preexec
+from ..rundir.unfinished import close_unfinished
 from ..settings import Settings, option_argv
 from ..sim.process import free_port
+from .errors import Interrupted
 
 
 def locust_command(args: argparse.Namespace) -> list[str]:
@@ -71,38 +74,97 @@ def locust_command(args: argparse.Namespace) -> list[str]:
     return cmd + option_argv(args)  # includes --run-dir when prepare() chose one
 
 
-# a process group of its own, in our session (Popen's process_group is Python >= 3.11)
-OWN_PROCESS_GROUP: dict = (
-    {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
-)
-
-
-def run_locust(cmd: list[str], env: dict[str, str] | None = None) -> int:
+def run_locust(cmd: list[str], env: dict[str, str] | None = None, group: bool = False) -> int:
     """Run Locust as a child, its environment ours with `env` added (the API key goes that way,
-    never on a command line).
+    never on a command line); its exit code (negative: the signal that killed it).
 
     Locust runs in a process group of its own so that a terminal's Ctrl-C reaches it exactly
     once, through us (a second SIGINT would cut its shutdown short). It stays in our session:
     with the kernel's autogroup scheduling (on by default in desktop and server kernels) a new
     session is a new scheduling group, which competes as one with every other session, and
     beside vLLM's busy-polling engine on 2 cores Locust then waited up to 1.7 s per second for
-    a CPU where the same test started from the same shell did not. SIGINT and SIGTERM are
-    forwarded explicitly (SIGINT works even where the caller started us with it ignored:
-    `main.honour_ctrl_c`): Locust then flushes every file, marks the run interrupted and exits.
+    a CPU where the same test started from the same shell did not. It gets SIGTERM when we die,
+    however we die (`parent_death`), so a `kill -9` of this command never leaves a test running.
+    Stop signals go through `Stopper` (to Locust's whole process group with `group`, as a
+    terminal sends them: Locust's `--processes` parent waits for its children to stop on theirs);
+    after the third, `Stopped` is raised.
     """
     child = subprocess.Popen(
-        cmd, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL, **OWN_PROCESS_GROUP
+        cmd, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL, **child_options()
     )
-    forward = lambda signum, _frame: child.send_signal(signum)  # noqa: E731
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    stopper = Stopper(child, group)
+    previous = {sig: signal.signal(sig, stopper.on_signal) for sig in Stopper.SIGNALS}
     try:
-        return child.wait()
+        code = child.wait()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         if child.poll() is None:
             child.kill()
             child.wait()
+    if stopper.killed:
+        raise Stopped(code)
+    return code
+
+
+def child_options() -> dict:
+    """Popen's arguments for a Locust child: a process group of its own, in our session
+    (Popen's process_group is Python >= 3.11), that dies with us."""
+    if sys.version_info >= (3, 11):
+        return {"process_group": 0, "preexec_fn": preexec(os.getpid(), own_process_group=False)}
+    return {"preexec_fn": preexec(os.getpid(), own_process_group=True)}
+
+
+class Stopped(Exception):
+    """Locust was killed on the third stop signal, before it could close its run."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+class Stopper:
+    """What a stop signal to this command does to its Locust child.
+
+    The first SIGINT, SIGTERM or SIGHUP is passed on (a hangup as SIGINT: a closed terminal
+    stops the test as Ctrl-C does): Locust then flushes every file, marks the run interrupted and
+    exits. SIGINT is forwarded explicitly, so it works even where the caller started us with it
+    ignored (`main.honour_ctrl_c`). A second is not passed on (it would cut Locust's closing of
+    the run short): it says the run is being closed. A third kills Locust and its workers at
+    once; the caller then closes the run Locust left open (`rundir.unfinished`)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self, child: subprocess.Popen, group: bool = False) -> None:
+        self.child = child
+        self.group = group
+        self.signals = 0
+        self.killed = False
+
+    def on_signal(self, signum: int, _frame) -> None:
+        self.signals += 1
+        if self.signals == 1:
+            forward = signal.SIGINT if signum == signal.SIGHUP else signum
+            try:
+                if self.group:
+                    os.killpg(self.child.pid, forward)
+                else:
+                    self.child.send_signal(forward)
+            except ProcessLookupError:
+                pass
+        elif self.signals == 2:
+            print(
+                "vllm-load: already stopping (the run is being closed: a few seconds); "
+                "press Ctrl-C again to stop at once",
+                file=sys.stderr,
+                flush=True,
+            )
+        elif not self.killed:
+            self.killed = True
+            try:
+                os.killpg(self.child.pid, signal.SIGKILL)  # Locust and the workers it forked
+            except ProcessLookupError:
+                pass
 
 
 @dataclass
@@ -114,10 +176,26 @@ class Launch:
     run_dir: str | None
     settings: Settings | None
     env: dict[str, str] = field(default_factory=dict)
+    closed_by: str = ""  # why `run` closed the run Locust left open ("" when it did not)
+    signal_group: bool = False  # stop signals go to Locust's whole process group
 
     def run(self) -> int:
-        """Run Locust (`run_locust`); its exit code."""
-        return run_locust(self.cmd, self.env)
+        """Run Locust (`run_locust`); its exit code. A run Locust did not close (it was killed
+        outright, or on a third stop signal) is closed here as interrupted."""
+        try:
+            code = run_locust(self.cmd, self.env, self.signal_group)
+        except Stopped as stopped:
+            self.close_unfinished(stopped.code)
+            kept = f"; {self.run_dir} holds what was recorded" if self.run_dir else ""
+            raise Interrupted(f"stopped at once{kept}") from None
+        self.close_unfinished(code)
+        return code
+
+    def close_unfinished(self, code: int) -> None:
+        ended = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        why = f"the Locust process writing the run {ended} before it closed the run"
+        if self.run_dir and close_unfinished(self.run_dir, why):
+            self.closed_by = why
 
 
 def api_key_env(api_key: str) -> dict[str, str]:

@@ -20,7 +20,7 @@ from ..run.recorder import new_run_dir, refuse_existing_run
 from ..settings import Settings, add_arguments
 from ..target.api import HttpError, max_model_len, model_ids, request_json
 from ..target.loss import target_lost
-from ..values import SettingsError, port_argument
+from ..values import SettingsError, master_host_argument, port_argument
 from ..web.auth import MISSING_PASSWORD, PASSWORD_ENV, web_password
 from ..web.auth import add_arguments as add_web_user_argument
 from .common import (
@@ -31,6 +31,7 @@ from .common import (
 )
 from .errors import CommandFailed
 from .locust_process import Launch, api_key_env, locust_command
+from .preflight import check_input_files, check_writable
 
 LOCUSTFILE = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "locustfile.py"
@@ -78,7 +79,12 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         )
     add_locustfile_argument(parser)
     if name == "worker":
-        parser.add_argument("--master-host", required=True, help="address of the vllm-load master")
+        parser.add_argument(
+            "--master-host",
+            required=True,
+            type=master_host_argument,
+            help="host name or address of the vllm-load master (not a URL; its port: --master-port)",
+        )
         parser.add_argument(
             "--master-port", type=port_argument, default=5557, help="port of the vllm-load master"
         )
@@ -180,9 +186,11 @@ def check_prompts(host: str, model: str, settings: Settings) -> PromptPlan:
 def prepare(args: argparse.Namespace) -> Launch:
     """Validate everything that can be validated here; return how to start Locust."""
     if args.command == "worker":
-        return Launch(
+        launch = Launch(
             locust_command(args), None, None, api_key_env(getattr(args, "api_key", "") or "")
         )
+        launch.signal_group = True  # `--processes` workers get a stop signal as from a terminal
+        return launch
     if getattr(args, "web_login", False):
         if not args.web:
             raise SettingsError("--web-login protects the web UI: use it with --web")
@@ -200,10 +208,12 @@ def prepare(args: argparse.Namespace) -> Launch:
         args.meta_file = ""
     if args.command == "run" and args.workers < 0:
         raise SettingsError(f"--workers must be 0 or more, got {args.workers}")
+    check_input_files(settings)
     builtin_synthetic = args.locustfile == LOCUSTFILE and not settings.dataset
     model, plan = check_target(args.host, settings, exact_prompts=builtin_synthetic)
     # the web UI may run several tests, each in its own directory; headless runs get theirs now
     run_dir = None if args.web else (settings.run_dir or new_run_dir(settings.out, model))
+    check_writable(settings)
     if run_dir:
         args.run_dir = run_dir
     env = api_key_env(settings.api_key)
@@ -214,12 +224,23 @@ def prepare(args: argparse.Namespace) -> Launch:
 
 def main(args: argparse.Namespace) -> int:
     launch = prepare(args)
+    if args.command == "worker":  # Locust says nothing until the master answers
+        print(
+            f"vllm-load worker: waiting for master at {args.master_host}:{args.master_port} "
+            "(start it with `vllm-load master`; Ctrl-C to stop)",
+            file=sys.stderr,
+            flush=True,
+        )
     run_dir, settings = launch.run_dir, launch.settings
     api_key = (settings.api_key if settings else getattr(args, "api_key", "")) or ""
     code = launch.run()
     if run_dir and not os.path.exists(os.path.join(run_dir, "run.json")):
         raise CommandFailed(
             f"the test did not start (Locust exited with code {code}); see Locust's errors above"
+        )
+    if launch.closed_by:
+        raise CommandFailed(
+            f"{launch.closed_by}; {run_dir} is marked interrupted and holds what was recorded"
         )
     if not run_dir or code not in (0, EXIT_CODES["client_limit"]):
         return code  # a worker, the web UI, or Locust's own error (said above)
@@ -331,7 +352,7 @@ def run_headless(
     assert settings is not None  # prepare() gives None only for a worker
     code = launch.run()
     outcome = run_outcome(run_dir)
-    if code != 0 and outcome == "completed":
+    if (code != 0 and outcome == "completed") or launch.closed_by:
         outcome = "failed"
     if outcome == "completed" and run_dir:
         lost = target_lost(run_dir, run_args.host, settings.api_key or None)

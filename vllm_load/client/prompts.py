@@ -378,7 +378,11 @@ def calibrate_target(host: str, model: str, settings: Settings) -> PromptPlan:
     args = (settings.endpoint, settings.input_tokens, settings.shared_prefix_tokens)
     logger.info("calibrating %d-token prompts for %s on %s", settings.input_tokens, model, host)
     if settings.tokenizer:
-        return calibrate(LocalTokenCounter(load_tokenizer(settings.tokenizer)), *args)
+        try:
+            tokenizer = load_tokenizer(settings.tokenizer)
+        except ValueError as e:  # a missing, empty or broken directory: one line
+            raise CalibrationError(f"--tokenizer: {e}") from None
+        return calibrate(LocalTokenCounter(tokenizer), *args)
     server = ServerTokenCounter(host, model, api_key=settings.api_key or None)
     if server.available():
         return calibrate(server, *args)

@@ -1,6 +1,7 @@
 """Locust's private API: a user's stopping state, a worker's report on demand, the CSV writer's
-row writers, the worker report interval (checked with locust 2.40.0 and 2.47.0), and the
-endpoint names of two web UI views (checked with 2.47.0)."""
+row writers, the worker report interval (checked with locust 2.40.0 and 2.47.0), the endpoint
+names of two web UI views, and how long a worker waits for its master's heartbeat (checked
+with 2.47.0)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,22 @@ def set_worker_report_interval(seconds: float) -> None:
     module global the worker's report loop reads on every pass (so setting it before the loop
     starts, or while it sleeps, takes effect)."""
     runners.WORKER_REPORT_INTERVAL = seconds
+
+
+def set_master_heartbeat_timeout(seconds: int) -> None:
+    """How long a worker goes without a heartbeat from its master before it quits:
+    `locust.runners.MASTER_HEARTBEAT_TIMEOUT` (60 s by default), a module global the worker's
+    `heartbeat_timeout_checker` reads every second, measured from the last heartbeat the master
+    answered (none before the first: a worker still waiting to connect is not timed out)."""
+    runners.MASTER_HEARTBEAT_TIMEOUT = seconds
+
+
+def master_silent_for(runner) -> float | None:
+    """Seconds since a worker last heard its master's heartbeat
+    (`WorkerRunner.last_heartbeat_timestamp`, a time.time() set on every heartbeat the master
+    answers); None before the first."""
+    last = runner.last_heartbeat_timestamp
+    return None if last is None else time.time() - last
 
 
 def rewrite_csv_files(writer) -> None:

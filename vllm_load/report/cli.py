@@ -8,7 +8,7 @@ import os
 import sys
 
 from ..rundir.files import safe_name
-from ..values import SettingsError
+from ..values import SettingsError, writable_directory
 
 
 def _gpus(text: str) -> tuple[str, float]:
@@ -113,6 +113,11 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
+def output_writable(path: str) -> None:
+    """Refuse, in one line, a report path whose directory cannot be written (or made)."""
+    writable_directory(os.path.dirname(os.path.abspath(path)), f"--output {path}")
+
+
 def _default_output(run_dirs: list[str]) -> str:
     models = set()
     for path in run_dirs:
@@ -160,6 +165,7 @@ def main(args: argparse.Namespace) -> int:
         raise SettingsError(str(e)) from None
     slo = parse_slo(args.slo)
     out = args.output or _default_output(run_dirs)
+    output_writable(out)  # before the analysis, which can take minutes
     try:
         paths = build_report(
             run_dirs, out, dict(args.gpus_per_model), progress=not args.quiet, rule=rule, slo=slo
@@ -205,6 +211,7 @@ def _locust_report(args: argparse.Namespace, prefixes: list[str], rule) -> int:
         plateau_rule = PlateauRule(args.locust_min_level, warmup, share)
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         out = args.output or os.path.join("reports", f"locust-{stamp}.html")
+        output_writable(out)
         paths = build_locust_report(
             prefixes, out, not args.quiet, rule, plateau_rule, args.locust_length
         )

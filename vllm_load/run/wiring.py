@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 import time
 from dataclasses import asdict
 
@@ -25,8 +26,14 @@ from locust.runners import MasterRunner, WorkerRunner
 from ..client.context import LoadContext
 from ..client.health import HealthProbe
 from ..client.prompts import CalibrationError
-from ..compat.locust import send_worker_report, set_worker_report_interval
+from ..compat.locust import (
+    master_silent_for,
+    send_worker_report,
+    set_master_heartbeat_timeout,
+    set_worker_report_interval,
+)
 from ..gc_policy import quiet_collector
+from ..parent_death import die_with_parent, forked_from, note_forks
 from ..settings import add_arguments
 from ..values import SettingsError
 from ..web.auth import add_arguments as add_web_arguments
@@ -50,6 +57,11 @@ LOCAL_FLUSH_PAUSE = 0.0001
 HEALTH_INTERVAL = 1.0  # seconds per client health sample in local runs (workers: each report)
 WORKER_CHECK_INTERVAL = 1.0
 WEB_UI_CLOSE_GRACE = 5.0
+# A worker whose master has not answered a heartbeat for this long quits (Locust's default is
+# 60 s, in which a worker whose master was killed sends load that nobody records). The master
+# answers each of the worker's 1 s heartbeats and itself counts a worker missing after 3 s
+# without one, so a live master is well inside this.
+MASTER_GONE_AFTER = 5  # seconds (Locust keeps it an int)
 
 
 _installed = False
@@ -63,6 +75,8 @@ def install(events=locust_events) -> None:
     _installed = True
     # records ride on worker reports: report every second so levels end promptly
     set_worker_report_interval(1.0)
+    set_master_heartbeat_timeout(MASTER_GONE_AFTER)
+    note_forks()  # a worker forked by `--processes` dies with the process it was forked from
     # each level starts its users at once on purpose; Locust's warning about it is noise here
     logging.getLogger("locust.runners").addFilter(
         lambda record: "spawn rate is very high" not in record.getMessage()
@@ -75,6 +89,7 @@ def install(events=locust_events) -> None:
 
     @events.init.add_listener
     def _(environment, runner, web_ui=None, **_kw):
+        _quiet_ctrl_c()
         if web_ui is not None:
             install_web_ui(environment, web_ui)
         if isinstance(runner, WorkerRunner):
@@ -84,10 +99,7 @@ def install(events=locust_events) -> None:
             _install_master(environment)
         else:
             _install_local(environment)
-        # Locust installs its SIGTERM handler only after a headless shape test has ended, so until
-        # then SIGTERM would kill the process with every file unclosed; make it stop the test the
-        # way Ctrl-C does (Locust's own handler takes over once installed)
-        signal.signal(signal.SIGTERM, _terminate_like_ctrl_c)
+        _stop_signals.install()
 
     events.spawning_complete.add_listener(_quiet_collector)
 
@@ -110,6 +122,12 @@ def install(events=locust_events) -> None:
         options = environment.parsed_options
         if options is not None and not getattr(options, "headless", True):
             gevent.spawn_later(WEB_UI_CLOSE_GRACE, session.close)
+        else:  # a headless test that stopped is closing its run
+            _stop_signals.closing()
+
+    @events.quitting.add_listener
+    def _(**_kw):
+        _stop_signals.closing()
 
     @events.quit.add_listener
     def _(**_kw):
@@ -128,8 +146,46 @@ def _quiet_collector(**_kw) -> None:
     quiet_collector()
 
 
-def _terminate_like_ctrl_c(signum, frame) -> None:
-    raise KeyboardInterrupt
+class StopSignals:
+    """SIGINT and SIGTERM in a process that writes a run (the master, or a local run).
+
+    The first stops the test as Ctrl-C does (a KeyboardInterrupt: Locust stops the users, the run
+    is closed as interrupted). Once the run is being closed (`closing`: a headless test stopped,
+    or Locust quitting), one more is only logged: raised inside the close, it would end the
+    process with a traceback and leave run.json `running`. Locust installs its own SIGTERM
+    handler only after a headless shape test has ended (until then SIGTERM would kill the process
+    with every file unclosed), and that handler starts a second shutdown; `closing` takes SIGTERM
+    back."""
+
+    def __init__(self) -> None:
+        self.stopping = False
+
+    def install(self) -> None:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, self.on_signal)
+
+    def closing(self) -> None:
+        self.stopping = True
+        self.install()
+
+    def on_signal(self, signum, _frame) -> None:
+        if self.stopping:
+            logger.warning("%s: already stopping, closing the run", signal.Signals(signum).name)
+            return
+        self.stopping = True
+        raise KeyboardInterrupt
+
+
+_stop_signals = StopSignals()
+
+
+def _quiet_ctrl_c() -> None:
+    """A KeyboardInterrupt that gevent's hub catches (Ctrl-C while the hub runs) is thrown into
+    the main greenlet as ever, but not printed as if it were an error, with a timestamp (the
+    hub's documented `NOT_ERROR`)."""
+    hub = gevent.get_hub()
+    if not issubclass(KeyboardInterrupt, hub.NOT_ERROR):
+        hub.NOT_ERROR = (*hub.NOT_ERROR, KeyboardInterrupt)
 
 
 def _start_probe() -> HealthProbe:
@@ -139,6 +195,10 @@ def _start_probe() -> HealthProbe:
 
 
 def _install_worker(environment, runner) -> None:
+    options = environment.parsed_options
+    if options is not None and options.processes and forked_from() is not None:
+        # forked by `--processes`: the kernel ends it when that process dies, even by SIGKILL
+        die_with_parent(forked_from())
     context = LoadContext.of(environment)
     probe = _start_probe()
 
@@ -158,6 +218,17 @@ def _install_worker(environment, runner) -> None:
 
     runner.register_message(DRAIN_MESSAGE, lambda **_kw: context.start_draining())
     runner.register_message(RATE_MESSAGE, lambda msg, **_kw: context.arrivals.start(**msg.data))
+
+    @environment.events.quitting.add_listener
+    def _(**_kw):
+        silent = master_silent_for(runner)
+        if silent is not None and silent >= MASTER_GONE_AFTER:  # Locust quit the worker for it
+            where = f"{options.master_host}:{options.master_port}" if options else "the master"
+            message = (
+                f"the master at {where} stopped answering ({silent:.0f} s without a heartbeat)"
+            )
+            print(f"vllm-load: error: {message}; this worker stopped", file=sys.stderr, flush=True)
+            environment.process_exit_code = 1
 
     @environment.events.test_stop.add_listener
     def _(**_kw):

@@ -74,7 +74,7 @@ RUN_FIELDS: dict[str, str] = {
     "settings.dataset": "str",
     "settings.shared_prefix_tokens": "int",
     "settings.temperature": "number|null",
-    "settings.requests_per_level": "int",
+    "settings.requests_per_level": "int|null",  # null: by the level's users (run.steps)
     "settings.warmup_requests": "int",
 }
 

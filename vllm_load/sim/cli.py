@@ -8,9 +8,11 @@ length is the 35 options, each declared with its help, and their checks: one pla
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 
+from ..parent_death import die_with_parent
 from ..tokenization.load import load_tokenizer
 from ..values import SettingsError
 from .config import (
@@ -22,6 +24,7 @@ from .config import (
     SimConfig,
     StepCost,
 )
+from .process import listen_error
 
 _E = EngineConfig()
 _C = StepCost()
@@ -422,12 +425,7 @@ def _run_workers(config: SimConfig) -> int:
 
 
 def _worker_main(config: SimConfig) -> None:
-    try:  # die with the supervisor even if it is killed outright
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    die_with_parent(None)  # with the supervisor, even if it is killed outright
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor handles Ctrl-C
     # at call time: aiohttp stays out of every other command (see the module docstring)
     from .serving import run
@@ -441,6 +439,17 @@ def main(args: argparse.Namespace) -> int:
         load_tokenizer(config.tokenizer)  # fail now, with a clear message, not in every worker
     except ValueError as e:
         raise SettingsError(str(e)) from None
+    error = listen_error(config.host, config.port)
+    if error is not None:
+        where, reason = f"{config.host}:{config.port}", error.strerror or str(error)
+        if error.errno == errno.EADDRINUSE:
+            raise SettingsError(
+                f"port {config.port} is busy ({where}: {reason}): stop the server running "
+                "there, or choose another --port"
+            )
+        raise SettingsError(
+            f"cannot listen on {where} ({reason}): give --host an address of this machine"
+        )
     print(_describe(config), flush=True)
     if config.workers > 1:
         return _run_workers(config)

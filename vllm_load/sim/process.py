@@ -33,6 +33,24 @@ def free_port(host: str = "127.0.0.1") -> int:
             return port
 
 
+def listen_error(host: str, port: int) -> OSError | None:
+    """Why a server could not listen on `host`:`port` (EADDRINUSE: something listens there
+    already; else the address is not this machine's, or does not resolve), or None when it can.
+    The probe sets SO_REUSEADDR as servers do, so connections of an earlier server still in
+    TIME_WAIT do not count as busy, and no SO_REUSEPORT, so another server sharing the port
+    with it does."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as e:
+        return e
+    return None
+
+
 class SimulatorProcess:
     """Start `python -m vllm_load sim --host 127.0.0.1 --port <free port> *args` as a subprocess,
     wait for /health, stop it by PID."""

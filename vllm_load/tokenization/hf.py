@@ -120,7 +120,14 @@ class HFTokenizer:
             raise ValueError(
                 f"{path} has no tokenizer.json (pass a Hugging Face tokenizer directory)"
             )
-        self._tok = _RustTokenizer.from_file(tokenizer_file)
+        try:
+            self._tok = _RustTokenizer.from_file(tokenizer_file)
+        except Exception as e:  # the Rust library raises a plain Exception, whatever the cause
+            detail = (str(e).splitlines() or [type(e).__name__])[0]
+            raise ValueError(
+                f"{tokenizer_file} cannot be read as a tokenizer ({detail}): pass the model's "
+                "tokenizer directory as transformers' save_pretrained writes it"
+            ) from None
         config = _read_json(os.path.join(self.path, "tokenizer_config.json"))
         self.special_tokens = special_tokens(self.path, config)
         self.bos_token = self.special_tokens.get("bos_token")

@@ -85,7 +85,10 @@ def prepare_dataset(settings: Settings, host: str, model: str) -> Dataset:
         return dataset
     counter: TokenCounter
     if settings.tokenizer:
-        counter = LocalTokenCounter(load_tokenizer(settings.tokenizer))
+        try:
+            counter = LocalTokenCounter(load_tokenizer(settings.tokenizer))
+        except ValueError as e:  # a missing, empty or broken directory: one line
+            raise SettingsError(f"--tokenizer: {e}") from None
     else:
         server = ServerTokenCounter(host, model, api_key=settings.api_key or None)
         if not server.available():

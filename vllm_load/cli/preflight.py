@@ -1,0 +1,37 @@
+"""What a command that starts a run checks on this machine before Locust starts: the files its
+options name can be read (--tokenizer, --dataset) and its run directory can be written. Each
+failure is one line (a `SettingsError`) instead of a traceback, or a Locust that starts, fails
+and prints its whole summary."""
+
+from __future__ import annotations
+
+import os
+
+from ..settings import Settings
+from ..tokenization.load import load_tokenizer
+from ..values import SettingsError, writable_directory
+from ..workload.datasets import dataset_path, load_dataset
+
+
+def check_input_files(settings: Settings) -> None:
+    """Refuse, in one line, a --tokenizer or --dataset that cannot be used."""
+    if settings.tokenizer:
+        try:
+            load_tokenizer(settings.tokenizer)
+        except ValueError as e:  # missing, empty or broken: the message says which
+            raise SettingsError(f"--tokenizer: {e}") from None
+    if settings.dataset:
+        try:
+            load_dataset(dataset_path(settings.dataset))
+        except SettingsError as e:
+            raise SettingsError(f"--dataset: {e} (docs/workload.md gives the formats)") from None
+
+
+def check_writable(settings: Settings) -> None:
+    """Refuse, in one line, a place for run directories that cannot be written: --out (where
+    headless runs and a web UI's tests make theirs), or the folder of --run-dir."""
+    if settings.run_dir:
+        parent = os.path.dirname(os.path.abspath(settings.run_dir))
+        writable_directory(parent, f"--run-dir {settings.run_dir}")
+    else:
+        writable_directory(settings.out, f"--out {settings.out}")
