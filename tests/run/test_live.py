@@ -1,7 +1,14 @@
-"""Live per-level figures for the web UI: counts, rates, percentiles, token series."""
+"""Live per-level figures for the web UI: counts, rates, percentiles, token series.
+
+The series' tokens/s come from the load processes' running counts of the tokens received
+(`LiveStats.streamed`), the rest from the finished requests' rows.
+"""
 
 import pytest
 
+from vllm_load.client.endpoint import RequestSpec
+from vllm_load.client.sse import SseMeter
+from vllm_load.client.streamed import StreamedTokens
 from vllm_load.run.live import LiveStats
 from vllm_load.run.timeline import FIGURES, PERSONA_FIGURES
 from vllm_load.rundir.histogram import LogHistogram
@@ -42,12 +49,19 @@ def row(level, start, e2e, ok=1, ttft=0.1, out=10, user_class="ClosedLoopUser"):
     ).to_row()
 
 
+def streamed(live, process, at, prompt, output, user_class="ClosedLoopUser"):
+    """One report of a process's tokens received so far (`client.streamed.StreamedTokens`)."""
+    live.streamed(process, at, {user_class: [float(prompt), float(output)]})
+
+
 def test_level_figures_and_series():
     live = LiveStats()
     live.level_started(0, 4, at=1000.0)
     for i in range(9):
         live.add(row(0, 1000.0 + i, 1.0))
     live.add(row(0, 1009.0, 1.0, ok=0))
+    for i in range(11):  # 100 prompt and 10 output tokens a second, reported every second
+        streamed(live, "w", 1000.0 + i, 100 * i, 10 * i)
     snap = live.snapshot(now=1012.0)
     assert snap["current_level"] == 0 and snap["current_users"] == 4
     level = snap["levels"][0]
@@ -61,8 +75,9 @@ def test_level_figures_and_series():
     # points up to now - 2 s (the settle time), from the second after the level's mark
     assert series["t"][-1] == 1010
     by_second = dict(zip(series["t"], zip(series["output_tok_per_s"], series["total_tok_per_s"])))
-    # a 5-second window: the window before 1006 (1001..1005) finished five 10-token requests
+    # a 5-second window: the window before 1006 (1001..1005) received 5 x (10 + 100) tokens
     assert by_second[1006] == (pytest.approx(50 / 5), pytest.approx(5 * 110 / 5))
+    assert by_second[1001] == (pytest.approx(10 / 5), pytest.approx(110 / 5))  # the first second
 
 
 def test_personas_are_broken_down_one_row_per_persona_and_level():
@@ -86,15 +101,21 @@ def test_personas_are_broken_down_one_row_per_persona_and_level():
 def test_timeline_points_windows_and_level_marks():
     live = LiveStats()
     live.level_started(0, 2, at=100.2)
+    received = 0
+    streamed(live, "w", 100.0, 0, 0)
     for t in range(100, 110):
         live.sample(t + 0.5, users=2, in_flight=2)
         live.add(row(0, t + 0.1, 0.5, ttft=0.05))  # ends at t + 0.6: one request a second
+        received += 10
+        streamed(live, "w", t + 1.0, 0, received)
     live.add(row(0, 104.0, 0.5, ok=0))
     live.level_started(1, 8, at=110.0)
     for t in range(110, 120):
         live.sample(t + 0.5, users=8, in_flight=7)
         for k in range(4):
             live.add(row(1, t + 0.1 * k, 0.5, ttft=0.2))
+        received += 40
+        streamed(live, "w", t + 1.0, 0, received)
     series = live.snapshot(now=125.0)["series"]
     assert series["t"] == list(range(101, 124))  # closed up to now - settle
     assert [(m["kind"], m["level"], m["users"], m["t"]) for m in series["marks"]] == [
@@ -127,10 +148,14 @@ def test_timeline_points_hold_each_personas_figures():
     persona's line, and none before its first request."""
     live = LiveStats()
     live.level_started(0, 4, at=100.0)
+    streamed(live, "w", 100.0, 0, 0)
     for t in range(100, 115):
         live.add(row(0, t + 0.1, 0.5, ttft=0.05))
+        counts = {"ClosedLoopUser": [0.0, 10.0 * (t - 99)]}
         if t >= 105:
             live.add(row(0, t + 0.1, 0.5, ttft=0.4, out=30, user_class="Rag"))
+            counts["Rag"] = [0.0, 30.0 * (t - 104)]
+        live.streamed("w", t + 1.0, counts)
     live.add(row(0, 112.0, 0.5, ok=0, user_class="Rag"))
     series = live.snapshot(now=120.0)["series"]
     assert set(series["personas"]) == {"ClosedLoopUser", "Rag"}
@@ -156,13 +181,17 @@ def test_timeline_stops_with_the_test_and_takes_late_rows_in_the_next_point():
     live = LiveStats()
     live.level_started(0, 2, at=10.0)
     live.add(row(0, 10.0, 1.0))
+    streamed(live, "w", 12.0, 0, 0)
     live.snapshot(now=20.0)  # closes the points up to 18
-    live.add(row(0, 12.0, 1.0, out=30))  # ended at 13, arrives after its points were closed
+    live.add(row(0, 12.0, 1.0, ok=0))  # ended at 13, arrives after its points were closed
+    streamed(live, "w", 13.0, 0, 30)  # the same for tokens received from 12 to 13
     live.stopped(at=21.0)
     series = live.snapshot(now=500.0)["series"]
     assert series["t"][-1] == 22  # no points for the idle time after the test
     late = dict(zip(series["t"], series["output_tok_per_s"]))
     assert late[18] == 0 and late[19] == pytest.approx(30 / 5)  # counted once, in the next window
+    errors = dict(zip(series["t"], series["errors_per_s"]))
+    assert errors[18] == 0 and errors[19] == pytest.approx(1 / 5)
 
 
 def test_timeline_stays_bounded_over_a_long_test():
@@ -172,6 +201,7 @@ def test_timeline_stays_bounded_over_a_long_test():
     for t in range(0, 1000):
         live.sample(t + 0.5, users=2, in_flight=2)
         live.add(row(0, t + 0.2, 0.5))
+        streamed(live, "w", t + 0.7, 0, 10 * t)
         if t % 50 == 0:
             live.snapshot(now=t)
     series = live.snapshot(now=1000.0)["series"]
@@ -195,3 +225,54 @@ def test_rate_levels_and_the_drain_are_marked():
         ("start", 1, 500, 4.0, 20.0),
         ("drain", 1, 500, None, 30.0),
     ]
+
+
+class _Stream:
+    """A request as `client.streamed.StreamedTokens` reads it: spec, SSE meter, usage."""
+
+    def __init__(self, prompt: int, output: int) -> None:
+        self.spec = RequestSpec("chat", True, b"{}", prompt, output, user_class="ClosedLoopUser")
+        self.meter = SseMeter()
+        self.usage: dict | None = None
+
+
+def test_closed_loop_waves_give_a_flat_tokens_line():
+    """8 users in step, each request 1.98 s (first token at 50 ms, then 190 tokens evenly),
+    back to back; the process reports its tokens received every second, its rows at their end.
+    Counted from the rows, a 5 s window holds 2 or 3 waves by turns (±20 %); counted as
+    received, the line is flat."""
+    users, period, first, prompt, output, t0 = 8, 1.98, 0.05, 128, 190, 100.0
+    live, tokens = LiveStats(), StreamedTokens()
+    live.level_started(0, users, at=t0)
+    flying: dict[int, tuple[int, _Stream]] = {}  # user -> (request number, request)
+    ends = []
+    for report in range(42):
+        now = t0 + 0.3 + report
+        for user in range(users):
+            number = int((now - t0) / period)
+            was, request = flying.get(user, (-1, None))
+            for done in range(was, number):  # the requests that ended since the last report
+                if request is not None:
+                    request.meter.chunk_times[:] = [0.0] * output
+                    request.usage = {"prompt_tokens": prompt, "completion_tokens": output}
+                    tokens.ended(request)
+                    end = t0 + (done + 1) * period
+                    live.add(row(0, end - period, period, out=output))
+                    ends.append(end)
+                request = _Stream(prompt, output)
+                tokens.started(request)
+            flying[user] = (number, request)
+            since = now - t0 - number * period - first
+            received = 0 if since < 0 else min(output, 1 + int(since / ((period - first) / output)))
+            request.meter.chunk_times[:] = [0.0] * received
+        live.streamed("local", *[now, tokens.counts()])
+    series = live.snapshot(now=t0 + 45)["series"]
+    steady = [i for i, t in enumerate(series["t"]) if t0 + 8 <= t <= t0 + 38]
+    for figure, per_request in (("total_tok_per_s", prompt + output), ("output_tok_per_s", output)):
+        values = [series[figure][i] for i in steady]
+        mean = sum(values) / len(values)
+        assert mean == pytest.approx(users * per_request / period, rel=0.01)
+        assert max(values) < mean * 1.01 and min(values) > mean * 0.99, (figure, values)
+    # what the rows alone would have said: the saw-tooth
+    by_rows = [sum(1 for end in ends if t - 5 <= end < t) * output / 5 for t in (t0 + 10, t0 + 11)]
+    assert max(by_rows) / min(by_rows) > 1.4, by_rows

@@ -33,6 +33,7 @@ from .prompts import (
     PromptPlan,
     prompt_plan,
 )
+from .streamed import StreamedTokens
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +111,7 @@ class LoadContext:
         self._settings: Settings | None = None
         self._settling = 0  # users that have not had a response yet
         self.in_flight = 0  # requests sent (or due) and not yet recorded
+        self.streamed = StreamedTokens()  # tokens received so far, for the live tok/s; never reset
         self.draining = False  # the last level is over: users send nothing new
         self.failure = ""  # why this process's users cannot start (the master stops the test)
         self._drained = gevent.event.Event()  # never set: users wait on it once draining

@@ -38,8 +38,7 @@ from ..compat.geventhttpclient import body_buffer, discard_connection, response_
 from ..rundir.records import RequestRecord
 from .clock import WALL_CLOCK, enable_receive_timestamps
 from .endpoint import Endpoint, RequestSpec
-from .limits import CATEGORY as CLIENT_LIMIT
-from .limits import client_limit
+from .health import CLIENT_LIMIT, client_limit
 from .reader import StreamReader, read_unstamped
 from .sse import SseMeter, StreamError, chunk_marks, chunk_summary
 from .stalls import STALLS

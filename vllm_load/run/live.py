@@ -1,8 +1,10 @@
 """Live per-level figures on the master, for the web UI while a test runs.
 
 Fed with every attributed record row as it arrives; cheap per row (counters and mergeable
-histograms); the time series for the charts is `timeline`'s. These are running figures over every finished request of a level, warm-up
-included; the report's figures over each level's measured window are the ones to publish.
+histograms); the time series for the charts is `timeline`'s, whose tokens/s come from the load
+processes' counts of the tokens received so far (`streamed`), not from the rows. The levels'
+figures are running figures over every finished request of a level, warm-up included; the
+report's figures over each level's measured window are the ones to publish.
 """
 
 from __future__ import annotations
@@ -148,6 +150,7 @@ class LiveStats:
         self.current_level: int | None = None
         self.current_users = 0
         self.timeline = Timeline()
+        self._streamed: dict[str, tuple[float, dict]] = {}  # process -> its last token counts
 
     def level_started(
         self, level: int, users: int, at: float | None = None, rate: float | None = None
@@ -176,15 +179,24 @@ class LiveStats:
             users = self.users.setdefault(level, row[_USERS])
             persona = self.personas[key] = LiveLevel(level, users, key[1] or UNNAMED)
         persona.add(done)
-        self.timeline.add(
-            done.end,
-            done.ok,
-            done.tokens_in,
-            done.tokens_out,
-            done.ttft_bucket,
-            done.itl,
-            persona.user_class,
-        )
+        self.timeline.add(done.end, done.ok, done.ttft_bucket, done.itl, persona.user_class)
+
+    def streamed(self, process: str, at: float, counts: dict[str, list[float]]) -> None:
+        """One load process's tokens received so far, per user class, at `at` (its
+        `client.streamed.StreamedTokens.report`): what they grew by since its previous report
+        goes to the timeline, spread over the time between the two. A process's first report
+        in a test only sets where it starts from (its counts run from when it started)."""
+        before = self._streamed.get(process)
+        self._streamed[process] = (at, counts)
+        if before is None:
+            return
+        since, earlier = before
+        for user_class, (tokens_in, tokens_out) in counts.items():
+            was_in, was_out = earlier.get(user_class, (0.0, 0.0))
+            if tokens_in != was_in or tokens_out != was_out:
+                self.timeline.tokens(
+                    since, at, tokens_in - was_in, tokens_out - was_out, user_class or UNNAMED
+                )
 
     def level(self, level: int) -> LiveLevel:
         """One level's figures: the sum of its personas'."""

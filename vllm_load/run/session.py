@@ -24,8 +24,7 @@ from locust import stats as locust_stats
 from locust.runners import STATE_MISSING, LocalRunner, MasterRunner
 
 from ..client.context import LoadContext
-from ..client.health import HealthSample, HealthWriter
-from ..client.limits import CATEGORY as CLIENT_LIMIT
+from ..client.health import CLIENT_LIMIT, HealthSample, HealthWriter
 from ..compat.locust import rewrite_csv_files
 from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV
 from ..rundir.records import ERROR_INDEX, ERROR_MESSAGE_INDEX, LEVEL_INDEX, START_INDEX
@@ -317,7 +316,7 @@ class RunSession:
                 self.live.add(row)
 
     def client_limit(self, message: str, worker: str) -> None:
-        """A load process hit a client-side limit (`client.limits`): what it measures from now on
+        """A load process hit a client-side limit (`client.health.client_limit`): what it measures from now on
         is its own machine, so the test stops, saying which limit to raise."""
         info = self.recorder.run_info  # (in run.json at the close: out of files, not now)
         if "client_limit" not in info:

@@ -1,19 +1,23 @@
 """The live time series behind the web UI's charts: a bounded list of points over the whole test.
 
-Each point stands for the end of a step (1 s to begin with) and holds the figures of the
-requests that finished in the window before it (5 s, or the step once it is longer): total and
-output tokens/s, TTFT p50/p99, ITL p99 and failed requests/s; and the last sample before it of
-the requests in flight and the users running (`sample`, taken by the run session on every
-shape tick, about once a second). Each point also holds the figures of every persona (user
-class) that finished a request in its window (`PERSONA_FIGURES`), for the charts by persona.
-Level marks say when each level started (and when the last level's drain did).
+Each point stands for the end of a step (1 s to begin with) and holds the figures of its window
+(the 5 s before it, or the step once it is longer): total and output tokens/s, counted as they
+were received (`tokens`); TTFT p50/p99, ITL p99 and failed requests/s of the requests that
+finished in it; and the last sample before it of the requests in flight and the users running
+(`sample`, taken by the run session on every shape tick, about once a second). Each point also
+holds the figures of every persona (user class) active in its window (`PERSONA_FIGURES`), for the
+charts by persona. Level marks say when each level started (and when the last level's drain did).
 
 Only what the master already receives goes in: the record rows (by the second they ended in),
-never anything per chunk. A point is closed once its window is `settle` seconds old, so rows
-that ride in a worker report (sent every second) are in it; a row later still counts in the
-next point. Memory stays bounded whatever the test's length: per-second buckets only for the
-seconds a point still needs, and at most `max_points` points: past that, every other point is
-dropped and the step doubles (a 20-minute test keeps one point a second).
+and each load process's running count of the tokens its requests have received
+(`client/streamed.py`, in every worker report), never anything per chunk. Tokens are not taken
+from the rows: a closed loop finishes its requests in waves, and a window counting the tokens of
+the requests that finished in it holds 2 or 3 waves by turns (a saw-tooth of ±20 % at constant
+load). A point is closed once its window is `settle` seconds old, so rows and counts that ride
+in a worker report (sent every second) are in it; a row later still counts in the next point.
+Memory stays bounded whatever the test's length: per-second buckets only for the seconds a point
+still needs, and at most `max_points` points: past that, every other point is dropped and the
+step doubles (a 20-minute test keeps one point a second).
 """
 
 from __future__ import annotations
@@ -43,12 +47,14 @@ PERSONA_FIGURES = FIGURES[:6]
 
 
 class _Second:
-    """What finished in one second: counts, tokens and latency histograms (bucket -> count)."""
+    """One second: the requests that finished in it (counts, latency histograms: bucket -> count)
+    and the tokens received in it."""
 
     __slots__ = ("ok", "failed", "tokens_in", "tokens_out", "ttft", "itl")
 
     def __init__(self) -> None:
-        self.ok = self.failed = self.tokens_in = self.tokens_out = 0
+        self.ok = self.failed = 0
+        self.tokens_in = self.tokens_out = 0.0
         self.ttft: Counter[int] = Counter()
         self.itl: Counter[int] = Counter()
 
@@ -61,7 +67,7 @@ class _Second:
         self.itl.update(other.itl)
 
     def figures(self, span: int) -> tuple:
-        """`PERSONA_FIGURES` of what finished in a window of `span` seconds."""
+        """`PERSONA_FIGURES` of a window of `span` seconds."""
         return (
             round((self.tokens_in + self.tokens_out) / span, 1),
             round(self.tokens_out / span, 1),
@@ -120,12 +126,23 @@ class Timeline:
         self._begin(t)
         self._samples.append((t, users, in_flight))
 
+    def _entry(self, second: int, persona: str) -> _Second:
+        """The bucket of one persona in one second; a second whose points are closed gives the
+        next open one (whose points are the next to close)."""
+        assert self._next is not None
+        second = max(second, self._next - 1)
+        personas = self._seconds.get(second)
+        if personas is None:
+            personas = self._seconds[second] = {}
+        entry = personas.get(persona)
+        if entry is None:
+            entry = personas[persona] = _Second()
+        return entry
+
     def add(
         self,
         end_ts: float,
         ok: bool,
-        tokens_in: int,
-        tokens_out: int,
         ttft_bucket: int | None,
         itl: list[tuple[int, int]],
         persona: str = "",
@@ -134,25 +151,36 @@ class Timeline:
         `ttft_bucket` its TTFT's histogram bucket (None: no first token), `itl` its ITL
         histogram's (bucket, count) pairs, `persona` its user class."""
         self._begin(end_ts)
-        assert self._next is not None
-        second = max(int(end_ts), self._next - 1)
-        personas = self._seconds.get(second)
-        if personas is None:
-            personas = self._seconds[second] = {}
-        entry = personas.get(persona)
-        if entry is None:
-            entry = personas[persona] = _Second()
+        entry = self._entry(int(end_ts), persona)
         if not ok:
             entry.failed += 1
             return
         entry.ok += 1
-        entry.tokens_in += tokens_in
-        entry.tokens_out += tokens_out
         if ttft_bucket is not None:
             entry.ttft[ttft_bucket] += 1
         counts = entry.itl
         for bucket, count in itl:
             counts[bucket] += count
+
+    def tokens(
+        self, since: float, until: float, tokens_in: float, tokens_out: float, persona: str = ""
+    ) -> None:
+        """Prompt and output tokens received from `since` to `until` (one process's count between
+        two of its reports), spread evenly over that time, second by second."""
+        self._begin(until)
+        span = until - since
+        if span <= 0:
+            entry = self._entry(int(until), persona)
+            entry.tokens_in += tokens_in
+            entry.tokens_out += tokens_out
+            return
+        second = int(since)
+        while second < until:
+            share = (min(until, second + 1) - max(since, second)) / span
+            entry = self._entry(second, persona)
+            entry.tokens_in += tokens_in * share
+            entry.tokens_out += tokens_out * share
+            second += 1
 
     def stop(self, t: float) -> None:
         """The test is over at `t`: close the points up to it, and take no more."""

@@ -1,7 +1,8 @@
 """Wiring vllm-load into Locust's events, in each of the three process roles.
 
 - A worker ships the starts of the requests it sent and its finished records inside Locust's
-  own worker reports (`report_to_master`), and pushes a last report as soon as its users stop.
+  own worker reports (`report_to_master`), with its count of the tokens received so far (the
+  live tok/s), and pushes a last report as soon as its users stop.
 - The master (or a single local process) keeps one `RunSession` per test (`session`): it
   creates the run directory, follows the shape's level changes, appends arriving records,
   keeps Locust's CSVs beside them, and closes the run when the test is over.
@@ -213,6 +214,7 @@ def _install_worker(environment, runner) -> None:
             data["vllm_abandoned"] = abandoned
         data["vllm_health"] = asdict(probe.sample(client_id))
         data["vllm_flight"] = [context.draining, context.in_flight]
+        data["vllm_tokens"] = context.streamed.report()
         if context.failure:  # its users cannot start: the master stops the test, saying why
             data["vllm_failure"] = context.failure
 
@@ -260,6 +262,8 @@ def _install_master(environment) -> None:
             session.recorder.add_abandoned(data["vllm_abandoned"])
         if data.get("vllm_health"):
             session.add_health(data["vllm_health"], client_id)
+        if data.get("vllm_tokens"):
+            session.live.streamed(client_id, *data["vllm_tokens"])
         if data.get("vllm_flight"):  # after its records: a worker drained is one whose rows are in
             session.worker_flight(client_id, *data["vllm_flight"])
 
@@ -296,6 +300,9 @@ def _install_local(environment) -> None:
                 add_in_slices(session, context.buffer)
                 if time.monotonic() - last_health >= HEALTH_INTERVAL:
                     session.add_health(asdict(probe.sample("local")), "local")
+                    # as often as a worker's report: the walk of the requests in flight takes
+                    # ~1 µs each, so ~1 ms at 1000 streams
+                    session.live.streamed("local", *context.streamed.report())
                     last_health = time.monotonic()
 
     gevent.spawn(flush_forever)

@@ -276,10 +276,12 @@ class LLMUser(FastHttpUser):
         request.queued = max(time.perf_counter() - t0, 0.0)
         context.starts.append(request.start_ts)
         context.in_flight += 1
+        context.streamed.started(request)
         try:
             record = self.measure(request)
         finally:
             context.in_flight -= 1
+            context.streamed.ended(request)
         return Reply.of(request, record)
 
     def measure(self, request: MeasuredRequest) -> RequestRecord:

@@ -37,7 +37,8 @@
       mount.id = TABS[wanted].id;
       const note = document.createElement('p');
       note.className = 'vl-note';
-      note.innerHTML = 'Live figures of the requests finished in the last seconds (warm-up included); '
+      note.innerHTML = 'Live figures of the last seconds (warm-up included): tokens as they stream in, '
+        + 'latencies and failures of the requests that finished; '
         + 'the report\u2019s measured windows are the ones to publish. <a href="./llm" style="color:inherit">Open the LLM view</a>';
       mount.appendChild(note);
       bar.parentElement.after(mount);
