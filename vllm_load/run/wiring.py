@@ -30,6 +30,7 @@ from ..compat.locust import send_worker_report, set_worker_report_interval
 from ..gc_policy import quiet_collector
 from ..settings import add_arguments
 from ..values import SettingsError
+from ..web import bind
 from ..web.auth import add_arguments as add_web_arguments
 from ..web.view import install_web_ui
 from .session import DRAIN_MESSAGE, RATE_MESSAGE, RunSession
@@ -80,6 +81,8 @@ def install(events=locust_events) -> None:
     def _(parser, **_kw):
         add_arguments(parser)
         add_web_arguments(parser)
+        bind.add_arguments(parser)
+        bind.loopback_defaults(parser)
 
     @events.init.add_listener
     def _(environment, runner, web_ui=None, **_kw):
