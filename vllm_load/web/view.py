@@ -28,6 +28,7 @@ from ..compat.locust import WEB_INDEX_ENDPOINT, WEB_STATS_ENDPOINT
 from ..run.timeline import Timeline
 from .auth import install_login
 from .bind import open_web_ui_refusal, warn_if_open
+from .guard import install_guards
 
 LEVEL_COLUMNS = [
     ("level", "Level"),
@@ -95,6 +96,7 @@ def install_web_ui(environment, web_ui) -> None:
     if web_ui.web_login:  # Locust's --web-login: our login, and our routes behind it too
         install_login(environment, web_ui)
     base_path = getattr(options, "web_base_path", "") or ""
+    install_guards(environment, web_ui, base_path)
     # beside Locust's own routes (under --web-base-path like them): relative links work from both
     blueprint = Blueprint("vllm_load_llm", __name__, url_prefix=base_path or None)
 
