@@ -108,6 +108,7 @@ class Settings:
         "docs/workload.md) instead of synthetic prompts; 'sample' for the shipped ShareGPT "
         "sample. Every worker reads its own copy",
         parse=dataset_argument,
+        web_ui=False,  # a path: the web UI chooses no file to read
     )
     dataset_turns: int = option(
         0, "play at most this many turns of each dataset conversation (0: all)", rule=NOT_NEGATIVE
@@ -165,7 +166,9 @@ class Settings:
     )
     stream: bool = option(True, "send non-streaming requests (TTFT = E2E)", flag="--no-stream")
     tokenizer: str = option(
-        "", "local tokenizer directory for exact prompts when the server has no /tokenize"
+        "",
+        "local tokenizer directory for exact prompts when the server has no /tokenize",
+        web_ui=False,  # a path
     )
     approximate_prompts: bool = option(
         False, "allow prompts of approximate length when no tokenizer is available"
@@ -211,7 +214,8 @@ class Settings:
         metavar="SLO",
         web_ui=False,
     )
-    out: str = option("runs", "base directory for run directories")
+    # a path: the web UI chooses no directory to write
+    out: str = option("runs", "base directory for run directories", web_ui=False)
     run_dir: str = option(
         "",
         "exact run directory to write, refused if it holds a run already (default: "
@@ -226,7 +230,10 @@ class Settings:
         web_ui=False,
     )
     api_key: str = option(
-        "", "Bearer token (default: $OPENAI_API_KEY); never written anywhere", secret=True
+        "",
+        "Bearer token (default: $OPENAI_API_KEY); never written anywhere. The web UI sends it "
+        "only to the --host it was started with",
+        secret=True,
     )
 
     @classmethod

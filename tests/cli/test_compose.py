@@ -1,5 +1,7 @@
 """The compose file checked without a Docker engine: it parses, every vllm-load service's
-command is accepted by the CLI's own parser, and the image's entry point exists."""
+command is accepted by the CLI's own parser, the image's entry point exists, and no web UI is
+public without a login (every port is published on the host's loopback only, the master's web
+UI included; `docker compose config` shows the same)."""
 
 import configparser
 import os
@@ -13,6 +15,7 @@ import yaml
 from support import ROOT
 
 from vllm_load.cli.main import build_parser
+from vllm_load.web.bind import is_loopback, open_web_ui_refusal
 
 COMPOSE = os.path.join(ROOT, "docker-compose.yml")
 
@@ -88,18 +91,74 @@ def compose_client() -> list[str] | None:
     return None
 
 
+def published(service: dict) -> list[tuple[str, int]]:
+    """(host address, container port) of each port a service publishes, in compose's short
+    ("[IP:]HOST:CONTAINER[/proto]") or long ({host_ip, published, target}) form; "" for every
+    interface."""
+    ports = []
+    for port in service.get("ports", []):
+        if isinstance(port, dict):
+            ports.append((str(port.get("host_ip", "")), int(port["target"])))
+            continue
+        parts = str(port).split("/")[0].rsplit(":", 2)
+        host_ip = parts[0] if len(parts) == 3 else ""
+        ports.append((host_ip.strip("[]"), int(parts[-1])))
+    return ports
+
+
+def public_ui_problems(services: dict) -> list[str]:
+    """What would make a web UI (or anything else) reachable from other machines without a
+    login: a port published beyond the host's loopback, or a master whose web UI the CLI
+    would refuse to serve as configured; and a master its workers (other containers) cannot
+    reach."""
+    problems = [
+        f"{name} publishes port {target} on {host_ip or 'every interface'}"
+        for name, service in services.items()
+        for host_ip, target in published(service)
+        if not is_loopback(host_ip)
+    ]
+    master = build_parser().parse_args(command_argv(services["master"]))
+    if master.web:
+        refusal = open_web_ui_refusal(
+            master.web_host, master.web_login, master.web_insecure_no_login
+        )
+        if refusal:
+            problems.append(f"master: {refusal}")
+    if is_loopback(master.master_bind_host):
+        problems.append("master: the workers (other containers) cannot reach a loopback bind")
+    return problems
+
+
+@pytest.mark.parametrize("env", [{}, {"MASTER_MODE": "--headless"}, {"WORKERS": "8"}])
+def test_no_web_ui_is_public_without_a_login(env):
+    assert public_ui_problems(compose(env)["services"]) == []
+
+
+def test_a_public_ui_is_caught():
+    services = compose()["services"]
+    exposed = {**services, "master": {**services["master"], "ports": ["8089:8089"]}}
+    assert public_ui_problems(exposed) == ["master publishes port 8089 on every interface"]
+    argv = [a for a in command_argv(services["master"]) if a != "--web-insecure-no-login"]
+    unflagged = {**services, "master": {**services["master"], "command": argv}}
+    (problem,) = public_ui_problems(unflagged)
+    assert "without a login" in problem
+
+
 @pytest.mark.parametrize("env", [{}, {"MASTER_MODE": "--headless"}])
-def test_compose_config_validates(env):
+def test_compose_config_validates_and_shows_no_public_ui(env):
     client = compose_client()
     if client is None:
         pytest.skip(
             "no compose client installed (.ci/run installs Debian's docker-compose as root)"
         )
     result = subprocess.run(
-        [*client, "-f", COMPOSE, "config", "--quiet"],
+        [*client, "-f", COMPOSE, "--profile", "gpu", "config"],
         capture_output=True,
         text=True,
         cwd=ROOT,
         env={**os.environ, **env},
     )
     assert result.returncode == 0, result.stderr
+    services = yaml.safe_load(result.stdout)["services"]
+    assert {"sim", "master", "worker", "vllm"} <= set(services)
+    assert public_ui_problems(services) == []

@@ -25,6 +25,7 @@ from vllm_load.cli.main import build_parser
 from vllm_load.compat.argparse import parser_actions, subcommand_parsers
 from vllm_load.settings import Settings
 from vllm_load.values import SettingsError
+from vllm_load.web.bind import is_loopback, open_web_ui_refusal
 
 DEPLOY = os.path.join(ROOT, "deploy", "kubernetes")
 #: the two ways of running: the web UI's master (a Deployment), one headless test (a Job); each
@@ -247,6 +248,10 @@ def wiring_problems(docs: list[dict]) -> list[str]:
         problems.append("the master Service does not select the master alone")
     if worker.master_host != service["metadata"]["name"]:
         problems.append(f"workers connect to {worker.master_host}, not the master Service")
+    if is_loopback(master.master_bind_host):
+        problems.append(
+            f"the master listens for workers on {master.master_bind_host}: other pods cannot reach it"
+        )
     if not worker.master_port == master.master_bind_port == ports.get("master"):
         problems.append(
             f"workers connect to port {worker.master_port}, the master binds "
@@ -283,6 +288,22 @@ def wiring_problems(docs: list[dict]) -> list[str]:
         d["metadata"]["name"] for d in docs if d["kind"] == "PersistentVolumeClaim"
     }:
         problems.append("the runs volume's claim is not in the manifests")
+    return problems
+
+
+def web_ui_problems(docs: list[dict]) -> list[str]:
+    """A master's web UI is behind its login: the CLI would serve it as configured, and in a
+    cluster (every pod and any port-forward reaches the Service) never without --web-login,
+    whatever opt-out it names."""
+    master = parse(cli_args(master_of(docs), docs))
+    if not master.web:
+        return []
+    problems = []
+    refusal = open_web_ui_refusal(master.web_host, master.web_login, master.web_insecure_no_login)
+    if refusal:
+        problems.append(f"the master would refuse to start: {refusal}")
+    if not master.web_login:
+        problems.append("the web UI has no login")
     return problems
 
 
@@ -392,6 +413,30 @@ def test_service_ports_reach_the_containers_ports(variant):
     assert (sim.command, sim.host, sim.port) == ("sim", "0.0.0.0", 8000)
     settings = the(docs, "ConfigMap", "vllm-load-settings")["data"]
     assert settings["TARGET"] == "http://vllm-load-sim:8000"  # the simulator's Service
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_the_web_ui_is_behind_its_login(variant):
+    assert web_ui_problems(rendered(variant=variant)) == []
+
+
+def test_a_web_ui_without_its_login_is_caught():
+    docs = rendered()
+    args = pod_spec(the(docs, "Deployment", "vllm-load-master"))["containers"][0]["args"]
+    at = args.index("--web-login")
+    args[at] = "--web-insecure-no-login"
+    assert web_ui_problems(docs) == ["the web UI has no login"]
+    del args[at]
+    assert len(web_ui_problems(docs)) == 2
+
+
+def test_a_master_on_loopback_is_caught():
+    docs = rendered()
+    args = pod_spec(the(docs, "Deployment", "vllm-load-master"))["containers"][0]["args"]
+    at = args.index("--master-bind-host")
+    del args[at : at + 2]  # vllm-load's default: 127.0.0.1
+    (problem,) = wiring_problems(docs)
+    assert "other pods cannot reach it" in problem
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from support.reports import synthetic_runs
 
-from vllm_load.report.render import build_report
+from vllm_load.report.render import build_report, md
 
 #: the text columns of requests.csv, read as such when a test rewrites the file
 TEXT = {"error": object, "error_message": object, "itl_hist": object, "chunk_marks": object}
@@ -176,7 +176,7 @@ def test_a_run_that_lost_one_worker_says_so_in_its_findings(tmp_path):
         "flight were never recorded and its users moved to the remaining workers."
     )
     assert summary["series"][0]["findings"][0] == sentence
-    assert f"- ⚠ {sentence}" in markdown
+    assert f"- ⚠ {md(sentence)}" in markdown  # (names escaped as Markdown)
 
 
 def write_server_metrics(run: str, waiting: dict[int, float], queue_s: dict[int, float]) -> None:

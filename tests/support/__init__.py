@@ -12,6 +12,7 @@ tests/conftest.py. Test modules never import each other.
 - `netns`: test hosts in network namespaces (root only)
 - `read_lag`: how late a gevent process reads bytes sent on a steady beat
 - `kustomize`: deploy/kubernetes rendered as `kubectl kustomize` would, without kustomize
+- `browser`: headless Chromium for the browser tests, and the marks that skip them without it
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """`--web-login`: the web UI (Locust's pages and the LLM view) only after a username/password login.
 
 Plain HTTP against `vllm-load run --web --web-login` on the simulator: every page and JSON
-endpoint is refused without a login, a wrong user or password is refused, the right ones open
-the UI and the LLM view, and a test can then be started. The password comes only from
+endpoint is refused without a login, a wrong user or password is refused, after five wrong
+passwords even the right one waits, the right ones then open the UI and the LLM view, and a
+test can then be started. The password comes only from
 $VLLM_LOAD_WEB_PASSWORD, appears in no command line, file or output, and without it
 `--web-login` is one clear error line (from `vllm-load run` and from Locust itself).
 """
@@ -143,7 +144,24 @@ def test_web_ui_needs_the_login_and_the_password_stays_secret(tmp_path):
                 assert get(refused, "/llm/stats").status_code == 401, (username, password)
                 assert get(refused, "/").status_code == 302
 
+            # a login posted by another site's page is refused before it is looked at
+            forged = requests.post(
+                base + "/login_submit",
+                data={"username": USER, "password": PASSWORD},
+                headers={"Origin": "http://evil.example"},
+                allow_redirects=False,
+                timeout=10,
+            )
+            assert forged.status_code == 403 and "session" not in forged.cookies
+            # five wrong passwords from this address: the next try (the right password too) is
+            # turned away unchecked for a second (web.throttle), then checked again
             user = requests.Session()
+            refused_at = time.monotonic()
+            resp = login(user, base, USER, PASSWORD)
+            assert resp.status_code == 302 and resp.headers["Location"].endswith("/login")
+            assert "Too many failed logins: try again in 1 s" in get(user, "/login").text
+            assert get(user, "/llm/stats").status_code == 401
+            time.sleep(max(0.0, refused_at + 1.2 - time.monotonic()))
             resp = login(user, base, USER, PASSWORD)
             assert resp.status_code == 302 and resp.headers["Location"].endswith("/"), resp.headers
             assert get(user, "/").status_code == 200 and get(user, "/llm").status_code == 200

@@ -45,6 +45,8 @@ def locust_command(args: argparse.Namespace) -> list[str]:
         cmd += ["--web-host", args.web_host, "--web-port", str(args.web_port)]
         if args.web_login:  # the password travels by environment only (run_locust passes ours on)
             cmd += ["--web-login", "--web-user", args.web_user]
+        if args.web_insecure_no_login:
+            cmd.append("--web-insecure-no-login")
     else:
         cmd += ["--headless", "--only-summary"]
     if args.command == "run" and args.workers > 0:

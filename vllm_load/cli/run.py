@@ -21,6 +21,7 @@ from ..settings import Settings, add_arguments
 from ..target.api import HttpError, max_model_len, model_ids, request_json
 from ..target.loss import target_lost
 from ..values import SettingsError, master_host_argument, port_argument
+from ..web import bind
 from ..web.auth import MISSING_PASSWORD, PASSWORD_ENV, web_password
 from ..web.auth import add_arguments as add_web_user_argument
 from .common import (
@@ -52,7 +53,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
             "--web", action="store_true", help="serve Locust's web UI and start the test from it"
         )
         parser.add_argument("--web-port", type=port_argument, default=8089, help="web UI port")
-        parser.add_argument("--web-host", default="127.0.0.1", help="web UI bind address")
+        parser.add_argument("--web-host", default=bind.LOOPBACK, help=bind.WEB_HOST_HELP)
         parser.add_argument(
             "--web-login",
             action="store_true",
@@ -60,6 +61,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
             f"${PASSWORD_ENV} (never the command line); use TLS in front beyond a trusted network",
         )
         add_web_user_argument(parser)
+        bind.add_arguments(parser)
     if name in ("run", "master"):
         parser.epilog = exit_status_help()
     if name == "run":
@@ -68,9 +70,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         parser.add_argument(
             "--expect-workers", type=int, default=1, help="workers to wait for before starting"
         )
-        parser.add_argument(
-            "--master-bind-host", default="*", help="address the master listens on for workers"
-        )
+        parser.add_argument("--master-bind-host", default=bind.LOOPBACK, help=bind.MASTER_BIND_HELP)
         parser.add_argument(
             "--master-bind-port",
             type=port_argument,
@@ -198,6 +198,12 @@ def prepare(args: argparse.Namespace) -> Launch:
             raise SettingsError(MISSING_PASSWORD)
         if not args.web_user:
             raise SettingsError("--web-user must not be empty")
+    if getattr(args, "web", False):
+        refusal = bind.open_web_ui_refusal(
+            args.web_host, args.web_login, args.web_insecure_no_login
+        )
+        if refusal:
+            raise SettingsError(refusal)
     settings = Settings.from_options(args)
     if settings.run_dir:
         refuse_existing_run(settings.run_dir)

@@ -12,6 +12,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -92,9 +93,31 @@ def signed_pct(share) -> str:
     return "-" if _missing(share) else f"{share * 100:+.0f}%"
 
 
+# what Markdown (CommonMark, GitHub's tables and strikethrough) reads as markup inside a line:
+# escaped with a backslash; `<`, `>` and `&` become entities, which every renderer passes on as
+# text (some do not honour a backslash before `<`, and would let a tag through)
+MD_PUNCTUATION = re.compile(r"([\\`*_\[\]{}|~])")
+MD_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+# what Markdown reads as markup at the start of a line (a heading, quote, list item, rule)
+MD_LINE_START = re.compile(r"^(\s*)(?=[#+=-])|^(\s*\d+)(?=[.)](\s|$))")
+
+
 def md(text) -> str:
-    """A string safe inside a Markdown table cell."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Text (a name, a label, a sentence holding them) shown as itself in Markdown, a table
+    cell included: no markup, HTML or link it holds takes effect, and it stays on one line."""
+    flat = " ".join(str(text).splitlines())
+    escaped = MD_PUNCTUATION.sub(r"\\\1", flat)
+    escaped = "".join(MD_ENTITIES.get(c, c) for c in escaped)
+    return MD_LINE_START.sub(lambda m: m.group(0) + "\\", escaped, count=1)
+
+
+def md_code(text) -> str:
+    """Text as a Markdown code span: fenced by more backticks than it holds in a row, so none of
+    its own can end the span (CommonMark), on one line."""
+    flat = " ".join(str(text).splitlines())
+    longest = max((len(run) for run in re.findall(r"`+", flat)), default=0)
+    fence = "`" * (longest + 1)
+    return f"{fence} {flat} {fence}" if longest else f"`{flat}`"
 
 
 def _value(value, spec: str) -> str:
@@ -209,7 +232,9 @@ def template_env() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=False,
     )
-    env.filters.update(num=num, ms=ms, secs=secs, pct=pct, signed_pct=signed_pct, md=md)
+    env.filters.update(
+        num=num, ms=ms, secs=secs, pct=pct, signed_pct=signed_pct, md=md, md_code=md_code
+    )
     env.globals.update(interval=interval, mean_ci=mean_ci, lost_worker_text=lost_worker_text)
     return env
 

@@ -37,6 +37,7 @@ from ..gc_policy import quiet_collector
 from ..parent_death import die_with_parent, forked_from, note_forks
 from ..settings import add_arguments
 from ..values import SettingsError
+from ..web import bind
 from ..web.auth import add_arguments as add_web_arguments
 from ..web.view import install_web_ui
 from .session import DRAIN_MESSAGE, RATE_MESSAGE, RunSession, fail
@@ -87,6 +88,8 @@ def install(events=locust_events) -> None:
     def _(parser, **_kw):
         add_arguments(parser)
         add_web_arguments(parser)
+        bind.add_arguments(parser)
+        bind.loopback_defaults(parser)
 
     @events.init.add_listener
     def _(environment, runner, web_ui=None, **_kw):

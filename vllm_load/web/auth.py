@@ -5,7 +5,8 @@ locustfile's to provide. This one has a single account: the user name from `--we
 password only from the environment variable `VLLM_LOAD_WEB_PASSWORD` (never a command-line
 argument or a file, so it shows in no process list, run.json or log). Passwords
 are compared with `hmac.compare_digest`; sessions are signed with a random key made at start,
-so they end when the process does.
+so they end when the process does. Wrong passwords are slowed down per client address and
+across all of them (`throttle.LoginThrottle`).
 
 This is access control for a UI on a trusted network, not transport security: put TLS in front
 (or Locust's `--tls-cert`/`--tls-key`) before exposing it.
@@ -15,9 +16,12 @@ from __future__ import annotations
 
 import hmac
 import logging
+import math
 import os
 import secrets
 import sys
+
+from .throttle import LoginThrottle
 
 PASSWORD_ENV = "VLLM_LOAD_WEB_PASSWORD"
 DEFAULT_USER = "admin"
@@ -95,16 +99,28 @@ def install_login(environment, web_ui) -> None:
         return redirect(url_for("locust.login"))
 
     blueprint = Blueprint("vllm_load_auth", __name__, url_prefix=base_path or None)
+    throttle = LoginThrottle()
 
     @blueprint.route("/login_submit", methods=["POST"])
     def login_submit():
+        client = request.remote_addr or "?"
+        wait = throttle.wait_for(client)
+        if wait > 0:  # turned away unchecked: a guess that is not tried cannot succeed
+            session["auth_error"] = f"Too many failed logins: try again in {math.ceil(wait)} s"
+            return redirect(url_for("locust.login"))
         given_user = request.form.get("username", "")
         given_password = request.form.get("password", "")
         if credentials_match(given_user, given_password, username, password):
+            throttle.succeeded(client)
             login_user(WebUser(username))
             session["auth_error"] = None
             return redirect(url_for("locust.index"))
-        logger.warning("web UI: refused a login from %s", request.remote_addr)
+        wait = throttle.failed(client)
+        logger.warning(
+            "web UI: refused a login from %s%s",
+            client,
+            f" (its next try waits {wait:.0f} s)" if wait > 0 else "",
+        )
         session["auth_error"] = "Invalid username or password"
         return redirect(url_for("locust.login"))
 

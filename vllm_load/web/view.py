@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 
 from flask import Blueprint, Response, jsonify, request, send_from_directory
@@ -26,6 +27,8 @@ from flask import Blueprint, Response, jsonify, request, send_from_directory
 from ..compat.locust import WEB_INDEX_ENDPOINT, WEB_STATS_ENDPOINT
 from ..run.timeline import Timeline
 from .auth import install_login
+from .bind import open_web_ui_refusal, warn_if_open
+from .guard import install_guards
 
 LEVEL_COLUMNS = [
     ("level", "Level"),
@@ -81,11 +84,19 @@ def page() -> str:
 
 
 def install_web_ui(environment, web_ui) -> None:
+    options = environment.parsed_options
+    refusal = open_web_ui_refusal(
+        web_ui.host, web_ui.web_login, getattr(options, "web_insecure_no_login", False)
+    )
+    if refusal:  # (before Locust starts serving: init fires first)
+        print(f"vllm-load: error: {refusal}", file=sys.stderr, flush=True)
+        raise SystemExit(2)
+    warn_if_open(web_ui.host, web_ui.web_login)
     app = web_ui.app
     if web_ui.web_login:  # Locust's --web-login: our login, and our routes behind it too
         install_login(environment, web_ui)
-    options = environment.parsed_options
     base_path = getattr(options, "web_base_path", "") or ""
+    install_guards(environment, web_ui, base_path)
     # beside Locust's own routes (under --web-base-path like them): relative links work from both
     blueprint = Blueprint("vllm_load_llm", __name__, url_prefix=base_path or None)
 

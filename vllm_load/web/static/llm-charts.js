@@ -7,6 +7,9 @@
  *
  * The charts by persona (user class) draw one line per persona, for each of a few figures.
  *
+ * Every name from the run (a persona is a user class, named by whoever wrote the locustfile) is
+ * put in the page as text, never as markup; `escapeHtml` is for markup built as a string.
+ *
  * window.VllmLoadCharts.create(element, {statsUrl, onData, personaRoot, only}) returns
  * {start(), stop(), redraw()}: it polls statsUrl every 2 s (only the points it has not got yet)
  * and redraws; the charts by persona go into personaRoot when given, and with only: 'personas'
@@ -76,6 +79,9 @@
     return unit ? s + ' ' + unit : s;
   }
   function fmtTime(t) { return new Date(t * 1000).toLocaleTimeString(); }
+  // text put into HTML markup (a table built as a string): every name a user chose passes here
+  const ESCAPES = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+  function escapeHtml(text) { return String(text).replace(/[&<>"']/g, c => ESCAPES[c]); }
   function markLabel(m) {
     if (m.kind === 'drain') return 'drain';
     return 'L' + m.level + ' · ' + (m.rate !== null && m.rate !== undefined ? m.rate + ' req/s' : m.users + ' users');
@@ -117,8 +123,9 @@
         const item = document.createElement('span');
         item.className = 'vl-legend-item' + (hidden.has(key) ? ' vl-off' : '');
         item.setAttribute('data-series', key);
-        item.innerHTML = '<i style="background:' + color + '"></i>';
-        item.append(name);
+        const swatch = document.createElement('i');
+        swatch.style.background = color;
+        item.append(swatch, name);  // a persona's name is the user's: text, never markup
         item.addEventListener('click', () => {
           hidden.has(key) ? hidden.delete(key) : hidden.add(key);
           item.classList.toggle('vl-off', hidden.has(key));
@@ -214,11 +221,17 @@
         guide.setAttribute('x2', x(ts[i]));
         guide.setAttribute('visibility', 'visible');
         const level = marks.filter(m => m.kind === 'start' && m.t <= ts[i]).pop();
-        let html = '<b>' + fmtTime(ts[i]) + '</b>' + (level ? ' · level ' + level.level + ' (' + markLabel(level).split(' · ')[1] + ')' : '');
+        // built as nodes: a persona's name is the user's, shown as text, never parsed as markup
+        const when = document.createElement('b');
+        when.textContent = fmtTime(ts[i]);
+        tip.replaceChildren(when, level ? ' · level ' + level.level + ' (' + markLabel(level).split(' · ')[1] + ')' : '');
         for (const [key, name, color, , vals] of lines) {
-          if (!hidden.has(key)) html += '<br><span style="color:' + color + '">' + name + ': ' + fmtValue(vals[i], spec.unit) + '</span>';
+          if (hidden.has(key)) continue;
+          const line = document.createElement('span');
+          line.style.color = color;
+          line.textContent = name + ': ' + fmtValue(vals[i], spec.unit);
+          tip.append(document.createElement('br'), line);
         }
-        tip.innerHTML = html;
         tip.hidden = false;
         tip.style.background = c.bg;
         tip.style.color = c.text;
@@ -297,5 +310,5 @@
     };
   }
 
-  window.VllmLoadCharts = { create, isDark, CHARTS, PERSONA_CHARTS };
+  window.VllmLoadCharts = { create, isDark, escapeHtml, CHARTS, PERSONA_CHARTS };
 })();
