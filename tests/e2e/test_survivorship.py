@@ -9,13 +9,20 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
-from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
+from support.runhelpers import (
+    load_run_files,
+    only_run_dir,
+    run_vllm_load,
+    stop_group,
+    wait_for_rows,
+)
 
 from vllm_load.analysis.levels.measure import measure_levels
 from vllm_load.run.outcomes import EXIT_CODES
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.process import SimulatorProcess, free_port
 
 SHORT = ("--input-tokens", "128", "--output-tokens", "32")
 
@@ -155,3 +162,64 @@ def test_running_out_of_file_descriptors_is_the_clients_limit_and_stops_the_test
     limited_rows = requests[requests["error"] == "client_limit"]
     assert len(limited_rows) > 0
     assert not (requests["error"] == "disconnect").any()  # never blamed on the server
+
+
+def test_a_target_restarted_mid_run_fails_its_levels_instead_of_completing_them(tmp_path):
+    """The target is down for 4 s: its instant connect failures are measured as failures (they
+    used to count toward two levels' targets as if served, and the run exited 0)."""
+    out = str(tmp_path / "runs")
+    with SimulatorProcess("--time-scale", "0.5") as sim:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "vllm_load", "run", "--host", sim.url, "--out", out]
+            + ["--input-tokens", "64", "--output-tokens", "16", "--levels", "4,8"]
+            + ["--requests-per-level", "1500"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            wait_for_rows(out, 100, run)
+            sim.stop()
+            time.sleep(4)
+            with SimulatorProcess("--time-scale", "0.5", port=sim.port):
+                _, stderr = run.communicate(timeout=120)
+        finally:
+            if run.poll() is None:
+                stop_group(run)
+    assert run.returncode == EXIT_CODES["levels_failed"], stderr[-3000:]
+    said = stderr.strip().splitlines()[-1]
+    assert said.startswith("vllm-load run: ") and " connect" in said, said
+
+
+def test_a_worker_without_the_servers_key_stops_the_test_at_once(tmp_path):
+    """A worker whose users cannot list the models (401) used to leave the master running every
+    level with no request and saying `completed`; the master now stops with the worker's line."""
+    port, out = free_port("127.0.0.1"), str(tmp_path / "runs")
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    with SimulatorProcess("--time-scale", "0.1", "--api-key", "SECRET") as sim:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "vllm_load", "worker", "--master-host", "127.0.0.1"]
+            + ["--master-port", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+        try:
+            master = subprocess.run(
+                [sys.executable, "-m", "vllm_load", "master", "--host", sim.url]
+                + ["--api-key", "SECRET", "--expect-workers", "1", "--levels", "2,4"]
+                + ["--master-bind-host", "127.0.0.1", "--master-bind-port", str(port)]
+                + [*SHORT, "--out", out],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env=env,
+            )
+        finally:
+            stop_group(worker)
+    assert master.returncode == 2, master.stderr[-3000:]
+    line = next(ln for ln in master.stderr.splitlines() if ln.startswith("vllm-load: error: "))
+    assert "HTTP 401" in line and "give this process the server's key" in line, line
+    assert "Traceback" not in master.stderr
