@@ -14,7 +14,6 @@ and browser given explicitly, with SE_OFFLINE so selenium-manager never download
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import signal
@@ -26,25 +25,13 @@ import urllib.request
 
 import pytest
 from support import ROOT
+from support.browser import BROWSER_MARKS, new_browser
 from support.runhelpers import start_web_run, stop_group
 
 from vllm_load.sim.process import SimulatorProcess, free_port
 from vllm_load.web.auth import PASSWORD_ENV
 
 ARTIFACTS = os.path.join(ROOT, "test-artifacts")
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
-CHROMIUM_FLAGS = (
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1400,1800",  # tall enough for the charts and the table under them
-)
 # each level lasts LEVEL_SECONDS (the time cap; far more requests are asked for than can finish),
 # long enough to look at a level in both views, short enough to see the level change
 LEVEL_SECONDS = 14
@@ -79,16 +66,8 @@ RUN_ARGS = (
 )
 
 pytestmark = [
-    pytest.mark.browser,
+    *BROWSER_MARKS,
     pytest.mark.alone,  # its waits for charts are timed: no other test's load beside it
-    pytest.mark.skipif(
-        not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)),
-        reason="Debian's chromium and chromium-driver are not installed (.ci/run installs them as root)",
-    ),
-    pytest.mark.skipif(
-        importlib.util.find_spec("selenium") is None,
-        reason="selenium is not installed (pip install -e '.[test]')",
-    ),
 ]
 
 
@@ -131,20 +110,6 @@ def number(text: str) -> float:
     """A figure as the UI prints it (toLocaleString: "12,345.6")."""
     cleaned = text.replace(",", "").replace("\u202f", "").replace("\xa0", "").strip()
     return float(cleaned) if re.fullmatch(r"-?\d+(\.\d+)?", cleaned) else float("nan")
-
-
-def new_browser(profile_dir: str):
-    os.environ["SE_OFFLINE"] = (
-        "true"  # selenium-manager: never look anything up or download a driver
-    )
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile_dir}"):
-        options.add_argument(flag)
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
 
 
 def llm_tab_rows(driver) -> list[dict[str, str]]:
