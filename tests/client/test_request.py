@@ -6,6 +6,8 @@ of them, and the time limits, on the unit itself."""
 
 from __future__ import annotations
 
+import errno
+import os
 import socket
 import time
 
@@ -193,3 +195,26 @@ def test_the_first_token_timeout_ends_with_the_first_content_chunk():
         server.stop()
     assert request.ok, request.message
     assert request.record("w").n_chunks == 2
+
+
+@pytest.mark.parametrize(
+    "code, words",
+    [
+        (errno.EMFILE, "ran out of file descriptors (EMFILE: ulimit -n is"),
+        (errno.ENFILE, "fs.file-max"),
+        (errno.EADDRNOTAVAIL, "net.ipv4.ip_local_port_range"),
+        (errno.ENOBUFS, "no buffer space for another socket (ENOBUFS)"),
+    ],
+)
+def test_a_socket_the_client_cannot_open_is_its_own_limit_not_the_servers(code, words):
+    """Out of file descriptors, local ports or socket buffers: `client_limit`, with a message that
+    names the limit and how to raise it (it was `disconnect`, blamed on the server)."""
+    request = MeasuredRequest(
+        Endpoint("http://127.0.0.1:9", TIMEOUTS),
+        RequestSpec("chat", True, b"{}", 4, 2),
+        "t",
+        time.perf_counter(),
+    )
+    category, message = request._classify(OSError(code, os.strerror(code)))
+    assert category == "client_limit" and words in message, message
+    assert request._classify(ConnectionResetError(errno.ECONNRESET, "reset"))[0] == "disconnect"
