@@ -76,6 +76,18 @@ def wait_for_level(out: str, level: int, proc: subprocess.Popen, timeout: float 
     raise AssertionError(f"level {level} did not start within {timeout} s")
 
 
+def terminate(proc: subprocess.Popen) -> None:
+    """SIGTERM to a run's group (vllm-load forwards it: Locust closes the run and quits), then
+    SIGKILL to the group if it lingers."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=15)
+        except (ProcessLookupError, PermissionError, subprocess.TimeoutExpired):
+            pass
+    stop_group(proc)
+
+
 def stop_group(proc: subprocess.Popen) -> None:
     """Kill whatever is left of a run started in its own session (its process group)."""
     try:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import tempfile
 import time
@@ -26,7 +25,7 @@ import urllib.request
 import pytest
 from support import ROOT
 from support.browser import BROWSER_MARKS, new_browser
-from support.runhelpers import start_web_run, stop_group
+from support.runhelpers import start_web_run, terminate
 
 from vllm_load.sim.process import SimulatorProcess, free_port
 from vllm_load.web.auth import PASSWORD_ENV
@@ -93,17 +92,6 @@ def wait_http(url: str, proc: subprocess.Popen, log_path: str, timeout: float = 
 def read(path: str) -> str:
     with open(path, encoding="utf-8", errors="replace") as fh:
         return fh.read()
-
-
-def terminate(proc: subprocess.Popen) -> None:
-    """SIGTERM (vllm-load forwards it: Locust closes the run and quits), SIGKILL to the group if it lingers."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=15)
-        except (ProcessLookupError, PermissionError, subprocess.TimeoutExpired):
-            pass
-    stop_group(proc)
 
 
 def number(text: str) -> float:

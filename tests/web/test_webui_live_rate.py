@@ -12,15 +12,13 @@ points, turned back into tok/s through the chart's y axis, over the steady part 
 
 from __future__ import annotations
 
-import os
-import signal
 import statistics
 import subprocess
 import tempfile
 
 import pytest
 from support.browser import BROWSER_MARKS, chart_lines, click_start, new_browser
-from support.runhelpers import start_web_run, stop_group, wait_for_ui
+from support.runhelpers import start_web_run, terminate, wait_for_ui
 
 from vllm_load.sim.process import SimulatorProcess, free_port
 
@@ -48,17 +46,6 @@ STEADY_POINTS = 10  # a point a second: 5 waves
 TOLERANCE = 0.03
 
 pytestmark = [*BROWSER_MARKS, pytest.mark.alone]  # a busy machine would make its own waves
-
-
-def terminate(proc: subprocess.Popen) -> None:
-    """SIGTERM (Locust closes the run and quits), SIGKILL to the group if it lingers."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=15)
-        except (ProcessLookupError, PermissionError, subprocess.TimeoutExpired):
-            pass
-    stop_group(proc)
 
 
 def steady(chart: dict, series: str) -> list[float]:
