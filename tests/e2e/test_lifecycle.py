@@ -84,90 +84,81 @@ def open_levels(run_dir: str) -> int:
     return sum(1 for row in rows if not row[3])
 
 
-def test_killing_vllm_load_run_ends_its_locust_processes_and_the_run_is_closed(tmp_path):
-    out = str(tmp_path)
-    family: list[psutil.Process] = []
+@dataclass
+class LongRun:
+    """`vllm-load run` of a test that would take minutes, its rows coming in."""
+
+    proc: subprocess.Popen
+    run_dir: str
+    family: list[psutil.Process]  # Locust's processes under it (in groups of their own)
+
+
+@contextlib.contextmanager
+def long_run(out: str, workers: int):
+    """A `LongRun` against a simulator; whatever it leaves is killed at the end."""
     with SimulatorProcess("--ttft", "0.05", "--itl", "0.05") as sim:
-        proc = start_long_run(sim.url, out, workers=2)
+        proc = start_long_run(sim.url, out, workers)
+        family: list[psutil.Process] = []
         try:
             run_dir = wait_for_rows(out, 5, proc)
             family = psutil.Process(proc.pid).children(recursive=True)
-            assert len(family) == 3  # the Locust master and its two workers
-            proc.kill()  # SIGKILL: no handler of ours runs
-            proc.wait(timeout=10)
-            wait_gone(family, GONE_WITHIN)
+            yield LongRun(proc, run_dir, family)
         finally:
             kill_all(family)
             stop_group(proc)
-    run = read_run(run_dir)  # the master, told by the kernel, closed it
-    assert run["outcome"] == "interrupted" and run["ended_at"] and open_levels(run_dir) == 0
+
+
+def test_killing_vllm_load_run_ends_its_locust_processes_and_the_run_is_closed(tmp_path):
+    with long_run(str(tmp_path), workers=2) as run:
+        assert len(run.family) == 3  # the Locust master and its two workers
+        run.proc.kill()  # SIGKILL: no handler of ours runs
+        run.proc.wait(timeout=10)
+        wait_gone(run.family, GONE_WITHIN)
+    closed = read_run(run.run_dir)  # the master, told by the kernel, closed it
+    assert closed["outcome"] == "interrupted" and closed["ended_at"]
+    assert open_levels(run.run_dir) == 0
 
 
 def test_a_hangup_stops_the_run_like_ctrl_c(tmp_path):
-    out = str(tmp_path)
-    family: list[psutil.Process] = []
-    with SimulatorProcess("--ttft", "0.05", "--itl", "0.05") as sim:
-        proc = start_long_run(sim.url, out, workers=0)
-        try:
-            run_dir = wait_for_rows(out, 5, proc)
-            family = psutil.Process(proc.pid).children(recursive=True)
-            proc.send_signal(signal.SIGHUP)  # the terminal was closed
-            output, _ = proc.communicate(timeout=GONE_WITHIN + 20)
-            wait_gone(family, GONE_WITHIN)
-        finally:
-            kill_all(family)
-            stop_group(proc)
-    assert proc.returncode == 130, output[-3000:]
-    assert read_run(run_dir)["outcome"] == "interrupted" and open_levels(run_dir) == 0
+    with long_run(str(tmp_path), workers=0) as run:
+        run.proc.send_signal(signal.SIGHUP)  # the terminal was closed
+        output, _ = run.proc.communicate(timeout=GONE_WITHIN + 20)
+        wait_gone(run.family, GONE_WITHIN)
+    assert run.proc.returncode == 130, output[-3000:]
+    assert read_run(run.run_dir)["outcome"] == "interrupted" and open_levels(run.run_dir) == 0
 
 
 def test_a_second_ctrl_c_is_clean_and_the_run_is_closed(tmp_path):
-    out = str(tmp_path)
-    family: list[psutil.Process] = []
-    with SimulatorProcess("--ttft", "0.05", "--itl", "0.05") as sim:
-        proc = start_long_run(sim.url, out, workers=2)
-        try:
-            run_dir = wait_for_rows(out, 5, proc)
-            family = psutil.Process(proc.pid).children(recursive=True)
-            proc.send_signal(signal.SIGINT)
-            time.sleep(0.3)  # while the run is being closed
-            proc.send_signal(signal.SIGINT)
-            output, _ = proc.communicate(timeout=GONE_WITHIN + 20)
-            wait_gone(family, GONE_WITHIN)
-        finally:
-            kill_all(family)
-            stop_group(proc)
-    assert proc.returncode == 130, output[-3000:]
+    with long_run(str(tmp_path), workers=2) as run:
+        run.proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)  # while the run is being closed
+        run.proc.send_signal(signal.SIGINT)
+        output, _ = run.proc.communicate(timeout=GONE_WITHIN + 20)
+        wait_gone(run.family, GONE_WITHIN)
+    assert run.proc.returncode == 130, output[-3000:]
     assert "Traceback" not in output, output[-3000:]
     assert "already stopping" in output
-    run = read_run(run_dir)
-    assert run["outcome"] == "interrupted" and "closed_by" not in run  # Locust closed it itself
-    assert open_levels(run_dir) == 0
+    closed = read_run(run.run_dir)
+    assert closed["outcome"] == "interrupted" and "closed_by" not in closed  # Locust closed it
+    assert open_levels(run.run_dir) == 0
 
 
 def test_a_killed_master_takes_its_workers_and_vllm_load_run_closes_the_run(tmp_path):
-    out = str(tmp_path)
-    workers: list[psutil.Process] = []
-    with SimulatorProcess("--ttft", "0.05", "--itl", "0.05") as sim:
-        proc = start_long_run(sim.url, out, workers=2)
-        try:
-            run_dir = wait_for_rows(out, 5, proc)
-            (master,) = psutil.Process(proc.pid).children()
-            workers = master.children()
-            assert len(workers) == 2
-            master.kill()
-            took = wait_gone(workers, GONE_WITHIN)
-            output, _ = proc.communicate(timeout=30)
-        finally:
-            kill_all(workers)
-            stop_group(proc)
+    with long_run(str(tmp_path), workers=2) as run:
+        (master,) = psutil.Process(run.proc.pid).children()
+        workers = master.children()
+        assert len(workers) == 2
+        master.kill()
+        took = wait_gone(workers, GONE_WITHIN)
+        output, _ = run.proc.communicate(timeout=30)
     assert took < 3.5  # told by the kernel, not by a missed heartbeat (5 s)
     lines = [ln for ln in output.splitlines() if ln.startswith("vllm-load run: error: ")]
-    assert proc.returncode == 1 and len(lines) == 1, output[-3000:]
-    assert "killed by signal 9" in lines[0] and run_dir in lines[0]
-    run = read_run(run_dir)
-    assert run["outcome"] == "interrupted" and run["ended_at"] and "signal 9" in run["closed_by"]
-    assert open_levels(run_dir) == 0
+    assert run.proc.returncode == 1 and len(lines) == 1, output[-3000:]
+    assert "killed by signal 9" in lines[0] and run.run_dir in lines[0]
+    closed = read_run(run.run_dir)
+    assert closed["outcome"] == "interrupted" and closed["ended_at"]
+    assert "signal 9" in closed["closed_by"]
+    assert open_levels(run.run_dir) == 0
 
 
 @dataclass
