@@ -53,12 +53,26 @@ def new_browser(profile_dir: str):
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
 
 
-def click_start(driver, timeout: float = 20.0) -> None:
-    """Press Locust's *Start* (the start form's submit button) on the page the driver is on."""
+def log_in(driver, base: str, user: str, password: str, timeout: float = 20.0) -> None:
+    """Open the UI at `base` and sign in on its login page (`--web-login`)."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
+    driver.get(base + "/")
     WebDriverWait(driver, timeout, poll_frequency=0.25).until(
+        lambda d: d.find_elements(By.NAME, "username")
+    )
+    driver.find_element(By.NAME, "username").send_keys(user)
+    driver.find_element(By.NAME, "password").send_keys(password)
+    driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+
+
+def start_button(driver, timeout: float = 20.0):
+    """Locust's *Start* (the start form's submit button), once the page the driver is on has it."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout, poll_frequency=0.25).until(
         lambda d: next(
             (
                 b
@@ -67,7 +81,12 @@ def click_start(driver, timeout: float = 20.0) -> None:
             ),
             None,
         )
-    ).click()
+    )
+
+
+def click_start(driver, timeout: float = 20.0) -> None:
+    """Press Locust's *Start* on the page the driver is on."""
+    start_button(driver, timeout).click()
 
 
 # one chart's drawing as the page shows it: each line's points (SVG x, y), the y axis' tick

@@ -24,7 +24,7 @@ import urllib.request
 
 import pytest
 from support import ROOT
-from support.browser import BROWSER_MARKS, new_browser
+from support.browser import BROWSER_MARKS, click_start, log_in, new_browser
 from support.runhelpers import start_web_run, terminate
 
 from vllm_load.sim.process import SimulatorProcess, free_port
@@ -227,25 +227,11 @@ def test_llm_charts_in_chromium_after_starting_from_the_ui(tmp_path):
                 return f"{what}\n--- vllm-load\n{read(log_path)[-3000:]}\n--- page\n{driver.page_source[-4000:]}"
 
             # 1. --web-login: Locust's login page, our account
-            driver.get(base + "/")
-            wait(20).until(lambda d: d.find_elements(By.NAME, "username"))
-            driver.find_element(By.NAME, "username").send_keys(USER)
-            driver.find_element(By.NAME, "password").send_keys(PASSWORD)
-            driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+            log_in(driver, base, USER, PASSWORD)
 
             # 2. Locust's start form: with the stepped shape, users and spawn rate are the shape's
             #    (their fields are disabled); Start is the form's submit button
-            start = wait(20).until(
-                lambda d: next(
-                    (
-                        b
-                        for b in d.find_elements(By.CSS_SELECTOR, "form button[type=submit]")
-                        if b.text.strip().upper() == "START"
-                    ),
-                    None,
-                )
-            )
-            start.click()
+            click_start(driver)
 
             # 3. the LLM tab of Locust's UI: its charts above Locust's table of the levels
             try:

@@ -23,7 +23,7 @@ import threading
 import time
 
 import pytest
-from support.browser import BROWSER_MARKS, new_browser
+from support.browser import BROWSER_MARKS, click_start, log_in, new_browser, start_button
 from support.runhelpers import start_web_run, stop_group, wait_for_ui
 
 from vllm_load.sim.process import SimulatorProcess, free_port
@@ -150,21 +150,8 @@ def test_login_works_a_cross_origin_post_is_refused_and_names_stay_text(tmp_path
                 return f"{what}\n--- run\n{log_path.read_text()[-3000:]}\n--- page\n{driver.page_source[-3000:]}"
 
             # 1. the login page, then Locust's page
-            driver.get(base + "/")
-            wait(20).until(lambda d: d.find_elements(By.NAME, "username"))
-            driver.find_element(By.NAME, "username").send_keys(USER)
-            driver.find_element(By.NAME, "password").send_keys(PASSWORD)
-            driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
-            start = wait(20).until(
-                lambda d: next(
-                    (
-                        b
-                        for b in d.find_elements(By.CSS_SELECTOR, "form button[type=submit]")
-                        if b.text.strip().upper() == "START"
-                    ),
-                    None,
-                )
-            )
+            log_in(driver, base, USER, PASSWORD)
+            start_button(driver)  # Locust's page, behind the login
 
             # 2. another origin's page posts the start form, with the session cookie: refused
             driver.get(other.url + "/")
@@ -180,17 +167,7 @@ def test_login_works_a_cross_origin_post_is_refused_and_names_stay_text(tmp_path
 
             # 3. the UI's own Start button starts the test
             driver.get(base + "/")
-            start = wait(20).until(
-                lambda d: next(
-                    (
-                        b
-                        for b in d.find_elements(By.CSS_SELECTOR, "form button[type=submit]")
-                        if b.text.strip().upper() == "START"
-                    ),
-                    None,
-                )
-            )
-            start.click()
+            click_start(driver)
 
             # 4. /llm: both personas in the table, the odd name as text, its script never run
             driver.get(base + "/llm")
