@@ -52,6 +52,7 @@ def test_sim_traces_each_token_write_under_the_request_id_header(tmp_path):
     rec = records["mine-1"]
     assert len(rec.tokens) == 5 and rec.tokens == sorted(rec.tokens)
     assert 0.045 < rec.tokens[0] - rec.received < 0.2  # TTFT 50 ms
-    gaps = [b - a for a, b in zip(rec.tokens, rec.tokens[1:])]
-    assert all(0.005 < g < 0.05 for g in gaps), gaps  # ITL 10 ms
+    # The simulator keeps to its schedule (a late write is followed by a short gap), so the
+    # ITL shows in the span of the four gaps, not in each gap on a busy 2-core machine.
+    assert 0.035 < rec.tokens[-1] - rec.tokens[0] < 0.2, rec.tokens  # ITL 10 ms
     assert rec.tokens[-1] <= rec.end
