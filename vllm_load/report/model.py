@@ -22,8 +22,16 @@ from ..analysis.decisions.goodput import (
     slo_headline,
 )
 from ..analysis.decisions.slo import SloSpec, parse_slo
+from ..analysis.diagnosis.evidence import EVIDENCE_COLUMNS, level_evidence
+from ..analysis.diagnosis.facts import server_facts
+from ..analysis.diagnosis.series import SeriesDiagnosis, diagnose_series, level_verdicts
 from ..analysis.levels.breakdown import conversation_summary, persona_table, turn_table
-from ..analysis.levels.client_side import late_levels, level_client_health, read_client_health
+from ..analysis.levels.client_side import (
+    bound_levels,
+    late_levels,
+    level_client_health,
+    read_client_health,
+)
 from ..analysis.levels.hist import pad_columns
 from ..analysis.levels.measure import METRIC_COLUMNS, measure_levels
 from ..analysis.levels.rates import RateRule, rate_verdicts
@@ -90,6 +98,7 @@ class RunSummary:
     conversations: dict | None = None  # the run's conversations as wholes
     axis: Axis = USERS  # what its levels are (users, or requests/s)
     outcome: RunOutcome | None = None  # how it ended: interrupted, target lost, workers lost
+    bottlenecks: dict[float, dict] = field(default_factory=dict)  # level -> its verdict, as JSON
 
     def failures_by_users(self) -> pd.DataFrame:
         """Its failure counts (`error_counts`) with each level's `users` (its rate for --rates)."""
@@ -114,6 +123,7 @@ class SeriesReport:
     axis: Axis = USERS  # what its levels are (users, or requests/s)
     slo_headline: SloHeadline | None = None  # with SLOs: the highest level meeting them
     outcome_findings: list[str] = field(default_factory=list)  # how its runs ended (first)
+    diagnosis: SeriesDiagnosis | None = None  # why it saturates, and what to change
     slo_finding: str = ""  # the SLO headline as a finding (after those)
 
     @property
@@ -179,6 +189,7 @@ def summarize_run(path: str, slo: SloSpec = SloSpec()) -> RunSummary:
     metrics = with_client_late(meas.metrics.copy(), client_levels)
     if server is not None:  # whether requests waited in the server's queue, per level
         metrics = metrics.merge(level_queue(server, meas.metrics), on="level", how="left")
+        metrics = metrics.merge(level_evidence(server, meas.metrics), on="level", how="left")
     axis = axis_of(data.run)
     if axis.rate:
         # the report's curves, charts and tables key levels by `users`: an open-loop run's levels
@@ -244,6 +255,8 @@ def with_client_late(metrics: pd.DataFrame, client_levels: pd.DataFrame | None) 
     late = late_levels(client_levels)
     metrics["client_late"] = [int(lv) in late for lv in metrics["level"]]
     metrics["client_late_reason"] = [late.get(int(lv), "") for lv in metrics["level"]]
+    bound = bound_levels(client_levels)
+    metrics["client_bound_reason"] = [bound.get(int(lv), "") for lv in metrics["level"]]
     return metrics
 
 
@@ -258,7 +271,7 @@ def level_curve(
     frame = frame[frame["users"].notna()]
     if "client_late" not in frame:
         frame = frame.assign(client_late=False, client_late_reason="")
-    judged = tuple(m for m in (*GOODPUT_METRICS, *QUEUE_COLUMNS) if m in frame)
+    judged = tuple(m for m in (*GOODPUT_METRICS, *QUEUE_COLUMNS, *EVIDENCE_COLUMNS) if m in frame)
     curve = aggregate(frame, ["users"], (*metrics, *judged))
     worst = pd.to_numeric(frame["success_rate"], errors="coerce").groupby(frame["users"]).min()
     curve["success_rate_min"] = curve["users"].map(worst).astype(np.float64)
@@ -272,6 +285,15 @@ def level_curve(
     if "slo_binding_text" in frame:  # the item that bound each level most often across runs
         binding = frame.groupby("users")["slo_binding_text"].agg(lambda t: t.mode().iloc[0])
         curve["slo_binding"] = curve["users"].map(binding).fillna("")
+    if (
+        "client_bound_reason" in frame
+    ):  # possibly client-bound in some run: the diagnosis's `client`
+        bound = frame[frame["client_bound_reason"].fillna("").astype(str) != ""]
+        why_bound = {
+            u: "; ".join(f"run {r}: {w}" for r, w in zip(g["run_id"], g["client_bound_reason"]))
+            for u, g in bound.groupby("users")
+        }
+        curve["client_bound_reason"] = [why_bound.get(u, "") for u in curve["users"]]
     curve["client_late"] = [u in reasons for u in curve["users"]]
     curve["client_late_reason"] = [reasons.get(u, "") for u in curve["users"]]
     if "rate_unsteady" in frame:  # open-loop levels whose window was no steady state (`failures`)
@@ -333,6 +355,43 @@ def _distributions(report: SeriesReport) -> None:
     )
 
 
+def no_server_reason(run: dict) -> str:
+    """Why a run has no server evidence ("" when it has some): scraping off, or its note."""
+    scrape = run.get("server_metrics") or {}
+    if not scrape:
+        return (
+            "the run did not scrape the server's /metrics (--metrics-interval 0, or an older run)"
+        )
+    if not scrape.get("samples"):
+        return f"no /metrics from the server: {scrape.get('note') or 'no sample was taken'}"
+    return ""
+
+
+def diagnose(
+    members: Sequence[RunSummary], curve: pd.DataFrame, sat: Saturation, rule: SaturationRule
+) -> SeriesDiagnosis:
+    """The series' diagnosis on its curve, and each run's own level verdicts (on the series'
+    knee) into `RunSummary.bottlenecks`."""
+    facts = server_facts(members[0].run)
+    no_server = next((why for r in members if (why := no_server_reason(r.run))), "")
+    diagnosis = diagnose_series(curve, sat, facts, no_server, sat.axis.noun, rule.tolerance)
+    for r in members:
+        verdicts, _ = level_verdicts(
+            r.metrics.to_dict("records"),
+            "",
+            diagnosis.facts,
+            sat,
+            no_server_reason(r.run),
+        )
+        series_levels = {v.users: v for v in diagnosis.levels}
+        r.bottlenecks = {}
+        for v in verdicts:  # a run's level shares the series' advice where it has the same limit
+            same = series_levels.get(v.users)
+            advice = same.advice if same is not None and same.kind == v.kind else ()
+            r.bottlenecks[v.users] = {**v.as_json(), "advice": [a.as_json() for a in advice]}
+    return diagnosis
+
+
 def build_report_data(
     run_dirs: Sequence[str],
     gpus_per_model: Mapping[str, float] | None = None,
@@ -374,6 +433,7 @@ def build_report_data(
             axis=sat.axis,
             outcome_findings=[text for o in outcomes for text in o.sentences()],
         )
+        report.diagnosis = diagnose(members, curve, sat, rule)
         if spec:
             report.slo_headline = slo_headline([r.metrics for r in members], spec)
             report.slo_finding = report.slo_headline.sentence(sat.axis.noun, sat.axis.rate, spec)
