@@ -15,16 +15,14 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.decisions.goodput import (
-    GOODPUT_METRICS,
     SloHeadline,
     binding_text,
     level_goodput,
     slo_headline,
 )
 from ..analysis.decisions.slo import SloSpec, parse_slo
-from ..analysis.diagnosis.evidence import EVIDENCE_COLUMNS, level_evidence
-from ..analysis.diagnosis.facts import server_facts
-from ..analysis.diagnosis.series import SeriesDiagnosis, diagnose_series, level_verdicts
+from ..analysis.diagnosis.evidence import level_evidence
+from ..analysis.diagnosis.series import SeriesDiagnosis, diagnose_runs
 from ..analysis.levels.breakdown import conversation_summary, persona_table, turn_table
 from ..analysis.levels.client_side import (
     bound_levels,
@@ -33,9 +31,9 @@ from ..analysis.levels.client_side import (
     read_client_health,
 )
 from ..analysis.levels.hist import pad_columns
-from ..analysis.levels.measure import METRIC_COLUMNS, measure_levels
+from ..analysis.levels.measure import measure_levels
 from ..analysis.levels.rates import RateRule, rate_verdicts
-from ..analysis.levels.server_queue import QUEUE_COLUMNS, level_queue
+from ..analysis.levels.server_queue import level_queue
 from ..analysis.levels.server_side import level_server_figures, read_server_metrics
 from ..analysis.levels.table import error_counts
 from ..analysis.levels.timeline import work_timeline
@@ -43,31 +41,16 @@ from ..analysis.series.compare import ModelRow, compare, comparison_findings
 from ..analysis.series.curve import USERS, Axis, axis_of
 from ..analysis.series.failures import failure_kinds
 from ..analysis.series.findings import findings
+from ..analysis.series.level_curve import level_curve
 from ..analysis.series.outcome import RunOutcome, outcome_of
 from ..analysis.series.saturation import Saturation, SaturationRule, analyse
-from ..analysis.series.stats import Series, aggregate, group_runs
+from ..analysis.series.stats import Series, group_runs
 from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV
 from ..rundir.load import (
     ANALYSIS_COLUMNS,
     load_run,
     read_client_validation,
     read_run_json,
-)
-
-#: per-level figures that are averaged across runs (everything numeric but timestamps)
-AGG_METRICS: tuple[str, ...] = tuple(
-    c
-    for c in METRIC_COLUMNS
-    if c
-    not in {
-        "level",
-        "users",
-        "level_start",
-        "level_end",
-        "window_start",
-        "window_end",
-        "stop_reason",
-    }
 )
 
 
@@ -260,52 +243,6 @@ def with_client_late(metrics: pd.DataFrame, client_levels: pd.DataFrame | None) 
     return metrics
 
 
-def level_curve(
-    tables: Sequence[pd.DataFrame], metrics: Sequence[str] = AGG_METRICS
-) -> pd.DataFrame:
-    """Per level across runs (one per-level table each, with `users`, `run_id` and
-    `success_rate`): `aggregate`'s statistics of `metrics` (and goodput's, where judged), plus
-    `success_rate_min`, the worst run's success rate, which decides whether the level is left
-    out of the conclusions (`failures`), and whether a run was client-late there."""
-    frame = pd.concat(list(tables), ignore_index=True)
-    frame = frame[frame["users"].notna()]
-    if "client_late" not in frame:
-        frame = frame.assign(client_late=False, client_late_reason="")
-    judged = tuple(m for m in (*GOODPUT_METRICS, *QUEUE_COLUMNS, *EVIDENCE_COLUMNS) if m in frame)
-    curve = aggregate(frame, ["users"], (*metrics, *judged))
-    worst = pd.to_numeric(frame["success_rate"], errors="coerce").groupby(frame["users"]).min()
-    curve["success_rate_min"] = curve["users"].map(worst).astype(np.float64)
-    curve = curve.sort_values("users").reset_index(drop=True)
-    # a mean over runs is as untrustworthy as the late runs in it: say which, and why
-    late = frame[frame["client_late"]]
-    reasons = {
-        u: "; ".join(f"run {r}: {why}" for r, why in zip(g["run_id"], g["client_late_reason"]))
-        for u, g in late.groupby("users")
-    }
-    if "slo_binding_text" in frame:  # the item that bound each level most often across runs
-        binding = frame.groupby("users")["slo_binding_text"].agg(lambda t: t.mode().iloc[0])
-        curve["slo_binding"] = curve["users"].map(binding).fillna("")
-    if (
-        "client_bound_reason" in frame
-    ):  # possibly client-bound in some run: the diagnosis's `client`
-        bound = frame[frame["client_bound_reason"].fillna("").astype(str) != ""]
-        why_bound = {
-            u: "; ".join(f"run {r}: {w}" for r, w in zip(g["run_id"], g["client_bound_reason"]))
-            for u, g in bound.groupby("users")
-        }
-        curve["client_bound_reason"] = [why_bound.get(u, "") for u in curve["users"]]
-    curve["client_late"] = [u in reasons for u in curve["users"]]
-    curve["client_late_reason"] = [reasons.get(u, "") for u in curve["users"]]
-    if "rate_unsteady" in frame:  # open-loop levels whose window was no steady state (`failures`)
-        unsteady = frame[frame["rate_unsteady"].fillna("").astype(str) != ""]
-        why = {
-            u: "; ".join(f"run {r}: {w}" for r, w in zip(g["run_id"], g["rate_unsteady"]))
-            for u, g in unsteady.groupby("users")
-        }
-        curve["rate_unsteady"] = [why.get(u, "") for u in curve["users"]]
-    return curve
-
-
 def rate_findings(runs: Sequence[RunSummary], rule: RateRule = RateRule()) -> list[str]:
     """Whether the target kept up with the requested rates of an open-loop series, run by run
     (`analysis.rates`); nothing for a concurrency series."""
@@ -355,43 +292,6 @@ def _distributions(report: SeriesReport) -> None:
     )
 
 
-def no_server_reason(run: dict) -> str:
-    """Why a run has no server evidence ("" when it has some): scraping off, or its note."""
-    scrape = run.get("server_metrics") or {}
-    if not scrape:
-        return (
-            "the run did not scrape the server's /metrics (--metrics-interval 0, or an older run)"
-        )
-    if not scrape.get("samples"):
-        return f"no /metrics from the server: {scrape.get('note') or 'no sample was taken'}"
-    return ""
-
-
-def diagnose(
-    members: Sequence[RunSummary], curve: pd.DataFrame, sat: Saturation, rule: SaturationRule
-) -> SeriesDiagnosis:
-    """The series' diagnosis on its curve, and each run's own level verdicts (on the series'
-    knee) into `RunSummary.bottlenecks`."""
-    facts = server_facts(members[0].run)
-    no_server = next((why for r in members if (why := no_server_reason(r.run))), "")
-    diagnosis = diagnose_series(curve, sat, facts, no_server, sat.axis.noun, rule.tolerance)
-    for r in members:
-        verdicts, _ = level_verdicts(
-            r.metrics.to_dict("records"),
-            "",
-            diagnosis.facts,
-            sat,
-            no_server_reason(r.run),
-        )
-        series_levels = {v.users: v for v in diagnosis.levels}
-        r.bottlenecks = {}
-        for v in verdicts:  # a run's level shares the series' advice where it has the same limit
-            same = series_levels.get(v.users)
-            advice = same.advice if same is not None and same.kind == v.kind else ()
-            r.bottlenecks[v.users] = {**v.as_json(), "advice": [a.as_json() for a in advice]}
-    return diagnosis
-
-
 def build_report_data(
     run_dirs: Sequence[str],
     gpus_per_model: Mapping[str, float] | None = None,
@@ -433,7 +333,11 @@ def build_report_data(
             axis=sat.axis,
             outcome_findings=[text for o in outcomes for text in o.sentences()],
         )
-        report.diagnosis = diagnose(members, curve, sat, rule)
+        report.diagnosis, verdicts = diagnose_runs(
+            [(r.run, r.metrics) for r in members], curve, sat, rule.tolerance
+        )
+        for r, bottlenecks in zip(members, verdicts):
+            r.bottlenecks = bottlenecks
         if spec:
             report.slo_headline = slo_headline([r.metrics for r in members], spec)
             report.slo_finding = report.slo_headline.sentence(sat.axis.noun, sat.axis.rate, spec)

@@ -141,15 +141,15 @@ def advise(
                 )
             )
         preempt = ev.get("preemptions_per_s", 0.0)
-        kv_room = next((lim.concurrency for lim in now.limits if lim.kind == KV), None)
-        if preempt and kv_room:
+        kv_fit = next((lim.concurrency for lim in now.limits if lim.kind == KV), None)
+        if preempt and kv_fit:
             out.append(
                 Advice(
                     "--max-num-seqs",
                     None
                     if facts.get("max_num_seqs") is None
                     else _shown(facts.number("max_num_seqs") or 0),
-                    _shown(max(1.0, kv_room)),
+                    _shown(max(1.0, kv_fit)),
                     f"no preemptions ({preempt:.2f}/s here, each recomputes a request's prompt): about the same throughput, lower p99",
                     "requests wait in the queue instead of in a thrashing batch",
                 )
@@ -162,14 +162,24 @@ def advise(
         want = higher[0] if higher else max(work.levels, default=1.0) * 2
         need = want * per / work.output_tokens if work.output_tokens else math.nan
         base = budget * 2 if budget else need
-        to = float(2 ** math.ceil(math.log2(max(base, need, 1.0)))) if need == need else None
-        after = _knee_after(facts, work, "max_num_batched_tokens", to, step_cost) if to else None
+        budget_to: float | None = (
+            float(2 ** math.ceil(math.log2(max(base, need, 1.0)))) if need == need else None
+        )
+        budget_after = (
+            _knee_after(facts, work, "max_num_batched_tokens", budget_to, step_cost)
+            if budget_to
+            else None
+        )
         return (
             Advice(
                 "--max-num-batched-tokens",
                 _shown(budget) if budget else None,
-                _shown(to) if to else None,
-                (_moves(knee, after, noun) if after else "prefills finish in fewer steps")
+                _shown(budget_to) if budget_to else None,
+                (
+                    _moves(knee, budget_after, noun)
+                    if budget_after
+                    else "prefills finish in fewer steps"
+                )
                 + ": prefills take fewer engine steps",
                 "a step with a long prefill takes longer: the running requests' ITL rises (chunked prefill's trade-off)",
             ),

@@ -156,12 +156,12 @@ def predict(
     if step_cost is None:
         unknown.append("compute (no engine step times measured at two batch sizes)")
     if not levels:
-        first = found[0] if found else None
+        lowest = found[0] if found else None
         return Prediction(
             tuple(found),
             tuple(unknown),
-            first.concurrency if first else None,
-            first.kind if first else "",
+            lowest.concurrency if lowest else None,
+            lowest.kind if lowest else "",
             step_cost,
         )
     ceiling = min((lim.concurrency for lim in found), default=math.inf)

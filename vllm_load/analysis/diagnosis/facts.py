@@ -12,6 +12,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field, replace
 
+from ...values import SettingsError
+
 READ, GIVEN, INFERRED = "read", "given", "inferred"
 
 #: server flags a diagnosis reads from `--server-args` (vLLM's spelling) -> fact name
@@ -87,7 +89,10 @@ def _number(text: object) -> float | None:
 def parse_server_args(text: str) -> dict[str, str]:
     """The flags of `SERVER_FLAGS` in a server's command line (`--flag V` or `--flag=V`);
     raises ValueError on a flag without its value."""
-    words = shlex.split(text or "")
+    try:
+        words = shlex.split(text or "")
+    except ValueError as e:  # an unclosed quote
+        raise ValueError(f"--server-args: {e}") from None
     out: dict[str, str] = {}
     for i, word in enumerate(words):
         flag, eq, value = word.partition("=")
@@ -99,6 +104,19 @@ def parse_server_args(text: str) -> dict[str, str]:
             value = words[i + 1]
         out[SERVER_FLAGS[flag]] = value
     return out
+
+
+def server_args_argument(value: object) -> str:
+    """`Settings.server_args`, checked: the text as given, refused in one line when a flag the
+    diagnosis reads has no value."""
+    text = "" if value is None else str(value).strip()
+    try:
+        parse_server_args(text)
+    except ValueError as e:
+        raise SettingsError(
+            f'{e} (give the server\'s flags as started, e.g. "--max-num-seqs 256")'
+        ) from None
+    return text
 
 
 def _from_cache_config(labels: dict) -> dict[str, Fact]:
@@ -154,3 +172,15 @@ def server_facts(run: dict) -> ServerFacts:
         number = _number(value)
         facts[name] = Fact(number if number is not None else value, GIVEN)
     return ServerFacts(facts)
+
+
+def no_server_reason(run: dict) -> str:
+    """Why a run has no server evidence ("" when it has some): scraping off, or its note."""
+    scrape = run.get("server_metrics") or {}
+    if not scrape:
+        return (
+            "the run did not scrape the server's /metrics (--metrics-interval 0, or an older run)"
+        )
+    if not scrape.get("samples"):
+        return f"no /metrics from the server: {scrape.get('note') or 'no sample was taken'}"
+    return ""

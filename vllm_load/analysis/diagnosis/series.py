@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import pandas as pd
 
 from ..series.saturation import Saturation
 from .advice import Advice, Workload, with_advice
 from .capacity import Prediction, fit_step_cost, predict
-from .facts import GIVEN, Fact, ServerFacts
+from .facts import GIVEN, Fact, ServerFacts, no_server_reason, server_facts
 from .verdict import Bottleneck, LevelEvidence, infer_cap, level_verdict
 
 
@@ -218,3 +219,32 @@ def _gap(prediction: Prediction, knee: float | None, noun: str) -> str:
         )
         + "."
     )
+
+
+def diagnose_runs(
+    runs: Sequence[tuple[dict, pd.DataFrame]],
+    curve: pd.DataFrame,
+    saturation: Saturation,
+    tolerance: float = 0.05,
+) -> tuple[SeriesDiagnosis, list[dict[float, dict]]]:
+    """A series' diagnosis from its runs (run.json, per-level table) and curve, and each run's own
+    level verdicts on the series' knee, as JSON by level. A run's level shares the series' advice
+    where it has the same limit."""
+    facts = server_facts(runs[0][0])
+    no_server = next((why for run, _ in runs if (why := no_server_reason(run))), "")
+    diagnosis = diagnose_series(
+        curve, saturation, facts, no_server, saturation.axis.noun, tolerance
+    )
+    series_levels = {v.users: v for v in diagnosis.levels}
+    per_run = []
+    for run, metrics in runs:
+        verdicts, _ = level_verdicts(
+            metrics.to_dict("records"), "", diagnosis.facts, saturation, no_server_reason(run)
+        )
+        mine = {}
+        for v in verdicts:
+            same = series_levels.get(v.users)
+            advice = same.advice if same is not None and same.kind == v.kind else ()
+            mine[v.users] = {**v.as_json(), "advice": [a.as_json() for a in advice]}
+        per_run.append(mine)
+    return diagnosis, per_run
