@@ -360,3 +360,27 @@ def build_report_data(
         slo=spec,
         generated_at=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
     )
+
+
+def diagnose_run_dir(path: str) -> tuple[SeriesDiagnosis, dict[int, str]]:
+    """One run on its own as a series: its diagnosis and each level's verdict kind by level
+    (what `vllm-load run` prints under its table)."""
+    summary = summarize_run(path)
+    curve = level_curve([summary.metrics])
+    sat = analyse(curve)
+    sat.axis = summary.axis
+    diagnosis, per_run = diagnose_runs([(summary.run, summary.metrics)], curve, sat)
+    kinds = {users: v["kind"] for users, v in per_run[0].items()}
+    return diagnosis, {
+        int(lv): kinds.get(float(u), "-")
+        for lv, u in zip(summary.metrics["level"], summary.metrics["users"])
+    }
+
+
+def diagnosis_lines(diagnosis: SeriesDiagnosis) -> list[str]:
+    """The diagnosis as the terminal prints it: the verdict, the capacity model, the advice."""
+    lines = [f"Why it saturates: {diagnosis.sentence}"]
+    if diagnosis.gap:
+        lines.append(f"  {diagnosis.gap}")
+    lines += [f"  advice: {a.text()}" for a in diagnosis.advice]
+    return lines

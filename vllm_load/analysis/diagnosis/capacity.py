@@ -57,10 +57,10 @@ class Prediction:
         if self.knee is None:
             if not self.limits:
                 return "No configured limit is known: " + "; ".join(self.unknown) + "."
+            lowest = self.limits[0]
             return (
-                "The capacity model puts no knee within the tested levels ("
-                + "; ".join(lim.text() for lim in self.limits)
-                + ")."
+                f"The capacity model's first limit, {lowest.text()}, puts no knee within the tested "
+                "levels (a knee needs a level past it whose throughput the next one does not beat)."
             )
         known = "; ".join(lim.text() for lim in self.limits) or "no configured limit known"
         return f"The capacity model puts the knee at ~{self.knee:,.0f} {noun}, from {self.first} ({known})."

@@ -53,7 +53,7 @@ def _n(x: object) -> float:
 
 
 def _pct(x: float) -> str:
-    return f"{x:.0%}"
+    return f"{x:.1%}" if 0 < x < 0.01 else f"{x:.0%}"
 
 
 @dataclass(frozen=True)
