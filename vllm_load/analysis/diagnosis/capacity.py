@@ -178,8 +178,8 @@ def predict(
     knee_i = next(i for i, x in enumerate(throughput) if x >= (1 - tolerance) * top)
     if knee_i == len(ladder) - 1 and (len(ladder) < 2 or throughput[-2] < (1 - tolerance) * top):
         return Prediction(tuple(found), tuple(unknown), None, "", step_cost)  # still rising
-    if batch[knee_i] >= ceiling:
-        first = found[0].kind
+    if batch[knee_i] >= ceiling:  # every limit that allows just this many
+        first = " and ".join(lim.kind for lim in found if lim.concurrency <= ceiling)
     elif step_cost is not None:
         first = COMPUTE
     else:
