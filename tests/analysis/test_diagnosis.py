@@ -92,12 +92,12 @@ CAP4 = ServerFacts({"max_num_seqs": Fact(4.0, GIVEN)})
             "max_num_batched_tokens",
         ),
         (
-            _lv(8, 100, batch=6.0, queued=2.0, kv_max=0.1, prefill_steps=3.5),
+            _lv(8, 100, batch=6.0, queued=2.0, kv_max=0.1, prefill_spread=3.5),
             ServerFacts(),
             "max_num_batched_tokens",
         ),
         (
-            _lv(8, 100, batch=6.0, queued=2.0, kv_max=0.1, prefill_steps=1.0),
+            _lv(8, 100, batch=6.0, queued=2.0, kv_max=0.1, prefill_spread=1.0),
             ServerFacts(),
             "undetermined",
         ),
@@ -139,7 +139,7 @@ def test_the_cap_is_inferred_from_a_plateau_of_two_waiting_levels_only():
     facts = infer_cap(waiting, ServerFacts())
     assert facts.get("max_num_seqs") == Fact(4.0, INFERRED)
     assert infer_cap(waiting[:1], ServerFacts()).get("max_num_seqs") is None
-    spread = [LevelEvidence(**{**w.__dict__, "prefill_steps": 4.0}) for w in waiting]
+    spread = [LevelEvidence(**{**w.__dict__, "prefill_spread": 4.0}) for w in waiting]
     assert (
         infer_cap(spread, ServerFacts()).get("max_num_seqs") is None
     )  # a token budget looks alike

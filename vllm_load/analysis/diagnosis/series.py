@@ -4,7 +4,7 @@ the capacity model's knee beside the measured one, and the advice for the knee's
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import pandas as pd
@@ -13,7 +13,7 @@ from ..series.saturation import Saturation
 from .advice import Advice, Workload, with_advice
 from .capacity import Prediction, fit_step_cost, predict
 from .facts import GIVEN, Fact, ServerFacts, no_server_reason, server_facts
-from .verdict import Bottleneck, LevelEvidence, infer_cap, level_verdict
+from .verdict import Bottleneck, LevelEvidence, infer_cap, level_verdict, with_baseline
 
 
 @dataclass
@@ -83,7 +83,8 @@ def level_verdicts(
     evidence = []
     for row in sorted(rows, key=lambda r: float(r["users"])):
         lv = LevelEvidence.of(row, suffix)
-        evidence.append(LevelEvidence(**{**lv.__dict__, "left_out": lv.users in left}))
+        evidence.append(replace(lv, left_out=lv.users in left))
+    evidence = with_baseline(evidence)
     past = [lv for lv in evidence if knee is not None and lv.users >= knee and not lv.left_out]
     facts = infer_cap(past, facts)
     verdicts, below = [], None

