@@ -131,14 +131,16 @@ def test_compute_needs_the_batch_to_outgrow_throughput():
     assert level_verdict(scaled, below, ServerFacts(), saturated=True).kind == "undetermined"
 
 
-def test_the_cap_is_inferred_from_a_plateau_of_two_waiting_levels_only():
+def test_the_cap_is_inferred_from_waiting_levels_whose_batches_agree():
     waiting = [
         _lv(8, 100, batch=3.9, queued=4.0, kv_max=0.1),
         _lv(16, 100, batch=4.1, queued=12.0, kv_max=0.1),
     ]
     facts = infer_cap(waiting, ServerFacts())
     assert facts.get("max_num_seqs") == Fact(4.0, INFERRED)
-    assert infer_cap(waiting[:1], ServerFacts()).get("max_num_seqs") is None
+    assert infer_cap(waiting[:1], ServerFacts()).get("max_num_seqs") == Fact(4.0, INFERRED)
+    apart = [waiting[0], LevelEvidence(**{**waiting[1].__dict__, "batch": 6.0})]
+    assert infer_cap(apart, ServerFacts()).get("max_num_seqs") is None  # no plateau
     spread = [LevelEvidence(**{**w.__dict__, "prefill_spread": 4.0}) for w in waiting]
     assert (
         infer_cap(spread, ServerFacts()).get("max_num_seqs") is None

@@ -169,9 +169,10 @@ def with_baseline(levels: list[LevelEvidence]) -> list[LevelEvidence]:
 
 
 def infer_cap(levels: list[LevelEvidence], facts: ServerFacts) -> ServerFacts:
-    """`facts` with the sequence cap inferred from the batch's plateau where neither the server
-    nor the user gave it: two or more levels where requests waited with the KV cache below
-    `KV_FULL`, prefills not spread out, and batch sizes within `PLATEAU` of each other."""
+    """`facts` with the sequence cap inferred where neither the server nor the user gave it:
+    the batch at the levels where requests waited with the KV cache below `KV_FULL` and prefills
+    not spread out (with room in the cache and the budget, vLLM leaves a request waiting only
+    for a full batch), when those batch sizes agree within `PLATEAU`."""
     if facts.get("max_num_seqs") is not None:
         return facts
     held = [
@@ -179,7 +180,7 @@ def infer_cap(levels: list[LevelEvidence], facts: ServerFacts) -> ServerFacts:
         for lv in levels
         if lv.waits and not lv.kv_full and lv.batch == lv.batch and not lv.spread
     ]
-    if len(held) < 2 or (max(held) - min(held)) > PLATEAU * max(held):
+    if not held or (max(held) - min(held)) > PLATEAU * max(held):
         return facts
     return facts.with_fact("max_num_seqs", Fact(float(round(sum(held) / len(held))), INFERRED))
 
