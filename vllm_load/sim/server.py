@@ -20,6 +20,7 @@ from .. import __version__
 from ..tokenization.load import load_tokenizer
 from .backends import Backend, EchoBackend, EngineBackend, FixedLatencyBackend, TokenSource
 from .config import SimConfig
+from .exposition import MetricsExporter, cache_config_labels
 from .faults import (
     STREAM_STRIKES,
     Fault,
@@ -41,7 +42,7 @@ from .protocol import (
     parse_json,
     render_chat,
 )
-from .stats import MetricsExporter, ServerStats
+from .stats import ServerStats
 from .trace import TraceRecord, TraceWriter
 
 _DONE = b"data: [DONE]\n\n"
@@ -69,14 +70,15 @@ class SimServer:
     def __init__(self, config: SimConfig) -> None:
         self.config = config
         self.tokenizer = load_tokenizer(config.tokenizer)
-        self.stats = ServerStats()
+        self.stats = ServerStats(config.engine.max_model_len)
         self.backend = make_backend(config, self.stats)
         self.vocab = OutputVocabulary(self.tokenizer, config.output.seed)
         self.planner = OutputPlanner(config.output.eos_probability, config.output.seed)
         self.limits = ApiLimits(config.served_model_name, config.engine.max_model_len)
         self.model_json = orjson.dumps(config.served_model_name)
+        kv_cache = cache_config_labels(config.engine) if config.mode == "engine" else None
         self.exporter = MetricsExporter(
-            self.stats, self.backend.occupancy, config.served_model_name
+            self.stats, self.backend.occupancy, config.served_model_name, kv_cache
         )
         self.created = int(time.time())
         self._ids = itertools.count()
