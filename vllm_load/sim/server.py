@@ -16,10 +16,9 @@ import orjson
 from aiohttp import web
 from aiohttp.http_writer import StreamWriter
 
-from .. import __version__
 from ..tokenization.load import load_tokenizer
 from .backends import Backend, EchoBackend, EngineBackend, FixedLatencyBackend, TokenSource
-from .config import SimConfig
+from .config import IMITATED_VLLM, SimConfig
 from .exposition import MetricsExporter, cache_config_labels
 from .faults import (
     STREAM_STRIKES,
@@ -122,9 +121,9 @@ class SimServer:
         return web.Response(status=200)
 
     async def version(self, request: web.Request) -> web.Response:
-        return web.Response(
-            body=orjson.dumps({"version": f"vllm-load-sim {__version__}"}), content_type=_JSON
-        )
+        # vLLM's answer, with a local version segment that says it is the simulator
+        body = orjson.dumps({"version": f"{IMITATED_VLLM}+sim"})
+        return web.Response(body=body, content_type=_JSON)
 
     async def metrics(self, request: web.Request) -> web.Response:
         body, content_type = self.exporter.render()
