@@ -338,3 +338,9 @@ def test_a_32k_prompt_with_a_longer_context_option():
             400,
             "max_tokens",
         )
+
+
+def test_only_the_engine_describes_a_kv_cache(sim, keyed):
+    engine_metrics, echo_metrics = call(sim.url + "/metrics")[1], call(keyed.url + "/metrics")[1]
+    assert 'vllm:cache_config_info{_block_size_resolved="True",block_size="16"' in engine_metrics
+    assert "vllm:cache_config_info" not in echo_metrics  # echo mode has no KV cache
