@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from support.sim_http import call, metric_value, sse_events
 
+from vllm_load.sim.config import IMITATED_VLLM
 from vllm_load.sim.process import SimulatorProcess
 from vllm_load.tokenization.sim import SimTokenizer
 
@@ -40,8 +41,8 @@ def test_models_health_version(sim):
         card["root"] == MODEL and card["max_model_len"] == 4096 and isinstance(card["created"], int)
     )
     assert call(sim.url + "/health")[0] == 200
-    status, version = call(sim.url + "/version")
-    assert status == 200 and "sim" in version["version"]
+    # vLLM's answer: the release it imitates, and a local version segment naming the simulator
+    assert call(sim.url + "/version") == (200, {"version": f"{IMITATED_VLLM}+sim"})
 
 
 def test_chat_usage_counts_the_chat_template_exactly(sim):
@@ -337,3 +338,9 @@ def test_a_32k_prompt_with_a_longer_context_option():
             400,
             "max_tokens",
         )
+
+
+def test_only_the_engine_describes_a_kv_cache(sim, keyed):
+    engine_metrics, echo_metrics = call(sim.url + "/metrics")[1], call(keyed.url + "/metrics")[1]
+    assert 'vllm:cache_config_info{_block_size_resolved="True",block_size="16"' in engine_metrics
+    assert "vllm:cache_config_info" not in echo_metrics  # echo mode has no KV cache

@@ -1,11 +1,11 @@
 """The simulated vLLM OpenAI server (`vllm-load sim`): the built-in target for demos, tests and
 client-overhead checks. See docs/simulator.md.
 
-One module per concern, the pattern the rest of the package follows (13 of them, a little over
+One module per concern, the pattern the rest of the package follows (14 of them, a little over
 the ~12 a folder should hold: each is one thing a reader of docs/simulator.md looks for):
 `cli` its options and processes, `config` the typed settings, `server` and `protocol` the HTTP
 API, `serving` the event loop it runs in, `engine` continuous batching, `backends` what each
 step costs, `prefix_cache` vLLM's automatic prefix caching, `output` the tokens it writes,
-`faults` injected failures, `stats` its `/metrics`, `trace` the per-token trace, `process`
-starting one from Python.
+`faults` injected failures, `stats` what it counts, `exposition` its `/metrics` with vLLM's
+names, `trace` the per-token trace, `process` starting one from Python.
 """

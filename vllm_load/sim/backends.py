@@ -234,15 +234,14 @@ class _FixedSource:
         """Count the tokens due now (at least `want`) as delivered; how many are."""
         b = self.backend
         ttft, itl = b.latency.ttft, b.latency.itl
-        loop = b.loop
-        elapsed = loop.time() - self.start - ttft
+        now = b.loop.time()
+        elapsed = now - self.start - ttft
         due = self.total if itl <= 0 else min(self.total, 1 + int(elapsed / itl))
         got = max(want, due)
         stats = b.stats
         if self.delivered == 0:
             stats.prompt_tokens += self.prompt
             stats.ttft.observe(elapsed + ttft)
-            stats.queue_time.observe(0.0)
             gaps = got - 1
         else:
             gaps = got - self.delivered
@@ -250,6 +249,9 @@ class _FixedSource:
             stats.itl.observe(itl, gaps)
         stats.generation_tokens += got - self.delivered
         self.delivered = got
+        if got >= self.total:  # alone from arrival to end: no queue, no preemption, no cache
+            start = self.start
+            stats.finish_request(start, start, start + ttft, now, self.prompt, 0, got, 0)
         return got
 
     def close(self) -> None:

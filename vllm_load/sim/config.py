@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 DEFAULT_MODEL = "sim-llama-8b"
+IMITATED_VLLM = "0.32.0"  # the vLLM release whose /metrics and /version the simulator answers
 
 
 @dataclass(frozen=True)

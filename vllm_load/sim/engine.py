@@ -48,13 +48,18 @@ class Sequence:
     held: list[int] = field(default_factory=list, repr=False)  # cached blocks it holds, by hash
     next_block: int = 0  # its first prompt block not yet offered to the cache
     cached_tokens: int = 0  # prompt tokens found in the prefix cache when first admitted
-    preempted: bool = False
-    scheduled_at: float | None = None
+    num_preemptions: int = 0
+    queued_at: float | None = None  # when it reached the engine (None: at its arrival)
+    scheduled_at: float | None = None  # start of the first step that computed it
     first_token_at: float | None = None
     last_token_at: float | None = None
     finished: bool = False
     aborted: bool = False
     waiter: asyncio.Future | None = field(default=None, repr=False)
+
+    @property
+    def preempted(self) -> bool:
+        return self.num_preemptions > 0
 
     @property
     def num_tokens(self) -> int:
@@ -98,10 +103,11 @@ class Engine:
 
     def add(self, seq: Sequence) -> None:
         """Queue a sequence; starts the step chain if the engine was idle."""
+        loop = self._loop = asyncio.get_running_loop()
+        seq.queued_at = loop.time()
         self.waiting.append(seq)
         if self._deadline is None:
-            self._loop = asyncio.get_running_loop()
-            self._start_step(self._loop.time())
+            self._start_step(seq.queued_at)
 
     def abort(self, seq: Sequence) -> None:
         """The client went away: drop the sequence and free its KV blocks."""
@@ -171,7 +177,7 @@ class Engine:
         self.running.remove(victim)
         self._release(victim)
         victim.num_computed = 0
-        victim.preempted = True
+        victim.num_preemptions += 1
         self.waiting.appendleft(victim)
         self.stats.preemptions += 1
 
@@ -244,19 +250,24 @@ class Engine:
         """Apply a finished step at loop time `now`: sequences advance, sample a token where their
         known tokens are all computed, finish at their output length and wake their handlers."""
         stats = self.stats
+        started = now - plan.duration
         itl_gap, itl_n = 0.0, 0
+        generated = step_prompt = 0  # this step's tokens, for vllm:iteration_tokens_total
         finished_any = False
         for seq, new in plan.work:
             if seq.aborted:
                 continue
+            if seq.scheduled_at is None:
+                seq.scheduled_at = started
             seq.num_computed += new
             if seq.num_computed < seq.num_tokens:
                 continue  # a prefill chunk: no token yet
             seq.num_generated += 1
-            stats.generation_tokens += 1
+            generated += 1
             if seq.first_token_at is None:
                 seq.first_token_at = now
-                stats.prompt_tokens += seq.prompt_tokens
+                # like vLLM, the whole prompt counts in the step that yields the first token
+                step_prompt += seq.prompt_tokens
                 stats.ttft.observe(now - seq.arrival)
             elif seq.last_token_at is not None:
                 gap = now - seq.last_token_at
@@ -270,9 +281,24 @@ class Engine:
                 seq.finished = True
                 finished_any = True
                 self._release(seq)
+                assert seq.scheduled_at is not None and seq.first_token_at is not None  # set above
+                stats.finish_request(
+                    seq.arrival if seq.queued_at is None else seq.queued_at,
+                    seq.scheduled_at,
+                    seq.first_token_at,
+                    now,
+                    seq.prompt_tokens,
+                    seq.cached_tokens,
+                    seq.num_generated,
+                    seq.num_preemptions,
+                )
             seq.notify()
         if itl_n:
             stats.itl.observe(itl_gap, itl_n)
+        if generated:  # vLLM observes the steps that output a token, not prefill chunks
+            stats.generation_tokens += generated
+            stats.prompt_tokens += step_prompt
+            stats.iteration_tokens.observe(generated + step_prompt)
         if finished_any:
             self.running = [s for s in self.running if not s.finished]
 
@@ -287,11 +313,6 @@ class Engine:
             return
         loop = self._loop
         assert loop is not None  # add() sets it before the first step
-        now = loop.time()
-        for seq, _ in plan.work:
-            if seq.scheduled_at is None:
-                seq.scheduled_at = now
-                self.stats.queue_time.observe(now - seq.arrival)
         self._plan = plan
         self._deadline = start + plan.duration
         loop.call_at(self._deadline, self._finish_step)

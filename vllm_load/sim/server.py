@@ -16,10 +16,10 @@ import orjson
 from aiohttp import web
 from aiohttp.http_writer import StreamWriter
 
-from .. import __version__
 from ..tokenization.load import load_tokenizer
 from .backends import Backend, EchoBackend, EngineBackend, FixedLatencyBackend, TokenSource
-from .config import SimConfig
+from .config import IMITATED_VLLM, SimConfig
+from .exposition import MetricsExporter, cache_config_labels
 from .faults import (
     STREAM_STRIKES,
     Fault,
@@ -41,7 +41,7 @@ from .protocol import (
     parse_json,
     render_chat,
 )
-from .stats import MetricsExporter, ServerStats
+from .stats import ServerStats
 from .trace import TraceRecord, TraceWriter
 
 _DONE = b"data: [DONE]\n\n"
@@ -69,14 +69,15 @@ class SimServer:
     def __init__(self, config: SimConfig) -> None:
         self.config = config
         self.tokenizer = load_tokenizer(config.tokenizer)
-        self.stats = ServerStats()
+        self.stats = ServerStats(config.engine.max_model_len)
         self.backend = make_backend(config, self.stats)
         self.vocab = OutputVocabulary(self.tokenizer, config.output.seed)
         self.planner = OutputPlanner(config.output.eos_probability, config.output.seed)
         self.limits = ApiLimits(config.served_model_name, config.engine.max_model_len)
         self.model_json = orjson.dumps(config.served_model_name)
+        kv_cache = cache_config_labels(config.engine) if config.mode == "engine" else None
         self.exporter = MetricsExporter(
-            self.stats, self.backend.occupancy, config.served_model_name
+            self.stats, self.backend.occupancy, config.served_model_name, kv_cache
         )
         self.created = int(time.time())
         self._ids = itertools.count()
@@ -120,9 +121,9 @@ class SimServer:
         return web.Response(status=200)
 
     async def version(self, request: web.Request) -> web.Response:
-        return web.Response(
-            body=orjson.dumps({"version": f"vllm-load-sim {__version__}"}), content_type=_JSON
-        )
+        # vLLM's answer, with a local version segment that says it is the simulator
+        body = orjson.dumps({"version": f"{IMITATED_VLLM}+sim"})
+        return web.Response(body=body, content_type=_JSON)
 
     async def metrics(self, request: web.Request) -> web.Response:
         body, content_type = self.exporter.render()

@@ -1,17 +1,18 @@
-"""What the simulator counts while it serves, and its `/metrics` exposition with vLLM's names.
+"""What the simulator counts while it serves, in the units and buckets of vLLM's `/metrics`.
 
-Counting is plain attribute arithmetic and bucket arrays on the hot path; prometheus-client
-only formats the numbers (a custom collector on the simulator's own registry) when `/metrics`
-is scraped, so a busy step does not pay a lock per observation.
+Counting is plain attribute arithmetic and bucket arrays on the hot path: per token a counter,
+per engine step one histogram observation, per finished request one `finish_request` call.
+exposition.py formats the numbers with prometheus-client only when `/metrics` is scraped, so a
+busy step does not pay a lock per observation.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
-# vLLM's bucket boundaries (vllm/v1/metrics/loggers.py)
+# vLLM's bucket boundaries (vllm/v1/metrics/loggers.py), checked against a real vLLM 0.32's
+# /metrics in tests/sim/test_sim_vllm_metrics.py
 TTFT_BUCKETS = (
     0.001,
     0.005,
@@ -80,6 +81,23 @@ REQUEST_LATENCY_BUCKETS = (
     1920.0,
     7680.0,
 )
+# vllm:iteration_tokens_total (tokens per engine step)
+ITERATION_TOKENS_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+# vllm:request_num_preemptions (preemptions of one finished request)
+PREEMPTIONS_BUCKETS = (1, 2, 3, 4, 5, 10, 20)
+
+
+def token_buckets(max_model_len: int) -> tuple[int, ...]:
+    """vLLM's buckets for per-request token counts: 1, 2, 5, 10, 20, 50, ... up to
+    max_model_len (1000 and 2000 but not 5000 for a 4096-token context)."""
+    bounds: list[int] = []
+    scale = 1
+    while True:
+        for mantissa in (1, 2, 5):
+            if mantissa * scale > max_model_len:
+                return tuple(bounds)
+            bounds.append(mantissa * scale)
+        scale *= 10
 
 
 class Histogram:
@@ -111,8 +129,10 @@ class Histogram:
 
 @dataclass
 class ServerStats:
-    """Counters and latency histograms of one simulator process."""
+    """Counters and histograms of one simulator process. `max_model_len` sets the buckets of
+    the per-request token counts, as it does in vLLM."""
 
+    max_model_len: int = 8192
     prompt_tokens: int = 0
     generation_tokens: int = 0
     preemptions: int = 0
@@ -125,6 +145,46 @@ class ServerStats:
     itl: Histogram = field(default_factory=lambda: Histogram(ITL_BUCKETS))
     e2e: Histogram = field(default_factory=lambda: Histogram(REQUEST_LATENCY_BUCKETS))
     queue_time: Histogram = field(default_factory=lambda: Histogram(REQUEST_LATENCY_BUCKETS))
+    inference_time: Histogram = field(default_factory=lambda: Histogram(REQUEST_LATENCY_BUCKETS))
+    prefill_time: Histogram = field(default_factory=lambda: Histogram(REQUEST_LATENCY_BUCKETS))
+    decode_time: Histogram = field(default_factory=lambda: Histogram(REQUEST_LATENCY_BUCKETS))
+    request_preemptions: Histogram = field(default_factory=lambda: Histogram(PREEMPTIONS_BUCKETS))
+    iteration_tokens: Histogram = field(default_factory=lambda: Histogram(ITERATION_TOKENS_BUCKETS))
+    request_prompt_tokens: Histogram = field(init=False)
+    request_generation_tokens: Histogram = field(init=False)
+    request_prefill_computed: Histogram = field(init=False)  # prompt tokens not from the cache
+
+    def __post_init__(self) -> None:
+        bounds = token_buckets(self.max_model_len)
+        self.request_prompt_tokens = Histogram(bounds)
+        self.request_generation_tokens = Histogram(bounds)
+        self.request_prefill_computed = Histogram(bounds)
+
+    def finish_request(
+        self,
+        queued: float,
+        scheduled: float,
+        first_token: float,
+        last_token: float,
+        prompt_tokens: int,
+        cached_tokens: int,
+        generated: int,
+        preemptions: int,
+    ) -> None:
+        """A request generated its last token: its phases as vLLM splits them (times in one
+        clock). Queue: queued -> first scheduled; prefill: first scheduled -> first token;
+        decode: first token -> last; inference: first scheduled -> last. A preempted request's
+        second wait is inside prefill or decode (and inference), not in the queue time.
+        `scheduled` is the modelled start of the step, which may precede by a timer's lateness
+        a request that arrived while that step's deadline was overdue: such a wait counts 0."""
+        self.queue_time.observe(max(0.0, scheduled - queued))
+        self.prefill_time.observe(first_token - scheduled)
+        self.decode_time.observe(last_token - first_token)
+        self.inference_time.observe(last_token - scheduled)
+        self.request_prompt_tokens.observe(prompt_tokens)
+        self.request_generation_tokens.observe(generated)
+        self.request_prefill_computed.observe(prompt_tokens - cached_tokens)
+        self.request_preemptions.observe(preemptions)
 
 
 @dataclass(frozen=True)
@@ -134,120 +194,3 @@ class Occupancy:
     running: int
     waiting: int
     kv_cache_usage: float  # 0..1
-
-
-class VllmCollector:
-    """Yields the simulator's numbers as vLLM-named metric families for prometheus-client."""
-
-    def __init__(
-        self, stats: ServerStats, occupancy: Callable[[], Occupancy], model_name: str
-    ) -> None:
-        self.stats = stats
-        self.occupancy = occupancy
-        self.labels = {"model_name": model_name, "engine": "0"}
-
-    def describe(self) -> Iterable:
-        return []  # registering without a scrape at start-up
-
-    def collect(self) -> Iterable:
-        from prometheus_client.core import (
-            CounterMetricFamily,
-            GaugeMetricFamily,
-            HistogramMetricFamily,
-        )
-
-        names, values = list(self.labels), list(self.labels.values())
-        s, occ = self.stats, self.occupancy()
-
-        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
-            g = GaugeMetricFamily(name, doc, labels=names)
-            g.add_metric(values, value)
-            return g
-
-        def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
-            c = CounterMetricFamily(name, doc, labels=names)
-            c.add_metric(values, value)
-            return c
-
-        def histogram(name: str, doc: str, h: Histogram) -> HistogramMetricFamily:
-            fam = HistogramMetricFamily(name, doc, labels=names)
-            fam.add_metric(values, h.cumulative(), h.total)
-            return fam
-
-        yield gauge(
-            "vllm:num_requests_running",
-            "Number of requests in model execution batches.",
-            occ.running,
-        )
-        yield gauge(
-            "vllm:num_requests_waiting", "Number of requests waiting to be processed.", occ.waiting
-        )
-        yield gauge(
-            "vllm:kv_cache_usage_perc",
-            "KV-cache usage. 1 means 100 percent usage.",
-            occ.kv_cache_usage,
-        )
-        yield counter("vllm:prompt_tokens", "Number of prefill tokens processed.", s.prompt_tokens)
-        yield counter(
-            "vllm:generation_tokens", "Number of generation tokens processed.", s.generation_tokens
-        )
-        yield counter(
-            "vllm:prefix_cache_queries",
-            "Prefix cache queries, in terms of number of queried tokens.",
-            s.prefix_cache_queries,
-        )
-        yield counter(
-            "vllm:prefix_cache_hits",
-            "Prefix cache hits, in terms of number of cached tokens.",
-            s.prefix_cache_hits,
-        )
-        yield counter(
-            "vllm:num_preemptions",
-            "Cumulative number of preemption from the engine.",
-            s.preemptions,
-        )
-        success = CounterMetricFamily(
-            "vllm:request_success",
-            "Count of successfully processed requests.",
-            labels=[*names, "finished_reason"],
-        )
-        for reason, n in s.requests_ok.items():
-            success.add_metric([*values, reason], n)
-        yield success
-        yield histogram(
-            "vllm:time_to_first_token_seconds",
-            "Histogram of time to first token in seconds.",
-            s.ttft,
-        )
-        yield histogram(
-            "vllm:inter_token_latency_seconds",
-            "Histogram of inter-token latency in seconds.",
-            s.itl,
-        )
-        yield histogram(
-            "vllm:e2e_request_latency_seconds",
-            "Histogram of e2e request latency in seconds.",
-            s.e2e,
-        )
-        yield histogram(
-            "vllm:request_queue_time_seconds",
-            "Histogram of time spent in WAITING phase for request.",
-            s.queue_time,
-        )
-
-
-class MetricsExporter:
-    """Owns the simulator's CollectorRegistry (never the global one) and renders it."""
-
-    def __init__(
-        self, stats: ServerStats, occupancy: Callable[[], Occupancy], model_name: str
-    ) -> None:
-        from prometheus_client import CollectorRegistry
-
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(VllmCollector(stats, occupancy, model_name))
-
-    def render(self) -> tuple[bytes, str]:
-        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
