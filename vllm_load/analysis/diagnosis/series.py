@@ -11,9 +11,12 @@ import pandas as pd
 
 from ..series.saturation import Saturation
 from .advice import Advice, Workload, with_advice
-from .capacity import Prediction, fit_step_cost, predict
+from .capacity import BUDGET, KV, SEQS, Prediction, fit_step_cost, predict
 from .facts import GIVEN, Fact, ServerFacts, no_server_reason, server_facts
 from .verdict import Bottleneck, LevelEvidence, infer_cap, level_verdict, with_baseline
+
+#: the verdicts that name a configured limit of the server
+CONFIG_KINDS = (SEQS, KV, BUDGET)
 
 
 @dataclass
@@ -85,12 +88,19 @@ def level_verdicts(
         lv = LevelEvidence.of(row, suffix)
         evidence.append(replace(lv, left_out=lv.users in left))
     evidence = with_baseline(evidence)
-    past = [lv for lv in evidence if knee is not None and lv.users >= knee and not lv.left_out]
+    kept = [lv for lv in evidence if not lv.left_out]
+    top = kept[-1].users if kept else None
+    past = [lv for lv in kept if (lv.users >= knee if knee is not None else lv.users == top)]
     facts = infer_cap(past, facts)
     verdicts, below = [], None
     for lv in evidence:
-        saturated = knee is not None and lv.users >= knee
-        verdicts.append(level_verdict(lv, below, facts, saturated, no_server))
+        verdict = level_verdict(lv, below, facts, knee is not None and lv.users >= knee, no_server)
+        if knee is None and lv.users == top and lv.waits:
+            # no knee by throughput, yet the highest level may already hold requests back at a
+            # configured limit: then a higher level adds waiting requests, not throughput
+            held = level_verdict(lv, below, facts, True, no_server)
+            verdict = held if held.kind in CONFIG_KINDS else verdict
+        verdicts.append(verdict)
         if not lv.left_out:
             below = lv
     return verdicts, facts
@@ -133,6 +143,11 @@ def diagnose_series(
         with_advice(v, facts, work, prediction, noun) if v.kind not in ("not_saturated",) else v
         for v in verdicts
     ]
+    held_top = next(
+        (v for v in reversed(verdicts) if knee is None and v.kind in CONFIG_KINDS), None
+    )
+    if at_knee is None and held_top is not None:
+        at_knee = held_top
     if at_knee is None:
         kind = "not_saturated" if saturation.peak is not None else "undetermined"
         sentence = (
@@ -164,10 +179,21 @@ def diagnose_series(
         advised_knee = predict(
             changed, work.input_tokens, work.output_tokens, work.levels, step_cost, tolerance
         ).knee
-    sentence = f"At ~{knee:,.0f} {noun} ({'the knee' if chosen.users == knee else 'past the knee, at ' + format(chosen.users, ',.0f')}): {_describe(chosen)}."
+    if knee is None:
+        sentence = (
+            f"Throughput still grew up to the highest level ({chosen.users:,.0f} {noun}: no knee by "
+            f"the saturation rule), yet at that level it is {_describe(chosen)}: a higher level adds "
+            "requests that wait, not throughput."
+        )
+    elif chosen.users == knee:
+        sentence = f"At ~{knee:,.0f} {noun} (the knee): {_describe(chosen)}."
+    else:
+        sentence = (
+            f"At ~{knee:,.0f} {noun} (past the knee, at {chosen.users:,.0f}): {_describe(chosen)}."
+        )
     return SeriesDiagnosis(
         chosen.kind,
-        knee,
+        chosen.users if knee is None else knee,
         sentence,
         chosen.advice,
         prediction,
