@@ -161,7 +161,7 @@ def evidence_chart(s: SeriesReport, anchor: str) -> EvidenceChart:
     if d.prediction.knee is not None:
         knees.append((float(d.prediction.knee), PREDICTED_KNEE, "-."))
     with plt.rc_context(STYLE):
-        ncols = min(3, len(present))
+        ncols = 2 if len(present) == 4 else min(3, len(present))  # 4: two by two
         nrows = math.ceil(len(present) / ncols)
         fig, grid = plt.subplots(nrows, ncols, figsize=(3.7 * ncols, 3.0 * nrows), squeeze=False)
         axes = list(grid.ravel())
