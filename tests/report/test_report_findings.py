@@ -41,10 +41,8 @@ def report(runs: list[str], path) -> tuple[dict, str, str]:
 
 def key_findings(html: str, markdown: str) -> tuple[str, str]:
     """The key-findings sections of the HTML and the Markdown report."""
-    html_part = html[
-        html.index('<section id="findings">') : html.index('<section id="comparison">')
-    ]
-    md_part = markdown[markdown.index("## Key findings") : markdown.index("## Summary")]
+    html_part = html[html.index('<section id="findings">') : html.index('<section id="why">')]
+    md_part = markdown[markdown.index("## Key findings") : markdown.index("## Why it saturates")]
     return html_part, md_part
 
 

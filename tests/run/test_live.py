@@ -138,6 +138,7 @@ def test_timeline_points_windows_and_level_marks():
     assert live.snapshot(now=125.0, series=False).keys() == {
         "current_level",
         "current_users",
+        "verdict",
         "levels",
         "personas",
     }

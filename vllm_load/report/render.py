@@ -29,6 +29,7 @@ from ..target.loss import MIN_STREAK, NO_ANSWER_SHARE
 from . import charts, persona_charts
 from .model import ReportData, RunSummary, SeriesReport, build_report_data
 from .summary import summary_dict, write_summary_csv
+from .why import WhyView, why_view
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class SeriesView:
     report: SeriesReport
     anchor: str
     charts: list[charts.Chart] = field(default_factory=list)
+    why: WhyView | None = None  # its "Why it saturates" section
 
 
 @dataclass
@@ -319,6 +321,7 @@ def _views(
     series = []
     for i, s in enumerate(data.series):
         view = SeriesView(report=s, anchor=f"series-{i + 1}")
+        view.why = why_view(s, view.anchor)
         dist = charts.distributions(s)
         if dist is not None:
             view.charts.append(dist)

@@ -4,7 +4,8 @@ Fed with every attributed record row as it arrives; cheap per row (counters and 
 histograms); the time series for the charts is `timeline`'s, whose tokens/s come from the load
 processes' counts of the tokens received so far (`streamed`), not from the rows. The levels'
 figures are running figures over every finished request of a level, warm-up included; the
-report's figures over each level's measured window are the ones to publish.
+report's figures over each level's measured window are the ones to publish. With `verdicts`
+(`live_verdict.LiveVerdicts`), each level carries its bottleneck verdict so far too.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ..rundir.histogram import LogHistogram, bucket_of
 from ..rundir.records import COLUMNS
+from .live_verdict import LiveVerdicts
 from .timeline import Timeline
 
 _I = {name: COLUMNS.index(name) for name in COLUMNS}
@@ -151,16 +153,22 @@ class LiveStats:
         self.current_users = 0
         self.timeline = Timeline()
         self._streamed: dict[str, tuple[float, dict]] = {}  # process -> its last token counts
+        self.verdicts: LiveVerdicts | None = None  # each level's bottleneck verdict, when judged
 
     def level_started(
         self, level: int, users: int, at: float | None = None, rate: float | None = None
     ) -> None:
+        at = time.time() if at is None else at
         self.current_level, self.current_users = level, users
         self.users.setdefault(level, users)
-        self.timeline.mark(time.time() if at is None else at, "start", level, users, rate)
+        self.timeline.mark(at, "start", level, users, rate)
+        if self.verdicts is not None:
+            self.verdicts.level_started(level, users if rate is None else rate, at)
 
     def drain_started(self, level: int, users: int, at: float) -> None:
         self.timeline.mark(at, "drain", level, users)
+        if self.verdicts is not None:
+            self.verdicts.level_ended(at)
 
     def sample(self, now: float, users: int, in_flight: int) -> None:
         """The users running and the requests in flight now (the run session's shape tick)."""
@@ -168,6 +176,8 @@ class LiveStats:
 
     def stopped(self, at: float) -> None:
         self.timeline.stop(at)
+        if self.verdicts is not None:
+            self.verdicts.level_ended(at)
 
     def add(self, row) -> None:
         """One attributed record row: to its level's persona and the timeline."""
@@ -209,10 +219,21 @@ class LiveStats:
     def snapshot(self, now: float, series: bool = True, since: float | None = None) -> dict:
         """The levels (and personas); with `series`, the time series too (only its points after
         `since`, when given: a page that has the earlier ones asks for the new ones only)."""
+        levels = [self.level(k).as_dict() for k in sorted(self.users)]
+        verdict = None
+        if self.verdicts is not None:  # each level's verdict: kind, and the figures it stands on
+            judged = self.verdicts.verdicts(now)
+            for row in levels:
+                found = judged.get(row["level"])
+                row["verdict"] = found["kind"] if found else None
+                row["verdict_reason"] = found["reason"] if found else None
+            if self.current_level in judged:
+                verdict = {"level": self.current_level, **judged[self.current_level]}
         data: dict = {
             "current_level": self.current_level,
             "current_users": self.current_users,
-            "levels": [self.level(k).as_dict() for k in sorted(self.users)],
+            "verdict": verdict,  # the current level's (None when not judged)
+            "levels": levels,
             # always, so that Locust's "LLM by persona" tab names the one persona there is;
             # the /llm page shows its persona table only when there are several
             "personas": [self.personas[k].as_dict() for k in sorted(self.personas)],

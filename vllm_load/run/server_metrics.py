@@ -13,6 +13,7 @@ import csv
 import time
 import urllib.error
 import urllib.request
+from collections import deque
 from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -58,6 +59,8 @@ CACHE_CONFIG_INFO = "vllm:cache_config_info"
 #: a sample labelled with one of these is also summed under `name{label="value"}`
 SPLIT_LABELS = ("reason",)
 HEADER = ("ts", *COLUMNS, "fetch_s")
+#: the scrapes the scraper keeps in memory for the live verdict (`run.live_verdict`): 15 min at 1 s
+RECENT = 900
 
 
 def parse_metrics(text: str, model: str | None = None) -> dict[str, float]:
@@ -107,7 +110,9 @@ class MetricsScraper:
     """Fetches `/metrics` every `interval` seconds and appends a row per scrape to the CSV.
 
     `run()` loops until `stop()`; it is a plain blocking loop, meant for a greenlet in the
-    Locust master (gevent makes its socket and sleep cooperative) or a thread.
+    Locust master (gevent makes its socket and sleep cooperative) or a thread. The last `RECENT`
+    scrapes stay in memory too (`recent`: their time and figures, as written), for the web UI's
+    live verdict.
     """
 
     def __init__(
@@ -125,6 +130,7 @@ class MetricsScraper:
         self.status = ScrapeStatus(url=self.url, interval=interval)
         self.sent_at = 0.0
         self.fetch_s = 0.0  # how long the last scrape took: how uncertain its time is
+        self.recent: deque[tuple[float, dict[str, float]]] = deque(maxlen=RECENT)
         self._stopped = False
 
     def fetch(self) -> dict[str, float] | None:
@@ -172,14 +178,16 @@ class MetricsScraper:
             while True:
                 if values is not None:
                     # dated halfway through the scrape: the server read its counters in it
+                    at = self.sent_at + self.fetch_s / 2
                     writer.writerow(
                         [
-                            f"{self.sent_at + self.fetch_s / 2:.4f}",
+                            f"{at:.4f}",
                             *(_cell(values[c]) for c in COLUMNS),
                             f"{self.fetch_s:.4f}",
                         ]
                     )
                     fh.flush()
+                    self.recent.append((at, values))
                     self.status.samples += 1
                 if self._stopped:
                     return

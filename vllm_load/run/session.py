@@ -34,6 +34,7 @@ from ..values import SettingsError, parse_host
 from ..workload.arrivals import process_share
 from .capacity_note import cache_config, capacity_note
 from .live import LiveStats
+from .live_verdict import LiveVerdicts
 from .measured_set import LevelFollower
 from .outcomes import EXIT_CODES
 from .recorder import RunRecorder, new_run_dir
@@ -143,6 +144,7 @@ class RunSession:
             str, tuple[bool, int]
         ] = {}  # worker -> (draining, in flight), as reported
         self.live = LiveStats()
+        self.live.verdicts = LiveVerdicts(self.scraper, self.recorder.run_info)
         self.health = HealthWriter(os.path.join(run_dir, CLIENT_HEALTH_CSV))
         environment.vllm_load_live = self.live  # the web UI keeps showing the last test
         self.completed = False

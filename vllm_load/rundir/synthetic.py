@@ -10,6 +10,8 @@ With `personas`, each user is one persona (Locust user class) for the whole run:
 are slower or faster by the persona's `latency_scale`, and a persona with `turns` holds
 conversations whose prompt grows by `turn_tokens` a turn (the earlier turns prefix-cached).
 Without personas every request comes from one unnamed class: the persona columns stay at their defaults.
+
+With `scrape_interval`, the server's `/metrics` scraped during the run too (`synthetic_server`).
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 import numpy as np
 import pandas as pd
 
-from .files import safe_name
+from .files import SERVER_METRICS_CSV, safe_name
 from .histogram import LogHistogram
 from .records import COLUMNS, STEPS_COLUMNS, RequestRecord
 from .synthetic_personas import Persona, PersonaShape, label_requests
+from .synthetic_server import scrape, scrape_status
 
 POOL = 48  # distinct per-request ITL patterns per level
 
@@ -41,6 +44,8 @@ class ServerModel:
     request_noise: float = 0.05  # relative per-request jitter of TTFT
     run_noise: float = 0.02  # relative speed difference between runs
     fail_rate: float = 0.0
+    kv_blocks: int = 4096  # the KV cache, in blocks of `block_size` tokens (what /metrics shows)
+    block_size: int = 128
 
 
 @dataclass
@@ -59,6 +64,9 @@ class SyntheticRun:
     seed: int = 0
     start_ts: float = 1_790_000_000.0
     personas: tuple[Persona, ...] = ()  # none: every request from one unnamed class
+    scrape_interval: float = (
+        0.0  # the server's /metrics every so many s (server_metrics.csv); 0: none
+    )
 
 
 def _itl_pool(
@@ -274,6 +282,18 @@ def write_synthetic_run(base_dir: str, spec: SyntheticRun | None = None) -> str:
         os.path.join(run_dir, "locust_stats_history.csv"), index=False
     )
 
+    scraped = None
+    if spec.scrape_interval > 0:
+        scraped = scrape(
+            requests,
+            spec.server,
+            spec.input_tokens,
+            spec.output_tokens,
+            speed,
+            spec.scrape_interval,
+        )
+        scraped.to_csv(os.path.join(run_dir, SERVER_METRICS_CSV), index=False)
+
     iso = lambda ts: pd.Timestamp(ts, unit="s").strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
     settings = {
         "model": spec.model,
@@ -324,6 +344,11 @@ def write_synthetic_run(base_dir: str, spec: SyntheticRun | None = None) -> str:
         "workers_seen": ["local"],
         "workers_lost": [],
         "requests_recorded": int(len(requests)),
+        **(
+            {"server_metrics": scrape_status(len(scraped), spec.scrape_interval, spec.server)}
+            if scraped is not None
+            else {}
+        ),
     }
     with open(os.path.join(run_dir, "run.json"), "w", encoding="utf-8") as fh:
         json.dump(run, fh, indent=2)

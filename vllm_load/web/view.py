@@ -11,6 +11,9 @@ is loaded from outside it. Two places show the same charts (`static/llm-charts.j
   table while the tab is selected (in the persona tab, a line per persona);
 - the page at `/llm` (`static/llm.html`), the charts and the tables on their own.
 
+Each level's row carries its bottleneck verdict so far (`run.live_verdict`), the current
+level's also above the charts.
+
 Locust's header shows `/stats/requests`' user count, which this module keeps current
 (`add_llm_stats`).
 """
@@ -30,7 +33,7 @@ from .auth import install_login
 from .bind import open_web_ui_refusal, warn_if_open
 from .guard import install_guards
 
-LEVEL_COLUMNS = [
+LEVEL_FIGURES = [
     ("level", "Level"),
     ("users", "Users"),
     ("finished", "Finished"),
@@ -44,10 +47,12 @@ LEVEL_COLUMNS = [
     ("e2e_p99_ms", "E2E p99 (ms)"),
     ("success_pct", "Success %"),
 ]
+#: the per-level table: its figures, then what limited the level so far (`run.live_verdict`)
+LEVEL_COLUMNS = [*LEVEL_FIGURES, ("verdict", "Limit"), ("verdict_reason", "Why (server /metrics)")]
 
 
-#: the per-persona table: the level's columns with the user class after the users
-PERSONA_COLUMNS = [*LEVEL_COLUMNS[:2], ("user_class", "Persona"), *LEVEL_COLUMNS[2:]]
+#: the per-persona table: the level's figures with the user class after the users
+PERSONA_COLUMNS = [*LEVEL_FIGURES[:2], ("user_class", "Persona"), *LEVEL_FIGURES[2:]]
 
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
@@ -65,7 +70,13 @@ def snapshot(environment, series: bool = True, since: float | None = None) -> di
     live = getattr(environment, "vllm_load_live", None)
     now = time.time()
     if live is None:
-        data: dict = {"current_level": None, "current_users": 0, "levels": [], "personas": []}
+        data: dict = {
+            "current_level": None,
+            "current_users": 0,
+            "verdict": None,
+            "levels": [],
+            "personas": [],
+        }
         if series:
             data["series"] = Timeline().as_dict(now)
     else:

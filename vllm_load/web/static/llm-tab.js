@@ -41,8 +41,18 @@
         + 'latencies and failures of the requests that finished; '
         + 'the report\u2019s measured windows are the ones to publish. <a href="./llm" style="color:inherit">Open the LLM view</a>';
       mount.appendChild(note);
+      // the current level's verdict (from the server's /metrics so far), as text
+      const verdict = document.createElement('p');
+      verdict.className = 'vl-note vl-verdict';
+      verdict.hidden = true;
+      mount.appendChild(verdict);
+      const showVerdict = data => {
+        const v = data.verdict;
+        verdict.hidden = !v;
+        verdict.textContent = v ? 'Level ' + v.level + ' is limited by: ' + v.kind + ' (' + v.reason + ')' : '';
+      };
       bar.parentElement.after(mount);
-      charts = window.VllmLoadCharts.create(mount, { statsUrl: './llm/stats', ...TABS[wanted].options });
+      charts = window.VllmLoadCharts.create(mount, { statsUrl: './llm/stats', onData: showVerdict, ...TABS[wanted].options });
       charts.start();
       shown = wanted;
     } else if (!wanted && mount) {

@@ -1,0 +1,114 @@
+"""The report's "Why it saturates" section, per series: what its diagnosis
+(`analysis.diagnosis.series.SeriesDiagnosis`) says, laid out for the HTML and Markdown templates,
+with the chart of the evidence per level (`evidence_charts`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..analysis.diagnosis.advice import Advice
+from ..analysis.diagnosis.facts import SERVER_FLAGS, Fact
+from ..analysis.diagnosis.series import SeriesDiagnosis
+from .evidence_charts import EvidenceChart, evidence_chart
+from .model import SeriesReport
+
+_FLAG_OF_FACT = {name: flag for flag, name in SERVER_FLAGS.items()}
+
+
+@dataclass(frozen=True)
+class FactRow:
+    name: str
+    flag: str  # the server flag that sets it ("" when none does)
+    value: str
+    source: str  # read, given or inferred
+
+
+@dataclass(frozen=True)
+class VerdictRow:
+    users: float
+    kind: str
+    reason: str
+    knee: bool  # the level the series' verdict is for
+
+
+@dataclass
+class WhyView:
+    """One series' section: the verdict and the capacity model in sentences, the advice (or why
+    there is none), the facts, a verdict per level, and the evidence chart."""
+
+    label: str
+    anchor: str
+    kind: str
+    sentence: str
+    capacity: str  # the capacity model's sentence
+    gap: str  # the predicted knee against the measured one
+    advised_knee: str  # where the model puts the knee after the first advice ("" when nowhere)
+    advice: tuple[Advice, ...]
+    no_advice: str  # why there is no advice ("" when there is some)
+    facts: list[FactRow] = field(default_factory=list)
+    levels: list[VerdictRow] = field(default_factory=list)
+    chart: EvidenceChart | None = None
+
+
+def _value(fact: Fact) -> str:
+    v = fact.value
+    return (
+        f"{v:,.0f}"
+        if isinstance(v, float) and v == int(v)
+        else f"{v:g}"
+        if isinstance(v, float)
+        else str(v)
+    )
+
+
+def no_advice_reason(d: SeriesDiagnosis) -> str:
+    """Why a series' diagnosis advises nothing ("" when it advises something)."""
+    if d.advice:
+        return ""
+    if d.kind == "not_saturated":
+        return (
+            "No advice: the series does not saturate within the tested levels, so no limit binds."
+        )
+    chosen = next((v for v in d.levels if v.users == d.users), None)
+    if d.kind == "undetermined":
+        why = chosen.reason if chosen is not None else d.sentence
+        return f"No advice: the limit is undetermined ({why})."
+    if d.kind == "failures":
+        return "No advice: the level at the knee was left out for its failed requests; their causes come first."
+    return (
+        f"No advice: no flag the evidence supports moves {d.kind} here (the capacity model sees "
+        "no room past it)."
+    )
+
+
+def why_view(s: SeriesReport, anchor: str, draw: bool = True) -> WhyView | None:
+    """The section of series `s` (None without a diagnosis); `draw`: with its chart."""
+    d = s.diagnosis
+    if d is None:
+        return None
+    noun = s.axis.noun
+    tried = next((a for a in d.advice if a.to_value is not None), None)  # as the model tried it
+    advised = (
+        f"With {tried.flag} at {tried.to_value}, the capacity model puts the knee at "
+        f"~{d.advised_knee:,.0f} {noun}."
+        if tried is not None and d.advised_knee is not None
+        else ""
+    )
+    return WhyView(
+        label=s.label,
+        anchor=anchor,
+        kind=d.kind,
+        sentence=d.sentence,
+        capacity=d.prediction.sentence(noun),
+        # without a knee or a known limit the capacity sentence already gives the reasons
+        gap=d.gap if d.prediction.knee is not None or d.prediction.limits else "",
+        advised_knee=advised,
+        advice=d.advice,
+        no_advice=no_advice_reason(d),
+        facts=[
+            FactRow(name, _FLAG_OF_FACT.get(name, ""), _value(fact), fact.source)
+            for name, fact in sorted(d.facts.facts.items())
+        ],
+        levels=[VerdictRow(v.users, v.kind, v.reason, v.users == d.users) for v in d.levels],
+        chart=evidence_chart(s, anchor) if draw else None,
+    )
