@@ -24,7 +24,7 @@ SERVER_FLAGS = {
     "--gpu-memory-utilization": "gpu_memory_utilization",
     "--num-gpu-blocks-override": "num_gpu_blocks",
     "--block-size": "block_size",
-    "--kv-cache-dtype": "kv_cache_dtype",
+    "--kv-cache-dtype": "cache_dtype",  # cache_config_info's name
     "--tensor-parallel-size": "tensor_parallel_size",
 }
 #: `tune`'s matrix names (`config.NAME` in run.json) that are these facts

@@ -14,7 +14,8 @@ The rules, in the order they are tried (thresholds below; docs/diagnosis.md says
 5. `max_num_seqs`: the batch held at least `CAP_SHARE` of the sequence cap (read, given, or
    inferred from the batch's plateau while requests waited).
 6. `max_num_batched_tokens`: engine steps carried at least `BUDGET_SHARE` of a known token
-   budget; or, the budget unknown, requests waited (`WAITING_MIN`) with the KV cache below
+   budget; or, the budget unknown, requests waited (`WAITING_MIN`, each longer than
+   `QUEUE_STEPS` engine steps) with the KV cache below
    `KV_FULL` and the batch below any sequence cap while a prefill spans `PREFILL_SPREAD` times
    the engine steps it spans at the lowest level or more: with room in the batch and the cache,
    vLLM leaves a request waiting only when the step's token budget is spent, and then prefills
@@ -41,7 +42,10 @@ KINDS = (SEQS, KV, BUDGET, COMPUTE, "client", "failures", "not_saturated", "unde
 KV_FULL = 0.90  # KV-cache usage (0..1) at which the cache counts as full
 CAP_SHARE = 0.90  # the batch at this share of the sequence cap counts as pinned at it
 BUDGET_SHARE = 0.90  # engine steps this full of the token budget count as full
-WAITING_MIN = 0.5  # requests waiting on average, at least, for "requests wait"
+WAITING_MIN = 0.5  # requests waiting on average, at least, for "requests wait" ...
+QUEUE_STEPS = (
+    2.0  # ... each for longer than this many engine steps (not just the next step's start)
+)
 PREFILL_SPREAD = 2.0  # a prefill this many times as many steps long as at the lowest level: spread
 GROWTH = 1.2  # the batch grew by this factor from the level below, at least, for `compute`
 PLATEAU = 0.10  # batch sizes within this relative spread of each other form a plateau
@@ -67,6 +71,7 @@ class LevelEvidence:
     tok_per_s: float
     batch: float = math.nan
     queued: float = math.nan
+    queue_time: float = math.nan  # mean seconds a request waited (vllm:request_queue_time_seconds)
     waiting_capacity: float = math.nan
     kv_max: float = math.nan
     preemptions_per_s: float = math.nan
@@ -89,6 +94,7 @@ class LevelEvidence:
             tok_per_s=get("total_tok_per_s"),
             batch=get("server_batch"),
             queued=get("server_queued"),
+            queue_time=get("server_queue_time"),
             waiting_capacity=get("server_waiting_capacity"),
             kv_max=get("server_kv_usage_max"),
             preemptions_per_s=get("server_preemptions_per_s"),
@@ -107,7 +113,14 @@ class LevelEvidence:
 
     @property
     def waits(self) -> bool:
-        return self.queued == self.queued and self.queued >= WAITING_MIN
+        """Requests wait for capacity: `WAITING_MIN` on average, each longer than `QUEUE_STEPS`
+        engine steps where both are known (a request arriving mid-step waits for the next one
+        at any load: at 64 in a batch of 65 ms steps, 0.7 wait on average for that alone)."""
+        if not (self.queued == self.queued and self.queued >= WAITING_MIN):
+            return False
+        if self.queue_time == self.queue_time and self.step_time == self.step_time:
+            return self.queue_time >= QUEUE_STEPS * self.step_time
+        return True
 
     @property
     def spread(self) -> bool:
@@ -124,6 +137,7 @@ class LevelEvidence:
         named = {
             "requests_in_batch": self.batch,
             "requests_waiting": self.queued,
+            "queue_time_s": self.queue_time,
             "waiting_for_capacity": self.waiting_capacity,
             "kv_cache_usage_max": self.kv_max,
             "preemptions_per_s": self.preemptions_per_s,

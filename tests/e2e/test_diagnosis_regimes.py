@@ -1,0 +1,101 @@
+"""Why it saturates, on the simulator in each of its four regimes (issue 36): the sequence cap,
+the KV cache, the token budget and compute. Each test runs levels below and past its knee; every
+level past the knee gets its regime's kind, every level below it `not_saturated` with no advice,
+and the capacity model's knee lies within one tested level of the measured one. A run against a
+target without /metrics is `undetermined` with that reason."""
+
+from __future__ import annotations
+
+import json
+
+from support.runhelpers import only_run_dir, run_vllm_load
+
+from vllm_load.sim.process import SimulatorProcess
+
+SHORT = ("--input-tokens", "128", "--output-tokens", "32")  # 160 tokens: 10 blocks of 16
+
+
+def diagnosed(sim, tmp_path, levels: str, *args: str) -> tuple[dict, dict]:
+    """Run `levels` against `sim`, report it; (the series' diagnosis, {users: level verdict})."""
+    proc = run_vllm_load(
+        "run",
+        "--host",
+        sim.url,
+        *SHORT,
+        "--levels",
+        levels,
+        "--out",
+        str(tmp_path / "runs"),
+        *args,
+        timeout=240,
+    )
+    assert "Why it saturates:" in proc.stdout and "bottleneck" in proc.stdout
+    run_dir = only_run_dir(tmp_path / "runs")
+    run_vllm_load("report", run_dir, "--out", str(tmp_path / "rep.html"), timeout=120)
+    with open(tmp_path / "rep.summary.json", encoding="utf-8") as fh:
+        series = json.load(fh)["series"][0]
+    return series["diagnosis"], {lv["users"]: lv["bottleneck"] for lv in series["levels"]}
+
+
+def check(diagnosis: dict, levels: dict, kind: str, below: tuple, past: tuple) -> None:
+    shown = {u: (v["kind"], v["reason"]) for u, v in levels.items()}
+    for users in below:
+        assert levels[users]["kind"] == "not_saturated" and levels[users]["advice"] == [], shown
+    for users in past:
+        assert levels[users]["kind"] == kind, shown
+        assert levels[users]["advice"], shown
+    assert diagnosis["kind"] == kind and diagnosis["advice"], diagnosis
+    ladder = sorted(levels)
+    measured, predicted = diagnosis["users"], diagnosis["predicted_knee"]
+    assert predicted is not None, diagnosis["capacity"]
+    assert abs(ladder.index(measured) - ladder.index(predicted)) <= 1, diagnosis
+
+
+def test_a_sequence_cap_is_named_inferred_from_the_plateau_and_raising_it_advised(tmp_path):
+    with SimulatorProcess("--max-num-seqs", "4", "--time-scale", "0.2") as sim:
+        diagnosis, levels = diagnosed(sim, tmp_path, "2,8,16")
+    check(diagnosis, levels, "max_num_seqs", below=(2.0,), past=(8.0, 16.0))
+    assert diagnosis["server_facts"]["max_num_seqs"] == {"value": 4.0, "source": "inferred"}
+    (advice,) = diagnosis["advice"]
+    assert (advice["flag"], advice["from"]) == ("--max-num-seqs", "4") and int(advice["to"]) > 4
+    assert "4.0 requests in it against --max-num-seqs 4 (inferred)" in levels[16.0]["reason"]
+
+
+def test_a_full_kv_cache_is_named_from_usage_and_preemptions(tmp_path):
+    # 41 blocks of 16 (one kept back, as vLLM does): 40 usable hold 4 requests of 10 blocks
+    kv = ("--num-gpu-blocks", "41", "--max-model-len", "256")
+    with SimulatorProcess(*kv, "--time-scale", "0.2") as sim:
+        diagnosis, levels = diagnosed(sim, tmp_path, "2,8,16")
+    check(diagnosis, levels, "kv_cache", below=(2.0,), past=(8.0, 16.0))
+    assert diagnosis["server_facts"]["num_gpu_blocks"] == {"value": 41.0, "source": "read"}
+    assert levels[16.0]["evidence"]["kv_cache_usage_max"] >= 0.9
+    assert any(a["flag"] == "--kv-cache-dtype" for a in diagnosis["advice"])
+
+
+def test_a_token_budget_is_named_when_steps_are_full_at_it(tmp_path):
+    # 64 tokens a step, 32 of 160 generated: full at 64 * 32 / 160 = 12.8 requests
+    serve = ("--max-num-batched-tokens", "64", "--max-num-seqs", "64")
+    with SimulatorProcess(*serve, "--time-scale", "0.2") as sim:
+        diagnosis, levels = diagnosed(sim, tmp_path, "2,8,16,32", "--server-args", " ".join(serve))
+    check(diagnosis, levels, "max_num_batched_tokens", below=(2.0, 8.0), past=(16.0, 32.0))
+    (advice,) = diagnosis["advice"]
+    assert advice["flag"] == "--max-num-batched-tokens" and int(advice["to"]) > 64
+
+
+def test_compute_is_named_when_the_batch_grows_and_throughput_does_not(tmp_path):
+    # a step costs 0.5 ms + 1 ms per decoding sequence: n / (0.0005 + 0.001 n) is within 5 % of
+    # its ceiling from 16 users on (97.7 %), not at 4 (89.6 %)
+    cost = ("--step-base", "0.0005", "--decode-cost", "0.001", "--prefill-cost", "0.000001")
+    with SimulatorProcess(*cost, "--tokens-per-chunk", "4") as sim:
+        diagnosis, levels = diagnosed(sim, tmp_path, "1,4,16,64")
+    check(diagnosis, levels, "compute", below=(1.0, 4.0), past=(16.0, 64.0))
+    assert diagnosis["capacity"]["step_cost"] is not None
+
+
+def test_a_target_without_metrics_is_undetermined_with_that_reason(tmp_path):
+    with SimulatorProcess("--max-num-seqs", "4", "--time-scale", "0.2") as sim:
+        diagnosis, levels = diagnosed(sim, tmp_path, "2,8,16", "--metrics-interval", "0")
+    for users in (8.0, 16.0):
+        assert levels[users]["kind"] == "undetermined", levels
+        assert "did not scrape the server's /metrics" in levels[users]["reason"]
+    assert diagnosis["kind"] == "undetermined" and diagnosis["advice"] == []
