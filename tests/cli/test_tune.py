@@ -182,7 +182,7 @@ def test_tune_runs_each_configuration_n_times_as_one_series(tmp_path):
 
 def test_a_tune_directory_of_the_first_format_resumes(tmp_path, capsys):
     """tune.json from before --runs (one run per configuration, in its result) is read as
-    completed runs: nothing is run again."""
+    completed runs: nothing is run again; an --advice loop is refused there, not mixed in."""
     from vllm_load.cli.main import main
     from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
 
@@ -199,3 +199,9 @@ def test_a_tune_directory_of_the_first_format_resumes(tmp_path, capsys):
     state = json.loads((tmp_path / "t" / "tune.json").read_text())
     assert state["runs"] == [{"config": {"s": "2"}, "run_dir": run_dir, "outcome": "completed"}]
     assert state["results"][0]["run_dirs"] == [run_dir] and state["best"]["throughput"]
+    summary = {"series": [{"label": "m", "diagnosis": {"kind": "max_num_seqs", "advice": [
+        {"flag": "--max-num-seqs", "from": "2", "to": "8"}]}}]}  # fmt: skip
+    (tmp_path / "s.json").write_text(json.dumps(summary))
+    advice = ["--advice", str(tmp_path / "s.json"), "--server-cmd", "sim --max-num-seqs 2"]
+    assert main([*tuning, *advice]) == 2
+    assert "holds a tuning of another kind (matrix, this is advice)" in capsys.readouterr().err

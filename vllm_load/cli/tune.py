@@ -1,4 +1,5 @@
-"""`vllm-load tune`: the stepped test over a matrix of server settings, ranked.
+"""`vllm-load tune`: the stepped test over a matrix of server settings, ranked; or a report's
+advice proved (`--advice`, in `tuning/advice.py`).
 
 For every combination of `--matrix NAME=V1,V2,...` values, the server command (a template with
 `{NAME}` fields) is started, the stepped test runs once it is ready, and the server is stopped,
@@ -139,9 +140,12 @@ def format_table(results: list[ConfigResult], by: str = "throughput", slo: bool 
 
 # --- the command --------------------------------------------------------------------------------------
 EPILOG = (
-    'Example: vllm-load tune --host http://127.0.0.1:8000 --model M --server-cmd "vllm serve '
-    '{model} --max-num-seqs {max_num_seqs}" --matrix max_num_seqs=64,256 --runs 2. Per-level '
-    "progress of each run: --loglevel INFO."
+    'Examples: vllm-load tune --host http://127.0.0.1:8000 --model M --server-cmd "vllm serve '
+    '{model} --max-num-seqs {max_num_seqs}" --matrix max_num_seqs=64,256 --runs 2; the advice '
+    "of a report, proved: vllm-load tune --advice reports/r.summary.json --host "
+    'http://127.0.0.1:8000 --server-cmd "vllm serve M --max-num-seqs 2" (configuration A; B '
+    "is the same command with the advised values). Per-level progress of each run: --loglevel "
+    "INFO."
 )
 
 
@@ -149,9 +153,9 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     parser.epilog = EPILOG
     add_server_cmd_argument(
         parser,
-        "the server command, a template with {NAME} fields filled from --matrix, e.g. "
+        "the server command. With --matrix, a template with {NAME} fields filled from it, e.g. "
         '"vllm serve {model} --max-num-seqs {max_num_seqs} --max-num-batched-tokens '
-        '{max_num_batched_tokens}"',
+        '{max_num_batched_tokens}"; with --advice, the command as it was run (configuration A)',
         required=True,
     )
     parser.add_argument(
@@ -161,11 +165,27 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         metavar="NAME=V1,V2",
         help="values of one template field (repeatable; every combination is tested)",
     )
+    parser.add_argument(
+        "--advice",
+        default="",
+        metavar="SOURCE",
+        help="instead of --matrix: prove the advice of SOURCE (a report's NAME.summary.json, or "
+        "a run directory): --server-cmd as it is (A) against it with each advised flag set to "
+        "its advised value (B), then compare's verdict on peak throughput and p99 E2E, and "
+        "whether the knee moved where the advice said (verdict.json in the tune directory)",
+    )
+    parser.add_argument(
+        "--series",
+        default="",
+        metavar="LABEL",
+        help="with --advice: the series of SOURCE whose advice to prove (needed when it has "
+        "several; the labels are the report's)",
+    )
     add_runs_argument(
         parser,
         None,
-        "runs of each configuration, in rounds (every configuration once, then again...), each "
-        "configuration's runs one series (default 1)",
+        "runs of each configuration, in rounds (A B A B...), each configuration's runs one "
+        "series (default 1; with --advice 2, and at least 2: the comparison is across runs)",
     )
     add_ready_timeout_argument(parser, "seconds to wait for each started server to be ready")
     parser.add_argument(
@@ -178,7 +198,8 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     add_name_argument(
         parser,
         "",
-        "tune name (default: tune); the same name resumes (skips completed runs)",
+        "tune name (default: tune, or advice with --advice); the same name resumes (skips "
+        "completed runs)",
     )
     add_managed_run_options(
         parser,
@@ -189,9 +210,14 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
 
 
 def runs_wanted(args: argparse.Namespace) -> int:
-    """How many runs of each configuration: --runs, or one."""
+    """How many runs of each configuration: --runs, or the mode's default."""
     if args.runs is None:
-        return 1
+        return 2 if args.advice else 1
+    if args.advice and args.runs < 2:
+        raise SettingsError(
+            f"--advice needs --runs 2 or more, got {args.runs}: the verdict is Welch's t-test "
+            "across runs, and with one run a side no test is possible"
+        )
     if args.runs < 1:
         raise SettingsError(f"--runs must be at least 1, got {args.runs}")
     return args.runs
@@ -200,7 +226,21 @@ def runs_wanted(args: argparse.Namespace) -> int:
 def main(args: argparse.Namespace) -> int:
     # every option is checked before any server starts
     runs = runs_wanted(args)
-    args.name = args.name or "tune"
+    args.name = args.name or ("advice" if args.advice else "tune")
+    if args.advice:
+        if args.matrix:
+            raise SettingsError(
+                "--advice tests the advised values against --server-cmd as it is: give --advice "
+                "or --matrix, not both"
+            )
+        if args.rank_by != "throughput":
+            raise SettingsError("--rank-by ranks a --matrix tune: --advice gives a verdict instead")
+        # at call time: its verdict's statistics keep numpy and pandas out of every command's start
+        from .tuning.advice import prove_advice
+
+        return prove_advice(args, runs)
+    if args.series:
+        raise SettingsError("--series picks the series of --advice's SOURCE: use it with --advice")
     matrix = parse_matrix(args.matrix)
     Settings.from_options(args)
     fields = template_fields(args.server_cmd)

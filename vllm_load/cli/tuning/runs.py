@@ -18,7 +18,7 @@ from ...rundir.files import write_atomic
 from ...target.process import ServerError, ServerProcess, wait_ready
 from ...values import SettingsError
 from ..errors import CommandFailed, Interrupted, server_log
-from ..run import run_headless
+from ..run import failed_levels, run_headless
 
 STATE_FILE = "tune.json"
 RESUME = "run the same command again to do the remaining runs (completed ones are kept)"
@@ -217,10 +217,24 @@ class TuneRuns:
             server.stop()
         return TunedRun(configuration.config, run_dir, outcome)
 
-    def run_all(self, configurations: list[Configuration], runs: int) -> list[ConfigResult]:
+    def _judged(self, run: TunedRun) -> TunedRun:
+        """A strict tuning's run: one whose levels failed (`run.outcomes`' levels_failed, what
+        `vllm-load run` would exit 5 on) is no good run of its configuration."""
+        if run.outcome != "completed":
+            return run
+        failed = failed_levels(run.run_dir)
+        if not failed:
+            return run
+        self.say(failed)
+        return TunedRun(run.config, run.run_dir, "levels_failed")
+
+    def run_all(
+        self, configurations: list[Configuration], runs: int, strict: bool = False
+    ) -> list[ConfigResult]:
         """Complete `runs` runs of every configuration, in rounds. A configuration whose run did
         not complete gets no more runs now (its result carries that outcome; the next start
-        tries again)."""
+        tries again). `strict` (a comparison, which needs every run good) also fails a run whose
+        levels failed, and stops the tuning at the first run that failed (`CommandFailed`)."""
         failed: dict[str, TunedRun] = {}
         count = len(configurations)
         try:
@@ -234,6 +248,8 @@ class TuneRuns:
                         continue
                     self.say(f"{where}: starting the server")
                     run = self._run(c, where)
+                    if strict:
+                        run = self._judged(run)
                     self.state.runs.append(run)
                     self.state.save(self.directory)
                     if run.outcome == "interrupted":
@@ -241,10 +257,16 @@ class TuneRuns:
                     if run.outcome != "completed":
                         failed[c.key] = run
                         self.say(f"{where} ended with outcome {run.outcome!r}")
+                        if strict:
+                            raise CommandFailed(
+                                f"{c.label} run {round_}/{runs} ended with outcome "
+                                f"{run.outcome!r} (see {run.run_dir or 'the errors above'}): "
+                                f"the comparison needs every run; {RESUME}"
+                            )
         except (ServerError, SettingsError) as e:  # during the work: a failure, not a usage error
             # (each run's server is stopped by _run's finally; tune.json is current)
             raise CommandFailed(f"{e}{server_log(self.directory)}; {RESUME}") from None
-        except Interrupted:
+        except (Interrupted, CommandFailed):
             raise
         # Ctrl-C outside a run (a server starting or stopping): still Ctrl-C, with how to resume
         except KeyboardInterrupt:
