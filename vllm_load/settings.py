@@ -14,6 +14,7 @@ from dataclasses import Field, asdict, dataclass, fields
 from typing import Any, Iterable
 
 from .analysis.decisions.slo import slo_argument
+from .analysis.diagnosis.facts import server_args_argument
 from .options import (
     AT_LEAST_1,
     AT_LEAST_1_OR_UNSET,
@@ -203,6 +204,13 @@ class Settings:
         "scraping off",
         rule=NOT_NEGATIVE,
     )
+    server_args: str = option(
+        "",
+        "the server's flags as it was started (e.g. \"--max-num-seqs 256 --max-num-batched-tokens "
+        "8192\"): recorded in run.json; the diagnosis takes those vLLM's /metrics does not show "
+        "(--max-num-seqs, --max-num-batched-tokens, ...) as given facts. Changes nothing in the test",
+        parse=server_args_argument,
+    )
     slo: list[str] = option(
         [],
         "a latency SLO the report judges the levels against (repeatable): per request "
@@ -350,6 +358,8 @@ def option_argv(options: Any) -> list[str]:
         elif spec.repeatable:
             for item in value:
                 argv += [flag, str(item)]
+        elif str(value).startswith("-"):  # a value argparse would take for an option
+            argv.append(f"{flag}={value}")
         else:
             argv += [flag, str(value)]
     meta_file = getattr(options, META_FILE.dest, "")

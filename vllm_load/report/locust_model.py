@@ -1,6 +1,6 @@
 """The numbers of a report from plain Locust CSVs (`analysis.levels.locust_csv`): one run per `--csv`
 prefix, runs of the same requests grouped into a series, and each series' curve built and
-analysed as for run directories (`model.level_curve`, `saturation.analyse`, `findings`), on
+analysed as for run directories (`level_curve`, `saturation.analyse`, `findings`), on
 requests/s or, when the locustfile reports tokens as its response length, output tokens/s.
 
 `build_locust_data` is the only step that reads files (through `locust_csv.read_history`).
@@ -24,10 +24,11 @@ from ..analysis.levels.locust_csv import (
     no_level_message,
 )
 from ..analysis.series.findings import findings
+from ..analysis.series.level_curve import level_curve
 from ..analysis.series.saturation import SaturationRule, Throughput, analyse
 from ..analysis.series.stats import Series
 from ..rundir.locust_files import LocustCsvError, LocustHistory, read_history
-from .model import SeriesReport, level_curve
+from .model import SeriesReport
 
 REQUESTS = Throughput("req_per_s", "req/s", "request throughput (successful requests/s)")
 OUTPUT_TOKENS = Throughput(

@@ -15,19 +15,25 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.decisions.goodput import (
-    GOODPUT_METRICS,
     SloHeadline,
     binding_text,
     level_goodput,
     slo_headline,
 )
 from ..analysis.decisions.slo import SloSpec, parse_slo
+from ..analysis.diagnosis.evidence import level_evidence
+from ..analysis.diagnosis.series import SeriesDiagnosis, diagnose_runs
 from ..analysis.levels.breakdown import conversation_summary, persona_table, turn_table
-from ..analysis.levels.client_side import late_levels, level_client_health, read_client_health
+from ..analysis.levels.client_side import (
+    bound_levels,
+    late_levels,
+    level_client_health,
+    read_client_health,
+)
 from ..analysis.levels.hist import pad_columns
-from ..analysis.levels.measure import METRIC_COLUMNS, measure_levels
+from ..analysis.levels.measure import measure_levels
 from ..analysis.levels.rates import RateRule, rate_verdicts
-from ..analysis.levels.server_queue import QUEUE_COLUMNS, level_queue
+from ..analysis.levels.server_queue import level_queue
 from ..analysis.levels.server_side import level_server_figures, read_server_metrics
 from ..analysis.levels.table import error_counts
 from ..analysis.levels.timeline import work_timeline
@@ -35,31 +41,16 @@ from ..analysis.series.compare import ModelRow, compare, comparison_findings
 from ..analysis.series.curve import USERS, Axis, axis_of
 from ..analysis.series.failures import failure_kinds
 from ..analysis.series.findings import findings
+from ..analysis.series.level_curve import level_curve
 from ..analysis.series.outcome import RunOutcome, outcome_of
 from ..analysis.series.saturation import Saturation, SaturationRule, analyse
-from ..analysis.series.stats import Series, aggregate, group_runs
+from ..analysis.series.stats import Series, group_runs
 from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV
 from ..rundir.load import (
     ANALYSIS_COLUMNS,
     load_run,
     read_client_validation,
     read_run_json,
-)
-
-#: per-level figures that are averaged across runs (everything numeric but timestamps)
-AGG_METRICS: tuple[str, ...] = tuple(
-    c
-    for c in METRIC_COLUMNS
-    if c
-    not in {
-        "level",
-        "users",
-        "level_start",
-        "level_end",
-        "window_start",
-        "window_end",
-        "stop_reason",
-    }
 )
 
 
@@ -90,6 +81,7 @@ class RunSummary:
     conversations: dict | None = None  # the run's conversations as wholes
     axis: Axis = USERS  # what its levels are (users, or requests/s)
     outcome: RunOutcome | None = None  # how it ended: interrupted, target lost, workers lost
+    bottlenecks: dict[float, dict] = field(default_factory=dict)  # level -> its verdict, as JSON
 
     def failures_by_users(self) -> pd.DataFrame:
         """Its failure counts (`error_counts`) with each level's `users` (its rate for --rates)."""
@@ -114,6 +106,7 @@ class SeriesReport:
     axis: Axis = USERS  # what its levels are (users, or requests/s)
     slo_headline: SloHeadline | None = None  # with SLOs: the highest level meeting them
     outcome_findings: list[str] = field(default_factory=list)  # how its runs ended (first)
+    diagnosis: SeriesDiagnosis | None = None  # why it saturates, and what to change
     slo_finding: str = ""  # the SLO headline as a finding (after those)
 
     @property
@@ -179,6 +172,7 @@ def summarize_run(path: str, slo: SloSpec = SloSpec()) -> RunSummary:
     metrics = with_client_late(meas.metrics.copy(), client_levels)
     if server is not None:  # whether requests waited in the server's queue, per level
         metrics = metrics.merge(level_queue(server, meas.metrics), on="level", how="left")
+        metrics = metrics.merge(level_evidence(server, meas.metrics), on="level", how="left")
     axis = axis_of(data.run)
     if axis.rate:
         # the report's curves, charts and tables key levels by `users`: an open-loop run's levels
@@ -244,44 +238,9 @@ def with_client_late(metrics: pd.DataFrame, client_levels: pd.DataFrame | None) 
     late = late_levels(client_levels)
     metrics["client_late"] = [int(lv) in late for lv in metrics["level"]]
     metrics["client_late_reason"] = [late.get(int(lv), "") for lv in metrics["level"]]
+    bound = bound_levels(client_levels)
+    metrics["client_bound_reason"] = [bound.get(int(lv), "") for lv in metrics["level"]]
     return metrics
-
-
-def level_curve(
-    tables: Sequence[pd.DataFrame], metrics: Sequence[str] = AGG_METRICS
-) -> pd.DataFrame:
-    """Per level across runs (one per-level table each, with `users`, `run_id` and
-    `success_rate`): `aggregate`'s statistics of `metrics` (and goodput's, where judged), plus
-    `success_rate_min`, the worst run's success rate, which decides whether the level is left
-    out of the conclusions (`failures`), and whether a run was client-late there."""
-    frame = pd.concat(list(tables), ignore_index=True)
-    frame = frame[frame["users"].notna()]
-    if "client_late" not in frame:
-        frame = frame.assign(client_late=False, client_late_reason="")
-    judged = tuple(m for m in (*GOODPUT_METRICS, *QUEUE_COLUMNS) if m in frame)
-    curve = aggregate(frame, ["users"], (*metrics, *judged))
-    worst = pd.to_numeric(frame["success_rate"], errors="coerce").groupby(frame["users"]).min()
-    curve["success_rate_min"] = curve["users"].map(worst).astype(np.float64)
-    curve = curve.sort_values("users").reset_index(drop=True)
-    # a mean over runs is as untrustworthy as the late runs in it: say which, and why
-    late = frame[frame["client_late"]]
-    reasons = {
-        u: "; ".join(f"run {r}: {why}" for r, why in zip(g["run_id"], g["client_late_reason"]))
-        for u, g in late.groupby("users")
-    }
-    if "slo_binding_text" in frame:  # the item that bound each level most often across runs
-        binding = frame.groupby("users")["slo_binding_text"].agg(lambda t: t.mode().iloc[0])
-        curve["slo_binding"] = curve["users"].map(binding).fillna("")
-    curve["client_late"] = [u in reasons for u in curve["users"]]
-    curve["client_late_reason"] = [reasons.get(u, "") for u in curve["users"]]
-    if "rate_unsteady" in frame:  # open-loop levels whose window was no steady state (`failures`)
-        unsteady = frame[frame["rate_unsteady"].fillna("").astype(str) != ""]
-        why = {
-            u: "; ".join(f"run {r}: {w}" for r, w in zip(g["run_id"], g["rate_unsteady"]))
-            for u, g in unsteady.groupby("users")
-        }
-        curve["rate_unsteady"] = [why.get(u, "") for u in curve["users"]]
-    return curve
 
 
 def rate_findings(runs: Sequence[RunSummary], rule: RateRule = RateRule()) -> list[str]:
@@ -374,6 +333,11 @@ def build_report_data(
             axis=sat.axis,
             outcome_findings=[text for o in outcomes for text in o.sentences()],
         )
+        report.diagnosis, verdicts = diagnose_runs(
+            [(r.run, r.metrics) for r in members], curve, sat, rule.tolerance
+        )
+        for r, bottlenecks in zip(members, verdicts):
+            r.bottlenecks = bottlenecks
         if spec:
             report.slo_headline = slo_headline([r.metrics for r in members], spec)
             report.slo_finding = report.slo_headline.sentence(sat.axis.noun, sat.axis.rate, spec)
@@ -396,3 +360,27 @@ def build_report_data(
         slo=spec,
         generated_at=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
     )
+
+
+def diagnose_run_dir(path: str) -> tuple[SeriesDiagnosis, dict[int, str]]:
+    """One run on its own as a series: its diagnosis and each level's verdict kind by level
+    (what `vllm-load run` prints under its table)."""
+    summary = summarize_run(path)
+    curve = level_curve([summary.metrics])
+    sat = analyse(curve)
+    sat.axis = summary.axis
+    diagnosis, per_run = diagnose_runs([(summary.run, summary.metrics)], curve, sat)
+    kinds = {users: v["kind"] for users, v in per_run[0].items()}
+    return diagnosis, {
+        int(lv): kinds.get(float(u), "-")
+        for lv, u in zip(summary.metrics["level"], summary.metrics["users"])
+    }
+
+
+def diagnosis_lines(diagnosis: SeriesDiagnosis) -> list[str]:
+    """The diagnosis as the terminal prints it: the verdict, the capacity model, the advice."""
+    lines = [f"Why it saturates: {diagnosis.sentence}"]
+    if diagnosis.gap:
+        lines.append(f"  {diagnosis.gap}")
+    lines += [f"  advice: {a.text()}" for a in diagnosis.advice]
+    return lines

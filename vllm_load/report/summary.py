@@ -98,6 +98,14 @@ def _slo(s: SeriesReport) -> dict | None:
     )
 
 
+def _with_bottlenecks(levels: list[dict], verdicts: dict[float, dict]) -> list[dict]:
+    """Level records with `bottleneck`: their verdict (`analysis.diagnosis`), None without one."""
+    for level in levels:
+        users = level.get("users")
+        level["bottleneck"] = clean(verdicts.get(float(users))) if users is not None else None
+    return levels
+
+
 def summary_dict(data: ReportData) -> dict:
     """Everything the report shows, as JSON-ready data."""
     return clean(
@@ -119,8 +127,12 @@ def summary_dict(data: ReportData) -> dict:
                     "n_runs": s.n_runs,
                     "run_ids": [r.run_id for r in s.runs],
                     "settings": s.series.settings,
-                    "levels": records(s.curve),
+                    "levels": _with_bottlenecks(
+                        records(s.curve),
+                        {v.users: v.as_json() for v in s.diagnosis.levels} if s.diagnosis else {},
+                    ),
                     "saturation": saturation_json(s),
+                    "diagnosis": clean(s.diagnosis.as_json()) if s.diagnosis else None,
                     "slo": _slo(s),
                     "findings": s.findings,
                 }
@@ -137,7 +149,7 @@ def summary_dict(data: ReportData) -> dict:
                     "outcome": r.run.get("outcome"),
                     "started_at": r.run.get("started_at"),
                     "ended_at": r.run.get("ended_at"),
-                    "levels": records(r.metrics),
+                    "levels": _with_bottlenecks(records(r.metrics), r.bottlenecks),
                     "errors": records(r.errors),
                     "workers_lost": r.run.get("workers_lost") or [],
                     "input_notes": r.input_notes,  # what was left out of its files, and why
@@ -175,8 +187,28 @@ def summary_rows(summary: dict) -> Iterator[tuple]:
             for column, value in level.items():
                 if column == "users" or value is None or value == "":
                     continue
+                if column == "bottleneck":
+                    for metric, stat, v in _bottleneck_cells(value):
+                        yield ("series", s["label"], "", users, metric, stat, v)
+                    continue
                 metric, stat = _split_stat(column)
                 yield ("series", s["label"], "", users, metric, stat, value)
+        diagnosis = s.get("diagnosis") or {}
+        for name in ("kind", "users", "predicted_knee", "advised_knee"):
+            if diagnosis.get(name) is not None:
+                yield ("diagnosis", s["label"], "", "", name, "value", diagnosis[name])
+        for advice in diagnosis.get("advice") or []:
+            for stat in ("from", "to"):
+                if advice.get(stat) is not None:
+                    yield (
+                        "diagnosis",
+                        s["label"],
+                        "",
+                        "",
+                        f"advice.{advice['flag']}",
+                        stat,
+                        advice[stat],
+                    )
         sat = s["saturation"]
         for key in ("peak", "saturation_point", "scaling", "past_saturation"):
             for name, value in (sat.get(key) or {}).items():
@@ -232,6 +264,10 @@ def summary_rows(summary: dict) -> Iterator[tuple]:
             for column, value in level.items():
                 if column in ("users", *_LABEL_COLUMNS) or value is None or value == "":
                     continue
+                if column == "bottleneck":
+                    for metric, stat, v in _bottleneck_cells(value):
+                        yield ("run", run["series"], run["run_id"], users, metric, stat, v)
+                    continue
                 yield ("run", run["series"], run["run_id"], users, column, "value", value)
         for err in run["errors"]:
             yield (
@@ -245,6 +281,13 @@ def summary_rows(summary: dict) -> Iterator[tuple]:
                 err["count"],
             )
         yield from _breakdown_rows(run)
+
+
+def _bottleneck_cells(verdict: dict) -> Iterator[tuple[str, str, object]]:
+    """A level's verdict as (metric, stat, value) cells: its kind, then its evidence."""
+    yield ("bottleneck", "kind", verdict["kind"])
+    for name, value in (verdict.get("evidence") or {}).items():
+        yield (f"bottleneck.{name}", "value", value)
 
 
 def _breakdown_rows(run: dict) -> Iterator[tuple]:

@@ -13,7 +13,7 @@ import csv
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -42,22 +42,51 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "e2e_count": ("vllm:e2e_request_latency_seconds_count",),
     "queue_time_sum": ("vllm:request_queue_time_seconds_sum",),
     "queue_time_count": ("vllm:request_queue_time_seconds_count",),
+    # what a bottleneck verdict reads (analysis/diagnosis): requests waiting for capacity (a full
+    # batch or a full KV cache), time in RUNNING (Little's law: requests in the batch), prefill
+    # time (first scheduled to first token), tokens and count of engine steps
+    "waiting_capacity": ('vllm:num_requests_waiting_by_reason{reason="capacity"}',),
+    "inference_time_sum": ("vllm:request_inference_time_seconds_sum",),
+    "inference_time_count": ("vllm:request_inference_time_seconds_count",),
+    "prefill_time_sum": ("vllm:request_prefill_time_seconds_sum",),
+    "prefill_time_count": ("vllm:request_prefill_time_seconds_count",),
+    "step_tokens_sum": ("vllm:iteration_tokens_total_sum",),
+    "steps": ("vllm:iteration_tokens_total_count",),
 }
+#: the labels of vLLM's `vllm:cache_config_info` a diagnosis reads (the KV cache's size)
+CACHE_CONFIG_INFO = "vllm:cache_config_info"
+#: a sample labelled with one of these is also summed under `name{label="value"}`
+SPLIT_LABELS = ("reason",)
 HEADER = ("ts", *COLUMNS, "fetch_s")
 
 
 def parse_metrics(text: str, model: str | None = None) -> dict[str, float]:
     """The `COLUMNS` figures of one exposition, summed over label sets (of `model` when given)."""
+    return parse_exposition(text, model)[0]
+
+
+def parse_exposition(
+    text: str, model: str | None = None
+) -> tuple[dict[str, float], dict[str, str]]:
+    """The `COLUMNS` figures of one exposition, summed over label sets (of `model` when given),
+    and the labels of its `vllm:cache_config_info` ({} without one; the first engine's)."""
     sums: dict[str, float] = {}
+    cache_config: dict[str, str] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if model and sample.labels.get("model_name", model) != model:
                 continue
+            if sample.name == CACHE_CONFIG_INFO and not cache_config:
+                cache_config = dict(sample.labels)
             sums[sample.name] = sums.get(sample.name, 0.0) + float(sample.value)
+            for label in SPLIT_LABELS:
+                if label in sample.labels:
+                    key = f'{sample.name}{{{label}="{sample.labels[label]}"}}'
+                    sums[key] = sums.get(key, 0.0) + float(sample.value)
     out = {}
     for column, names in COLUMNS.items():
         out[column] = next((sums[n] for n in names if n in sums), float("nan"))
-    return out
+    return out, cache_config
 
 
 @dataclass
@@ -69,6 +98,9 @@ class ScrapeStatus:
     samples: int = 0
     errors: int = 0
     note: str = ""
+    #: `vllm:cache_config_info`'s labels at the first scrape (the KV cache's blocks, block size,
+    #: size in tokens, maximum concurrency): what the server says it is configured with
+    cache_config: dict[str, str] = field(default_factory=dict)
 
 
 class MetricsScraper:
@@ -116,7 +148,7 @@ class MetricsScraper:
             self.status.note = f"{self.url}: {e}"
             return None
         try:
-            values = parse_metrics(text, self.model)
+            values, cache_config = parse_exposition(text, self.model)
         except ValueError as e:
             self.status.errors += 1
             self.status.note = f"{self.url}: not Prometheus text ({e})"
@@ -124,6 +156,8 @@ class MetricsScraper:
         if all(v != v for v in values.values()):
             self.status.note = f"{self.url} has none of vLLM's metrics"
             return None
+        if cache_config and not self.status.cache_config:
+            self.status.cache_config = cache_config
         return values
 
     def run(self, sleep=time.sleep) -> None:

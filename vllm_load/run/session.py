@@ -32,6 +32,7 @@ from ..settings import Settings
 from ..target.api import model_ids, target_info
 from ..values import SettingsError, parse_host
 from ..workload.arrivals import process_share
+from .capacity_note import cache_config, capacity_note
 from .live import LiveStats
 from .measured_set import LevelFollower
 from .outcomes import EXIT_CODES
@@ -123,6 +124,12 @@ class RunSession:
             )
             self._scrape_greenlet = gevent.spawn(self.scraper.run, gevent.sleep)
         self.controller = StepController(level_plan(self.settings))
+        scraping = self.settings.metrics_interval > 0
+        labels = cache_config(host, self.model, self.settings.api_key or None) if scraping else {}
+        if note := capacity_note(
+            self.settings, self.recorder.run_info, self.controller.plan.levels, labels
+        ):
+            logger.info(note)
         self.follower = LevelFollower()  # every level's requests, from their start to their end
         for level in self.controller.plan.thin_levels():
             logger.warning(

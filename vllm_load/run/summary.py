@@ -27,6 +27,7 @@ def print_summary(run_dir: str) -> None:
         from ..analysis.levels.measure import measure_levels
         from ..analysis.levels.rates import rate_verdicts
         from ..analysis.levels.table import format_level_table
+        from ..report.model import diagnose_run_dir, diagnosis_lines
         from ..rundir.load import load_run
 
         run = load_run(run_dir)
@@ -35,11 +36,14 @@ def print_summary(run_dir: str) -> None:
         metrics = measurement.metrics
         health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_CSV)).frame
         verdicts = rate_verdicts(metrics)
+        diagnosis, bottlenecks = diagnose_run_dir(run_dir)
         table = format_level_table(
             metrics,
             late_levels(level_client_health(health, metrics, run.requests)),
             {lv: v.unsteady_text() for lv, v in verdicts.items() if not v.steady},
+            bottlenecks,
         )
+        table += "\n\n" + "\n".join(diagnosis_lines(diagnosis))
         slo = parse_slo((run.run.get("settings") or {}).get("slo") or [])
         if slo:  # the run's --slo: goodput per level, as the report will show it
             goodput = level_goodput(run.requests, measurement, slo)

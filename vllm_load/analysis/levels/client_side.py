@@ -166,6 +166,14 @@ def level_client_health(
     return pd.DataFrame(rows)
 
 
+def bound_levels(client_levels: pd.DataFrame | None) -> dict[int, str]:
+    """{level: why} for the possibly client-bound levels of `level_client_health`."""
+    if client_levels is None or not len(client_levels):
+        return {}
+    bound = client_levels[client_levels["client_bound"]]
+    return dict(zip(bound["level"].astype(int), bound["reason"]))
+
+
 def late_levels(client_levels: pd.DataFrame | None) -> dict[int, str]:
     """{level: why} for the client-late levels of `level_client_health` (ITL/TTFT not trustworthy)."""
     if client_levels is None or client_levels.empty:

@@ -60,6 +60,7 @@ def format_level_table(
     metrics: pd.DataFrame,
     late: dict[int, str] | None = None,
     unsteady: dict[int, str] | None = None,
+    bottlenecks: dict[int, str] | None = None,
 ) -> str:
     """A fixed-width text table of `level_metrics` for the terminal (empty string for no levels).
 
@@ -68,7 +69,8 @@ def format_level_table(
     Open-loop levels (a requested rate) get the rate columns; `unsteady` ({level: why}, from
     `analysis.rates.rate_verdicts`) marks the achieved rate of those whose window was no steady
     state (the target fell behind, or a backlog was worked off) with `UNSTEADY_MARK`, and a
-    legend says why, as the report does when it leaves them out of the peak.
+    legend says why, as the report does when it leaves them out of the peak. `bottlenecks`
+    ({level: verdict kind}, `analysis.diagnosis`) is the last column when given.
     """
     if metrics is None or metrics.empty:
         return ""
@@ -76,7 +78,7 @@ def format_level_table(
     rated = "requested_rate" in metrics and bool(metrics["requested_rate"].notna().any())
     thin = set() if rated else set(thin_levels(metrics))
     columns = RATE_TABLE_COLUMNS if rated else TABLE_COLUMNS
-    rows = [[h for h, *_ in columns]]
+    rows = [[h for h, *_ in columns] + (["bottleneck"] if bottlenecks else [])]
     for rec in metrics.to_dict("records"):
         lv = rec.get("level")
         marks = {
@@ -91,9 +93,16 @@ def format_level_table(
                 + next((m for key, m in marks.items() if col.startswith(key)), "")
                 for _, col, scale, spec in columns
             ]
+            + ([bottlenecks.get(int(lv or 0), "-")] if bottlenecks else [])
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(columns))]
-    lines = ["  ".join(cell.rjust(wd) for cell, wd in zip(row, widths)) for row in rows]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [
+        "  ".join(
+            cell.rjust(wd) if i < len(columns) else cell.ljust(wd)
+            for i, (cell, wd) in enumerate(zip(row, widths))
+        ).rstrip()
+        for row in rows
+    ]
     lines.insert(1, "  ".join("-" * wd for wd in widths))
     names = {
         lv: f"{rate:,.2f} requests/s" if rated else f"{users:,.0f} users"

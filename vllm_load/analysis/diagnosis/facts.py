@@ -1,0 +1,186 @@
+"""What the server is configured with, and how each fact is known.
+
+`read`: the server said it (`vllm:cache_config_info`'s labels, `/v1/models`' `max_model_len`,
+`/version`). `given`: the user said it (`--server-args`, recorded in run.json; `tune` tags its
+runs `config.NAME` in run.json's meta). `inferred`: neither said it, the run's levels show it (the plateau of
+requests in the batch while others wait: the sequence cap). vLLM 0.32 exposes neither
+`max_num_seqs` nor `max_num_batched_tokens` on `/metrics`; only a user or an inference gives them.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field, replace
+
+from ...values import SettingsError
+
+READ, GIVEN, INFERRED = "read", "given", "inferred"
+
+#: server flags a diagnosis reads from `--server-args` (vLLM's spelling) -> fact name
+SERVER_FLAGS = {
+    "--max-num-seqs": "max_num_seqs",
+    "--max-num-batched-tokens": "max_num_batched_tokens",
+    "--max-model-len": "max_model_len",
+    "--gpu-memory-utilization": "gpu_memory_utilization",
+    "--num-gpu-blocks-override": "num_gpu_blocks",
+    "--block-size": "block_size",
+    "--kv-cache-dtype": "kv_cache_dtype",
+    "--tensor-parallel-size": "tensor_parallel_size",
+}
+#: `tune`'s matrix names (`config.NAME` in run.json) that are these facts
+CONFIG_NAMES = {name: name for name in SERVER_FLAGS.values()}
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One configuration value and how it is known (`READ`, `GIVEN` or `INFERRED`)."""
+
+    value: float | str
+    source: str
+
+    def text(self) -> str:
+        v = self.value
+        shown = f"{v:,.0f}" if isinstance(v, float) and v == int(v) else f"{v}"
+        return f"{shown} ({self.source})"
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """The server's configuration as far as it is known: fact name -> Fact."""
+
+    facts: dict[str, Fact] = field(default_factory=dict)
+
+    def get(self, name: str) -> Fact | None:
+        return self.facts.get(name)
+
+    def number(self, name: str) -> float | None:
+        fact = self.facts.get(name)
+        if fact is None:
+            return None
+        try:
+            return float(fact.value)
+        except (TypeError, ValueError):
+            return None
+
+    def with_fact(self, name: str, fact: Fact) -> "ServerFacts":
+        """These facts with `name` set, unless the server or the user already said it."""
+        if name in self.facts and self.facts[name].source != INFERRED:
+            return self
+        return replace(self, facts={**self.facts, name: fact})
+
+    def as_json(self) -> dict:
+        return {k: {"value": f.value, "source": f.source} for k, f in sorted(self.facts.items())}
+
+    @property
+    def kv_blocks_tokens(self) -> tuple[float, float] | None:
+        """(blocks, tokens per block) of the KV cache when both are known."""
+        blocks, size = self.number("num_gpu_blocks"), self.number("block_size")
+        return (blocks, size) if blocks and size else None
+
+
+def _number(text: object) -> float | None:
+    try:
+        value = float(str(text))
+    except (TypeError, ValueError):
+        return None
+    return value if value == value else None
+
+
+def parse_server_args(text: str) -> dict[str, str]:
+    """The flags of `SERVER_FLAGS` in a server's command line (`--flag V` or `--flag=V`);
+    raises ValueError on a flag without its value."""
+    try:
+        words = shlex.split(text or "")
+    except ValueError as e:  # an unclosed quote
+        raise ValueError(f"--server-args: {e}") from None
+    out: dict[str, str] = {}
+    for i, word in enumerate(words):
+        flag, eq, value = word.partition("=")
+        if flag not in SERVER_FLAGS:
+            continue
+        if not eq:
+            if i + 1 >= len(words) or words[i + 1].startswith("--"):
+                raise ValueError(f"--server-args: {flag} has no value")
+            value = words[i + 1]
+        out[SERVER_FLAGS[flag]] = value
+    return out
+
+
+def server_args_argument(value: object) -> str:
+    """`Settings.server_args`, checked: the text as given, refused in one line when a flag the
+    diagnosis reads has no value."""
+    text = "" if value is None else str(value).strip()
+    try:
+        parse_server_args(text)
+    except ValueError as e:
+        raise SettingsError(
+            f'{e} (give the server\'s flags as started, e.g. "--max-num-seqs 256")'
+        ) from None
+    return text
+
+
+def _from_cache_config(labels: dict) -> dict[str, Fact]:
+    out: dict[str, Fact] = {}
+    for name in (
+        "block_size",
+        "num_gpu_blocks",
+        "kv_cache_size_tokens",
+        "kv_cache_max_concurrency",
+        "gpu_memory_utilization",
+    ):
+        value = _number(labels.get(name))
+        if value is not None:
+            out[name] = Fact(value, READ)
+    for name in ("cache_dtype", "enable_prefix_caching"):
+        if labels.get(name) not in (None, "", "None"):
+            out[name] = Fact(str(labels[name]), READ)
+    return out
+
+
+def server_facts(run: dict) -> ServerFacts:
+    """The facts a run's run.json holds: what the server said at the start (read) and what the
+    user gave (`settings.server_args`, `tune`'s `config.NAME` meta)."""
+    facts: dict[str, Fact] = {}
+    scraped = (run.get("server_metrics") or {}).get("cache_config") or {}
+    facts.update(_from_cache_config(scraped))
+    target = run.get("target") or {}
+    model = run.get("model")
+    for entry in (
+        ((target.get("models") or {}).get("data") or [])
+        if isinstance(target.get("models"), dict)
+        else []
+    ):
+        if isinstance(entry, dict) and entry.get("id") == model:
+            length = _number(entry.get("max_model_len"))
+            if length is not None:
+                facts["max_model_len"] = Fact(length, READ)
+    version = target.get("version")
+    if isinstance(version, dict) and version.get("version"):
+        facts["version"] = Fact(str(version["version"]), READ)
+    given: dict[str, str] = {}
+    for key, value in (run.get("meta") or {}).items():
+        name = str(key).removeprefix("config.")
+        if str(key).startswith("config.") and name in CONFIG_NAMES:
+            given[CONFIG_NAMES[name]] = str(value)
+    try:
+        given.update(parse_server_args((run.get("settings") or {}).get("server_args") or ""))
+    except ValueError:
+        pass  # refused when the run started; an older or edited run.json is read as far as it goes
+    for name, value in given.items():
+        if name in facts:
+            continue  # what the server says wins over what it was told
+        number = _number(value)
+        facts[name] = Fact(number if number is not None else value, GIVEN)
+    return ServerFacts(facts)
+
+
+def no_server_reason(run: dict) -> str:
+    """Why a run has no server evidence ("" when it has some): scraping off, or its note."""
+    scrape = run.get("server_metrics") or {}
+    if not scrape:
+        return (
+            "the run did not scrape the server's /metrics (--metrics-interval 0, or an older run)"
+        )
+    if not scrape.get("samples"):
+        return f"no /metrics from the server: {scrape.get('note') or 'no sample was taken'}"
+    return ""

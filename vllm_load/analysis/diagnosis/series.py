@@ -1,0 +1,251 @@
+"""One series' diagnosis: a verdict per level (of the series' curve, and of each of its runs),
+the capacity model's knee beside the measured one, and the advice for the knee's limit."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Sequence
+
+import pandas as pd
+
+from ..series.saturation import Saturation
+from .advice import Advice, Workload, with_advice
+from .capacity import Prediction, fit_step_cost, predict
+from .facts import GIVEN, Fact, ServerFacts, no_server_reason, server_facts
+from .verdict import Bottleneck, LevelEvidence, infer_cap, level_verdict, with_baseline
+
+
+@dataclass
+class SeriesDiagnosis:
+    """What limits a series at its knee, why, and what to change."""
+
+    kind: str
+    users: float | None  # the level the verdict is for: the knee (None when not saturated)
+    sentence: str
+    advice: tuple[Advice, ...]
+    prediction: Prediction
+    advised_knee: float | None
+    gap: str  # the predicted knee against the measured one
+    facts: ServerFacts
+    levels: list[Bottleneck] = field(default_factory=list)  # one per curve row
+
+    def as_json(self) -> dict:
+        return {
+            "kind": self.kind,
+            "users": self.users,
+            "sentence": self.sentence,
+            "advice": [a.as_json() for a in self.advice],
+            "predicted_knee": self.prediction.knee,
+            "advised_knee": self.advised_knee,
+            "gap": self.gap,
+            "capacity": self.prediction.as_json(),
+            "server_facts": self.facts.as_json(),
+        }
+
+
+def _workload(curve: pd.DataFrame, suffix: str) -> Workload:
+    """Mean prompt and generated tokens per request (each level's token rates over its request
+    rate, averaged over the levels: the server's usage counts), and the tested levels."""
+
+    def num(name: str) -> pd.Series:
+        col = f"{name}{suffix}"
+        return (
+            pd.to_numeric(curve[col], errors="coerce") if col in curve else pd.Series(dtype=float)
+        )
+
+    levels = tuple(float(u) for u in curve["users"]) if "users" in curve else ()
+    req = num("req_per_s")
+    per_in = (num("input_tok_per_s") / req).mean()
+    per_out = (num("output_tok_per_s") / req).mean()
+    return Workload(float(per_in), float(per_out), levels)
+
+
+def _knee(saturation: Saturation) -> float | None:
+    if saturation.saturated and saturation.saturation is not None:
+        return float(saturation.saturation.users)
+    return None
+
+
+def _left_out(saturation: Saturation) -> set[float]:
+    return {float(f.users) for f in saturation.failed if f.excluded}
+
+
+def level_verdicts(
+    rows: list[dict],
+    suffix: str,
+    facts: ServerFacts,
+    saturation: Saturation,
+    no_server: str = "",
+) -> tuple[list[Bottleneck], ServerFacts]:
+    """A verdict per level row (sorted by users), and the facts with what the rows inferred."""
+    knee, left = _knee(saturation), _left_out(saturation)
+    evidence = []
+    for row in sorted(rows, key=lambda r: float(r["users"])):
+        lv = LevelEvidence.of(row, suffix)
+        evidence.append(replace(lv, left_out=lv.users in left))
+    evidence = with_baseline(evidence)
+    past = [lv for lv in evidence if knee is not None and lv.users >= knee and not lv.left_out]
+    facts = infer_cap(past, facts)
+    verdicts, below = [], None
+    for lv in evidence:
+        saturated = knee is not None and lv.users >= knee
+        verdicts.append(level_verdict(lv, below, facts, saturated, no_server))
+        if not lv.left_out:
+            below = lv
+    return verdicts, facts
+
+
+def diagnose_series(
+    curve: pd.DataFrame,
+    saturation: Saturation,
+    facts: ServerFacts,
+    no_server: str = "",
+    noun: str = "concurrent",
+    tolerance: float = 0.05,
+) -> SeriesDiagnosis:
+    """The series' diagnosis from its curve (per level across runs, `_mean` columns)."""
+    rows = curve.to_dict("records")
+    verdicts, facts = level_verdicts(rows, "_mean", facts, saturation, no_server)
+    work = _workload(curve, "_mean")
+    step_cost = fit_step_cost(
+        [v.evidence.get("requests_in_batch", math.nan) for v in verdicts],
+        [v.evidence.get("step_time_s", math.nan) for v in verdicts],
+    )
+    prediction = predict(
+        facts, work.input_tokens, work.output_tokens, work.levels, step_cost, tolerance
+    )
+    knee = _knee(saturation)
+    at_knee = next((v for v in verdicts if knee is not None and v.users == knee), None)
+    if at_knee is not None and at_knee.kind == "undetermined":
+        # the knee's own evidence may be thin (nothing waits yet): the first determined level past it
+        at_knee = next(
+            (
+                v
+                for v in verdicts
+                if knee is not None
+                and v.users > knee
+                and v.kind not in ("undetermined", "failures")
+            ),
+            at_knee,
+        )
+    verdicts = [
+        with_advice(v, facts, work, prediction, noun) if v.kind not in ("not_saturated",) else v
+        for v in verdicts
+    ]
+    if at_knee is None:
+        kind = "not_saturated" if saturation.peak is not None else "undetermined"
+        sentence = (
+            "Not saturated within the tested levels: no limit to name."
+            if kind == "not_saturated"
+            else "No level to judge."
+        )
+        return SeriesDiagnosis(
+            kind,
+            None,
+            sentence,
+            (),
+            prediction,
+            None,
+            _gap(prediction, None, noun),
+            facts,
+            verdicts,
+        )
+    chosen = next(v for v in verdicts if v.users == at_knee.users)
+    advised = next((a for a in chosen.advice if a.to_value is not None), None)
+    advised_knee = None
+    if advised is not None and advised.flag in _FACT_OF_FLAG and advised.to_value is not None:
+        changed = ServerFacts(
+            {
+                **facts.facts,
+                _FACT_OF_FLAG[advised.flag]: Fact(float(advised.to_value.replace(",", "")), GIVEN),
+            }
+        )
+        advised_knee = predict(
+            changed, work.input_tokens, work.output_tokens, work.levels, step_cost, tolerance
+        ).knee
+    sentence = f"At ~{knee:,.0f} {noun} ({'the knee' if chosen.users == knee else 'past the knee, at ' + format(chosen.users, ',.0f')}): {_describe(chosen)}."
+    return SeriesDiagnosis(
+        chosen.kind,
+        knee,
+        sentence,
+        chosen.advice,
+        prediction,
+        advised_knee,
+        _gap(prediction, knee, noun),
+        facts,
+        verdicts,
+    )
+
+
+_FACT_OF_FLAG = {
+    "--max-num-seqs": "max_num_seqs",
+    "--max-num-batched-tokens": "max_num_batched_tokens",
+    "--num-gpu-blocks-override": "num_gpu_blocks",
+}
+
+_NAMES = {
+    "max_num_seqs": "the sequence cap (--max-num-seqs)",
+    "kv_cache": "the KV cache",
+    "max_num_batched_tokens": "the token budget (--max-num-batched-tokens)",
+    "compute": "compute",
+    "client": "the client",
+    "failures": "failures",
+    "undetermined": "undetermined",
+}
+
+
+def _describe(v: Bottleneck) -> str:
+    if v.kind == "undetermined":
+        return f"the limit is undetermined: {v.reason}"
+    return f"limited by {_NAMES.get(v.kind, v.kind)}: {v.reason}"
+
+
+def _gap(prediction: Prediction, knee: float | None, noun: str) -> str:
+    if prediction.knee is None and knee is None:
+        return ""
+    if prediction.knee is None:
+        return f"The capacity model could not place the knee ({'; '.join(prediction.unknown) or 'no limit within the tested levels'}); measured ~{knee:,.0f} {noun}."
+    if knee is None:
+        return f"The capacity model put the knee at ~{prediction.knee:,.0f} {noun} ({prediction.first}); the runs did not saturate."
+    if prediction.knee == knee:
+        return f"The measured knee (~{knee:,.0f} {noun}) is where the capacity model put it ({prediction.first})."
+    return (
+        f"The measured knee (~{knee:,.0f} {noun}) differs from the capacity model's ~{prediction.knee:,.0f} "
+        f"({prediction.first}): "
+        + (
+            "a limit it does not know binds first"
+            if knee < prediction.knee
+            else "the limit binds later than the model assumes (vLLM grows a request's KV blocks as it generates, and throughput keeps rising a little past a full batch)"
+        )
+        + "."
+    )
+
+
+def diagnose_runs(
+    runs: Sequence[tuple[dict, pd.DataFrame]],
+    curve: pd.DataFrame,
+    saturation: Saturation,
+    tolerance: float = 0.05,
+) -> tuple[SeriesDiagnosis, list[dict[float, dict]]]:
+    """A series' diagnosis from its runs (run.json, per-level table) and curve, and each run's own
+    level verdicts on the series' knee, as JSON by level. A run's level shares the series' advice
+    where it has the same limit."""
+    facts = server_facts(runs[0][0])
+    no_server = next((why for run, _ in runs if (why := no_server_reason(run))), "")
+    diagnosis = diagnose_series(
+        curve, saturation, facts, no_server, saturation.axis.noun, tolerance
+    )
+    series_levels = {v.users: v for v in diagnosis.levels}
+    per_run = []
+    for run, metrics in runs:
+        verdicts, _ = level_verdicts(
+            metrics.to_dict("records"), "", diagnosis.facts, saturation, no_server_reason(run)
+        )
+        mine = {}
+        for v in verdicts:
+            same = series_levels.get(v.users)
+            advice = same.advice if same is not None and same.kind == v.kind else ()
+            mine[v.users] = {**v.as_json(), "advice": [a.as_json() for a in advice]}
+        per_run.append(mine)
+    return diagnosis, per_run

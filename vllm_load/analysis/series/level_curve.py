@@ -1,0 +1,78 @@
+"""A series' curve: its runs' per-level tables aggregated level by level (`stats.aggregate`),
+with what decides whether a level is kept (the worst run's success rate) and what marks it
+(client-late, client-bound, unsteady open-loop levels, the SLO item that bound it)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..decisions.goodput import GOODPUT_METRICS
+from ..diagnosis.evidence import EVIDENCE_COLUMNS
+from ..levels.measure import METRIC_COLUMNS
+from ..levels.server_queue import QUEUE_COLUMNS
+from .stats import aggregate
+
+#: per-level figures that are averaged across runs (everything numeric but timestamps)
+AGG_METRICS: tuple[str, ...] = tuple(
+    c
+    for c in METRIC_COLUMNS
+    if c
+    not in {
+        "level",
+        "users",
+        "level_start",
+        "level_end",
+        "window_start",
+        "window_end",
+        "stop_reason",
+    }
+)
+
+
+def level_curve(
+    tables: Sequence[pd.DataFrame], metrics: Sequence[str] = AGG_METRICS
+) -> pd.DataFrame:
+    """Per level across runs (one per-level table each, with `users`, `run_id` and
+    `success_rate`): `aggregate`'s statistics of `metrics` (and goodput's, where judged), plus
+    `success_rate_min`, the worst run's success rate, which decides whether the level is left
+    out of the conclusions (`failures`), and whether a run was client-late there."""
+    frame = pd.concat(list(tables), ignore_index=True)
+    frame = frame[frame["users"].notna()]
+    if "client_late" not in frame:
+        frame = frame.assign(client_late=False, client_late_reason="")
+    judged = tuple(m for m in (*GOODPUT_METRICS, *QUEUE_COLUMNS, *EVIDENCE_COLUMNS) if m in frame)
+    curve = aggregate(frame, ["users"], (*metrics, *judged))
+    worst = pd.to_numeric(frame["success_rate"], errors="coerce").groupby(frame["users"]).min()
+    curve["success_rate_min"] = curve["users"].map(worst).astype(np.float64)
+    curve = curve.sort_values("users").reset_index(drop=True)
+    # a mean over runs is as untrustworthy as the late runs in it: say which, and why
+    late = frame[frame["client_late"]]
+    reasons = {
+        u: "; ".join(f"run {r}: {why}" for r, why in zip(g["run_id"], g["client_late_reason"]))
+        for u, g in late.groupby("users")
+    }
+    if "slo_binding_text" in frame:  # the item that bound each level most often across runs
+        binding = frame.groupby("users")["slo_binding_text"].agg(lambda t: t.mode().iloc[0])
+        curve["slo_binding"] = curve["users"].map(binding).fillna("")
+    if (
+        "client_bound_reason" in frame
+    ):  # possibly client-bound in some run: the diagnosis's `client`
+        bound = frame[frame["client_bound_reason"].fillna("").astype(str) != ""]
+        why_bound = {
+            u: "; ".join(f"run {r}: {w}" for r, w in zip(g["run_id"], g["client_bound_reason"]))
+            for u, g in bound.groupby("users")
+        }
+        curve["client_bound_reason"] = [why_bound.get(u, "") for u in curve["users"]]
+    curve["client_late"] = [u in reasons for u in curve["users"]]
+    curve["client_late_reason"] = [reasons.get(u, "") for u in curve["users"]]
+    if "rate_unsteady" in frame:  # open-loop levels whose window was no steady state (`failures`)
+        unsteady = frame[frame["rate_unsteady"].fillna("").astype(str) != ""]
+        why = {
+            u: "; ".join(f"run {r}: {w}" for r, w in zip(g["run_id"], g["rate_unsteady"]))
+            for u, g in unsteady.groupby("users")
+        }
+        curve["rate_unsteady"] = [why.get(u, "") for u in curve["users"]]
+    return curve
