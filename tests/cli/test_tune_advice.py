@@ -8,11 +8,11 @@ import json
 import sys
 
 import pytest
-from support.runhelpers import run_vllm_load
+from support.runhelpers import only_run_dir, run_vllm_load
 
 from vllm_load.cli.main import main
 from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
-from vllm_load.sim.process import free_port
+from vllm_load.sim.process import SimulatorProcess, free_port
 
 SIM = f"{sys.executable} -m vllm_load sim --time-scale 0.1"
 #: small and quick: the sequence cap of 2 saturates at 2-4 users, 8 does not up to 8
@@ -225,6 +225,23 @@ def test_a_run_directory_is_read_through_its_report(tmp_path, capsys):
     assert run_dir in line and "diagnos" in line
 
 
+def test_a_run_directory_gives_the_advice_its_report_gives(tmp_path):
+    """The loop's source as a run directory: the run's report data built in memory, its series'
+    diagnosis read as the summary JSON would carry it (the sequence cap given with
+    --server-args, as a user of vLLM gives it: its /metrics do not show it)."""
+    from vllm_load.cli.tuning.source import read_diagnosis
+
+    with SimulatorProcess("--time-scale", "0.1", "--max-num-seqs", "2") as sim:
+        run_vllm_load(
+            "run", "--host", sim.url, "--server-args", "--max-num-seqs 2", *TEST[:-2],
+            "--out", str(tmp_path), "--loglevel", "WARNING", timeout=120,
+        )  # fmt: skip
+    d = read_diagnosis(only_run_dir(tmp_path))
+    assert d.kind == "max_num_seqs" and d.series == "sim-llama-8b"
+    seqs = next(a for a in d.runnable if a.flag == "--max-num-seqs")
+    assert seqs.current == "2" and int(seqs.advised or 0) > 2
+
+
 def test_options_the_loop_cannot_use_are_refused(tmp_path, capsys):
     src = write_summary(tmp_path / "r.summary.json", one_series())
     out = ("--out", str(tmp_path / "out"))
@@ -260,7 +277,14 @@ def test_the_command_as_run_is_configuration_a_even_where_the_report_says_otherw
         one_series(advice=[{"flag": "--max-num-seqs", "from": None, "to": 8.0}]), "r.json"
     )
     a, b, _ = advised_configurations(unknown, "vllm serve m")
-    assert a.config == {"max_num_seqs": "default"} and b.config == {"max_num_seqs": "8"}
+    # an unknown value is no tag (the diagnosis reads `config.NAME` tags as the server's values)
+    assert a.config == {} and a.shown == {"max_num_seqs": "server default"}
+    assert a.label == "A (max_num_seqs=server default)" and b.config == {"max_num_seqs": "8"}
+    # the flags the runs record for the diagnosis (--server-args) follow each configuration
+    given = "--max-num-seqs 2 --max-num-batched-tokens 64"
+    a, b, _ = advised_configurations(d, "vllm serve m --max-num-seqs 2", given)
+    assert a.overrides == {}
+    assert b.overrides == {"server_args": "--max-num-seqs 8 --max-num-batched-tokens 64"}
 
 
 @pytest.mark.parametrize("runs", ["0", "-1"])

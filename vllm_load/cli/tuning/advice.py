@@ -24,18 +24,22 @@ from .runs import Configuration, TuneRuns, TuneState, progress, write_report
 from .source import Diagnosis, read_diagnosis
 from .verdict import decide, write_verdict
 
-#: A's value of a flag its command does not set and whose current value the report did not know
-SERVER_DEFAULT = "default"
+#: how A's value of a flag shows when its command does not set it and the report did not know it
+#: (not a tag: the diagnosis takes `config.NAME` tags as the server's configuration)
+SERVER_DEFAULT = "server default"
 
 
 def advised_configurations(
-    diagnosis: Diagnosis, command: str
+    diagnosis: Diagnosis, command: str, server_args: str = ""
 ) -> tuple[Configuration, Configuration, list[str]]:
     """A (the command as given) and B (the advice applied), and what to warn about: a flag
-    whose value in the command is not the one the report says the server ran with."""
+    whose value in the command is not the one the report says the server ran with. With
+    `server_args` (`--server-args`, the flags the runs record for the diagnosis), B's runs
+    record them with the advised values."""
     a_config: dict[str, str] = {}
+    a_shown: dict[str, str] = {}
     b_config: dict[str, str] = {}
-    b_command = command
+    b_command, b_args = command, server_args
     warnings = []
     for advice in diagnosis.runnable:
         assert advice.advised is not None  # runnable
@@ -44,21 +48,31 @@ def advised_configurations(
             b_command = with_flag(b_command, advice.flag, advice.advised)
         except ValueError as e:
             raise SettingsError(f"--server-cmd: {e}") from None
+        if b_args:
+            try:
+                b_args = with_flag(b_args, advice.flag, advice.advised)
+            except ValueError as e:
+                raise SettingsError(f"--server-args: {e}") from None
         if now is not None and advice.current is not None and now != advice.current:
             warnings.append(
                 f"the advice says {advice.flag} was {advice.current}, --server-cmd has {now}: A "
                 f"runs with {now} (is this the command the report's runs were made with?)"
             )
-        a_config[advice.name] = now if now is not None else advice.current or SERVER_DEFAULT
+        known = now if now is not None else advice.current
+        if known is not None:
+            a_config[advice.name] = known
+        a_shown[advice.name] = known if known is not None else SERVER_DEFAULT
         b_config[advice.name] = advice.advised
-    if a_config == b_config:
+    if a_shown == b_config:
         given = ", ".join(f"{x.flag} {x.advised}" for x in diagnosis.runnable)
         raise SettingsError(
             f"--server-cmd already runs with the advised values ({given}): nothing to prove"
         )
     return (
-        Configuration(a_config, command, "A"),
-        Configuration(b_config, b_command, "B"),
+        Configuration(a_config, command, "A", a_shown),
+        Configuration(
+            b_config, b_command, "B", overrides={"server_args": b_args} if b_args else {}
+        ),
         warnings,
     )
 
@@ -77,7 +91,7 @@ def prove_advice(args: argparse.Namespace, runs: int) -> int:
     """Run A and B `runs` times each, then say whether the advice paid off."""
     Settings.from_options(args)
     diagnosis = read_diagnosis(args.advice, args.series)
-    a, b, warnings = advised_configurations(diagnosis, args.server_cmd)
+    a, b, warnings = advised_configurations(diagnosis, args.server_cmd, args.server_args)
 
     def say(text: str) -> None:
         progress(args.name, text)

@@ -32,6 +32,10 @@ class Configuration:
     config: dict[str, str]
     command: str
     name: str = ""  # what the output calls it ("A", "B"); its values when empty
+    #: its values as the output shows them, where some are not tags (a server default)
+    shown: dict[str, str] = field(default_factory=dict)
+    #: run options its runs take instead of the command's (`--server-args` with its values)
+    overrides: dict[str, object] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -39,7 +43,7 @@ class Configuration:
 
     @property
     def label(self) -> str:
-        values = ", ".join(f"{k}={v}" for k, v in self.config.items())
+        values = ", ".join(f"{k}={v}" for k, v in (self.shown or self.config).items())
         return f"{self.name} ({values})" if self.name else values
 
 
@@ -212,6 +216,7 @@ class TuneRuns:
                     *(f"config.{k}={v}" for k, v in configuration.config.items()),
                     f"tune={self.args.name}",
                 ],
+                configuration.overrides,
             )
         finally:
             server.stop()

@@ -87,9 +87,7 @@ class AdviceVerdict:
 
     def text(self) -> str:
         d, (a, b) = self.diagnosis, self.configurations
-        changes = ", ".join(
-            f"{x.flag} {a.config[x.name]} -> {b.config[x.name]}" for x in d.runnable
-        )
+        changes = ", ".join(f"{x.flag} {a.shown[x.name]} -> {b.config[x.name]}" for x in d.runnable)
         lines = [
             f"Advice ({d.kind}, series {d.series!r} of {d.source}): {changes}",
             f"A: {a.command}",
@@ -120,7 +118,12 @@ class AdviceVerdict:
             "diagnosis": self.diagnosis.as_dict(),
             "skipped_advice": [x.flag for x in self.diagnosis.skipped],
             "configurations": {
-                name: {"config": c.config, "command": c.command, "runs": r.run_dirs}
+                name: {
+                    "config": c.config,
+                    "values": c.shown or c.config,
+                    "command": c.command,
+                    "runs": r.run_dirs,
+                }
                 for name, c, r in (("A", a, ra), ("B", b, rb))
             },
             "peak_throughput": comparison_dict(self.throughput),
