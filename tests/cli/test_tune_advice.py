@@ -201,7 +201,12 @@ def test_sources_that_cannot_be_proved_get_one_line(tmp_path, capsys):
     two = source("two.json", one_series("m (a=1)"), one_series("m (a=2)"))
     assert "2 series" in why(two) and "--series LABEL" in why(two)
     assert "'m (a=3)' is not in" in why(two, "--series", "m (a=3)")
-    for kind, said in (("not_saturated", "did not saturate"), ("undetermined", "could not name")):
+    for kind, said in (
+        ("not_saturated", "did not saturate"),
+        ("undetermined", "could not name"),
+        ("client", "no server flag"),
+        ("failures", "levels failed"),
+    ):
         line = why(source(f"{kind}.json", one_series(kind=kind, advice=[])))
         assert f"diagnosed {kind}" in line and said in line
     only_replicas = one_series(kind="compute", advice=[diagnosis()["advice"][1]])

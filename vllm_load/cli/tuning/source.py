@@ -3,9 +3,10 @@
 memory, as `vllm-load report` would write it).
 
 A source that cannot be proved is one line and exit 2: unreadable or not a summary, no
-diagnosis, several series and no `--series`, a diagnosis that found nothing to move
-(`not_saturated`, `undetermined`) or whose advice the loop cannot run (a flag without a value
-to set, such as more replicas).
+diagnosis, several series and no `--series`, a diagnosis that found no server limit to move
+(`not_saturated`, `undetermined`, `client`: the load generator's `--workers` is no server flag,
+`failures`) or whose advice the loop cannot run (a flag without a value to set, such as more
+replicas).
 """
 
 from __future__ import annotations
@@ -28,12 +29,15 @@ KINDS = (
     "not_saturated",
     "undetermined",
 )
-#: the kinds that name no limit, so no advice: why the loop has nothing to prove
+#: the kinds whose advice, if any, no server flag carries out: why the loop has nothing to prove
 NOTHING_TO_MOVE = {
     "not_saturated": "the series did not saturate within its levels: no limit to move and no "
     "advice to prove (test higher levels first)",
     "undetermined": "the diagnosis could not name the limit (its signals were missing or "
     "contradicted each other): no advice to prove",
+    "client": "the load generator, not the server, was the limit: run again with more load "
+    "processes (--workers); no server flag to prove",
+    "failures": "its levels failed: find why (the report's failures) before tuning the server",
 }
 
 
