@@ -9,7 +9,8 @@ import sys
 import pytest
 from support.runhelpers import run_vllm_load
 
-from vllm_load.cli.tune import ConfigResult, combinations, format_table, parse_matrix, rank
+from vllm_load.cli.tune import combinations, format_table, parse_matrix, rank
+from vllm_load.cli.tuning.runs import ConfigResult
 from vllm_load.sim.process import free_port
 from vllm_load.values import SettingsError
 
@@ -20,16 +21,16 @@ def test_matrix_parsing_and_ranking():
     for bad in (["max_num_seqs"], ["=1,2"], ["a-b=1"], ["x=1", "x=2"]):
         with pytest.raises(SettingsError):
             parse_matrix(bad)
-    a = ConfigResult({"s": "4"}, "a", "completed", peak_tok_per_s=100, mean_e2e_p99=1.0)
-    b = ConfigResult({"s": "16"}, "b", "completed", peak_tok_per_s=300, mean_e2e_p99=2.0)
-    c = ConfigResult({"s": "64"}, "c", "failed")
+    a = ConfigResult({"s": "4"}, ["a"], "completed", peak_tok_per_s=100, mean_e2e_p99=1.0)
+    b = ConfigResult({"s": "16"}, ["b"], "completed", peak_tok_per_s=300, mean_e2e_p99=2.0)
+    c = ConfigResult({"s": "64"}, ["c"], "failed")
     assert rank([a, b, c]) == (b, a)
 
 
 def test_ranking_by_goodput():
-    a = ConfigResult({"s": "4"}, "a", "completed", peak_tok_per_s=300, goodput_peak=2.0)
-    b = ConfigResult({"s": "16"}, "b", "completed", peak_tok_per_s=200, goodput_peak=3.0)
-    c = ConfigResult({"s": "64"}, "c", "completed", peak_tok_per_s=400)  # measured without SLOs
+    a = ConfigResult({"s": "4"}, ["a"], "completed", peak_tok_per_s=300, goodput_peak=2.0)
+    b = ConfigResult({"s": "16"}, ["b"], "completed", peak_tok_per_s=200, goodput_peak=3.0)
+    c = ConfigResult({"s": "64"}, ["c"], "completed", peak_tok_per_s=400)  # measured without SLOs
     b.slo_users = 8.0
     assert rank([a, b, c])[0] is c
     assert rank([a, b, c], "goodput")[0] is b
@@ -131,3 +132,76 @@ def test_template_fields_must_match_the_matrix(tmp_path):
         timeout=60,
     )
     assert bad.returncode == 2 and "no --matrix values: seqs" in bad.stderr
+
+
+def test_tune_runs_each_configuration_n_times_as_one_series(tmp_path):
+    # (the rounds' order, A B A B, is test_tune_advice's: the same machinery)
+    port = free_port()
+    done = run_vllm_load(
+        "tune",
+        "--server-cmd",
+        f"{sys.executable} -m vllm_load sim --port {port} --time-scale 0.1 --max-num-seqs {{s}}",
+        "--host",
+        f"http://127.0.0.1:{port}",
+        "--matrix",
+        "s=2",
+        "--runs",
+        "2",
+        "--levels",
+        "1,2",
+        "--input-tokens",
+        "64",
+        "--output-tokens",
+        "16",
+        "--requests-per-level",
+        "4",
+        "--warmup-requests",
+        "1",
+        "--ready-timeout",
+        "30",
+        "--out",
+        str(tmp_path),
+        "--name",
+        "t",
+        timeout=300,
+    )
+    started = [line for line in done.stdout.splitlines() if line.endswith("starting the server")]
+    assert [line.split("] ")[1].split(": starting")[0] for line in started] == [
+        "s=2: run 1/2",
+        "s=2: run 2/2",
+    ]
+    state = json.loads((tmp_path / "t" / "tune.json").read_text())
+    assert state["format"] == 2 and state["mode"] == "matrix" and len(state["runs"]) == 2
+    assert [len(r["run_dirs"]) for r in state["results"]] == [2]
+    summary = json.loads((tmp_path / "t" / "report.summary.json").read_text())
+    assert [s["n_runs"] for s in summary["series"]] == [2]
+    table = (tmp_path / "t" / "configurations.md").read_text()
+    assert [line.split()[0] for line in table.splitlines() if line.startswith("s=")] == ["s=2"]
+    assert "means of its 2 runs" in (tmp_path / "t" / "configurations.md").read_text()
+
+
+def test_a_tune_directory_of_the_first_format_resumes(tmp_path, capsys):
+    """tune.json from before --runs (one run per configuration, in its result) is read as
+    completed runs: nothing is run again; an --advice loop is refused there, not mixed in."""
+    from vllm_load.cli.main import main
+    from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
+
+    run_dir = write_synthetic_run(
+        str(tmp_path / "t" / "runs"), SyntheticRun(levels=(4, 8), requests_per_level=20)
+    )
+    old = {"config": {"s": "2"}, "run_dir": run_dir, "outcome": "completed", "peak_tok_per_s": 1}
+    (tmp_path / "t" / "tune.json").write_text(json.dumps({"format": 1, "results": [old]}))
+    tuning = ["tune", "--host", "http://127.0.0.1:9", "--out", str(tmp_path), "--name", "t"]
+    code = main([*tuning, "--server-cmd", "no-such-server {s}", "--matrix", "s=2"])
+    out = capsys.readouterr().out
+    assert code == 0 and "[1/1] s=2: run 1/1 already completed" in out
+    assert "starting the server" not in out
+    state = json.loads((tmp_path / "t" / "tune.json").read_text())
+    assert state["runs"] == [{"config": {"s": "2"}, "run_dir": run_dir, "outcome": "completed"}]
+    assert state["results"][0]["run_dirs"] == [run_dir] and state["best"]["throughput"]
+    summary = {"series": [{"label": "m", "diagnosis": {"kind": "max_num_seqs", "advice": [
+        {"flag": "--max-num-seqs", "from": "2", "to": "8"}]}}]}  # fmt: skip
+    (tmp_path / "s.json").write_text(json.dumps(summary))
+    advice = ["--advice", str(tmp_path / "s.json"), "--server-cmd", "sim --max-num-seqs 2"]
+    assert main([*tuning, *advice]) == 2
+    assert "holds a tuning of another kind (matrix, this is advice)" in capsys.readouterr().err

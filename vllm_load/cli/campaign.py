@@ -25,6 +25,7 @@ from .common import (
     add_name_argument,
     add_no_report_argument,
     add_ready_timeout_argument,
+    add_runs_argument,
     add_server_cmd_argument,
 )
 from .errors import CommandFailed, Interrupted, server_log
@@ -128,9 +129,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         "base directory: the campaign lives in OUT/NAME",
     )
     run = parser.add_argument_group("campaign")
-    run.add_argument(
-        "--runs", type=int, default=5, help="independent runs (n for the confidence intervals)"
-    )
+    add_runs_argument(run, 5, "independent runs (n for the confidence intervals)")
     run.add_argument(
         "--run-cooldown",
         type=float,

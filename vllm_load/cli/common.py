@@ -63,6 +63,11 @@ def declared_defaults(parser: argparse.ArgumentParser) -> argparse.Namespace:
     return argparse.Namespace(**values)
 
 
+def add_runs_argument(parser: Any, default: int | None, help: str) -> None:
+    """--runs: independent runs of one configuration (the n of its statistics)."""
+    parser.add_argument("--runs", type=int, default=default, metavar="N", help=help)
+
+
 def add_name_argument(parser: Any, default: str, help: str) -> None:
     """--name: the directory (under --out) of a command that resumes: the same name resumes."""
     parser.add_argument("--name", default=default, help=help)

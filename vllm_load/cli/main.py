@@ -47,7 +47,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "tune": (
         "vllm_load.cli.tune",
-        "run the stepped test over a matrix of server settings and rank the configurations",
+        "run the stepped test over a matrix of server settings and rank the configurations, "
+        "or prove a report's advice (--advice)",
     ),
 }
 

@@ -1,59 +1,37 @@
-"""`vllm-load tune`: the stepped test over a matrix of server settings, ranked.
+"""`vllm-load tune`: the stepped test over a matrix of server settings, ranked; or a report's
+advice proved (`--advice`, in `tuning/advice.py`).
 
 For every combination of `--matrix NAME=V1,V2,...` values, the server command (a template with
-`{NAME}` fields) is started, the stepped test runs once it is ready, and the server is stopped.
-Each run is tagged `config.NAME=value` in run.json, which makes every combination its own
-series in the report. The result is a configuration table with the best configuration for
-throughput (highest peak tok/s, or with `--rank-by goodput` the highest peak goodput: requests
-per second meeting the `--slo`s) and for latency (lowest p99 E2E averaged over the tested
-levels, the same levels for every configuration). Combinations already completed in the tune
-directory are not run again, so an interrupted tune resumes.
+`{NAME}` fields) is started, the stepped test runs once it is ready, and the server is stopped,
+`--runs` times in rounds (`tuning/runs.py`). Each run is tagged `config.NAME=value` in run.json,
+which makes every combination its own series in the report. The result is a configuration table
+with the best configuration for throughput (highest peak tok/s, or with `--rank-by goodput` the
+highest peak goodput: requests per second meeting the `--slo`s) and for latency (lowest p99 E2E
+averaged over the tested levels, the same levels for every configuration). Runs already
+completed in the tune directory are not run again, so an interrupted tune resumes.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import math
 import os
 import re
 import string
-from dataclasses import asdict, dataclass
 
-from ..analysis.decisions.slo import parse_slo
-from ..rundir.files import safe_name, write_atomic
+from ..rundir.files import safe_name
 from ..settings import Settings
-from ..target.process import ServerError, ServerProcess, wait_ready
 from ..values import SettingsError
-from .common import add_name_argument, add_ready_timeout_argument, add_server_cmd_argument
-from .errors import CommandFailed, Interrupted, server_log
-from .run import add_managed_run_options, run_headless
-
-STATE_FILE = "tune.json"
-RESUME = "run the same command again to test the remaining configurations (completed ones are kept)"
-
-
-@dataclass
-class ConfigResult:
-    """One configuration's outcome and its headline figures."""
-
-    config: dict
-    run_dir: str
-    outcome: str
-    peak_tok_per_s: float = math.nan
-    peak_users: float = math.nan
-    saturation: str = ""
-    p99_at_peak: float = math.nan
-    mean_e2e_p99: float = math.nan
-    # with --slo: the peak of good requests/s, and the highest level meeting the SLOs
-    goodput_peak: float = math.nan
-    goodput_peak_users: float = math.nan
-    slo_users: float = math.nan
-
-    @property
-    def label(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in self.config.items())
+from .common import (
+    add_name_argument,
+    add_ready_timeout_argument,
+    add_runs_argument,
+    add_server_cmd_argument,
+)
+from .errors import CommandFailed
+from .run import add_managed_run_options
+from .tuning.runs import ConfigResult, Configuration, TuneRuns, TuneState, write_report
 
 
 def parse_matrix(items: list[str]) -> dict[str, list[str]]:
@@ -160,37 +138,24 @@ def format_table(results: list[ConfigResult], by: str = "throughput", slo: bool 
     return "\n".join(lines)
 
 
-def measure(result: ConfigResult, slo: list[str] | None = None) -> None:
-    """Fill the headline figures of a completed configuration from its run directory, judged
-    against `slo` (`--slo` items; default: those the run was started with)."""
-    # at call time: keeps pandas and matplotlib out of every command's start (cli.main)
-    from ..report.model import build_report_data
-
-    data = build_report_data([result.run_dir], slo=parse_slo(slo))
-    series = data.series[0]
-    sat = series.saturation
-    if sat.peak is not None:
-        result.peak_tok_per_s, result.peak_users, result.p99_at_peak = (
-            sat.peak.tok_per_s,
-            sat.peak.users,
-            sat.peak.e2e_p99,
-        )
-    result.saturation = sat.status
-    p99 = series.curve["e2e_p99_mean"].astype(float)
-    result.mean_e2e_p99 = float(p99.mean()) if p99.notna().any() else math.nan
-    head = series.slo_headline
-    if head is not None:
-        result.goodput_peak, result.goodput_peak_users = head.goodput_peak, head.goodput_peak_users
-        result.slo_users = head.best.mean
-
-
 # --- the command --------------------------------------------------------------------------------------
+EPILOG = (
+    'Examples: vllm-load tune --host http://127.0.0.1:8000 --model M --server-cmd "vllm serve '
+    '{model} --max-num-seqs {max_num_seqs}" --matrix max_num_seqs=64,256 --runs 2; the advice '
+    "of a report, proved: vllm-load tune --advice reports/r.summary.json --host "
+    'http://127.0.0.1:8000 --server-cmd "vllm serve M --max-num-seqs 2" (configuration A; B '
+    "is the same command with the advised values). Per-level progress of each run: --loglevel "
+    "INFO."
+)
+
+
 def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
+    parser.epilog = EPILOG
     add_server_cmd_argument(
         parser,
-        'server command with {NAME} fields filled from --matrix, e.g. "vllm serve {model} '
-        '--max-num-seqs {max_num_seqs} --max-num-batched-tokens {max_num_batched_tokens}"',
-        metavar="TEMPLATE",
+        "the server command. With --matrix, a template with {NAME} fields filled from it, e.g. "
+        '"vllm serve {model} --max-num-seqs {max_num_seqs} --max-num-batched-tokens '
+        '{max_num_batched_tokens}"; with --advice, the command as it was run (configuration A)',
         required=True,
     )
     parser.add_argument(
@@ -199,6 +164,28 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         default=[],
         metavar="NAME=V1,V2",
         help="values of one template field (repeatable; every combination is tested)",
+    )
+    parser.add_argument(
+        "--advice",
+        default="",
+        metavar="SOURCE",
+        help="instead of --matrix: prove the advice of SOURCE (a report's NAME.summary.json, or "
+        "a run directory): --server-cmd as it is (A) against it with each advised flag set to "
+        "its advised value (B), then compare's verdict on peak throughput and p99 E2E, and "
+        "whether the knee moved where the advice said (verdict.json in the tune directory)",
+    )
+    parser.add_argument(
+        "--series",
+        default="",
+        metavar="LABEL",
+        help="with --advice: the series of SOURCE whose advice to prove (needed when it has "
+        "several; the labels are the report's)",
+    )
+    add_runs_argument(
+        parser,
+        None,
+        "runs of each configuration, in rounds (A B A B...), each configuration's runs one "
+        "series (default 1; with --advice 2, and at least 2: the comparison is across runs)",
     )
     add_ready_timeout_argument(parser, "seconds to wait for each started server to be ready")
     parser.add_argument(
@@ -209,7 +196,10 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         "highest peak goodput, requests/s meeting the --slo (goodput; needs --slo)",
     )
     add_name_argument(
-        parser, "tune", "tune name; the same name resumes (skips completed configurations)"
+        parser,
+        "",
+        "tune name (default: tune, or advice with --advice); the same name resumes (skips "
+        "completed runs)",
     )
     add_managed_run_options(
         parser,
@@ -219,46 +209,38 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     )
 
 
-def _load_state(directory: str) -> dict:
-    path = os.path.join(directory, STATE_FILE)
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    return {"format": 1, "results": []}
-
-
-def _save_state(directory: str, state: dict) -> None:
-    text = json.dumps(state, indent=2, default=lambda v: None)
-    write_atomic(os.path.join(directory, STATE_FILE), text)
-
-
-def _run_config(args: argparse.Namespace, directory: str, config: dict, model: str) -> ConfigResult:
-    server = ServerProcess(
-        args.server_cmd.format(**config, model=model), os.path.join(directory, "server.log")
-    )
-    try:
-        process = server.start()
-        wait_ready(
-            args.host,
-            args.ready_timeout,
-            args.api_key or os.environ.get("OPENAI_API_KEY") or None,
-            process,
+def runs_wanted(args: argparse.Namespace) -> int:
+    """How many runs of each configuration: --runs, or the mode's default."""
+    if args.runs is None:
+        return 2 if args.advice else 1
+    if args.advice and args.runs < 2:
+        raise SettingsError(
+            f"--advice needs --runs 2 or more, got {args.runs}: the verdict is Welch's t-test "
+            "across runs, and with one run a side no test is possible"
         )
-        run_dir, outcome = run_headless(
-            args,
-            os.path.join(directory, "runs"),
-            [*(f"config.{k}={v}" for k, v in config.items()), f"tune={args.name}"],
-        )
-    finally:
-        server.stop()
-    result = ConfigResult(config=config, run_dir=run_dir, outcome=outcome)
-    if outcome == "completed":
-        measure(result, args.slo)
-    return result
+    if args.runs < 1:
+        raise SettingsError(f"--runs must be at least 1, got {args.runs}")
+    return args.runs
 
 
 def main(args: argparse.Namespace) -> int:
     # every option is checked before any server starts
+    runs = runs_wanted(args)
+    args.name = args.name or ("advice" if args.advice else "tune")
+    if args.advice:
+        if args.matrix:
+            raise SettingsError(
+                "--advice tests the advised values against --server-cmd as it is: give --advice "
+                "or --matrix, not both"
+            )
+        if args.rank_by != "throughput":
+            raise SettingsError("--rank-by ranks a --matrix tune: --advice gives a verdict instead")
+        # at call time: its verdict's statistics keep numpy and pandas out of every command's start
+        from .tuning.advice import prove_advice
+
+        return prove_advice(args, runs)
+    if args.series:
+        raise SettingsError("--series picks the series of --advice's SOURCE: use it with --advice")
     matrix = parse_matrix(args.matrix)
     Settings.from_options(args)
     fields = template_fields(args.server_cmd)
@@ -276,49 +258,14 @@ def main(args: argparse.Namespace) -> int:
         raise SettingsError("--server-cmd uses {model}: pass --model")
     if args.rank_by == "goodput" and not args.slo:
         raise SettingsError("--rank-by goodput ranks by requests/s meeting the SLOs: pass --slo")
+    configurations = [
+        Configuration(config, args.server_cmd.format(**config, model=args.model))
+        for config in combinations(matrix)
+    ]
     directory = os.path.join(args.out, safe_name(args.name, "tune"))
     os.makedirs(directory, exist_ok=True)
-    state = _load_state(directory)
-    known = {
-        json.dumps(r["config"], sort_keys=True): r
-        for r in state["results"]
-        if r["outcome"] == "completed"
-    }
-    results: list[ConfigResult] = []
-    configs = combinations(matrix)
-    try:
-        for i, config in enumerate(configs, 1):
-            key = json.dumps(config, sort_keys=True)
-            label = ", ".join(f"{k}={v}" for k, v in config.items())
-            if key in known:
-                print(
-                    f"tune {args.name}: [{i}/{len(configs)}] {label}: already completed", flush=True
-                )
-                result = ConfigResult(**known[key])
-                if args.slo:  # judged against this command's SLOs, as the new ones are
-                    measure(result, args.slo)
-                results.append(result)
-                continue
-            print(
-                f"tune {args.name}: [{i}/{len(configs)}] {label}: starting the server", flush=True
-            )
-            result = _run_config(args, directory, config, args.model)
-            results.append(result)
-            state["results"] = [
-                r for r in state["results"] if json.dumps(r["config"], sort_keys=True) != key
-            ]
-            state["results"].append(asdict(result))
-            _save_state(directory, state)
-            if result.outcome == "interrupted":
-                raise Interrupted(RESUME)
-    except (ServerError, SettingsError) as e:  # during the work: a failure, not a usage error
-        # (each configuration's server is stopped by _run_config's finally; tune.json is current)
-        raise CommandFailed(f"{e}{server_log(directory)}; {RESUME}") from None
-    except Interrupted:
-        raise
-    # Ctrl-C outside a run (a server starting or stopping): still Ctrl-C, with how to resume
-    except KeyboardInterrupt:
-        raise Interrupted(RESUME) from None
+    state = TuneState.load(directory, "matrix")
+    results = TuneRuns(args, directory, state).run_all(configurations, runs)
     table = format_table(results, args.rank_by, bool(args.slo))
     print("\n" + table + "\n")
     best_t, best_l = rank(results, args.rank_by)
@@ -328,25 +275,19 @@ def main(args: argparse.Namespace) -> int:
         else "best for throughput: highest peak total tok/s"
     )
     rule = f"{best_for}; best for latency: lowest p99 E2E latency averaged over the tested levels"
+    if runs > 1:
+        rule += f"; each configuration's figures are the means of its {runs} runs"
     with open(os.path.join(directory, "configurations.md"), "w", encoding="utf-8") as fh:
         fh.write(f"# Tune {args.name}\n\n```\n{table}\n```\n\n{rule}.\n")
-    state["best"] = {
+    state.extra["best"] = {
         args.rank_by: best_t.config if best_t else None,
         "latency": best_l.config if best_l else None,
         "rule": rule,
     }
-    _save_state(directory, state)
-    completed = [r.run_dir for r in results if r.outcome == "completed"]
+    state.save(directory)
+    completed = [d for r in results if r.outcome == "completed" for d in r.run_dirs]
     if completed:
-        # at call time: keeps pandas and matplotlib out of every command's start (cli.main)
-        from ..report.render import build_report
-
-        paths = build_report(
-            completed,
-            os.path.join(directory, "report.html"),
-            progress=True,
-            slo=parse_slo(args.slo),
-        )
+        paths = write_report(completed, directory, args.slo)
         print(f"Report: {paths.html}")
     print(f"Configuration table: {os.path.join(directory, 'configurations.md')}")
     if best_t is None:
