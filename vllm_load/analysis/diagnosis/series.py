@@ -176,9 +176,12 @@ def diagnose_series(
                 _FACT_OF_FLAG[advised.flag]: Fact(float(advised.to_value.replace(",", "")), GIVEN),
             }
         )
-        advised_knee = predict(
+        advised = predict(
             changed, work.input_tokens, work.output_tokens, work.levels, step_cost, tolerance
-        ).knee
+        )
+        advised_knee = advised.knee
+        if advised_knee is None and advised.limits:  # beyond the tested levels: where it fills
+            advised_knee = advised.limits[0].concurrency
     if knee is None:
         sentence = (
             f"Throughput still grew up to the highest level ({chosen.users:,.0f} {noun}: no knee by "

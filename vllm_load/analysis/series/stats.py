@@ -46,11 +46,14 @@ class Summary:
 
 def t_quantile(n: int | np.ndarray, confidence: float = CONFIDENCE):
     """Two-sided t critical value for n observations (df = n - 1); NaN for n < 2."""
+    n = np.asarray(n, dtype=np.float64)
+    if not (n >= 2).any():  # one run: no interval, and no scipy for it
+        return math.nan if n.ndim == 0 else np.full(n.shape, np.nan)
     # scipy here, not at the top: it costs ~1 s and ~60 MiB to import, and most users of this
-    # module (a run's end-of-run summary, the live figures) never compute an interval
+    # module (a run's end-of-run summary, its diagnosis of one run, the live figures) never
+    # compute an interval
     from scipy import stats as sps
 
-    n = np.asarray(n, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         q = np.asarray(sps.t.ppf(0.5 + confidence / 2.0, np.where(n >= 2, n - 1, np.nan)))
     return float(q) if q.ndim == 0 else q
