@@ -11,6 +11,9 @@ Cases (issue 36's acceptance):
 - `kv`: `--max-model-len 384 --num-gpu-blocks-override 9` (128-token blocks: 3 requests of
   256 + 64 tokens fit), read from `vllm:cache_config_info`: 4 and 8 users are `kv_cache`.
 
+With `--loop`, the `seqs` case's advice then goes through `vllm-load tune --advice` (the server
+as run, A, against it with the advice applied, B, `--runs` each): its verdict is recorded too.
+
 Writes OUT/results.json (per case: the server's flags, the per-level kinds, reasons and evidence,
 the series' diagnosis) and prints a table. vLLM busy-polls a core: nothing else should run.
 """
@@ -51,6 +54,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--output-tokens", type=int, default=64)
     p.add_argument("--requests-per-level", type=int, default=24)
     p.add_argument("--level-time-cap", type=float, default=240.0)
+    p.add_argument(
+        "--loop", action="store_true", help="prove the seqs case's advice with tune --advice"
+    )
+    p.add_argument("--runs", type=int, default=2, help="runs of A and of B in the loop")
     p.add_argument("--venv", default=os.path.join(env.CACHE, "venv"))
     p.add_argument("--model-dir", default=os.path.join(env.CACHE, "model"))
     return p.parse_args(argv)
@@ -117,6 +124,44 @@ def run_case(name: str, args: argparse.Namespace, model_dir: str) -> dict:
     }
 
 
+def advice_loop(args: argparse.Namespace, model_dir: str, case: dict) -> dict:
+    """`vllm-load tune --advice` on the seqs case's report: A as it ran, B with the advice."""
+    out = os.path.join(args.out, "loop")
+    os.makedirs(out, exist_ok=True)
+    server = VllmServer(
+        args.venv, model_dir, os.path.join(out, "unused.log"), extra_args=CASES["seqs"]["serve"]
+    )
+    cmd = [
+        sys.executable, "-m", "vllm_load", "tune",
+        "--advice", os.path.join(args.out, "seqs", "report.summary.json"),
+        "--server-cmd", " ".join(server.cmd), "--host", server.url, "--ready-timeout", "600",
+        "--runs", str(args.runs), "--out", out, "--levels", args.levels,
+        "--input-tokens", str(args.input_tokens), "--output-tokens", str(args.output_tokens),
+        "--requests-per-level", str(args.requests_per_level),
+        "--level-time-cap", f"{args.level_time_cap:g}",
+    ]  # fmt: skip
+    log = os.path.join(out, "tune.log")
+    t0 = time.monotonic()
+    with open(log, "w", encoding="utf-8") as fh:
+        code = subprocess.run(
+            cmd,
+            cwd=REPO,
+            env=server.env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            timeout=2 * args.runs * (900 + 4 * args.level_time_cap),
+        ).returncode
+    print(
+        f"[diagnosis] loop: tune --advice exited {code} after {time.monotonic() - t0:.0f} s (log: {log})",
+        flush=True,
+    )
+    verdict_path = os.path.join(out, "advice", "verdict.json")
+    verdict = (
+        json.load(open(verdict_path, encoding="utf-8")) if os.path.exists(verdict_path) else None
+    )
+    return {"exit": code, "advice": case["diagnosis"]["advice"], "verdict": verdict}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
@@ -126,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name in args.cases.split(","):
             results["cases"][name] = run_case(name.strip(), args, model_dir)
+            with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as fh:
+                json.dump(results, fh, indent=1)
+        if args.loop and "seqs" in results["cases"]:
+            results["loop"] = advice_loop(args, model_dir, results["cases"]["seqs"])
             with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as fh:
                 json.dump(results, fh, indent=1)
     except StepError as e:
@@ -142,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {case['diagnosis']['sentence']}")
         for a in case["diagnosis"]["advice"]:
             print(f"  advice: {a['flag']} {a['from']} -> {a['to']}: {a['expected']}")
+    if "loop" in results:
+        verdict = results["loop"]["verdict"] or {}
+        print(f"\nloop (exit {results['loop']['exit']}):\n{verdict.get('text', '(no verdict)')}")
     print(f"\nresults: {os.path.join(args.out, 'results.json')}")
     return 0
 
