@@ -9,9 +9,9 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from support.reports import synthetic_runs
+from support.reports import report, synthetic_runs
 
-from vllm_load.report.render import build_report, md
+from vllm_load.report.render import md
 
 #: the text columns of requests.csv, read as such when a test rewrites the file
 TEXT = {"error": object, "error_message": object, "itl_hist": object, "chunk_marks": object}
@@ -27,16 +27,6 @@ def edit_run_json(run: str, **changes) -> None:
     info.update(changes)
     with open(f"{run}/run.json", "w") as fh:
         json.dump(info, fh)
-
-
-def report(runs: list[str], path) -> tuple[dict, str, str]:
-    """(summary.json, HTML, Markdown) of a report on `runs`."""
-    paths = build_report(runs, str(path), progress=False)
-    return (
-        json.loads(open(paths.json).read()),
-        open(paths.html).read(),
-        open(paths.markdown).read(),
-    )
 
 
 def key_findings(html: str, markdown: str) -> tuple[str, str]:

@@ -5,28 +5,16 @@ Markdown."""
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
-from support.reports import embedded_pngs, synthetic_runs
+from support.reports import embedded_pngs, report, synthetic_runs
 
 from vllm_load.analysis.diagnosis.verdict import KINDS
 from vllm_load.report.evidence_charts import KIND_COLOURS, NOTHING, PANELS, evidence_chart
 from vllm_load.report.model import build_report_data
-from vllm_load.report.render import build_report
 from vllm_load.rundir.synthetic import ServerModel
 
 #: a server whose sequence cap (50) binds inside the synthetic ladder (10, 50, 100, 200)
 CAPPED = ServerModel(max_num_seqs=50)
-
-
-def report(runs: list[str], path) -> tuple[dict, str, str]:
-    paths = build_report(runs, str(path), progress=False)
-    return (
-        json.loads(open(paths.json).read()),
-        open(paths.html).read(),
-        open(paths.markdown).read(),
-    )
 
 
 def why_sections(html: str, markdown: str) -> tuple[str, str]:

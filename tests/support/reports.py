@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import re
 
 from PIL import Image
@@ -46,3 +47,12 @@ def embedded_pngs(html: str) -> list[Image.Image]:
         image.load()
         images.append(image)
     return images
+
+
+def report(runs: list[str], path) -> tuple[dict, str, str]:
+    """(summary.json, HTML, Markdown) of a report on `runs`."""
+    from vllm_load.report.render import build_report
+
+    paths = build_report(runs, str(path), progress=False)
+    with open(paths.json) as js, open(paths.html) as html, open(paths.markdown) as md:
+        return json.load(js), html.read(), md.read()
