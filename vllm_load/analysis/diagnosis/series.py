@@ -118,6 +118,9 @@ def diagnose_series(
     rows = curve.to_dict("records")
     verdicts, facts = level_verdicts(rows, "_mean", facts, saturation, no_server)
     work = _workload(curve, "_mean")
+    rate = saturation.axis.rate
+    if rate:  # the model counts requests in the batch; an open-loop series' levels are rates
+        work = replace(work, levels=())
     step_cost = fit_step_cost(
         [v.evidence.get("requests_in_batch", math.nan) for v in verdicts],
         [v.evidence.get("step_time_s", math.nan) for v in verdicts],
@@ -125,6 +128,8 @@ def diagnose_series(
     prediction = predict(
         facts, work.input_tokens, work.output_tokens, work.levels, step_cost, tolerance
     )
+    if rate:  # its first limit is a number of requests in the batch, not a rate to compare
+        prediction = replace(prediction, knee=None)
     knee = _knee(saturation)
     at_knee = next((v for v in verdicts if knee is not None and v.users == knee), None)
     if at_knee is not None and at_knee.kind == "undetermined":
@@ -139,8 +144,9 @@ def diagnose_series(
             ),
             at_knee,
         )
+    advice_noun = "in the batch" if rate else noun
     verdicts = [
-        with_advice(v, facts, work, prediction, noun) if v.kind not in ("not_saturated",) else v
+        with_advice(v, facts, work, prediction, advice_noun) if v.kind != "not_saturated" else v
         for v in verdicts
     ]
     held_top = next(
@@ -162,7 +168,7 @@ def diagnose_series(
             (),
             prediction,
             None,
-            _gap(prediction, None, noun),
+            _gap(prediction, None, noun, rate),
             facts,
             verdicts,
         )
@@ -201,7 +207,7 @@ def diagnose_series(
         chosen.advice,
         prediction,
         advised_knee,
-        _gap(prediction, knee, noun),
+        _gap(prediction, knee, noun, rate),
         facts,
         verdicts,
     )
@@ -230,7 +236,15 @@ def _describe(v: Bottleneck) -> str:
     return f"limited by {_NAMES.get(v.kind, v.kind)}: {v.reason}"
 
 
-def _gap(prediction: Prediction, knee: float | None, noun: str) -> str:
+def _gap(prediction: Prediction, knee: float | None, noun: str, rate: bool = False) -> str:
+    if rate:
+        first = prediction.limits[0] if prediction.limits else None
+        return (
+            f"The capacity model's first limit, {first.text()}, counts requests in the batch; this "
+            "series' levels are request rates, so it is not placed on them."
+            if first
+            else ""
+        )
     if prediction.knee is None and knee is None:
         return ""
     if prediction.knee is None:
