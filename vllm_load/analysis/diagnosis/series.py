@@ -89,15 +89,14 @@ def level_verdicts(
         evidence.append(replace(lv, left_out=lv.users in left))
     evidence = with_baseline(evidence)
     kept = [lv for lv in evidence if not lv.left_out]
-    top = kept[-1].users if kept else None
-    past = [lv for lv in kept if (lv.users >= knee if knee is not None else lv.users == top)]
+    past = [lv for lv in kept if knee is None or lv.users >= knee]
     facts = infer_cap(past, facts)
     verdicts, below = [], None
     for lv in evidence:
         verdict = level_verdict(lv, below, facts, knee is not None and lv.users >= knee, no_server)
-        if knee is None and lv.users == top and lv.waits:
-            # no knee by throughput, yet the highest level may already hold requests back at a
-            # configured limit: then a higher level adds waiting requests, not throughput
+        if knee is None and lv.waits and not lv.left_out:
+            # no knee by throughput (still rising, or too noisy to tell), yet a level may already
+            # hold requests back at a configured limit: more load there adds waiting requests
             held = level_verdict(lv, below, facts, True, no_server)
             verdict = held if held.kind in CONFIG_KINDS else verdict
         verdicts.append(verdict)
@@ -149,11 +148,9 @@ def diagnose_series(
         with_advice(v, facts, work, prediction, advice_noun) if v.kind != "not_saturated" else v
         for v in verdicts
     ]
-    held_top = next(
-        (v for v in reversed(verdicts) if knee is None and v.kind in CONFIG_KINDS), None
-    )
-    if at_knee is None and held_top is not None:
-        at_knee = held_top
+    held_first = next((v for v in verdicts if knee is None and v.kind in CONFIG_KINDS), None)
+    if at_knee is None and held_first is not None:
+        at_knee = held_first
     if at_knee is None:
         kind = "not_saturated" if saturation.peak is not None else "undetermined"
         sentence = (
@@ -190,9 +187,9 @@ def diagnose_series(
             advised_knee = advised.limits[0].concurrency
     if knee is None:
         sentence = (
-            f"Throughput still grew up to the highest level ({chosen.users:,.0f} {noun}: no knee by "
-            f"the saturation rule), yet at that level it is {_describe(chosen)}: a higher level adds "
-            "requests that wait, not throughput."
+            f"Throughput grew up to the highest level (no knee by the saturation rule), yet from "
+            f"{chosen.users:,.0f} {noun} on requests wait at a configured limit: at "
+            f"{chosen.users:,.0f} it is {_describe(chosen)}."
         )
     elif chosen.users == knee:
         sentence = f"At ~{knee:,.0f} {noun} (the knee): {_describe(chosen)}."
