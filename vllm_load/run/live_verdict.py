@@ -31,7 +31,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Sequence
 
 from ..analysis.diagnosis.facts import ServerFacts, server_facts
-from ..analysis.diagnosis.verdict import WAITING_MIN, Bottleneck, LevelEvidence, level_verdict
+from ..analysis.diagnosis.verdict import (
+    WAITING_MIN,
+    Bottleneck,
+    LevelEvidence,
+    level_verdict,
+    with_baseline,
+)
 
 if TYPE_CHECKING:
     from .server_metrics import MetricsScraper
@@ -73,11 +79,12 @@ def evidence_of(
     steps = delta("steps")
     step_time = per(window, steps)
     prefill = per(delta("prefill_time_sum"), delta("prefill_time_count"))
-    return LevelEvidence(
+    evidence = LevelEvidence(
         users=users,
         tok_per_s=per(delta("prompt_tokens_total") + delta("generation_tokens_total"), window),
         batch=batch if _finite(batch) else gauge("running"),
         queued=queued if _finite(queued) else gauge("waiting"),
+        queue_time=per(delta("queue_time_sum"), delta("queue_time_count")),
         waiting_capacity=gauge("waiting_capacity"),
         kv_max=gauge("kv_cache_usage", max),
         preemptions_per_s=per(delta("preemptions_total"), window),
@@ -85,6 +92,7 @@ def evidence_of(
         step_time=step_time,
         prefill_steps=per(prefill, step_time),
     )
+    return evidence
 
 
 def live_verdict(lv: LevelEvidence, below: LevelEvidence | None, facts: ServerFacts) -> Bottleneck:
@@ -118,6 +126,7 @@ class LiveVerdicts:
         self.current: tuple[int, float, float] | None = None  # level, users, start
         self.fixed: dict[int, dict] = {}  # the levels that ended: their verdict
         self.below: LevelEvidence | None = None  # the last level that ended with evidence
+        self.lowest: LevelEvidence | None = None  # the first, whose prefill steps are the base
 
     def facts(self) -> ServerFacts:
         scraped = self.scraper.status.cache_config if self.scraper is not None else {}
@@ -136,6 +145,8 @@ class LiveVerdicts:
         self.fixed[level] = verdict
         if evidence is not None:
             self.below = evidence
+            if self.lowest is None:
+                self.lowest = evidence
         self.current = None
 
     def _judge(self, users: float, since: float, until: float) -> tuple[dict, LevelEvidence | None]:
@@ -153,6 +164,8 @@ class LiveVerdicts:
                 "kind": NOT_YET,
                 "reason": "fewer than two /metrics scrapes in this level so far",
             }, None
+        if self.lowest is not None:  # prefill steps against the lowest level's (verdict.py)
+            evidence = with_baseline([self.lowest, evidence])[1]
         verdict = live_verdict(evidence, self.below, self.facts())
         return {"kind": verdict.kind, "reason": verdict.reason}, evidence
 
