@@ -93,9 +93,12 @@ def test_compute_is_named_when_the_batch_grows_and_throughput_does_not(tmp_path)
 
 
 def test_a_target_without_metrics_is_undetermined_with_that_reason(tmp_path):
-    with SimulatorProcess("--max-num-seqs", "4", "--time-scale", "0.2") as sim:
-        diagnosis, levels = diagnosed(sim, tmp_path, "2,8,16", "--metrics-interval", "0")
+    with SimulatorProcess(
+        "--max-num-seqs", "4", "--time-scale", "0.2", "--no-metrics-endpoint"
+    ) as sim:
+        diagnosis, levels = diagnosed(sim, tmp_path, "2,8,16")
     for users in (8.0, 16.0):
         assert levels[users]["kind"] == "undetermined", levels
-        assert "did not scrape the server's /metrics" in levels[users]["reason"]
+        assert "no /metrics from the server" in levels[users]["reason"], levels[users]
+        assert "HTTP 404" in levels[users]["reason"], levels[users]
     assert diagnosis["kind"] == "undetermined" and diagnosis["advice"] == []

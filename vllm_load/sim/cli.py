@@ -62,6 +62,11 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         action="store_true",
         help="serve no /tokenize and /detokenize (404), like a server without them",
     )
+    srv.add_argument(
+        "--no-metrics-endpoint",
+        action="store_true",
+        help="serve no /metrics (404), like a server that does not expose Prometheus metrics",
+    )
     model = parser.add_argument_group("model")
     model.add_argument(
         "--served-model-name", default=DEFAULT_MODEL, help="model id in /v1/models and responses"
@@ -320,6 +325,7 @@ def build_config(args: argparse.Namespace) -> SimConfig:
         api_key=args.api_key,
         tokenizer=args.tokenizer,
         tokenize_endpoint=not args.no_tokenize_endpoint,
+        metrics_endpoint=not args.no_metrics_endpoint,
         mode=mode,
         engine=engine,
         fixed=FixedLatency(args.ttft * args.time_scale, args.itl * args.time_scale)

@@ -113,6 +113,7 @@ class SimConfig:
     api_key: str | None = None
     tokenizer: str | None = None
     tokenize_endpoint: bool = True
+    metrics_endpoint: bool = True
     mode: str = "engine"  # "engine" | "fixed" | "echo"
     engine: EngineConfig = field(default_factory=EngineConfig)
     fixed: FixedLatency | None = None

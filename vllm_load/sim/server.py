@@ -92,7 +92,8 @@ class SimServer:
         app = web.Application(middlewares=middlewares, client_max_size=64 * 1024 * 1024)
         app.router.add_get("/health", self.health)
         app.router.add_get("/version", self.version)
-        app.router.add_get("/metrics", self.metrics)
+        if self.config.metrics_endpoint:
+            app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/chat/completions", self.chat_completions)
         app.router.add_post("/v1/completions", self.completions)
