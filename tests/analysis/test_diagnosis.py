@@ -225,3 +225,16 @@ def test_level_evidence_uses_littles_law_over_the_window_and_nan_without_a_figur
         "server_step_tokens"
     ] == pytest.approx(8.0)
     assert math.isnan(row["server_preemptions_per_s"]) and math.isnan(row["server_prefill_steps"])
+
+
+def test_a_kv_cache_sized_by_the_override_is_advised_through_it_not_memory_utilization():
+    labels = {**_real_cache_config(), "num_gpu_blocks": "9", "num_gpu_blocks_override": "9"}
+    facts = server_facts({"server_metrics": {"cache_config": labels, "samples": 1}})
+    work = Workload(256, 64, (1.0, 2.0, 4.0, 8.0))
+    now = predict(facts, 256, 64, work.levels)
+    full = _lv(8, 100, batch=3.0, queued=5.0, kv_max=0.75, preemptions_per_s=1.4)
+    flags = [a.flag for a in advise(level_verdict(full, None, facts, True), facts, work, now)]
+    assert flags[0] == "--num-gpu-blocks-override" and "--gpu-memory-utilization" not in flags
+    plain = server_facts({"server_metrics": {"cache_config": _real_cache_config(), "samples": 1}})
+    flags = [a.flag for a in advise(level_verdict(full, None, plain, True), plain, work, now)]
+    assert "--gpu-memory-utilization" in flags and "--num-gpu-blocks-override" not in flags

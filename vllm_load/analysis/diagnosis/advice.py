@@ -106,7 +106,10 @@ def advise(
     if kind == KV:
         out = []
         blocks = facts.get("num_gpu_blocks")
-        if blocks is not None and blocks.source == GIVEN:
+        overridden = facts.get("num_gpu_blocks_override") is not None or (
+            blocks is not None and blocks.source == GIVEN
+        )
+        if blocks is not None and overridden:
             to = float(blocks.value) * 2
             after = _knee_after(facts, work, "num_gpu_blocks", to, step_cost)
             out.append(
@@ -119,7 +122,7 @@ def advise(
                 )
             )
         util = facts.number("gpu_memory_utilization")
-        if util is not None and util < 0.95:
+        if util is not None and util < 0.95 and not overridden:  # the override sizes the cache
             out.append(
                 Advice(
                     "--gpu-memory-utilization",

@@ -127,6 +127,7 @@ def _from_cache_config(labels: dict) -> dict[str, Fact]:
         "kv_cache_size_tokens",
         "kv_cache_max_concurrency",
         "gpu_memory_utilization",
+        "num_gpu_blocks_override",  # "None" unless the server was started with the override
     ):
         value = _number(labels.get(name))
         if value is not None:
