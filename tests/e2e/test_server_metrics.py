@@ -23,7 +23,7 @@ from vllm_load.analysis.levels.server_side import (
     read_server_metrics,
     run_token_check,
 )
-from vllm_load.run.server_metrics import MetricsScraper, parse_metrics
+from vllm_load.run.server_metrics import MetricsScraper, parse_exposition, parse_metrics
 from vllm_load.sim.process import SimulatorProcess
 
 #: timing and rates within a tolerance: no other test's load beside them (tests/conftest.py)
@@ -83,10 +83,31 @@ def test_parse_a_real_vllm_exposition():
     assert values["ttft_count"] == 5.0 and math.isclose(values["ttft_sum"], 0.48218560218811035)
     assert values["prefix_cache_queries"] == 1042.0 and values["prefix_cache_hits"] == 384.0
     assert values["e2e_count"] == 16.0 and math.isclose(values["e2e_sum"], 57.015642404556274)
-    # the excerpt was cut before the queue-time histogram was scraped: those columns read empty
+    # the excerpt was cut before the queue-time histogram and the diagnosis's families were
+    # scraped: those columns read empty
     missing = {k for k, v in values.items() if v != v}
-    assert missing == {"queue_time_sum", "queue_time_count"}, values
+    diagnosis = {"waiting_capacity", "inference_time_sum", "inference_time_count"}
+    diagnosis |= {"prefill_time_sum", "prefill_time_count", "step_tokens_sum", "steps"}
+    assert missing == {"queue_time_sum", "queue_time_count", *diagnosis}, values
     assert math.isnan(parse_metrics(text, "another-model")["prefix_cache_hits"])
+
+
+def test_parse_the_full_real_vllm_exposition_with_every_family_the_diagnosis_reads():
+    """vLLM 0.32.0's whole /metrics after four requests (tests/data/vllm_0.32.0_cpu_metrics_full.txt):
+    every column is found, the waiting gauge by its `reason="capacity"` sample, and the labels of
+    `vllm:cache_config_info`."""
+    with open(
+        os.path.join(os.path.dirname(REAL_EXPOSITION), "vllm_0.32.0_cpu_metrics_full.txt")
+    ) as fh:
+        values, cache_config = parse_exposition(fh.read(), "tiny-llama")
+    assert not [k for k, v in values.items() if v != v], values
+    assert values["waiting_capacity"] == 0.0 and values["steps"] == 65.0
+    assert (
+        values["step_tokens_sum"]
+        == values["prompt_tokens_total"] + values["generation_tokens_total"]
+    )
+    assert math.isclose(values["inference_time_sum"], 2.50050165200264)
+    assert (cache_config["block_size"], cache_config["num_gpu_blocks"]) == ("128", "4096")
 
 
 def test_a_target_without_metrics_is_noted_not_an_error(tmp_path):

@@ -103,7 +103,7 @@ def live_verdict(lv: LevelEvidence, below: LevelEvidence | None, facts: ServerFa
         else math.nan
     )
     stalled = _finite(gain) and gain < GAIN_MIN
-    verdict = level_verdict(lv, below, facts, lv.waits or lv.kv_full or stalled)
+    verdict = level_verdict(lv, below, facts, lv.waits or lv.kv_full(facts) or stalled)
     if verdict.kind != "not_saturated":
         return verdict
     room = [

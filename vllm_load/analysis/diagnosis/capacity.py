@@ -131,14 +131,16 @@ def limits(
 
 def fit_step_cost(batch: Sequence[float], step_time: Sequence[float]) -> tuple[float, float] | None:
     """Least-squares `step_time = c0 + c1 * batch` over the levels with both figures; None without
-    two distinct batch sizes or with a step time that does not grow."""
+    two distinct batch sizes, or where the step time does not grow or has no fixed part."""
     b, t = np.asarray(batch, np.float64), np.asarray(step_time, np.float64)
     ok = ~(np.isnan(b) | np.isnan(t))
     b, t = b[ok], t[ok]
     if len(b) < 2 or np.ptp(b) < 0.5:
         return None
-    c1, c0 = np.polyfit(b, t, 1)
-    if c1 <= 0 or c0 + c1 * b.min() <= 0:
+    # relative residuals (weights 1/t): the small steps place the intercept, which a plain fit
+    # leaves to the noise of the largest step
+    c1, c0 = np.polyfit(b, t, 1, w=1.0 / t)
+    if c1 <= 0 or c0 <= 0:
         return None
     return float(c0), float(c1)
 

