@@ -110,7 +110,7 @@ def test_campaign_restarts_between_runs_resumes_after_interrupt_and_reports_n3(
         "--runs",
         "3",
         "--run-cooldown",
-        "1",
+        "0.2",  # a rest between runs, still, but not a second of one
         "--restart-cmd",
         restart,
         "--ready-timeout",

@@ -15,9 +15,10 @@ from vllm_load.run.server_metrics import parse_metrics
 from vllm_load.sim.process import SimulatorProcess
 
 KEY = "sk-test-4f9c2e7d1b8a6053"
+#: one short level: where a key or a name goes does not depend on the users
 SMALL = (
     "--levels",
-    "2,4",
+    "2",
     "--input-tokens",
     "128",
     "--output-tokens",
@@ -78,6 +79,12 @@ def test_the_simulator_binds_loopback_by_default():
     assert build_parser().parse_args(["sim"]).host == "127.0.0.1"
 
 
+@pytest.fixture(scope="module")
+def small_model_sim():
+    with SimulatorProcess("--max-model-len", "4096", "--time-scale", "0.02") as sim:
+        yield sim
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -91,26 +98,26 @@ def test_the_simulator_binds_loopback_by_default():
         (("--input-tokens", "16"), "--input-tokens 16 is too short: the chat template"),
     ],
 )
-def test_bad_input_is_one_line_and_sends_no_load(tmp_path, args, message):
-    with SimulatorProcess("--max-model-len", "4096", "--time-scale", "0.02") as sim:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "vllm_load",
-                "run",
-                "--host",
-                sim.url,
-                *args,
-                "--out",
-                str(tmp_path),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        with urllib.request.urlopen(sim.url + "/metrics") as resp:
-            served = parse_metrics(resp.read().decode())
+def test_bad_input_is_one_line_and_sends_no_load(tmp_path, args, message, small_model_sim):
+    sim = small_model_sim  # (shared: its counters must still read 0 after every case)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vllm_load",
+            "run",
+            "--host",
+            sim.url,
+            *args,
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    with urllib.request.urlopen(sim.url + "/metrics") as resp:
+        served = parse_metrics(resp.read().decode())
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
     assert len(lines) == 1 and message in lines[0], proc.stderr

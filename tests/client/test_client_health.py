@@ -183,7 +183,12 @@ def test_old_runs_without_the_new_columns_judge_only_what_they_have():
 
 @pytest.mark.alone  # a second test's load would make any client look bound (tests/conftest.py)
 def test_a_client_flat_out_against_echo_is_marked_client_bound(tmp_path):
-    # two echo processes: one alone can no longer keep the client busy, the SSE meter is that fast
+    # two echo processes: one alone can no longer keep the client busy, the SSE meter is that fast.
+    # 8,000 requests: at the 700-1,100 requests/s one client process makes against echo, a
+    # measured window of 7-11 s, so 5 or more health samples (one a second, later while the loop
+    # is busy). The verdict takes the window's worst sample, and each of a flat-out client's shows
+    # it: over 80 % CPU on a free core, or hundreds of ms/s waiting for a shared one (20,000
+    # requests gave 12 or more samples and took 15 s longer, in a test that runs alone)
     with SimulatorProcess("--echo", "--server-workers", "2") as sim:
         run_vllm_load(
             "run",
@@ -196,7 +201,7 @@ def test_a_client_flat_out_against_echo_is_marked_client_bound(tmp_path):
             "--output-tokens",
             "100",
             "--requests-per-level",
-            "20000",
+            "8000",
             "--warmup-requests",
             "64",
             "--out",

@@ -21,7 +21,7 @@ from vllm_load.analysis.levels.rates import rate_verdicts
 from vllm_load.sim.process import SimulatorProcess
 
 #: timing and rates within a tolerance: no other test's load beside them (tests/conftest.py)
-pytestmark = pytest.mark.alone
+alone = pytest.mark.alone
 
 SMALL = ("--input-tokens", "64", "--output-tokens", "16")
 
@@ -37,26 +37,30 @@ def rate_run(tmp_path, sim, *args):
     return proc, requests, steps, run, metrics
 
 
+@alone
 def test_constant_arrivals_below_capacity_achieve_the_rate_within_2_percent(tmp_path):
+    # 80 requests/s: the 240 measured span a window of 3 s, against which the latency jitter at
+    # its two ends (milliseconds; a request in flight at each edge) is well under 1 %
     with SimulatorProcess("--time-scale", "0.1") as sim:
         proc, requests, steps, run, metrics = rate_run(
-            tmp_path, sim, "--rates", "40", "--arrivals", "constant", "--max-in-flight", "50",
-            "--requests-per-level", "240", "--warmup-requests", "20",
+            tmp_path, sim, "--rates", "80", "--arrivals", "constant", "--max-in-flight", "50",
+            "--requests-per-level", "240", "--warmup-requests", "40",
         )  # fmt: skip
     row = metrics.iloc[0]
     print("constant:", row[RATES].to_dict())
-    assert list(steps["rate"]) == [40.0] and list(steps["users"]) == [50]
+    assert list(steps["rate"]) == [80.0] and list(steps["users"]) == [50]
     assert row["measured"] == 240 and run["outcome"] == "completed"
-    assert abs(row["achieved_rate"] / 40.0 - 1) < 0.02
-    assert abs(row["offered_rate"] / 40.0 - 1) < 0.02
+    assert abs(row["achieved_rate"] / 80.0 - 1) < 0.02
+    assert abs(row["offered_rate"] / 80.0 - 1) < 0.02
     starts = np.sort(requests["start_ts"].to_numpy())
-    assert np.diff(starts) == pytest.approx(0.025, abs=1e-4)  # scheduled, evenly
+    assert np.diff(starts) == pytest.approx(0.0125, abs=1e-4)  # scheduled, evenly
     assert row["queued_p99"] < 0.05  # a free user was always there, woken on time
     assert (requests["task"] == "open_loop").all() and requests["ok"].all()
     assert rate_verdicts(metrics)[0].kept_up
     assert "rate req/s" in proc.stdout and "could not keep up" not in proc.stdout
 
 
+@alone
 def test_poisson_arrivals_split_over_two_workers_add_up_to_the_rate(tmp_path):
     k = 600
     with SimulatorProcess("--time-scale", "0.1") as sim:
@@ -80,6 +84,8 @@ def test_poisson_arrivals_split_over_two_workers_add_up_to_the_rate(tmp_path):
     assert rate_verdicts(metrics)[0].kept_up, figures
 
 
+# not alone: a busy machine only pushes each figure further the way it is checked (fewer
+# completions, longer waits for a user; the offered rate counts scheduled arrivals, taken or not)
 def test_a_rate_far_above_capacity_is_reported_as_not_kept_up(tmp_path):
     with SimulatorProcess("--time-scale", "0.1", "--max-num-seqs", "2") as sim:
         proc, requests, _, run, metrics = rate_run(

@@ -101,9 +101,21 @@ def test_html_is_self_contained_with_tables_and_every_chart(three_run_report):
     assert "synthetic://server" in html  # the test environment section
 
 
-def test_single_run_is_reported_as_such(tmp_path):
-    (run,) = synthetic_runs(tmp_path, 1)
-    paths = build_report([run], str(tmp_path / "one.html"), progress=False)
+#: the model name of the single-run report: markup, which the report must show as text
+SCRIPT_MODEL = "<script>alert(1)</script>"
+
+
+@pytest.fixture(scope="module")
+def single_run_report(tmp_path_factory):
+    """One synthetic run whose server names its model `SCRIPT_MODEL`, and its report (shared:
+    a run's report is the same whatever its model is called)."""
+    base = tmp_path_factory.mktemp("one")
+    (run,) = synthetic_runs(base, 1, model=SCRIPT_MODEL)
+    return build_report([run], str(base / "one.html"), progress=False)
+
+
+def test_single_run_is_reported_as_such(single_run_report):
+    paths = single_run_report
     summary = json.loads(open(paths.json).read())
     level = summary["series"][0]["levels"][0]
     assert level["total_tok_per_s_n"] == 1 and level["total_tok_per_s_ci_low"] is None
@@ -111,14 +123,12 @@ def test_single_run_is_reported_as_such(tmp_path):
     assert "n = 1, no interval" in html and "Single run: no confidence intervals" in html
 
 
-def test_server_strings_are_escaped(tmp_path):
-    model = "<script>alert(1)</script>"
-    (run,) = synthetic_runs(tmp_path, 1, model=model)
-    paths = build_report([run], str(tmp_path / "x.html"), progress=False)
+def test_server_strings_are_escaped(single_run_report):
+    paths = single_run_report
     html = open(paths.html).read()
     assert "<script>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
-    assert json.loads(open(paths.json).read())["series"][0]["model"] == model
+    assert json.loads(open(paths.json).read())["series"][0]["model"] == SCRIPT_MODEL
 
 
 def test_two_models_are_compared_per_gpu(tmp_path):
