@@ -53,6 +53,4 @@ def test_demo_writes_a_report_that_finds_the_simulators_saturation(tmp_path):
         diagnosis["advice"][0]["flag"] == "--max-num-seqs"
         and diagnosis["advice"][0]["from"] == "16"
     )
-    assert (
-        "Why it saturates: At ~" in first.stdout and "--max-num-seqs 16 (inferred)" in first.stdout
-    )
+    assert "Why it saturates: " in first.stdout and "--max-num-seqs 16 (inferred)" in first.stdout
