@@ -88,12 +88,13 @@ def test_a_token_budget_is_named_when_steps_are_full_at_it(tmp_path):
 
 
 def test_compute_is_named_when_the_batch_grows_and_throughput_does_not(tmp_path):
-    # a step costs 0.5 ms + 1 ms per decoding sequence: n / (0.0005 + 0.001 n) is within 5 % of
-    # its ceiling from 16 users on (97.7 %), not at 4 (89.6 %)
-    cost = ("--step-base", "0.0005", "--decode-cost", "0.001", "--prefill-cost", "0.000001")
+    # a step costs 0.0625 ms + 0.25 ms per decoding sequence: n / (0.0625 + 0.25 n) is within 1 %
+    # of its ceiling from 64 users on (99.6 %; the client's gaps between a user's requests cost a
+    # few % at a few dozen users, so the knee needs that margin), 80 % at 2
+    cost = ("--step-base", "0.0000625", "--decode-cost", "0.00025", "--prefill-cost", "0.000001")
     with SimulatorProcess(*cost, "--tokens-per-chunk", "4") as sim:
-        diagnosis, levels = diagnosed(sim, tmp_path, "1,4,16,64")
-    check(diagnosis, levels, "compute", below=(1.0, 4.0), past=(16.0, 64.0))
+        diagnosis, levels = diagnosed(sim, tmp_path, "1,2,64,256")
+    check(diagnosis, levels, "compute", below=(1.0, 2.0), past=(64.0, 256.0))
     assert diagnosis["capacity"]["step_cost"] is not None
 
 
