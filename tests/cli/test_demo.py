@@ -5,11 +5,13 @@ import json
 import os
 import re
 
+import pytest
 from support.runhelpers import run_vllm_load
 
 DEMO_ARGS = ("--levels", "2,8,16,32")
 
 
+@pytest.mark.alone  # the /metrics cross-check and the knee need the client on time
 def test_demo_writes_a_report_that_finds_the_simulators_saturation(tmp_path):
     os.chdir(tmp_path)
     first = run_vllm_load("demo", *DEMO_ARGS, timeout=180)

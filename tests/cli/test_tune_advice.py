@@ -65,6 +65,7 @@ def one_series(label: str = "sim-llama-8b", **changes) -> dict:
     return {"label": label, "model": "sim-llama-8b", "diagnosis": diagnosis(**changes)}
 
 
+@pytest.mark.alone  # a significance test across runs: another test's load beside it spreads them
 def test_the_advice_to_raise_the_sequence_cap_pays_off_on_the_simulator(tmp_path):
     port = free_port()
     source = write_summary(tmp_path / "r.summary.json", one_series())
