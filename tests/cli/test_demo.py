@@ -46,13 +46,13 @@ def test_demo_writes_a_report_that_finds_the_simulators_saturation(tmp_path):
     assert "vllm:request_queue_time_seconds" in ttft and "requests wait in its queue" in ttft
     text = open(html).read()
     assert not ("the client kept up" in text and re.search(r"Client late at \d+ level", text))
-    # why it saturates (issue 36): the simulator's sequence cap of 16, inferred from the batch
-    # while requests waited, in the JSON and under the printed table
+    # why it saturates (issue 36): the simulator's sequence cap of 16, which the demo gives as
+    # --server-args, in the JSON and under the printed table
     diagnosis = series["diagnosis"]
     assert diagnosis["kind"] == "max_num_seqs", diagnosis
-    assert diagnosis["server_facts"]["max_num_seqs"] == {"value": 16.0, "source": "inferred"}
+    assert diagnosis["server_facts"]["max_num_seqs"] == {"value": 16.0, "source": "given"}
     assert (
         diagnosis["advice"][0]["flag"] == "--max-num-seqs"
         and diagnosis["advice"][0]["from"] == "16"
     )
-    assert "Why it saturates: " in first.stdout and "--max-num-seqs 16 (inferred)" in first.stdout
+    assert "Why it saturates: " in first.stdout and "--max-num-seqs 16 (given)" in first.stdout

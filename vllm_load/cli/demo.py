@@ -61,6 +61,8 @@ def main(args: argparse.Namespace) -> int:
             loglevel="WARNING",
             meta=["demo=simulator"],
             metrics_interval=METRICS_INTERVAL,
+            # the demo knows its server's flags, as a user would give them (only vLLM's are read)
+            server_args=" ".join(sim_args),
         )
         launch = run_cli.prepare(run_args)
         run_dir = launch.run_dir
