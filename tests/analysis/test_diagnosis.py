@@ -238,3 +238,10 @@ def test_a_kv_cache_sized_by_the_override_is_advised_through_it_not_memory_utili
     plain = server_facts({"server_metrics": {"cache_config": _real_cache_config(), "samples": 1}})
     flags = [a.flag for a in advise(level_verdict(full, None, plain, True), plain, work, now)]
     assert "--gpu-memory-utilization" in flags and "--num-gpu-blocks-override" not in flags
+
+
+def test_a_damaged_cache_config_in_run_json_is_left_out_not_raised():
+    for damaged in ("x", ["block_size"], None, 7):
+        facts = server_facts({"server_metrics": {"cache_config": damaged}})
+        assert facts.get("num_gpu_blocks") is None
+    assert server_facts({"server_metrics": "x"}).facts == {}

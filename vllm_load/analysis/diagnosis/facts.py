@@ -142,8 +142,10 @@ def server_facts(run: dict) -> ServerFacts:
     """The facts a run's run.json holds: what the server said at the start (read) and what the
     user gave (`settings.server_args`, `tune`'s `config.NAME` meta)."""
     facts: dict[str, Fact] = {}
-    scraped = (run.get("server_metrics") or {}).get("cache_config") or {}
-    facts.update(_from_cache_config(scraped))
+    scrape = run.get("server_metrics")
+    scraped = scrape.get("cache_config") if isinstance(scrape, dict) else None
+    if isinstance(scraped, dict):  # an edited or damaged run.json is read as far as it goes
+        facts.update(_from_cache_config(scraped))
     target = run.get("target") or {}
     model = run.get("model")
     for entry in (
