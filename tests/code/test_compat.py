@@ -379,6 +379,42 @@ def check_rewrite_csv_files():
 """
 
 LOCUST += r"""
+def check_shape_tick():
+    from locust import LoadTestShape
+    from locust.runners import STATE_STOPPED
+    from vllm_load.compat.locust import tick_shape_every
+
+    ticks, started = [], []
+
+    class Idle(User):
+        wait_time = constant(1)
+
+        @task
+        def idle(self):
+            pass
+
+    class Steps(LoadTestShape):
+        def tick(self):
+            ticks.append(len(ticks))
+            n = len(ticks)
+            return (2, 100) if n <= 4 else (1, 100) if n <= 8 else None
+
+    environment = Environment(user_classes=[Idle], shape_class=Steps())
+    runner = environment.create_local_runner()
+    environment.shape_class.runner = runner
+    real_start = runner.start
+    runner.start = lambda **kw: (started.append(kw["user_count"]), real_start(**kw))
+    tick_shape_every(runner, 0.05)
+    runner.start_shape()
+    with gevent.Timeout(5, AssertionError(f"{LIB}: the shape worker did not end its test")):
+        while runner.state != STATE_STOPPED:
+            gevent.sleep(0.02)
+    expect(len(ticks) == 9, f"the shape was ticked {len(ticks)} times, not 9: Runner.start_shape "
+           "no longer runs the runner's shape_worker attribute")
+    expect(started == [2, 1], f"Runner.start was called for {started!r}, not once per new tick")
+    expect(runner.shape_greenlet is None, "Runner.shape_greenlet is not cleared when a shape ends")
+    runner.quit()
+
 def check_web_ui_endpoints():
     environment = Environment(user_classes=[User])
     environment.create_local_runner()
@@ -413,6 +449,7 @@ ENTRIES = {
         "rewrite_csv_files",
         "web_ui_endpoints",
         "master_heartbeat_timeout",
+        "shape_tick",
     ],
 }
 # the compat names each check covers (a check may cover two)
@@ -422,6 +459,7 @@ COVERS = {
     "web_ui_endpoints": ["WEB_INDEX_ENDPOINT", "WEB_STATS_ENDPOINT"],
     "master_heartbeat_timeout": ["set_master_heartbeat_timeout", "master_silent_for"],
     "resolve_with": ["resolve_with", "pool_addresses"],
+    "shape_tick": ["tick_shape_every"],
 }
 
 

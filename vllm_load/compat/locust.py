@@ -1,12 +1,14 @@
 """Locust's private API: a user's stopping state, a worker's report on demand, the CSV writer's
 row writers, the worker report interval (checked with locust 2.40.0 and 2.47.0), the endpoint
-names of two web UI views, and how long a worker waits for its master's heartbeat (checked
-with 2.47.0)."""
+names of two web UI views, how long a worker waits for its master's heartbeat (checked
+with 2.47.0), and the shape worker's loop (2.40.0 and 2.47.0)."""
 
 from __future__ import annotations
 
+import logging
 import time
 
+import gevent
 from locust import runners
 from locust.user.task import LOCUST_STATE_STOPPING
 
@@ -80,3 +82,47 @@ def rewrite_csv_files(writer) -> None:
 # (the rows of template_args' extended tables), from a response memoized for 2 s.
 WEB_INDEX_ENDPOINT = "locust.index"
 WEB_STATS_ENDPOINT = "locust.request_stats"
+
+
+def tick_shape_every(runner, seconds: float) -> None:
+    """Tick the runner's load shape every `seconds` instead of Locust's second.
+
+    Locust's `Runner.shape_worker` asks the shape for its next (users, spawn rate[, classes])
+    once a second: a level whose requests have all ended waits up to a second for the next one
+    to start, while its users go on sending requests nobody measures. This sets, on this runner
+    only, a `shape_worker` with Locust's loop and a shorter sleep; `start_shape` spawns
+    `self.shape_worker`, so the instance attribute is the one it runs. What the loop does on a
+    tick is Locust's: start the new user count when the tick changed, and quit a headless test
+    (stop one run from the web UI) when the shape returns None.
+    """
+
+    def shape_worker() -> None:
+        environment = runner.environment
+        while runner.state in (runners.STATE_INIT, runners.STATE_SPAWNING, runners.STATE_RUNNING):
+            started = time.time()
+            shape = environment.shape_class
+            current = shape.tick() if shape is not None else None
+            if current is None:
+                _shape_logger.info("Shape test stopping")
+                options = environment.parsed_options
+                if options is not None and options.headless:
+                    runner.quit()
+                else:
+                    runner.stop()
+                runner.shape_greenlet = None
+                runner.shape_last_tick = None
+                return
+            if runner.shape_last_tick != current:
+                user_count, spawn_rate, *classes = current
+                runner.start(
+                    user_count=user_count,
+                    spawn_rate=spawn_rate,
+                    user_classes=classes[0] if classes else None,
+                )
+                runner.shape_last_tick = current
+            gevent.sleep(max(seconds - (time.time() - started), 0))
+
+    runner.shape_worker = shape_worker
+
+
+_shape_logger = logging.getLogger("locust.runners")

@@ -408,7 +408,10 @@ class RunSession:
         self.recorder.close(outcome, reason=outcome)
         self.health.close()
         self.closed = True
-        print_summary(self.recorder.run_dir)
+        checks = print_summary(self.recorder.run_dir)
+        if checks is not None:
+            self.recorder.run_info["end_checks"] = checks.as_json()
+            self.recorder.write_run_json()
 
     def _stop_scraping(self) -> None:
         """Take one last scrape (the counters after the last request) and record how scraping went."""

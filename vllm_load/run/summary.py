@@ -1,20 +1,42 @@
 """What a finished run prints: the per-level table (with its --slo, goodput per level), the
-requests cut off, its directory."""
+requests cut off, its directory; and what `vllm-load run` decides its exit status on, found
+while the run is read for the table (run.json's `end_checks`), so that the launching command
+need not read and measure the run again."""
 
 from __future__ import annotations
 
 import logging
 import os
+from dataclasses import asdict, dataclass
 
 from ..rundir.files import CLIENT_HEALTH_CSV
+from ..target.loss import FinalStreak, streak_in
 
 logger = logging.getLogger("vllm_load")
 
 
-def print_summary(run_dir: str) -> None:
+@dataclass(frozen=True)
+class EndChecks:
+    """The levels that failed (`analysis.series.failures`, one line; "" when none) and the
+    failures the run ended on (`target.loss`; None when it ended on a success)."""
+
+    failed_levels: str
+    final_streak: FinalStreak | None
+
+    def as_json(self) -> dict:
+        streak = self.final_streak
+        return {
+            "failed_levels": self.failed_levels,
+            "final_streak": None if streak is None else asdict(streak),
+        }
+
+
+def print_summary(run_dir: str) -> EndChecks | None:
     """The per-level table (and goodput against the run's SLOs), the requests cut off at the
-    stop, and where the run directory is."""
+    stop, and where the run directory is; returns the run's `EndChecks` (None when the run
+    could not be read)."""
     abandoned = 0
+    checks = None
     try:
         # at call time: pandas stays out of the load processes, which import this module too
         from ..analysis.decisions.goodput import format_goodput_table, level_goodput
@@ -27,6 +49,7 @@ def print_summary(run_dir: str) -> None:
         from ..analysis.levels.measure import measure_levels
         from ..analysis.levels.rates import rate_verdicts
         from ..analysis.levels.table import format_level_table
+        from ..analysis.series.failures import describe_problems, level_problems
         from ..report.model import diagnose_run_dir, diagnosis_lines
         from ..rundir.load import load_run
 
@@ -34,6 +57,10 @@ def print_summary(run_dir: str) -> None:
         abandoned = run.run.get("requests_abandoned", {}).get("total", 0)
         measurement = measure_levels(run.requests, run.steps)
         metrics = measurement.metrics
+        problems = level_problems(measurement)
+        checks = EndChecks(
+            describe_problems(problems) if problems else "", streak_in(run.requests, run.steps)
+        )
         health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_CSV)).frame
         verdicts = rate_verdicts(metrics)
         diagnosis, bottlenecks = diagnose_run_dir(run_dir)
@@ -59,3 +86,4 @@ def print_summary(run_dir: str) -> None:
             flush=True,
         )
     print(f"\nRun directory: {run_dir}", flush=True)
+    return checks

@@ -32,6 +32,7 @@ from ..compat.locust import (
     send_worker_report,
     set_master_heartbeat_timeout,
     set_worker_report_interval,
+    tick_shape_every,
 )
 from ..gc_policy import quiet_collector
 from ..parent_death import die_with_parent, forked_from, note_forks
@@ -44,7 +45,7 @@ from .session import DRAIN_MESSAGE, RATE_MESSAGE, RunSession, fail
 
 logger = logging.getLogger("vllm_load")
 
-LOCAL_FLUSH_INTERVAL = 0.5
+LOCAL_FLUSH_INTERVAL = 0.2  # (a level ends once its measured rows are in)
 # In a single-process run the users share the process with the recorder: a flush of every row
 # of the last interval in one go would hold the hub, and every chunk arriving meanwhile would be
 # read that late. A row of a 512-token stream costs ~60-70 µs (CSV line, live histograms; it
@@ -56,6 +57,9 @@ LOCAL_FLUSH_SLICE = 8
 # so 1000 rows in slices went through without one poll for I/O: an 80 ms stall at 1000
 # streams, in which first chunks were read merged with later ones and dated by the later.
 LOCAL_FLUSH_PAUSE = 0.0001
+#: seconds between the load shape's ticks (Locust's is 1 s): how soon a level whose measured
+#: requests have all ended gives way to the next, or the last one to the drain
+SHAPE_TICK = 0.2
 HEALTH_INTERVAL = 1.0  # seconds per client health sample in local runs (workers: each report)
 WORKER_CHECK_INTERVAL = 1.0
 WEB_UI_CLOSE_GRACE = 5.0
@@ -244,6 +248,7 @@ def _install_worker(environment, runner) -> None:
 
 def _install_master(environment) -> None:
     _environments.append(environment)
+    tick_shape_every(environment.runner, SHAPE_TICK)
     if environment.parsed_options is not None:
         # a level is a concurrency: when a worker is lost (or joins), its users move to the others
         environment.parsed_options.enable_rebalancing = True
@@ -291,6 +296,7 @@ def add_in_slices(session: RunSession, buffer, worker: str = "local") -> None:
 
 def _install_local(environment) -> None:
     _environments.append(environment)
+    tick_shape_every(environment.runner, SHAPE_TICK)
     context = LoadContext.of(environment)
     probe = environment.vllm_load_probe = _start_probe()
 

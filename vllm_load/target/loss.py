@@ -17,6 +17,7 @@ end of a run (fault injection, a flaky network) from reading as a dead server.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 
@@ -48,7 +49,11 @@ class FinalStreak:
 
 
 def final_streak(run_dir: str) -> FinalStreak | None:
-    """The failures after the run's last successful request (None when it ended on a success)."""
+    """The failures after the run's last successful request (None when it ended on a success):
+    as the run's own process found them (run.json's `end_checks`), else from its requests."""
+    recorded = _recorded_streak(run_dir)
+    if recorded is not _NOT_RECORDED:
+        return recorded  # type: ignore[return-value]
     # at call time: keeps pandas out of every command's start (cli.run imports this)
     import pandas as pd
 
@@ -68,6 +73,25 @@ def final_streak(run_dir: str) -> FinalStreak | None:
     except (OSError, ValueError):
         steps = None
     return streak_in(rows, steps)
+
+
+_NOT_RECORDED = object()
+
+
+def _recorded_streak(run_dir: str) -> object:
+    """run.json's `end_checks.final_streak` (a `FinalStreak`, or None), `_NOT_RECORDED` when the
+    run has none or it is damaged (then the requests say)."""
+    try:
+        with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
+            checks = json.load(fh).get("end_checks")
+        recorded = checks["final_streak"]
+        if recorded is None:
+            return None
+        streak = FinalStreak(**recorded)
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):
+        return _NOT_RECORDED
+    fine = all(isinstance(v, int) for v in (streak.level, streak.users, streak.count))
+    return streak if fine and isinstance(streak.by_error, dict) else _NOT_RECORDED
 
 
 def streak_in(rows, steps=None) -> FinalStreak | None:
