@@ -1,11 +1,10 @@
-"""The OpenAI wire format as vLLM speaks it: request validation, error bodies, and the bytes of
-responses and SSE chunks (built from per-request templates, never a dict per chunk)."""
+"""The OpenAI requests as vLLM reads them: validation, prompt counting and error bodies (the
+responses' bytes are `responses.py`'s)."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import orjson
 
@@ -232,132 +231,6 @@ def parse_generation(
         prompt_text,
         prompt_ids,
     )
-
-
-def usage(
-    prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None
-) -> dict[str, Any]:
-    """The usage object; `cached_tokens` only with --enable-prompt-tokens-details, and like vLLM
-    the details stay null when no token was cached."""
-    return {
-        "prompt_tokens": prompt_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-        "completion_tokens": completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": cached_tokens} if cached_tokens else None,
-    }
-
-
-class ResponseRenderer:
-    """Bytes of one request's responses; the per-request parts are joined once, at creation."""
-
-    __slots__ = ("chat", "rid", "created", "model", "_prefix", "_head")
-
-    def __init__(
-        self, chat: bool, rid: str, model: str, model_json: bytes, created: int | None = None
-    ) -> None:
-        self.chat = chat
-        self.rid = rid
-        self.created = int(time.time()) if created is None else created
-        self.model = model
-        obj = b"chat.completion.chunk" if chat else b"text_completion"
-        self._head = (
-            b'{"id":"'
-            + rid.encode()
-            + b'","object":"'
-            + obj
-            + b'","created":'
-            + str(self.created).encode()
-            + b',"model":'
-            + model_json
-            + b',"choices":['
-        )
-        self._prefix = (
-            b"data: "
-            + self._head
-            + (b'{"index":0,"delta":{"content":' if chat else b'{"index":0,"text":')
-        )
-
-    def role_chunk(self) -> bytes:
-        return (
-            b"data: "
-            + self._head
-            + b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
-        )
-
-    def content_chunk(self, text_json: bytes, finish_reason: str | None = None) -> bytes:
-        """An SSE event carrying `text_json` (a JSON string literal)."""
-        close = b"}" if self.chat else b""
-        if finish_reason is None:
-            tail = (
-                b',"logprobs":null,"finish_reason":null}]}\n\n'
-                if self.chat
-                else b',"logprobs":null,"finish_reason":null,"stop_reason":null}]}\n\n'
-            )
-        else:
-            tail = (
-                b',"logprobs":null,"finish_reason":"'
-                + finish_reason.encode()
-                + b'","stop_reason":null}]}\n\n'
-            )
-        return self._prefix + text_json + close + tail
-
-    def usage_chunk(
-        self, prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None
-    ) -> bytes:
-        return (
-            b"data: "
-            + self._head
-            + b'],"usage":'
-            + orjson.dumps(usage(prompt_tokens, completion_tokens, cached_tokens))
-            + b"}\n\n"
-        )
-
-    def full(
-        self,
-        text: str,
-        finish_reason: str,
-        prompt_tokens: int,
-        completion_tokens: int,
-        cached_tokens: int | None = None,
-    ) -> bytes:
-        """The non-streaming response body."""
-        if self.chat:
-            choice = {
-                "index": 0,
-                "message": {
-                    "role": "assistant",
-                    "content": text,
-                    "refusal": None,
-                    "tool_calls": [],
-                    "reasoning_content": None,
-                },
-                "logprobs": None,
-                "finish_reason": finish_reason,
-                "stop_reason": None,
-            }
-            obj = "chat.completion"
-        else:
-            choice = {
-                "index": 0,
-                "text": text,
-                "logprobs": None,
-                "finish_reason": finish_reason,
-                "stop_reason": None,
-                "prompt_logprobs": None,
-            }
-            obj = "text_completion"
-        return orjson.dumps(
-            {
-                "id": self.rid,
-                "object": obj,
-                "created": self.created,
-                "model": self.model,
-                "choices": [choice],
-                "usage": usage(prompt_tokens, completion_tokens, cached_tokens),
-                "system_fingerprint": None,
-                "prompt_logprobs": None,
-            }
-        )
 
 
 def render_chat(tokenizer, messages: list[dict], add_generation_prompt: bool) -> str:

@@ -34,20 +34,19 @@ from .protocol import (
     ApiError,
     ApiLimits,
     GenerationRequest,
-    ResponseRenderer,
     check_model,
     error_body,
     parse_generation,
     parse_json,
     render_chat,
 )
+from .responses import BodyWriter, ResponseRenderer
 from .stats import ServerStats
 from .trace import TraceRecord, TraceWriter
 
 _DONE = b"data: [DONE]\n\n"
 _SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
 _JSON = "application/json"
-_WRITE_BUFFER_LIMIT = 64 * 1024  # as aiohttp: beyond this a writer waits for the client to read
 
 
 def make_backend(config: SimConfig, stats: ServerStats) -> Backend:
@@ -322,7 +321,7 @@ class SimServer:
         """`trace`, when given, gets the wall-clock time each token and [DONE] were written (--trace)."""
         writer = await response.prepare(request)
         assert isinstance(writer, StreamWriter)  # what prepare() gives a fresh response
-        body = _BodyWriter(request.transport, writer.chunked)
+        body = BodyWriter(request.transport, writer.chunked)
         vocab, offset = self.vocab, plan.offset
         total, text_total, finish = plan.length, plan.text_tokens, plan.finish_reason
         per_chunk = self._tokens_per_chunk
@@ -373,25 +372,3 @@ class SimServer:
             trace.end = time.time()
         body.write(b"".join(tail))
         await response.write_eof()
-
-
-class _BodyWriter:
-    """Writes pieces of a prepared streaming response straight to the connection.
-
-    `StreamResponse.write` is a coroutine through three layers of aiohttp for every token; this
-    is the same bytes (chunked framing when the response is chunked) in one `transport.write`.
-    """
-
-    __slots__ = ("transport", "chunked")
-
-    def __init__(self, transport: asyncio.Transport | None, chunked: bool) -> None:
-        self.transport = transport
-        self.chunked = chunked  # aiohttp frames an HTTP/1.1 stream of unknown length in chunks
-
-    def write(self, data: bytes) -> bool:
-        """Send `data`; True when the connection's buffer is full and the caller should drain."""
-        transport = self.transport
-        if transport is None or transport.is_closing():
-            raise ConnectionResetError("the client closed the connection")
-        transport.write(b"%x\r\n%b\r\n" % (len(data), data) if self.chunked else data)
-        return transport.get_write_buffer_size() > _WRITE_BUFFER_LIMIT
