@@ -10,29 +10,58 @@ from typing import Any
 
 import orjson
 
+from .config import ReasoningConfig
+
 _WRITE_BUFFER_LIMIT = 64 * 1024  # as aiohttp: beyond this a writer waits for the client to read
 
 
 def usage(
-    prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None
+    prompt_tokens: int,
+    completion_tokens: int,
+    cached_tokens: int | None = None,
+    reasoning_tokens: int | None = None,
 ) -> dict[str, Any]:
     """The usage object; `cached_tokens` only with --enable-prompt-tokens-details, and like vLLM
-    the details stay null when no token was cached."""
-    return {
+    the details stay null when no token was cached. `reasoning_tokens`, when given, is how many
+    of the completion tokens were reasoning (a vLLM that counts them says so in
+    `completion_tokens_details`; `completion_tokens` counts them either way)."""
+    counts: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
         "completion_tokens": completion_tokens,
         "prompt_tokens_details": {"cached_tokens": cached_tokens} if cached_tokens else None,
     }
+    if reasoning_tokens is not None:
+        counts["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+    return counts
 
 
 class ResponseRenderer:
-    """Bytes of one request's responses; the per-request parts are joined once, at creation."""
+    """Bytes of one request's responses; the per-request parts are joined once, at creation.
 
-    __slots__ = ("chat", "rid", "created", "model", "_prefix", "_head")
+    With `reasoning` (a reasoning model's chat completion), a reasoning token's delta carries its
+    text in the reasoning field instead of `content`, as vLLM's reasoning parsers write it."""
+
+    __slots__ = (
+        "chat",
+        "rid",
+        "created",
+        "model",
+        "_prefix",
+        "_head",
+        "_field",
+        "_reasoning_prefix",
+        "_reasoning_usage",
+    )
 
     def __init__(
-        self, chat: bool, rid: str, model: str, model_json: bytes, created: int | None = None
+        self,
+        chat: bool,
+        rid: str,
+        model: str,
+        model_json: bytes,
+        created: int | None = None,
+        reasoning: ReasoningConfig | None = None,
     ) -> None:
         self.chat = chat
         self.rid = rid
@@ -55,6 +84,15 @@ class ResponseRenderer:
             + self._head
             + (b'{"index":0,"delta":{"content":' if chat else b'{"index":0,"text":')
         )
+        self._field = reasoning.field if reasoning is not None and chat else None
+        self._reasoning_prefix = self._prefix
+        if self._field is not None:
+            self._reasoning_prefix = (
+                b"data: " + self._head + b'{"index":0,"delta":{"' + self._field.encode() + b'":'
+            )
+        self._reasoning_usage = (
+            self._field is not None and reasoning is not None and reasoning.usage
+        )
 
     def role_chunk(self) -> bytes:
         return (
@@ -63,31 +101,64 @@ class ResponseRenderer:
             + b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
         )
 
-    def content_chunk(self, text_json: bytes, finish_reason: str | None = None) -> bytes:
-        """An SSE event carrying `text_json` (a JSON string literal)."""
+    def content_chunk(
+        self, text_json: bytes, finish_reason: str | None = None, reasoning: bool = False
+    ) -> bytes:
+        """An SSE event carrying `text_json` (a JSON string literal): answer text, or with
+        `reasoning` reasoning text."""
         close = b"}" if self.chat else b""
+        prefix = self._reasoning_prefix if reasoning else self._prefix
+        return prefix + text_json + close + self._tail(finish_reason)
+
+    def switch_chunk(
+        self, reasoning_json: bytes, content_json: bytes, finish_reason: str | None = None
+    ) -> bytes:
+        """An SSE event whose tokens straddle the end of the reasoning: one delta with both
+        fields, content first, as vLLM's DeltaMessage serializes them."""
+        assert self._field is not None  # only a reasoning renderer has a switch
+        return (
+            self._prefix
+            + content_json
+            + b',"'
+            + self._field.encode()
+            + b'":'
+            + reasoning_json
+            + b"}"
+            + self._tail(finish_reason)
+        )
+
+    def _tail(self, finish_reason: str | None) -> bytes:
         if finish_reason is None:
-            tail = (
+            return (
                 b',"logprobs":null,"finish_reason":null}]}\n\n'
                 if self.chat
                 else b',"logprobs":null,"finish_reason":null,"stop_reason":null}]}\n\n'
             )
-        else:
-            tail = (
-                b',"logprobs":null,"finish_reason":"'
-                + finish_reason.encode()
-                + b'","stop_reason":null}]}\n\n'
-            )
-        return self._prefix + text_json + close + tail
+        return (
+            b',"logprobs":null,"finish_reason":"'
+            + finish_reason.encode()
+            + b'","stop_reason":null}]}\n\n'
+        )
+
+    def _usage(
+        self, prompt: int, completion: int, cached: int | None, reasoning: int
+    ) -> dict[str, Any]:
+        return usage(prompt, completion, cached, reasoning if self._reasoning_usage else None)
 
     def usage_chunk(
-        self, prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None
+        self,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cached_tokens: int | None = None,
+        reasoning_tokens: int = 0,
     ) -> bytes:
         return (
             b"data: "
             + self._head
             + b'],"usage":'
-            + orjson.dumps(usage(prompt_tokens, completion_tokens, cached_tokens))
+            + orjson.dumps(
+                self._usage(prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens)
+            )
             + b"}\n\n"
         )
 
@@ -98,18 +169,27 @@ class ResponseRenderer:
         prompt_tokens: int,
         completion_tokens: int,
         cached_tokens: int | None = None,
+        reasoning: str = "",
+        reasoning_tokens: int = 0,
     ) -> bytes:
-        """The non-streaming response body."""
+        """The non-streaming response body; `text` is the answer, `reasoning` the reasoning text
+        of its first `reasoning_tokens` tokens (a reasoning renderer's)."""
         if self.chat:
+            message: dict[str, Any] = {
+                "role": "assistant",
+                "content": text,
+                "refusal": None,
+                "tool_calls": [],
+                "reasoning_content": None,
+            }
+            if self._field is not None:
+                # vLLM's reasoning parsers give no content (null) when the answer never began
+                message["content"] = text or None
+                del message["reasoning_content"]
+                message[self._field] = reasoning
             choice = {
                 "index": 0,
-                "message": {
-                    "role": "assistant",
-                    "content": text,
-                    "refusal": None,
-                    "tool_calls": [],
-                    "reasoning_content": None,
-                },
+                "message": message,
                 "logprobs": None,
                 "finish_reason": finish_reason,
                 "stop_reason": None,
@@ -132,7 +212,9 @@ class ResponseRenderer:
                 "created": self.created,
                 "model": self.model,
                 "choices": [choice],
-                "usage": usage(prompt_tokens, completion_tokens, cached_tokens),
+                "usage": self._usage(
+                    prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens
+                ),
                 "system_fingerprint": None,
                 "prompt_logprobs": None,
             }

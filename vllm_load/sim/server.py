@@ -85,6 +85,8 @@ class SimServer:
         self.faults = FaultPlan(config.faults)
         self.trace = TraceWriter(config.trace) if config.trace else None
         self._prompt_details = config.enable_prompt_tokens_details
+        self._reasoning = config.reasoning
+        self._reasoning_renderer = config.reasoning if config.reasoning.enabled else None
 
     def app(self) -> web.Application:
         middlewares = [self._auth_middleware()] if self.config.api_key else []
@@ -244,9 +246,12 @@ class SimServer:
             req.seed,
             req.temperature,
             req.prompt_key,
+            self._reasoning.tokens if chat else 0,
         )
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{self._id_prefix}{next(self._ids):08x}"
-        renderer = ResponseRenderer(chat, rid, self.limits.model, self.model_json)
+        renderer = ResponseRenderer(
+            chat, rid, self.limits.model, self.model_json, reasoning=self._reasoning_renderer
+        )
         # the clock starts when the handler began, so reading and parsing the body is inside TTFT
         source = open_source(
             fault, self.backend, req.prompt_tokens, plan.length, started, req.stream, req.prompt_ids
@@ -268,9 +273,15 @@ class SimServer:
                     tracer.write(trace)
                 return response
             await source.wait(plan.length)
-            text = self.vocab.text(plan.offset, 0, plan.text_tokens)
+            thought, text_total = plan.reasoning_tokens, plan.text_tokens
             body = renderer.full(
-                text, plan.finish_reason, req.prompt_tokens, plan.length, self._cached(source)
+                self.vocab.text(plan.offset, thought, text_total),
+                plan.finish_reason,
+                req.prompt_tokens,
+                plan.length,
+                self._cached(source),
+                self.vocab.text(plan.offset, 0, min(thought, text_total)),
+                thought,
             )
             if fault is not None and fault.kind != "slow_first_token":
                 return await faulted_body(fault, request, body)
@@ -325,6 +336,7 @@ class SimServer:
         vocab, offset = self.vocab, plan.offset
         total, text_total, finish = plan.length, plan.text_tokens, plan.finish_reason
         per_chunk = self._tokens_per_chunk
+        thought = plan.reasoning_tokens  # tokens [0, thought) are reasoning, the rest the answer
         sent = 0
 
         def emit(got: int) -> bool:
@@ -335,11 +347,22 @@ class SimServer:
             while sent < got:
                 # the first token goes alone (TTFT is not delayed), then `per_chunk` at a time
                 end = 1 if sent == 0 else min(got, sent + per_chunk)
+                last = finish if end == total else None
+                if sent < thought < end:  # one chunk of reasoning and answer tokens
+                    parts.append(
+                        renderer.switch_chunk(
+                            orjson.dumps(vocab.text(offset, sent, min(thought, text_total))),
+                            orjson.dumps(vocab.text(offset, thought, min(end, text_total))),
+                            last,
+                        )
+                    )
+                    sent = end
+                    continue
                 if end - sent == 1 and sent < text_total:
                     text_json = vocab.json_of_one(offset, sent)
                 else:
                     text_json = orjson.dumps(vocab.text(offset, sent, min(end, text_total)))
-                parts.append(renderer.content_chunk(text_json, finish if end == total else None))
+                parts.append(renderer.content_chunk(text_json, last, sent < thought))
                 sent = end
             if trace is not None:  # stamped as the bytes go out: the client cannot see them earlier
                 trace.tokens.extend([time.time()] * (sent - before))
@@ -367,7 +390,9 @@ class SimServer:
                 await strike(fault, request, response)
         tail = [_DONE]
         if req.include_usage:
-            tail.insert(0, renderer.usage_chunk(req.prompt_tokens, total, self._cached(source)))
+            tail.insert(
+                0, renderer.usage_chunk(req.prompt_tokens, total, self._cached(source), thought)
+            )
         if trace is not None:
             trace.end = time.time()
         body.write(b"".join(tail))
