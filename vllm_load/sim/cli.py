@@ -2,7 +2,7 @@
 
 aiohttp and the server modules are imported inside `main`, so `vllm-load --help` stays light and
 a process that imported Locust (gevent) never pulls asyncio servers in by accident. Most of its
-length is the 39 options, each declared with its help, and their checks: one place, on purpose.
+length is the 40 options, each declared with its help, and their checks: one place, on purpose.
 """
 
 from __future__ import annotations
@@ -85,6 +85,13 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         type=int,
         default=_E.max_model_len,
         help="context length: prompt + max_tokens above it is a 400",
+    )
+    model.add_argument(
+        "--image-tokens",
+        default="auto",
+        metavar="N",
+        help="prompt tokens each image part of a chat message costs; auto: Qwen3-VL's charge "
+        "for the image's size (a 512x512 image: 258)",
     )
     eng = parser.add_argument_group("continuous-batching engine (default mode)")
     eng.add_argument(
@@ -364,7 +371,21 @@ def build_config(args: argparse.Namespace) -> SimConfig:
         reasoning=ReasoningConfig(
             args.reasoning_tokens, args.reasoning_field, not args.no_reasoning_usage
         ),
+        image_tokens=_image_tokens(args.image_tokens),
     )
+
+
+def _image_tokens(value: str) -> int | None:
+    """--image-tokens: a fixed charge per image, or None for the charge by size."""
+    if value == "auto":
+        return None
+    try:
+        tokens = int(value)
+    except ValueError:
+        tokens = 0
+    if tokens < 1:
+        raise ConfigError(f"--image-tokens {value}: give a number of tokens (at least 1) or auto")
+    return tokens
 
 
 def _fault_config(args: argparse.Namespace) -> FaultConfig:

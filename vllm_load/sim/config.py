@@ -142,3 +142,4 @@ class SimConfig:
     )
     enable_prompt_tokens_details: bool = False  # usage.prompt_tokens_details.cached_tokens
     reasoning: ReasoningConfig = field(default_factory=ReasoningConfig)
+    image_tokens: int | None = None  # prompt tokens per image; None: Qwen3-VL's, by its size

@@ -15,6 +15,36 @@ from .config import ReasoningConfig
 _WRITE_BUFFER_LIMIT = 64 * 1024  # as aiohttp: beyond this a writer waits for the client to read
 
 
+def model_card(name: str, root: str, created: int, max_model_len: int, perm_id: str) -> bytes:
+    """The body of GET /v1/models, serving one model."""
+    card = {
+        "id": name,
+        "object": "model",
+        "created": created,
+        "owned_by": "vllm",
+        "root": root,
+        "parent": None,
+        "max_model_len": max_model_len,
+        "permission": [
+            {
+                "id": f"modelperm-{perm_id}",
+                "object": "model_permission",
+                "created": created,
+                "allow_create_engine": False,
+                "allow_sampling": True,
+                "allow_logprobs": True,
+                "allow_search_indices": False,
+                "allow_view": True,
+                "allow_fine_tuning": False,
+                "organization": "*",
+                "group": None,
+                "is_blocking": False,
+            }
+        ],
+    }
+    return orjson.dumps({"object": "list", "data": [card]})
+
+
 def usage(
     prompt_tokens: int,
     completion_tokens: int,

@@ -40,7 +40,7 @@ from .protocol import (
     parse_json,
     render_chat,
 )
-from .responses import BodyWriter, ResponseRenderer
+from .responses import BodyWriter, ResponseRenderer, model_card
 from .stats import ServerStats
 from .trace import TraceRecord, TraceWriter
 
@@ -72,7 +72,9 @@ class SimServer:
         self.backend = make_backend(config, self.stats)
         self.vocab = OutputVocabulary(self.tokenizer, config.output.seed)
         self.planner = OutputPlanner(config.output.eos_probability, config.output.seed)
-        self.limits = ApiLimits(config.served_model_name, config.engine.max_model_len)
+        self.limits = ApiLimits(
+            config.served_model_name, config.engine.max_model_len, config.image_tokens
+        )
         self.model_json = orjson.dumps(config.served_model_name)
         kv_cache = cache_config_labels(config.engine) if config.mode == "engine" else None
         self.exporter = MetricsExporter(
@@ -134,34 +136,8 @@ class SimServer:
     async def models(self, request: web.Request) -> web.Response:
         name = self.config.served_model_name
         root = getattr(self.tokenizer, "path", None) or name
-        card = {
-            "id": name,
-            "object": "model",
-            "created": self.created,
-            "owned_by": "vllm",
-            "root": root,
-            "parent": None,
-            "max_model_len": self.limits.max_model_len,
-            "permission": [
-                {
-                    "id": f"modelperm-{self._id_prefix}",
-                    "object": "model_permission",
-                    "created": self.created,
-                    "allow_create_engine": False,
-                    "allow_sampling": True,
-                    "allow_logprobs": True,
-                    "allow_search_indices": False,
-                    "allow_view": True,
-                    "allow_fine_tuning": False,
-                    "organization": "*",
-                    "group": None,
-                    "is_blocking": False,
-                }
-            ],
-        }
-        return web.Response(
-            body=orjson.dumps({"object": "list", "data": [card]}), content_type=_JSON
-        )
+        card = model_card(name, root, self.created, self.limits.max_model_len, self._id_prefix)
+        return web.Response(body=card, content_type=_JSON)
 
     async def tokenize(self, request: web.Request) -> web.Response:
         try:
