@@ -2,7 +2,7 @@
 
 aiohttp and the server modules are imported inside `main`, so `vllm-load --help` stays light and
 a process that imported Locust (gevent) never pulls asyncio servers in by accident. Most of its
-length is the 35 options, each declared with its help, and their checks: one place, on purpose.
+length is the 40 options, each declared with its help, and their checks: one place, on purpose.
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ from ..tokenization.load import load_tokenizer
 from ..values import SettingsError
 from .config import (
     DEFAULT_MODEL,
+    REASONING_FIELDS,
     EngineConfig,
     FaultConfig,
     FixedLatency,
     OutputConfig,
+    ReasoningConfig,
     SimConfig,
     StepCost,
 )
@@ -83,6 +85,13 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         type=int,
         default=_E.max_model_len,
         help="context length: prompt + max_tokens above it is a 400",
+    )
+    model.add_argument(
+        "--image-tokens",
+        default="auto",
+        metavar="N",
+        help="prompt tokens each image part of a chat message costs; auto: Qwen3-VL's charge "
+        "for the image's size (a 512x512 image: 258)",
     )
     eng = parser.add_argument_group("continuous-batching engine (default mode)")
     eng.add_argument(
@@ -179,6 +188,27 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         default=_O.eos_probability,
         metavar="P",
         help="chance that each token is a simulated EOS, unless ignore_eos or min_tokens forbid it",
+    )
+    out.add_argument(
+        "--reasoning-tokens",
+        type=int,
+        default=0,
+        metavar="N",
+        help="a reasoning model: the first N tokens of each chat completion are reasoning, "
+        "streamed in --reasoning-field, the rest content (0: no reasoning)",
+    )
+    out.add_argument(
+        "--reasoning-field",
+        choices=REASONING_FIELDS,
+        default=REASONING_FIELDS[0],
+        help="the delta/message field of reasoning text: newer vLLM writes reasoning, "
+        "older vLLM reasoning_content",
+    )
+    out.add_argument(
+        "--no-reasoning-usage",
+        action="store_true",
+        help="leave usage.completion_tokens_details.reasoning_tokens out, like a vLLM that "
+        "does not count reasoning tokens",
     )
     out.add_argument(
         "--seed", type=int, default=_O.seed, help="seed of output lengths and texts (and of faults)"
@@ -292,6 +322,8 @@ def build_config(args: argparse.Namespace) -> SimConfig:
     }.items():
         if value < 0:
             raise ConfigError(f"{option} must not be negative")
+    if args.reasoning_tokens < 0:
+        raise ConfigError("--reasoning-tokens must not be negative")
     if not 0 <= args.eos_probability <= 1:
         raise ConfigError("--eos-probability must be between 0 and 1")
     if args.trace and not os.path.isdir(os.path.dirname(os.path.abspath(args.trace))):
@@ -336,7 +368,24 @@ def build_config(args: argparse.Namespace) -> SimConfig:
         faults=faults,
         trace=os.path.abspath(args.trace) if args.trace else None,
         enable_prompt_tokens_details=args.enable_prompt_tokens_details,
+        reasoning=ReasoningConfig(
+            args.reasoning_tokens, args.reasoning_field, not args.no_reasoning_usage
+        ),
+        image_tokens=_image_tokens(args.image_tokens),
     )
+
+
+def _image_tokens(value: str) -> int | None:
+    """--image-tokens: a fixed charge per image, or None for the charge by size."""
+    if value == "auto":
+        return None
+    try:
+        tokens = int(value)
+    except ValueError:
+        tokens = 0
+    if tokens < 1:
+        raise ConfigError(f"--image-tokens {value}: give a number of tokens (at least 1) or auto")
+    return tokens
 
 
 def _fault_config(args: argparse.Namespace) -> FaultConfig:
@@ -379,6 +428,8 @@ def _describe(config: SimConfig) -> str:
             f"KV {e.kv_capacity_tokens} tokens, prefix caching "
             f"{'on' if e.enable_prefix_caching else 'off'}, time-scale {e.time_scale}"
         )
+    if config.reasoning.enabled:
+        what += f"; reasoning: {config.reasoning.tokens} tokens in {config.reasoning.field}"
     if config.faults.enabled:
         what += "; faults: " + ", ".join(
             f"{kind} {rate:g}" for kind, rate in config.faults.rates().items() if rate

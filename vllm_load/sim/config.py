@@ -67,6 +67,23 @@ class OutputConfig:
     seed: int = 0
 
 
+REASONING_FIELDS = ("reasoning", "reasoning_content")  # newer vLLM's name, then older vLLM's
+
+
+@dataclass(frozen=True)
+class ReasoningConfig:
+    """A reasoning model's chat output: the first `tokens` generated tokens of each chat
+    completion are reasoning, streamed in the delta's `field` instead of `content`."""
+
+    tokens: int = 0  # 0: no reasoning (plain content, as before)
+    field: str = "reasoning"
+    usage: bool = True  # report usage.completion_tokens_details.reasoning_tokens
+
+    @property
+    def enabled(self) -> bool:
+        return self.tokens > 0
+
+
 @dataclass(frozen=True)
 class FaultConfig:
     """Faults injected into generation requests (all off by default); see vllm_load/sim/faults.py.
@@ -124,3 +141,5 @@ class SimConfig:
         None  # JSON-lines file of when each streamed token was written (sim/trace.py)
     )
     enable_prompt_tokens_details: bool = False  # usage.prompt_tokens_details.cached_tokens
+    reasoning: ReasoningConfig = field(default_factory=ReasoningConfig)
+    image_tokens: int | None = None  # prompt tokens per image; None: Qwen3-VL's, by its size

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import random
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import orjson
 
@@ -73,6 +73,7 @@ class OutputPlan:
         str  # "stop": the last token is the EOS (it has no text); "length": max_tokens reached
     )
     offset: int  # where in the vocabulary cycle its text starts
+    reasoning_tokens: int = 0  # its first tokens that are reasoning (a reasoning model's chat)
 
     @property
     def text_tokens(self) -> int:
@@ -101,6 +102,23 @@ class OutputPlanner:
         seed: int | None = None,
         temperature: float | None = None,
         prompt_key: str = "",
+        reasoning_tokens: int = 0,
+    ) -> OutputPlan:
+        """The plan; its first `reasoning_tokens` tokens (all of them, if it is shorter) are
+        reasoning."""
+        plan = self._plan(max_tokens, min_tokens, ignore_eos, seed, temperature, prompt_key)
+        if reasoning_tokens:
+            return replace(plan, reasoning_tokens=min(reasoning_tokens, plan.length))
+        return plan
+
+    def _plan(
+        self,
+        max_tokens: int,
+        min_tokens: int,
+        ignore_eos: bool,
+        seed: int | None,
+        temperature: float | None,
+        prompt_key: str,
     ) -> OutputPlan:
         if seed is not None:
             rng = random.Random(seed)

@@ -1,15 +1,15 @@
-"""The OpenAI wire format as vLLM speaks it: request validation, error bodies, and the bytes of
-responses and SSE chunks (built from per-request templates, never a dict per chunk)."""
+"""The OpenAI requests as vLLM reads them: validation, prompt counting and error bodies (the
+responses' bytes are `responses.py`'s)."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import orjson
 
 from ..tokenization.base import message_text
+from .content import ContentError, ContentReader, mark_positions, place_images
 
 ERROR_TYPES = {
     400: "BadRequestError",
@@ -51,6 +51,7 @@ class ApiLimits:
 
     model: str
     max_model_len: int
+    image_tokens: int | None = None  # what an image costs (None: Qwen3-VL's charge, by size)
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class GenerationRequest:
     include_usage: bool
     seed: int | None
     temperature: float | None
-    prompt_key: str  # the prompt text, for greedy (temperature 0) determinism
+    prompt_key: str  # the prompt text (and images), for greedy (temperature 0) determinism
     prompt_ids: list[int] | None = None  # its token ids, when asked for (prefix caching)
 
 
@@ -113,26 +114,14 @@ def _bool_field(body: dict, name: str, default: bool) -> bool:
     return value
 
 
-def _prompt(body: dict, chat: bool, tokenizer, want_ids: bool) -> tuple[int, str, list[int] | None]:
-    """(prompt tokens, prompt text, token ids if `want_ids`) of a chat or completions body;
-    without `want_ids` the tokens are only counted, which is cheaper."""
+def _prompt(
+    body: dict, chat: bool, tokenizer, want_ids: bool, image_tokens: int | None = None
+) -> tuple[int, str, list[int] | None]:
+    """(prompt tokens, prompt key, token ids if `want_ids`) of a chat or completions body;
+    without `want_ids` the tokens are only counted, which is cheaper. The key is the prompt's
+    text (and its images'), for greedy determinism."""
     if chat:
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise ApiError(
-                400, "messages: Field required (a non-empty list of messages)", "messages"
-            )
-        for m in messages:
-            if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-                raise ApiError(
-                    400, "messages: every message must be an object with a role", "messages"
-                )
-        add_generation_prompt = _bool_field(body, "add_generation_prompt", True)
-        text = render_chat(tokenizer, messages, add_generation_prompt)
-        if want_ids:
-            ids = tokenizer.encode(text, add_special_tokens=False)
-            return len(ids), text, ids
-        return tokenizer.count(text), text, None
+        return _chat_prompt(body, tokenizer, want_ids, image_tokens)
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
         prompt = prompt[0]  # a batch of one
@@ -156,6 +145,34 @@ def _prompt(body: dict, chat: bool, tokenizer, want_ids: bool) -> tuple[int, str
         "(the simulator serves one prompt per request)",
         "prompt",
     )
+
+
+def _chat_prompt(
+    body: dict, tokenizer, want_ids: bool, image_tokens: int | None
+) -> tuple[int, str, list[int] | None]:
+    """A chat body's prompt: its template's text tokens plus each image's charge; with
+    `want_ids` the ids carry each image's content where it stands, so that the prefix cache
+    shares only what comes before the first image two prompts differ in."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ApiError(400, "messages: Field required (a non-empty list of messages)", "messages")
+    for m in messages:
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise ApiError(400, "messages: every message must be an object with a role", "messages")
+    add_generation_prompt = _bool_field(body, "add_generation_prompt", True)
+    try:
+        content = ContentReader(image_tokens).read(messages)
+    except ContentError as e:
+        raise ApiError(400, str(e), "messages") from None
+    text = render_chat(tokenizer, content.messages, add_generation_prompt)
+    key = text + "".join(f"<image {image.token_id}>" for image in content.images)
+    if not want_ids:
+        return tokenizer.count(text) + content.image_tokens, key, None
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    if content.images:
+        marked = render_chat(tokenizer, content.marked, add_generation_prompt)
+        ids = place_images(ids, content.images, mark_positions(tokenizer, marked))
+    return len(ids), key, ids
 
 
 def parse_generation(
@@ -187,7 +204,9 @@ def parse_generation(
     ):
         raise ApiError(400, "temperature must be a non-negative number", "temperature")
     seed = _int_field(body, "seed", None, -(2**63))
-    prompt_tokens, prompt_text, prompt_ids = _prompt(body, chat, tokenizer, want_ids)
+    prompt_tokens, prompt_text, prompt_ids = _prompt(
+        body, chat, tokenizer, want_ids, limits.image_tokens
+    )
     max_tokens = _int_field(body, "max_tokens", None, 1)
     if chat:
         max_tokens = _int_field(body, "max_completion_tokens", max_tokens, 1)
@@ -232,132 +251,6 @@ def parse_generation(
         prompt_text,
         prompt_ids,
     )
-
-
-def usage(
-    prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None
-) -> dict[str, Any]:
-    """The usage object; `cached_tokens` only with --enable-prompt-tokens-details, and like vLLM
-    the details stay null when no token was cached."""
-    return {
-        "prompt_tokens": prompt_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-        "completion_tokens": completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": cached_tokens} if cached_tokens else None,
-    }
-
-
-class ResponseRenderer:
-    """Bytes of one request's responses; the per-request parts are joined once, at creation."""
-
-    __slots__ = ("chat", "rid", "created", "model", "_prefix", "_head")
-
-    def __init__(
-        self, chat: bool, rid: str, model: str, model_json: bytes, created: int | None = None
-    ) -> None:
-        self.chat = chat
-        self.rid = rid
-        self.created = int(time.time()) if created is None else created
-        self.model = model
-        obj = b"chat.completion.chunk" if chat else b"text_completion"
-        self._head = (
-            b'{"id":"'
-            + rid.encode()
-            + b'","object":"'
-            + obj
-            + b'","created":'
-            + str(self.created).encode()
-            + b',"model":'
-            + model_json
-            + b',"choices":['
-        )
-        self._prefix = (
-            b"data: "
-            + self._head
-            + (b'{"index":0,"delta":{"content":' if chat else b'{"index":0,"text":')
-        )
-
-    def role_chunk(self) -> bytes:
-        return (
-            b"data: "
-            + self._head
-            + b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
-        )
-
-    def content_chunk(self, text_json: bytes, finish_reason: str | None = None) -> bytes:
-        """An SSE event carrying `text_json` (a JSON string literal)."""
-        close = b"}" if self.chat else b""
-        if finish_reason is None:
-            tail = (
-                b',"logprobs":null,"finish_reason":null}]}\n\n'
-                if self.chat
-                else b',"logprobs":null,"finish_reason":null,"stop_reason":null}]}\n\n'
-            )
-        else:
-            tail = (
-                b',"logprobs":null,"finish_reason":"'
-                + finish_reason.encode()
-                + b'","stop_reason":null}]}\n\n'
-            )
-        return self._prefix + text_json + close + tail
-
-    def usage_chunk(
-        self, prompt_tokens: int, completion_tokens: int, cached_tokens: int | None = None
-    ) -> bytes:
-        return (
-            b"data: "
-            + self._head
-            + b'],"usage":'
-            + orjson.dumps(usage(prompt_tokens, completion_tokens, cached_tokens))
-            + b"}\n\n"
-        )
-
-    def full(
-        self,
-        text: str,
-        finish_reason: str,
-        prompt_tokens: int,
-        completion_tokens: int,
-        cached_tokens: int | None = None,
-    ) -> bytes:
-        """The non-streaming response body."""
-        if self.chat:
-            choice = {
-                "index": 0,
-                "message": {
-                    "role": "assistant",
-                    "content": text,
-                    "refusal": None,
-                    "tool_calls": [],
-                    "reasoning_content": None,
-                },
-                "logprobs": None,
-                "finish_reason": finish_reason,
-                "stop_reason": None,
-            }
-            obj = "chat.completion"
-        else:
-            choice = {
-                "index": 0,
-                "text": text,
-                "logprobs": None,
-                "finish_reason": finish_reason,
-                "stop_reason": None,
-                "prompt_logprobs": None,
-            }
-            obj = "text_completion"
-        return orjson.dumps(
-            {
-                "id": self.rid,
-                "object": obj,
-                "created": self.created,
-                "model": self.model,
-                "choices": [choice],
-                "usage": usage(prompt_tokens, completion_tokens, cached_tokens),
-                "system_fingerprint": None,
-                "prompt_logprobs": None,
-            }
-        )
 
 
 def render_chat(tokenizer, messages: list[dict], add_generation_prompt: bool) -> str:

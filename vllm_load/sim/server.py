@@ -34,20 +34,19 @@ from .protocol import (
     ApiError,
     ApiLimits,
     GenerationRequest,
-    ResponseRenderer,
     check_model,
     error_body,
     parse_generation,
     parse_json,
     render_chat,
 )
+from .responses import BodyWriter, ResponseRenderer, model_card
 from .stats import ServerStats
 from .trace import TraceRecord, TraceWriter
 
 _DONE = b"data: [DONE]\n\n"
 _SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
 _JSON = "application/json"
-_WRITE_BUFFER_LIMIT = 64 * 1024  # as aiohttp: beyond this a writer waits for the client to read
 
 
 def make_backend(config: SimConfig, stats: ServerStats) -> Backend:
@@ -73,7 +72,9 @@ class SimServer:
         self.backend = make_backend(config, self.stats)
         self.vocab = OutputVocabulary(self.tokenizer, config.output.seed)
         self.planner = OutputPlanner(config.output.eos_probability, config.output.seed)
-        self.limits = ApiLimits(config.served_model_name, config.engine.max_model_len)
+        self.limits = ApiLimits(
+            config.served_model_name, config.engine.max_model_len, config.image_tokens
+        )
         self.model_json = orjson.dumps(config.served_model_name)
         kv_cache = cache_config_labels(config.engine) if config.mode == "engine" else None
         self.exporter = MetricsExporter(
@@ -86,6 +87,8 @@ class SimServer:
         self.faults = FaultPlan(config.faults)
         self.trace = TraceWriter(config.trace) if config.trace else None
         self._prompt_details = config.enable_prompt_tokens_details
+        self._reasoning = config.reasoning
+        self._reasoning_renderer = config.reasoning if config.reasoning.enabled else None
 
     def app(self) -> web.Application:
         middlewares = [self._auth_middleware()] if self.config.api_key else []
@@ -133,34 +136,8 @@ class SimServer:
     async def models(self, request: web.Request) -> web.Response:
         name = self.config.served_model_name
         root = getattr(self.tokenizer, "path", None) or name
-        card = {
-            "id": name,
-            "object": "model",
-            "created": self.created,
-            "owned_by": "vllm",
-            "root": root,
-            "parent": None,
-            "max_model_len": self.limits.max_model_len,
-            "permission": [
-                {
-                    "id": f"modelperm-{self._id_prefix}",
-                    "object": "model_permission",
-                    "created": self.created,
-                    "allow_create_engine": False,
-                    "allow_sampling": True,
-                    "allow_logprobs": True,
-                    "allow_search_indices": False,
-                    "allow_view": True,
-                    "allow_fine_tuning": False,
-                    "organization": "*",
-                    "group": None,
-                    "is_blocking": False,
-                }
-            ],
-        }
-        return web.Response(
-            body=orjson.dumps({"object": "list", "data": [card]}), content_type=_JSON
-        )
+        card = model_card(name, root, self.created, self.limits.max_model_len, self._id_prefix)
+        return web.Response(body=card, content_type=_JSON)
 
     async def tokenize(self, request: web.Request) -> web.Response:
         try:
@@ -245,9 +222,12 @@ class SimServer:
             req.seed,
             req.temperature,
             req.prompt_key,
+            self._reasoning.tokens if chat else 0,
         )
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{self._id_prefix}{next(self._ids):08x}"
-        renderer = ResponseRenderer(chat, rid, self.limits.model, self.model_json)
+        renderer = ResponseRenderer(
+            chat, rid, self.limits.model, self.model_json, reasoning=self._reasoning_renderer
+        )
         # the clock starts when the handler began, so reading and parsing the body is inside TTFT
         source = open_source(
             fault, self.backend, req.prompt_tokens, plan.length, started, req.stream, req.prompt_ids
@@ -269,9 +249,15 @@ class SimServer:
                     tracer.write(trace)
                 return response
             await source.wait(plan.length)
-            text = self.vocab.text(plan.offset, 0, plan.text_tokens)
+            thought, text_total = plan.reasoning_tokens, plan.text_tokens
             body = renderer.full(
-                text, plan.finish_reason, req.prompt_tokens, plan.length, self._cached(source)
+                self.vocab.text(plan.offset, thought, text_total),
+                plan.finish_reason,
+                req.prompt_tokens,
+                plan.length,
+                self._cached(source),
+                self.vocab.text(plan.offset, 0, min(thought, text_total)),
+                thought,
             )
             if fault is not None and fault.kind != "slow_first_token":
                 return await faulted_body(fault, request, body)
@@ -322,10 +308,11 @@ class SimServer:
         """`trace`, when given, gets the wall-clock time each token and [DONE] were written (--trace)."""
         writer = await response.prepare(request)
         assert isinstance(writer, StreamWriter)  # what prepare() gives a fresh response
-        body = _BodyWriter(request.transport, writer.chunked)
+        body = BodyWriter(request.transport, writer.chunked)
         vocab, offset = self.vocab, plan.offset
         total, text_total, finish = plan.length, plan.text_tokens, plan.finish_reason
         per_chunk = self._tokens_per_chunk
+        thought = plan.reasoning_tokens  # tokens [0, thought) are reasoning, the rest the answer
         sent = 0
 
         def emit(got: int) -> bool:
@@ -336,11 +323,22 @@ class SimServer:
             while sent < got:
                 # the first token goes alone (TTFT is not delayed), then `per_chunk` at a time
                 end = 1 if sent == 0 else min(got, sent + per_chunk)
+                last = finish if end == total else None
+                if sent < thought < end:  # one chunk of reasoning and answer tokens
+                    parts.append(
+                        renderer.switch_chunk(
+                            orjson.dumps(vocab.text(offset, sent, min(thought, text_total))),
+                            orjson.dumps(vocab.text(offset, thought, min(end, text_total))),
+                            last,
+                        )
+                    )
+                    sent = end
+                    continue
                 if end - sent == 1 and sent < text_total:
                     text_json = vocab.json_of_one(offset, sent)
                 else:
                     text_json = orjson.dumps(vocab.text(offset, sent, min(end, text_total)))
-                parts.append(renderer.content_chunk(text_json, finish if end == total else None))
+                parts.append(renderer.content_chunk(text_json, last, sent < thought))
                 sent = end
             if trace is not None:  # stamped as the bytes go out: the client cannot see them earlier
                 trace.tokens.extend([time.time()] * (sent - before))
@@ -368,30 +366,10 @@ class SimServer:
                 await strike(fault, request, response)
         tail = [_DONE]
         if req.include_usage:
-            tail.insert(0, renderer.usage_chunk(req.prompt_tokens, total, self._cached(source)))
+            tail.insert(
+                0, renderer.usage_chunk(req.prompt_tokens, total, self._cached(source), thought)
+            )
         if trace is not None:
             trace.end = time.time()
         body.write(b"".join(tail))
         await response.write_eof()
-
-
-class _BodyWriter:
-    """Writes pieces of a prepared streaming response straight to the connection.
-
-    `StreamResponse.write` is a coroutine through three layers of aiohttp for every token; this
-    is the same bytes (chunked framing when the response is chunked) in one `transport.write`.
-    """
-
-    __slots__ = ("transport", "chunked")
-
-    def __init__(self, transport: asyncio.Transport | None, chunked: bool) -> None:
-        self.transport = transport
-        self.chunked = chunked  # aiohttp frames an HTTP/1.1 stream of unknown length in chunks
-
-    def write(self, data: bytes) -> bool:
-        """Send `data`; True when the connection's buffer is full and the caller should drain."""
-        transport = self.transport
-        if transport is None or transport.is_closing():
-            raise ConnectionResetError("the client closed the connection")
-        transport.write(b"%x\r\n%b\r\n" % (len(data), data) if self.chunked else data)
-        return transport.get_write_buffer_size() > _WRITE_BUFFER_LIMIT
