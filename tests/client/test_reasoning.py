@@ -1,5 +1,6 @@
 """Reasoning streams: the meter finds the first answer chunk (`SseMeter.answer_at`) whatever the
-reads, both field names, bursts and odd field shapes; ITL stays per chunk across the switch."""
+reads, both field names, bursts and odd field shapes; the completion tokens are split into
+reasoning and answer (`sse.split_completion`); ITL stays per chunk across the switch."""
 
 import json
 
@@ -7,7 +8,9 @@ import orjson
 import pytest
 from support.sse_chunks import STREAM, chat_chunk
 
-from vllm_load.client.sse import SseMeter, chunk_summary
+from vllm_load.client.sse import REASONING_COUNTED as COUNTED
+from vllm_load.client.sse import REASONING_FROM_USAGE as USAGE
+from vllm_load.client.sse import SseMeter, chunk_summary, split_completion
 from vllm_load.rundir.histogram import LogHistogram
 
 
@@ -197,3 +200,57 @@ def test_itl_across_the_switch_counts_its_gap_once():
     assert gaps.total == 5  # 6 chunks, 5 gaps
     assert gaps.percentile(100) == pytest.approx(0.8, rel=0.005)
     assert gaps.percentile(80) == pytest.approx(0.1, rel=0.005)  # 4 of the 5 are 0.1
+
+
+# --- the split of completion tokens ---------------------------------------------------------
+
+
+def usage(completion, reasoning=None):
+    body = {"prompt_tokens": 5, "completion_tokens": completion}
+    if reasoning is not None:
+        body["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    return body
+
+
+@pytest.mark.parametrize(
+    "served, completion, chunks, n_chunks, expected",
+    [
+        # the server's count wins, even against the chunks
+        (usage(512, 200), 512, 199, 512, (200, 312, USAGE)),
+        (usage(512, 0), 512, 0, 512, (0, 512, USAGE)),
+        # counted: one token per chunk
+        (usage(512), 512, 200, 512, (200, 312, COUNTED)),
+        (
+            {"completion_tokens_details": None, "completion_tokens": 512},
+            512,
+            200,
+            512,
+            (200, 312, COUNTED),
+        ),
+        # vLLM with a think parser sends no chunk for </think>: still one token per chunk
+        (usage(513), 513, 200, 512, (200, 313, COUNTED)),
+        # a server that streams 4 tokens per chunk (the simulator's --tokens-per-chunk 4)
+        (usage(512), 512, 50, 128, (200, 312, COUNTED)),
+        # no reasoning seen
+        (usage(40), 40, 0, 40, (0, 40, COUNTED)),
+        # no usage (a stream that broke): chunks as tokens, the answer unknown
+        (None, None, 120, 120, (120, None, COUNTED)),
+        # usage that cannot be split: more reasoning than completion tokens
+        (usage(10, 12), 10, 0, 10, (12, None, USAGE)),
+        # a count that is not one (a boolean, negative): not the server's count
+        (
+            {"completion_tokens": 8, "completion_tokens_details": {"reasoning_tokens": True}},
+            8,
+            2,
+            8,
+            (2, 6, COUNTED),
+        ),
+        (usage(8, -1), 8, 2, 8, (2, 6, COUNTED)),
+        # a reply without chunks (a whole response with empty text): one token per chunk
+        (usage(3), 3, 0, 0, (0, 3, COUNTED)),
+        # nothing known: a non-streamed reply with reasoning, and usage without details
+        (usage(512), 512, None, 1, (None, None, "")),
+    ],
+)
+def test_split_completion(served, completion, chunks, n_chunks, expected):
+    assert split_completion(served, completion, chunks, n_chunks) == expected

@@ -344,3 +344,37 @@ def chunk_marks(chunk_times: list[float], t0: float) -> str:
         f"{(chunk_times[round(k * (n - 1) / segments)] - t0) * 1000:.1f}"
         for k in range(segments + 1)
     )
+
+
+#: where a record's `reasoning_tokens` came from: the server's usage, or the client's count
+REASONING_FROM_USAGE, REASONING_COUNTED = "usage", "counted"
+
+
+def split_completion(
+    usage: dict | None, completion_tokens: int | None, reasoning_chunks: int | None, n_chunks: int
+) -> tuple[int | None, int | None, str]:
+    """(reasoning tokens, answer tokens, where the first came from) of a response's completion
+    tokens; None where unknown, "" as the source of an unknown count.
+
+    The server's `usage.completion_tokens_details.reasoning_tokens` when it sends one; else the
+    `reasoning_chunks` received (None: cannot tell) times the stream's tokens per chunk,
+    `completion_tokens / n_chunks` rounded, at least 1 (1 without usage). That is 1 on vLLM, which
+    streams each token in its own chunk, with a reasoning parser too: it sends no chunk for a
+    delta that is only `<think>` or `</think>`, so the answer's count holds those markers.
+    """
+    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
+    served = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    if isinstance(served, int) and not isinstance(served, bool) and served >= 0:
+        reasoning, source = served, REASONING_FROM_USAGE
+    elif reasoning_chunks is None:
+        return None, None, ""
+    else:
+        per_chunk = 1
+        if completion_tokens and n_chunks:
+            per_chunk = max(1, round(completion_tokens / n_chunks))
+        reasoning, source = reasoning_chunks * per_chunk, REASONING_COUNTED
+        if completion_tokens is not None:
+            reasoning = min(reasoning, completion_tokens)
+    if completion_tokens is None or completion_tokens < reasoning:
+        return reasoning, None, source
+    return reasoning, completion_tokens - reasoning, source
