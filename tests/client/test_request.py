@@ -18,6 +18,7 @@ from gevent.server import StreamServer
 
 from vllm_load.client.endpoint import Endpoint, RequestSpec, Timeouts
 from vllm_load.client.request import MeasuredRequest
+from vllm_load.rundir.histogram import LogHistogram
 
 HEADERS = (
     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -218,3 +219,71 @@ def test_a_socket_the_client_cannot_open_is_its_own_limit_not_the_servers(code, 
     category, message = request._classify(OSError(code, os.strerror(code)))
     assert category == "client_limit" and words in message, message
     assert request._classify(ConnectionResetError(errno.ECONNRESET, "reset"))[0] == "disconnect"
+
+
+REASON = event({"choices": [{"index": 0, "delta": {"reasoning": "t"}, "finish_reason": None}]})
+
+
+def run_script(script, stream: bool) -> MeasuredRequest:
+    server = serve(script)
+    try:
+        request = run_case(
+            f"http://127.0.0.1:{server.server_port}",
+            stream,
+            Timeouts(connect=1.0, stall=5.0, first_token=5.0, total=5.0),
+        )
+    finally:
+        server.stop()
+    assert request.ok, request.message
+    return request
+
+
+@pytest.mark.parametrize("details", [{"reasoning_tokens": 3}, None])
+def test_a_reasoning_stream_records_its_first_answer_token_and_its_split(details):
+    """3 reasoning tokens 50 ms apart, 400 ms to the answer's first, then 2 answer tokens: the
+    time to the first answer token is TTFT + 0.5 s; the tokens split 3 + 2 (from the server's
+    usage, else counted); ITL is per chunk over both parts, the switch's gap one of its 4."""
+    usage = {"prompt_tokens": 4, "completion_tokens": 5}
+    if details:
+        usage["completion_tokens_details"] = details
+    script = [HEADERS, ROLE, REASON, 0.05, REASON, 0.05, REASON, 0.4, TOKEN, 0.05, TOKEN]
+    request = run_script([*script, FINISH, event({"choices": [], "usage": usage}), DONE], True)
+    record = request.record("w")
+    assert record.n_chunks == 5 and record.completion_tokens == 5
+    assert 0.45 < record.ttfat - record.ttft < 1.0
+    assert (record.reasoning_tokens, record.answer_tokens) == (3, 2)
+    assert record.reasoning_source == ("usage" if details else "counted")
+    gaps = LogHistogram.parse(record.itl_hist)
+    assert gaps.total == 4 and record.itl_max > 0.35 and gaps.percentile(75) < 0.3
+
+
+def test_a_stream_without_reasoning_answers_at_its_ttft():
+    record = run_script(CASES["ok"][0], True).record("w")
+    assert record.ttfat == record.ttft is not None
+    assert (record.reasoning_tokens, record.answer_tokens, record.reasoning_source) == (
+        0,
+        2,
+        "counted",
+    )
+
+
+@pytest.mark.parametrize(
+    "message, details, expected",
+    [
+        ({"content": "hi"}, None, (0, 3, "counted")),
+        ({"reasoning": "hmm", "content": "hi"}, {"reasoning_tokens": 2}, (2, 1, "usage")),
+        ({"reasoning_content": "hmm", "content": "hi"}, None, (None, None, "")),
+        ({"reasoning": None, "content": "hi"}, None, (0, 3, "counted")),
+        ({"content": ""}, None, (0, 3, "counted")),  # no text, so no TTFT, and no chunk
+    ],
+)
+def test_a_whole_response_splits_its_tokens_by_its_usage(message, details, expected):
+    """No chunks to count: a reply with reasoning text is split only by the server's usage."""
+    usage = {"prompt_tokens": 4, "completion_tokens": 3}
+    if details:
+        usage["completion_tokens_details"] = details
+    body = orjson.dumps({"choices": [{"message": message}], "usage": usage})
+    record = run_script([json_response(200, body)], False).record("w")
+    assert record.ttfat == record.ttft  # the answer came with the whole body: E2E
+    assert record.ttft == (record.e2e if message["content"] else None)
+    assert (record.reasoning_tokens, record.answer_tokens, record.reasoning_source) == expected

@@ -91,11 +91,34 @@ def test_requests_csv_roundtrip(tmp_path):
     assert LogHistogram.parse(frame.loc[0, "itl_hist"]).total == 3
 
 
+def test_reasoning_columns_roundtrip_with_their_types(tmp_path):
+    """A reasoning request's columns, and a request's without them (empty, not zero)."""
+    import dataclasses
+
+    path = tmp_path / "requests.csv"
+    writer = RequestsCsvWriter(str(path))
+    thinking = dataclasses.replace(
+        _record(0), ttfat=1.25, reasoning_tokens=3, answer_tokens=1, reasoning_source="usage"
+    )
+    writer.write_rows([thinking.to_row(), _record(1, ok=0).to_row()])
+    writer.close()
+    frame = read_requests(str(path))
+    assert frame["ttfat"].tolist()[0] == 1.25 and math.isnan(frame["ttfat"].tolist()[1])
+    assert str(frame["reasoning_tokens"].dtype) == "Int64"
+    assert frame["reasoning_tokens"].tolist()[0] == 3 and frame[
+        "answer_tokens"
+    ].isna().tolist() == [
+        False,
+        True,
+    ]
+    assert frame["reasoning_source"].fillna("").tolist() == ["usage", ""]
+
+
 def test_every_seconds_column_is_written_to_7_decimals(tmp_path):
     """The writer formats the columns it finds typed as floats; a seconds column it missed (a new
     one typed another way) would go out at full repr() length, and one it caught wrongly would
     lose digits."""
-    seconds = {"start_ts", "end_ts", "ttft", "e2e", "tpot", "queued_s"}
+    seconds = {"start_ts", "end_ts", "ttft", "e2e", "tpot", "queued_s", "ttfat"}
     seconds |= {f"itl_{s}" for s in ("mean", "p50", "p90", "p99", "max")}
     assert {COLUMNS[i] for i in FLOAT_INDEXES} == seconds
     path = tmp_path / "requests.csv"
@@ -103,10 +126,12 @@ def test_every_seconds_column_is_written_to_7_decimals(tmp_path):
     row = list(_record(0).to_row())
     row[COLUMNS.index("e2e")] = 0.123456789012
     row[COLUMNS.index("queued_s")] = 1.2e-05
+    row[COLUMNS.index("ttfat")] = 0.7654321098
     writer.write_rows([row])
     writer.close()
     cells = dict(zip(COLUMNS, path.read_text().splitlines()[1].split(",")))
     assert cells["e2e"] == "0.1234568" and cells["queued_s"] == "0.0000120"
+    assert cells["ttfat"] == "0.7654321"
     assert read_requests(str(path)).loc[0, "e2e"] == pytest.approx(0.1234568, abs=1e-12)
 
 

@@ -3,12 +3,18 @@
 import orjson
 
 
-def chat_chunk(content=None, role=None, finish=None, usage=None, choices=True) -> bytes:
+def chat_chunk(
+    content=None, role=None, finish=None, usage=None, choices=True, reasoning=None, key="reasoning"
+) -> bytes:
+    """One chunk; `reasoning` goes under `key` (`reasoning`, or older vLLM's
+    `reasoning_content`). Only the fields given are written, as vLLM does (exclude_unset)."""
     delta = {}
     if role:
         delta["role"] = role
     if content is not None:
         delta["content"] = content
+    if reasoning is not None:
+        delta[key] = reasoning
     body = {
         "id": "c1",
         "object": "chat.completion.chunk",

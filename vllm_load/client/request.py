@@ -40,7 +40,7 @@ from .clock import WALL_CLOCK, enable_receive_timestamps
 from .endpoint import Endpoint, RequestSpec
 from .health import CLIENT_LIMIT, client_limit
 from .reader import StreamReader, read_unstamped
-from .sse import SseMeter, StreamError, chunk_marks, chunk_summary
+from .sse import SseMeter, StreamError, chunk_marks, chunk_summary, split_completion
 from .stalls import STALLS
 
 ERROR_BODY_LIMIT = 300
@@ -89,6 +89,7 @@ class MeasuredRequest:
         "usage",
         "end",
         "json_text",
+        "json_reasoning",
         "stall_mark",
         "queued",
         "_on_response",
@@ -116,6 +117,7 @@ class MeasuredRequest:
         self.usage: dict | None = None
         self.end: float | None = None  # perf_counter() time the response ended
         self.json_text: str | None = None  # the text a whole (non-streamed) response carried
+        self.json_reasoning: bool | None = None  # whether it carried reasoning (None: no reply)
         self.stall_mark: list | None = None  # [0]: perf_counter() time of the last read
         self.queued = 0.0  # seconds from t0 to when the request was handed to be sent
         self._on_response = on_response
@@ -237,6 +239,11 @@ class MeasuredRequest:
             choice.get("text") if isinstance(choice, dict) else None
         )
         self.json_text = text if isinstance(text, str) else None
+        if isinstance(choice, dict):  # a reply: did it reason?
+            self.json_reasoning = isinstance(message, dict) and any(
+                isinstance(message.get(key), str) and message[key]
+                for key in ("reasoning", "reasoning_content")
+            )
         self.end = end
 
     def _classify(self, e: Exception) -> tuple[str, str]:
@@ -283,9 +290,15 @@ class MeasuredRequest:
         if stream:
             ttft = times[0] - t0 if times else None
             n_chunks = len(times)
+            answer_at = self.meter.answer_at
+            ttfat = times[answer_at] - t0 if answer_at is not None else None
+            # the chunks before the answer's first were reasoning (all of them without an answer)
+            reasoning_chunks = (n_chunks if answer_at is None else answer_at) if times else None
         else:
-            ttft = e2e if self.json_text and not self.error else None
+            ttft = ttfat = e2e if self.json_text and not self.error else None
             n_chunks = 1 if self.json_text else 0
+            # a reply without reasoning had none; one with it, as many tokens as usage says
+            reasoning_chunks = 0 if self.json_reasoning is False else None
         prompt_tokens = completion_tokens = cached_tokens = None
         if isinstance(usage, dict):
             prompt_tokens = usage.get("prompt_tokens")
@@ -296,6 +309,9 @@ class MeasuredRequest:
         if ttft is not None and completion_tokens and completion_tokens >= 2:
             tpot = (e2e - ttft) / (completion_tokens - 1)
         itl_mean, itl_p50, itl_p90, itl_p99, itl_max, itl_hist, chunks_merged = chunk_summary(times)
+        reasoning, answer, reasoning_source = split_completion(
+            usage, completion_tokens, reasoning_chunks, n_chunks
+        )
         return RequestRecord(
             request_id=self.request_id,
             worker=worker,
@@ -331,6 +347,10 @@ class MeasuredRequest:
             turn=spec.turn,
             cached_tokens=cached_tokens,
             queued_s=self.queued,
+            ttfat=ttfat,
+            reasoning_tokens=reasoning,
+            answer_tokens=answer,
+            reasoning_source=reasoning_source,
         )
 
 

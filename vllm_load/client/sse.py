@@ -1,4 +1,4 @@
-"""Measuring one streamed response: SSE event framing, chunk timestamps, usage.
+"""Measuring one streamed response: SSE event framing, chunk timestamps, usage, reasoning.
 
 `SseMeter.consume(buffer, now)` is called after every socket read with the decoded body
 bytes received so far and the `perf_counter()` time of that read. It takes every complete
@@ -9,9 +9,19 @@ errors, `[DONE]`). Content chunks completed by the same read share its date: the
 dated apart, and `chunk_summary` counts them once the stream has ended (nothing is counted
 per chunk or per read).
 
+A reasoning model served with a reasoning parser streams its thinking as `reasoning` (vLLM's
+newer name) or `reasoning_content` deltas before the answer's `content` deltas. Those are
+content chunks too (generated tokens: TTFT and ITL are over all of them, as vLLM's own are);
+`answer_at` is the index in `chunk_times` of the first *answer* chunk (None until one came): the
+first whose delta carries `content` text, or empty `content` and no reasoning text (a held-back
+character of the answer). The chunks before it are reasoning.
+
 This is the hottest path in the project. Only the first events (until content starts),
 the last ones (finish reason, usage) and error events are JSON-parsed; a mid-stream
 content chunk is recognised by `"finish_reason":null` and costs a couple of byte searches.
+Until the answer starts, a mid-stream chunk costs one byte search more (for `"content"`); from
+the first answer chunk on, nothing: a stream without reasoning pays it for no chunk (its first
+content chunk is parsed anyway).
 """
 
 from __future__ import annotations
@@ -27,6 +37,11 @@ _DATA = b"data:"
 _MID_STREAM = b'"finish_reason":null'
 _MID_STREAM_SPACED = b'"finish_reason": null'
 _RUN_MIN_BYTES = 2048
+# an answer's key: until the answer starts, a mid-stream event without it is a reasoning chunk
+# (vLLM writes a reasoning delta with its reasoning key alone) and one with it is parsed, to tell
+# a reasoning delta beside a null or empty content (other servers, logprobs' "content") from the
+# answer's first. Inside a JSON string a quote is escaped, so this never matches text.
+_CONTENT = b'"content"'
 
 
 class StreamError(Exception):
@@ -54,6 +69,18 @@ def _carries_token(choice: dict, chat: bool) -> bool:
     return any(texts) or (bool(texts) and "role" not in delta)
 
 
+def _is_reasoning(choice: dict) -> bool:
+    """Whether a chat choice that carries a token is thinking, not answering: it holds reasoning
+    text (a string, even empty: a held-back character of the thinking) and no answer text."""
+    delta = choice.get("delta") or {}
+    content = delta.get("content")
+    if isinstance(content, str) and content:
+        return False  # (a chunk that holds the end of the thinking and the answer's start)
+    return isinstance(delta.get("reasoning"), str) or isinstance(
+        delta.get("reasoning_content"), str
+    )
+
+
 class SseMeter:
     """Timestamps the content chunks of one SSE stream and collects its final usage."""
 
@@ -63,9 +90,11 @@ class SseMeter:
         "usage",
         "done_at",
         "finish_reason",
+        "answer_at",
         "_sep",
         "_started",
         "_mid",
+        "_thinking",
         "_raw",
     )
 
@@ -75,9 +104,11 @@ class SseMeter:
         self.usage: dict | None = None
         self.done_at: float | None = None  # the time of the read that brought `data: [DONE]`
         self.finish_reason: str | None = None
+        self.answer_at: int | None = None  # index in chunk_times of the first answer chunk
         self._sep = b"\n\n"
         self._started = False
         self._mid: bytes | None = None  # how this server writes a mid-stream chunk's finish_reason
+        self._thinking: bytes | None = None  # that marker instead, while the stream is thinking
         # with keep_text, the events as they came: parsed for their text only once the stream has
         # ended, so that keeping the text costs the per-chunk path a copy, not a JSON parse
         self._raw: bytearray | None = bytearray() if keep_text else None
@@ -101,11 +132,13 @@ class SseMeter:
             self._started = True
         # a read of a few events is walked; a long one (a fast server's burst) is counted first
         mid = self._mid
-        start = (
-            self._consume_content_run(buf, now, mid)
-            if mid is not None and len(buf) > _RUN_MIN_BYTES
-            else 0
-        )
+        if mid is not None:
+            start = self._consume_content_run(buf, now, mid) if len(buf) > _RUN_MIN_BYTES else 0
+        elif self._thinking is not None:
+            start = self._consume_thinking(buf, 0, now)
+            mid = self._mid
+        else:
+            start = 0
         sep = self._sep
         sep_len = len(sep)
         times = self.chunk_times
@@ -115,10 +148,14 @@ class SseMeter:
                 break
             if mid is not None and buf.find(mid, start, end) >= 0:
                 times.append(now)
+                start = end + sep_len
             else:
                 self._slow_event(buf, start, end, now)
+                start = end + sep_len
                 mid = self._mid
-            start = end + sep_len
+                if mid is None and self._thinking is not None:  # the first token: thinking
+                    start = self._consume_thinking(buf, start, now)
+                    mid = self._mid
         if start:
             if self._raw is not None:
                 self._raw += buf[:start]
@@ -168,8 +205,41 @@ class SseMeter:
         events = buf.count(sep, 0, end) + 1
         if buf.count(mid, 0, end) != events:
             return 0  # something else (a comment, an error) sits among them: walk event by event
+        if self.answer_at is None:  # still thinking: count up to the first event to be parsed
+            content = buf.find(_CONTENT, 0, end)
+            if content >= 0:
+                end = buf.rfind(sep, 0, content)
+                if end < 0:
+                    return 0
+                events = buf.count(sep, 0, end) + 1
         self.chunk_times.extend([now] * events)
         return end + len(sep)
+
+    def _consume_thinking(self, buf: bytearray, start: int, now: float) -> int:
+        """Walk the events from `start` until the answer starts (a long read's run of reasoning
+        chunks counted first); returns where the walk stopped: after the answer's first chunk
+        (the meter then has its `_mid` and the plain walk goes on), or at the first incomplete
+        event. The plain walk holds no test for reasoning, so its chunks pay nothing for it."""
+        mid = self._thinking
+        assert mid is not None  # (called only while thinking)
+        if not start and len(buf) > _RUN_MIN_BYTES:
+            start = self._consume_content_run(buf, now, mid)
+        sep = self._sep
+        sep_len = len(sep)
+        times = self.chunk_times
+        while True:
+            end = buf.find(sep, start)
+            if end < 0:
+                break
+            if buf.find(mid, start, end) >= 0 and buf.find(_CONTENT, start, end) < 0:
+                times.append(now)  # a reasoning delta, as vLLM writes it
+                start = end + sep_len
+            else:
+                self._slow_event(buf, start, end, now)
+                start = end + sep_len
+                if self._mid is not None:  # the answer started
+                    break
+        return start
 
     def _slow_event(self, buf: bytearray, start: int, end: int, now: float) -> None:
         """An event that needs a closer look: before content, done, finish, usage or error."""
@@ -200,15 +270,23 @@ class SseMeter:
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
             if _carries_token(choice, self.chat):
+                if self.answer_at is None and not (self.chat and _is_reasoning(choice)):
+                    self.answer_at = len(self.chunk_times)
+                    if self._thinking is not None:  # the answer after thinking: the plain walk
+                        self._mid, self._thinking = self._thinking, None
                 self.chunk_times.append(now)
-                if self._mid is None and not choice.get("finish_reason"):
-                    self._mid = (
+                if self._mid is None and self._thinking is None and not choice.get("finish_reason"):
+                    marker = (
                         _MID_STREAM
                         if _MID_STREAM in event
                         else _MID_STREAM_SPACED
                         if _MID_STREAM_SPACED in event
                         else None
                     )
+                    if self.answer_at is None:
+                        self._thinking = marker
+                    else:
+                        self._mid = marker
 
 
 def itl_summary(chunk_times: list[float]) -> tuple[float | None, ...]:
@@ -266,3 +344,37 @@ def chunk_marks(chunk_times: list[float], t0: float) -> str:
         f"{(chunk_times[round(k * (n - 1) / segments)] - t0) * 1000:.1f}"
         for k in range(segments + 1)
     )
+
+
+#: where a record's `reasoning_tokens` came from: the server's usage, or the client's count
+REASONING_FROM_USAGE, REASONING_COUNTED = "usage", "counted"
+
+
+def split_completion(
+    usage: dict | None, completion_tokens: int | None, reasoning_chunks: int | None, n_chunks: int
+) -> tuple[int | None, int | None, str]:
+    """(reasoning tokens, answer tokens, where the first came from) of a response's completion
+    tokens; None where unknown, "" as the source of an unknown count.
+
+    The server's `usage.completion_tokens_details.reasoning_tokens` when it sends one; else the
+    `reasoning_chunks` received (None: cannot tell) times the stream's tokens per chunk,
+    `completion_tokens / n_chunks` rounded, at least 1 (1 without usage). That is 1 on vLLM, which
+    streams each token in its own chunk, with a reasoning parser too: it sends no chunk for a
+    delta that is only `<think>` or `</think>`, so the answer's count holds those markers.
+    """
+    details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
+    served = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    if isinstance(served, int) and not isinstance(served, bool) and served >= 0:
+        reasoning, source = served, REASONING_FROM_USAGE
+    elif reasoning_chunks is None:
+        return None, None, ""
+    else:
+        per_chunk = 1
+        if completion_tokens and n_chunks:
+            per_chunk = max(1, round(completion_tokens / n_chunks))
+        reasoning, source = reasoning_chunks * per_chunk, REASONING_COUNTED
+        if completion_tokens is not None:
+            reasoning = min(reasoning, completion_tokens)
+    if completion_tokens is None or completion_tokens < reasoning:
+        return reasoning, None, source
+    return reasoning, completion_tokens - reasoning, source

@@ -50,6 +50,10 @@ class RequestRecord:
     turn: int = 0  # its turn in that conversation, from 0
     cached_tokens: Optional[int] = None  # prompt tokens the server's prefix cache held, if it says
     queued_s: Optional[float] = None  # seconds from when it was due (start_ts) to its sending
+    ttfat: Optional[float] = None  # seconds to the first answer token (after any reasoning)
+    reasoning_tokens: Optional[int] = None  # of completion_tokens, those the model thought in
+    answer_tokens: Optional[int] = None  # completion_tokens - reasoning_tokens
+    reasoning_source: str = ""  # where reasoning_tokens came from: "usage", "counted" or ""
 
     def to_row(self) -> tuple:
         return _as_row(self)
@@ -112,6 +116,10 @@ PANDAS_DTYPES: dict[str, str] = {
     "turn": "Int64",
     "cached_tokens": "Int64",
     "queued_s": "float64",
+    "ttfat": "float64",
+    "reasoning_tokens": "Int64",
+    "answer_tokens": "Int64",
+    "reasoning_source": "string",
 }
 
 
