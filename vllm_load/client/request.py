@@ -331,6 +331,8 @@ class MeasuredRequest:
             turn=spec.turn,
             cached_tokens=cached_tokens,
             queued_s=self.queued,
+            images=spec.images,
+            image_bytes=spec.image_bytes,
         )
 
 

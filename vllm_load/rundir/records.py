@@ -50,6 +50,8 @@ class RequestRecord:
     turn: int = 0  # its turn in that conversation, from 0
     cached_tokens: Optional[int] = None  # prompt tokens the server's prefix cache held, if it says
     queued_s: Optional[float] = None  # seconds from when it was due (start_ts) to its sending
+    images: int = 0  # images in its messages (the history's included)
+    image_bytes: int = 0  # the bytes of those it carried (data: URLs), before base64
 
     def to_row(self) -> tuple:
         return _as_row(self)
@@ -112,6 +114,8 @@ PANDAS_DTYPES: dict[str, str] = {
     "turn": "Int64",
     "cached_tokens": "Int64",
     "queued_s": "float64",
+    "images": "Int64",
+    "image_bytes": "Int64",
 }
 
 
