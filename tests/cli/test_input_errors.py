@@ -86,6 +86,10 @@ DATASETS = {
     "empty": ("", "no usable entry (empty)"),
     "malformed": ('{"prompt": "hi"}\n{"prompt": \n', "data.jsonl:2: not valid JSON"),
     "not-an-entry": ('{"text": "hi"}\n', 'needs "prompt", "messages" or "conversations"'),
+    "missing-image": (
+        '{"prompt": "hi"}\n{"prompt": "and?", "images": ["cat.png"]}\n',
+        "data.jsonl:2: image cat.png: No such file or directory",
+    ),
 }
 
 
