@@ -43,6 +43,7 @@ from .values import (
     parse_think_time,
 )
 from .workload.datasets import dataset_argument
+from .workload.images import IMAGE_FORMATS, image_size_argument
 from .workload.lengths import length_argument
 
 DEFAULT_LEVELS = "10,50,100,200,500,750,1000"
@@ -179,6 +180,23 @@ class Settings:
         "a common prompt prefix of N tokens, to measure prefix caching on purpose",
         rule=NOT_NEGATIVE,
     )
+    images: int = option(
+        0,
+        "generated images per request of the built-in test, sent as OpenAI image_url parts "
+        "(data: URLs) after the prompt's text, to load a vision-language model's vision "
+        "path; every image is distinct, so no server cache is hit. Chat only; a --dataset's "
+        "turns carry their own images (docs/workload.md)",
+        rule=NOT_NEGATIVE,
+    )
+    image_size: str = option(
+        "512x512", "with --images: each image's WIDTHxHEIGHT in pixels", parse=image_size_argument
+    )
+    image_format: str = option(
+        "jpeg",
+        "with --images: jpeg (what clients send; about 55 KB at 512x512) or png (lossless, "
+        "about 735 KB at 512x512)",
+        choices=IMAGE_FORMATS,
+    )
     temperature: float | None = option(
         None, "sampling temperature to send (default: the server's)", parse=parse_temperature
     )
@@ -273,6 +291,16 @@ class Settings:
                 )
             if spec.rule is not None and not spec.rule.holds(value):
                 raise SettingsError(f"{flag_of(f, spec)} must {spec.rule.must}, got {value}")
+        if self.images and self.endpoint != "chat":
+            raise SettingsError(
+                "--images sends images as chat content parts: use --endpoint chat "
+                "(/v1/completions takes a text prompt only)"
+            )
+        if self.images and self.dataset:
+            raise SettingsError(
+                "--images adds generated images to the built-in test's prompts; a --dataset's "
+                'turns carry their own (an "images" list, docs/workload.md)'
+            )
 
     def check_fits(self, limit: int | None) -> None:
         """Refuse a prompt + output longer than the model's context (`max_model_len` from /v1/models)."""

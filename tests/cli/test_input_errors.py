@@ -1,8 +1,8 @@
 """Input that cannot be used is one line on stderr naming the problem and what to do, a non-zero
 exit and no traceback, before anything is started or analysed: a --tokenizer or --dataset that
 cannot be read, a run or report directory that cannot be written, a busy simulator port, a URL
-where a worker wants a host name, an empty --levels item or value, --rates with --levels. A
-worker with no master says it waits for it."""
+where a worker wants a host name, an empty --levels item or value, --rates with --levels,
+--images to /v1/completions. A worker with no master says it waits for it."""
 
 from __future__ import annotations
 
@@ -86,6 +86,10 @@ DATASETS = {
     "empty": ("", "no usable entry (empty)"),
     "malformed": ('{"prompt": "hi"}\n{"prompt": \n', "data.jsonl:2: not valid JSON"),
     "not-an-entry": ('{"text": "hi"}\n', 'needs "prompt", "messages" or "conversations"'),
+    "missing-image": (
+        '{"prompt": "hi"}\n{"prompt": "and?", "images": ["cat.png"]}\n',
+        "data.jsonl:2: image cat.png: No such file or directory",
+    ),
 }
 
 
@@ -105,8 +109,9 @@ def test_a_dataset_that_cannot_be_read_is_one_line(tmp_path, case):
         (("--levels", ""), "--levels is empty: give a value, or leave the option out"),
         (("--levels", "2,,4"), "--levels has an empty item in '2,,4'"),
         (("--levels", "2,4", "--rates", "3"), "--rates and --levels are two ways"),
+        (("--images", "2", "--endpoint", "completions"), "--images sends images as chat content"),
     ],
-    ids=["empty-levels", "empty-item", "rates-and-levels"],
+    ids=["empty-levels", "empty-item", "rates-and-levels", "images-to-completions"],
 )
 def test_levels_that_are_not_what_was_meant_are_refused(tmp_path, args, says):
     line = one_error_line(

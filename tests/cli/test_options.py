@@ -118,6 +118,16 @@ def test_text_from_the_web_ui_is_typed_and_checked():
         ({"think_time": "-1"}, "--think-time must be seconds"),
         ({"slo": ["ttft<2s"]}, "--slo 'ttft<2s' is not an SLO"),
         ({"slo": "ttft<=2h"}, "--slo 'ttft<=2h' is not an SLO"),
+        ({"images": -1}, "--images must not be negative, got -1"),
+        ({"images": "two"}, "--images must be a whole number, got 'two'"),
+        ({"image_size": "512"}, "--image-size must be WIDTHxHEIGHT in pixels"),
+        ({"image_size": "8x8"}, "--image-size sides must be from 32 to 8192 pixels"),
+        ({"image_format": "gif"}, "--image-format must be one of jpeg, png, got 'gif'"),
+        (
+            {"images": 2, "endpoint": "completions"},
+            "--images sends images as chat content parts: use --endpoint chat",
+        ),
+        ({"images": 1, "dataset": "sample"}, "--images adds generated images to the built-in"),
     ],
 )
 def test_a_bad_value_is_one_line_naming_its_option(attrs, message):

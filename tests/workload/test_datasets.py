@@ -3,6 +3,7 @@ and a bad file is one line naming the file and the line or entry."""
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -202,3 +203,94 @@ def test_nothing_usable_is_an_error(tmp_path, content, says):
 def test_a_missing_file(tmp_path):
     with pytest.raises(SettingsError, match=r"^dataset .*nope\.jsonl: No such file"):
         load_dataset(tmp_path / "nope.jsonl")
+
+
+def test_turns_carry_their_images(tmp_path):
+    (tmp_path / "pics").mkdir()
+    (tmp_path / "pics" / "cat.png").write_bytes(b"\x89PNG-cat")
+    (tmp_path / "dog.jpeg").write_bytes(b"\xff\xd8-dog")
+    cat = "data:image/png;base64," + base64.b64encode(b"\x89PNG-cat").decode()
+    dog = "data:image/jpeg;base64," + base64.b64encode(b"\xff\xd8-dog").decode()
+    web = "https://example.com/bird.webp"
+    part = {"type": "image_url", "image_url": {"url": web}}
+    path = write_jsonl(
+        tmp_path,
+        [
+            {"prompt": "What is this?", "images": ["pics/cat.png", web], "id": "p"},
+            {
+                "id": "m",
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": "look"}, part]},
+                    {"role": "assistant", "content": "a bird"},
+                    {"role": "user", "content": "and these?", "images": ["dog.jpeg"]},
+                    {"role": "user", "content": "", "images": ["pics/cat.png"]},
+                ],
+            },
+            {
+                "id": "s",
+                "images": ["dog.jpeg"],  # the entry's: its first user message's
+                "conversations": [
+                    {"from": "human", "value": "describe"},
+                    {"from": "gpt", "value": "a dog"},
+                    {"from": "human", "value": "again"},
+                ],
+            },
+            {"id": "i", "prompt": "", "images": [web]},  # an image alone is a question too
+        ],
+    )
+    dataset = load_dataset(path)
+    assert dataset.skipped == 0
+    assert dataset.conversations == (
+        Conversation("p", None, (Turn("What is this?", images=(cat, web)),)),
+        Conversation(
+            "m",
+            None,
+            (Turn("look", "a bird", images=(web,)), Turn("and these?\n\n", images=(dog, cat))),
+        ),
+        Conversation("s", None, (Turn("describe", "a dog", images=(dog,)), Turn("again"))),
+        Conversation("i", None, (Turn("", images=(web,)),)),
+    )
+
+
+def test_an_image_that_cannot_be_sent_names_the_file_and_the_line(tmp_path):
+    path = write_jsonl(
+        tmp_path,
+        [{"prompt": "fine"}, {"prompt": "where?", "images": ["gone.png"]}],
+    )
+    with pytest.raises(SettingsError) as e:
+        load_dataset(path)
+    assert str(e.value) == (
+        f"{path}:2: image gone.png: No such file or directory ({tmp_path / 'gone.png'})"
+    )
+    array = write_json(tmp_path, [{"prompt": "x", "images": "a.png"}])
+    with pytest.raises(SettingsError, match=r'entry \[0\]: "images" must be a list of image'):
+        load_dataset(array)
+    bad_part = {"role": "user", "content": [{"type": "image_url", "image_url": {}}]}
+    with pytest.raises(SettingsError, match=r':1: "messages"\[0\]: an image_url part needs'):
+        load_dataset(write_jsonl(tmp_path, [{"messages": [bad_part]}], name="parts.jsonl"))
+
+
+def test_images_outside_user_messages_are_skipped(tmp_path):
+    path = write_jsonl(
+        tmp_path,
+        [
+            {"prompt": "kept"},
+            {
+                "messages": [
+                    {"role": "system", "content": "x", "images": ["https://h/a.png"]},
+                    {"role": "user", "content": "hi"},
+                ]
+            },
+            {
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": "x", "images": ["https://h/a.png"]},
+                ]
+            },
+        ],
+    )
+    dataset = load_dataset(path)
+    assert dataset.skip_reasons == {
+        "images in a system message": 1,
+        "images in an assistant message": 1,
+    }

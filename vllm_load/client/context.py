@@ -13,6 +13,7 @@ import logging
 import secrets
 import socket
 import time
+from typing import TYPE_CHECKING
 
 import gevent.event
 import gevent.lock
@@ -24,6 +25,7 @@ from ..gc_policy import quiet_collector
 from ..rundir.records import RequestRecord
 from ..settings import Settings
 from ..target.api import HttpError, model_ids, request_json
+from ..workload.images import parse_image_size
 from ..workload.lengths import LengthDraws
 from .arrivals import Arrivals
 from .clock import WALL_CLOCK, hold_receive_timestamps
@@ -34,6 +36,9 @@ from .prompts import (
     prompt_plan,
 )
 from .streamed import StreamedTokens
+
+if TYPE_CHECKING:
+    from ..workload.synthetic_images import SyntheticImages
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +124,7 @@ class LoadContext:
         self.prompts: PromptFactory | None = None
         self.plan: PromptPlan | None = None
         self._lengths: LengthDraws | None = None
+        self.images: SyntheticImages | None = None  # --images: made by `ensure_images`
         self.extras: dict[str, object] = {}  # what one kind of user shares per process and test
         # with --rates; kept across `reset`, which a local test runs after its first level starts
         self.arrivals = Arrivals()
@@ -202,6 +208,7 @@ class LoadContext:
         self.plan = None
         self.model = None
         self._lengths = None
+        self.images = None
         self.extras = {}
 
     def _setting_up(self, step, *args):
@@ -233,6 +240,22 @@ class LoadContext:
                     self.prompts = PromptFactory(self.plan, seed=secrets.randbits(32))
                     logger.info("prompts ready: %s", self.plan.to_json())
         return self.prompts
+
+    def ensure_images(self) -> SyntheticImages | None:
+        """The process's generated images (--images; None without), their pool made once."""
+        settings = self.settings
+        if settings.images and self.images is None:
+            with self._lock:
+                if self.images is None:
+                    # (imported here: Pillow loads only into a process that sends images)
+                    from ..workload.synthetic_images import SyntheticImages
+
+                    self.images = SyntheticImages(
+                        parse_image_size(settings.image_size),
+                        settings.image_format,
+                        seed=secrets.randbits(64),
+                    )
+        return self.images
 
 
 def resolve_model(host: str, settings: Settings) -> str:

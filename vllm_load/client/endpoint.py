@@ -75,7 +75,8 @@ class RequestSpec:
     """What one request asks for: its API (`chat` or `completions`), whether it streams, its
     JSON body, the token counts it asked for (None where it fixed none), and what it belongs to
     (the user class, the task, the conversation and the turn in it, all carried to its record).
-    `keep_text`: keep the reply's text (a conversation needs it for its next turn)."""
+    `keep_text`: keep the reply's text (a conversation needs it for its next turn). `images`: the
+    images in its messages, and `image_bytes` the bytes of those it carries (before base64)."""
 
     api: str
     stream: bool
@@ -87,3 +88,5 @@ class RequestSpec:
     conversation: str = ""
     turn: int = 0
     keep_text: bool = False
+    images: int = 0
+    image_bytes: int = 0

@@ -351,6 +351,8 @@ class MeasuredRequest:
             reasoning_tokens=reasoning,
             answer_tokens=answer,
             reasoning_source=reasoning_source,
+            images=spec.images,
+            image_bytes=spec.image_bytes,
         )
 
 

@@ -191,6 +191,8 @@ NON_NEGATIVE: tuple[str, ...] = (
     "turn",
     "cached_tokens",
     "queued_s",
+    "images",
+    "image_bytes",
 )
 #: the columns the checks always read, whatever columns a caller asked for
 CHECKED_COLUMNS: tuple[str, ...] = (*NEVER_EMPTY, "ttft", "n_chunks")

@@ -55,6 +55,8 @@ ANALYSIS_COLUMNS: tuple[str, ...] = (
     "turn",
     "cached_tokens",
     "queued_s",
+    "images",  # a request's prompt exactness counts its images' tokens (analysis.levels)
+    "image_bytes",
     "worker",  # open-loop levels: each load process's untaken arrivals (analysis.rates)
 )
 

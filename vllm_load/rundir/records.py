@@ -54,6 +54,8 @@ class RequestRecord:
     reasoning_tokens: Optional[int] = None  # of completion_tokens, those the model thought in
     answer_tokens: Optional[int] = None  # completion_tokens - reasoning_tokens
     reasoning_source: str = ""  # where reasoning_tokens came from: "usage", "counted" or ""
+    images: int = 0  # images in its messages (the history's included)
+    image_bytes: int = 0  # the bytes of those it carried (data: URLs), before base64
 
     def to_row(self) -> tuple:
         return _as_row(self)
@@ -120,6 +122,8 @@ PANDAS_DTYPES: dict[str, str] = {
     "reasoning_tokens": "Int64",
     "answer_tokens": "Int64",
     "reasoning_source": "string",
+    "images": "Int64",
+    "image_bytes": "Int64",
 }
 
 

@@ -6,6 +6,8 @@ docs/workload.md.
 - `lengths`: `parse_length(spec)` -> `LengthDistribution` (`sample(rng)`, `mean`)
 - `datasets`: `load_dataset(path)` -> `Dataset` of `Conversation`s of `Turn`s
 - `sampling`: `filter_by_length(dataset, count_tokens, ...)`, `DatasetSampler(dataset, seed)`
+- `images`: a request's images as content parts, a dataset's image files as `data:` URLs;
+  `synthetic_images`: --images' generated images (imports Pillow: not imported here)
 - `SAMPLE_SHAREGPT`, `SAMPLE_PROMPTS`: small generated datasets shipped with the package
   (scripts/make_sample_dataset.py makes them)
 """

@@ -8,6 +8,10 @@ one-turn conversation). The container is told by its first character: `[` is a J
 - `{"messages": [{"role": "system"|"user"|"assistant", "content": ...}, ...], "output_tokens"?: N}`,
 - ShareGPT's `{"id": ..., "conversations": [{"from": "human"|"gpt"|"system", "value": ...}, ...]}`.
 
+A user message may carry images: an `"images"` list of local files (relative to the dataset's
+directory, read once into `data:` URLs) or http(s)/data URLs, on the message or (for its first
+user message) on the entry, and `image_url` parts in a list `content`.
+
 A file that is not one of these (not JSON, a field of the wrong type, an entry of none of these
 shapes) is refused with a `SettingsError` of one line naming the file and the line (JSONL) or the
 entry (`[i]`, from 0, in a JSON array). An entry that is well formed but cannot be sent (an empty
@@ -27,6 +31,7 @@ import orjson
 
 from ..tokenization.base import message_text
 from ..values import SettingsError
+from .images import ImageFiles
 
 
 @dataclass(frozen=True)
@@ -34,11 +39,12 @@ class Turn:
     """One request of a conversation: the user's message, the assistant's scripted reply from
     the dataset (None when it has none: the last turn of a prompt), and how many tokens to ask
     for (None when the dataset does not say: the caller draws a length, or `filter_by_length`
-    counts the reply)."""
+    counts the reply). `images`: the URLs of the images sent after the user's text."""
 
     user: str
     reply: str | None = None
     output_tokens: int | None = None
+    images: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,9 @@ ROLES = {
 }
 
 
+#: one message of an entry: its role (system, user or assistant), its text, its images' URLs
+Message = tuple[str, str, tuple[str, ...]]
+
 #: what --dataset takes for the ShareGPT sample shipped with the package
 SAMPLE_NAME = "sample"
 
@@ -132,9 +141,10 @@ def load_dataset(path: str | os.PathLike[str]) -> Dataset:
         entries = _jsonl(name, data)
     conversations: list[Conversation] = []
     skipped: Counter[str] = Counter()
+    images = ImageFiles(os.path.dirname(os.path.abspath(name)))
     for where, default_id, entry in entries:
         try:
-            conversations.append(parse_entry(entry, default_id))
+            conversations.append(parse_entry(entry, default_id, images))
         except Skip as why:
             skipped[str(why)] += 1
         except ValueError as e:
@@ -173,25 +183,34 @@ def _json_array(name: str, data: bytes) -> list[tuple[str, str, Any]]:
     return [(f"{name}: entry [{i}]", str(i), entry) for i, entry in enumerate(array)]
 
 
-def parse_entry(entry: Any, default_id: str) -> Conversation:
+def parse_entry(entry: Any, default_id: str, images: ImageFiles | None = None) -> Conversation:
     """One entry of any of the three shapes as a `Conversation`; raises `Skip` for an entry that
-    cannot be sent and ValueError (saying what is wrong) for one that is malformed."""
+    cannot be sent and ValueError (saying what is wrong) for one that is malformed. `images`
+    turns image references into URLs (default: files relative to the working directory)."""
+    images = images or ImageFiles("")
     if not isinstance(entry, dict):
         raise ValueError(f"an entry must be a JSON object, got {_kind(entry)}")
     output_tokens = _output_tokens(entry)
     conv_id = entry.get("id", default_id)
     if not isinstance(conv_id, (str, int)) or isinstance(conv_id, bool):
         raise ValueError(f'"id" must be a string or a number, got {_kind(conv_id)}')
+    messages: list[Message]
     if "prompt" in entry:
         prompt = _string(entry, "prompt")
         system = _string(entry, "system") if entry.get("system") is not None else None
-        messages = [("system", system or ""), ("user", prompt)]
+        messages = [("system", system or "", ()), ("user", prompt, ())]
     elif "messages" in entry:
-        messages = _messages(entry["messages"], "messages", "role", "content")
+        messages = _messages(entry["messages"], "messages", "role", "content", images)
     elif "conversations" in entry:
-        messages = _messages(entry["conversations"], "conversations", "from", "value")
+        messages = _messages(entry["conversations"], "conversations", "from", "value", images)
     else:
         raise ValueError('an entry needs "prompt", "messages" or "conversations"')
+    entry_images = _image_list(entry, '"images"', images)
+    if entry_images:  # the first user message's
+        first = next((i for i, m in enumerate(messages) if m[0] == "user"), None)
+        if first is not None:
+            role, text, own = messages[first]
+            messages[first] = (role, text, entry_images + own)
     system, turns = _turns(messages, output_tokens)
     return Conversation(str(conv_id), system, turns)
 
@@ -214,8 +233,36 @@ def _string(entry: dict, key: str) -> str:
     return value
 
 
-def _messages(items: Any, key: str, role_key: str, text_key: str) -> list[tuple[str, str]]:
-    """(role, text) of each message, the role normalised to system, user or assistant."""
+def _image_list(item: dict, name: str, images: ImageFiles) -> tuple[str, ...]:
+    """The URLs of an object's `"images"` list (empty without one); ValueError naming `name`."""
+    references = item.get("images")
+    if references is None:
+        return ()
+    if not isinstance(references, list):
+        raise ValueError(f"{name} must be a list of image files or URLs, got {_kind(references)}")
+    return tuple(images.url_of(reference) for reference in references)
+
+
+def _part_images(content: Any, name: str, images: ImageFiles) -> tuple[str, ...]:
+    """The URLs of a list `content`'s `image_url` parts."""
+    if not isinstance(content, list):
+        return ()
+    urls = []
+    for part in content:
+        if isinstance(part, dict) and part.get("type") == "image_url":
+            image = part.get("image_url")
+            url = image.get("url") if isinstance(image, dict) else image
+            if not isinstance(url, str):
+                raise ValueError(f'{name}: an image_url part needs {{"url": "..."}}')
+            urls.append(images.url_of(url))
+    return tuple(urls)
+
+
+def _messages(
+    items: Any, key: str, role_key: str, text_key: str, images: ImageFiles
+) -> list[Message]:
+    """(role, text, image URLs) of each message, the role normalised to system, user or
+    assistant."""
     if not isinstance(items, list):
         raise ValueError(f'"{key}" must be a list, got {_kind(items)}')
     messages = []
@@ -230,12 +277,16 @@ def _messages(items: Any, key: str, role_key: str, text_key: str) -> list[tuple[
         role = ROLES.get(item[role_key].lower())
         if role is None:
             raise Skip(f"speaker {item[role_key]!r}")
-        messages.append((role, message_text(text)))
+        name = f'"{key}"[{i}]'
+        urls = _image_list(item, f'{name}["images"]', images) + _part_images(text, name, images)
+        if urls and role != "user":
+            raise Skip(f"images in {'an' if role == 'assistant' else 'a'} {role} message")
+        messages.append((role, message_text(text), urls))
     return messages
 
 
 def _turns(
-    messages: list[tuple[str, str]], output_tokens: int | None
+    messages: list[Message], output_tokens: int | None
 ) -> tuple[str | None, tuple[Turn, ...]]:
     """The system prompt and the turns of a list of messages.
 
@@ -246,25 +297,25 @@ def _turns(
     if messages and messages[0][0] == "system":
         system = messages[0][1] if messages[0][1].strip() else None
         messages = messages[1:]
-    merged: list[tuple[str, str]] = []
-    for role, text in messages:
+    merged: list[Message] = []
+    for role, text, urls in messages:
         if role == "system":
             raise Skip("system message after the start")
         if merged and merged[-1][0] == role:
-            merged[-1] = (role, f"{merged[-1][1]}\n\n{text}")
+            merged[-1] = (role, f"{merged[-1][1]}\n\n{text}", merged[-1][2] + urls)
         else:
-            merged.append((role, text))
+            merged.append((role, text, urls))
     if not merged:
         raise Skip("no user message")
     if merged[0][0] == "assistant":
         raise Skip("starts with the assistant")
     turns = []
     for i in range(0, len(merged), 2):
-        user = merged[i][1]
-        if not user.strip():
+        _, user, urls = merged[i]
+        if not user.strip() and not urls:
             raise Skip("empty user message")
         reply = merged[i + 1][1] if i + 1 < len(merged) else None
-        turns.append(Turn(user, reply if reply and reply.strip() else None, output_tokens))
+        turns.append(Turn(user, reply if reply and reply.strip() else None, output_tokens, urls))
     return system, tuple(turns)
 
 

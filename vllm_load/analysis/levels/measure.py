@@ -115,6 +115,36 @@ def _token_counts(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return prompt, completion
 
 
+def image_charges(requests: pd.DataFrame) -> dict[int, int]:
+    """The prompt tokens a server charged for a request's images, per image count: the most
+    common `prompt_tokens - requested_prompt_tokens` among the successful requests with images
+    (docs/run-format.md, "Prompt exactness with images"). A run sends images of one size, and a
+    server charges the same for as many of them; the client cannot count it beforehand."""
+    if "images" not in requests or not len(requests):
+        return {}
+    images = as_floats(requests["images"])
+    extra = as_floats(requests["prompt_tokens"]) - as_floats(requests["requested_prompt_tokens"])
+    known = (images > 0) & ~np.isnan(extra) & (as_floats(requests["ok"]) == 1)
+    charges: dict[int, int] = {}
+    for count in np.unique(images[known]):
+        values, seen = np.unique(extra[known & (images == count)], return_counts=True)
+        charges[int(count)] = int(values[np.argmax(seen)])
+    return charges
+
+
+def expected_prompt_tokens(requests: pd.DataFrame) -> np.ndarray:
+    """Per request, the prompt tokens it should have been served with: its requested text, plus
+    the run's charge for its images (`image_charges`); NaN where it asked for no exact length.
+    One charged otherwise (the charge varied, or its text was off) is inexact."""
+    expected = as_floats(requests["requested_prompt_tokens"])
+    charges = image_charges(requests)
+    if charges:
+        images = as_floats(requests["images"])
+        for count, charge in charges.items():
+            expected = np.where(images == count, expected + charge, expected)
+    return expected
+
+
 def success_spans(req: pd.DataFrame, ok: np.ndarray | None = None) -> RequestSpans:
     """The successful requests' lives and token counts, for `window_rates`."""
     if ok is None:
@@ -211,7 +241,7 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
     g = pos[mok]
     prompt_usage = as_floats(sub["prompt_tokens"])
     completion_usage = as_floats(sub["completion_tokens"])
-    req_prompt = as_floats(sub["requested_prompt_tokens"])
+    req_prompt = expected_prompt_tokens(req)[mok]  # the requested text, plus images' charge
     req_completion = as_floats(sub["requested_completion_tokens"])
     usage_missing = np.isnan(prompt_usage) | np.isnan(completion_usage)
     # exactness is judged where a request asked for an exact count (a locustfile's own requests

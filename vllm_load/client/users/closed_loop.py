@@ -1,17 +1,61 @@
 """The built-in stepped test as a Locust user: `ClosedLoopUser` sends exact-length prompts
 (--input-tokens, or draws from --input-lengths) for exactly --output-tokens each, back to back
-with no think time; with --rates, each at the user's next arrival instead. Written on the public
+with no think time; with --rates, each at the user's next arrival instead; with --images, each
+chat prompt followed by that many generated images, distinct per request. Written on the public
 `LLMUser` API like any locustfile's user."""
 
 from __future__ import annotations
+
+import logging
 
 import orjson
 from locust import task
 
 from ...compat.locust import user_stopping
 from ...settings import Settings
+from ...values import SettingsError
+from ...workload.images import user_content
 from ..endpoint import RequestSpec
 from .llm_user import LLMUser, exact_output, request_body
+
+logger = logging.getLogger(__name__)
+
+
+class ImageCharge:
+    """The prompt tokens the server charges for a request's images, watched as the test runs.
+
+    With --images the text is still exact, but the server's `prompt_tokens` adds what the images
+    cost, which the client cannot count beforehand; the report learns it from the records
+    (`analysis.levels.measure.image_charges`). This logs the first charge per image count, and
+    warns once when a request is charged otherwise, so a charge that varies is named while the
+    test runs, not only as a lower exactness share."""
+
+    KEY = "image_charge"  # in `LoadContext.extras`: one per process and test
+
+    def __init__(self) -> None:
+        self.charges: dict[int, int] = {}
+        self.varied = False
+
+    def observe(self, images: int, served: int | None, text_tokens: int) -> None:
+        """A successful request with `images` images, `text_tokens` of exact text, and the
+        server's `served` prompt tokens (None: it said none)."""
+        if served is None or self.varied:
+            return
+        charge = served - text_tokens
+        first = self.charges.get(images)
+        if first is None:
+            self.charges[images] = charge
+            logger.info("the server charges %d prompt tokens for %d image(s)", charge, images)
+        elif charge != first:
+            self.varied = True
+            logger.warning(
+                "the server charged %d prompt tokens for the %d image(s) of one request and %d "
+                "for another's of the same size: the report judges prompt exactness on the most "
+                "common charge, so the others count as inexact",
+                first,
+                images,
+                charge,
+            )
 
 
 class ClosedLoopUser(LLMUser):
@@ -26,6 +70,15 @@ class ClosedLoopUser(LLMUser):
     @classmethod
     def wanted(cls, settings: Settings) -> bool:
         return not settings.dataset
+
+    @classmethod
+    def prepare_run(cls, settings: Settings, host: str, model: str) -> dict | None:
+        if settings.images and (cls.endpoint or settings.endpoint) != "chat":
+            raise SettingsError(
+                f"--images sends images as chat content parts; {cls.__name__} sends to "
+                "/v1/completions, which takes a text prompt only"
+            )
+        return None
 
     @task
     def closed_loop(self) -> None:
@@ -52,6 +105,7 @@ class ClosedLoopUser(LLMUser):
         super().on_start()
         assert self.host is not None  # FastHttpUser.__init__ refuses a user without one
         self.load_context.ensure_prompts(self.host)  # before the first request's clock starts
+        self.load_context.ensure_images()
 
     def send_request(self) -> bool:
         """One exact-length request, measured, recorded and reported; True if it succeeded."""
@@ -63,11 +117,15 @@ class ClosedLoopUser(LLMUser):
         lengths = context.lengths
         input_tokens, output_tokens = lengths.draw_input(prompts.min_tokens), lengths.draw_output()
         content = prompts.next_content(input_tokens)
+        images = context.images if api == "chat" else None  # (prepare_run refused the rest)
+        urls, image_bytes = images.next_urls(settings.images) if images is not None else ([], 0)
         body = request_body(
             settings,
             context.model,
             api,
-            [{"role": "user", "content": content}] if api == "chat" else content,
+            [{"role": "user", "content": user_content(content, urls)}]
+            if api == "chat"
+            else content,
             output_tokens,
             settings.stream,
         )
@@ -81,8 +139,15 @@ class ClosedLoopUser(LLMUser):
             output_tokens,
             user_class=type(self).__name__,
             task="open_loop" if settings.rates else "closed_loop",
+            images=len(urls),
+            image_bytes=image_bytes,
         )
-        return self.send(spec).ok
+        reply = self.send(spec)
+        if urls and reply.ok and context.plan is not None and context.plan.method != "approximate":
+            charge = context.extras.setdefault(ImageCharge.KEY, ImageCharge())
+            assert isinstance(charge, ImageCharge)
+            charge.observe(len(urls), reply.prompt_tokens, input_tokens)
+        return reply.ok
 
 
 class ChatCompletionUser(ClosedLoopUser):

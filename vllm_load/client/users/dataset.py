@@ -168,6 +168,7 @@ class DatasetUser(LLMUser):
                     turn.user,
                     max_tokens=tokens,
                     reply=turn.reply if settings.scripted_replies else None,
+                    images=turn.images,
                     **(exact_output(tokens) if settings.vllm_params else {}),
                 )
                 if not reply.ok:

@@ -20,7 +20,7 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import orjson
 from gevent import GreenletExit
@@ -28,6 +28,7 @@ from locust import FastHttpUser, constant
 
 from ...rundir.records import RequestRecord
 from ...settings import Settings
+from ...workload.images import count_images, user_content
 from ..clock import WALL_CLOCK
 from ..context import LoadContext
 from ..endpoint import Endpoint, RequestSpec, Timeouts, stats_name
@@ -92,26 +93,34 @@ class Reply:
 class Conversation:
     """A chat held over several turns: it keeps the messages and numbers the turns.
 
-    `say(text)` appends the user's message, sends the whole history, appends the reply (the
-    server's, or a scripted `reply=`) and returns the `Reply`. Every turn's record carries the
-    conversation's id and the turn's index, from 0.
+    `say(text)` appends the user's message (with `images=`: image URLs after its text, as
+    OpenAI content parts), sends the whole history, appends the reply (the server's, or a
+    scripted `reply=`) and returns the `Reply`. Every turn's record carries the conversation's
+    id and the turn's index, from 0.
     """
 
     def __init__(self, user: LLMUser, conversation_id: str, task: str, system: str | None) -> None:
         self.user = user
         self.id = conversation_id
         self.task = task
-        self.messages: list[dict[str, str]] = []
+        self.messages: list[dict[str, Any]] = []
         if system:
             self.messages.append({"role": "system", "content": system})
         self.turn = 0
 
     def say(
-        self, text: str, *, max_tokens: int | None = None, reply: str | None = None, **fields: Any
+        self,
+        text: str,
+        *,
+        max_tokens: int | None = None,
+        reply: str | None = None,
+        images: Sequence[str] = (),
+        **fields: Any,
     ) -> Reply:
-        """One turn: send `text` after the history; the history then holds the answer (`reply`
-        if given, else the server's text, empty if the request failed)."""
-        self.messages.append({"role": "user", "content": text})
+        """One turn: send `text` (and `images`, URLs: http(s) or data:) after the history; the
+        history then holds the answer (`reply` if given, else the server's text, empty if the
+        request failed), and the images stay in it, as a client's history keeps them."""
+        self.messages.append({"role": "user", "content": user_content(text, images)})
         answer = self.user.chat(
             self.messages,
             max_tokens=max_tokens,
@@ -238,6 +247,7 @@ class LLMUser(FastHttpUser):
         body = request_body(settings, self.load_context.model, api, content, limit, stream)
         body.update(fields)
         forced = fields.get("ignore_eos") is True and fields.get("min_tokens") == limit
+        images, image_bytes = count_images(content) if api == "chat" else (0, 0)
         spec = RequestSpec(
             api,
             stream,
@@ -248,6 +258,8 @@ class LLMUser(FastHttpUser):
             conversation=conversation,
             turn=turn,
             keep_text=True,
+            images=images,
+            image_bytes=image_bytes,
         )
         return self.send(spec)
 
