@@ -7,11 +7,12 @@ import math
 
 import pandas as pd
 
-from vllm_load.analysis.levels.table import LATE_MARK, TABLE_COLUMNS, format_level_table
+from vllm_load.analysis.levels.table import LATE_MARK, format_level_table
+from vllm_load.figures import REPORT, level_figures, shown_in
 
 
 def _metrics() -> pd.DataFrame:
-    row = {col: 1.0 for _, col, _, _ in TABLE_COLUMNS}
+    row = {f.key: 1.0 for f in level_figures()}
     frame = pd.DataFrame([{**row, "level": i, "users": u} for i, u in enumerate((1, 2, 4))])
     frame["itl_p99"] = [0.02, 0.0, 0.0]  # the merged reads' zero gaps
     frame["measured"] = 100.0  # whole waves of their users: nothing else is marked
@@ -75,10 +76,13 @@ def test_the_report_marks_late_levels_and_its_summary_carries_them(tmp_path):
     paths = build_report([run], str(tmp_path / "r.html"), progress=False)
     html, markdown = open(paths.html).read(), open(paths.markdown).read()
     reason = "100% of chunks merged in reads &gt; 5%"
-    # per-run table: the 50-user row's 12 TTFT/ITL/TPOT cells; across-runs table: its 5; legends name it
-    assert html.count('<span class="late"') == 12 + 5
+    # per-run table: the 50-user row's 12 TTFT/ITL/TPOT cells; across-runs table (HTML and
+    # Markdown alike): its cells of every figure dated by reads; legends name it
+    read_timed = sum(f.read_timed for f in shown_in(REPORT) if not f.only_with)
+    assert read_timed == 5  # TTFT p50, p99, ITL p50, p99, TPOT p50
+    assert html.count('<span class="late"') == 12 + read_timed
     assert f"50 users ({reason})" in html and "Client late at 1 level(s)" in html
-    assert markdown.count(" †") == 3 and "- 50 users: run " in markdown
+    assert markdown.count(" †") == read_timed and "- 50 users: run " in markdown
     summary = json.load(open(paths.json))
     levels = summary["runs"][0]["levels"]
     assert [lv["client_late"] for lv in levels] == [False, True, False]

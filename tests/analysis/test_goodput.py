@@ -56,7 +56,7 @@ def test_bad_slo_is_one_line_naming_the_part_and_the_forms(text, names):
         parse_slo([text])
     message = str(err.value)
     assert "\n" not in message and names in message
-    assert "ttft|tpot|e2e|itl_max<=N(s|ms)" in message and "attainment>=N%" in message
+    assert "ttft|ttfat|tpot|e2e|itl_max<=N(s|ms)" in message and "attainment>=N%" in message
 
 
 def test_same_slo_twice_is_refused():

@@ -167,12 +167,15 @@ def test_running_out_of_file_descriptors_is_the_clients_limit_and_stops_the_test
 
 def test_a_target_restarted_mid_run_fails_its_levels_instead_of_completing_them(tmp_path):
     """The target is down for 4 s: its instant connect failures are measured as failures (they
-    used to count toward two levels' targets as if served, and the run exited 0)."""
+    used to count toward two levels' targets as if served, and the run exited 0). The requests
+    arrive at a rate, so that the levels outlast the outage however fast a refused connection
+    fails (closed-loop users failing at ~1,300 requests/s ended both levels inside it, and the
+    run, rightly, as target_lost)."""
     out = str(tmp_path / "runs")
     with SimulatorProcess("--time-scale", "0.5") as sim:
         run = subprocess.Popen(
             [sys.executable, "-m", "vllm_load", "run", "--host", sim.url, "--out", out]
-            + ["--input-tokens", "64", "--output-tokens", "16", "--levels", "4,8"]
+            + ["--input-tokens", "64", "--output-tokens", "16", "--rates", "200,300"]
             + ["--requests-per-level", "1500"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

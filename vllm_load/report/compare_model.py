@@ -26,7 +26,7 @@ from ..analysis.decisions.ab import (
 from ..analysis.decisions.workload import workload_differences
 from ..analysis.levels.measure import measure_levels
 from ..analysis.series.curve import RATE, USERS, Axis, axis_of
-from ..rundir.load import ANALYSIS_COLUMNS, load_run
+from ..rundir.load import analysis_columns, load_run
 
 
 @dataclass
@@ -72,7 +72,7 @@ def load_side(name: str, paths: Sequence[str]) -> Side:
     or runs of both kinds (concurrency levels and request rates) on one side."""
     runs, models, axes, records, notes = [], [], set(), [], []
     for path in paths:
-        data = load_run(path, ANALYSIS_COLUMNS)
+        data = load_run(path, analysis_columns())
         meas = measure_levels(data.requests, data.steps)
         runs.append(RunLevels(data.run_id, meas.metrics, meas.measured))
         if data.model not in models:
@@ -181,7 +181,7 @@ def numeric(value: float) -> float | None:
 def comparison_dict(c: Comparison) -> dict:
     """One row of the JSON: both sides, the difference, the test, the verdict."""
     r = c.result
-    row = {
+    row: dict[str, object] = {
         "figure": c.figure.key,
         "label": c.figure.label,
         "unit": c.figure.unit,

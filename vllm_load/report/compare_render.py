@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import __version__
-from ..analysis.decisions.ab import BETTER, FIGURES, UNSURE, WORSE, Comparison, Figure
+from ..analysis.decisions.ab import BETTER, UNSURE, WORSE, Comparison
+from ..figures import Figure
 from . import charts
 from .compare_model import CompareData, compare_dict, dropped_text, level_text, outcome_text
 from .render import html_and_base, template_env, write_documents
@@ -71,7 +72,7 @@ def p_text(p: float) -> str:
 
 def throughput_chart(data: CompareData) -> charts.Chart | None:
     """Mean total tok/s per level for A and B, with each side's t-interval where n >= 2."""
-    rows = [c for c in data.result.comparisons if c.figure.key == FIGURES[0].key]
+    rows = [c for c in data.result.comparisons if c.figure.key == "total_tok_per_s"]
     if not rows:
         return None
     levels = np.array([c.level for c in rows])

@@ -47,7 +47,7 @@ from ..analysis.series.saturation import Saturation, SaturationRule, analyse
 from ..analysis.series.stats import Series, group_runs
 from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV
 from ..rundir.load import (
-    ANALYSIS_COLUMNS,
+    analysis_columns,
     load_run,
     read_client_validation,
     read_run_json,
@@ -154,7 +154,7 @@ def report_slo(run_dirs: Sequence[str], given: SloSpec | None) -> SloSpec:
 
 def summarize_run(path: str, slo: SloSpec = SloSpec()) -> RunSummary:
     """Load and measure one run directory; with SLOs, its levels' goodput too."""
-    data = load_run(path, ANALYSIS_COLUMNS)
+    data = load_run(path, analysis_columns())
     meas = measure_levels(data.requests, data.steps)
     if slo:
         goodput = level_goodput(data.requests, meas, slo)

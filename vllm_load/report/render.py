@@ -12,7 +12,6 @@ import dataclasses
 import json
 import math
 import os
-import re
 import sys
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -27,6 +26,19 @@ from ..analysis.series.saturation import SaturationRule
 from ..rundir.files import write_atomic
 from ..target.loss import MIN_STREAK, NO_ANSWER_SHARE
 from . import charts, persona_charts
+from .cells import (
+    figure_value,
+    interval,
+    md,
+    md_code,
+    mean_ci,
+    ms,
+    num,
+    pct,
+    report_figures,
+    secs,
+    signed_pct,
+)
 from .model import ReportData, RunSummary, SeriesReport, build_report_data
 from .summary import summary_dict, write_summary_csv
 from .why import WhyView, why_view
@@ -63,93 +75,6 @@ class RunView:
     server_chart: charts.Chart | None = None
     persona_chart: charts.Chart | None = None  # when the run had several personas
     turn_chart: charts.Chart | None = None  # when it held conversations
-
-
-# --- formatting filters ---------------------------------------------------------------------------
-def _missing(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def num(value, spec: str = ",.2f") -> str:
-    if _missing(value):
-        return "-"
-    try:
-        return format(value, spec)
-    except (TypeError, ValueError):
-        return str(value)
-
-
-def ms(seconds) -> str:
-    return "-" if _missing(seconds) else f"{seconds * 1000:,.1f} ms"
-
-
-def secs(seconds) -> str:
-    return "-" if _missing(seconds) else f"{seconds:,.3f} s"
-
-
-def pct(share) -> str:
-    return "-" if _missing(share) else f"{share * 100:.1f}%"
-
-
-def signed_pct(share) -> str:
-    return "-" if _missing(share) else f"{share * 100:+.0f}%"
-
-
-# what Markdown (CommonMark, GitHub's tables and strikethrough) reads as markup inside a line:
-# escaped with a backslash; `<`, `>` and `&` become entities, which every renderer passes on as
-# text (some do not honour a backslash before `<`, and would let a tag through)
-MD_PUNCTUATION = re.compile(r"([\\`*_\[\]{}|~])")
-MD_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
-# what Markdown reads as markup at the start of a line (a heading, quote, list item, rule)
-MD_LINE_START = re.compile(r"^(\s*)(?=[#+=-])|^(\s*\d+)(?=[.)](\s|$))")
-
-
-def md(text) -> str:
-    """Text (a name, a label, a sentence holding them) shown as itself in Markdown, a table
-    cell included: no markup, HTML or link it holds takes effect, and it stays on one line."""
-    flat = " ".join(str(text).splitlines())
-    escaped = MD_PUNCTUATION.sub(r"\\\1", flat)
-    escaped = "".join(MD_ENTITIES.get(c, c) for c in escaped)
-    return MD_LINE_START.sub(lambda m: m.group(0) + "\\", escaped, count=1)
-
-
-def md_code(text) -> str:
-    """Text as a Markdown code span: fenced by more backticks than it holds in a row, so none of
-    its own can end the span (CommonMark), on one line."""
-    flat = " ".join(str(text).splitlines())
-    longest = max((len(run) for run in re.findall(r"`+", flat)), default=0)
-    fence = "`" * (longest + 1)
-    return f"{fence} {flat} {fence}" if longest else f"`{flat}`"
-
-
-def _value(value, spec: str) -> str:
-    if spec == "ms":
-        return ms(value)
-    if spec == "s":
-        return secs(value)
-    return num(value, spec)
-
-
-def interval(low, high, n, spec: str = ",.0f") -> str:
-    """`low – high`, or why there is none (a single run has no interval)."""
-    if _missing(low) or _missing(high) or (n is not None and n < 2):
-        return "n = 1, no interval" if n == 1 else "-"
-    return f"{_value(low, spec)} – {_value(high, spec)}"
-
-
-def mean_ci(row: Mapping, metric: str, spec: str) -> str:
-    """`mean ± half-width` of an aggregated figure; the bare mean when n < 2."""
-    mean = row.get(f"{metric}_mean")
-    low, high = row.get(f"{metric}_ci_low", math.nan), row.get(f"{metric}_ci_high", math.nan)
-    text = _value(mean, spec)
-    if _missing(mean) or _missing(low) or _missing(high):
-        return text
-    half = (high - low) / 2.0
-    if spec in ("ms", "s"):
-        half_text = ms(half) if spec == "ms" else secs(half)
-    else:
-        half_text = num(half, spec)
-    return f"{text} ± {half_text}"
 
 
 def lost_worker_text(lost) -> str:
@@ -237,7 +162,13 @@ def template_env() -> jinja2.Environment:
     env.filters.update(
         num=num, ms=ms, secs=secs, pct=pct, signed_pct=signed_pct, md=md, md_code=md_code
     )
-    env.globals.update(interval=interval, mean_ci=mean_ci, lost_worker_text=lost_worker_text)
+    env.globals.update(
+        interval=interval,
+        mean_ci=mean_ci,
+        lost_worker_text=lost_worker_text,
+        report_figures=report_figures,
+        figure_value=figure_value,
+    )
     return env
 
 

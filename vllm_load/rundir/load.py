@@ -17,6 +17,7 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
+from .. import figures
 from .checks import (
     CHECKED_COLUMNS,
     DamagedRun,
@@ -59,6 +60,13 @@ ANALYSIS_COLUMNS: tuple[str, ...] = (
     "image_bytes",
     "worker",  # open-loop levels: each load process's untaken arrivals (analysis.rates)
 )
+
+
+def analysis_columns() -> tuple[str, ...]:
+    """`ANALYSIS_COLUMNS` and the column of every declared per-request figure
+    (`figures.PER_REQUEST`: `ttfat`, `reasoning_tokens`, ...)."""
+    declared = (p.key for p in figures.PER_REQUEST if not p.from_histogram)
+    return (*ANALYSIS_COLUMNS, *(c for c in declared if c not in ANALYSIS_COLUMNS))
 
 
 @dataclass

@@ -34,6 +34,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from ...figures import COMPARE, Figure, shown_in
 from ..series.stats import Summary, summarize
 from .significance import (
     NO_TEST,
@@ -62,32 +63,18 @@ def no_test_verdict(n: int) -> str:
 CORRECTIONS: tuple[str, ...] = ("level", "all", "none")
 
 
-@dataclass(frozen=True)
-class Figure:
-    """A headline figure: where it is in `levels.measure_levels`'s metrics, and which way is good.
+def compare_figures(runs: Sequence["RunLevels"] = ()) -> list[Figure]:
+    """The headline figures `compare` judges (`figures.COMPARE`), those a run had: a reasoning
+    model's where some level of these runs measured reasoning tokens."""
 
-    `latency`/`percentile` name the per-request column and percentile it is computed from, for
-    the request-level tests; None for figures that are one number per run.
-    """
+    def present(key: str) -> bool:
+        return any(
+            key in r.metrics and bool((pd.to_numeric(r.metrics[key], errors="coerce") > 0).any())
+            for r in runs
+        )
 
-    key: str
-    label: str
-    unit: str  # "tok/s", "s" or "share"
-    higher_is_better: bool
-    latency: str | None = None
-    percentile: int | None = None
-
-
-FIGURES: tuple[Figure, ...] = (
-    Figure("total_tok_per_s", "total tok/s", "tok/s", True),
-    Figure("output_tok_per_s", "output tok/s", "tok/s", True),
-    Figure("ttft_p50", "TTFT p50", "s", False, "ttft", 50),
-    Figure("ttft_p99", "TTFT p99", "s", False, "ttft", 99),
-    Figure("itl_p99", "ITL p99", "s", False),
-    Figure("e2e_p50", "E2E p50", "s", False, "e2e", 50),
-    Figure("e2e_p99", "E2E p99", "s", False, "e2e", 99),
-    Figure("success_rate", "success rate", "share", True),
-)
+    # (a figure with no better direction, such as a token count, cannot be judged better)
+    return [f for f in shown_in(COMPARE, present) if f.higher_is_better is not None]
 
 
 @dataclass(frozen=True)
@@ -160,11 +147,6 @@ def level_values(metrics: pd.DataFrame) -> np.ndarray:
     return pd.to_numeric(metrics["users"], errors="coerce").to_numpy(np.float64)
 
 
-#: the metrics columns a side keeps per level: the figures, and the counts Fisher's test needs
-_COLUMNS: tuple[str, ...] = (*(f.key for f in FIGURES), "ok", "measured")
-_LATENCIES: tuple[str, ...] = tuple(sorted({f.latency for f in FIGURES if f.latency}))
-
-
 @dataclass(frozen=True)
 class SideData:
     """One side's runs indexed by level: each figure per run, and the latencies of the
@@ -185,8 +167,12 @@ class SideData:
         return sorted(lv for lv, f in self.figures.items() if any(m > 0 for m in f["measured"]))
 
 
-def side_data(runs: Sequence[RunLevels]) -> SideData:
-    """Index one side's runs by level (its users, or its requested rate)."""
+def side_data(runs: Sequence[RunLevels], figures_: Sequence[Figure]) -> SideData:
+    """Index one side's runs by level (its users, or its requested rate): the metrics columns
+    of `figures_` and the counts Fisher's test needs; the latencies their request-level tests
+    read."""
+    columns = (*(f.key for f in figures_), "ok", "measured")
+    latencies_read = sorted({f.latency for f in figures_ if f.latency})
     figures: dict[float, dict[str, list[float]]] = {}
     parts: dict[float, dict[str, list[np.ndarray]]] = {}
     for run in runs:
@@ -195,22 +181,26 @@ def side_data(runs: Sequence[RunLevels]) -> SideData:
             c: pd.to_numeric(run.metrics[c], errors="coerce").to_numpy(np.float64)
             if c in run.metrics
             else np.full(len(values), np.nan)
-            for c in _COLUMNS
+            for c in columns
         }
         for i, lv in enumerate(values):
             if lv != lv:
                 continue
-            slot = figures.setdefault(float(lv), {c: [] for c in _COLUMNS})
-            for c in _COLUMNS:
+            slot = figures.setdefault(float(lv), {c: [] for c in columns})
+            for c in columns:
                 slot[c].append(float(table[c][i]))
         level_of = dict(zip(run.metrics["level"].tolist(), values.tolist()))
         for index, group in run.measured.groupby("level"):
             lv = level_of.get(index)
             if lv is None or lv != lv:
                 continue
-            slot_r = parts.setdefault(float(lv), {c: [] for c in _LATENCIES})
-            for c in _LATENCIES:
-                slot_r[c].append(pd.to_numeric(group[c], errors="coerce").to_numpy(np.float64))
+            slot_r = parts.setdefault(float(lv), {c: [] for c in latencies_read})
+            for c in latencies_read:
+                slot_r[c].append(
+                    pd.to_numeric(group[c], errors="coerce").to_numpy(np.float64)
+                    if c in group
+                    else np.full(len(group), np.nan)
+                )
     latencies = {
         lv: {c: without_nan(np.concatenate(arrays)) for c, arrays in cols.items()}
         for lv, cols in parts.items()
@@ -273,12 +263,15 @@ def compare_runs(
     correction: str = "level",
     resamples: int = 2000,
     seed: int = 0,
-    figures: Sequence[Figure] = FIGURES,
+    figures: Sequence[Figure] | None = None,
 ) -> ABResult:
-    """Every headline figure at every level both sides measured, Holm-corrected and judged."""
+    """Every headline figure (`compare_figures` of both sides, or `figures`) at every level both
+    sides measured, Holm-corrected and judged."""
     if correction not in CORRECTIONS:
         raise ValueError(f"correction must be one of {', '.join(CORRECTIONS)}, got {correction!r}")
-    a_side, b_side = side_data(a_runs), side_data(b_runs)
+    if figures is None:
+        figures = compare_figures([*a_runs, *b_runs])
+    a_side, b_side = side_data(a_runs, figures), side_data(b_runs, figures)
     levels_a, levels_b = a_side.levels, b_side.levels
     common = [lv for lv in levels_a if lv in levels_b]
     rows = [
@@ -297,7 +290,7 @@ def compare_runs(
         for c, p in zip(family, adjusted):
             c.p_adjusted = float(p)
             c.verdict = (
-                verdict(c.result.diff, c.p_adjusted, alpha, c.figure.higher_is_better)
+                verdict(c.result.diff, c.p_adjusted, alpha, c.figure.higher_is_better is True)
                 if c.tested
                 else no_test_verdict(min(c.a.n, c.b.n))
             )

@@ -23,11 +23,14 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from ...figures import Figure
 from ..series.stats import summarize
-from .ab import Comparison, Figure, RunLevels, no_test_verdict, verdict
+from .ab import Comparison, RunLevels, no_test_verdict, verdict
 from .significance import NO_TEST, welch
 
-PEAK_THROUGHPUT = Figure("peak_total_tok_per_s", "peak total tok/s", "tok/s", True)
+PEAK_THROUGHPUT = Figure(
+    "peak_total_tok_per_s", "peak total tok/s", "tok/s", True, frozenset(), ",.0f"
+)
 
 
 def run_peak(run: RunLevels) -> float:
@@ -55,7 +58,7 @@ def peak_comparison(
     judged = (
         no_test_verdict(min(a.n, b.n))
         if result.test == NO_TEST
-        else verdict(result.diff, result.p, alpha, PEAK_THROUGHPUT.higher_is_better)
+        else verdict(result.diff, result.p, alpha, True)  # (more peak throughput is better)
     )
     return Comparison(math.nan, PEAK_THROUGHPUT, a, b, result, p_adjusted=result.p, verdict=judged)
 

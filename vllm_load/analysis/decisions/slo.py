@@ -2,15 +2,19 @@
 
 Three kinds of item, each `NAME<=N` with a unit (`s` or `ms`) or `attainment>=N%`:
 
-- a per-request threshold (`ttft<=2s`, `tpot<=50ms`, `e2e<=20s`, `itl_max<=500ms`): a request
+- a per-request threshold (`ttft<=2s`, `ttfat<=3s`, `tpot<=50ms`, `e2e<=20s`,
+  `itl_max<=500ms`): a request
   is *good* when it succeeded and every threshold holds for it (a figure the request has none
   of, such as the TPOT of a one-token reply, does not count against it). Goodput counts the
   good requests only;
-- a per-level percentile objective (`ttft_p99<=2s`, `tpot_p90<=50ms`, `e2e_p99<=20s`,
-  `itl_p99<=100ms`; percentiles 50, 90, 95, 99): the level's percentile, over its successful
+- a per-level percentile objective (`ttft_p99<=2s`, `ttfat_p99<=3s`, `tpot_p90<=50ms`,
+  `e2e_p99<=20s`, `itl_p99<=100ms`; percentiles 50, 90, 95, 99): the level's percentile, over its successful
   measured requests as every other percentile of the report, must hold;
 - `attainment>=N%`: the share of a level's measured requests that must be good (default 99 %).
   A level *meets the SLOs* when that share is reached and every percentile objective holds.
+
+The names are the per-request figures declared with `slo=True` in `vllm_load.figures` (`ttfat`
+is a reasoning model's time to its first answer token).
 """
 
 from __future__ import annotations
@@ -19,26 +23,39 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
+from ...figures import PERCENTILES, slo_quantities
 from ...values import SettingsError
 
-#: per-request threshold name -> requests.csv column
-REQUEST_METRICS: dict[str, str] = {
-    "ttft": "ttft",
-    "tpot": "tpot",
-    "e2e": "e2e",
-    "itl_max": "itl_max",
-}
-#: per-level percentile objectives: `<metric>_p<percentile>` columns of `levels.METRIC_COLUMNS`
-LEVEL_METRICS: tuple[str, ...] = ("ttft", "tpot", "e2e", "itl")
-LEVEL_PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
 DEFAULT_ATTAINMENT = 0.99
+#: a per-request threshold on a request's longest token gap (requests.csv `itl_max`): ITL itself
+#: is per token, with no one value per request
+ITL_MAX = "itl_max"
 
-FORMS = (
-    "ttft|tpot|e2e|itl_max<=N(s|ms) per request, "
-    "ttft|tpot|e2e|itl_pP<=N(s|ms) per level (P in 50,90,95,99), or attainment>=N%"
-)
+
+def request_metrics() -> tuple[str, ...]:
+    """The per-request threshold names (each a requests.csv column): the declared per-request
+    figures in seconds an SLO may name (`figures.slo_quantities`), and `itl_max`."""
+    names = [q.key for q in slo_quantities() if not q.from_histogram and q.unit == "s"]
+    return (*names, ITL_MAX)
+
+
+def level_metrics() -> tuple[str, ...]:
+    """The figures whose per-level percentiles an objective may name (`ttft` in `ttft_p99`)."""
+    return tuple(q.key for q in slo_quantities() if q.unit == "s")
+
+
+def forms() -> str:
+    """The SLO forms, for errors and --help."""
+    percentiles = ",".join(str(p) for p in PERCENTILES)
+    return (
+        f"{'|'.join(request_metrics())}<=N(s|ms) per request, "
+        f"{'|'.join(level_metrics())}_pP<=N(s|ms) per level (P in {percentiles}), "
+        "or attainment>=N%"
+    )
+
+
 _ITEM = re.compile(r"^([a-z0-9_]+)\s*(<=|>=)\s*([0-9]*\.?[0-9]+(?:e-?[0-9]+)?)\s*(ms|s|%)?$")
-_PERCENTILE = re.compile(r"^(ttft|tpot|e2e|itl)_p([0-9]+)$")
+_PERCENTILE = re.compile(r"^([a-z0-9_]+)_p([0-9]+)$")
 
 
 def seconds_text(seconds: float) -> str:
@@ -70,7 +87,7 @@ class Objective:
 
     @property
     def column(self) -> str:
-        """The per-level column (`levels.METRIC_COLUMNS`) it judges."""
+        """The per-level column (`levels.metric_columns()`) it judges."""
         return f"{self.metric}_p{self.percentile}"
 
     @property
@@ -113,7 +130,7 @@ class SloSpec:
 
 def _error(part: str, why: str = "") -> SettingsError:
     reason = f" ({why})" if why else ""
-    return SettingsError(f"--slo {part!r} is not an SLO{reason}: expected {FORMS}")
+    return SettingsError(f"--slo {part!r} is not an SLO{reason}: expected {forms()}")
 
 
 def _parse_item(part: str) -> Threshold | Objective | float:
@@ -136,12 +153,12 @@ def _parse_item(part: str) -> Threshold | Objective | float:
     limit = value / 1000.0 if unit == "ms" else value
     if not limit > 0:
         raise _error(part, "the limit must be positive")
-    if name in REQUEST_METRICS:
-        return Threshold(REQUEST_METRICS[name], limit)
+    if name in request_metrics():
+        return Threshold(name, limit)
     level = _PERCENTILE.match(name)
-    if level:
+    if level and level.group(1) in level_metrics():
         percentile = int(level.group(2))
-        if percentile not in LEVEL_PERCENTILES:
+        if percentile not in PERCENTILES:
             raise _error(part, f"percentile {percentile} is not one the report computes")
         return Objective(level.group(1), percentile, limit)
     raise _error(part, f"unknown figure {name}")

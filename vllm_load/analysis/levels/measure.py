@@ -26,18 +26,18 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ... import figures as declared
+from ...figures import statistic_columns
 from . import as_floats
 from .hist import hist_percentiles, merge_hist_column
 from .rates import RATE_COLUMNS, offered_figures, rate_figures
 from .recorded_levels import recorded_levels
 from .window_rates import RequestSpans, work_in_window
 
-PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
-LATENCIES: tuple[str, ...] = ("e2e", "ttft", "itl", "tpot")
 #: stop reasons after which the level ended before its W + K requests had all ended
 CUT_SHORT = frozenset({"time_cap", "interrupted", "workers_lost", "measured_lost", "client_limit"})
 
-METRIC_COLUMNS: tuple[str, ...] = (
+_HEAD_COLUMNS: tuple[str, ...] = (
     "level",
     "users",
     "level_start",
@@ -59,12 +59,19 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "input_tok_per_s",
     "achieved_concurrency",
     *RATE_COLUMNS,
-    *(f"{lat}_p{p}" for lat in LATENCIES for p in PERCENTILES),
+)
+_TAIL_COLUMNS: tuple[str, ...] = (
     "prompt_exact_share",
     "completion_exact_share",
     "usage_missing",
     "stop_reason",
 )
+
+
+def metric_columns() -> tuple[str, ...]:
+    """The columns of a run's per-level table: the level's own figures, then a statistic
+    column for every declared per-request figure (`figures.statistic_columns`)."""
+    return (*_HEAD_COLUMNS, *statistic_columns(), *_TAIL_COLUMNS)
 
 
 @dataclass
@@ -162,15 +169,26 @@ def success_spans(req: pd.DataFrame, ok: np.ndarray | None = None) -> RequestSpa
     )
 
 
-def _group_quantiles(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
-    """Linearly interpolated percentiles (numpy's default) per group; NaN where a group has none."""
-    out = np.full((n_groups, len(PERCENTILES)), np.nan)
+def _group_statistics(
+    values: np.ndarray, groups: np.ndarray, n_groups: int, stats: tuple[str, ...]
+) -> dict[str, np.ndarray]:
+    """Per group, each of `stats` ("p99": a linearly interpolated percentile, numpy's default;
+    "mean") of the values; NaN where a group has none."""
+    out = {stat: np.full(n_groups, np.nan) for stat in stats}
     keep = ~np.isnan(values)
     if not keep.any():
         return out
     frame = pd.DataFrame({"g": groups[keep], "v": values[keep]})
-    q = frame.groupby("g")["v"].quantile([p / 100.0 for p in PERCENTILES]).unstack()
-    out[q.index.to_numpy(dtype=np.int64)] = q.to_numpy()
+    by_group = frame.groupby("g")["v"]
+    percentiles = [stat for stat in stats if stat.startswith("p")]
+    if percentiles:
+        q = by_group.quantile([int(stat[1:]) / 100.0 for stat in percentiles]).unstack()
+        rows = q.index.to_numpy(dtype=np.int64)
+        for j, stat in enumerate(percentiles):
+            out[stat][rows] = q.iloc[:, j].to_numpy()
+    if "mean" in stats:
+        mean = by_group.mean()
+        out["mean"][mean.index.to_numpy(dtype=np.int64)] = mean.to_numpy()
     return out
 
 
@@ -291,18 +309,16 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
                 "achieved_concurrency": achieved,
             }
         )
-    measured_frame = pd.DataFrame(
-        {
-            "level": plan["level"].to_numpy(np.int64)[g],
-            "ttft": as_floats(sub["ttft"]),
-            "e2e": as_floats(sub["e2e"]),
-            "tpot": as_floats(sub["tpot"]),
-        }
-    )
-    for lat in ("e2e", "ttft", "tpot"):
-        q = _group_quantiles(measured_frame[lat].to_numpy(), g, n_levels)
-        for j, p in enumerate(PERCENTILES):
-            out[f"{lat}_p{p}"] = q[:, j]
+    # every declared per-request figure's statistics (figures.PER_REQUEST), over the successful
+    # measured requests; a column the run did not record (an older run) gives NaN
+    measured_frame = pd.DataFrame({"level": plan["level"].to_numpy(np.int64)[g]})
+    for source in declared.PER_REQUEST:
+        if source.from_histogram:
+            continue
+        values = as_floats(sub[source.key]) if source.key in sub else np.full(len(sub), np.nan)
+        measured_frame[source.key] = values
+        for stat, column in _group_statistics(values, g, n_levels, source.stats).items():
+            out[f"{source.key}_{stat}"] = column
     queued = as_floats(sub["queued_s"]) if "queued_s" in sub else np.full(len(sub), np.nan)
     figures = rate_figures(
         plan["rate"].to_numpy(np.float64),
@@ -335,9 +351,11 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
     for col, values in figures.items():
         out[col] = values
     itl_counts = merge_hist_column(sub["itl_hist"], g, n_levels)
-    q = hist_percentiles(itl_counts, PERCENTILES)
-    for j, p in enumerate(PERCENTILES):
-        out[f"itl_p{p}"] = q[:, j]
+    for source in (s for s in declared.PER_REQUEST if s.from_histogram):  # ITL, per token
+        percentiles = tuple(float(stat[1:]) for stat in source.stats)
+        q = hist_percentiles(itl_counts, percentiles)
+        for j, stat in enumerate(source.stats):
+            out[f"{source.key}_{stat}"] = q[:, j]
     with np.errstate(invalid="ignore", divide="ignore"):
         out["prompt_exact_share"] = np.where(
             n_with_prompt > 0, prompt_exact / np.maximum(n_with_prompt, 1), np.nan
@@ -350,7 +368,7 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
     labelled = req.loc[measured_mask, [c for c in LABELLED_COLUMNS if c in req]].copy()
     labelled.insert(0, "level", plan["level"].to_numpy(np.int64)[pos[measured_mask]])
     return LevelMeasurement(
-        metrics=out[list(METRIC_COLUMNS)],
+        metrics=out[list(metric_columns())],
         itl_counts=itl_counts,
         measured=measured_frame,
         labelled=labelled,
@@ -358,7 +376,7 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
 
 
 def level_metrics(requests: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """One row per level of one run with the columns of `METRIC_COLUMNS` (see the module docstring).
+    """One row per level of one run with the columns of `metric_columns()` (see the module docstring).
 
     `started` counts the level's recorded requests (they started during it), `finished` those
     of them that finished before the level ended, `warmup`/`measured` the discarded and measured

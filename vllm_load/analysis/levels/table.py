@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ...figures import TABLE, Figure, level_figures, shown_in
 from . import as_floats
 
 
@@ -17,26 +18,9 @@ def _fmt(value: float, spec: str) -> str:
     return format(value, spec)
 
 
-TABLE_COLUMNS: tuple[tuple[str, str, float, str], ...] = (
-    # header, metric, scale, format
-    ("users", "users", 1, ",.0f"),
-    ("achieved", "achieved_concurrency", 1, ",.1f"),
-    ("started", "started", 1, ",.0f"),
-    ("measured", "measured", 1, ",.0f"),
-    ("req/s", "req_per_s", 1, ",.2f"),
-    ("tok/s", "total_tok_per_s", 1, ",.0f"),
-    ("out tok/s", "output_tok_per_s", 1, ",.0f"),
-    ("TTFT p50 ms", "ttft_p50", 1000, ",.1f"),
-    ("TTFT p99 ms", "ttft_p99", 1000, ",.1f"),
-    ("ITL p99 ms", "itl_p99", 1000, ",.2f"),
-    ("E2E p50 s", "e2e_p50", 1, ",.3f"),
-    ("E2E p99 s", "e2e_p99", 1, ",.3f"),
-    ("success %", "success_rate", 100, ".1f"),
-)
-
-
-#: in rate mode (--rates) the rate columns lead instead of the users
-RATE_TABLE_COLUMNS: tuple[tuple[str, str, float, str], ...] = (
+#: in rate mode (--rates) the rate columns lead instead of the users, the achieved
+#: concurrency and req/s: (header, metric, scale, format)
+RATE_HEAD: tuple[tuple[str, str, float, str], ...] = (
     ("rate req/s", "requested_rate", 1, ",.2f"),
     ("offered", "offered_rate", 1, ",.2f"),
     ("achieved", "achieved_rate", 1, ",.2f"),
@@ -44,9 +28,35 @@ RATE_TABLE_COLUMNS: tuple[tuple[str, str, float, str], ...] = (
     ("in system", "achieved_concurrency", 1, ",.1f"),
     ("queued p50 ms", "queued_p50", 1000, ",.1f"),
     ("queued p99 ms", "queued_p99", 1000, ",.1f"),
-    *TABLE_COLUMNS[2:4],
-    *TABLE_COLUMNS[5:],
 )
+_NOT_IN_RATE_TABLE = frozenset({"users", "achieved_concurrency", "req_per_s"})
+
+
+def column_of(figure: Figure) -> tuple[str, str, float, str]:
+    """(header, metric, scale, format) of a declared figure in the printed table."""
+    if figure.unit == "s":
+        scale, suffix = (1000.0, " ms") if figure.in_ms else (1.0, " s")
+    elif figure.unit == "share":
+        scale, suffix = 100.0, " %"
+    else:
+        scale, suffix = 1.0, ""
+    return figure.header + suffix, figure.key, scale, figure.spec
+
+
+def table_columns(metrics: pd.DataFrame, rated: bool) -> list[tuple[str, str, float, str]]:
+    """The printed table's columns: the figures declared for it (`figures.shown_in`), those a
+    run had (a reasoning model's where some level measured reasoning), rate columns first in
+    rate mode."""
+    shown = [column_of(f) for f in shown_in(TABLE, lambda key: present(metrics, key))]
+    if not rated:
+        return shown
+    return [*RATE_HEAD, *(c for c in shown if c[1] not in _NOT_IN_RATE_TABLE)]
+
+
+def present(metrics: pd.DataFrame, key: str) -> bool:
+    """Whether the level figure `key` is above 0 at some level."""
+    return key in metrics and bool((as_floats(metrics[key]) > 0).any())
+
 
 #: what marks a latency the client could not date (the level was client-late)
 LATE_MARK = "*"
@@ -77,13 +87,16 @@ def format_level_table(
     late, unsteady = late or {}, unsteady or {}
     rated = "requested_rate" in metrics and bool(metrics["requested_rate"].notna().any())
     thin = set() if rated else set(thin_levels(metrics))
-    columns = RATE_TABLE_COLUMNS if rated else TABLE_COLUMNS
+    columns = table_columns(metrics, rated)
     rows = [[h for h, *_ in columns] + (["bottleneck"] if bottlenecks else [])]
+    read_timed = [f.key for f in level_figures() if f.read_timed]
     for rec in metrics.to_dict("records"):
         lv = rec.get("level")
         marks = {
-            "ttft_": LATE_MARK if lv in late else " " if late else "",
-            "itl_": LATE_MARK if lv in late else " " if late else "",
+            **{
+                key: LATE_MARK if lv in late else " " if late else ""
+                for key in read_timed  # (TTFT, ITL: dated by the client's reads)
+            },
             "achieved_rate": UNSTEADY_MARK if lv in unsteady else " " if unsteady else "",
             "measured": THIN_MARK if lv in thin else " " if thin else "",
         }

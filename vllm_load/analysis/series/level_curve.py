@@ -11,29 +11,23 @@ import pandas as pd
 
 from ..decisions.goodput import GOODPUT_METRICS
 from ..diagnosis.evidence import EVIDENCE_COLUMNS
-from ..levels.measure import METRIC_COLUMNS
+from ..levels.measure import metric_columns
 from ..levels.server_queue import QUEUE_COLUMNS
 from .stats import aggregate
 
-#: per-level figures that are averaged across runs (everything numeric but timestamps)
-AGG_METRICS: tuple[str, ...] = tuple(
-    c
-    for c in METRIC_COLUMNS
-    if c
-    not in {
-        "level",
-        "users",
-        "level_start",
-        "level_end",
-        "window_start",
-        "window_end",
-        "stop_reason",
-    }
+#: per-level columns that are not averaged across runs (the rest is everything numeric)
+_NOT_AVERAGED = frozenset(
+    {"level", "users", "level_start", "level_end", "window_start", "window_end", "stop_reason"}
 )
 
 
+def agg_metrics() -> tuple[str, ...]:
+    """The per-level figures averaged across runs (everything numeric but timestamps)."""
+    return tuple(c for c in metric_columns() if c not in _NOT_AVERAGED)
+
+
 def level_curve(
-    tables: Sequence[pd.DataFrame], metrics: Sequence[str] = AGG_METRICS
+    tables: Sequence[pd.DataFrame], metrics: Sequence[str] | None = None
 ) -> pd.DataFrame:
     """Per level across runs (one per-level table each, with `users`, `run_id` and
     `success_rate`): `aggregate`'s statistics of `metrics` (and goodput's, where judged), plus
@@ -44,7 +38,8 @@ def level_curve(
     if "client_late" not in frame:
         frame = frame.assign(client_late=False, client_late_reason="")
     judged = tuple(m for m in (*GOODPUT_METRICS, *QUEUE_COLUMNS, *EVIDENCE_COLUMNS) if m in frame)
-    curve = aggregate(frame, ["users"], (*metrics, *judged))
+    chosen = agg_metrics() if metrics is None else metrics
+    curve = aggregate(frame, ["users"], (*(m for m in chosen if m in frame), *judged))
     worst = pd.to_numeric(frame["success_rate"], errors="coerce").groupby(frame["users"]).min()
     curve["success_rate_min"] = curve["users"].map(worst).astype(np.float64)
     curve = curve.sort_values("users").reset_index(drop=True)

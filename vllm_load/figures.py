@@ -1,0 +1,301 @@
+"""Every figure a run reports per level, declared once.
+
+A figure is either one number per level (`LevelFigure`: throughput, achieved concurrency, the
+success rate) or a statistic of a per-request quantity over the level's successful measured
+requests (`PerRequest`: a requests.csv column such as `ttft`, summarised as `ttft_p99`). The
+declarations say what each is called, its unit, which way is better, and where it is shown:
+the printed table (`TABLE`), the report's per-level table (`REPORT`), `compare` and `tune`'s A/B
+tests (`COMPARE`), the SLO grammar (`slo`), and only where a run had something
+(`only_with`: a reasoning model's figures appear where some level measured reasoning tokens).
+
+Everything reads them through `level_figures()` and the functions beside it, at call time:
+`analysis.levels.measure` computes every declared statistic, the tables and `compare` loop over
+them, and run.json-based outputs (JSON, CSV) carry every level column. Adding a per-request
+figure is its declaration here, the column that records it (`rundir.records`), and docs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: the percentiles computed for every per-request figure that has percentiles
+PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
+#: where a figure is shown
+TABLE, REPORT, COMPARE = "table", "report", "compare"
+
+
+@dataclass(frozen=True)
+class PerRequest:
+    """A per-request quantity (the requests.csv column `key`) and its per-level statistics:
+    `p50`, `p90`, `p95`, `p99` (percentiles, linear interpolation) or `mean`, named
+    `<key>_<stat>`. `from_histogram`: the quantity is per token, and its percentiles come from
+    the requests' merged histograms (`itl_hist`), never from per-request summaries.
+    `table`/`report`/`compare` list the statistics shown there; `slo`: a per-request threshold
+    (`ttft<=2s`) and per-level percentile objectives (`ttft_p99<=2s`) may name it."""
+
+    key: str
+    label: str
+    unit: str  # "s" or "tokens"
+    meaning: str
+    stats: tuple[str, ...] = tuple(f"p{p}" for p in PERCENTILES)
+    from_histogram: bool = False
+    table: tuple[str, ...] = ()
+    report: tuple[str, ...] = ()
+    compare: tuple[str, ...] = ()
+    slo: bool = False
+    in_ms: bool = True  # seconds printed as ms (else s)
+    only_with: str = ""  # a level figure that must be > 0 at some level for it to be shown
+    spec: str = ",.1f"  # how the printed table formats it (in ms where `in_ms`)
+    read_timed: bool = False  # dated by the client's reads: untrustworthy where it was late
+
+
+@dataclass(frozen=True)
+class LevelFigure:
+    """One number per level, computed by `analysis.levels.measure`."""
+
+    key: str
+    label: str
+    unit: str  # "tok/s", "req/s", "users", "share", "requests"
+    meaning: str
+    higher_is_better: bool | None = None
+    shown: frozenset[str] = frozenset()
+    spec: str = ",.0f"  # how the printed table formats it (a share: in %)
+    short: str = ""  # the printed table's header, where narrower than the label
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One per-level column as every consumer sees it: a `LevelFigure`, or one statistic of a
+    `PerRequest` (`source`, `stat`)."""
+
+    key: str
+    label: str
+    unit: str
+    higher_is_better: bool | None
+    shown: frozenset[str]
+    spec: str
+    source: PerRequest | None = None
+    stat: str = ""
+    only_with: str = ""
+    short: str = ""
+
+    @property
+    def header(self) -> str:
+        """Its name in the printed table."""
+        return self.short or self.label
+
+    @property
+    def percentile(self) -> int | None:
+        return int(self.stat[1:]) if self.stat.startswith("p") else None
+
+    @property
+    def latency(self) -> str | None:
+        """The per-request column its request-level tests read (None: one number per run)."""
+        src = self.source
+        if src is None or src.from_histogram or self.percentile is None or src.unit != "s":
+            return None
+        return src.key
+
+    @property
+    def in_ms(self) -> bool:
+        return self.source is not None and self.source.in_ms
+
+    @property
+    def read_timed(self) -> bool:
+        """Whether a level where the client was late marks it (TTFT, ITL, TPOT: dated by reads)."""
+        return self.source is not None and self.source.read_timed
+
+
+_ALL = frozenset({TABLE, REPORT, COMPARE})
+
+#: level figures shown before the per-request ones, in this order
+HEAD: list[LevelFigure] = [
+    LevelFigure("users", "users", "users", "the level's concurrency", shown=frozenset({TABLE})),
+    LevelFigure(
+        "achieved_concurrency",
+        "achieved",
+        "users",
+        "requests in flight, averaged over the measured window",
+        shown=frozenset({TABLE, REPORT}),
+        spec=",.1f",
+    ),
+    LevelFigure("started", "started", "requests", "requests started", shown=frozenset({TABLE})),
+    LevelFigure("measured", "measured", "requests", "requests measured", shown=frozenset({TABLE})),
+    LevelFigure(
+        "req_per_s",
+        "req/s",
+        "req/s",
+        "requests done per second of the window",
+        True,
+        frozenset({TABLE, REPORT}),
+        ",.2f",
+    ),
+    LevelFigure(
+        "total_tok_per_s",
+        "total tok/s",
+        "tok/s",
+        "input + output tokens per second",
+        True,
+        _ALL,
+        short="tok/s",
+    ),
+    LevelFigure(
+        "output_tok_per_s",
+        "output tok/s",
+        "tok/s",
+        "output tokens per second",
+        True,
+        _ALL,
+        short="out tok/s",
+    ),
+]
+
+#: per-request figures, in the order they are shown
+PER_REQUEST: list[PerRequest] = [
+    PerRequest(
+        "ttft",
+        "TTFT",
+        "s",
+        "time to the first generated token (reasoning included)",
+        table=("p50", "p99"),
+        report=("p50", "p99"),
+        compare=("p50", "p99"),
+        slo=True,
+        read_timed=True,
+    ),
+    PerRequest(
+        "ttfat",
+        "TTFAT",
+        "s",
+        "time to the first answer token, after any reasoning",
+        table=("p50", "p99"),
+        report=("p50", "p99"),
+        compare=("p50", "p99"),
+        slo=True,
+        only_with="reasoning_tokens_mean",
+        read_timed=True,
+    ),
+    PerRequest(
+        "itl",
+        "ITL",
+        "s",
+        "the gap between consecutive tokens",
+        from_histogram=True,
+        spec=",.2f",
+        table=("p99",),
+        report=("p50", "p99"),
+        compare=("p99",),
+        slo=True,
+        read_timed=True,
+    ),
+    PerRequest(
+        "tpot",
+        "TPOT",
+        "s",
+        "time per output token after the first",
+        report=("p50",),
+        slo=True,
+        read_timed=True,
+    ),
+    PerRequest(
+        "e2e",
+        "E2E",
+        "s",
+        "the request from start to its last byte",
+        table=("p50", "p99"),
+        report=("p50", "p90", "p95", "p99"),
+        compare=("p50", "p99"),
+        slo=True,
+        in_ms=False,
+        spec=",.3f",
+    ),
+    PerRequest(
+        "reasoning_tokens",
+        "reasoning tok",
+        "tokens",
+        "completion tokens the model reasoned in",
+        stats=("mean",),
+        table=("mean",),
+        report=("mean",),
+        only_with="reasoning_tokens_mean",
+        spec=",.0f",
+    ),
+    PerRequest(
+        "answer_tokens",
+        "answer tok",
+        "tokens",
+        "completion tokens of the answer",
+        stats=("mean",),
+        table=("mean",),
+        report=("mean",),
+        only_with="reasoning_tokens_mean",
+        spec=",.0f",
+    ),
+]
+
+#: level figures shown after the per-request ones
+TAIL: list[LevelFigure] = [
+    LevelFigure(
+        "success_rate",
+        "success rate",
+        "share",
+        "successful measured requests",
+        True,
+        _ALL,
+        ".1f",
+        short="success",
+    ),
+]
+
+
+def _per_request_figures(source: PerRequest) -> list[Figure]:
+    shown = {TABLE: source.table, REPORT: source.report, COMPARE: source.compare}
+    return [
+        Figure(
+            key=f"{source.key}_{stat}",
+            label=f"{source.label} {stat}",
+            unit=source.unit,
+            higher_is_better=False if source.unit == "s" else None,
+            shown=frozenset(where for where, stats in shown.items() if stat in stats),
+            spec=source.spec,
+            source=source,
+            stat=stat,
+            only_with=source.only_with,
+        )
+        for stat in source.stats
+    ]
+
+
+def _level_figure(f: LevelFigure) -> Figure:
+    return Figure(f.key, f.label, f.unit, f.higher_is_better, f.shown, f.spec, short=f.short)
+
+
+def level_figures() -> list[Figure]:
+    """Every declared per-level figure, in the order tables show them."""
+    head = [_level_figure(f) for f in HEAD]
+    tail = [_level_figure(f) for f in TAIL]
+    return head + [f for src in PER_REQUEST for f in _per_request_figures(src)] + tail
+
+
+def shown_in(where: str, present=None) -> list[Figure]:
+    """The figures shown in `where`; with `present(key) -> bool` (is that level figure > 0
+    somewhere?), those whose `only_with` is not met are left out."""
+    return [
+        f
+        for f in level_figures()
+        if where in f.shown and (not f.only_with or present is None or present(f.only_with))
+    ]
+
+
+def per_request(key: str) -> PerRequest | None:
+    return next((p for p in PER_REQUEST if p.key == key), None)
+
+
+def slo_quantities() -> list[PerRequest]:
+    """The per-request quantities the SLO grammar may name."""
+    return [p for p in PER_REQUEST if p.slo]
+
+
+def statistic_columns() -> list[str]:
+    """The level columns of every per-request statistic (`ttft_p99`, `reasoning_tokens_mean`)."""
+    return [f"{p.key}_{stat}" for p in PER_REQUEST for stat in p.stats]
