@@ -1,0 +1,64 @@
+"""A reasoning model on the simulator: 200 reasoning tokens, then 312 answer tokens, a 50 ms
+engine step (at --time-scale 0.1: 5 ms). The time to the first answer token is the TTFT plus
+200 token gaps at every level, the reasoning and answer counts are the server's, and an SLO on
+it binds where one on TTFT does not."""
+
+from __future__ import annotations
+
+import pytest
+from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
+
+from vllm_load.analysis.decisions.goodput import level_goodput
+from vllm_load.analysis.decisions.slo import parse_slo
+from vllm_load.analysis.levels.measure import measure_levels
+from vllm_load.sim.process import SimulatorProcess
+
+STEP = ("--step-base", "0.05", "--decode-cost", "0", "--prefill-cost", "0", "--time-scale", "0.1")
+
+
+def test_time_to_first_answer_token_is_ttft_plus_the_reasoning_and_an_slo_binds_on_it(
+    tmp_path,
+):
+    with SimulatorProcess(*STEP, "--reasoning-tokens", "200") as sim:
+        proc = run_vllm_load(
+            "run",
+            "--host",
+            sim.url,
+            "--levels",
+            "1,4",
+            "--input-tokens",
+            "128",
+            "--output-tokens",
+            "512",
+            "--requests-per-level",
+            "4",
+            "--warmup-requests",
+            "1",
+            "--slo",
+            "ttfat_p99<=500ms",
+            "--out",
+            str(tmp_path),
+            timeout=240,
+        )
+    assert "TTFAT p50 ms" in proc.stdout and "reasoning tok mean" in proc.stdout, proc.stdout
+    requests, steps, _, _ = load_run_files(only_run_dir(tmp_path))
+    ok = requests[requests["ok"] == 1]
+    assert len(ok) >= 10
+    assert (ok["completion_tokens"] == 512).all()
+    assert (ok["reasoning_tokens"] == 200).all() and (ok["answer_tokens"] == 312).all()
+    assert (ok["reasoning_source"] == "usage").all()
+    measurement = measure_levels(requests, steps)
+    metrics = measurement.metrics
+    # every request, at every level: its TTFT plus 200 of its token gaps (its mean ITL: the
+    # level's ITL percentiles come from histogram buckets, a few % wide)
+    expected = ok["ttft"] + 200 * ok["itl_mean"]
+    assert set(ok["level"]) == {0, 1}
+    assert list(ok["ttfat"]) == pytest.approx(list(expected), rel=0.05)
+    for _, level in metrics.iterrows():
+        assert level["ttfat_p50"] == pytest.approx(level["ttft_p50"] + 1.0, rel=0.05)  # 200 x 5 ms
+        assert level["reasoning_tokens_mean"] == 200 and level["answer_tokens_mean"] == 312
+    # ~1 s to the first answer token, a few ms to the first token: the same limit binds on one
+    on_answer = level_goodput(requests, measurement, parse_slo(["ttfat_p99<=500ms"]))
+    on_first = level_goodput(requests, measurement, parse_slo(["ttft_p99<=500ms"]))
+    assert not on_answer["slo_met"].any() and on_first["slo_met"].all()
+    assert set(on_answer["slo_binding"]) == {"ttfat_p99<=500ms"}
