@@ -3,6 +3,7 @@ model and the advice, on hand-made evidence (the regimes on the simulator are in
 tests/e2e/test_diagnosis_regimes.py)."""
 
 import math
+import os
 
 import pandas as pd
 import pytest
@@ -26,7 +27,10 @@ from vllm_load.values import SettingsError
 
 
 def _real_cache_config() -> dict:
-    with open("tests/data/vllm_0.32.0_cpu_metrics_full.txt", encoding="utf-8") as fh:
+    with open(
+        os.path.join(os.path.dirname(__file__), "..", "data", "vllm_0.32.0_cpu_metrics_full.txt"),
+        encoding="utf-8",
+    ) as fh:
         return parse_exposition(fh.read(), "tiny-llama")[1]
 
 

@@ -109,6 +109,13 @@ class LoadContext:
         self.buffer = RecordBuffer()
         self.abandoned: list[float] = []  # start_ts of requests cut off by the end of the test
         self.starts: list[float] = []  # start_ts of requests sent since the session last took them
+        # how early a user's next start may be dated, until it is sent, so that no report says
+        # this process's starts are all in past one still to come: a user queued for the pacer, or
+        # at its arrival (--rates), starts at that wall time (`pending_due`); one whose turnover
+        # the pacer queued starts its next request that many seconds before sending it
+        # (`pending_late`)
+        self.pending_due: dict[int, float] = {}
+        self.pending_late: dict[int, float] = {}
         self.addresses = AddressCache()
         self.process_tag = secrets.token_hex(4)
         self._sequence = 0
@@ -191,9 +198,18 @@ class LoadContext:
 
     def take_starts(self) -> tuple[float, list[float]]:
         """The starts of the requests sent since the last call, and the wall time up to which
-        they are all there (a level's measured requests are chosen by when they started)."""
+        they are all there (a level's measured requests are chosen by when they started): now,
+        or the earliest start a request that is due but not yet sent may carry, whichever is
+        earlier (`pending_due`, `pending_late`)."""
         starts, self.starts = self.starts, []
-        return WALL_CLOCK.wall(time.perf_counter()), starts
+        now = WALL_CLOCK.wall(time.perf_counter())
+        late = max(self.pending_late.values(), default=0.0)
+        return min(now - late, min(self.pending_due.values(), default=now)), starts
+
+    def sent(self, user: int) -> None:
+        """`user`'s next request has started (or the user stopped): nothing of it is pending."""
+        self.pending_due.pop(user, None)
+        self.pending_late.pop(user, None)
 
     def drain_abandoned(self) -> list[float]:
         starts, self.abandoned = self.abandoned, []
@@ -204,6 +220,8 @@ class LoadContext:
         self._settings = None
         self.failure = ""
         self.draining = False
+        self.pending_due.clear()
+        self.pending_late.clear()
         self.prompts = None
         self.plan = None
         self.model = None

@@ -184,8 +184,8 @@ class RunSession:
     def progress(self, level: int) -> LevelProgress:
         """What `level`'s requests have done, as far as every load process has reported."""
         runner = self.environment.runner
-        if not isinstance(runner, MasterRunner):
-            return self.follower.progress(level)
+        if not isinstance(runner, MasterRunner):  # as far as this process's starts are all in
+            return self.follower.progress(level, ["local"])
         live = [c.id for c in runner.clients.all if c.state != STATE_MISSING]
         return self.follower.progress(level, live)
 

@@ -185,6 +185,7 @@ class LLMUser(FastHttpUser):
         self.load_context.addresses.install(self._target.client)
 
     def on_stop(self) -> None:
+        self.load_context.sent(id(self))
         self._settle()
         if self._target is not None:
             self._target.close()
@@ -228,6 +229,7 @@ class LLMUser(FastHttpUser):
         """Wait for the process's next arrival (--rates, `arrivals.py`): the next request this user
         sends starts its clock at the arrival's time, so any wait for a free user is inside it."""
         self._due = self.load_context.arrivals.next()
+        self.load_context.pending_due[id(self)] = WALL_CLOCK.wall(self._due)
 
     # -- one request, from body to record -------------------------------------------------------
 
@@ -287,6 +289,7 @@ class LLMUser(FastHttpUser):
         )
         request.queued = max(time.perf_counter() - t0, 0.0)
         context.starts.append(request.start_ts)
+        context.sent(id(self))
         context.in_flight += 1
         context.streamed.started(request)
         try:
@@ -312,9 +315,12 @@ class LLMUser(FastHttpUser):
             self.load_context.abandoned.append(request.start_ts)
             raise
         due = time.perf_counter()
+        context = self.load_context
+        context.pending_due[id(self)] = WALL_CLOCK.wall(due)  # its next start, while it queues
         try:
             queued = PACER.wait()
         except GreenletExit:  # stopped while queued: the next request was due, and is cut off
+            context.sent(id(self))
             self.load_context.abandoned.append(WALL_CLOCK.wall(due))
             raise
         finally:  # (a request that ended is recorded even if the user is stopped meanwhile)
@@ -323,6 +329,9 @@ class LLMUser(FastHttpUser):
         # the turnover waited: whatever this user does next (a request at once, or after its
         # think time) was due that much earlier
         self._late = time.perf_counter() - due if queued else 0.0
+        context.sent(id(self))
+        if self._late:  # its next start is backdated by as much, whenever it comes
+            context.pending_late[id(self)] = self._late
         return record
 
     def report(self, request: MeasuredRequest, record: RequestRecord) -> None:
