@@ -4,7 +4,8 @@
   distribution metadata) and the tiny local model (`build_model.py`, run in that venv);
 - `server`: starting `vllm serve` on 127.0.0.1 and stopping it by its process group;
 - `drive`: the traffic (vllm-load through `vllm-load run` or `locust -f`, and `vllm bench serve`);
-- `compare`: vllm-load's per-level figures beside vLLM's /metrics and `vllm bench serve`.
+- `compare`: vllm-load's per-level figures beside vLLM's /metrics and `vllm bench serve`;
+- `vision` (with `build_vision_model.py`): `vllm-load run --images` against a tiny Idefics3.
 """
 
 

@@ -47,8 +47,14 @@ SHAPE = dict(
 VOCAB = 3000
 
 
-def build_tokenizer(out: str, corpus: list[str]):
-    """Train the BPE, wrap it, save it; returns the transformers tokenizer."""
+def build_tokenizer(
+    out: str,
+    corpus: list[str],
+    special_tokens: list[str] = SPECIAL_TOKENS,
+    chat_template: str = CHAT_TEMPLATE,
+):
+    """Train the BPE (with `special_tokens`, each one token), wrap it, save it; returns the
+    transformers tokenizer."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -57,7 +63,7 @@ def build_tokenizer(out: str, corpus: list[str]):
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=VOCAB,
-        special_tokens=SPECIAL_TOKENS,
+        special_tokens=special_tokens,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
@@ -73,7 +79,7 @@ def build_tokenizer(out: str, corpus: list[str]):
         pad_token=EOS,
         model_max_length=SHAPE["max_position_embeddings"],
     )
-    fast.chat_template = CHAT_TEMPLATE
+    fast.chat_template = chat_template
     fast.save_pretrained(out)
     return fast
 

@@ -195,8 +195,15 @@ def corpus_lines() -> list[str]:
     return lines
 
 
-def ensure_model(py: str, model_dir: str, timeout: float = 600.0) -> str:
-    """The tiny model directory, built with the venv's Python when it has no `BUILT` file."""
+def ensure_model(
+    py: str,
+    model_dir: str,
+    timeout: float = 600.0,
+    builder: str = "build_model.py",
+    what: str = "the tiny Llama and its tokenizer",
+) -> str:
+    """The tiny model directory, built by `builder` (beside this file) with the venv's Python
+    when it has no `BUILT` file."""
     if os.path.exists(os.path.join(model_dir, "BUILT")):
         _say(f"reusing the model {model_dir}")
         return model_dir
@@ -206,11 +213,11 @@ def ensure_model(py: str, model_dir: str, timeout: float = 600.0) -> str:
         fh.write("\n".join(corpus_lines()) + "\n")
     log = os.path.join(model_dir, "build.log")
     _run(
-        [py, os.path.join(HERE, "build_model.py"), model_dir, corpus],
+        [py, os.path.join(HERE, builder), model_dir, corpus],
         log,
-        "building the tiny Llama and its tokenizer",
+        f"building {what}",
         timeout,
         "see the log",
-        show=("model and tokenizer",),
+        show=("model and tokenizer", "vision model"),
     )
     return model_dir
