@@ -87,7 +87,7 @@ def build_tokenizer(
 def build_model(out: str, tokenizer) -> None:
     """Random-init Llama with the tokenizer's vocabulary, saved in bfloat16."""
     import torch
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
     config = LlamaConfig(
@@ -98,7 +98,15 @@ def build_model(out: str, tokenizer) -> None:
         tie_word_embeddings=False,
         **SHAPE,
     )
-    model = LlamaForCausalLM(config).to(torch.bfloat16)
+    save_model(LlamaForCausalLM(config), tokenizer, out)
+
+
+def save_model(model, tokenizer, out: str) -> None:
+    """`model` in bfloat16 and its generation config (the tokenizer's special ids) into `out`."""
+    import torch
+    from transformers import GenerationConfig
+
+    model = model.to(torch.bfloat16)
     model.config.torch_dtype = torch.bfloat16
     model.save_pretrained(out)
     GenerationConfig(
@@ -108,11 +116,16 @@ def build_model(out: str, tokenizer) -> None:
     ).save_pretrained(out)
 
 
-def main(argv: list[str]) -> int:
+def read_corpus(argv: list[str]) -> tuple[str, list[str]]:
+    """(the output folder, made, and the corpus lines) from a builder's argv."""
     out, corpus_file = argv[1], argv[2]
     os.makedirs(out, exist_ok=True)
     with open(corpus_file, encoding="utf-8") as fh:
-        corpus = [line.rstrip("\n") for line in fh if line.strip()]
+        return out, [line.rstrip("\n") for line in fh if line.strip()]
+
+
+def main(argv: list[str]) -> int:
+    out, corpus = read_corpus(argv)
     tokenizer = build_tokenizer(out, corpus)
     build_model(out, tokenizer)
     with open(os.path.join(out, "BUILT"), "w", encoding="utf-8") as fh:

@@ -35,7 +35,16 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from build_model import BOS, EOS, EOT, HEADER_END, HEADER_START, build_tokenizer  # noqa: E402
+from build_model import (  # noqa: E402
+    BOS,
+    EOS,
+    EOT,
+    HEADER_END,
+    HEADER_START,
+    build_tokenizer,
+    read_corpus,
+    save_model,
+)
 
 IMAGE = "<image>"
 FAKE_IMAGE = "<fake_token_around_image>"
@@ -121,7 +130,6 @@ def build_model(out: str, tokenizer) -> None:
     """Random-init Idefics3 with the tokenizer's vocabulary, saved in bfloat16."""
     import torch
     from transformers import (
-        GenerationConfig,
         Idefics3Config,
         Idefics3ForConditionalGeneration,
         LlamaConfig,
@@ -145,21 +153,11 @@ def build_model(out: str, tokenizer) -> None:
         pad_token_id=tokenizer.pad_token_id,
         tie_word_embeddings=False,
     )
-    model = Idefics3ForConditionalGeneration(config).to(torch.bfloat16)
-    model.config.torch_dtype = torch.bfloat16
-    model.save_pretrained(out)
-    GenerationConfig(
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    ).save_pretrained(out)
+    save_model(Idefics3ForConditionalGeneration(config), tokenizer, out)
 
 
 def main(argv: list[str]) -> int:
-    out, corpus_file = argv[1], argv[2]
-    os.makedirs(out, exist_ok=True)
-    with open(corpus_file, encoding="utf-8") as fh:
-        corpus = [line.rstrip("\n") for line in fh if line.strip()]
+    out, corpus = read_corpus(argv)
     tokenizer = build_tokenizer(out, corpus, SPECIAL_TOKENS, CHAT_TEMPLATE)
     build_processor(out, tokenizer)
     build_model(out, tokenizer)
