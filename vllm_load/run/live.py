@@ -105,8 +105,12 @@ class LiveLevel:
 
     def add(self, done: Finished) -> None:
         """One finished request."""
-        self.first_start = min(self.first_start, done.start)
-        self.last_end = max(self.last_end, done.end)
+        # (for every request on the master: comparisons and dict.get, cheaper than min, max and
+        # a Counter's += on a new bucket)
+        if done.start < self.first_start:
+            self.first_start = done.start
+        if done.end > self.last_end:
+            self.last_end = done.end
         if not done.ok:
             self.failed += 1
             return
@@ -115,10 +119,11 @@ class LiveLevel:
         self.output_tokens += done.tokens_out
         for counts, bucket in zip(self._timed, done.buckets):
             if bucket is not None:
-                counts[bucket] += 1
+                counts[bucket] = counts.get(bucket, 0) + 1
         for counts, pairs in zip(self._histogram, done.hists):
+            get = counts.get
             for bucket, count in pairs:
-                counts[bucket] += count
+                counts[bucket] = get(bucket, 0) + count
         for tally, value in zip(self._sums, done.sums):
             if value is not None:
                 tally[0] += value
@@ -178,14 +183,12 @@ class LiveLevel:
 
 
 def parse_counts(text: str) -> list[tuple[int, int]]:
-    """The (bucket, count) pairs of a `bucket:count;...` histogram text (parsed once per row)."""
+    """The (bucket, count) pairs of a `bucket:count;...` histogram text (parsed once per row:
+    one split and `int` over all the numbers, then paired)."""
     if not text:
         return []
-    pairs = []
-    for item in text.split(";"):
-        bucket, _, count = item.partition(":")
-        pairs.append((int(bucket), int(count)))
-    return pairs
+    numbers = map(int, text.replace(";", ":").split(":"))
+    return list(zip(numbers, numbers))
 
 
 class LiveStats:
