@@ -11,6 +11,7 @@ from vllm_load.figures import PerRequest
 from vllm_load.run.live import LiveStats
 from vllm_load.rundir.histogram import LogHistogram
 from vllm_load.rundir.records import RequestRecord
+from vllm_load.web.view import extended_tables, table_columns
 
 #: the live table's figures before reasoning, as the web UI has always had them
 PLAIN = [
@@ -80,6 +81,8 @@ def test_without_reasoning_the_live_table_has_no_ttfat_columns():
     assert keys(snap) == PLAIN
     (level,) = snap["levels"]
     assert level["reasoning_tokens_mean"] == 0  # computed, so that its absence is known
+    headers = [header for _, header in table_columns(snap["figures"])["levels"]]
+    assert "TTFAT p99 (ms)" not in headers and "TTFT p99 (ms)" in headers
 
 
 def test_with_reasoning_the_live_table_shows_ttfat_and_reasoning_tokens():
@@ -104,9 +107,21 @@ def test_with_reasoning_the_live_table_shows_ttfat_and_reasoning_tokens():
     assert reasoning["finished"] == 21 and reasoning["success_pct"] == 95.24
     assert plain["ttfat_p50_ms"] == pytest.approx(plain["ttft_p50_ms"], rel=0.01)
     assert plain["reasoning_tokens_mean"] == 0
-    # the persona rows carry them too
+    # the persona rows carry them too, and both tables (ours, Locust's) name the columns
     (persona,) = [p for p in snap["personas"] if p["level"] == 1]
     assert persona["ttfat_p99_ms"] == pytest.approx(1200, rel=0.01)
+    columns = table_columns(snap["figures"])
+    assert ("ttfat_p99_ms", "TTFAT p99 (ms)") in columns["levels"]
+    assert ("ttfat_p99_ms", "TTFAT p99 (ms)") in columns["personas"]
+    llm, by_persona = extended_tables(columns)
+    assert {"key": "ttfat_p50_ms", "title": "TTFAT p50 (ms)"} in llm["structure"]
+    assert by_persona["key"] == "llm_personas"
+    assert [c["key"] for c in by_persona["structure"]][:4] == [
+        "level",
+        "users",
+        "user_class",
+        "finished",
+    ]
 
 
 def test_a_figure_declared_live_is_kept_running_and_shown(monkeypatch):
