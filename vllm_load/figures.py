@@ -5,13 +5,16 @@ success rate) or a statistic of a per-request quantity over the level's successf
 requests (`PerRequest`: a requests.csv column such as `ttft`, summarised as `ttft_p99`). The
 declarations say what each is called, its unit, which way is better, and where it is shown:
 the printed table (`TABLE`), the report's per-level table (`REPORT`), `compare` and `tune`'s A/B
-tests (`COMPARE`), the SLO grammar (`slo`), and only where a run had something
-(`only_with`: a reasoning model's figures appear where some level measured reasoning tokens).
+tests (`COMPARE`), the web UI's live per-level table (`LIVE`), the SLO grammar (`slo`), and only
+where a run had something (`only_with`: a reasoning model's figures appear where some level
+measured reasoning tokens).
 
 Everything reads them through `level_figures()` and the functions beside it, at call time:
 `analysis.levels.measure` computes every declared statistic, the tables and `compare` loop over
-them, and run.json-based outputs (JSON, CSV) carry every level column. Adding a per-request
-figure is its declaration here, the column that records it (`rundir.records`), and docs.
+them, and run.json-based outputs (JSON, CSV) carry every level column; the web UI's live view
+(`run.live_figures`) keeps a running histogram or sum for each per-request figure it shows.
+Adding a per-request figure is its declaration here, the column that records it
+(`rundir.records`), and docs.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from dataclasses import dataclass
 #: the percentiles computed for every per-request figure that has percentiles
 PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
 #: where a figure is shown
-TABLE, REPORT, COMPARE = "table", "report", "compare"
+TABLE, REPORT, COMPARE, LIVE = "table", "report", "compare", "live"
 
 
 @dataclass(frozen=True)
@@ -30,8 +33,9 @@ class PerRequest:
     `p50`, `p90`, `p95`, `p99` (percentiles, linear interpolation) or `mean`, named
     `<key>_<stat>`. `from_histogram`: the quantity is per token, and its percentiles come from
     the requests' merged histograms (`itl_hist`), never from per-request summaries.
-    `table`/`report`/`compare` list the statistics shown there; `slo`: a per-request threshold
-    (`ttft<=2s`) and per-level percentile objectives (`ttft_p99<=2s`) may name it."""
+    `table`/`report`/`compare`/`live` list the statistics shown there (`live`: percentiles and
+    means of seconds, means of counts: what the live view keeps running); `slo`: a per-request
+    threshold (`ttft<=2s`) and per-level percentile objectives (`ttft_p99<=2s`) may name it."""
 
     key: str
     label: str
@@ -42,6 +46,7 @@ class PerRequest:
     table: tuple[str, ...] = ()
     report: tuple[str, ...] = ()
     compare: tuple[str, ...] = ()
+    live: tuple[str, ...] = ()
     slo: bool = False
     in_ms: bool = True  # seconds printed as ms (else s)
     only_with: str = ""  # a level figure that must be > 0 at some level for it to be shown
@@ -106,7 +111,7 @@ class Figure:
         return self.source is not None and self.source.read_timed
 
 
-_ALL = frozenset({TABLE, REPORT, COMPARE})
+_ALL = frozenset({TABLE, REPORT, COMPARE, LIVE})
 
 #: level figures shown before the per-request ones, in this order
 HEAD: list[LevelFigure] = [
@@ -127,7 +132,7 @@ HEAD: list[LevelFigure] = [
         "req/s",
         "requests done per second of the window",
         True,
-        frozenset({TABLE, REPORT}),
+        frozenset({TABLE, REPORT, LIVE}),
         ",.2f",
     ),
     LevelFigure(
@@ -160,6 +165,7 @@ PER_REQUEST: list[PerRequest] = [
         table=("p50", "p99"),
         report=("p50", "p99"),
         compare=("p50", "p99"),
+        live=("p50", "p99"),
         slo=True,
         read_timed=True,
     ),
@@ -171,6 +177,7 @@ PER_REQUEST: list[PerRequest] = [
         table=("p50", "p99"),
         report=("p50", "p99"),
         compare=("p50", "p99"),
+        live=("p50", "p99"),
         slo=True,
         only_with="reasoning_tokens_mean",
         read_timed=True,
@@ -185,6 +192,7 @@ PER_REQUEST: list[PerRequest] = [
         table=("p99",),
         report=("p50", "p99"),
         compare=("p99",),
+        live=("p99",),
         slo=True,
         read_timed=True,
     ),
@@ -205,6 +213,7 @@ PER_REQUEST: list[PerRequest] = [
         table=("p50", "p99"),
         report=("p50", "p90", "p95", "p99"),
         compare=("p50", "p99"),
+        live=("p50", "p99"),
         slo=True,
         in_ms=False,
         spec=",.3f",
@@ -217,6 +226,7 @@ PER_REQUEST: list[PerRequest] = [
         stats=("mean",),
         table=("mean",),
         report=("mean",),
+        live=("mean",),
         only_with="reasoning_tokens_mean",
         spec=",.0f",
     ),
@@ -249,7 +259,12 @@ TAIL: list[LevelFigure] = [
 
 
 def _per_request_figures(source: PerRequest) -> list[Figure]:
-    shown = {TABLE: source.table, REPORT: source.report, COMPARE: source.compare}
+    shown = {
+        TABLE: source.table,
+        REPORT: source.report,
+        COMPARE: source.compare,
+        LIVE: source.live,
+    }
     return [
         Figure(
             key=f"{source.key}_{stat}",

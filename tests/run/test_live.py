@@ -139,6 +139,7 @@ def test_timeline_points_windows_and_level_marks():
         "current_level",
         "current_users",
         "verdict",
+        "figures",
         "levels",
         "personas",
     }

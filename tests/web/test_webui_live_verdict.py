@@ -77,3 +77,6 @@ def test_the_live_json_carries_each_levels_verdict_from_the_servers_metrics(tmp_
     # Locust's LLM tab: its table has the same columns
     (llm,) = [t for t in table if t["key"] == "llm"]
     assert [row["verdict"] for row in llm["data"]][:2] == ["not_saturated", "max_num_seqs"]
+    # a plain model's tables: no reasoning columns (test_webui_live_reasoning.py has them)
+    shown = [key for key, _ in stats["columns"]["levels"]]
+    assert "ttft_p99_ms" in shown and not [k for k in shown if k.startswith(("ttfat", "reasoning"))]

@@ -12,47 +12,57 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
+from ..figures import Figure
 from ..rundir.histogram import LogHistogram, bucket_of
 from ..rundir.records import COLUMNS
+from .live_figures import LivePlan
 from .live_verdict import LiveVerdicts
 from .timeline import Timeline
 
 _I = {name: COLUMNS.index(name) for name in COLUMNS}
-_START, _END, _OK, _TTFT, _E2E = (_I[c] for c in ("start_ts", "end_ts", "ok", "ttft", "e2e"))
+_START, _END, _OK = (_I[c] for c in ("start_ts", "end_ts", "ok"))
 _PROMPT, _REQUESTED_PROMPT = _I["prompt_tokens"], _I["requested_prompt_tokens"]
-_COMPLETION, _ITL_HIST = _I["completion_tokens"], _I["itl_hist"]
+_COMPLETION = _I["completion_tokens"]
 _LEVEL, _USERS, _USER_CLASS = _I["level"], _I["users"], _I["user_class"]
 
 
 @dataclass(slots=True)
 class Finished:
-    """What the live figures take from one record row: read once, then added to its level, its
-    persona and the timeline (on the master, for every request)."""
+    """What the live figures take from one record row (`LivePlan`: which columns): read once,
+    then added to its level, its persona and the timeline (on the master, for every request)."""
 
     start: float
     end: float
     ok: bool
     tokens_in: int
     tokens_out: int
-    ttft_bucket: int | None  # None: failed, or no first token
-    e2e_bucket: int
-    itl: list[tuple[int, int]]  # the ITL histogram's (bucket, count) pairs
+    buckets: list[int | None]  # per `LivePlan.timed`: its histogram bucket (None: no value)
+    hists: list[list[tuple[int, int]]]  # per `LivePlan.histogram`: (bucket, count) pairs
+    sums: list[float | None]  # per `LivePlan.summed`: the row's count (None: none)
 
     @classmethod
-    def of(cls, row) -> Finished:
+    def of(cls, row, plan: LivePlan) -> Finished:
         ok = bool(row[_OK])
-        ttft = row[_TTFT]
+        if ok:
+            buckets = [None if (v := row[i]) is None else bucket_of(v) for i in plan.timed_at]
+            hists = [parse_counts(row[i]) for i in plan.histogram_at]
+            sums = [row[i] for i in plan.summed_at]
+        else:  # a failure counts as one, and nothing of it goes into the figures
+            buckets = [None] * len(plan.timed)
+            hists = [[] for _ in plan.histogram]
+            sums = [None] * len(plan.summed)
         return cls(
             row[_START],
             row[_END],
             ok,
             row[_PROMPT] or row[_REQUESTED_PROMPT] or 0,
             row[_COMPLETION] or 0,
-            bucket_of(ttft) if ttft is not None and ok else None,
-            bucket_of(row[_E2E]) if ok else 0,
-            parse_counts(row[_ITL_HIST]) if ok else [],
+            buckets,
+            hists,
+            sums,
         )
 
 
@@ -62,37 +72,62 @@ UNNAMED = "(unnamed)"
 
 @dataclass
 class LiveLevel:
-    """Running figures of one level, or of one persona (user class) within it."""
+    """Running figures of one level, or of one persona (user class) within it: counts, and per
+    per-request quantity of `plan` (by its `figures.PerRequest` key) a log histogram (`hists`:
+    seconds) or a running [sum, count] (`sums`: tokens)."""
 
     level: int
     users: int
     user_class: str = ""
+    plan: LivePlan = field(default_factory=LivePlan, repr=False)
     ok: int = 0
     failed: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     first_start: float = math.inf
     last_end: float = 0.0
-    ttft: LogHistogram = field(default_factory=LogHistogram)
-    e2e: LogHistogram = field(default_factory=LogHistogram)
-    itl: LogHistogram = field(default_factory=LogHistogram)
+    hists: dict[str, LogHistogram] = field(default_factory=dict)
+    sums: dict[str, list[float]] = field(default_factory=dict)
+    # the same tallies in the plan's order, for `add`
+    _timed: list[Counter[int]] = field(init=False, repr=False)
+    _histogram: list[Counter[int]] = field(init=False, repr=False)
+    _sums: list[list[float]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        plan = self.plan
+        for key, _ in (*plan.timed, *plan.histogram):
+            self.hists.setdefault(key, LogHistogram())
+        for key, _ in plan.summed:
+            self.sums.setdefault(key, [0.0, 0])
+        self._timed = [self.hists[key].counts for key, _ in plan.timed]
+        self._histogram = [self.hists[key].counts for key, _ in plan.histogram]
+        self._sums = [self.sums[key] for key, _ in plan.summed]
 
     def add(self, done: Finished) -> None:
         """One finished request."""
-        self.first_start = min(self.first_start, done.start)
-        self.last_end = max(self.last_end, done.end)
+        # (for every request on the master: comparisons and dict.get, cheaper than min, max and
+        # a Counter's += on a new bucket)
+        if done.start < self.first_start:
+            self.first_start = done.start
+        if done.end > self.last_end:
+            self.last_end = done.end
         if not done.ok:
             self.failed += 1
             return
         self.ok += 1
         self.input_tokens += done.tokens_in
         self.output_tokens += done.tokens_out
-        if done.ttft_bucket is not None:
-            self.ttft.counts[done.ttft_bucket] += 1
-        self.e2e.counts[done.e2e_bucket] += 1
-        counts = self.itl.counts
-        for bucket, count in done.itl:
-            counts[bucket] += count
+        for counts, bucket in zip(self._timed, done.buckets):
+            if bucket is not None:
+                counts[bucket] = counts.get(bucket, 0) + 1
+        for counts, pairs in zip(self._histogram, done.hists):
+            get = counts.get
+            for bucket, count in pairs:
+                counts[bucket] = get(bucket, 0) + count
+        for tally, value in zip(self._sums, done.sums):
+            if value is not None:
+                tally[0] += value
+                tally[1] += 1
 
     def absorb(self, other: LiveLevel) -> None:
         """Add another tally's figures to this one's (a level is the sum of its personas)."""
@@ -102,40 +137,58 @@ class LiveLevel:
         self.failed += other.failed
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
-        for mine, theirs in ((self.ttft, other.ttft), (self.e2e, other.e2e), (self.itl, other.itl)):
-            mine.counts.update(theirs.counts)
+        for key, hist in other.hists.items():
+            self.hists[key].counts.update(hist.counts)
+        for key, (total, count) in other.sums.items():
+            self.sums[key][0] += total
+            self.sums[key][1] += count
 
     def as_dict(self) -> dict:
+        """The level's row: who and how many, then every figure the plan computes (its
+        `LiveColumn.key`; None where there is nothing yet)."""
         span = self.last_end - self.first_start if self.last_end > self.first_start else math.nan
         finished = self.ok + self.failed
-        ms = lambda hist, q: round(hist.percentile(q) * 1000, 1) if hist.total else None  # noqa: E731
-        rate = lambda x: round(x / span, 1) if span == span and span > 0 else None  # noqa: E731
-        return {
+        row: dict = {
             "level": self.level,
             "users": self.users,
             **({"user_class": self.user_class} if self.user_class else {}),
             "finished": finished,
-            "req_per_s": rate(finished),
-            "total_tok_per_s": rate(self.input_tokens + self.output_tokens),
-            "output_tok_per_s": rate(self.output_tokens),
-            "ttft_p50_ms": ms(self.ttft, 50),
-            "ttft_p99_ms": ms(self.ttft, 99),
-            "itl_p99_ms": ms(self.itl, 99),
-            "e2e_p50_ms": ms(self.e2e, 50),
-            "e2e_p99_ms": ms(self.e2e, 99),
-            "success_pct": round(100.0 * self.ok / finished, 2) if finished else None,
         }
+        for column in self.plan.computed:
+            row[column.key] = self.figure(column.figure, span, finished)
+        return row
+
+    def figure(self, figure: Figure, span: float, finished: int) -> float | None:
+        """One figure's running value: latencies in ms, the success rate in %."""
+        source = figure.source
+        if source is None:  # one of `live_figures.LEVEL_KEYS`
+            if figure.key == "success_rate":
+                return round(100.0 * self.ok / finished, 2) if finished else None
+            if not span > 0:
+                return None
+            done = {
+                "req_per_s": finished,
+                "total_tok_per_s": self.input_tokens + self.output_tokens,
+                "output_tok_per_s": self.output_tokens,
+            }[figure.key]
+            return round(done / span, 1)
+        if source.unit == "s":
+            hist = self.hists[source.key]
+            if not hist.total:
+                return None
+            q = figure.percentile
+            return round((hist.mean() if q is None else hist.percentile(q)) * 1000, 1)
+        total, count = self.sums[source.key]
+        return round(total / count, 1) if count else None
 
 
 def parse_counts(text: str) -> list[tuple[int, int]]:
-    """The (bucket, count) pairs of a `bucket:count;...` histogram text (parsed once per row)."""
+    """The (bucket, count) pairs of a `bucket:count;...` histogram text (parsed once per row:
+    one split and `int` over all the numbers, then paired)."""
     if not text:
         return []
-    pairs = []
-    for item in text.split(";"):
-        bucket, _, count = item.partition(":")
-        pairs.append((int(bucket), int(count)))
-    return pairs
+    numbers = map(int, text.replace(";", ":").split(":"))
+    return list(zip(numbers, numbers))
 
 
 class LiveStats:
@@ -154,6 +207,7 @@ class LiveStats:
         self.timeline = Timeline()
         self._streamed: dict[str, tuple[float, dict]] = {}  # process -> its last token counts
         self.verdicts: LiveVerdicts | None = None  # each level's bottleneck verdict, when judged
+        self.plan = LivePlan()  # what the levels show (`figures.LIVE`), read once
 
     def level_started(
         self, level: int, users: int, at: float | None = None, rate: float | None = None
@@ -181,15 +235,22 @@ class LiveStats:
 
     def add(self, row) -> None:
         """One attributed record row: to its level's persona and the timeline."""
-        done = Finished.of(row)
+        plan = self.plan
+        done = Finished.of(row, plan)
         level = row[_LEVEL]
         key = (level, row[_USER_CLASS] or "")
         persona = self.personas.get(key)
         if persona is None:
             users = self.users.setdefault(level, row[_USERS])
-            persona = self.personas[key] = LiveLevel(level, users, key[1] or UNNAMED)
+            persona = self.personas[key] = LiveLevel(level, users, key[1] or UNNAMED, plan)
         persona.add(done)
-        self.timeline.add(done.end, done.ok, done.ttft_bucket, done.itl, persona.user_class)
+        self.timeline.add(
+            done.end,
+            done.ok,
+            done.buckets[plan.ttft_at],
+            done.hists[plan.itl_at],
+            persona.user_class,
+        )
 
     def streamed(self, process: str, at: float, counts: dict[str, list[float]]) -> None:
         """One load process's tokens received so far, per user class, at `at` (its
@@ -210,7 +271,7 @@ class LiveStats:
 
     def level(self, level: int) -> LiveLevel:
         """One level's figures: the sum of its personas'."""
-        total = LiveLevel(level, self.users[level])
+        total = LiveLevel(level, self.users[level], plan=self.plan)
         for (of_level, _), persona in self.personas.items():
             if of_level == level:
                 total.absorb(persona)
@@ -220,6 +281,8 @@ class LiveStats:
         """The levels (and personas); with `series`, the time series too (only its points after
         `since`, when given: a page that has the earlier ones asks for the new ones only)."""
         levels = [self.level(k).as_dict() for k in sorted(self.users)]
+        # a figure shown only with another (TTFAT: with reasoning) is shown where a level has it
+        present = lambda key: any((row[key] or 0) > 0 for row in levels)  # noqa: E731
         verdict = None
         if self.verdicts is not None:  # each level's verdict: kind, and the figures it stands on
             judged = self.verdicts.verdicts(now)
@@ -233,6 +296,8 @@ class LiveStats:
             "current_level": self.current_level,
             "current_users": self.current_users,
             "verdict": verdict,  # the current level's (None when not judged)
+            # the figures of the levels' table, in order: [key in each row, header]
+            "figures": self.plan.table_columns(present),
             "levels": levels,
             # always, so that Locust's "LLM by persona" tab names the one persona there is;
             # the /llm page shows its persona table only when there are several

@@ -12,7 +12,10 @@ is loaded from outside it. Two places show the same charts (`static/llm-charts.j
 - the page at `/llm` (`static/llm.html`), the charts and the tables on their own.
 
 Each level's row carries its bottleneck verdict so far (`run.live_verdict`), the current
-level's also above the charts.
+level's also above the charts. The tables' columns are the live figures shown now
+(`run.live_figures`: those declared `figures.LIVE`, a reasoning model's TTFAT once a level has
+had reasoning), sent with every `/llm/stats` (`columns`); Locust's page takes them when it is
+loaded (its `extended_tables`).
 
 Locust's header shows `/stats/requests`' user count, which this module keeps current
 (`add_llm_stats`).
@@ -28,31 +31,35 @@ import time
 from flask import Blueprint, Response, jsonify, request, send_from_directory
 
 from ..compat.locust import WEB_INDEX_ENDPOINT, WEB_STATS_ENDPOINT
+from ..run.live_figures import LivePlan
 from ..run.timeline import Timeline
 from .auth import install_login
 from .bind import open_web_ui_refusal, warn_if_open
 from .guard import install_guards
 
-LEVEL_FIGURES = [
-    ("level", "Level"),
-    ("users", "Users"),
-    ("finished", "Finished"),
-    ("req_per_s", "req/s"),
-    ("total_tok_per_s", "Total tok/s"),
-    ("output_tok_per_s", "Output tok/s"),
-    ("ttft_p50_ms", "TTFT p50 (ms)"),
-    ("ttft_p99_ms", "TTFT p99 (ms)"),
-    ("itl_p99_ms", "ITL p99 (ms)"),
-    ("e2e_p50_ms", "E2E p50 (ms)"),
-    ("e2e_p99_ms", "E2E p99 (ms)"),
-    ("success_pct", "Success %"),
-]
-#: the per-level table: its figures, then what limited the level so far (`run.live_verdict`)
-LEVEL_COLUMNS = [*LEVEL_FIGURES, ("verdict", "Limit"), ("verdict_reason", "Why (server /metrics)")]
+#: the per-level table's first columns; its figures follow (`figures.LIVE`, `run.live_figures`)
+LEVEL_HEAD = [("level", "Level"), ("users", "Users"), ("finished", "Finished")]
+#: after them, what limited the level so far (`run.live_verdict`)
+VERDICT_COLUMNS = [("verdict", "Limit"), ("verdict_reason", "Why (server /metrics)")]
 
 
-#: the per-persona table: the level's figures with the user class after the users
-PERSONA_COLUMNS = [*LEVEL_FIGURES[:2], ("user_class", "Persona"), *LEVEL_FIGURES[2:]]
+def table_columns(figures: list) -> dict[str, list]:
+    """The LLM tables' (key, title) columns, given the figures shown now (a snapshot's
+    `figures`: a reasoning model's TTFAT only where a level had reasoning): the levels' table,
+    and the personas' (the figures with the user class after the users, no verdict)."""
+    figures = [tuple(f) for f in figures]
+    return {
+        "levels": [*LEVEL_HEAD, *figures, *VERDICT_COLUMNS],
+        "personas": [*LEVEL_HEAD[:2], ("user_class", "Persona"), *LEVEL_HEAD[2:], *figures],
+    }
+
+
+def extended_tables(columns: dict[str, list]) -> list[dict]:
+    """Locust's extended tables (`template_args["extended_tables"]`) of these columns."""
+    return [
+        {"key": key, "structure": [{"key": k, "title": title} for k, title in columns[of]]}
+        for key, of in (("llm", "levels"), ("llm_personas", "personas"))
+    ]
 
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
@@ -74,6 +81,7 @@ def snapshot(environment, series: bool = True, since: float | None = None) -> di
             "current_level": None,
             "current_users": 0,
             "verdict": None,
+            "figures": LivePlan().table_columns(lambda key: False),
             "levels": [],
             "personas": [],
         }
@@ -81,6 +89,7 @@ def snapshot(environment, series: bool = True, since: float | None = None) -> di
             data["series"] = Timeline().as_dict(now)
     else:
         data = live.snapshot(now, series=series, since=since)
+    data["columns"] = table_columns(data["figures"])
     runner = environment.runner
     data["running"] = getattr(runner, "state", "") in ("spawning", "running")
     data["user_count"] = getattr(runner, "user_count", 0)
@@ -89,9 +98,7 @@ def snapshot(environment, series: bool = True, since: float | None = None) -> di
 
 def page() -> str:
     with open(os.path.join(STATIC, "llm.html"), encoding="utf-8") as fh:
-        html = fh.read()
-    columns = json.dumps({"levels": LEVEL_COLUMNS, "personas": PERSONA_COLUMNS})
-    return html.replace("__COLUMNS__", columns.replace("<", "\\u003c"))
+        return fh.read()
 
 
 def install_web_ui(environment, web_ui) -> None:
@@ -131,6 +138,13 @@ def install_web_ui(environment, web_ui) -> None:
 
     app.register_blueprint(blueprint)
 
+    @app.before_request
+    def current_tables():
+        # Locust's page takes its tables' columns when it is loaded: those shown by then
+        if request.endpoint == WEB_INDEX_ENDPOINT:
+            columns = snapshot(environment, series=False)["columns"]
+            web_ui.template_args["extended_tables"] = extended_tables(columns)
+
     @app.after_request
     def extend_locust_ui(response):
         if request.endpoint == WEB_INDEX_ENDPOINT and response.status_code == 200:
@@ -143,13 +157,9 @@ def install_web_ui(environment, web_ui) -> None:
         {"title": "LLM", "key": "llm"},
         {"title": "LLM by persona", "key": "llm_personas"},
     ]
-    web_ui.template_args["extended_tables"] = [
-        {"key": "llm", "structure": [{"key": key, "title": title} for key, title in LEVEL_COLUMNS]},
-        {
-            "key": "llm_personas",
-            "structure": [{"key": key, "title": title} for key, title in PERSONA_COLUMNS],
-        },
-    ]
+    web_ui.template_args["extended_tables"] = extended_tables(
+        snapshot(environment, series=False)["columns"]
+    )
     web_ui.template_args["extended_csv_files"] = [
         {"href": "./llm", "title": "LLM live view (charts and levels)"}
     ]

@@ -6,6 +6,10 @@
  * bar of tabs (MUI's [role=tablist]), before the tab's table. The LLM tab gets the charts of the
  * whole test, the persona tab one line per persona (user class). The charts follow Locust's
  * light/dark switch (they read the page's background colour).
+ *
+ * Locust's tables take their columns when its page is loaded (template_args): where the server's
+ * columns have grown since (a reasoning model's TTFAT, once a level has had reasoning), a note
+ * names the new ones and asks for a reload.
  */
 (function () {
   'use strict';
@@ -46,13 +50,22 @@
       verdict.className = 'vl-note vl-verdict';
       verdict.hidden = true;
       mount.appendChild(verdict);
-      const showVerdict = data => {
+      const stale = document.createElement('p');
+      stale.className = 'vl-note vl-stale';
+      stale.hidden = true;
+      mount.appendChild(stale);
+      const loaded = ((window.templateArgs || {}).extended_tables || []).find(t => t.key === 'llm');
+      const have = new Set(loaded ? loaded.structure.map(c => c.key) : []);
+      const onData = data => {
         const v = data.verdict;
         verdict.hidden = !v;
         verdict.textContent = v ? 'Level ' + v.level + ' is limited by: ' + v.kind + ' (' + v.reason + ')' : '';
+        const added = loaded && data.columns ? data.columns.levels.filter(c => !have.has(c[0])).map(c => c[1]) : [];
+        stale.hidden = !added.length;
+        stale.textContent = added.length ? 'New columns since this page was loaded: ' + added.join(', ') + '. Reload the page to see them in the table.' : '';
       };
       bar.parentElement.after(mount);
-      charts = window.VllmLoadCharts.create(mount, { statsUrl: './llm/stats', onData: showVerdict, ...TABS[wanted].options });
+      charts = window.VllmLoadCharts.create(mount, { statsUrl: './llm/stats', onData, ...TABS[wanted].options });
       charts.start();
       shown = wanted;
     } else if (!wanted && mount) {
