@@ -365,11 +365,14 @@ def split_completion(
     """
     details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
     served = details.get("reasoning_tokens") if isinstance(details, dict) else None
-    counts = isinstance(served, int) and not isinstance(served, bool) and served >= 0
-    # vLLM (0.32) counts reasoning from a generated `<think>`: when the chat template opens the
-    # thinking (DeepSeek-R1's, GLM's), it says 0 however long the stream thought (vllm#49743); a 0
-    # beside reasoning chunks is that miscount, and the chunks are counted instead
-    if counts and not (served == 0 and reasoning_chunks):
+    if not isinstance(served, int) or isinstance(served, bool) or served < 0:
+        served = None  # (not a count)
+    elif served == 0 and reasoning_chunks:
+        # vLLM (0.32) counts reasoning from a generated `<think>`: when the chat template opens
+        # the thinking (DeepSeek-R1's, GLM's), it says 0 however long the stream thought
+        # (vllm#49743); a 0 beside reasoning chunks is that miscount: the chunks are counted
+        served = None
+    if served is not None:
         reasoning, source = served, REASONING_FROM_USAGE
     elif reasoning_chunks is None:
         return None, None, ""
