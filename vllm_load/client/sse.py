@@ -356,7 +356,8 @@ def split_completion(
     """(reasoning tokens, answer tokens, where the first came from) of a response's completion
     tokens; None where unknown, "" as the source of an unknown count.
 
-    The server's `usage.completion_tokens_details.reasoning_tokens` when it sends one; else the
+    The server's `usage.completion_tokens_details.reasoning_tokens` when it sends one (but not a 0
+    beside reasoning chunks: a count the stream contradicts); else the
     `reasoning_chunks` received (None: cannot tell) times the stream's tokens per chunk,
     `completion_tokens / n_chunks` rounded, at least 1 (1 without usage). That is 1 on vLLM, which
     streams each token in its own chunk, with a reasoning parser too: it sends no chunk for a
@@ -364,7 +365,14 @@ def split_completion(
     """
     details = usage.get("completion_tokens_details") if isinstance(usage, dict) else None
     served = details.get("reasoning_tokens") if isinstance(details, dict) else None
-    if isinstance(served, int) and not isinstance(served, bool) and served >= 0:
+    if not isinstance(served, int) or isinstance(served, bool) or served < 0:
+        served = None  # (not a count)
+    elif served == 0 and reasoning_chunks:
+        # vLLM (0.32) counts reasoning from a generated `<think>`: when the chat template opens
+        # the thinking (DeepSeek-R1's, GLM's), it says 0 however long the stream thought
+        # (vllm#49743); a 0 beside reasoning chunks is that miscount: the chunks are counted
+        served = None
+    if served is not None:
         reasoning, source = served, REASONING_FROM_USAGE
     elif reasoning_chunks is None:
         return None, None, ""
