@@ -35,32 +35,8 @@ from ..run.live_figures import LivePlan
 from ..run.timeline import Timeline
 from .auth import install_login
 from .bind import open_web_ui_refusal, warn_if_open
+from .columns import extended_tables, table_columns
 from .guard import install_guards
-
-#: the per-level table's first columns; its figures follow (`figures.LIVE`, `run.live_figures`)
-LEVEL_HEAD = [("level", "Level"), ("users", "Users"), ("finished", "Finished")]
-#: after them, what limited the level so far (`run.live_verdict`)
-VERDICT_COLUMNS = [("verdict", "Limit"), ("verdict_reason", "Why (server /metrics)")]
-
-
-def table_columns(figures: list) -> dict[str, list]:
-    """The LLM tables' (key, title) columns, given the figures shown now (a snapshot's
-    `figures`: a reasoning model's TTFAT only where a level had reasoning): the levels' table,
-    and the personas' (the figures with the user class after the users, no verdict)."""
-    figures = [tuple(f) for f in figures]
-    return {
-        "levels": [*LEVEL_HEAD, *figures, *VERDICT_COLUMNS],
-        "personas": [*LEVEL_HEAD[:2], ("user_class", "Persona"), *LEVEL_HEAD[2:], *figures],
-    }
-
-
-def extended_tables(columns: dict[str, list]) -> list[dict]:
-    """Locust's extended tables (`template_args["extended_tables"]`) of these columns."""
-    return [
-        {"key": key, "structure": [{"key": k, "title": title} for k, title in columns[of]]}
-        for key, of in (("llm", "levels"), ("llm_personas", "personas"))
-    ]
-
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 ASSETS = ("llm-charts.js", "llm-tab.js", "llm.css")
