@@ -148,3 +148,15 @@ def test_vectorised_buckets_and_text_agree_with_the_scalar_rule():
     assert format_sorted(ordered) == LogHistogram.of(values).format()
     assert format_sorted(np.array([])) == ""
     assert format_sorted(np.array([0.02] * 5)) == f"{bucket_of(0.02)}:5"
+
+
+def test_a_column_is_typed_by_its_annotation_however_it_is_spelled():
+    """Float columns used to be found by matching the annotation's text: `Optional[float]`
+    was one, `float | None` silently was not (and went to requests.csv unformatted)."""
+    from typing import Optional
+
+    from vllm_load.rundir.records import column_type
+
+    assert column_type(Optional[float]) is float
+    assert column_type(float | None) is float
+    assert column_type(int) is int and column_type(str | None) is str

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import os
+import typing
 from dataclasses import dataclass, fields
 from operator import attrgetter
 from typing import IO, Iterable, Optional
@@ -74,9 +75,21 @@ USERS_INDEX = COLUMNS.index("users")
 START_INDEX = COLUMNS.index("start_ts")
 ERROR_INDEX = COLUMNS.index("error")
 ERROR_MESSAGE_INDEX = COLUMNS.index("error_message")
+
+
+def column_type(annotation) -> type:
+    """The scalar type a record field holds (`Optional[float]` and `float | None` alike)."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return args[0] if args else annotation
+
+
+#: each column's type, read from the dataclass's annotations (resolved, never matched as text)
+COLUMN_TYPES: dict[str, type] = {
+    name: column_type(hint) for name, hint in typing.get_type_hints(RequestRecord).items()
+}
 #: the columns that hold seconds (floats, or None)
 FLOAT_INDEXES: tuple[int, ...] = tuple(
-    i for i, f in enumerate(fields(RequestRecord)) if f.type in ("float", "Optional[float]")
+    i for i, name in enumerate(COLUMNS) if COLUMN_TYPES[name] is float
 )
 
 #: steps.csv's columns, one row per level (docs/run-format.md)
@@ -92,38 +105,10 @@ STEPS_COLUMNS: tuple[str, ...] = (
     "rate",  # requests/s of an open-loop level (--rates); empty for a concurrency level
 )
 
-#: dtypes for reading requests.csv with pandas
+#: dtypes for reading requests.csv with pandas, from the column types (nullable where a
+#: cell may be empty)
 PANDAS_DTYPES: dict[str, str] = {
-    "request_id": "string",
-    "worker": "string",
-    "level": "Int64",
-    "users": "Int64",
-    "endpoint": "string",
-    "stream": "Int64",
-    "itl_hist": "string",
-    "n_chunks": "Int64",
-    "chunks_merged": "Int64",
-    "chunk_marks": "string",
-    "prompt_tokens": "Int64",
-    "completion_tokens": "Int64",
-    "requested_prompt_tokens": "Int64",
-    "requested_completion_tokens": "Int64",
-    "ok": "Int64",
-    "status": "Int64",
-    "error": "string",
-    "error_message": "string",
-    "user_class": "string",
-    "task": "string",
-    "conversation": "string",
-    "turn": "Int64",
-    "cached_tokens": "Int64",
-    "queued_s": "float64",
-    "ttfat": "float64",
-    "reasoning_tokens": "Int64",
-    "answer_tokens": "Int64",
-    "reasoning_source": "string",
-    "images": "Int64",
-    "image_bytes": "Int64",
+    name: {int: "Int64", str: "string", float: "float64"}[COLUMN_TYPES[name]] for name in COLUMNS
 }
 
 
