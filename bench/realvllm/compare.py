@@ -31,7 +31,7 @@ def level_comparison(run_dir: str) -> tuple[pd.DataFrame, dict]:
     (prefix-cache hits over the whole run, server vs client generated tokens)."""
     data = load_run(run_dir)
     metrics = measure_levels(data.requests, data.steps).metrics
-    server = server_side.read_server_metrics(os.path.join(run_dir, "server_metrics.csv"))
+    server = server_side.read_server_metrics(os.path.join(run_dir, "server_metrics.csv")).frame
     if server is None:
         raise ValueError(f"{run_dir} has no server_metrics.csv: vllm-load did not scrape /metrics")
     interval = (data.run.get("server_metrics") or {}).get("interval")
@@ -43,7 +43,7 @@ def level_comparison(run_dir: str) -> tuple[pd.DataFrame, dict]:
     figures["client_decoding_at_scrapes"] = decoding
     keep = ["level", "measured", "ok", "prompt_exact_share", "completion_exact_share"]
     table = figures.merge(metrics[keep], on="level", how="left")
-    health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_CSV))
+    health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_CSV)).frame
     late = late_levels(level_client_health(health, metrics, data.requests))
     table["client_late"] = [int(lv) in late for lv in table["level"]]
     table["client_late_reason"] = [late.get(int(lv), "") for lv in table["level"]]
