@@ -8,8 +8,7 @@ import math
 import re
 from typing import Mapping
 
-import pandas as pd
-
+from ..analysis.levels.table import present
 from ..figures import REPORT, Figure, shown_in
 
 
@@ -103,11 +102,7 @@ def report_figures(curve) -> list[Figure]:
     """The figures the report's per-level table shows (`figures.REPORT`), those the series had
     (a reasoning model's where some level measured reasoning tokens)."""
 
-    def present(key: str) -> bool:
-        column = f"{key}_mean"
-        return column in curve and bool((pd.to_numeric(curve[column], errors="coerce") > 0).any())
-
-    return shown_in(REPORT, present)
+    return shown_in(REPORT, lambda key: present(curve, f"{key}_mean"))
 
 
 def figure_value(row: Mapping, figure: Figure) -> str:

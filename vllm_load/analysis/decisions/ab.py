@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from ...figures import COMPARE, Figure, shown_in
+from ..levels.table import present as level_figure_present
 from ..series.stats import Summary, summarize
 from .significance import (
     NO_TEST,
@@ -68,10 +69,7 @@ def compare_figures(runs: Sequence["RunLevels"] = ()) -> list[Figure]:
     model's where some level of these runs measured reasoning tokens."""
 
     def present(key: str) -> bool:
-        return any(
-            key in r.metrics and bool((pd.to_numeric(r.metrics[key], errors="coerce") > 0).any())
-            for r in runs
-        )
+        return any(level_figure_present(r.metrics, key) for r in runs)
 
     # (a figure with no better direction, such as a token count, cannot be judged better)
     return [f for f in shown_in(COMPARE, present) if f.higher_is_better is not None]
