@@ -80,9 +80,32 @@ class Settings:
     )
     max_in_flight: int = option(
         1000,
-        "with --rates: at most this many requests in flight in the whole test (the users Locust "
-        "runs); an arrival that finds none free waits, and the wait counts in its latency",
+        "with --rates or --trace: at most this many requests in flight in the whole test (the "
+        "users Locust runs); a request that finds none free waits, and the wait counts in its "
+        "latency",
         rule=AT_LEAST_1,
+    )
+    trace: str = option(
+        "",
+        "replay a trace instead of stepping --levels: a file (Mooncake JSONL, BurstGPT CSV or "
+        "Azure LLM inference CSV) or sample:NAME (a shipped sample, e.g. sample:mooncake_60s); "
+        "each request is sent at its time with its prompt and output lengths",
+    )
+    trace_format: str = option(
+        "auto",
+        "with --trace: the file's format (auto: from its first line)",
+        choices=("auto", "mooncake", "burstgpt", "azure"),  # TRACE_FORMATS
+    )
+    trace_speed: float = option(
+        1.0, "with --trace: replay this many times faster (0.5: half as fast)", rule=POSITIVE
+    )
+    trace_start: float = option(
+        0.0, "with --trace: start this many seconds into the trace", rule=NOT_NEGATIVE
+    )
+    trace_duration: float = option(
+        0.0,
+        "with --trace: replay this many seconds of the trace, in the trace's time (0: to its end)",
+        rule=NOT_NEGATIVE,
     )
     input_tokens: int = option(
         2048, "exact prompt length in tokens, chat template included", rule=AT_LEAST_1
@@ -282,6 +305,10 @@ class Settings:
             raise SettingsError(
                 "--rates and --levels are two ways to step the load (request rates or "
                 "concurrency): give one of them"
+            )
+        if self.trace and (self.rates or self.levels != parse_levels(DEFAULT_LEVELS)):
+            raise SettingsError(
+                "--trace replays a trace's own schedule: give it without --levels or --rates"
             )
         for f, spec in settings_options():
             value = getattr(self, f.name)

@@ -191,7 +191,7 @@ def test_format_level_table(two_levels):
 def test_the_table_flags_a_level_that_measured_fewer_requests_than_it_had_users(two_levels):
     requests, steps = two_levels
     metrics = level_metrics(requests, steps)
-    metrics.loc[metrics["level"] == 1, "users"] = 1000.0  # 2 measured, of 1,000 users
+    metrics.loc[metrics["level"] == 1, ["users", "value"]] = 1000.0  # 2 measured, of 1,000 users
     lines = format_level_table(metrics).splitlines()
     assert lines[2].split()[3] == "3" and lines[3].split()[3] == "2~"
     assert lines[4].startswith("~ fewer measured requests than users")

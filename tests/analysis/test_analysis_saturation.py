@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vllm_load.analysis.series.curve import RATE
 from vllm_load.analysis.series.decide import MAX_RUNS, runs_to_decide
 from vllm_load.analysis.series.findings import findings
 from vllm_load.analysis.series.saturation import SaturationRule, analyse, scaling_ratio
 from vllm_load.analysis.series.stats import aggregate, summarize, t_quantile
+from vllm_load.load_kinds import RATE
 
 
 def curve(users, tok, p99=None, n=1, half=None, **extra):
@@ -409,7 +409,7 @@ def test_decision_names_an_open_loop_series_levels_as_rates():
     # a --rates run's levels are requests/s: its decision, as the findings and the summary say
     # it, must not call them "concurrent" (a real vLLM run at 1,5 requests/s read "still rising at
     # 5 concurrent ... a single run at 1, 5 concurrent")
-    from vllm_load.analysis.series.curve import RATE
+    from vllm_load.load_kinds import RATE
 
     c = curve([1, 5], [343, 1499])
     sat = analyse(c)

@@ -18,6 +18,7 @@ from vllm_load.analysis.decisions.goodput import (
 )
 from vllm_load.analysis.decisions.slo import Objective, SloSpec, Threshold, parse_slo
 from vllm_load.analysis.levels.measure import measure_levels
+from vllm_load.load_kinds import CONCURRENCY, RATE
 from vllm_load.values import SettingsError
 
 
@@ -170,18 +171,18 @@ def test_headline_across_runs_gives_the_interval_and_the_objective_missed_above(
     assert head.best.ci_high == pytest.approx(10 / 3 + half, rel=1e-5)
     assert head.binding_missed and head.binding.startswith("ttft<=1s (1.2 s at the 99th")
     assert (head.goodput_peak_users, head.throughput_peak_users) == (4.0, 8.0)
-    text = head.sentence("concurrent", False, spec)
+    text = head.sentence(CONCURRENCY, spec)
     assert text.startswith("Highest concurrency meeting the SLOs (ttft<=1s): 3.333 concurrent")
     assert "95% CI" in text and "bound by ttft<=1s" in text
     assert "Goodput peaks at 4 concurrent" in text and "throughput at 8" in text
-    assert "Highest request rate" in head.sentence("requests/s", True, spec)
+    assert "Highest request rate" in head.sentence(RATE, spec)
 
 
 def test_headline_when_every_level_met_or_none_did():
     spec = SloSpec(objectives=(Objective("e2e", 99, 5.0),))
     every = slo_headline([_run([1, 2], [1, 1], [1.0, 2.0], [1.0, 2.0], "e2e_p99<=5s", 4.0)], spec)
     assert every.best.mean == 2 and not every.binding_missed
-    assert "closest to its limit: e2e_p99<=5s (4 s)" in every.sentence("concurrent", False, spec)
+    assert "closest to its limit: e2e_p99<=5s (4 s)" in every.sentence(CONCURRENCY, spec)
     none = slo_headline([_run([1, 2], [0, 0], [0.0, 0.0], [1.0, 2.0], "e2e_p99<=5s", 6.0)], spec)
     assert none.best.n == 0 and none.runs_without == 1
-    assert none.sentence("concurrent", False, spec).startswith("No tested level met the SLOs")
+    assert none.sentence(CONCURRENCY, spec).startswith("No tested level met the SLOs")

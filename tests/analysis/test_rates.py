@@ -122,7 +122,7 @@ def test_a_level_above_capacity_falls_short_and_its_delay_grows(users, n):
     )
     table = format_level_table(metrics, unsteady={0: verdict.unsteady_text()})
     header = table.splitlines()[0].split()
-    assert header[:6] == ["rate", "req/s", "offered", "achieved", "in", "system"]
+    assert header[:5] == ["requests/s", "offered", "achieved", "in", "system"]
     assert "30.00!" in table and "the target could not keep up" in table
     assert "100.00 requests/s: the target could not keep up: achieved 30.00" in table
 

@@ -1,6 +1,7 @@
 """Level transitions of the stepped shape: the measured requests followed to their end, time
 caps, cooldown, the end; and which of a level's requests it follows (`measured_set`)."""
 
+from vllm_load.load_kinds import TRACE, Level
 from vllm_load.run.measured_set import LevelFollower, LevelTally
 from vllm_load.run.steps import (
     DEFAULT_MEASURED,
@@ -23,7 +24,9 @@ def run_ticks(controller, script):
 def test_a_level_ends_once_its_first_requests_to_start_have_all_ended():
     # users 10, 50, 100 with W = 2, K = 5: each level follows its first max(2, users) + 5 starts
     c = StepController(
-        LevelPlan((10, 50, 100), warmup_requests=2, requests_per_level=5, level_time_cap=100)
+        LevelPlan.concurrency(
+            (10, 50, 100), warmup_requests=2, requests_per_level=5, level_time_cap=100
+        )
     )
     users = run_ticks(
         c,
@@ -53,11 +56,11 @@ def test_a_level_ends_once_its_first_requests_to_start_have_all_ended():
 
 
 def test_warmup_covers_every_user_and_the_default_measures_whole_waves():
-    plan = LevelPlan((10, 500), warmup_requests=10)
+    plan = LevelPlan.concurrency((10, 500), warmup_requests=10)
     assert plan.counts(0) == LevelCounts(10, DEFAULT_MEASURED)
     assert plan.counts(1) == LevelCounts(500, MEASURED_WAVES * 500)
     assert plan.thin_levels() == []
-    seeds = LevelPlan((10, 1000), warmup_requests=10, requests_per_level=100)
+    seeds = LevelPlan.concurrency((10, 1000), warmup_requests=10, requests_per_level=100)
     assert seeds.counts(1) == LevelCounts(1000, 100)
     assert seeds.thin_levels() == [1]  # 100 measured of 1000 users: less than one wave
     rated = LevelPlan.open_loop((5.0,), 1000, warmup_requests=3)
@@ -66,7 +69,9 @@ def test_warmup_covers_every_user_and_the_default_measures_whole_waves():
 
 def test_time_cap_ends_a_level_that_is_short_of_requests():
     c = StepController(
-        LevelPlan((10, 20), warmup_requests=0, requests_per_level=100, level_time_cap=30)
+        LevelPlan.concurrency(
+            (10, 20), warmup_requests=0, requests_per_level=100, level_time_cap=30
+        )
     )
     users = run_ticks(c, [(0, {}), (29, {0: (5, 95)}), (30, {0: (6, 94)}), (61, {1: (1, 99)})])
     assert users == [10, 10, 20, None]
@@ -75,7 +80,7 @@ def test_time_cap_ends_a_level_that_is_short_of_requests():
 
 def test_measured_requests_never_heard_of_again_end_the_level_after_the_request_timeout():
     c = StepController(
-        LevelPlan((2, 4), warmup_requests=0, requests_per_level=2, measured_timeout=30)
+        LevelPlan.concurrency((2, 4), warmup_requests=0, requests_per_level=2, measured_timeout=30)
     )
     users = run_ticks(c, [(0, {}), (1, {0: (9, 1)}), (20, {0: (50, 1)}), (31, {0: (80, 1)})])
     assert users == [2, 2, 2, 4]
@@ -83,7 +88,9 @@ def test_measured_requests_never_heard_of_again_end_the_level_after_the_request_
 
 
 def test_cooldown_runs_zero_users_between_levels():
-    c = StepController(LevelPlan((5, 6), warmup_requests=0, requests_per_level=1, cooldown=10))
+    c = StepController(
+        LevelPlan.concurrency((5, 6), warmup_requests=0, requests_per_level=1, cooldown=10)
+    )
     done = (7, 0)  # each level follows its first users + 1 to start
     users = run_ticks(
         c, [(0, {}), (1, {0: done}), (5, {0: done}), (11, {0: done}), (12, {1: done})]
@@ -92,7 +99,9 @@ def test_cooldown_runs_zero_users_between_levels():
 
 
 def test_the_last_level_drains_its_requests_in_flight_before_the_test_ends():
-    c = StepController(LevelPlan((2, 4), warmup_requests=0, requests_per_level=2, drain_timeout=60))
+    c = StepController(
+        LevelPlan.concurrency((2, 4), warmup_requests=0, requests_per_level=2, drain_timeout=60)
+    )
     flying = {"n": 4}
     ticks = []
     for now, seen, in_flight in [
@@ -117,7 +126,9 @@ def test_the_last_level_drains_its_requests_in_flight_before_the_test_ends():
 
 
 def test_a_drain_that_outlasts_its_timeout_ends_the_test():
-    c = StepController(LevelPlan((3,), warmup_requests=0, requests_per_level=1, drain_timeout=10))
+    c = StepController(
+        LevelPlan.concurrency((3,), warmup_requests=0, requests_per_level=1, drain_timeout=10)
+    )
     ticks = [
         c.tick(now, lambda level: LevelProgress(5, 0 if now else 1), lambda: 2)
         for now in (0, 1, 5, 11)
@@ -131,9 +142,23 @@ def test_an_open_loop_plan_keeps_its_users_and_says_each_level_rate():
     c = StepController(plan)
     ticks = run_ticks(c, [(0, {}), (1, {0: (2, 1)}), (2, {0: (3, 0)}), (3, {1: (3, 0)})])
     assert ticks == [100, 100, 100, None]
-    starts = [(ch.level, ch.users, ch.rate) for ch in c.take_changes() if ch.kind == "start"]
-    assert starts == [(0, 100, 5.0), (1, 100, 20.0)]
-    assert LevelPlan((4, 8)).rate(0) is None  # a concurrency plan has no rates
+    starts = [
+        (ch.level, ch.users, ch.load.kind.name, ch.load.value)
+        for ch in c.take_changes()
+        if ch.kind == "start" and ch.load is not None
+    ]
+    assert starts == [(0, 100, "rate", 5.0), (1, 100, "rate", 20.0)]
+    assert [load.kind.name for load in LevelPlan.concurrency((4, 8)).levels] == ["concurrency"] * 2
+
+
+def test_a_trace_segment_measures_every_request_and_lasts_its_schedule():
+    segment = Level(TRACE, 0.0, 50, requests=120, duration=60.0)
+    plan = LevelPlan((segment,), warmup_requests=10, level_time_cap=30, measured_timeout=40)
+    assert plan.counts(0) == LevelCounts(0, 120)  # no warm-up: the trace is the load
+    assert plan.time_cap(0) == 100.0  # its schedule and a request timeout, above the cap
+    assert plan.thin_levels() == []  # (its users are a cap on requests in flight)
+    c = StepController(plan)
+    assert run_ticks(c, [(0, {}), (50, {0: (119, 3)}), (61, {0: (120, 0)})]) == [50, 50, None]
 
 
 def test_a_slow_request_among_the_first_to_start_holds_the_level():

@@ -35,10 +35,16 @@ def make_requests(rows: list[dict]) -> pd.DataFrame:
     return frame.astype({c: t for c, t in PANDAS_DTYPES.items()})
 
 
+#: steps.csv's columns before levels had kinds: no `kind` and `value`, a `rate` at the end (a
+#: rate level's requests/s, empty for a concurrency level); the analysis reads both
+OLD_STEPS_COLUMNS = [c for c in STEPS_COLUMNS if c not in ("kind", "value")] + ["rate"]
+
+
 def make_steps(rows: list[tuple]) -> pd.DataFrame:
-    """A steps frame: each row steps.csv's columns in order, the trailing ones left out."""
-    width = max((len(r) for r in rows), default=len(STEPS_COLUMNS) - 1)
-    return pd.DataFrame(rows, columns=list(STEPS_COLUMNS[:width]))
+    """A steps frame in the old columns (`OLD_STEPS_COLUMNS`), each row in order, the trailing
+    ones left out."""
+    width = max((len(r) for r in rows), default=len(OLD_STEPS_COLUMNS) - 1)
+    return pd.DataFrame(rows, columns=OLD_STEPS_COLUMNS[:width])
 
 
 def ok(level, users, start, end, prompt=10, completion=10, ttft=0.1, itl="", **kw):

@@ -1,10 +1,12 @@
-"""Open-loop sending (--rates): a load process's users take turns at its arrival schedule.
+"""Open-loop sending (--rates, --trace): a load process's users take turns at its arrivals.
 
-The process's `Arrivals` holds its `workload.arrivals.ArrivalSchedule`, started at every level
-with the process's share of the level's rate (the run session sends it). A user that is free
-calls `next()`: it waits for its turn at the schedule (one user at a time waits for the next
-arrival, so no user holds an arrival far in the future when the rate changes), sleeps until the
-arrival is due, and gets its time. The user's request then starts its clock at that time, not
+The process's `Arrivals` holds its current schedule: a `workload.arrivals.ArrivalSchedule`
+started at every rate level with the process's share of the level's rate, or a
+`workload.trace_schedule.TraceSchedule` started on the process's share of a trace segment (the
+run session's level message says which). A user that is free calls `next()`: it waits for its
+turn at the schedule (one user at a time waits for the next arrival, so no user holds an arrival
+far in the future when the level changes), sleeps until the arrival is due, and gets its time and,
+for a trace, the request to send. The user's request then starts its clock at that time, not
 when it is sent: an arrival that found no free user, or a user woken late, has been queueing on
 the client, and that wait is inside the request's latency (the record's `queued_s` says how
 much of it).
@@ -13,39 +15,58 @@ much of it).
 from __future__ import annotations
 
 import time
+from typing import Any, Sequence
 
 import gevent.event
 import gevent.lock
 
 from ..workload.arrivals import ArrivalSchedule
+from ..workload.trace_schedule import Scheduled, TraceSchedule
 
 
 class Arrivals:
     """One load process's arrivals, shared by its users (see the module docstring)."""
 
     def __init__(self) -> None:
-        self.schedule = ArrivalSchedule()
+        self.rates = ArrivalSchedule()
+        self.trace = TraceSchedule()
+        self.schedule: ArrivalSchedule | TraceSchedule = self.rates
+        self.epoch = 0  # counts starts and stops: a waiter can tell its arrival was withdrawn
         self._turn = gevent.lock.Semaphore()  # the user waiting for the next arrival holds it
         self._changed = gevent.event.Event()  # set when the schedule starts or stops
 
     def start(self, rate: float, phase: float, kind: str) -> None:
-        """The level's arrivals: this process's `rate` from now, constant ones `phase` late."""
-        self.schedule.start(rate, time.perf_counter(), phase, kind)
-        self._changed.set()
+        """A rate level's arrivals: this process's `rate` from now, constant ones `phase` late."""
+        self.rates.start(rate, time.perf_counter(), phase, kind)
+        self._switch(self.rates)
+
+    def start_trace(self, requests: Sequence[Scheduled], at: float) -> None:
+        """A trace segment: this process's share of its requests, from `at` (`perf_counter()`)."""
+        self.trace.start(requests, at)
+        self._switch(self.trace)
 
     def stop(self) -> None:
-        """No more arrivals (the test drains or stops) until the next `start`."""
-        self.schedule.stop()
+        """No more arrivals (the test drains or stops, or a closed-loop level starts) until the
+        next `start`."""
+        self.rates.stop()
+        self.trace.stop()
+        self._switch(self.schedule)
+
+    def _switch(self, schedule: ArrivalSchedule | TraceSchedule) -> None:
+        self.schedule = schedule
+        self.epoch += 1
         self._changed.set()
 
-    def next(self) -> float:
-        """Wait for this user's arrival; its `perf_counter()` time (it may be in the past)."""
+    def next(self) -> tuple[float, Any]:
+        """Wait for this user's arrival: its `perf_counter()` time (it may be in the past) and
+        what to send (a trace's request; None at a rate level)."""
         with self._turn:
             while True:
-                epoch, due = self.schedule.epoch, self.schedule.peek()
+                epoch, due = self.epoch, self.schedule.peek()
                 wait = due - time.perf_counter()
                 if wait > 0:
                     self._changed.clear()
                     self._changed.wait(None if wait == float("inf") else wait)
-                if self.schedule.epoch == epoch and time.perf_counter() >= due:
-                    return self.schedule.take()
+                if self.epoch == epoch and time.perf_counter() >= due:
+                    taken = self.schedule.take()
+                    return taken if isinstance(taken, tuple) else (taken, None)

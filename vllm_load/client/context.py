@@ -22,6 +22,7 @@ from geventhttpclient import HTTPClient
 
 from ..compat.geventhttpclient import resolve_with
 from ..gc_policy import quiet_collector
+from ..load_kinds import CONCURRENCY, RATE, TRACE, LoadKind, kind_named
 from ..rundir.records import RequestRecord
 from ..settings import Settings
 from ..target.api import HttpError, model_ids, request_json
@@ -35,6 +36,7 @@ from .prompts import (
     PromptPlan,
     prompt_plan,
 )
+from .replay import LevelShare, TraceReplay
 from .streamed import StreamedTokens
 
 if TYPE_CHECKING:
@@ -133,8 +135,11 @@ class LoadContext:
         self._lengths: LengthDraws | None = None
         self.images: SyntheticImages | None = None  # --images: made by `ensure_images`
         self.extras: dict[str, object] = {}  # what one kind of user shares per process and test
-        # with --rates; kept across `reset`, which a local test runs after its first level starts
+        # with --rates and --trace; kept across `reset`, which a local test runs after its first
+        # level starts
         self.arrivals = Arrivals()
+        self.load_kind: LoadKind = CONCURRENCY  # the running level's kind (`begin_level`)
+        self.replay: TraceReplay | None = None  # --trace: the segment, read at its level's start
 
     @classmethod
     def of(cls, environment) -> "LoadContext":
@@ -186,6 +191,20 @@ class LoadContext:
         self._settling -= 1
         if self._settling == 0:
             quiet_collector()
+
+    def begin_level(self, share: LevelShare) -> None:
+        """A level starts (the run session's message): send as its kind of load says, this
+        process's share of it."""
+        self.load_kind = kind_named(share.kind)
+        if self.load_kind is RATE:
+            self.arrivals.start(share.rate, share.phase, share.arrivals)
+        elif self.load_kind is TRACE:
+            if self.replay is None or share.level == 0:  # (a new test may replay another)
+                self.replay = TraceReplay(self.settings)
+            requests = self.replay.share(share)
+            self.arrivals.start_trace(requests, WALL_CLOCK.perf(share.at))
+        else:
+            self.arrivals.stop()
 
     def start_draining(self) -> None:
         """The test is draining (`steps`): users finish the request they have and send no other."""

@@ -76,7 +76,8 @@ class RequestSpec:
     JSON body, the token counts it asked for (None where it fixed none), and what it belongs to
     (the user class, the task, the conversation and the turn in it, all carried to its record).
     `keep_text`: keep the reply's text (a conversation needs it for its next turn). `images`: the
-    images in its messages, and `image_bytes` the bytes of those it carries (before base64)."""
+    images in its messages, and `image_bytes` the bytes of those it carries (before base64).
+    `trace_index`: the trace request it replays (--trace)."""
 
     api: str
     stream: bool
@@ -90,3 +91,4 @@ class RequestSpec:
     keep_text: bool = False
     images: int = 0
     image_bytes: int = 0
+    trace_index: int | None = None  # the --trace request it replays

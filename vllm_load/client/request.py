@@ -353,6 +353,7 @@ class MeasuredRequest:
             reasoning_source=reasoning_source,
             images=spec.images,
             image_bytes=spec.image_bytes,
+            trace_index=spec.trace_index,
         )
 
 

@@ -23,8 +23,8 @@ import pandas as pd  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
 
 from ..analysis.levels.hist import bucket_values  # noqa: E402
-from ..analysis.series.curve import USERS  # noqa: E402
 from ..analysis.series.saturation import TOTAL_TOKENS, Throughput  # noqa: E402
+from ..load_kinds import CONCURRENCY  # noqa: E402
 from .model import RunSummary, SeriesReport  # noqa: E402
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ def _axis_label(series: Sequence[SeriesReport]) -> str:
     return labels.pop() if len(labels) == 1 else "concurrent users or requests/s (see legend)"
 
 
-def log_level_axis(ax, users: Sequence[float], label: str = USERS.label) -> None:
+def log_level_axis(ax, users: Sequence[float], label: str = CONCURRENCY.label) -> None:
     """A log level axis labelled with the tested levels (10 → 1000 spans two decades)."""
     users = sorted({float(u) for u in users if u == u and u > 0})
     if len(users) >= 2 and users[-1] / users[0] >= 8:

@@ -25,7 +25,8 @@ from ..analysis.decisions.ab import (
 )
 from ..analysis.decisions.workload import workload_differences
 from ..analysis.levels.measure import measure_levels
-from ..analysis.series.curve import RATE, USERS, Axis, axis_of
+from ..analysis.series.curve import axis_of
+from ..load_kinds import CONCURRENCY, LoadKind
 from ..rundir.load import analysis_columns, load_run
 
 
@@ -37,7 +38,7 @@ class Side:
     paths: list[str]
     runs: list[RunLevels]
     models: list[str]
-    axis: Axis
+    axis: LoadKind
     records: list[dict] = field(default_factory=list)  # each run's run.json
     notes: list[str] = field(default_factory=list)  # what was left out of its runs' files, and why
 
@@ -62,9 +63,9 @@ class CompareData:
         return bool(self.worse)
 
 
-def level_text(level: float, axis: Axis) -> str:
+def level_text(level: float, axis: LoadKind) -> str:
     """A level as the comparison names it: `64 users`, `2.50 requests/s`."""
-    return f"{level:,.2f} requests/s" if axis.rate else f"{level:,.0f} users"
+    return axis.text(level)
 
 
 def load_side(name: str, paths: Sequence[str]) -> Side:
@@ -82,7 +83,9 @@ def load_side(name: str, paths: Sequence[str]) -> Side:
         notes += [f"run {data.run_id}: {note}" for note in data.notes]
     if len(axes) > 1:
         raise ValueError(f"{name} mixes concurrency runs and --rates runs: compare like with like")
-    return Side(name, list(paths), runs, models, axes.pop() if axes else USERS, records, notes)
+    return Side(
+        name, list(paths), runs, models, axes.pop() if axes else CONCURRENCY, records, notes
+    )
 
 
 def build_compare_data(
@@ -108,9 +111,8 @@ def build_compare_data(
         raise ValueError(f"{both[0]} is in both {a_name} and {b_name}")
     a, b = load_side(a_name, a_paths), load_side(b_name, b_paths)
     if a.axis is not b.axis:
-        kinds = {USERS: "concurrency levels", RATE: "request rates (--rates)"}
         raise ValueError(
-            f"{a_name} tested {kinds[a.axis]} and {b_name} {kinds[b.axis]}: nothing to compare"
+            f"{a_name} tested {a.axis.plural} and {b_name} {b.axis.plural}: nothing to compare"
         )
     differ = workload_differences(a.records, b.records, a_name, b_name)
     if differ and not allow_different_workloads:
@@ -160,7 +162,7 @@ def outcome_text(data: CompareData) -> str:
     return text
 
 
-def _levels_text(levels: Sequence[float], axis: Axis) -> str:
+def _levels_text(levels: Sequence[float], axis: LoadKind) -> str:
     return ", ".join(level_text(lv, axis) for lv in levels) or "none"
 
 
@@ -221,7 +223,7 @@ def compare_dict(data: CompareData) -> dict:
             key: {"name": s.name, "runs": s.paths, "models": s.models, "n_runs": len(s.runs)}
             for key, s in (("a", data.a), ("b", data.b))
         },
-        "level_axis": "requests/s" if data.a.axis.rate else "users",
+        "level_axis": data.a.axis.unit,
         "alpha": res.alpha,
         "correction": res.correction,
         "comparisons_tested": res.n_tested,

@@ -38,13 +38,14 @@ from ..analysis.levels.server_side import level_server_figures, read_server_metr
 from ..analysis.levels.table import error_counts
 from ..analysis.levels.timeline import work_timeline
 from ..analysis.series.compare import ModelRow, compare, comparison_findings
-from ..analysis.series.curve import USERS, Axis, axis_of
+from ..analysis.series.curve import axis_of
 from ..analysis.series.failures import failure_kinds
 from ..analysis.series.findings import findings
 from ..analysis.series.level_curve import level_curve
 from ..analysis.series.outcome import RunOutcome, outcome_of
 from ..analysis.series.saturation import Saturation, SaturationRule, analyse
 from ..analysis.series.stats import Series, group_runs
+from ..load_kinds import CONCURRENCY, LoadKind
 from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV
 from ..rundir.load import (
     analysis_columns,
@@ -79,7 +80,7 @@ class RunSummary:
     personas: pd.DataFrame | None = None  # per level and user class (`analysis.breakdown`)
     turns: pd.DataFrame | None = None  # per turn of the run's conversations
     conversations: dict | None = None  # the run's conversations as wholes
-    axis: Axis = USERS  # what its levels are (users, or requests/s)
+    axis: LoadKind = CONCURRENCY  # what its levels are (users, or requests/s)
     outcome: RunOutcome | None = None  # how it ended: interrupted, target lost, workers lost
     bottlenecks: dict[float, dict] = field(default_factory=dict)  # level -> its verdict, as JSON
 
@@ -103,7 +104,7 @@ class SeriesReport:
     dist_users: float | None = None
     ttft_at_dist: np.ndarray = field(default_factory=lambda: np.array([]))
     itl_at_dist: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
-    axis: Axis = USERS  # what its levels are (users, or requests/s)
+    axis: LoadKind = CONCURRENCY  # what its levels are (users, or requests/s)
     slo_headline: SloHeadline | None = None  # with SLOs: the highest level meeting them
     outcome_findings: list[str] = field(default_factory=list)  # how its runs ended (first)
     diagnosis: SeriesDiagnosis | None = None  # why it saturates, and what to change
@@ -174,10 +175,11 @@ def summarize_run(path: str, slo: SloSpec = SloSpec()) -> RunSummary:
         metrics = metrics.merge(level_queue(server, meas.metrics), on="level", how="left")
         metrics = metrics.merge(level_evidence(server, meas.metrics), on="level", how="left")
     axis = axis_of(data.run)
-    if axis.rate:
-        # the report's curves, charts and tables key levels by `users`: an open-loop run's levels
-        # are its rates (its Locust users, the cap on requests in flight, are in run.json)
-        metrics["users"] = metrics["requested_rate"]
+    # the series' curves, charts and tables key levels by a column still named `users`: it holds
+    # each level's value in its kind of load (`load_kinds`); the Locust users stay in `locust_users`
+    metrics["locust_users"] = metrics["users"]
+    metrics["users"] = metrics["value"]
+    if axis.open_loop:
         verdicts = rate_verdicts(metrics)
         metrics["rate_kept_up"] = [
             verdicts[lv].kept_up if lv in verdicts else None for lv in metrics["level"]
@@ -245,16 +247,16 @@ def with_client_late(metrics: pd.DataFrame, client_levels: pd.DataFrame | None) 
 
 def rate_findings(runs: Sequence[RunSummary], rule: RateRule = RateRule()) -> list[str]:
     """Whether the target kept up with the requested rates of an open-loop series, run by run
-    (`analysis.rates`); nothing for a concurrency series."""
-    behind = [
+    (`analysis.rates`); nothing for a series with no requested rate (concurrency, a trace)."""
+    judged = [
         (r.run_id, rec)
         for r in runs
-        if r.axis.rate
         for rec in r.metrics.to_dict("records")
-        if rec.get("rate_kept_up") is False
+        if rec.get("rate_kept_up") in (True, False)
     ]
-    if not any(r.axis.rate for r in runs):
+    if not judged:
         return []
+    behind = [(run_id, rec) for run_id, rec in judged if rec["rate_kept_up"] is False]
     if not behind:
         return [
             "The target kept up with every requested rate: it completed the requests within "
@@ -340,7 +342,7 @@ def build_report_data(
             r.bottlenecks = bottlenecks
         if spec:
             report.slo_headline = slo_headline([r.metrics for r in members], spec)
-            report.slo_finding = report.slo_headline.sentence(sat.axis.noun, sat.axis.rate, spec)
+            report.slo_finding = report.slo_headline.sentence(sat.axis, spec)
             # after how the runs ended, before every figure
             report.findings.insert(len(report.outcome_findings), report.slo_finding)
         _distributions(report)

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
+from typing import Sequence
 
 from ..analysis.diagnosis.capacity import predict
 from ..analysis.diagnosis.facts import server_facts
+from ..load_kinds import Level
 from ..settings import Settings
 from ..target.api import auth_headers
 from ..workload.lengths import parse_length
@@ -30,16 +32,17 @@ def _mean_length(fixed: int, spec: str, name: str) -> float:
     return parse_length(spec, name).mean if spec else float(fixed)
 
 
-def capacity_note(settings: Settings, header: dict, levels: tuple[int, ...], labels: dict) -> str:
-    """The sentence (\"\" when no limit is known, or for an open-loop test, whose levels are rates)."""
-    if settings.rates:
+def capacity_note(settings: Settings, header: dict, levels: Sequence[Level], labels: dict) -> str:
+    """The sentence (\"\" when no limit is known, or for an open-loop test, whose levels are not
+    numbers of users)."""
+    if any(load.kind.open_loop for load in levels):
         return ""
     facts = server_facts({**header, "server_metrics": {"cache_config": labels}})
     prediction = predict(
         facts,
         _mean_length(settings.input_tokens, settings.input_lengths, "--input-lengths"),
         _mean_length(settings.output_tokens, settings.output_lengths, "--output-lengths"),
-        levels,
+        tuple(load.users for load in levels),
     )
     if not prediction.limits:
         return ""

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterable
 
+from ..load_kinds import Level
 from ..rundir.files import RUN_JSON, STEPS_CSV, run_files_in, safe_name, write_atomic
 from ..rundir.records import (
     LEVEL_INDEX,
@@ -65,6 +66,8 @@ def refuse_existing_run(run_dir: str) -> None:
 @dataclass
 class LevelRecord:
     level: int
+    kind: str  # `load_kinds` name
+    value: float  # in the kind's unit
     users: int
     start_ts: float
     warmup_requests: int
@@ -72,11 +75,13 @@ class LevelRecord:
     time_cap: float
     end_ts: float | None = None
     stop_reason: str = ""
-    rate: float | None = None
 
     def row(self) -> list:
+        """steps.csv's row (`rundir.records.STEPS_COLUMNS`)."""
         return [
             self.level,
+            self.kind,
+            repr(self.value),
             self.users,
             repr(self.start_ts),
             "" if self.end_ts is None else repr(self.end_ts),
@@ -84,7 +89,6 @@ class LevelRecord:
             self.target_requests,
             self.time_cap,
             self.stop_reason,
-            "" if self.rate is None else repr(self.rate),
         ]
 
 
@@ -109,16 +113,11 @@ class RunRecorder:
 
     # levels -------------------------------------------------------------------------------
     def start_level(
-        self,
-        level: int,
-        users: int,
-        at: float,
-        warmup: int,
-        target: int,
-        time_cap: float,
-        rate: float | None = None,
+        self, level: int, load: Level, at: float, warmup: int, target: int, time_cap: float
     ) -> None:
-        self.levels.append(LevelRecord(level, users, at, warmup, target, time_cap, rate=rate))
+        self.levels.append(
+            LevelRecord(level, load.kind.name, load.value, load.users, at, warmup, target, time_cap)
+        )
         self._level_starts.append(at)
         self.write_steps()
 

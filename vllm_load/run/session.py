@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import sys
 import time
-from dataclasses import asdict
-from typing import Any
+from dataclasses import asdict, replace
+from typing import TYPE_CHECKING, Any
 
 import gevent
 from gevent.event import Event
@@ -25,7 +26,9 @@ from locust.runners import STATE_MISSING, LocalRunner, MasterRunner
 
 from ..client.context import LoadContext
 from ..client.health import CLIENT_LIMIT, HealthSample, HealthWriter
+from ..client.replay import LevelShare, trace_segment
 from ..compat.locust import rewrite_csv_files
+from ..load_kinds import RATE, TRACE, Level
 from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV
 from ..rundir.records import ERROR_INDEX, ERROR_MESSAGE_INDEX, LEVEL_INDEX, START_INDEX
 from ..settings import Settings
@@ -43,16 +46,22 @@ from .start import exact_prompts_plan, run_header, wanted_classes
 from .steps import LevelChange, LevelPlan, LevelProgress, StepController
 from .summary import print_summary
 
+if TYPE_CHECKING:
+    from ..workload.traces import Trace
+
 logger = logging.getLogger("vllm_load")
 
 # The last level's drain may last a request timeout, plus this for the last reports to arrive.
 DRAIN_SLACK = 10.0
 DRAIN_MESSAGE = "vllm_load_drain"  # master -> workers: the last level is over, send nothing new
-RATE_MESSAGE = "vllm_load_rate"  # master -> a worker: its rate, phase and arrivals for a level
+LEVEL_MESSAGE = "vllm_load_level"  # master -> a worker: a level's kind and its share (`LevelShare`)
+# seconds from a trace level's start to its segment's: the level's users are all running by then
+TRACE_LEAD = 0.5
 
 
-def level_plan(settings: Settings) -> LevelPlan:
-    """The stepped plan of these settings: --rates' open-loop levels, else --levels' users."""
+def level_plan(settings: Settings, segment: "Trace | None" = None) -> LevelPlan:
+    """The stepped plan of these settings: the trace `segment` (--trace) as one level, --rates'
+    open-loop levels, or --levels' users."""
     counts: dict[str, Any] = {
         "warmup_requests": settings.warmup_requests,
         "requests_per_level": settings.requests_per_level,
@@ -61,9 +70,18 @@ def level_plan(settings: Settings) -> LevelPlan:
         "drain_timeout": settings.request_timeout + DRAIN_SLACK,
         "measured_timeout": settings.request_timeout + DRAIN_SLACK,
     }
+    if segment is not None:
+        load = Level(
+            TRACE,
+            settings.trace_start,
+            settings.max_in_flight,
+            requests=len(segment.requests),
+            duration=segment.duration,
+        )
+        return LevelPlan((load,), **counts)
     if settings.rates:
-        return LevelPlan.open_loop(tuple(settings.rates), settings.max_in_flight, **counts)
-    return LevelPlan(tuple(settings.levels), **counts)
+        return LevelPlan.open_loop(settings.rates, settings.max_in_flight, **counts)
+    return LevelPlan.concurrency(settings.levels, **counts)
 
 
 def fail(environment, message: str, code: int = 2) -> None:
@@ -124,7 +142,14 @@ class RunSession:
                 self.settings.api_key or None,
             )
             self._scrape_greenlet = gevent.spawn(self.scraper.run, gevent.sleep)
-        self.controller = StepController(level_plan(self.settings))
+        self.segment = trace_segment(self.settings) if self.settings.trace else None
+        if self.segment is not None and not self.segment.requests:
+            raise SettingsError(
+                f"--trace {self.settings.trace}: no request between {self.settings.trace_start:g} s "
+                "and the end of the --trace-duration window: choose a window inside the trace"
+            )
+        self.salt = secrets.randbits(48)  # names this run's trace prompt blocks
+        self.controller = StepController(level_plan(self.settings, self.segment))
         scraping = self.settings.metrics_interval > 0
         labels = cache_config(host, self.model, self.settings.api_key or None) if scraping else {}
         if note := capacity_note(
@@ -138,7 +163,7 @@ class RunSession:
                 "first to start after the warm-up); leave --requests-per-level unset for 2 per user",
                 level,
                 self.controller.plan.counts(level).measured,
-                self.controller.plan.levels[level],
+                self.controller.plan.users(level),
             )
         self.worker_flights: dict[
             str, tuple[bool, int]
@@ -246,7 +271,6 @@ class RunSession:
         )
 
     def level_changed(self, change: LevelChange) -> None:
-        settings = self.settings
         if change.kind == "drain":
             self._drain(change)
             self.live.drain_started(change.level, change.users, change.at)
@@ -259,28 +283,20 @@ class RunSession:
             self.recorder.write_run_json()
             return
         if change.kind == "start":
+            assert change.load is not None  # (a start says what the level is)
             counts = self.controller.plan.counts(change.level)
             self.follower.level_started(counts.selected)
             self.recorder.start_level(
                 change.level,
-                change.users,
+                change.load,
                 change.at,
                 counts.warmup,
                 counts.selected,
-                settings.level_time_cap,
-                change.rate,
+                self.controller.plan.time_cap(change.level),
             )
-            self.live.level_started(change.level, change.users, change.at, change.rate)
-            if change.rate is None:
-                logger.info("level %d: %d users", change.level, change.users)
-            else:
-                self._send_rate(change.rate)
-                logger.info(
-                    "level %d: %g requests/s, at most %d in flight",
-                    change.level,
-                    change.rate,
-                    change.users,
-                )
+            rate = change.load.value if change.load.kind is RATE else None
+            self.live.level_started(change.level, change.users, change.at, rate)
+            self._send_level(change.level, change.load, change.at)
         else:
             self.recorder.end_level(change.level, change.at, change.reason)
             progress = self.progress(change.level)
@@ -295,17 +311,45 @@ class RunSession:
             if change.level == len(self.controller.plan.levels) - 1:
                 self.completed = True
 
-    def _send_rate(self, rate: float) -> None:
-        """Start every load process's arrivals at its share of `rate` (`workload.arrivals`)."""
-        runner, kind = self.environment.runner, self.settings.arrivals
-        if not isinstance(runner, MasterRunner):
-            LoadContext.of(self.environment).arrivals.start(rate, 0.0, kind)
-            return
-        workers = sorted(c.id for c in runner.clients.all if c.state != STATE_MISSING)
-        for index, worker in enumerate(workers):
-            share, phase = process_share(rate, len(workers), index)
-            message = {"rate": share, "phase": phase, "kind": kind}
-            runner.send_message(RATE_MESSAGE, message, client_id=worker)
+    def _send_level(self, level: int, load: Level, at: float) -> None:
+        """Tell every load process what the level is and its share of it (`LevelShare`): its
+        share of a rate (`workload.arrivals`), or of a trace segment's requests and when the
+        segment starts."""
+        runner, settings = self.environment.runner, self.settings
+        master = isinstance(runner, MasterRunner)
+        processes = (
+            sorted(c.id for c in runner.clients.all if c.state != STATE_MISSING)
+            if master
+            else ["local"]
+        )
+        start = at + TRACE_LEAD + load.users / settings.spawn_rate_per_level
+        for index, process in enumerate(processes):
+            share = LevelShare(level, load.kind.name, load.value)
+            if load.kind is RATE:
+                rate, phase = process_share(load.value, len(processes), index)
+                share = replace(share, rate=rate, phase=phase, arrivals=settings.arrivals)
+            elif load.kind is TRACE:
+                share = replace(
+                    share, processes=len(processes), index=index, at=start, salt=self.salt
+                )
+            if master:
+                runner.send_message(LEVEL_MESSAGE, asdict(share), client_id=process)
+            else:
+                LoadContext.of(self.environment).begin_level(share)
+        logger.info("level %d: %s", level, self._level_text(load, start - at))
+
+    def _level_text(self, load: Level, lead: float) -> str:
+        """The log line of a level's start."""
+        if load.kind is RATE:
+            return f"{load.value:g} requests/s, at most {load.users} in flight"
+        if load.kind is TRACE and self.segment is not None:
+            s = self.settings
+            return (
+                f"replaying {s.trace} from {s.trace_start:g} s: {len(self.segment.requests)} "
+                f"requests over {self.segment.duration:,.1f} s (x{s.trace_speed:g}), at most "
+                f"{load.users} in flight, starting in {lead:.1f} s"
+            )
+        return f"{load.users} users"
 
     def add_health(self, sample: dict, worker: str) -> None:
         """One load process's CPU and loop lag over its last report interval, with its level."""

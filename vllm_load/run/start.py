@@ -23,13 +23,20 @@ from .recorder import redacted_argv, utc_iso
 
 def wanted_classes(user_classes: list, settings: Settings) -> list:
     """The user classes that take part (the built-in locustfile's: --dataset picks one); with
-    --rates, every one of them must send at arrivals."""
+    --rates, every one of them must send at arrivals; with --trace, every one must be the
+    built-in test's (it sends the trace's lengths)."""
     wanted = [cls for cls in user_classes if getattr(cls, "wanted", lambda _s: True)(settings)]
     closed = [c.__name__ for c in wanted if not getattr(c, "open_loop", False)]
     if settings.rates and closed:
         raise SettingsError(
             f"--rates needs user classes that send at arrivals (the built-in test's); "
             f"{', '.join(closed)} send(s) back to back: use --levels"
+        )
+    not_replaying = [c.__name__ for c in wanted if not getattr(c, "exact_prompts", False)]
+    if settings.trace and not_replaying:
+        raise SettingsError(
+            f"--trace sends each trace request's own prompt and output lengths, which the "
+            f"built-in test's users do; {', '.join(not_replaying)} send(s) prompts of their own"
         )
     return wanted
 

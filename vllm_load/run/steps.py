@@ -17,10 +17,13 @@ warm-up, one slice of one wave of its users.
 After the last level the test drains: its users send nothing new, and the requests they have
 in flight are let finish (bounded by `drain_timeout`) before the test ends.
 
-With --rates a level is a request rate instead (open loop): every level runs the same users
-(--max-in-flight, the cap on requests in flight), sends at the level's rate, and ends by the
-same rule (W warm-up requests and K measured ones started, the K followed to their end, or its
-time cap); the last one drains the same way.
+What a level is comes from `load_kinds`: N users (closed loop), or an open-loop kind whose
+levels all run the same users (--max-in-flight, the cap on requests in flight). With --rates a
+level is a request rate; it ends by the same rule (W warm-up requests and K measured ones
+started, the K followed to their end, or its time cap). With --trace the level is a segment of a
+trace, and every one of its requests is measured (no warm-up: the trace says what the load is
+from its first request); its time cap is at least its schedule's length and a request timeout.
+The last level drains the same way whatever its kind.
 
 `StepController` is the decision logic alone (plain data in, plain data out), so it is tested
 without Locust; `vllm_load.run.shape.SteppedShape` adapts it to Locust on the master.
@@ -29,7 +32,9 @@ without Locust; `vllm_load.run.shape.SteppedShape` adapts it to Locust on the ma
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
+
+from ..load_kinds import CONCURRENCY, RATE, Level
 
 #: measured requests per level when --requests-per-level is not given: at least this many ...
 DEFAULT_MEASURED = 100
@@ -60,39 +65,54 @@ class LevelProgress:
 
 @dataclass(frozen=True)
 class LevelPlan:
-    levels: tuple[int, ...]
+    levels: tuple[Level, ...]
     warmup_requests: int = 10
     requests_per_level: int | None = None  # None: `DEFAULT_MEASURED`, or `MEASURED_WAVES` per user
     level_time_cap: float = 1200.0
     cooldown: float = 0.0
     drain_timeout: float = 0.0  # seconds the last level's requests in flight may take to finish
-    rates: tuple[float, ...] = ()  # open loop: each level's rate (requests/s); levels: the users
     # seconds a level waits, once its measured requests have all started, for them to end
     measured_timeout: float = float("inf")
 
     @classmethod
-    def open_loop(cls, rates: tuple[float, ...], max_in_flight: int, **counts: Any) -> LevelPlan:
-        """A plan stepping through `rates`, every level with `max_in_flight` users."""
-        return cls((max_in_flight,) * len(rates), rates=rates, **counts)
+    def concurrency(cls, users: Sequence[int], **counts: Any) -> LevelPlan:
+        """A plan stepping through these numbers of users (closed loop)."""
+        return cls(tuple(Level(CONCURRENCY, float(u), int(u)) for u in users), **counts)
 
-    def rate(self, level: int) -> float | None:
-        """The level's rate (requests/s) in an open-loop plan, else None."""
-        return self.rates[level] if self.rates else None
+    @classmethod
+    def open_loop(cls, rates: Sequence[float], max_in_flight: int, **counts: Any) -> LevelPlan:
+        """A plan stepping through `rates`, every level with `max_in_flight` users."""
+        return cls(tuple(Level(RATE, float(r), max_in_flight) for r in rates), **counts)
+
+    def users(self, level: int) -> int:
+        """The users Locust runs for the level."""
+        return self.levels[level].users
 
     def counts(self, level: int) -> LevelCounts:
         """The level's warm-up and measured requests (see the module docstring)."""
-        if self.rates:
-            measured = self.requests_per_level or DEFAULT_MEASURED
-            return LevelCounts(self.warmup_requests, measured)
-        users = self.levels[level]
-        measured = self.requests_per_level or max(DEFAULT_MEASURED, MEASURED_WAVES * users)
-        return LevelCounts(max(self.warmup_requests, users), measured)
+        load = self.levels[level]
+        if load.requests is not None:  # a trace segment: every one of its requests, measured
+            return LevelCounts(0, load.requests)
+        if load.kind.open_loop:
+            return LevelCounts(self.warmup_requests, self.requests_per_level or DEFAULT_MEASURED)
+        measured = self.requests_per_level or max(DEFAULT_MEASURED, MEASURED_WAVES * load.users)
+        return LevelCounts(max(self.warmup_requests, load.users), measured)
+
+    def time_cap(self, level: int) -> float:
+        """Seconds the level may last: --level-time-cap, or a trace segment's whole schedule and
+        a request timeout after it when that is longer."""
+        duration = self.levels[level].duration
+        if duration is None:
+            return self.level_time_cap
+        return max(self.level_time_cap, duration + self.measured_timeout)
 
     def thin_levels(self) -> list[int]:
         """The concurrency levels that measure fewer requests than they have users."""
-        if self.rates:
-            return []
-        return [i for i, users in enumerate(self.levels) if self.counts(i).measured < users]
+        return [
+            i
+            for i, load in enumerate(self.levels)
+            if not load.kind.open_loop and self.counts(i).measured < load.users
+        ]
 
 
 @dataclass(frozen=True)
@@ -104,7 +124,7 @@ class LevelChange:
     users: int
     at: float
     reason: str = ""
-    rate: float | None = None  # the level's rate (requests/s) in an open-loop plan
+    load: Level | None = None  # the level's kind and value (on "start")
 
 
 @dataclass
@@ -134,8 +154,8 @@ class StepController:
         if self.phase == "running":
             reason = self._level_over(now, progress(self.level))
             if not reason:
-                return self.plan.levels[self.level]
-            users = self.plan.levels[self.level]
+                return self.plan.users(self.level)
+            users = self.plan.users(self.level)
             self.changes.append(LevelChange("end", self.level, users, now, reason))
             if self.level + 1 >= len(self.plan.levels):
                 self.phase, self.phase_started = "draining", now
@@ -162,7 +182,7 @@ class StepController:
                 self.selected_at = now
             elif now - self.selected_at >= self.plan.measured_timeout:
                 return "measured_lost"  # started, and never heard of again (a worker lost them)
-        if now - self.phase_started >= self.plan.level_time_cap:
+        if now - self.phase_started >= self.plan.time_cap(self.level):
             return "time_cap"
         return ""
 
@@ -174,9 +194,9 @@ class StepController:
         elif now - self.phase_started >= self.plan.drain_timeout:
             reason = "drain_timeout"
         if not reason:
-            return self.plan.levels[self.level]
+            return self.plan.users(self.level)
         self.changes.append(
-            LevelChange("drained", self.level, self.plan.levels[self.level], now, reason)
+            LevelChange("drained", self.level, self.plan.users(self.level), now, reason)
         )
         self.phase = "done"
         return None
@@ -184,9 +204,9 @@ class StepController:
     def _start(self, level: int, now: float) -> int:
         self.level, self.phase, self.phase_started = level, "running", now
         self.selected_at = None
-        users = self.plan.levels[level]
-        self.changes.append(LevelChange("start", level, users, now, rate=self.plan.rate(level)))
-        return users
+        load = self.plan.levels[level]
+        self.changes.append(LevelChange("start", level, load.users, now, load=load))
+        return load.users
 
     def take_changes(self) -> list[LevelChange]:
         changes, self.changes = self.changes, []

@@ -27,6 +27,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from ..client.context import LoadContext
 from ..client.health import HealthProbe
 from ..client.prompts import CalibrationError
+from ..client.replay import LevelShare
 from ..compat.locust import (
     master_silent_for,
     send_worker_report,
@@ -41,7 +42,7 @@ from ..values import SettingsError
 from ..web import bind
 from ..web.auth import add_arguments as add_web_arguments
 from ..web.view import install_web_ui
-from .session import DRAIN_MESSAGE, RATE_MESSAGE, RunSession, fail
+from .session import DRAIN_MESSAGE, LEVEL_MESSAGE, RunSession, fail
 
 logger = logging.getLogger("vllm_load")
 
@@ -226,7 +227,9 @@ def _install_worker(environment, runner) -> None:
             data["vllm_failure"] = context.failure
 
     runner.register_message(DRAIN_MESSAGE, lambda **_kw: context.start_draining())
-    runner.register_message(RATE_MESSAGE, lambda msg, **_kw: context.arrivals.start(**msg.data))
+    runner.register_message(
+        LEVEL_MESSAGE, lambda msg, **_kw: context.begin_level(LevelShare(**msg.data))
+    )
 
     @environment.events.quitting.add_listener
     def _(**_kw):

@@ -243,14 +243,16 @@ def read_steps(path: str) -> pd.DataFrame:
             f"{path} is {'empty' if os.path.exists(path) else 'missing'}: the run's levels are not there"
         )
     try:
-        frame = pd.read_csv(path, dtype={"stop_reason": "string"}, keep_default_na=True)
+        frame = pd.read_csv(
+            path, dtype={"stop_reason": "string", "kind": "string"}, keep_default_na=True
+        )
     except (UnicodeDecodeError, pd.errors.ParserError) as e:
         raise DamagedRun(f"{path}: unreadable ({str(e).strip()[:80]})") from None
     missing = [c for c in STEPS_REQUIRED if c not in frame.columns]
     if missing:
         raise DamagedRun(f"{path}: not a {STEPS_CSV} (its header lacks {', '.join(missing)})")
     for c in frame.columns:
-        if c in STEPS_COLUMNS and c != "stop_reason" and frame[c].dtype == object:
+        if c in STEPS_COLUMNS and c not in ("stop_reason", "kind") and frame[c].dtype == object:
             raise DamagedRun(f"{path}: {c} holds {frame[c].iloc[0]!r}, not numbers")
     return frame
 

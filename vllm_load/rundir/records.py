@@ -57,6 +57,7 @@ class RequestRecord:
     reasoning_source: str = ""  # where reasoning_tokens came from: "usage", "counted" or ""
     images: int = 0  # images in its messages (the history's included)
     image_bytes: int = 0  # the bytes of those it carried (data: URLs), before base64
+    trace_index: Optional[int] = None  # its request's index in the --trace file (0-based)
 
     def to_row(self) -> tuple:
         return _as_row(self)
@@ -95,6 +96,8 @@ FLOAT_INDEXES: tuple[int, ...] = tuple(
 #: steps.csv's columns, one row per level (docs/run-format.md)
 STEPS_COLUMNS: tuple[str, ...] = (
     "level",
+    "kind",  # the level's kind of load (`load_kinds`): concurrency, rate or trace
+    "value",  # the level's value in its kind's unit: users, requests/s, s into the trace
     "users",
     "start_ts",
     "end_ts",
@@ -102,7 +105,6 @@ STEPS_COLUMNS: tuple[str, ...] = (
     "target_requests",
     "time_cap",
     "stop_reason",
-    "rate",  # requests/s of an open-loop level (--rates); empty for a concurrency level
 )
 
 #: dtypes for reading requests.csv with pandas, from the column types (nullable where a

@@ -252,6 +252,8 @@ def write_synthetic_run(base_dir: str, spec: SyntheticRun | None = None) -> str:
         steps.append(
             (
                 level,
+                "concurrency",
+                float(users),
                 users,
                 t,
                 end,
@@ -268,7 +270,7 @@ def write_synthetic_run(base_dir: str, spec: SyntheticRun | None = None) -> str:
         drop=True
     )  # arrival order
     requests.insert(0, "request_id", "0-" + pd.Series(np.arange(1, len(requests) + 1)).astype(str))
-    steps_frame = pd.DataFrame(steps, columns=list(STEPS_COLUMNS[:8]))  # no rate: concurrency
+    steps_frame = pd.DataFrame(steps, columns=list(STEPS_COLUMNS))
     for col in ("prompt_tokens", "completion_tokens"):
         requests[col] = requests[col].astype("Int64")
     floats = [c for c in requests.columns if requests[c].dtype == np.float64]

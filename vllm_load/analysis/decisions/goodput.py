@@ -23,7 +23,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from ...load_kinds import LoadKind, kind_named
 from ..levels.measure import LevelMeasurement, success_spans
+from ..levels.table import level_kinds
 from ..levels.window_rates import work_in_window
 from ..series.stats import Summary, summarize
 from .slo import SloSpec, Threshold
@@ -159,15 +161,23 @@ def format_goodput_table(metrics: pd.DataFrame, goodput: pd.DataFrame, spec: Slo
     string for no levels). `metrics` is the run's per-level table (its level names)."""
     if goodput.empty:
         return ""
-    rated = "requested_rate" in metrics and bool(metrics["requested_rate"].notna().any())
-    names = dict(zip(metrics["level"], metrics["requested_rate" if rated else "users"]))
-    header = ("rate req/s" if rated else "users", "good %", "goodput req/s", "goodput out tok/s")
+    kinds = level_kinds(metrics)
+    names = {
+        rec["level"]: kind_named(rec.get("kind")).number(rec.get("value", rec["users"]))
+        for rec in metrics.to_dict("records")
+    }
+    header = (
+        kinds[0].unit if len(kinds) == 1 else "level",
+        "good %",
+        "goodput req/s",
+        "goodput out tok/s",
+    )
     rows = [(*header, "SLOs", "bound by")]
     for rec in goodput.to_dict("records"):
         met = rec["slo_met"]
         rows.append(
             (
-                _cell(names.get(rec["level"], math.nan), ",.2f" if rated else ",.0f"),
+                names.get(rec["level"], "-"),
                 _cell(rec["slo_good_share"], ".1f", 100.0),
                 _cell(rec["goodput_req_per_s"], ",.2f"),
                 _cell(rec["goodput_output_tok_per_s"], ",.0f"),
@@ -196,9 +206,9 @@ class SloHeadline:
     goodput_peak: float
     throughput_peak_users: float  # ... and of the highest mean req/s
 
-    def sentence(self, noun: str, rate: bool, spec: SloSpec) -> str:
-        """The key finding, naming levels as `noun` (users, or requests/s)."""
-        what = "request rate" if rate else "concurrency"
+    def sentence(self, axis: LoadKind, spec: SloSpec) -> str:
+        """The key finding, naming levels as the series' kind of load names them."""
+        noun, what = axis.noun, axis.what
         slos = ", ".join(spec.items())
         if self.best.n == 0:
             return (

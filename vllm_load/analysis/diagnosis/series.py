@@ -117,7 +117,7 @@ def diagnose_series(
     rows = curve.to_dict("records")
     verdicts, facts = level_verdicts(rows, "_mean", facts, saturation, no_server)
     work = _workload(curve, "_mean")
-    rate = saturation.axis.rate
+    rate = saturation.axis.open_loop
     if rate:  # the model counts requests in the batch; an open-loop series' levels are rates
         work = replace(work, levels=())
     step_cost = fit_step_cost(

@@ -39,6 +39,8 @@ CUT_SHORT = frozenset({"time_cap", "interrupted", "workers_lost", "measured_lost
 
 _HEAD_COLUMNS: tuple[str, ...] = (
     "level",
+    "kind",  # the level's kind of load (`load_kinds`) ...
+    "value",  # ... and its value in that kind's unit
     "users",
     "level_start",
     "level_end",
@@ -288,6 +290,8 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
         out = pd.DataFrame(
             {
                 "level": plan["level"].to_numpy(np.int64),
+                "kind": plan["kind"].to_numpy(dtype=object),
+                "value": plan["value"].to_numpy(np.float64),
                 "users": plan["users"].to_numpy(np.float64),
                 "level_start": plan["start_ts"].to_numpy(np.float64),
                 "level_end": level_end,

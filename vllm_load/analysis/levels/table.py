@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ...figures import TABLE, Figure, level_figures, shown_in
+from ...load_kinds import CONCURRENCY, LoadKind, kind_named
 from . import as_floats
 
 
@@ -18,18 +19,29 @@ def _fmt(value: float, spec: str) -> str:
     return format(value, spec)
 
 
-#: in rate mode (--rates) the rate columns lead instead of the users, the achieved
-#: concurrency and req/s: (header, metric, scale, format)
-RATE_HEAD: tuple[tuple[str, str, float, str], ...] = (
-    ("rate req/s", "requested_rate", 1, ",.2f"),
+#: an open-loop level's row (a rate or a trace) leads with the load offered and achieved and the
+#: client's queueing, instead of the achieved concurrency and req/s: (header, metric, scale, format)
+OPEN_LOOP_HEAD: tuple[tuple[str, str, float, str], ...] = (
     ("offered", "offered_rate", 1, ",.2f"),
     ("achieved", "achieved_rate", 1, ",.2f"),
-    # a request's clock starts at its arrival: queued on the client or sent (<= --max-in-flight)
+    # a request's clock starts when it is due: queued on the client or sent (<= --max-in-flight)
     ("in system", "achieved_concurrency", 1, ",.1f"),
     ("queued p50 ms", "queued_p50", 1000, ",.1f"),
     ("queued p99 ms", "queued_p99", 1000, ",.1f"),
 )
-_NOT_IN_RATE_TABLE = frozenset({"users", "achieved_concurrency", "req_per_s"})
+_NOT_IN_OPEN_LOOP_TABLE = frozenset({"achieved_concurrency", "req_per_s"})
+
+
+def level_kinds(metrics: pd.DataFrame) -> list[LoadKind]:
+    """The kinds of load of a run's levels, in the order they first appear."""
+    names = metrics["kind"] if "kind" in metrics else [CONCURRENCY.name] * len(metrics)
+    return list(dict.fromkeys(kind_named(name) for name in names))
+
+
+def level_name(rec: dict) -> str:
+    """A level as a sentence names it: `64 users`, `2.50 requests/s`, `0 s into the trace`."""
+    value = rec.get("value", rec.get("users"))
+    return kind_named(rec.get("kind")).text(float(value) if value is not None else math.nan)
 
 
 def column_of(figure: Figure) -> tuple[str, str, float, str]:
@@ -43,14 +55,18 @@ def column_of(figure: Figure) -> tuple[str, str, float, str]:
     return figure.header + suffix, figure.key, scale, figure.spec
 
 
-def table_columns(metrics: pd.DataFrame, rated: bool) -> list[tuple[str, str, float, str]]:
-    """The printed table's columns: the figures declared for it (`figures.shown_in`), those a
-    run had (a reasoning model's where some level measured reasoning), rate columns first in
-    rate mode."""
+def table_columns(metrics: pd.DataFrame) -> list[tuple[str, str, float, str]]:
+    """The printed table's columns: the level (its value, in its kind's unit), the figures
+    declared for the table (`figures.shown_in`) that the run had (a reasoning model's where some
+    level measured reasoning), and an open-loop level's columns first when it has one."""
+    kinds = level_kinds(metrics)
+    head = kinds[0].unit if len(kinds) == 1 else "level"
+    level = (head, "value" if "value" in metrics else "users", 1.0, kinds[0].spec)
     shown = [column_of(f) for f in shown_in(TABLE, lambda key: present(metrics, key))]
-    if not rated:
-        return shown
-    return [*RATE_HEAD, *(c for c in shown if c[1] not in _NOT_IN_RATE_TABLE)]
+    shown = [c for c in shown if c[1] != "users"]
+    if not any(kind.open_loop for kind in kinds):
+        return [level, *shown]
+    return [level, *OPEN_LOOP_HEAD, *(c for c in shown if c[1] not in _NOT_IN_OPEN_LOOP_TABLE)]
 
 
 def present(metrics: pd.DataFrame, key: str) -> bool:
@@ -76,7 +92,7 @@ def format_level_table(
 
     `late` ({level: why}, from `analysis.client_side.late_levels`) marks the TTFT and ITL of
     those levels with `LATE_MARK`, and a legend under the table says why they are not trustworthy.
-    Open-loop levels (a requested rate) get the rate columns; `unsteady` ({level: why}, from
+    Open-loop levels (a rate, a trace) get the open-loop columns; `unsteady` ({level: why}, from
     `analysis.rates.rate_verdicts`) marks the achieved rate of those whose window was no steady
     state (the target fell behind, or a backlog was worked off) with `UNSTEADY_MARK`, and a
     legend says why, as the report does when it leaves them out of the peak. `bottlenecks`
@@ -85,9 +101,8 @@ def format_level_table(
     if metrics is None or metrics.empty:
         return ""
     late, unsteady = late or {}, unsteady or {}
-    rated = "requested_rate" in metrics and bool(metrics["requested_rate"].notna().any())
-    thin = set() if rated else set(thin_levels(metrics))
-    columns = table_columns(metrics, rated)
+    thin = set(thin_levels(metrics))
+    columns = table_columns(metrics)
     rows = [[h for h, *_ in columns] + (["bottleneck"] if bottlenecks else [])]
     read_timed = [f.key for f in level_figures() if f.read_timed]
     for rec in metrics.to_dict("records"):
@@ -117,12 +132,7 @@ def format_level_table(
         for row in rows
     ]
     lines.insert(1, "  ".join("-" * wd for wd in widths))
-    names = {
-        lv: f"{rate:,.2f} requests/s" if rated else f"{users:,.0f} users"
-        for lv, users, rate in zip(
-            metrics["level"], metrics["users"], metrics.get("requested_rate", metrics["users"])
-        )
-    }
+    names = {rec["level"]: level_name(rec) for rec in metrics.to_dict("records")}
     marked = [(lv, why) for lv, why in sorted(late.items()) if lv in names]
     if marked:
         lines.append(
@@ -148,9 +158,14 @@ def format_level_table(
 
 def thin_levels(metrics: pd.DataFrame) -> dict[int, str]:
     """Concurrency levels whose measured requests were fewer than their users: {level: why}."""
-    out = {}
-    for lv, users, measured in zip(metrics["level"], metrics["users"], metrics["measured"]):
-        if 0 < measured < users:
+    out: dict[int, str] = {}
+    if "measured" not in metrics:
+        return out
+    kinds = metrics["kind"] if "kind" in metrics else [CONCURRENCY.name] * len(metrics)
+    for lv, kind, users, measured in zip(
+        metrics["level"], kinds, metrics["users"], metrics["measured"]
+    ):
+        if kind_named(kind) is CONCURRENCY and 0 < measured < users:
             out[int(lv)] = f"{measured:,.0f} measured of {users:,.0f} users"
     return out
 

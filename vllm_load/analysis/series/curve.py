@@ -4,10 +4,10 @@ and findings all need."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
+
+from ...load_kinds import LoadKind, kind_of_settings
 
 
 def column(curve: pd.DataFrame, name: str) -> np.ndarray:
@@ -22,23 +22,6 @@ def users_text(users: float) -> str:
     return f"{users:,.0f}" if users == users else "-"
 
 
-@dataclass(frozen=True)
-class Axis:
-    """What a series' levels are: concurrent users, or requests per second (--rates). A curve's
-    `users` column holds the level either way; this says how to name it."""
-
-    label: str  # an axis title
-    noun: str  # what follows a level's number in a sentence
-
-    @property
-    def rate(self) -> bool:
-        return self is RATE
-
-
-USERS = Axis("concurrent users (requested)", "concurrent")
-RATE = Axis("requests/s (requested)", "requests/s")
-
-
-def axis_of(run: dict) -> Axis:
-    """The axis of a run's levels, from its run.json settings."""
-    return RATE if (run.get("settings") or {}).get("rates") else USERS
+def axis_of(run: dict) -> LoadKind:
+    """The kind of a run's levels (its axis), from its run.json settings."""
+    return kind_of_settings(run.get("settings") or {})

@@ -84,7 +84,7 @@ def findings(
     (users, or requests/s)."""
     noun = sat.axis.noun
     name, unit = rule.throughput.column, rule.throughput.unit
-    more = "load" if sat.axis.rate else "concurrency"
+    more = sat.axis.more
     full = (
         curve[~np.isnan(column(curve, f"{name}_mean"))].sort_values("users").reset_index(drop=True)
     )
@@ -180,7 +180,7 @@ def findings(
     failing = np.isin(users, [f.users for f in sat.failed if f.excluded])
     short = (
         np.flatnonzero((achieved < 0.9 * users) & ~failing)
-        if not sat.axis.rate
+        if not sat.axis.open_loop
         else np.array([], int)
     )
     if short.size:

@@ -17,7 +17,18 @@ from .stats import aggregate
 
 #: per-level columns that are not averaged across runs (the rest is everything numeric)
 _NOT_AVERAGED = frozenset(
-    {"level", "users", "level_start", "level_end", "window_start", "window_end", "stop_reason"}
+    {
+        "level",
+        "kind",
+        "value",
+        "users",
+        "locust_users",
+        "level_start",
+        "level_end",
+        "window_start",
+        "window_end",
+        "stop_reason",
+    }
 )
 
 

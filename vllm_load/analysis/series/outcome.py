@@ -19,6 +19,7 @@ import pandas as pd
 
 from ...rundir.load import RunData
 from ...target.loss import ended_unanswered, streak_in
+from ..levels.recorded_levels import kinds_and_values
 from .curve import axis_of, users_text
 
 #: `steps.csv` stop reasons of a level that ended before its requests did
@@ -108,9 +109,9 @@ class RunOutcome:
 
 
 def _level_values(run: dict, steps: pd.DataFrame) -> dict[int, float]:
-    """{level index: the level as the series names it} from steps.csv (its rate for --rates)."""
-    rate = axis_of(run).rate and "rate" in steps
-    values = pd.to_numeric(steps["rate" if rate else "users"], errors="coerce")
+    """{level index: the level as the series names it (its value in its kind of load)} from
+    steps.csv."""
+    _, values = kinds_and_values(steps, pd.to_numeric(steps["users"], errors="coerce"))
     levels = pd.to_numeric(steps["level"], errors="coerce")
     return {int(lv): float(v) for lv, v in zip(levels, values) if lv == lv}
 

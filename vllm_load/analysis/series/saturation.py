@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ...load_kinds import CONCURRENCY, LoadKind
 from . import failures
-from .curve import USERS, Axis, column, users_text
+from .curve import column, users_text
 from .decide import Decision, decide
 from .failures import FailedLevel, failed_levels, kept, why_left_out
 from .stats import t_quantile
@@ -168,7 +169,7 @@ class Saturation:
         default_factory=list
     )  # levels with failures, left out or kept
     decision: Decision | None = None  # whether the runs decide the saturation point
-    axis: Axis = USERS  # what the levels are
+    axis: LoadKind = CONCURRENCY  # what the levels are
     # why the levels above the highest one kept (every level, when none was) were left out,
     # `failures.why_left_out`'s words ("" when none was)
     left_out_above: str = ""

@@ -1,12 +1,14 @@
 """The built-in stepped test as a Locust user: `ClosedLoopUser` sends exact-length prompts
 (--input-tokens, or draws from --input-lengths) for exactly --output-tokens each, back to back
-with no think time; with --rates, each at the user's next arrival instead; with --images, each
+with no think time; with --rates, each at the user's next arrival instead; with --trace, each
+trace request at its time, with its lengths and shared prompt blocks; with --images, each
 chat prompt followed by that many generated images, distinct per request. Written on the public
 `LLMUser` API like any locustfile's user."""
 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import orjson
 from locust import task
@@ -18,7 +20,13 @@ from ...workload.images import user_content
 from ..endpoint import RequestSpec
 from .llm_user import LLMUser, exact_output, request_body
 
+if TYPE_CHECKING:
+    from ...workload.traces import TraceRequest
+
 logger = logging.getLogger(__name__)
+
+#: the task name a request's record carries, by its level's kind of load
+TASKS = {"concurrency": "closed_loop", "rate": "open_loop", "trace": "trace"}
 
 
 class ImageCharge:
@@ -92,13 +100,13 @@ class ClosedLoopUser(LLMUser):
         (which may not have touched the network) the loop returns to Locust's, which yields
         once, so a dead target cannot spin the process.
 
-        With --rates a request is sent at each arrival the user takes, not back to back.
+        At an open-loop level (--rates, --trace) a request is sent at each arrival the user
+        takes, not back to back; a trace's arrival says which request to send.
         """
-        open_loop = bool(self.load_context.settings.rates)
+        context = self.load_context
         while True:
-            if open_loop:
-                self.arrive()
-            if not self.send_request() or user_stopping(self):
+            replayed = self.arrive() if context.load_kind.open_loop else None
+            if not self.send_request(replayed) or user_stopping(self):
                 return
 
     def on_start(self) -> None:
@@ -107,16 +115,22 @@ class ClosedLoopUser(LLMUser):
         self.load_context.ensure_prompts(self.host)  # before the first request's clock starts
         self.load_context.ensure_images()
 
-    def send_request(self) -> bool:
-        """One exact-length request, measured, recorded and reported; True if it succeeded."""
+    def send_request(self, replayed: TraceRequest | None = None) -> bool:
+        """One exact-length request (`replayed`: a trace's, with its lengths and prompt blocks),
+        measured, recorded and reported; True if it succeeded."""
         context = self.load_context
         settings = context.settings
         prompts = context.prompts
-        assert prompts is not None  # on_start calibrated them
+        assert prompts is not None and context.plan is not None  # on_start calibrated them
         api = self.endpoint or settings.endpoint
-        lengths = context.lengths
-        input_tokens, output_tokens = lengths.draw_input(prompts.min_tokens), lengths.draw_output()
-        content = prompts.next_content(input_tokens)
+        if replayed is not None and context.replay is not None:
+            content, input_tokens = context.replay.prompt(replayed, prompts, context.plan)
+            output_tokens = replayed.output_tokens
+        else:
+            lengths = context.lengths
+            input_tokens = lengths.draw_input(prompts.min_tokens)
+            output_tokens = lengths.draw_output()
+            content = prompts.next_content(input_tokens)
         images = context.images if api == "chat" else None  # (prepare_run refused the rest)
         urls, image_bytes = images.next_urls(settings.images) if images is not None else ([], 0)
         body = request_body(
@@ -138,9 +152,10 @@ class ClosedLoopUser(LLMUser):
             input_tokens,
             output_tokens,
             user_class=type(self).__name__,
-            task="open_loop" if settings.rates else "closed_loop",
+            task=TASKS[context.load_kind.name],
             images=len(urls),
             image_bytes=image_bytes,
+            trace_index=None if replayed is None else replayed.index,
         )
         reply = self.send(spec)
         if urls and reply.ok and context.plan is not None and context.plan.method != "approximate":

@@ -137,7 +137,7 @@ class DatasetUser(LLMUser):
         self._talking = False  # inside a conversation: think time, even with --rates
 
     def wait_time(self) -> float:
-        if self.load_context.settings.rates and not self._talking:
+        if self.load_context.load_kind.open_loop and not self._talking:
             return 0.0  # the next conversation starts at an arrival, not after a think
         low, high = self._think
         return random.uniform(low, high) if high > low else low
@@ -155,7 +155,7 @@ class DatasetUser(LLMUser):
         context = self.load_context
         settings = context.settings
         conversation = self._source.next()
-        if settings.rates:
+        if context.load_kind.open_loop:
             self.arrive()
         self._talking = True
         try:

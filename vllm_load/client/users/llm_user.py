@@ -225,11 +225,13 @@ class LLMUser(FastHttpUser):
             self, f"{self.load_context.process_tag}-c{number}", task or _caller(), system
         )
 
-    def arrive(self) -> None:
-        """Wait for the process's next arrival (--rates, `arrivals.py`): the next request this user
-        sends starts its clock at the arrival's time, so any wait for a free user is inside it."""
-        self._due = self.load_context.arrivals.next()
+    def arrive(self) -> Any:
+        """Wait for the process's next arrival (--rates, --trace: `arrivals.py`): the next request
+        this user sends starts its clock at the arrival's time, so any wait for a free user is
+        inside it. Returns what the arrival asks to send (a trace's request; None for a rate)."""
+        self._due, what = self.load_context.arrivals.next()
         self.load_context.pending_due[id(self)] = WALL_CLOCK.wall(self._due)
+        return what
 
     # -- one request, from body to record -------------------------------------------------------
 

@@ -1,0 +1,100 @@
+"""A load process's part in replaying a trace (--trace): the segment, and its requests' prompts.
+
+Every process reads the same segment of the trace (`trace_segment`: the file, its window, its
+speed), so the master's plan and each process's share agree on it; the run session's level
+message says which share a process takes and when the segment starts (`LevelShare`).
+
+A request with `hash_ids` gets a prompt whose blocks are named by them (`block_prompts`): the
+requests that share a block id share that block of prompt, so the server's prefix cache sees the
+reuse the trace has, and only that (the run's salt keeps an earlier run's blocks out). One
+without gets a prompt unique from its first tokens, like the built-in test's. Either is exact:
+the server counts the trace's input length, unless that is shorter than the shortest exact
+prompt on this target, which is sent instead (counted, and logged once).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..settings import Settings
+from .prompts import PromptFactory, PromptPlan
+
+if TYPE_CHECKING:  # (a run without --trace never loads them)
+    from ..workload.traces import Trace, TraceRequest
+    from .block_prompts import BlockPrompts
+
+logger = logging.getLogger(__name__)
+
+
+def trace_segment(settings: Settings) -> Trace:
+    """The part of --trace this run replays: --trace-start and --trace-duration of it (trace
+    seconds), --trace-speed times faster, its first request at the time the window starts."""
+    from ..workload.traces import read_trace, resolve_trace
+
+    trace = read_trace(resolve_trace(settings.trace), settings.trace_format)
+    window = trace.window(settings.trace_start, settings.trace_duration or None)
+    return window.faster(settings.trace_speed)
+
+
+@dataclass(frozen=True)
+class LevelShare:
+    """What the run session tells a load process when a level starts: the level's kind of load
+    (`load_kinds`) and this process's part of it."""
+
+    level: int
+    kind: str
+    value: float
+    rate: float = 0.0  # a rate level: this process's share of it (requests/s) ...
+    phase: float = 0.0  # ... its constant arrivals this share of a gap late ...
+    arrivals: str = "poisson"  # ... and how they are spaced
+    processes: int = 1  # a trace segment: this process takes every `processes`-th request ...
+    index: int = 0  # ... from this one ...
+    at: float = 0.0  # ... each due at this wall time plus its time in the segment
+    salt: int = 0  # names this run's prompt blocks
+
+
+class TraceReplay:
+    """One process's replay: the segment (read once per test) and its requests' prompts."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.segment = trace_segment(settings)
+        self._blocks: BlockPrompts | None = None
+        self._salt: int | None = None
+        self.lengthened = 0  # requests sent longer than the trace says (shorter than possible)
+
+    def share(self, share: LevelShare) -> tuple[TraceRequest, ...]:
+        self._salt = share.salt
+        self._blocks = None
+        return self.segment.share(share.processes, share.index)
+
+    def prompt(
+        self, request: TraceRequest, prompts: PromptFactory, plan: PromptPlan
+    ) -> tuple[str, int]:
+        """`request`'s prompt and the prompt tokens the server will count for it."""
+        tokens = max(request.input_tokens, prompts.min_tokens)
+        if request.hash_ids:
+            blocks = self._block_prompts(plan)
+            tokens = max(request.input_tokens, blocks.min_tokens)
+            content = blocks.content(tokens, request.hash_ids)
+        else:
+            content = prompts.next_content(tokens)
+        if tokens != request.input_tokens:
+            self.lengthened += 1
+            if self.lengthened == 1:
+                logger.warning(
+                    "trace request %d asks for a %d-token prompt; the shortest exact prompt on "
+                    "this target is %d tokens, sent instead (the report counts such requests)",
+                    request.index,
+                    request.input_tokens,
+                    tokens,
+                )
+        return content, tokens
+
+    def _block_prompts(self, plan: PromptPlan) -> BlockPrompts:
+        if self._blocks is None:
+            from .block_prompts import BlockPrompts
+
+            self._blocks = BlockPrompts(plan, self._salt or 0)
+        return self._blocks
