@@ -1,5 +1,7 @@
 """Exact-length prompts: atom discovery, template overhead, uniqueness, refusal when impossible."""
 
+import zlib
+
 import pytest
 
 from vllm_load.client.prompts import (
@@ -42,6 +44,16 @@ class FakeCounter:
             n -= 1  # merges across a boundary in long texts
         return n + (self.chat_overhead if endpoint == "chat" else self.bos)
 
+    def input_ids(self, content, endpoint):
+        """Ids of a template whose head is 4 tokens (chat; the BOS otherwise) and the words'."""
+        ids = []
+        for w in content.split():
+            word_id = zlib.crc32(w.encode())
+            ids += [word_id] if self.count_text(w) == 1 else [word_id, word_id + 1]
+        if endpoint == "chat":
+            return [-1] * 4 + ids + [-2] * (self.chat_overhead - 4)
+        return [-3] * self.bos + ids
+
 
 @pytest.mark.parametrize("max_len", [3, 4])
 def test_single_token_words_found_by_bisection(max_len):
@@ -71,6 +83,28 @@ def test_calibrated_prompts_are_exact_and_unique(endpoint, template):
     heads = {" ".join(c.split()[1 : 1 + UNIQUE_HEAD_ATOMS]) for c in contents}
     assert len(heads) == 200  # every prompt starts differently: no prefix-cache hits
     assert all(c.startswith(LEAD) for c in contents)
+
+
+@pytest.mark.parametrize("endpoint,template_head", [("chat", 4), ("completions", 1)])
+def test_calibration_finds_the_tokens_before_the_first_atom(endpoint, template_head):
+    """The template's head and LEAD come before the content's first atom, the rest of the
+    overhead after its last: what the prefix-cache prediction of trace prompts needs."""
+    counter = FakeCounter()
+    plan = calibrate(counter, endpoint, input_tokens=2048)
+    head = template_head + counter.count_text(LEAD)
+    assert plan.head_tokens == head
+    assert plan.tail_tokens == plan.overhead - head
+    assert plan.to_json()["head_tokens"] == head
+
+
+def test_the_head_is_unknown_when_the_ids_disagree_with_the_overhead():
+    class Shifty(FakeCounter):
+        def input_ids(self, content, endpoint):
+            return super().input_ids(content, endpoint) + [len(content)]  # a tail that varies
+
+    plan = calibrate(Shifty(), "chat", input_tokens=2048)
+    assert plan.head_tokens is None and plan.tail_tokens is None
+    assert calibrate(FakeCounter(), "chat", 2048).overhead == plan.overhead  # exact all the same
 
 
 def test_shared_prefix_is_common_and_length_still_exact():
@@ -116,7 +150,7 @@ def test_a_plan_handed_over_is_taken_only_for_its_target_and_options(monkeypatch
     monkeypatch.setenv(HANDED_PLAN_ENV, env[HANDED_PLAN_ENV])
     # the same target (a trailing slash or not) and options: the very plan, prompts and all
     taken = handed_plan("http://127.0.0.1:8000", "m", settings)
-    assert taken == plan
+    assert taken == plan and taken.head_tokens == plan.head_tokens == 6
     assert PromptFactory(taken, seed=1).next_content() == PromptFactory(plan, seed=1).next_content()
     # anything a calibration depends on differs: this process calibrates for itself
     assert handed_plan("http://127.0.0.1:8001", "m", settings) is None

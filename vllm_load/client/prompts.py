@@ -19,11 +19,10 @@ import logging
 import os
 import random
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from ..settings import Settings
-from ..target.api import HttpError, request_json
 from ..tokenization.load import load_tokenizer
+from .token_counters import CalibrationError, LocalTokenCounter, ServerTokenCounter, TokenCounter
 
 logger = logging.getLogger(__name__)
 
@@ -58,93 +57,7 @@ wise wish wood yard zone""".split()
 WORDS = sorted({w for w in WORDS if len(w) <= 4})
 
 
-class CalibrationError(Exception):
-    """Exact prompts cannot be built; the message says what to do instead."""
-
-
-class TokenCounter(Protocol):
-    """Counts tokens the way the target does."""
-
-    method: str
-
-    def count_text(self, text: str) -> int:
-        """Tokens of plain text, no special tokens added."""
-
-    def count_input(self, content: str, endpoint: str) -> int:
-        """Prompt tokens the server will count for `content` sent to `endpoint` ("chat": one user
-        message with the chat template and generation prompt; "completions": the raw prompt
-        with the tokenizer's special tokens)."""
-
-
-class ServerTokenCounter:
-    """Counts with the target's own `/tokenize` endpoint (vLLM has it)."""
-
-    method = "server_tokenize"
-
-    def __init__(
-        self, host: str, model: str, api_key: str | None = None, timeout: float = 60.0
-    ) -> None:
-        self.url = host.rstrip("/") + "/tokenize"
-        self.model = model
-        self.api_key = api_key
-        self.timeout = timeout
-
-    def _count(self, body: dict) -> int:
-        answer = request_json(
-            self.url, {"model": self.model, **body}, api_key=self.api_key, timeout=self.timeout
-        )
-        if not isinstance(answer, dict) or "count" not in answer:
-            raise CalibrationError(
-                f"{self.url} answered without a token count: {str(answer)[:200]}"
-            )
-        return int(answer["count"])
-
-    def count_text(self, text: str) -> int:
-        return self._count({"prompt": text, "add_special_tokens": False})
-
-    def count_input(self, content: str, endpoint: str) -> int:
-        if endpoint == "chat":
-            return self._count(
-                {
-                    "messages": [{"role": "user", "content": content}],
-                    "add_generation_prompt": True,
-                    "add_special_tokens": False,
-                }
-            )
-        return self._count({"prompt": content, "add_special_tokens": True})
-
-    def available(self) -> bool:
-        try:
-            self.count_text(" the")
-            return True
-        except HttpError as e:
-            if e.status in (404, 405, 501):
-                return False
-            raise
-
-
-class LocalTokenCounter:
-    """Counts with a local tokenizer (`vllm_load.tokenization`), chat template included."""
-
-    method = "local_tokenizer"
-
-    def __init__(self, tokenizer) -> None:
-        self.tokenizer = tokenizer
-
-    def count_text(self, text: str) -> int:
-        return len(self.tokenizer.encode(text, add_special_tokens=False))
-
-    def count_input(self, content: str, endpoint: str) -> int:
-        if endpoint == "chat":
-            return len(
-                self.tokenizer.encode_chat(
-                    [{"role": "user", "content": content}], add_generation_prompt=True
-                )
-            )
-        return len(self.tokenizer.encode(content, add_special_tokens=True))
-
-
-def _atom_text(words: list[str]) -> str:
+def atom_text(words: list[str]) -> str:
     """Words as running text, each with its leading space (one join: this is per request)."""
     return " " + " ".join(words) if words else ""
 
@@ -159,14 +72,14 @@ def find_single_token_words(counter: TokenCounter, words: list[str]) -> list[str
     """
     keep: list[str] = []
     unique = sorted(set(words))
-    pending = [(unique, counter.count_text(_atom_text(unique)) - len(unique))]
+    pending = [(unique, counter.count_text(atom_text(unique)) - len(unique))]
     while pending:
         group, excess = pending.pop()
         if excess <= 0:
             keep.extend(group)
         elif len(group) > 1:
             half = group[: len(group) // 2]
-            half_excess = counter.count_text(_atom_text(half)) - len(half)
+            half_excess = counter.count_text(atom_text(half)) - len(half)
             pending += [(half, half_excess), (group[len(half) :], excess - half_excess)]
     return sorted(keep)
 
@@ -181,10 +94,18 @@ class PromptPlan:
     overhead: int  # tokens the template, special tokens and LEAD add to the atoms
     method: str
     shared_prefix_tokens: int = 0
+    #: of the overhead, the prompt tokens before the first atom (the template's head, special
+    #: tokens, LEAD; the rest is the template's tail); None when calibration could not tell
+    head_tokens: int | None = None
 
     @property
     def body_atoms(self) -> int:
         return self.input_tokens - self.overhead - self.shared_prefix_tokens - UNIQUE_HEAD_ATOMS
+
+    @property
+    def tail_tokens(self) -> int | None:
+        """The prompt tokens after the last atom (the template's tail), when the head is known."""
+        return None if self.head_tokens is None else self.overhead - self.head_tokens
 
     def to_json(self) -> dict:
         return {
@@ -192,9 +113,35 @@ class PromptPlan:
             "endpoint": self.endpoint,
             "input_tokens": self.input_tokens,
             "overhead_tokens": self.overhead,
+            "head_tokens": self.head_tokens,
             "atoms": len(self.atoms),
             "shared_prefix_tokens": self.shared_prefix_tokens,
         }
+
+
+def find_head_tokens(
+    counter: TokenCounter, endpoint: str, atoms: tuple[str, ...], overhead: int
+) -> int | None:
+    """The prompt tokens before the first atom: where the token ids of two prompts first differ,
+    whose atoms differ from the first on. None when the counter gives no ids, or ids that do not
+    agree with `overhead` (the same tail after both contents, one token per atom)."""
+    first = list(atoms[:8])
+    second = first[1:] + first[:1]
+    ids_a = counter.input_ids(LEAD + atom_text(first), endpoint)
+    ids_b = counter.input_ids(LEAD + atom_text(second), endpoint)
+    if ids_a is None or ids_b is None:
+        return None
+    head = next((i for i, (a, b) in enumerate(zip(ids_a, ids_b)) if a != b), len(ids_a))
+    tail = overhead - head
+    size = overhead + len(first)
+    if (
+        tail < 0
+        or len(ids_a) != size
+        or len(ids_b) != size
+        or ids_a[head + 8 :] != ids_b[head + 8 :]
+    ):
+        return None
+    return head
 
 
 def calibrate(
@@ -214,14 +161,27 @@ def calibrate(
     rng = random.Random(seed)
     overheads = set()
     for k in (7, 61, 203):
-        overheads.add(counter.count_input(LEAD + _atom_text(rng.choices(atoms, k=k)), endpoint) - k)
+        overheads.add(counter.count_input(LEAD + atom_text(rng.choices(atoms, k=k)), endpoint) - k)
     if len(overheads) != 1:
         raise CalibrationError(
             f"this tokenizer does not count the prompt atoms additively (template overheads {sorted(overheads)}); "
             "use --approximate-prompts"
         )
+    overhead = overheads.pop()
+    head = find_head_tokens(counter, endpoint, tuple(atoms), overhead)
+    if head is None:
+        logger.warning(
+            "the token ids do not say where the chat template's head ends: the prefix-cache hits "
+            "of trace prompts cannot be predicted on this target"
+        )
     plan = PromptPlan(
-        endpoint, input_tokens, tuple(atoms), overheads.pop(), counter.method, shared_prefix_tokens
+        endpoint,
+        input_tokens,
+        tuple(atoms),
+        overhead,
+        counter.method,
+        shared_prefix_tokens,
+        head_tokens=head,
     )
     if plan.body_atoms < 0:
         raise CalibrationError(
@@ -266,9 +226,9 @@ class PromptFactory:
         self._rng = random.Random(self.seed)
         atoms = list(self.plan.atoms)
         shared = random.Random(0x5EED).choices(atoms, k=self.plan.shared_prefix_tokens)
-        self._prefix = LEAD + _atom_text(shared)
+        self._prefix = LEAD + atom_text(shared)
         self._bodies = [
-            _atom_text(self._rng.choices(atoms, k=self.plan.body_atoms)) for _ in range(self.pool)
+            atom_text(self._rng.choices(atoms, k=self.plan.body_atoms)) for _ in range(self.pool)
         ]
 
     @property
@@ -279,7 +239,7 @@ class PromptFactory:
     def next_content(self, input_tokens: int | None = None) -> str:
         """A prompt of the plan's length, or of `input_tokens` (at least `min_tokens`): every
         atom is one token that merges with none, so any number of them is exact."""
-        head = _atom_text(self._rng.choices(self.plan.atoms, k=UNIQUE_HEAD_ATOMS))
+        head = atom_text(self._rng.choices(self.plan.atoms, k=UNIQUE_HEAD_ATOMS))
         if input_tokens is None or input_tokens == self.plan.input_tokens:
             body = self._bodies[self._next]
             self._next = (self._next + 1) % len(self._bodies)
@@ -291,7 +251,7 @@ class PromptFactory:
         if atoms < 0:
             raise ValueError(f"a prompt needs at least {self.min_tokens} tokens here")
         words = self._rng.choices(self.plan.atoms, k=atoms)
-        return _atom_text(words) if words else ""
+        return atom_text(words) if words else ""
 
 
 #: The environment variable by which `vllm-load run` hands the calibration it made before Locust
@@ -319,6 +279,7 @@ def handed_over(plan: PromptPlan, host: str, model: str, settings: Settings) -> 
         "key": _plan_key(host, model, settings),
         "atoms": list(plan.atoms),
         "overhead": plan.overhead,
+        "head_tokens": plan.head_tokens,
         "method": plan.method,
     }
     return {HANDED_PLAN_ENV: json.dumps(data)}
@@ -336,6 +297,7 @@ def handed_plan(host: str, model: str, settings: Settings) -> PromptPlan | None:
             return None
         atoms = tuple(str(a) for a in data["atoms"])
         overhead, method = int(data["overhead"]), str(data["method"])
+        head = None if data["head_tokens"] is None else int(data["head_tokens"])
     except (ValueError, KeyError, TypeError):
         return None
     return PromptPlan(
@@ -345,6 +307,7 @@ def handed_plan(host: str, model: str, settings: Settings) -> PromptPlan | None:
         overhead,
         method,
         settings.shared_prefix_tokens,
+        head_tokens=head,
     )
 
 
