@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+from ..client.replay import trace_segment
 from ..settings import Settings
 from ..tokenization.load import load_tokenizer
 from ..values import SettingsError, writable_directory
@@ -14,7 +15,7 @@ from ..workload.datasets import dataset_path, load_dataset
 
 
 def check_input_files(settings: Settings) -> None:
-    """Refuse, in one line, a --tokenizer or --dataset that cannot be used."""
+    """Refuse, in one line, a --tokenizer, --dataset or --trace that cannot be used."""
     if settings.tokenizer:
         try:
             load_tokenizer(settings.tokenizer)
@@ -25,6 +26,8 @@ def check_input_files(settings: Settings) -> None:
             load_dataset(dataset_path(settings.dataset))
         except SettingsError as e:
             raise SettingsError(f"--dataset: {e} (docs/workload.md gives the formats)") from None
+    if settings.trace:
+        trace_segment(settings)  # a malformed line: its file and line, before any load
 
 
 def check_writable(settings: Settings) -> None:

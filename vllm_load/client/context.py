@@ -26,6 +26,7 @@ from ..load_kinds import CONCURRENCY, RATE, TRACE, LoadKind, kind_named
 from ..rundir.records import RequestRecord
 from ..settings import Settings
 from ..target.api import HttpError, model_ids, request_json
+from ..values import SettingsError
 from ..workload.images import parse_image_size
 from ..workload.lengths import LengthDraws
 from .arrivals import Arrivals
@@ -200,7 +201,11 @@ class LoadContext:
             self.arrivals.start(share.rate, share.phase, share.arrivals)
         elif self.load_kind is TRACE:
             if self.replay is None or share.level == 0:  # (a new test may replay another)
-                self.replay = TraceReplay(self.settings)
+                try:
+                    self.replay = TraceReplay(self.settings)
+                except SettingsError as e:  # (a worker without the file): the master stops
+                    self.failure = self.failure or str(e)
+                    return
             requests = self.replay.share(share)
             self.arrivals.start_trace(requests, WALL_CLOCK.perf(share.at))
         else:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..settings import Settings
+from ..values import SettingsError
 from .prompts import PromptFactory, PromptPlan
 
 if TYPE_CHECKING:  # (a run without --trace never loads them)
@@ -31,10 +32,19 @@ logger = logging.getLogger(__name__)
 def trace_segment(settings: Settings) -> Trace:
     """The part of --trace this run replays: --trace-start and --trace-duration of it (trace
     seconds), --trace-speed times faster, its first request at the time the window starts."""
-    from ..workload.traces import read_trace, resolve_trace
+    from ..workload.traces import TraceError, read_trace, resolve_trace
 
-    trace = read_trace(resolve_trace(settings.trace), settings.trace_format)
+    try:
+        trace = read_trace(resolve_trace(settings.trace), settings.trace_format)
+    except TraceError as e:
+        raise SettingsError(f"--trace: {e}") from None
     window = trace.window(settings.trace_start, settings.trace_duration or None)
+    if not window.requests:
+        raise SettingsError(
+            f"--trace {settings.trace}: no request in the window from {settings.trace_start:g} s "
+            f"({len(trace.requests)} requests over {trace.duration:,.1f} s): choose "
+            "--trace-start and --trace-duration inside the trace"
+        )
     return window.faster(settings.trace_speed)
 
 
@@ -96,5 +106,38 @@ class TraceReplay:
         if self._blocks is None:
             from .block_prompts import BlockPrompts
 
-            self._blocks = BlockPrompts(plan, self._salt or 0)
+            self._blocks = BlockPrompts(plan, self._salt or 0, self.segment.block_tokens)
         return self._blocks
+
+
+def replay_header(
+    settings: Settings, segment: Trace, plan: PromptPlan | None, labels: dict
+) -> dict:
+    """run.json's `trace`: the segment replayed, what it asks of the server, and the prefix-cache
+    hits its hash_ids imply on this server (`block_prompts.predicted_cached_tokens`: each request
+    sent after the earlier ones' prefills, nothing evicted; None where it cannot be told: no
+    calibrated prompts, or no block size from the server's /metrics)."""
+    from .block_prompts import BlockPrompts
+
+    minimum = 0 if plan is None else plan.overhead + 1
+    sent = [(max(r.input_tokens, minimum), r.hash_ids) for r in segment.requests]
+    predicted: int | None = None
+    block = labels.get("block_size")
+    if plan is not None and str(labels.get("enable_prefix_caching", "True")) == "False":
+        predicted = 0
+    elif plan is not None and block and str(block).isdigit():
+        hits = BlockPrompts(plan, 0, segment.block_tokens).predicted_cached_tokens(sent, int(block))
+        predicted = None if hits is None else sum(hits)
+    return {
+        "path": settings.trace,
+        "format": segment.format,
+        "start": settings.trace_start,
+        "duration": segment.duration,
+        "speed": settings.trace_speed,
+        "requests": len(segment.requests),
+        "prompt_tokens": sum(tokens for tokens, _ in sent),
+        "output_tokens": sum(r.output_tokens for r in segment.requests),
+        "block_tokens": segment.block_tokens,
+        "server_block": int(block) if block and str(block).isdigit() else None,
+        "predicted_cached_tokens": predicted,
+    }

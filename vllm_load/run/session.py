@@ -26,7 +26,7 @@ from locust.runners import STATE_MISSING, LocalRunner, MasterRunner
 
 from ..client.context import LoadContext
 from ..client.health import CLIENT_LIMIT, HealthSample, HealthWriter
-from ..client.replay import LevelShare, trace_segment
+from ..client.replay import LevelShare, replay_header, trace_segment
 from ..compat.locust import rewrite_csv_files
 from ..load_kinds import RATE, TRACE, Level
 from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV
@@ -143,15 +143,15 @@ class RunSession:
             )
             self._scrape_greenlet = gevent.spawn(self.scraper.run, gevent.sleep)
         self.segment = trace_segment(self.settings) if self.settings.trace else None
-        if self.segment is not None and not self.segment.requests:
-            raise SettingsError(
-                f"--trace {self.settings.trace}: no request between {self.settings.trace_start:g} s "
-                "and the end of the --trace-duration window: choose a window inside the trace"
-            )
         self.salt = secrets.randbits(48)  # names this run's trace prompt blocks
         self.controller = StepController(level_plan(self.settings, self.segment))
         scraping = self.settings.metrics_interval > 0
         labels = cache_config(host, self.model, self.settings.api_key or None) if scraping else {}
+        if self.segment is not None:
+            self.recorder.run_info["trace"] = replay_header(
+                self.settings, self.segment, plan, labels
+            )
+            self.recorder.write_run_json()
         if note := capacity_note(
             self.settings, self.recorder.run_info, self.controller.plan.levels, labels
         ):

@@ -139,10 +139,8 @@ def verdict(diff: float, p_adjusted: float, alpha: float, higher_is_better: bool
 
 # --- putting runs together -----------------------------------------------------------------------
 def level_values(metrics: pd.DataFrame) -> np.ndarray:
-    """What names each level across runs: its requested rate in rate mode, else its users."""
-    if "requested_rate" in metrics and metrics["requested_rate"].notna().any():
-        return pd.to_numeric(metrics["requested_rate"], errors="coerce").to_numpy(np.float64)
-    return pd.to_numeric(metrics["users"], errors="coerce").to_numpy(np.float64)
+    """What names each level across runs: its value in its kind of load (`load_kinds`)."""
+    return pd.to_numeric(metrics["value"], errors="coerce").to_numpy(np.float64)
 
 
 @dataclass(frozen=True)

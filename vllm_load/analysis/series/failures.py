@@ -25,6 +25,7 @@ import pandas as pd
 
 from ..levels.client_side import shown_past
 from ..levels.measure import LevelMeasurement
+from ..levels.table import level_name
 from .curve import column
 
 #: a level with more than this share of failed measured requests in any run is left out
@@ -171,10 +172,6 @@ class LevelProblem:
     text: str  # what went wrong, with the figures it stands on
 
 
-def level_name(users: float, rate: float) -> str:
-    return f"{rate:,.4g} requests/s" if rate == rate else f"{users:,.0f} users"
-
-
 def level_problems(
     measurement: LevelMeasurement, max_failed_share: float = MAX_FAILED_SHARE
 ) -> list[LevelProblem]:
@@ -185,11 +182,7 @@ def level_problems(
     measured = metrics["measured"].to_numpy(np.int64)
     failed = metrics["failed"].to_numpy(np.int64)
     levels = metrics["level"].to_numpy(np.int64)
-    rates = (
-        metrics["requested_rate"].to_numpy(np.float64)
-        if "requested_rate" in metrics
-        else np.full(len(metrics), np.nan)
-    )
+    records = metrics.to_dict("records")
     out = []
     for i, level in enumerate(levels):
         if measured[i] == 0:
@@ -203,7 +196,7 @@ def level_problems(
             )
         else:
             continue
-        out.append(LevelProblem(int(level), level_name(column["users"][i], rates[i]), text))
+        out.append(LevelProblem(int(level), level_name(records[i]), text))
     return out
 
 
