@@ -1,14 +1,18 @@
 """The parts of a trace a replay takes (a window, a speed, each load process's share), the prefix
-reuse its hash_ids imply."""
+reuse its hash_ids imply, and what a trace argument names."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
 from vllm_load.workload.traces import (
+    SAMPLE_TRACES,
     Trace,
     TraceError,
     TraceRequest,
+    resolve_trace,
     reuse_summary,
     reused_blocks,
 )
@@ -119,3 +123,22 @@ def test_reuse_summary_counts_blocks_and_tokens():
         "reused_tokens": 1024 + 1000,
     }
     assert reuse_summary(make_trace([0.0, 1.0]))["reused_share"] == 0.0  # no hash_ids
+
+
+def test_resolve_trace_names_a_file_or_a_sample(tmp_path):
+    assert resolve_trace("/data/trace.jsonl") == "/data/trace.jsonl"
+    assert resolve_trace("~/t.csv") == os.path.expanduser("~/t.csv")
+    for name in SAMPLE_TRACES:
+        path = resolve_trace(f"sample:{name}")
+        assert os.path.isfile(path) and os.path.basename(path) == SAMPLE_TRACES[name]
+
+
+def test_an_unknown_sample_lists_the_samples():
+    with pytest.raises(TraceError) as caught:
+        resolve_trace("sample:sharegpt")
+    assert str(caught.value) == (
+        "sample:sharegpt: no such sample trace (the samples: sample:mooncake_60s, "
+        "sample:burstgpt_sample, sample:azure_sample)"
+    )
+    with pytest.raises(TraceError, match="no trace given"):
+        resolve_trace(" ")
