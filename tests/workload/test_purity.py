@@ -1,5 +1,6 @@
-"""`vllm_load.workload` stays pure: importing it brings in no gevent, Locust, network or data
-frame library (it is imported by every load process, and by tools that run no load)."""
+"""`vllm_load.workload` stays pure: importing it (or its trace reader, `workload.traces`) brings in
+no gevent, Locust, network or data frame library (it is imported by every load process, and by
+tools that run no load)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ FORBIDDEN = (
 
 def test_importing_the_package_imports_nothing_heavy():
     code = (
-        "import sys; import vllm_load.workload; "
+        "import sys; import vllm_load.workload, vllm_load.workload.traces; "
         f"print(' '.join(m for m in {FORBIDDEN!r} if m in sys.modules))"
     )
     proc = subprocess.run(

@@ -1,5 +1,6 @@
 """The datasets shipped with the package: they load, are worth sending (multi-turn conversations,
-varied lengths), are what their script writes, and are in a built wheel."""
+varied lengths), are what their script writes, and are in a built wheel (with the sample traces
+of workload/traces/samples/)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from vllm_load.workload import (
     filter_by_length,
     load_dataset,
 )
+from vllm_load.workload.traces import SAMPLE_TRACES, sample_path
 
 SIZE_LIMIT = 300_000
 
@@ -85,3 +87,6 @@ def test_the_wheel_holds_the_samples(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     for path in (SAMPLE_SHAREGPT, SAMPLE_PROMPTS):
         assert f"vllm_load/workload/data/{os.path.basename(path)}" in names
+    for name in SAMPLE_TRACES:  # the sample traces (tests/workload/test_trace_samples.py)
+        file = os.path.basename(sample_path(name))
+        assert f"vllm_load/workload/traces/samples/{file}" in names

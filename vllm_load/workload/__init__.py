@@ -10,6 +10,8 @@ docs/workload.md.
   `synthetic_images`: --images' generated images (imports Pillow: not imported here)
 - `SAMPLE_SHAREGPT`, `SAMPLE_PROMPTS`: small generated datasets shipped with the package
   (scripts/make_sample_dataset.py makes them)
+- `traces`: trace files of real traffic (Mooncake, BurstGPT, Azure) read into timed requests,
+  and their generated samples (imported on its own: `from vllm_load.workload.traces import ...`)
 """
 
 from __future__ import annotations
