@@ -48,7 +48,8 @@ def test_constant_arrivals_below_capacity_achieve_the_rate_within_2_percent(tmp_
         )  # fmt: skip
     row = metrics.iloc[0]
     print("constant:", row[RATES].to_dict())
-    assert list(steps["rate"]) == [80.0] and list(steps["users"]) == [50]
+    assert list(steps["kind"]) == ["rate"] and list(steps["value"]) == [80.0]
+    assert list(steps["users"]) == [50]
     assert row["measured"] == 240 and run["outcome"] == "completed"
     assert abs(row["achieved_rate"] / 80.0 - 1) < 0.02
     assert abs(row["offered_rate"] / 80.0 - 1) < 0.02
@@ -57,7 +58,7 @@ def test_constant_arrivals_below_capacity_achieve_the_rate_within_2_percent(tmp_
     assert row["queued_p99"] < 0.05  # a free user was always there, woken on time
     assert (requests["task"] == "open_loop").all() and requests["ok"].all()
     assert rate_verdicts(metrics)[0].kept_up
-    assert "rate req/s" in proc.stdout and "could not keep up" not in proc.stdout
+    assert "requests/s  offered" in proc.stdout and "could not keep up" not in proc.stdout
 
 
 @alone

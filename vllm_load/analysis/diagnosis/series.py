@@ -166,7 +166,7 @@ def diagnose_series(
             (),
             prediction,
             None,
-            _gap(prediction, None, noun, rate),
+            _gap(prediction, None, noun, saturation.axis.plural if rate else ""),
             facts,
             verdicts,
         )
@@ -205,7 +205,7 @@ def diagnose_series(
         chosen.advice,
         prediction,
         advised_knee,
-        _gap(prediction, knee, noun, rate),
+        _gap(prediction, knee, noun, saturation.axis.plural if rate else ""),
         facts,
         verdicts,
     )
@@ -234,12 +234,14 @@ def _describe(v: Bottleneck) -> str:
     return f"limited by {_NAMES.get(v.kind, v.kind)}: {v.reason}"
 
 
-def _gap(prediction: Prediction, knee: float | None, noun: str, rate: bool = False) -> str:
-    if rate:
+def _gap(prediction: Prediction, knee: float | None, noun: str, plural: str = "") -> str:
+    """How far the measured knee is from the predicted one; `plural` names an open-loop series'
+    levels (they are no numbers of requests in the batch)."""
+    if plural:
         first = prediction.limits[0] if prediction.limits else None
         return (
             f"The capacity model's first limit, {first.text()}, counts requests in the batch; this "
-            "series' levels are request rates, so it is not placed on them."
+            f"series' levels are {plural}, so it is not placed on them."
             if first
             else ""
         )
