@@ -150,6 +150,29 @@ def test_azure_2024_timestamps_with_an_offset(tmp_path):
     assert [round(r.at, 9) for r in trace.requests] == [0.0, 1.49007, 1.99007]
 
 
+def test_rows_of_one_second_read_their_own_fraction_and_offset(tmp_path):
+    """The date and time of day are parsed once per second: a row of the same second with
+    another fraction, an offset or a bad fraction is still read in full."""
+    rows = [
+        "2024-05-10 10:00:00.5,10,5",
+        "2024-05-10 10:00:00.25,10,5",
+        "2024-05-10 10:00:00.123456789,10,5",
+        "2024-05-10 10:00:00.75+01:00,10,5",  # an hour earlier
+        "2024-05-10 10:00:00,10,5",
+    ]
+    trace = read_trace(write(tmp_path, [AZURE_HEADER, *rows]))
+    assert [(round(r.at, 9), r.index) for r in trace.requests] == [
+        (0.0, 3),
+        (3599.25, 4),
+        (3599.373456789, 2),
+        (3599.5, 1),
+        (3599.75, 0),
+    ]
+    bad = write(tmp_path, [AZURE_HEADER, rows[0], "2024-05-10 10:00:00.5x,10,5"], name="bad.csv")
+    with pytest.raises(TraceError, match=rf"^{bad}:3: TIMESTAMP must be a date and time"):
+        read_trace(bad)
+
+
 @pytest.mark.parametrize(
     "first_line, expected",
     [

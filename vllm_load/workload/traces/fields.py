@@ -93,6 +93,7 @@ _DATETIME = re.compile(
     r"\s*(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
     r"\s*(Z|[+-]\d{2}:?\d{2})?\s*$"
 )
+_PLAIN = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}\.\d{1,9}")
 _DAYS: dict[str, int] = {}  # a date's days since 0001-01-01; a trace has few dates
 
 
@@ -119,6 +120,32 @@ def datetime_ns(text: str, name: str) -> int:
         raise BadValue(f"{name} has no such time of day: {hour}:{minute}:{second}")
     seconds = days * 86400 + h * 3600 + m * 60 + s - _offset(zone)
     return seconds * 1_000_000_000 + (int(fraction.ljust(9, "0")) if fraction else 0)
+
+
+class Datetimes:
+    """`datetime_ns` for a column whose rows mostly fall in the same second as the row before
+    (a trace in time order): the date and time of day are parsed once per second, and a row of
+    that second with a plain fraction (`.6805900`, no offset) reads only its fraction."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._second = ""  # "2023-11-16 18:15:46" of the last row parsed in full, with no offset
+        self._second_ns = 0
+
+    def ns(self, text: str) -> int:
+        second, fraction = text[:19], text[20:]
+        if (
+            second == self._second
+            and text[19:20] == "."
+            and 0 < len(fraction) <= 9
+            and fraction.isascii()
+            and fraction.isdigit()
+        ):
+            return self._second_ns + int(fraction.ljust(9, "0"))
+        value = datetime_ns(text, self.name)
+        if _PLAIN.fullmatch(text):  # its first 19 characters are the whole date and time of day
+            self._second, self._second_ns = second, value - value % 1_000_000_000
+        return value
 
 
 def _offset(zone: str | None) -> int:

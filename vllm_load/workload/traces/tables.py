@@ -16,9 +16,10 @@ that is not a whole number above 0, or a time that does not parse is refused.
 from __future__ import annotations
 
 import csv
+import operator
 from typing import Callable, Iterator
 
-from .fields import BadValue, datetime_ns, shown, text_time, token_text
+from .fields import BadValue, Datetimes, shown, text_time, token_text
 from .model import TraceError
 from .rows import Rows
 
@@ -30,36 +31,35 @@ FAILED = "failed in the original log (Response tokens 0)"
 def read_burstgpt(path: str) -> Rows:
     """Every request of a BurstGPT CSV, in file order; failed ones skipped and counted."""
     rows = Rows(units_per_second=1.0)
-
-    def request(fields: list[str]) -> None:
-        timestamp, prompt, response = fields
+    for line, (timestamp, prompt, response) in _table(path, "BurstGPT", BURSTGPT_COLUMNS, rows):
         try:
-            output = token_text(response, "Response tokens", "output")
-        except BadValue:
-            if _is_zero(response):
+            try:
+                output = token_text(response, "Response tokens", "output")
+            except BadValue:
+                if not _is_zero(response):
+                    raise
                 rows.skip_reasons[FAILED] += 1
-                return
-            raise
-        time = text_time(timestamp, "Timestamp")
-        rows.add(time, token_text(prompt, "Request tokens", "prompt"), output)
-
-    _read_table(path, "BurstGPT", BURSTGPT_COLUMNS, request, rows)
+                continue
+            time = text_time(timestamp, "Timestamp")
+            rows.add(time, token_text(prompt, "Request tokens", "prompt"), output)
+        except BadValue as e:
+            raise TraceError(f"{path}:{line}: {e}") from None
     return rows
 
 
 def read_azure(path: str) -> Rows:
     """Every request of an Azure LLM inference trace CSV, in file order."""
     rows = Rows(units_per_second=1e9)  # nanoseconds
-
-    def request(fields: list[str]) -> None:
-        timestamp, context, generated = fields
-        rows.add(
-            datetime_ns(timestamp, "TIMESTAMP"),
-            token_text(context, "ContextTokens", "prompt"),
-            token_text(generated, "GeneratedTokens", "output"),
-        )
-
-    _read_table(path, "Azure", AZURE_COLUMNS, request, rows)
+    datetimes = Datetimes("TIMESTAMP")
+    for line, (timestamp, context, generated) in _table(path, "Azure", AZURE_COLUMNS, rows):
+        try:
+            rows.add(
+                datetimes.ns(timestamp),
+                token_text(context, "ContextTokens", "prompt"),
+                token_text(generated, "GeneratedTokens", "output"),
+            )
+        except BadValue as e:
+            raise TraceError(f"{path}:{line}: {e}") from None
     return rows
 
 
@@ -68,36 +68,29 @@ def header_names(line: str) -> list[str]:
     return [name.strip() for name in next(csv.reader([line]), [])]
 
 
-def _read_table(
-    path: str,
-    kind: str,
-    columns: tuple[str, ...],
-    request: Callable[[list[str]], None],
-    rows: Rows,
-) -> None:
-    """Calls `request` with each data row's `columns`, in order, until the file ends."""
+def _table(
+    path: str, kind: str, columns: tuple[str, ...], rows: Rows
+) -> Iterator[tuple[int, tuple[str, ...]]]:
+    """Each data row's line number and `columns`, in order, to the end of the file (then
+    `rows.lines` is how many lines it has)."""
     with open(path, "rb") as fh:
         reader = csv.reader(_decoded(fh))
+        pick: Callable[[list[str]], tuple[str, ...]] | None = None
+        width = 0
         try:
-            where: list[int] = []
-            width = 0
             for fields in reader:
                 if not fields:  # a blank line
                     continue
-                if not where:
-                    where, width = (
-                        _header(path, reader.line_num, kind, columns, fields),
-                        len(fields),
-                    )
+                if pick is None:
+                    pick = _header(path, reader.line_num, kind, columns, fields)
+                    width = len(fields)
                     continue
                 if len(fields) != width:
-                    raise BadValue(
-                        f"{len(fields)} fields where the header has {width} "
-                        f"({shown(','.join(fields))}; fix or remove the line)"
+                    raise TraceError(
+                        f"{path}:{reader.line_num}: {len(fields)} fields where the header has "
+                        f"{width} ({shown(','.join(fields))}; fix or remove the line)"
                     )
-                request([fields[i] for i in where])
-        except BadValue as e:
-            raise TraceError(f"{path}:{reader.line_num}: {e}") from None
+                yield reader.line_num, pick(fields)
         except UnicodeDecodeError:
             raise TraceError(
                 f"{path}:{reader.line_num + 1}: not UTF-8 text (a {kind} trace is a CSV file)"
@@ -109,8 +102,8 @@ def _read_table(
 
 def _header(
     path: str, line: int, kind: str, columns: tuple[str, ...], names: list[str]
-) -> list[int]:
-    """Where each of `columns` is in a header row."""
+) -> Callable[[list[str]], tuple[str, ...]]:
+    """What takes `columns`, in order, from a row under this header."""
     names = [name.strip() for name in names]
     missing = [c for c in columns if c not in names]
     if missing:
@@ -118,14 +111,17 @@ def _header(
             f"{path}:{line}: no column {', '.join(missing)} in the header {shown(','.join(names))} "
             f"(a {kind} trace's header has {', '.join(columns)})"
         )
-    return [names.index(c) for c in columns]
+    return operator.itemgetter(*(names.index(c) for c in columns))
 
 
 def _decoded(lines: Iterator[bytes]) -> Iterator[str]:
     """The file's lines as text, one at a time, so a byte that is not UTF-8 is found on its own
-    line (a byte order mark at the start is dropped)."""
+    line; a byte order mark before the first is dropped."""
     for line in lines:
-        yield line.decode("utf-8-sig")
+        yield line.decode("utf-8").lstrip("\ufeff")
+        break
+    for line in lines:
+        yield line.decode("utf-8")
 
 
 def _is_zero(text: str) -> bool:
