@@ -3,7 +3,8 @@
 The same options work with `vllm-load run` and with plain `locust -f locustfiles/...`: they
 are registered on Locust's own parser (`add_arguments`), so Locust ships them to workers and
 shows them in its web UI; `Settings.from_options` reads them back, checked. Reading a value
-as typed (levels, a URL, metadata) is `values`.
+as typed (levels, a URL, metadata) is `values`. The module is long because every option is
+declared here, once, with its help: splitting them would make two places to look for one.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from .values import (
 from .workload.datasets import dataset_argument
 from .workload.images import IMAGE_FORMATS, image_size_argument
 from .workload.lengths import length_argument
+from .workload.traces import TRACE_FORMATS
 
 DEFAULT_LEVELS = "10,50,100,200,500,750,1000"
 ENDPOINTS = ("chat", "completions")
@@ -94,7 +96,7 @@ class Settings:
     trace_format: str = option(
         "auto",
         "with --trace: the file's format (auto: from its first line)",
-        choices=("auto", "mooncake", "burstgpt", "azure"),  # TRACE_FORMATS
+        choices=("auto", *TRACE_FORMATS),
     )
     trace_speed: float = option(
         1.0, "with --trace: replay this many times faster (0.5: half as fast)", rule=POSITIVE

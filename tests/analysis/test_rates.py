@@ -236,7 +236,7 @@ def test_the_run_summary_marks_a_draining_level_as_the_report_leaves_it_out(tmp_
         dict(level=[0, 1], requested_rate=[4.0, 4.0], offered_rate=[2.86, 4.0])
         | dict(achieved_rate=[5.33, 4.02], window_s=[20.0, 20.0], in_flight_start=[47.0, 9.0])
         | dict(in_flight_end=[10.0, 9.0], delay_growth=[0.0, 0.0], queued_p99=[0.01, 0.01])
-        | dict(users=[100, 100])
+        | dict(users=[100, 100], kind=["rate", "rate"], value=[4.0, 4.0])
     )
     verdicts = rate_verdicts(metrics)
     table = format_level_table(

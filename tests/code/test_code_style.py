@@ -5,9 +5,11 @@ Run `ruff check --fix . && ruff format .` to mend what these report.
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from support import ROOT, parse_file, python_files
@@ -51,3 +53,18 @@ def test_test_modules_never_import_each_other():
         "test modules importing test modules (move the shared code to tests/support):\n"
         + "\n".join(found)
     )
+
+
+def test_no_rated_switches_levels_are_named_by_their_kind_of_load():
+    """A level's kind of load (`load_kinds`) says how it is named and which columns it has: no
+    code or template asks whether a run "is rated" (a requested rate present) to decide it."""
+    root = Path(ROOT) / "vllm_load"
+    pattern = re.compile(r"\brated\b|axis\.rate\b|\bis_rate_run\b")
+    found = [
+        f"{path.relative_to(root)}:{n}: {line.strip()}"
+        for path in root.rglob("*")
+        if path.suffix in (".py", ".html", ".md", ".js")
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert not found, "\n".join(found)

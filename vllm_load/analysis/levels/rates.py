@@ -329,8 +329,3 @@ def _float(value: Any) -> float:
         return float(value)
     except (TypeError, ValueError):
         return math.nan
-
-
-def is_rate_run(run: dict) -> bool:
-    """Whether a run stepped through request rates (--rates) rather than concurrency levels."""
-    return bool((run.get("settings") or {}).get("rates"))

@@ -88,7 +88,7 @@ def kinds_and_values(
     column instead (a rate level's requests/s, empty for a concurrency level)."""
     if "kind" in plan:
         kinds = [kind_named(k).name for k in plan["kind"].astype("string").fillna("")]
-        return kinds, as_floats(plan["value"]) if "value" in plan else users
+        return kinds, as_floats(plan["value"]) if "value" in plan else np.asarray(users, float)
     rate = as_floats(plan["rate"]) if "rate" in plan else np.full(len(plan), np.nan)
     kinds = [RATE.name if r == r else CONCURRENCY.name for r in rate]
     return kinds, np.where(np.isnan(rate), users, rate)
