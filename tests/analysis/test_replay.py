@@ -329,3 +329,22 @@ def trace_indexes(run: str) -> dict:
         int(level): [None if pd.isna(v) else int(v) for v in group["trace_index"]]
         for level, group in frame.groupby("level")
     }
+
+
+def test_a_request_dated_before_the_replay_started_counts_in_its_first_window(tmp_path):
+    # a load process whose clock runs 10 ms behind dates its first request before the level
+    early = (TraceRequest(at=-0.01, prompt_tokens=100, output_tokens=11, ttft=0.2, e2e=1.2),)
+    run = write_trace_run(str(tmp_path), TraceRun(early + HAND[1:], cap=4))
+    (replay,) = replays(run, window=2.0)
+    assert [w.scheduled for w in replay.windows] == [3, 2]
+    assert sum(w.ended for w in replay.windows) == replay.totals.requests == 5
+
+
+def test_a_replay_whose_requests_all_failed_says_so_without_latencies(tmp_path):
+    failed = tuple(TraceRequest(at=0.5 * i, ok=False, e2e=0.2) for i in range(4))
+    run = write_trace_run(str(tmp_path), TraceRun(failed, cap=4))
+    (replay,) = replays(run)
+    line = replay.summary_line()
+    assert line.warn and "4 requests over 1.7 s, 0 succeeded and 4 failed" in line.text
+    assert "TTFT p50 -, p99 -; ITL p99 -; E2E p99 -;" in line.text
+    assert [w.failed for w in replay.windows] == [2, 2]  # 1 s windows; ends at 0.2, 0.7 | 1.2, 1.7

@@ -35,6 +35,10 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:,.0f} ms" if seconds == seconds else "-"
 
 
+def _s(seconds: float) -> str:
+    return f"{seconds:,.2f} s" if seconds == seconds else "-"
+
+
 @dataclass(frozen=True)
 class Replay:
     """One trace level of a run, read over time and as a whole."""
@@ -58,7 +62,7 @@ class Replay:
             f"{t.failed:,} failed; {t.total_tok_per_s:,.0f} total tok/s "
             f"({t.output_tok_per_s:,.0f} output); TTFT p50 {_ms(p['ttft_p50'])}, "
             f"p99 {_ms(p['ttft_p99'])}; ITL p99 {_ms(p['itl_p99'])}; E2E p99 "
-            f"{p['e2e_p99']:,.2f} s; {t.in_flight:,.1f} requests in flight on average (cap "
+            f"{_s(p['e2e_p99'])}; {t.in_flight:,.1f} requests in flight on average (cap "
             f"{self.level.cap:,.0f}).",
             warn=t.failed > 0,
         )

@@ -89,10 +89,11 @@ def window_edges(t0: float, t1: float, length: float) -> np.ndarray:
 
 
 def _bins(times: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """The window of each time ([a, b), the last window's end included); -1 outside them all."""
+    """The window of each time ([a, b), the last window's end included; a time before the first
+    window in the first: a load process whose clock runs a little behind); -1 when unknown."""
     idx = np.searchsorted(edges, times, side="right") - 1
-    idx = np.where(times == edges[-1], len(edges) - 2, idx)
-    return np.where((idx >= 0) & (idx < len(edges) - 1) & ~np.isnan(times), idx, -1)
+    idx = np.clip(idx, 0, len(edges) - 2)
+    return np.where(~np.isnan(times), idx, -1)
 
 
 def _percentiles(values: np.ndarray, groups: np.ndarray, n: int, q: float) -> np.ndarray:
