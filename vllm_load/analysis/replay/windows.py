@@ -97,10 +97,13 @@ def _bins(times: np.ndarray, edges: np.ndarray) -> np.ndarray:
 
 
 def _percentiles(values: np.ndarray, groups: np.ndarray, n: int, q: float) -> np.ndarray:
+    """The `q`th percentile (linear, as every latency percentile) of `values` per group 0..n-1;
+    NaN for a group without one."""
     out = np.full(n, np.nan)
     keep = (groups >= 0) & ~np.isnan(values)
-    for i in np.unique(groups[keep]):
-        out[i] = float(np.percentile(values[keep & (groups == i)], q))
+    if keep.any():
+        by_group = pd.Series(values[keep]).groupby(groups[keep]).quantile(q / 100.0)
+        out[by_group.index.to_numpy(np.int64)] = by_group.to_numpy()
     return out
 
 
