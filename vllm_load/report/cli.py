@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import math
 import os
 import sys
 
@@ -84,6 +85,15 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         "attainment>=99%% (the share of good requests a level needs). Adds goodput and the "
         "highest level meeting the SLOs (default: the --slo the runs were started with)",
     )
+    parser.add_argument(
+        "--trace-window",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help='the length of the windows a trace replay is read in (its "Replay over time"): '
+        "default: the run's own --trace-window, else about a twelfth of the replay, rounded "
+        "down to 1, 2, 5, 10, 30 or 60 s",
+    )
     locust = parser.add_argument_group(
         "plain Locust CSVs (a --csv prefix instead of run directories)"
     )
@@ -150,6 +160,10 @@ def main(args: argparse.Namespace) -> int:
         raise SettingsError(f"--tolerance must be in [0, 1), got {args.tolerance}")
     if not 0 <= args.max_failed_share < 1:
         raise SettingsError(f"--max-failed-share must be in [0, 1), got {args.max_failed_share}")
+    if not (math.isfinite(args.trace_window) and args.trace_window >= 0):
+        raise SettingsError(
+            f"--trace-window must be seconds, 0 or more (0: the default), got {args.trace_window}"
+        )
     rule = SaturationRule(
         tolerance=args.tolerance,
         scaling_from=scaling[0],
@@ -168,7 +182,13 @@ def main(args: argparse.Namespace) -> int:
     output_writable(out)  # before the analysis, which can take minutes
     try:
         paths = build_report(
-            run_dirs, out, dict(args.gpus_per_model), progress=not args.quiet, rule=rule, slo=slo
+            run_dirs,
+            out,
+            dict(args.gpus_per_model),
+            progress=not args.quiet,
+            rule=rule,
+            slo=slo,
+            trace_window=args.trace_window or None,
         )
     except ValueError as e:  # runs that cannot be read or compared
         raise SettingsError(str(e)) from None

@@ -37,6 +37,7 @@ from ..analysis.levels.server_queue import level_queue
 from ..analysis.levels.server_side import level_server_figures, read_server_metrics
 from ..analysis.levels.table import error_counts
 from ..analysis.levels.timeline import work_timeline
+from ..analysis.replay.read import Replay, read_replays
 from ..analysis.series.compare import ModelRow, compare, comparison_findings
 from ..analysis.series.curve import axis_of
 from ..analysis.series.failures import failure_kinds
@@ -90,6 +91,7 @@ class RunSummary:
         return self.errors.assign(users=self.errors["level"].map(users)).dropna(subset=["users"])
 
     input_notes: list[str] = field(default_factory=list)  # what was left out of its files, why
+    replays: list[Replay] = field(default_factory=list)  # its trace replays, read over time
 
 
 @dataclass
@@ -153,8 +155,11 @@ def report_slo(run_dirs: Sequence[str], given: SloSpec | None) -> SloSpec:
     return parse_slo(list(next(iter(recorded), ())))
 
 
-def summarize_run(path: str, slo: SloSpec = SloSpec()) -> RunSummary:
-    """Load and measure one run directory; with SLOs, its levels' goodput too."""
+def summarize_run(
+    path: str, slo: SloSpec = SloSpec(), trace_window: float | None = None
+) -> RunSummary:
+    """Load and measure one run directory; with SLOs, its levels' goodput too; a trace replay
+    over time, in windows of `trace_window` s (default: `analysis.replay.read_replays`')."""
     data = load_run(path, analysis_columns())
     meas = measure_levels(data.requests, data.steps)
     if slo:
@@ -222,6 +227,7 @@ def summarize_run(path: str, slo: SloSpec = SloSpec()) -> RunSummary:
         axis=axis,
         outcome=outcome_of(data),
         input_notes=[*data.notes, *(r.note for r in (server_read, health_read) if r.note)],
+        replays=read_replays(data.requests, data.steps, data.run, server, slo, trace_window),
     )
 
 
@@ -300,17 +306,19 @@ def build_report_data(
     rule: SaturationRule = SaturationRule(),
     step: Callable[[str], None] = lambda _msg: None,
     slo: SloSpec | None = None,
+    trace_window: float | None = None,
 ) -> ReportData:
     """Measure every run, group runs into series, aggregate, analyse and compare.
 
     `step(description)` is called once per unit of work (one per run, then one per series).
     The levels are judged against `slo`, else the SLOs the runs were started with (`report_slo`).
+    A trace replay is read in windows of `trace_window` s (default: `summarize_run`'s).
     """
     spec = report_slo(run_dirs, slo)
     runs: list[RunSummary] = []
     for path in run_dirs:
         step(f"measuring {path}")
-        runs.append(summarize_run(path, spec))
+        runs.append(summarize_run(path, spec, trace_window))
     groups = group_runs([r.run for r in runs])
     series: list[SeriesReport] = []
     for g in groups:

@@ -22,6 +22,7 @@ from .. import __version__
 from ..analysis.decisions.slo import SloSpec
 from ..analysis.levels import server_queue, server_side
 from ..analysis.levels.client_side import LATE_RULE
+from ..analysis.replay.verdicts import LATE_LIMIT_S, PREFIX_TOLERANCE
 from ..analysis.series.saturation import SaturationRule
 from ..rundir.files import write_atomic
 from ..target.loss import MIN_STREAK, NO_ANSWER_SHARE
@@ -40,6 +41,7 @@ from .cells import (
     signed_pct,
 )
 from .model import ReportData, RunSummary, SeriesReport, build_report_data
+from .replay import ReplayView, replay_views
 from .summary import summary_dict, write_summary_csv
 from .why import WhyView, why_view
 
@@ -75,6 +77,7 @@ class RunView:
     server_chart: charts.Chart | None = None
     persona_chart: charts.Chart | None = None  # when the run had several personas
     turn_chart: charts.Chart | None = None  # when it held conversations
+    replays: list[ReplayView] = field(default_factory=list)  # its trace replays over time
 
 
 def lost_worker_text(lost) -> str:
@@ -283,6 +286,7 @@ def _views(
                 server_chart=charts.server_state(r),
                 persona_chart=persona_charts.persona_levels(r),
                 turn_chart=persona_charts.turns(r),
+                replays=replay_views(r, f"{i + 1}"),
             )
         )
         progress.step(f"charts: run {r.run_id}")
@@ -296,15 +300,19 @@ def build_report(
     progress: bool = True,
     rule: SaturationRule = SaturationRule(),
     slo: SloSpec | None = None,
+    trace_window: float | None = None,
 ) -> ReportPaths:
     """Measure `run_dirs`, and write the HTML report at `out_html` with its summary files beside it.
-    The levels are judged against `slo`, else the SLOs the runs were started with.
+    The levels are judged against `slo`, else the SLOs the runs were started with; a trace
+    replay is read in windows of `trace_window` s (default: about a twelfth of it).
 
     Raises ValueError when a directory is not a readable run.
     """
     bar = Progress(total=2 * len(run_dirs) + 4, enabled=progress)
     try:
-        data = build_report_data(run_dirs, gpus_per_model, rule, step=bar.step, slo=slo)
+        data = build_report_data(
+            run_dirs, gpus_per_model, rule, step=bar.step, slo=slo, trace_window=trace_window
+        )
         series, runs, overview = _views(data, bar)
         paths = side_paths(out_html)
         context = dict(
@@ -318,6 +326,8 @@ def build_report(
             server_causes=server_side.DISAGREEMENT_CAUSES,
             min_intervals=server_side.MIN_INTERVALS,
             findings_rule=FINDINGS_RULE + " " + server_queue.describe(),
+            replay_late_limit=LATE_LIMIT_S,
+            replay_prefix_tolerance=PREFIX_TOLERANCE,
         )
         summary = summary_dict(data)
         write_documents(paths, "report", context, summary)

@@ -18,6 +18,7 @@ import pandas as pd
 from .. import __version__
 from ..analysis.series.stats import STAT_SUFFIXES
 from .model import ReportData, SeriesReport
+from .replay import replay_json, replay_rows
 
 #: per-run level columns that are not figures (timestamps are kept, they locate the window)
 _LABEL_COLUMNS = ("stop_reason", "run_id")
@@ -165,6 +166,8 @@ def summary_dict(data: ReportData) -> dict:
                     "personas": records(r.personas) if r.personas is not None else [],
                     "turns": records(r.turns) if r.turns is not None else [],
                     "conversations": r.conversations or {},
+                    # its trace replays over time (`analysis.replay`): [] for a run without
+                    "replays": [replay_json(p) for p in r.replays],
                 }
                 for r in data.runs
             ],
@@ -281,6 +284,7 @@ def summary_rows(summary: dict) -> Iterator[tuple]:
                 err["count"],
             )
         yield from _breakdown_rows(run)
+        yield from replay_rows(run)
 
 
 def _bottleneck_cells(verdict: dict) -> Iterator[tuple[str, str, object]]:

@@ -76,6 +76,18 @@ RUN_FIELDS: dict[str, str] = {
     "settings.temperature": "number|null",
     "settings.requests_per_level": "int|null",  # null: by the level's users (run.steps)
     "settings.warmup_requests": "int",
+    "settings.trace_window": "number|null",  # the report's window along a trace replay
+    # a --trace replay (docs/run-format.md): what the report's "Replay over time" reads
+    "trace": "dict",
+    "trace.path": "str",
+    "trace.format": "str",
+    "trace.start": "number",
+    "trace.duration": "number|null",
+    "trace.speed": "number",
+    "trace.requests": "int",
+    "trace.prompt_tokens": "int",
+    "trace.predicted_cached_tokens": "int|null",
+    "trace.block_tokens": "int",
 }
 
 _WORDS = {
@@ -193,6 +205,7 @@ NON_NEGATIVE: tuple[str, ...] = (
     "queued_s",
     "images",
     "image_bytes",
+    "trace_index",
 )
 #: the columns the checks always read, whatever columns a caller asked for
 CHECKED_COLUMNS: tuple[str, ...] = (*NEVER_EMPTY, "ttft", "n_chunks")

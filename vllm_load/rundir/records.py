@@ -57,7 +57,7 @@ class RequestRecord:
     reasoning_source: str = ""  # where reasoning_tokens came from: "usage", "counted" or ""
     images: int = 0  # images in its messages (the history's included)
     image_bytes: int = 0  # the bytes of those it carried (data: URLs), before base64
-    trace_index: Optional[int] = None  # its request's index in the --trace file (0-based)
+    trace_index: Optional[int] = None  # its request's index in the --trace file (None otherwise)
 
     def to_row(self) -> tuple:
         return _as_row(self)
