@@ -109,6 +109,12 @@ class Settings:
         "with --trace: replay this many seconds of the trace, in the trace's time (0: to its end)",
         rule=NOT_NEGATIVE,
     )
+    trace_window: float = option(
+        0.0,
+        "with --trace: the report's time windows along the replay, in seconds (0: about a "
+        "twelfth of the replay)",
+        rule=NOT_NEGATIVE,
+    )
     input_tokens: int = option(
         2048, "exact prompt length in tokens, chat template included", rule=AT_LEAST_1
     )

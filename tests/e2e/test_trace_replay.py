@@ -16,6 +16,8 @@ import pandas as pd
 import pytest
 from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
 
+from vllm_load.analysis.levels.server_side import read_server_metrics
+from vllm_load.analysis.replay.read import read_replays
 from vllm_load.sim.process import SimulatorProcess
 
 #: lateness within milliseconds: no other test's load beside it (tests/conftest.py)
@@ -27,7 +29,7 @@ LATE_P99 = 0.005  # seconds: the issue's "sent within 5 ms of schedule at p99"
 def replay(tmp_path, sim, *args):
     proc = run_vllm_load(
         "run", "--host", sim.url, "--out", str(tmp_path), "--max-in-flight", "64",
-        "--metrics-interval", "1", *args, timeout=300,
+        "--metrics-interval", "0.5", "--trace-window", "10", *args, timeout=300,
     )  # fmt: skip
     run_dir = only_run_dir(tmp_path)
     requests, steps, run, _ = load_run_files(run_dir)
@@ -61,6 +63,15 @@ def check_replay(requests: pd.DataFrame, steps: pd.DataFrame, run: dict, run_dir
     predicted = trace["predicted_cached_tokens"]
     assert predicted > 0.3 * trace["prompt_tokens"]  # the sample reuses blocks
     assert abs(server["prefix_cache_hits"] / predicted - 1) <= 0.05
+    # per window along the trace, the client's throughput against the server's own counters
+    scraped = read_server_metrics(os.path.join(run_dir, "server_metrics.csv")).frame
+    (replay,) = read_replays(requests, steps, run, scraped)
+    assert replay.window_s == 10 and replay.lateness.kept_up
+    ratios = [w.server.output_ratio for w in replay.windows]
+    compared = [r for r in ratios if r == r]
+    print("per-window client/server generated tok/s:", [round(r, 4) for r in ratios])
+    assert len(compared) >= len(ratios) - 1 >= 4  # (the last, short window may not be)
+    assert all(abs(r - 1) <= 0.02 for r in compared)
 
 
 @alone

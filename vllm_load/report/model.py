@@ -339,7 +339,14 @@ def build_report_data(
             saturation=sat,
             findings=input_findings(members)
             + findings(curve, sat, g.n_runs, rule, outcomes)
-            + rate_findings(members),
+            + rate_findings(members)
+            + [
+                f"Run {r.run_id}, trace replay: {line.text}"
+                for r in members
+                for replay in r.replays
+                for line in replay.lines()
+                if line.warn
+            ],
             axis=sat.axis,
             outcome_findings=[text for o in outcomes for text in o.sentences()],
         )
