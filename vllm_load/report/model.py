@@ -30,6 +30,7 @@ from ..analysis.levels.client_side import (
     level_client_health,
     read_client_health,
 )
+from ..analysis.levels.gpu import gpu_findings, with_gpu
 from ..analysis.levels.hist import pad_columns
 from ..analysis.levels.measure import measure_levels
 from ..analysis.levels.rates import RateRule, rate_verdicts
@@ -156,6 +157,7 @@ def summarize_run(path: str, slo: SloSpec = SloSpec()) -> RunSummary:
     """Load and measure one run directory; with SLOs, its levels' goodput too."""
     data = load_run(path, analysis_columns())
     meas = measure_levels(data.requests, data.steps)
+    meas.metrics = with_gpu(meas.metrics, data.gpu)  # GPU telemetry (analysis.levels.gpu)
     if slo:
         goodput = level_goodput(data.requests, meas, slo)
         goodput["slo_binding_text"] = [
@@ -329,7 +331,8 @@ def build_report_data(
             saturation=sat,
             findings=input_findings(members)
             + findings(curve, sat, g.n_runs, rule, outcomes)
-            + rate_findings(members),
+            + rate_findings(members)
+            + [t for r in members for t in gpu_findings(r.run_id, r.run, r.metrics)],
             axis=sat.axis,
             outcome_findings=[text for o in outcomes for text in o.sentences()],
         )

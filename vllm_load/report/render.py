@@ -25,7 +25,7 @@ from ..analysis.levels.client_side import LATE_RULE
 from ..analysis.series.saturation import SaturationRule
 from ..rundir.files import write_atomic
 from ..target.loss import MIN_STREAK, NO_ANSWER_SHARE
-from . import charts, persona_charts
+from . import charts, gpu_section, persona_charts
 from .cells import (
     figure_value,
     interval,
@@ -75,6 +75,7 @@ class RunView:
     server_chart: charts.Chart | None = None
     persona_chart: charts.Chart | None = None  # when the run had several personas
     turn_chart: charts.Chart | None = None  # when it held conversations
+    gpu_chart: charts.Chart | None = None  # GPU telemetry per level (`gpu_section`)
 
 
 def lost_worker_text(lost) -> str:
@@ -168,6 +169,7 @@ def template_env() -> jinja2.Environment:
         lost_worker_text=lost_worker_text,
         report_figures=report_figures,
         figure_value=figure_value,
+        gpu_source_line=gpu_section.source_line,  # GPU telemetry (_gpu.html, _gpu.md)
     )
     return env
 
@@ -283,6 +285,7 @@ def _views(
                 server_chart=charts.server_state(r),
                 persona_chart=persona_charts.persona_levels(r),
                 turn_chart=persona_charts.turns(r),
+                gpu_chart=gpu_section.gpu_levels(r),
             )
         )
         progress.step(f"charts: run {r.run_id}")

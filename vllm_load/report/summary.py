@@ -17,6 +17,7 @@ import pandas as pd
 
 from .. import __version__
 from ..analysis.series.stats import STAT_SUFFIXES
+from .gpu_section import gpu_json
 from .model import ReportData, SeriesReport
 
 #: per-run level columns that are not figures (timestamps are kept, they locate the window)
@@ -165,6 +166,7 @@ def summary_dict(data: ReportData) -> dict:
                     "personas": records(r.personas) if r.personas is not None else [],
                     "turns": records(r.turns) if r.turns is not None else [],
                     "conversations": r.conversations or {},
+                    "gpu_metrics": gpu_json(r.run),  # where its GPU figures came from
                 }
                 for r in data.runs
             ],
@@ -281,6 +283,9 @@ def summary_rows(summary: dict) -> Iterator[tuple]:
                 err["count"],
             )
         yield from _breakdown_rows(run)
+        if run.get("gpu_metrics"):  # simulated GPU figures say so in the CSV too
+            simulated = int(bool(run["gpu_metrics"]["simulated"]))
+            yield ("gpu", run["series"], run["run_id"], "", "gpu_simulated", "value", simulated)
 
 
 def _bottleneck_cells(verdict: dict) -> Iterator[tuple[str, str, object]]:
