@@ -26,7 +26,7 @@ INTERVAL = 0.1
 @pytest.fixture(scope="module")
 def gpu_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("gpu")
-    with SimulatorProcess("--dcgm", "--time-scale", "0.1", "--max-num-seqs", "8") as sim:
+    with SimulatorProcess("--dcgm", "--time-scale", "0.2", "--max-num-seqs", "8") as sim:
         printed = run_vllm_load(
             "run",
             "--host",

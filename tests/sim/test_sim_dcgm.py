@@ -4,6 +4,7 @@ dcgm-exporter's format, labelled as simulated."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from support.sim_http import call
@@ -11,7 +12,7 @@ from support.sim_http import call
 from vllm_load.cli.main import build_parser
 from vllm_load.sim.cli import ConfigError, build_config
 from vllm_load.sim.config import EngineConfig, GpuModel, StepCost
-from vllm_load.sim.dcgm import DCGM_PATH, SimulatedGpu
+from vllm_load.sim.dcgm import DCGM_PATH, MIN_PERIOD, SimulatedGpu
 from vllm_load.sim.engine import Engine, Sequence
 from vllm_load.sim.process import SimulatorProcess
 from vllm_load.sim.stats import ServerStats
@@ -112,9 +113,10 @@ def test_the_simulator_serves_its_gpu_only_when_asked():
         assert first[FB_USED] == GpuModel().weights_mib  # no KV block in use
         status, _ = call(
             sim.url + "/v1/completions",
-            {"model": "sim-llama-8b", "prompt": "hi", "max_tokens": 64, "ignore_eos": True},
+            {"model": "sim-llama-8b", "prompt": "hi", "max_tokens": 256, "ignore_eos": True},
         )
         assert status == 200
+        time.sleep(MIN_PERIOD)  # a scrape sooner than that after the last repeats its reading
         later = {r.figure: r.value for r in parse_dcgm(call(sim.url + DCGM_PATH)[1]).readings}
         assert later[GPU_UTIL] > 0 and later[POWER] > first[POWER]
         assert later[ENERGY] > first[ENERGY]
