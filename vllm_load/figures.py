@@ -14,7 +14,10 @@ Everything reads them through `level_figures()` and the functions beside it, at 
 them, and run.json-based outputs (JSON, CSV) carry every level column; the web UI's live view
 (`run.live_figures`) keeps a running histogram or sum for each per-request figure it shows.
 Adding a per-request figure is its declaration here, the column that records it
-(`rundir.records`), and docs.
+(`rundir.records`), and docs. The GPUs' own figures (`GPU`: utilisation, memory, power, energy
+and joules per token, from --gpu-metrics or --gpu-nvml) are computed apart, from
+gpu_metrics.csv (`analysis.levels.gpu`). The module is long because every figure is declared
+here, in one place, on purpose.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ class LevelFigure:
     shown: frozenset[str] = frozenset()
     spec: str = ",.0f"  # how the printed table formats it (a share: in %)
     short: str = ""  # the printed table's header, where narrower than the label
+    only_with: str = ""  # a level figure that must be > 0 at some level for it to be shown
 
 
 @dataclass(frozen=True)
@@ -258,6 +262,83 @@ TAIL: list[LevelFigure] = [
 ]
 
 
+#: the GPUs' own figures over the measured window (`analysis.levels.gpu`), where a run recorded
+#: them (--gpu-metrics, --gpu-nvml): utilisation and SM activity averaged over GPUs, memory the
+#: fullest GPU's, power and energy summed over GPUs
+_WITH_GPU = "gpu_power_mean"
+GPU: list[LevelFigure] = [
+    LevelFigure(
+        "gpu_util_mean",
+        "GPU util",
+        "share",
+        "time a kernel ran (DCGM_FI_DEV_GPU_UTIL), mean over the window and the GPUs",
+        shown=frozenset({TABLE, REPORT}),
+        spec=".0f",
+        only_with=_WITH_GPU,
+    ),
+    LevelFigure(
+        "gpu_sm_active_mean",
+        "SM active",
+        "share",
+        "cycles an SM had a warp (DCGM_FI_PROF_SM_ACTIVE), mean over the window and the GPUs",
+        shown=frozenset({REPORT}),
+        spec=".0f",
+        only_with="gpu_sm_active_mean",
+    ),
+    LevelFigure(
+        "gpu_memory_used_max",
+        "GPU memory MiB",
+        "MiB",
+        "framebuffer memory used (DCGM_FI_DEV_FB_USED), the fullest GPU's highest in the window",
+        shown=frozenset({REPORT}),
+        only_with=_WITH_GPU,
+    ),
+    LevelFigure(
+        "gpu_power_mean",
+        "GPU power W",
+        "W",
+        "power draw (DCGM_FI_DEV_POWER_USAGE) summed over the GPUs, mean over the window",
+        shown=frozenset({TABLE, REPORT}),
+        only_with=_WITH_GPU,
+        short="GPU W",
+    ),
+    LevelFigure(
+        "gpu_energy_j",
+        "GPU energy J",
+        "J",
+        "energy used in the window (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION's growth), summed over the GPUs",
+        shown=frozenset({REPORT}),
+        only_with=_WITH_GPU,
+    ),
+    LevelFigure(
+        "gpu_j_per_output_token",
+        "J/output tok",
+        "J/token",
+        "GPU energy in the window / output tokens generated in it",
+        False,
+        frozenset({TABLE, REPORT, COMPARE}),
+        ",.3f",
+        short="J/out tok",
+        only_with=_WITH_GPU,
+    ),
+    LevelFigure(
+        "gpu_j_per_request",
+        "J/request",
+        "J/request",
+        "GPU energy in the window / requests done in it",
+        False,
+        frozenset({REPORT, COMPARE}),
+        ",.1f",
+        only_with=_WITH_GPU,
+    ),
+]
+
+
+def gpu_columns() -> tuple[str, ...]:
+    """The per-level columns of the GPU figures (`GPU`)."""
+    return tuple(f.key for f in GPU)
+
+
 def _per_request_figures(source: PerRequest) -> list[Figure]:
     shown = {
         TABLE: source.table,
@@ -282,13 +363,22 @@ def _per_request_figures(source: PerRequest) -> list[Figure]:
 
 
 def _level_figure(f: LevelFigure) -> Figure:
-    return Figure(f.key, f.label, f.unit, f.higher_is_better, f.shown, f.spec, short=f.short)
+    return Figure(
+        f.key,
+        f.label,
+        f.unit,
+        f.higher_is_better,
+        f.shown,
+        f.spec,
+        short=f.short,
+        only_with=f.only_with,
+    )
 
 
 def level_figures() -> list[Figure]:
     """Every declared per-level figure, in the order tables show them."""
     head = [_level_figure(f) for f in HEAD]
-    tail = [_level_figure(f) for f in TAIL]
+    tail = [_level_figure(f) for f in TAIL + GPU]
     return head + [f for src in PER_REQUEST for f in _per_request_figures(src)] + tail
 
 

@@ -36,6 +36,8 @@ from .run.steps import DEFAULT_MEASURED, MEASURED_WAVES
 from .values import (
     SettingsError,
     count_argument,
+    gpu_ids_argument,
+    gpu_metrics_argument,
     load_meta_file,
     parse_levels,
     parse_meta,
@@ -253,6 +255,29 @@ class Settings:
         "scraping off",
         rule=NOT_NEGATIVE,
     )
+    # GPU telemetry (run/gpu_scraper.py, docs/run-format.md `gpu_metrics.csv`)
+    gpu_metrics: list[str] = option(
+        [],
+        "a DCGM exporter's /metrics URL to record the GPUs' utilisation, memory, power and "
+        "energy from, every --metrics-interval s (repeatable; e.g. http://GPU-HOST:9400/metrics); "
+        "the report gives them per level, with joules per output token",
+        parse=gpu_metrics_argument,
+        repeatable=True,
+        metavar="URL",
+        web_ui=False,
+    )
+    gpu_nvml: bool = option(
+        False,
+        "record the same GPU figures through NVML on this machine (the tester runs on the GPU "
+        "host; needs pip install 'vllm-load[gpu]')",
+    )
+    gpu_ids: list[int] = option(
+        [],
+        "with --gpu-metrics or --gpu-nvml: only these GPU indices (e.g. 0,1), those the server "
+        "uses, so idle GPUs of the host are not counted (default: every GPU)",
+        parse=gpu_ids_argument,
+        shown_default="",
+    )
     server_args: str = option(
         "",
         "the server's flags as it was started (e.g. \"--max-num-seqs 256 --max-num-batched-tokens "
@@ -326,6 +351,8 @@ class Settings:
                 )
             if spec.rule is not None and not spec.rule.holds(value):
                 raise SettingsError(f"{flag_of(f, spec)} must {spec.rule.must}, got {value}")
+        if self.gpu_ids and not (self.gpu_metrics or self.gpu_nvml):
+            raise SettingsError("--gpu-ids picks GPUs of --gpu-metrics or --gpu-nvml: give one")
         if self.images and self.endpoint != "chat":
             raise SettingsError(
                 "--images sends images as chat content parts: use --endpoint chat "

@@ -254,3 +254,45 @@ def count_argument(flag: str):
             raise SettingsError(f"{flag} must be a whole number, got {value!r}") from None
 
     return parse
+
+
+DCGM_EXAMPLE = "http://GPU-HOST:9400/metrics"
+
+
+def gpu_metrics_argument(value: object) -> list[str]:
+    """--gpu-metrics: each a DCGM exporter's /metrics URL (http or https, a host; a URL without
+    a path gets `/metrics`, where dcgm-exporter serves). Many from a repeated option, one from
+    a web UI's text."""
+    urls = []
+    for item in value if isinstance(value, list) else [value]:
+        text = str(item).strip()
+        try:
+            parts = urlsplit(text)
+            _ = parts.port  # a port out of range raises here
+        except ValueError as e:
+            raise SettingsError(
+                f"--gpu-metrics {text!r} is not a URL ({e}), e.g. {DCGM_EXAMPLE}"
+            ) from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise SettingsError(
+                f"--gpu-metrics {text!r} is not an http(s) URL: give a DCGM exporter's "
+                f"/metrics, e.g. {DCGM_EXAMPLE}"
+            )
+        urls.append(text.rstrip("/") + "/metrics" if parts.path in ("", "/") else text)
+    return urls
+
+
+def gpu_ids_argument(value: object) -> list[int]:
+    """--gpu-ids: comma-separated GPU indices (as nvidia-smi numbers them); empty: every GPU."""
+    text = str(value or "").strip()
+    if not text:
+        return []
+    try:
+        ids = [int(x) for x in list_items("--gpu-ids", text)]
+    except ValueError:
+        raise SettingsError(
+            f"--gpu-ids must be comma-separated GPU indices, got {text!r}"
+        ) from None
+    if any(i < 0 for i in ids):
+        raise SettingsError(f"--gpu-ids must not be negative, got {text!r}")
+    return ids

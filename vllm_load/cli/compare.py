@@ -16,7 +16,8 @@ SEPARATOR = "vs"
 
 DESCRIPTION = (
     "Compare two configurations, A and B, each one or more runs, level by level: for total and "
-    "output tok/s, TTFT p50/p99, ITL p99, E2E p50/p99 and success rate, both means, the "
+    "output tok/s, TTFT p50/p99, ITL p99, E2E p50/p99 and success rate (and joules per output "
+    "token and per request where the runs recorded GPU telemetry), both means, the "
     "difference with its confidence interval, a p-value and a verdict (B better, B worse, or no "
     "significant difference at this n), Holm-corrected across the headline figures. With two or "
     "more runs per side the test is Welch's t-test across runs; with one run a side no verdict is "
@@ -155,6 +156,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"WARNING: different workloads: {difference}", file=sys.stderr)
     for note in data.a.notes + data.b.notes:
         print(f"vllm-load compare: left out: {note}", file=sys.stderr)
+    for line in data.a.gpu_sources + data.b.gpu_sources:  # GPU telemetry: simulated says so
+        print(f"run {line}")
     print(
         f"{args.a_name} ({len(a_paths)} run(s)) vs {args.b_name} ({len(b_paths)} run(s)): "
         f"{res.n_tested} comparisons tested at {len(res.levels)} level(s), alpha {res.alpha:g}"

@@ -1,5 +1,6 @@
 """What a command that starts a run checks on this machine before Locust starts: the files its
-options name can be read (--tokenizer, --dataset) and its run directory can be written. Each
+options name can be read (--tokenizer, --dataset), its run directory can be written and the GPU
+telemetry it asks for can be read (--gpu-metrics, --gpu-nvml). Each
 failure is one line (a `SettingsError`) instead of a traceback, or a Locust that starts, fails
 and prints its whole summary."""
 
@@ -38,3 +39,12 @@ def check_writable(settings: Settings) -> None:
         writable_directory(parent, f"--run-dir {settings.run_dir}")
     else:
         writable_directory(settings.out, f"--out {settings.out}")
+
+
+def check_gpu_sources(settings: Settings) -> None:
+    """Refuse, in one line, a --gpu-metrics URL or a --gpu-nvml that cannot be read now: the
+    user asked for GPU figures, and a run without them would not say what was asked."""
+    if settings.gpu_metrics or settings.gpu_nvml:
+        from ..run.gpu_scraper import GpuTelemetry  # at call time: NVML only when asked
+
+        GpuTelemetry.open(settings).close()

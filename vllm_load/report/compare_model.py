@@ -24,9 +24,11 @@ from ..analysis.decisions.ab import (
     worse_by,
 )
 from ..analysis.decisions.workload import workload_differences
+from ..analysis.levels.gpu import with_gpu
 from ..analysis.levels.measure import measure_levels
 from ..analysis.series.curve import axis_of
 from ..load_kinds import CONCURRENCY, LoadKind
+from ..rundir.gpu_metrics import source_line
 from ..rundir.load import analysis_columns, load_run
 
 
@@ -41,6 +43,7 @@ class Side:
     axis: LoadKind
     records: list[dict] = field(default_factory=list)  # each run's run.json
     notes: list[str] = field(default_factory=list)  # what was left out of its runs' files, and why
+    gpu_sources: list[str] = field(default_factory=list)  # where its GPU figures came from
 
 
 @dataclass
@@ -72,20 +75,25 @@ def load_side(name: str, paths: Sequence[str]) -> Side:
     """Read and measure the runs of one side. Raises ValueError on a run that cannot be read,
     or runs of both kinds (concurrency levels and request rates) on one side."""
     runs, models, axes, records, notes = [], [], set(), [], []
+    gpu: list[str] = []  # GPU telemetry: each run's source line (simulated ones say so)
     for path in paths:
         data = load_run(path, analysis_columns())
         meas = measure_levels(data.requests, data.steps)
+        meas.metrics = with_gpu(meas.metrics, data.gpu)  # GPU telemetry (analysis.levels.gpu)
         runs.append(RunLevels(data.run_id, meas.metrics, meas.measured))
         if data.model not in models:
             models.append(data.model)
         axes.add(axis_of(data.run))
         records.append(data.run)
         notes += [f"run {data.run_id}: {note}" for note in data.notes]
+        gpu += [f"{data.run_id}: {line}" for line in [source_line(data.run)] if line]
     if len(axes) > 1:
         raise ValueError(f"{name} mixes concurrency runs and --rates runs: compare like with like")
-    return Side(
+    side = Side(
         name, list(paths), runs, models, axes.pop() if axes else CONCURRENCY, records, notes
     )
+    side.gpu_sources = gpu
+    return side
 
 
 def build_compare_data(
@@ -236,6 +244,7 @@ def compare_dict(data: CompareData) -> dict:
         "outcome": outcome_text(data),
         "workload_differences": data.workload_differences,
         "input_notes": data.a.notes + data.b.notes,
+        "gpu_sources": data.a.gpu_sources + data.b.gpu_sources,  # GPU telemetry's origin
         "fail_if_worse": data.fail_if_worse,
         "failed": data.failed,
         "worse": [

@@ -30,6 +30,7 @@ from ..analysis.levels.client_side import (
     level_client_health,
     read_client_health,
 )
+from ..analysis.levels.gpu import gpu_findings, with_gpu
 from ..analysis.levels.hist import pad_columns
 from ..analysis.levels.measure import measure_levels
 from ..analysis.levels.rates import RateRule, rate_verdicts
@@ -162,6 +163,7 @@ def summarize_run(
     over time, in windows of `trace_window` s (default: `analysis.replay.read_replays`')."""
     data = load_run(path, analysis_columns())
     meas = measure_levels(data.requests, data.steps)
+    meas.metrics = with_gpu(meas.metrics, data.gpu)  # GPU telemetry (analysis.levels.gpu)
     if slo:
         goodput = level_goodput(data.requests, meas, slo)
         goodput["slo_binding_text"] = [
@@ -346,7 +348,8 @@ def build_report_data(
                 for replay in r.replays
                 for line in replay.lines()
                 if line.warn
-            ],
+            ]
+            + [t for r in members for t in gpu_findings(r.run_id, r.run, r.metrics)],
             axis=sat.axis,
             outcome_findings=[text for o in outcomes for text in o.sentences()],
         )

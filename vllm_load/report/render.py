@@ -26,7 +26,7 @@ from ..analysis.replay.verdicts import LATE_LIMIT_S, PREFIX_TOLERANCE
 from ..analysis.series.saturation import SaturationRule
 from ..rundir.files import write_atomic
 from ..target.loss import MIN_STREAK, NO_ANSWER_SHARE
-from . import charts, persona_charts
+from . import charts, gpu_section, persona_charts
 from .cells import (
     figure_value,
     interval,
@@ -78,6 +78,7 @@ class RunView:
     persona_chart: charts.Chart | None = None  # when the run had several personas
     turn_chart: charts.Chart | None = None  # when it held conversations
     replays: list[ReplayView] = field(default_factory=list)  # its trace replays over time
+    gpu_chart: charts.Chart | None = None  # GPU telemetry per level (`gpu_section`)
 
 
 def lost_worker_text(lost) -> str:
@@ -171,6 +172,7 @@ def template_env() -> jinja2.Environment:
         lost_worker_text=lost_worker_text,
         report_figures=report_figures,
         figure_value=figure_value,
+        gpu_source_line=gpu_section.source_line,  # GPU telemetry (_gpu.html, _gpu.md)
     )
     return env
 
@@ -287,6 +289,7 @@ def _views(
                 persona_chart=persona_charts.persona_levels(r),
                 turn_chart=persona_charts.turns(r),
                 replays=replay_views(r, f"{i + 1}"),
+                gpu_chart=gpu_section.gpu_levels(r),
             )
         )
         progress.step(f"charts: run {r.run_id}")

@@ -17,6 +17,7 @@ import pandas as pd
 
 from .. import __version__
 from ..analysis.series.stats import STAT_SUFFIXES
+from .gpu_section import gpu_json
 from .model import ReportData, SeriesReport
 from .replay import replay_json, replay_rows
 
@@ -168,6 +169,7 @@ def summary_dict(data: ReportData) -> dict:
                     "conversations": r.conversations or {},
                     # its trace replays over time (`analysis.replay`): [] for a run without
                     "replays": [replay_json(p) for p in r.replays],
+                    "gpu_metrics": gpu_json(r.run),  # where its GPU figures came from
                 }
                 for r in data.runs
             ],
@@ -285,6 +287,9 @@ def summary_rows(summary: dict) -> Iterator[tuple]:
             )
         yield from _breakdown_rows(run)
         yield from replay_rows(run)
+        if run.get("gpu_metrics"):  # simulated GPU figures say so in the CSV too
+            simulated = int(bool(run["gpu_metrics"]["simulated"]))
+            yield ("gpu", run["series"], run["run_id"], "", "gpu_simulated", "value", simulated)
 
 
 def _bottleneck_cells(verdict: dict) -> Iterator[tuple[str, str, object]]:

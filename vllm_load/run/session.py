@@ -36,6 +36,7 @@ from ..target.api import model_ids, target_info
 from ..values import SettingsError, parse_host
 from ..workload.arrivals import process_share
 from .capacity_note import cache_config, capacity_note
+from .gpu_scraper import GpuTelemetry
 from .live import LiveStats
 from .live_verdict import LiveVerdicts
 from .measured_set import LevelFollower
@@ -99,6 +100,8 @@ class RunSession:
         self.environment = environment
         options = environment.parsed_options
         self.settings = Settings.from_options(options)
+        # a --trace's segment, read before anything starts (a bad file: one line, no run dir)
+        self.segment = trace_segment(self.settings) if self.settings.trace else None
         host = self.host = parse_host(environment.host or "").rstrip(
             "/"
         )  # a web UI user may type any host
@@ -111,6 +114,7 @@ class RunSession:
         self.user_classes = wanted_classes(environment.user_classes or [], self.settings)
         self.all_classes_wanted = len(self.user_classes) == len(environment.user_classes or [])
         run_dir = self.settings.run_dir or new_run_dir(self.settings.out, self.model)
+        self.gpu = GpuTelemetry.open(self.settings)  # GPU telemetry: refused here, before any file
         plan = exact_prompts_plan(self.settings, host, self.target, self.model, self.user_classes)
         self.recorder = RunRecorder(
             run_dir,
@@ -142,7 +146,7 @@ class RunSession:
                 self.settings.api_key or None,
             )
             self._scrape_greenlet = gevent.spawn(self.scraper.run, gevent.sleep)
-        self.segment = trace_segment(self.settings) if self.settings.trace else None
+        self.gpu.start(run_dir)  # GPU telemetry: gpu_metrics.csv
         self.salt = secrets.randbits(48)  # names this run's trace prompt blocks
         self.controller = StepController(level_plan(self.settings, self.segment))
         scraping = self.settings.metrics_interval > 0
@@ -459,6 +463,7 @@ class RunSession:
 
     def _stop_scraping(self) -> None:
         """Take one last scrape (the counters after the last request) and record how scraping went."""
+        self.gpu.stop(self.recorder.run_info)  # GPU telemetry: its last readings, run.json
         if self.scraper is None:
             return
         self.scraper.stop()

@@ -46,16 +46,19 @@ def print_summary(run_dir: str) -> EndChecks | None:
             level_client_health,
             read_client_health,
         )
+        from ..analysis.levels.gpu import with_gpu
         from ..analysis.levels.measure import measure_levels
         from ..analysis.levels.rates import rate_verdicts
         from ..analysis.levels.table import format_level_table
         from ..analysis.series.failures import describe_problems, level_problems
         from ..report.model import diagnose_run_dir, diagnosis_lines
+        from ..rundir.gpu_metrics import source_line
         from ..rundir.load import load_run
 
         run = load_run(run_dir)
         abandoned = run.run.get("requests_abandoned", {}).get("total", 0)
         measurement = measure_levels(run.requests, run.steps)
+        measurement.metrics = with_gpu(measurement.metrics, run.gpu)  # GPU telemetry
         metrics = measurement.metrics
         problems = level_problems(measurement)
         checks = EndChecks(
@@ -70,6 +73,8 @@ def print_summary(run_dir: str) -> EndChecks | None:
             {lv: v.unsteady_text() for lv, v in verdicts.items() if not v.steady},
             bottlenecks,
         )
+        if gpu_line := source_line(run.run):  # GPU telemetry: where its figures came from
+            table += "\n" + gpu_line
         table += "\n\n" + "\n".join(diagnosis_lines(diagnosis))
         slo = parse_slo((run.run.get("settings") or {}).get("slo") or [])
         if slo:  # the run's --slo: goodput per level, as the report will show it

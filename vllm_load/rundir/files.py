@@ -19,6 +19,8 @@ CLIENT_VALIDATION_JSON = "client_validation.json"
 SERVER_METRICS_CSV = "server_metrics.csv"
 #: every load process's own health samples (CPU, loop lag, run-queue wait)
 CLIENT_HEALTH_CSV = "client_health.csv"
+#: the GPUs' own figures (--gpu-metrics, --gpu-nvml): `rundir.gpu_metrics`
+GPU_METRICS_CSV = "gpu_metrics.csv"
 
 
 def write_atomic(path: str, text: str) -> None:

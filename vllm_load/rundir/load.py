@@ -27,6 +27,7 @@ from .checks import (
     count_notes,
 )
 from .files import CLIENT_VALIDATION_JSON, HISTORY_CSV, REQUESTS_CSV, RUN_JSON, STEPS_CSV
+from .gpu_metrics import read_gpu_metrics
 from .records import COLUMNS, PANDAS_DTYPES, STEPS_COLUMNS
 
 #: the requests.csv columns the analysis reads (the rest are for people reading the file)
@@ -79,6 +80,7 @@ class RunData:
     steps: pd.DataFrame
     history: pd.DataFrame | None
     notes: list[str] = field(default_factory=list)  # what was left out of its files, and why
+    gpu: pd.DataFrame | None = None  # gpu_metrics.csv (`rundir.gpu_metrics`), when recorded
 
     @property
     def model(self) -> str:
@@ -299,11 +301,13 @@ def load_run(path: str, columns: Iterable[str] | None = None) -> RunData:
         raise ValueError(f"{path}: not a run directory (no {RUN_JSON})")
     run = read_run_json(path)
     requests = read_requests(os.path.join(path, REQUESTS_CSV), run, columns)
+    gpu = read_gpu_metrics(path)
     return RunData(
         path=path,
         run=run,
         requests=requests.frame,
         steps=read_steps(os.path.join(path, STEPS_CSV)),
         history=read_history(os.path.join(path, HISTORY_CSV)),
-        notes=requests.notes,
+        notes=[*requests.notes, *([gpu.note] if gpu.note else [])],
+        gpu=gpu.frame,
     )

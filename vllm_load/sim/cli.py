@@ -21,17 +21,20 @@ from .config import (
     EngineConfig,
     FaultConfig,
     FixedLatency,
+    GpuModel,
     OutputConfig,
     ReasoningConfig,
     SimConfig,
     StepCost,
 )
+from .dcgm import DCGM_PATH
 from .process import listen_error
 
 _E = EngineConfig()
 _C = StepCost()
 _O = OutputConfig()
 _F = FaultConfig()
+_G = GpuModel()
 ERROR_STATUSES = (500, 503, 429)
 
 
@@ -220,6 +223,28 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         help="append a JSON line per streamed request to FILE: when each token was really written "
         "(the ground truth of bench/timing_accuracy.py; see vllm_load/sim/trace.py)",
     )
+    gpu = parser.add_argument_group("simulated GPU (docs/simulator.md)")
+    gpu.add_argument(
+        "--dcgm",
+        action="store_true",
+        help=f"serve a simulated GPU's figures at {DCGM_PATH} in a DCGM exporter's format "
+        "(utilisation from the engine's busy share, power, energy, memory from KV usage), for "
+        "`vllm-load run --gpu-metrics URL`; labelled as simulated. Engine mode only",
+    )
+    gpu.add_argument(
+        "--gpu-idle-watts",
+        type=float,
+        default=_G.idle_watts,
+        metavar="W",
+        help="with --dcgm: the simulated GPU's power when the engine is idle",
+    )
+    gpu.add_argument(
+        "--gpu-max-watts",
+        type=float,
+        default=_G.max_watts,
+        metavar="W",
+        help="with --dcgm: its power when the engine is busy all the time",
+    )
     flt = parser.add_argument_group(
         "fault injection (off by default; per-request rates are exclusive and add up to at most 1)"
     )
@@ -350,6 +375,7 @@ def build_config(args: argparse.Namespace) -> SimConfig:
             )
         if engine.max_num_batched_tokens < engine.max_num_seqs:
             raise ConfigError("--max-num-batched-tokens must be at least --max-num-seqs")
+    gpu = _gpu_model(args, mode)
     return SimConfig(
         host=args.host,
         port=args.port,
@@ -372,7 +398,21 @@ def build_config(args: argparse.Namespace) -> SimConfig:
             args.reasoning_tokens, args.reasoning_field, not args.no_reasoning_usage
         ),
         image_tokens=_image_tokens(args.image_tokens),
+        gpu=gpu,
     )
+
+
+def _gpu_model(args: argparse.Namespace, mode: str) -> GpuModel | None:
+    """--dcgm's simulated GPU (None without it)."""
+    if not args.dcgm:
+        return None
+    if mode != "engine":
+        raise ConfigError(
+            "--dcgm simulates the GPU from the engine's steps: not with --echo or --ttft/--itl"
+        )
+    if not 0 <= args.gpu_idle_watts <= args.gpu_max_watts:
+        raise ConfigError("--gpu-idle-watts must be between 0 and --gpu-max-watts")
+    return GpuModel(idle_watts=args.gpu_idle_watts, max_watts=args.gpu_max_watts)
 
 
 def _image_tokens(value: str) -> int | None:
@@ -430,6 +470,8 @@ def _describe(config: SimConfig) -> str:
         )
     if config.reasoning.enabled:
         what += f"; reasoning: {config.reasoning.tokens} tokens in {config.reasoning.field}"
+    if config.gpu is not None:
+        what += f"; simulated GPU at {DCGM_PATH}"
     if config.faults.enabled:
         what += "; faults: " + ", ".join(
             f"{kind} {rate:g}" for kind, rate in config.faults.rates().items() if rate

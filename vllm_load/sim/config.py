@@ -121,6 +121,19 @@ class FaultConfig:
 
 
 @dataclass(frozen=True)
+class GpuModel:
+    """The simulated GPU behind `--dcgm` (dcgm.py): its power at idle and at full utilisation
+    (an H100 SXM's 700 W board limit), and its framebuffer as vLLM fills it: the weights, then
+    KV blocks in use out of the pool --gpu-memory-utilization leaves them."""
+
+    idle_watts: float = 75.0
+    max_watts: float = 700.0
+    memory_mib: float = 81559.0  # an H100 80GB's framebuffer, as nvidia-smi reports it
+    memory_utilization: float = 0.9  # vLLM's --gpu-memory-utilization default
+    weights_mib: float = 16384.0  # an 8B model in bf16, with its activation workspace
+
+
+@dataclass(frozen=True)
 class SimConfig:
     """Everything one simulator process needs."""
 
@@ -143,3 +156,4 @@ class SimConfig:
     enable_prompt_tokens_details: bool = False  # usage.prompt_tokens_details.cached_tokens
     reasoning: ReasoningConfig = field(default_factory=ReasoningConfig)
     image_tokens: int | None = None  # prompt tokens per image; None: Qwen3-VL's, by its size
+    gpu: GpuModel | None = None  # --dcgm: a DCGM-format /dcgm/metrics of a simulated GPU

@@ -98,6 +98,8 @@ class Engine:
         self._rng = random.Random(seed)
         self._loop: asyncio.AbstractEventLoop | None = None
         self.cache: PrefixCache | None = PrefixCache() if config.enable_prefix_caching else None
+        self._busy_done = 0.0  # seconds of finished steps: the simulated GPU's busy time (dcgm.py)
+        self._step_start = 0.0
 
     # --- API for the HTTP layer -----------------------------------------------------------
 
@@ -123,6 +125,14 @@ class Engine:
             except ValueError:
                 pass
         seq.notify()
+
+    def busy_seconds(self, now: float) -> float:
+        """Seconds (loop time) the engine has spent in steps up to `now`, the step in flight's
+        part included: the simulated GPU's busy time (`dcgm`)."""
+        plan, deadline = self._plan, self._deadline
+        if plan is None or deadline is None:
+            return self._busy_done
+        return self._busy_done + min(max(now - self._step_start, 0.0), plan.duration)
 
     def occupancy(self) -> Occupancy:
         used = 1.0 - self.free_blocks / self.config.num_gpu_blocks
@@ -314,6 +324,7 @@ class Engine:
         loop = self._loop
         assert loop is not None  # add() sets it before the first step
         self._plan = plan
+        self._step_start = start
         self._deadline = start + plan.duration
         loop.call_at(self._deadline, self._finish_step)
 
@@ -323,6 +334,7 @@ class Engine:
         plan, deadline, loop = self._plan, self._deadline, self._loop
         assert plan is not None and deadline is not None and loop is not None  # a step is in flight
         now = loop.time()
+        self._busy_done += plan.duration
         self.complete(plan, now)
         self._start_step(deadline if now - deadline < MAX_LAG else now)
 

@@ -19,6 +19,7 @@ from aiohttp.http_writer import StreamWriter
 from ..tokenization.load import load_tokenizer
 from .backends import Backend, EchoBackend, EngineBackend, FixedLatencyBackend, TokenSource
 from .config import IMITATED_VLLM, SimConfig
+from .dcgm import DCGM_PATH, SimulatedGpu
 from .exposition import MetricsExporter, cache_config_labels
 from .faults import (
     STREAM_STRIKES,
@@ -58,6 +59,21 @@ def make_backend(config: SimConfig, stats: ServerStats) -> Backend:
     return EngineBackend(config.engine, stats, config.output.seed)
 
 
+def simulated_gpu(config: SimConfig, backend: Backend) -> SimulatedGpu | None:
+    """--dcgm's GPU, following the engine (build_config allows --dcgm in engine mode only)."""
+    if config.gpu is None or not isinstance(backend, EngineBackend):
+        return None
+    engine = backend.engine
+    # the engine's steps are timed on asyncio's loop clock, which is time.monotonic
+    return SimulatedGpu(
+        config.gpu,
+        engine.busy_seconds,
+        lambda: engine.occupancy().kv_cache_usage,
+        time.monotonic,
+        config.port,
+    )
+
+
 def _error(e: ApiError) -> web.Response:
     return web.Response(body=e.body(), status=e.status, content_type=_JSON)
 
@@ -89,6 +105,7 @@ class SimServer:
         self._prompt_details = config.enable_prompt_tokens_details
         self._reasoning = config.reasoning
         self._reasoning_renderer = config.reasoning if config.reasoning.enabled else None
+        self.gpu = simulated_gpu(config, self.backend)  # --dcgm: the engine's GPU, simulated
 
     def app(self) -> web.Application:
         middlewares = [self._auth_middleware()] if self.config.api_key else []
@@ -97,6 +114,8 @@ class SimServer:
         app.router.add_get("/version", self.version)
         if self.config.metrics_endpoint:
             app.router.add_get("/metrics", self.metrics)
+        if self.gpu is not None:
+            app.router.add_get(DCGM_PATH, self.dcgm_metrics)
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/chat/completions", self.chat_completions)
         app.router.add_post("/v1/completions", self.completions)
@@ -132,6 +151,10 @@ class SimServer:
     async def metrics(self, request: web.Request) -> web.Response:
         body, content_type = self.exporter.render()
         return web.Response(body=body, headers={"Content-Type": content_type})
+
+    async def dcgm_metrics(self, request: web.Request) -> web.Response:
+        assert self.gpu is not None  # the route exists only with it
+        return web.Response(body=self.gpu.render(), content_type="text/plain")
 
     async def models(self, request: web.Request) -> web.Response:
         name = self.config.served_model_name

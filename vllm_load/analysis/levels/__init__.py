@@ -7,10 +7,13 @@
 - `rates`: open-loop levels: the rate offered and achieved, queueing, whether the target kept up.
 - `breakdown`: per persona, per turn of a conversation, conversations as wholes.
 - `client_side`: the client's own health per level; `server_side`: `/metrics` against the client.
+- `gpu`: the GPUs' own figures per level (--gpu-metrics, --gpu-nvml), joules per output token.
 - `timeline`: a run's work over time (tok/s and requests in flight per time bin).
 - `table`: the per-level text table `vllm-load run` prints, and error counts.
 - `locust_csv`: levels and their figures from plain Locust CSVs (`--csv-full-history`), for a
   report on any locustfile's test.
+
+One module per per-level concern keeps this package over the ~12 modules a folder holds.
 """
 
 from __future__ import annotations

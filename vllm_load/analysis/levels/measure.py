@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ... import figures as declared
-from ...figures import statistic_columns
+from ...figures import gpu_columns, statistic_columns
 from . import as_floats
 from .hist import hist_percentiles, merge_hist_column
 from .rates import RATE_COLUMNS, offered_figures, rate_figures
@@ -73,7 +73,7 @@ _TAIL_COLUMNS: tuple[str, ...] = (
 def metric_columns() -> tuple[str, ...]:
     """The columns of a run's per-level table: the level's own figures, then a statistic
     column for every declared per-request figure (`figures.statistic_columns`)."""
-    return (*_HEAD_COLUMNS, *statistic_columns(), *_TAIL_COLUMNS)
+    return (*_HEAD_COLUMNS, *statistic_columns(), *_TAIL_COLUMNS, *gpu_columns())
 
 
 @dataclass
@@ -369,6 +369,8 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
         )
     out["usage_missing"] = np.bincount(g[usage_missing], minlength=n_levels)
     out["stop_reason"] = plan["stop_reason"].to_numpy(dtype=object)
+    for col in gpu_columns():  # the GPUs' figures, where a run recorded them: `gpu.with_gpu`
+        out[col] = np.nan
     labelled = req.loc[measured_mask, [c for c in LABELLED_COLUMNS if c in req]].copy()
     labelled.insert(0, "level", plan["level"].to_numpy(np.int64)[pos[measured_mask]])
     return LevelMeasurement(
