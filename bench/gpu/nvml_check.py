@@ -137,7 +137,7 @@ def main() -> int:
 
 
 def report(runs: str, out: str) -> int:
-    """Print the run's GPU figures per level; 1 when NVML recorded nothing."""
+    """Print the run's GPU figures per level; 1 when NVML recorded nothing or the report failed."""
     from vllm_load.analysis.levels.gpu import with_gpu
     from vllm_load.analysis.levels.measure import measure_levels
     from vllm_load.rundir.load import load_run
@@ -153,7 +153,7 @@ def report(runs: str, out: str) -> int:
     shown = ["users", "window_s", "output_tok_per_s", "gpu_util_mean", "gpu_memory_used_max"]
     shown += ["gpu_power_mean", "gpu_energy_j", "gpu_j_per_output_token", "gpu_j_per_request"]
     print(metrics[shown].to_string(index=False))
-    subprocess.run(
+    written = subprocess.run(
         [sys.executable, "-m", "vllm_load", "report", run_dir, "-o", os.path.join(out, "report")]
         + ["--quiet"],
         check=False,
@@ -164,6 +164,9 @@ def report(runs: str, out: str) -> int:
             shutil.copy(os.path.join(run_dir, name), out)
     if not rows or not metrics["gpu_power_mean"].notna().any():
         print("nvml_check: FAILED: no NVML figures in the run", file=sys.stderr)
+        return 1
+    if written.returncode != 0:
+        print("nvml_check: FAILED: the report of the run was not written", file=sys.stderr)
         return 1
     print("nvml_check: OK: NVML figures recorded and measured per level")
     return 0
