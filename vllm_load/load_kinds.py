@@ -30,6 +30,7 @@ class LoadKind:
     more: str  # what a series of this kind would raise to test further ("concurrency")
     what: str  # what a level of this kind sets, in a sentence ("concurrency", "request rate")
     plural: str  # a series of these levels, in a sentence ("concurrency levels")
+    ladder: bool = True  # its levels step the load up, so a series of them can find a knee
 
     def text(self, value: float) -> str:
         """A level's value as a sentence names it: `64 users`, `2.50 requests/s`."""
@@ -52,7 +53,7 @@ RATE = LoadKind(
 )  # fmt: skip
 TRACE = LoadKind(
     "trace", "s into the trace", "trace segment (s into the trace)", "s into the trace", ",.0f",
-    True, "load", "trace segment", "trace replays (--trace)",
+    True, "load", "trace segment", "trace replays (--trace)", False,
 )  # fmt: skip
 
 KINDS: Mapping[str, LoadKind] = {kind.name: kind for kind in (CONCURRENCY, RATE, TRACE)}

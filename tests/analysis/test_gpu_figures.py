@@ -137,9 +137,9 @@ def test_the_gpu_figures_are_shown_only_where_a_run_recorded_gpus():
     def present(metrics):
         return lambda key: key in metrics and bool((metrics[key] > 0).any())
 
-    shown = [c[1] for c in table_columns(_metrics(True), rated=False)]
+    shown = [c[1] for c in table_columns(_metrics(True))]
     assert {"gpu_util_mean", "gpu_power_mean", "gpu_j_per_output_token"} <= set(shown)
-    assert not {c[1] for c in table_columns(_metrics(False), rated=False)} & set(gpu_columns())
+    assert not {c[1] for c in table_columns(_metrics(False))} & set(gpu_columns())
     report = {f.key for f in shown_in(REPORT, present(_metrics(True)))}
     assert report >= set(gpu_columns()) - {"gpu_sm_active_mean"}
     assert "gpu_sm_active_mean" not in report  # only with SM activity recorded

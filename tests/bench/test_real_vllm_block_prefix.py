@@ -6,29 +6,17 @@ beside it, vLLM busy-polls a core)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
-from support import ROOT
+from support.runhelpers import bench_results
 
 pytestmark = [pytest.mark.real_vllm, pytest.mark.timeout(1800)]
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict:
-    out = tmp_path_factory.mktemp("block-prefix")
-    cmd = [sys.executable, "-m", "bench.realvllm.block_prefix", str(out), "--requests", "20"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1700, cwd=ROOT)
-    assert os.path.exists(os.path.join(out, "results.json")), (
-        proc.stdout[-3000:] + proc.stderr[-3000:]
+    return bench_results(
+        "block_prefix", tmp_path_factory.mktemp("block_prefix"), "--requests", "20"
     )
-    with open(os.path.join(out, "results.json"), encoding="utf-8") as fh:
-        found = json.load(fh)
-    found["exit"] = proc.returncode
-    return found
 
 
 def test_every_request_hits_what_its_hash_ids_predict(results):

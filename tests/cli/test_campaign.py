@@ -233,3 +233,16 @@ def test_refine_runs_a_fine_sweep_around_the_knee(tmp_path):
         and run["settings"]["output_tokens"] == 8
     )
     assert run["meta"]["campaign_phase"] == "refine"
+
+
+def test_a_trace_is_refused_in_one_line_before_any_run(tmp_path, capsys):
+    from vllm_load.cli.main import main
+
+    code = main(
+        ["campaign", "--host", "http://127.0.0.1:9", "--trace", "sample:mooncake_60s"]
+        + ["--out", str(tmp_path / "c")]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert "a trace replays its own schedule" in err and "vllm-load run --trace" in err
+    assert not (tmp_path / "c").exists()

@@ -274,6 +274,10 @@ def test_options_the_loop_cannot_use_are_refused(tmp_path, capsys):
     assert "already runs with the advised values (--max-num-seqs 8)" in line
     line = refused(capsys, "--advice", src, "--server-cmd", "s 2>&1 | tee log", *out)
     assert "cannot add --max-num-seqs" in line
+    line = refused(
+        capsys, "--advice", src, "--server-cmd", "s", "--trace", "sample:mooncake_60s", *out
+    )
+    assert "a trace replays its own schedule" in line and "--matrix" in line
     assert not (tmp_path / "out").exists()
 
 

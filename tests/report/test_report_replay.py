@@ -125,3 +125,10 @@ def test_the_cli_takes_the_window_length_and_refuses_a_bad_one(tmp_path):
     refused = subprocess.run([*command, "--trace-window", "-1"], capture_output=True, text=True)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "--trace-window must be seconds, 0 or more (0: the default), got -1.0" in refused.stderr
+
+
+def test_the_key_findings_do_not_ask_a_replay_for_a_higher_level(bursty):
+    _run, _summary, _html, md, _csv = bursty
+    findings = md[md.index("## Key findings") : md.index("## Why it saturates")]
+    assert "a trace's load is its own, so where throughput saturates is not tested" in findings
+    assert "test higher" not in findings and "still rising" not in findings

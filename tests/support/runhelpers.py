@@ -148,3 +148,18 @@ def start_run(host: str, *args: str, env: dict | None = None, **popen) -> subpro
 def start_web_run(host: str, port: int, *args: str, **kwargs) -> subprocess.Popen:
     """`start_run` with the web UI on `port`."""
     return start_run(host, "--web", "--web-port", str(port), *args, **kwargs)
+
+
+def bench_results(module: str, out, *args: str, timeout: float = 1700) -> dict:
+    """Run `python -m bench.realvllm.MODULE OUT ARGS` from the repository root and return its
+    OUT/results.json, with `exit` (its exit status) and `output` (the end of what it printed)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    cmd = [sys.executable, "-m", f"bench.realvllm.{module}", str(out), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=root)
+    output = proc.stdout[-3000:] + proc.stderr[-3000:]
+    path = os.path.join(out, "results.json")
+    assert os.path.exists(path), output
+    with open(path, encoding="utf-8") as fh:
+        found = json.load(fh)
+    found["exit"], found["output"] = proc.returncode, output
+    return found

@@ -189,6 +189,12 @@ def _validate(args: argparse.Namespace) -> None:
         raise SettingsError(f"--run-cooldown must not be negative, got {args.run_cooldown}")
     if args.refine_levels:
         parse_levels(args.refine_levels)
+    if getattr(args, "trace", ""):
+        raise SettingsError(
+            "a campaign refines concurrency levels around a knee; a trace replays its own "
+            "schedule: repeat `vllm-load run --trace` instead (or `vllm-load tune --trace` to "
+            "compare server configurations on it)"
+        )
 
 
 class Campaign:

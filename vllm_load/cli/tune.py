@@ -235,6 +235,11 @@ def main(args: argparse.Namespace) -> int:
             )
         if args.rank_by != "throughput":
             raise SettingsError("--rank-by ranks a --matrix tune: --advice gives a verdict instead")
+        if getattr(args, "trace", ""):
+            raise SettingsError(
+                "--advice tests a knee that concurrency levels find; a trace replays its own "
+                "schedule: compare configurations on it with --matrix instead"
+            )
         # at call time: its verdict's statistics keep numpy and pandas out of every command's start
         from .tuning.advice import prove_advice
 

@@ -83,7 +83,7 @@ def load_side(name: str, paths: Sequence[str]) -> Side:
         runs.append(RunLevels(data.run_id, meas.metrics, meas.measured))
         if data.model not in models:
             models.append(data.model)
-        axes.add(axis_of(data.run))
+        axes.add(axis_of(data.run, data.steps))
         records.append(data.run)
         notes += [f"run {data.run_id}: {note}" for note in data.notes]
         gpu += [f"{data.run_id}: {line}" for line in [source_line(data.run)] if line]

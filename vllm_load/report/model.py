@@ -1,7 +1,8 @@
 """The numbers of a report: runs loaded and measured, grouped into series, aggregated, analysed.
 
 `build_report_data` is the only step that reads files (through `rundir.load`); what it
-returns is everything the templates, charts and summary files show.
+returns is everything the templates, charts and summary files show. The module is long because
+every section of a report (levels, servers, replays, GPUs, findings) meets in its one model.
 """
 
 from __future__ import annotations
@@ -181,7 +182,7 @@ def summarize_run(
     if server is not None:  # whether requests waited in the server's queue, per level
         metrics = metrics.merge(level_queue(server, meas.metrics), on="level", how="left")
         metrics = metrics.merge(level_evidence(server, meas.metrics), on="level", how="left")
-    axis = axis_of(data.run)
+    axis = axis_of(data.run, data.steps)
     # the series' curves, charts and tables key levels by a column still named `users`: it holds
     # each level's value in its kind of load (`load_kinds`); the Locust users stay in `locust_users`
     metrics["locust_users"] = metrics["users"]

@@ -140,7 +140,8 @@ def verdict(diff: float, p_adjusted: float, alpha: float, higher_is_better: bool
 # --- putting runs together -----------------------------------------------------------------------
 def level_values(metrics: pd.DataFrame) -> np.ndarray:
     """What names each level across runs: its value in its kind of load (`load_kinds`)."""
-    return pd.to_numeric(metrics["value"], errors="coerce").to_numpy(np.float64)
+    column = "value" if "value" in metrics else "users"  # (tables from before kinds)
+    return pd.to_numeric(metrics[column], errors="coerce").to_numpy(np.float64)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...load_kinds import LoadKind, kind_of_settings
+from ...load_kinds import LoadKind, kind_named, kind_of_settings
 
 
 def column(curve: pd.DataFrame, name: str) -> np.ndarray:
@@ -22,6 +22,9 @@ def users_text(users: float) -> str:
     return f"{users:,.0f}" if users == users else "-"
 
 
-def axis_of(run: dict) -> LoadKind:
-    """The kind of a run's levels (its axis), from its run.json settings."""
+def axis_of(run: dict, steps: pd.DataFrame | None = None) -> LoadKind:
+    """The kind of a run's levels (its axis): its first level's in steps.csv, else from its
+    run.json settings (a run from before steps.csv recorded kinds)."""
+    if steps is not None and "kind" in steps and len(steps):
+        return kind_named(steps["kind"].iloc[0])
     return kind_of_settings(run.get("settings") or {})

@@ -104,7 +104,14 @@ def findings(
             "No level has a measured throughput: every level either failed or ended before its warm-up."
         ]
     top = level_point(curve, len(curve) - 1, name)
-    if sat.saturated and sat.saturation is not None:
+    if not sat.axis.ladder:  # a trace replay: its load is the trace's, not a step on a ladder
+        out.append(
+            f"The replay served {_figure(top.tok_per_s)} {unit} over its measured window "
+            f"({users_text(top.users)} {noun}); a trace's load is its own, so where throughput "
+            "saturates is not tested: the replay over time says when the server fell behind, and "
+            "a faster replay (--trace-speed) or a concurrency ladder (--levels) finds the knee."
+        )
+    elif sat.saturated and sat.saturation is not None:
         s = sat.saturation
         text = (
             f"Throughput saturates at ~{users_text(s.users)} {noun}: {_figure(s.tok_per_s)} {unit} there, against "

@@ -126,7 +126,7 @@ def run_outcome(
 ) -> RunOutcome:
     """How the run of `run` (run.json) and `steps` (steps.csv) ended; `silence` when it ended
     on the target-lost rule's failures."""
-    axis = axis_of(run)
+    axis = axis_of(run, steps)
     settings = run.get("settings") or {}
     ladder = settings.get("rates") or settings.get("levels") or []
     planned = (
