@@ -84,6 +84,10 @@ def test_a_60_s_mooncake_trace_replays_on_schedule_with_its_prefix_reuse(tmp_pat
     check_replay(requests, steps, run, run_dir)
     assert run["trace"]["duration"] > 55  # the whole minute, at its own speed
     assert "s into the trace" in proc.stdout
+    # the run's own summary says whether it kept to the schedule and what the cache found
+    summary = proc.stdout[proc.stdout.index("Trace replay:") :]
+    assert "- The client kept up with the trace: p99 send lateness" in summary
+    assert "Prefix cache: the server's prefix cache hit" in summary and "within 5%" in summary
 
 
 @alone

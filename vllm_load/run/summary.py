@@ -9,7 +9,7 @@ import logging
 import os
 from dataclasses import asdict, dataclass
 
-from ..rundir.files import CLIENT_HEALTH_CSV
+from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV
 from ..target.loss import FinalStreak, streak_in
 
 logger = logging.getLogger("vllm_load")
@@ -49,7 +49,9 @@ def print_summary(run_dir: str) -> EndChecks | None:
         from ..analysis.levels.gpu import with_gpu
         from ..analysis.levels.measure import measure_levels
         from ..analysis.levels.rates import rate_verdicts
+        from ..analysis.levels.server_side import read_server_metrics
         from ..analysis.levels.table import format_level_table
+        from ..analysis.replay.read import read_replays
         from ..analysis.series.failures import describe_problems, level_problems
         from ..report.model import diagnose_run_dir, diagnosis_lines
         from ..rundir.gpu_metrics import source_line
@@ -76,6 +78,9 @@ def print_summary(run_dir: str) -> EndChecks | None:
         if gpu_line := source_line(run.run):  # GPU telemetry: where its figures came from
             table += "\n" + gpu_line
         table += "\n\n" + "\n".join(diagnosis_lines(diagnosis))
+        server = read_server_metrics(os.path.join(run_dir, SERVER_METRICS_CSV)).frame
+        for replay in read_replays(run.requests, run.steps, run.run, server):
+            table += "\n\nTrace replay:\n" + "\n".join(f"- {line.text}" for line in replay.lines())
         slo = parse_slo((run.run.get("settings") or {}).get("slo") or [])
         if slo:  # the run's --slo: goodput per level, as the report will show it
             goodput = level_goodput(run.requests, measurement, slo)

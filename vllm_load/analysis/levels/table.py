@@ -58,7 +58,8 @@ def column_of(figure: Figure) -> tuple[str, str, float, str]:
 def table_columns(metrics: pd.DataFrame) -> list[tuple[str, str, float, str]]:
     """The printed table's columns: the level (its value, in its kind's unit), the figures
     declared for the table (`figures.shown_in`) that the run had (a reasoning model's where some
-    level measured reasoning), and an open-loop level's columns first when it has one."""
+    level measured reasoning), and an open-loop level's columns first when it has one (those it
+    measured: a trace's levels have no requested rate to offer or achieve)."""
     kinds = level_kinds(metrics)
     head = kinds[0].unit if len(kinds) == 1 else "level"
     level = (head, "value" if "value" in metrics else "users", 1.0, kinds[0].spec)
@@ -66,7 +67,8 @@ def table_columns(metrics: pd.DataFrame) -> list[tuple[str, str, float, str]]:
     shown = [c for c in shown if c[1] != "users"]
     if not any(kind.open_loop for kind in kinds):
         return [level, *shown]
-    return [level, *OPEN_LOOP_HEAD, *(c for c in shown if c[1] not in _NOT_IN_OPEN_LOOP_TABLE)]
+    head = [c for c in OPEN_LOOP_HEAD if c[1] in metrics and metrics[c[1]].notna().any()]
+    return [level, *head, *(c for c in shown if c[1] not in _NOT_IN_OPEN_LOOP_TABLE)]
 
 
 def present(metrics: pd.DataFrame, key: str) -> bool:
