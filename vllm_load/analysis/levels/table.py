@@ -61,14 +61,14 @@ def table_columns(metrics: pd.DataFrame) -> list[tuple[str, str, float, str]]:
     level measured reasoning), and an open-loop level's columns first when it has one (those it
     measured: a trace's levels have no requested rate to offer or achieve)."""
     kinds = level_kinds(metrics)
-    head = kinds[0].unit if len(kinds) == 1 else "level"
-    level = (head, "value" if "value" in metrics else "users", 1.0, kinds[0].spec)
+    header = kinds[0].unit if len(kinds) == 1 else "level"
+    level = (header, "value" if "value" in metrics else "users", 1.0, kinds[0].spec)
     shown = [column_of(f) for f in shown_in(TABLE, lambda key: present(metrics, key))]
     shown = [c for c in shown if c[1] != "users"]
     if not any(kind.open_loop for kind in kinds):
         return [level, *shown]
-    head = [c for c in OPEN_LOOP_HEAD if c[1] in metrics and metrics[c[1]].notna().any()]
-    return [level, *head, *(c for c in shown if c[1] not in _NOT_IN_OPEN_LOOP_TABLE)]
+    measured = [c for c in OPEN_LOOP_HEAD if c[1] in metrics and metrics[c[1]].notna().any()]
+    return [level, *measured, *(c for c in shown if c[1] not in _NOT_IN_OPEN_LOOP_TABLE)]
 
 
 def present(metrics: pd.DataFrame, key: str) -> bool:
