@@ -278,3 +278,11 @@ def test_closed_loop_waves_give_a_flat_tokens_line():
     # what the rows alone would have said: the saw-tooth
     by_rows = [sum(1 for end in ends if t - 5 <= end < t) * output / 5 for t in (t0 + 10, t0 + 11)]
     assert max(by_rows) / min(by_rows) > 1.4, by_rows
+
+
+def test_a_level_is_marked_with_its_kind_of_load_s_name():
+    live = LiveStats()
+    live.level_started(0, 64, at=10.0, label="0 s into the trace")
+    live.level_started(1, 8, at=20.0)  # (a caller that names none: the users, as before)
+    marks = live.snapshot(now=21.0)["series"]["marks"]
+    assert [m.get("label") for m in marks] == ["0 s into the trace", None]

@@ -210,12 +210,19 @@ class LiveStats:
         self.plan = LivePlan()  # what the levels show (`figures.LIVE`), read once
 
     def level_started(
-        self, level: int, users: int, at: float | None = None, rate: float | None = None
+        self,
+        level: int,
+        users: int,
+        at: float | None = None,
+        rate: float | None = None,
+        label: str = "",
     ) -> None:
+        """A level began; `label` names it as its kind of load does (`64 users`, `0 s into the
+        trace`) on the charts."""
         at = time.time() if at is None else at
         self.current_level, self.current_users = level, users
         self.users.setdefault(level, users)
-        self.timeline.mark(at, "start", level, users, rate)
+        self.timeline.mark(at, "start", level, users, rate, label)
         if self.verdicts is not None:
             self.verdicts.level_started(level, users if rate is None else rate, at)
 

@@ -299,7 +299,7 @@ class RunSession:
                 self.controller.plan.time_cap(change.level),
             )
             rate = change.load.value if change.load.kind is RATE else None
-            self.live.level_started(change.level, change.users, change.at, rate)
+            self.live.level_started(change.level, change.users, change.at, rate, change.load.text())
             self._send_level(change.level, change.load, change.at)
         else:
             self.recorder.end_level(change.level, change.at, change.reason)

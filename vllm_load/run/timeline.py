@@ -113,12 +113,22 @@ class Timeline:
         if self._next is None:
             self._next = (int(t) // self.step + 1) * self.step
 
-    def mark(self, t: float, kind: str, level: int, users: int, rate: float | None = None) -> None:
+    def mark(
+        self,
+        t: float,
+        kind: str,
+        level: int,
+        users: int,
+        rate: float | None = None,
+        label: str = "",
+    ) -> None:
         """A level boundary: `kind` "start" (a level began) or "drain" (the last level's users
-        stopped sending); starting again after `stop` (a new test from the UI) goes on from here."""
+        stopped sending); starting again after `stop` (a new test from the UI) goes on from here.
+        `label`: the level as its kind of load names it (`load_kinds`), for the charts."""
         self._stop_at = None
         self._begin(t)
-        self.marks.append({"t": t, "kind": kind, "level": level, "users": users, "rate": rate})
+        mark = {"t": t, "kind": kind, "level": level, "users": users, "rate": rate}
+        self.marks.append({**mark, "label": label} if label else mark)
 
     def sample(self, t: float, users: int, in_flight: int) -> None:
         if self._stop_at is not None:

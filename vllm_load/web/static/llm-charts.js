@@ -84,6 +84,7 @@
   function escapeHtml(text) { return String(text).replace(/[&<>"']/g, c => ESCAPES[c]); }
   function markLabel(m) {
     if (m.kind === 'drain') return 'drain';
+    if (m.label) return 'L' + m.level + ' · ' + m.label;  // the level as its kind of load names it
     return 'L' + m.level + ' · ' + (m.rate !== null && m.rate !== undefined ? m.rate + ' req/s' : m.users + ' users');
   }
 
