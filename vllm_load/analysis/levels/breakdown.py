@@ -70,8 +70,11 @@ def persona_table(labelled: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame
     classes = _labels(labelled, "user_class")
     if classes.nunique() <= 1:
         return pd.DataFrame(columns=list(PERSONA_COLUMNS))
-    frame = labelled.assign(user_class=classes)
+    frame = labelled.assign(user_class=classes).reset_index(drop=True)
     windows = metrics.set_index("level")
+    # every successful row's span once (its chunk marks parsed once), each group's taken from it
+    ok_rows = np.flatnonzero(as_floats(frame["ok"]) == 1)
+    spans_of_ok = _spans(frame.iloc[ok_rows])
     rows = []
     for (level, user_class), group in frame.groupby(["level", "user_class"], sort=True):
         ok = as_floats(group["ok"]) == 1
@@ -79,7 +82,7 @@ def persona_table(labelled: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame
         window = windows.loc[level] if level in windows.index else None
         rate = np.nan
         if window is not None and window["window_s"] == window["window_s"]:
-            spans = _spans(group[ok])
+            spans = spans_of_ok.take(np.searchsorted(ok_rows, group.index.to_numpy()[ok]))
             work = work_in_window(spans, window["window_start"], window["window_end"])
             rate = work.output_tokens / window["window_s"]
         rows.append(
