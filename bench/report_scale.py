@@ -78,9 +78,13 @@ def main() -> int:
         if proc.returncode != 0:
             print(proc.stderr, file=sys.stderr)
             return 1
-        peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        peak_mib = usage.ru_maxrss / 1024  # KiB on Linux
+        # CPU time beside the wall time: on a shared machine the wall time reads its load too
         print(
-            f"report: wall {wall:.1f} s, peak RSS {peak_mib:,.0f} MiB, HTML {os.path.getsize(out) / 2**10:,.0f} KiB"
+            f"report: wall {wall:.1f} s, CPU {usage.ru_utime + usage.ru_stime:.1f} s, peak RSS "
+            f"{peak_mib:,.0f} MiB, HTML {os.path.getsize(out) / 2**10:,.0f} KiB, "
+            f"load average {os.getloadavg()[0]:.2f}"
         )
         for name, value, limit, unit in (
             ("wall time", wall, 10.0, "s"),

@@ -82,13 +82,16 @@ class LevelMeasurement:
 
     `itl_counts[i]` is the merged ITL histogram (bucket counts, see `hist`) of level row i of
     `metrics`; `measured` holds the successful measured requests (level, ttft, e2e, tpot);
-    `labelled` every measured request, both outcomes, with the columns `breakdown` reads.
+    `labelled` every measured request, both outcomes, with the columns `breakdown` reads;
+    `labelled_marks` the chunk times (`RequestSpans.marks`) of its successful rows, in order, so
+    `breakdown.persona_table` need not parse the marks again (None: no marks).
     """
 
     metrics: pd.DataFrame
     itl_counts: np.ndarray
     measured: pd.DataFrame
     labelled: pd.DataFrame
+    labelled_marks: np.ndarray | None = None
 
 
 #: the columns of a measured request that `LevelMeasurement.labelled` keeps (those present)
@@ -378,6 +381,7 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
         itl_counts=itl_counts,
         measured=measured_frame,
         labelled=labelled,
+        labelled_marks=spans.marks[measured_mask[ok_all]] if spans.marks is not None else None,
     )
 
 
