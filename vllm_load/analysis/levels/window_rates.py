@@ -157,7 +157,21 @@ def share_inside(lo: np.ndarray, hi: np.ndarray, a: float, b: float) -> np.ndarr
 
 
 def work_in_window(spans: RequestSpans, a: float, b: float) -> WindowWork:
-    """The requests and tokens of `spans` done inside the window [a, b]."""
+    """The requests and tokens of `spans` done inside the window [a, b].
+
+    Only the requests whose lives meet the window are weighed (a level's window meets a few of
+    a run's requests); the others did nothing inside it and keep a share of 0, so the sums run
+    over the same arrays, in the same order, as when every request was weighed."""
+    near = np.flatnonzero((spans.start <= b) & (spans.end >= a))
+    work = np.zeros((3, len(spans.start)))
+    work[:, near] = _work_per_request(spans.take(near), a, b)
+    return WindowWork(float(work[0].sum()), float(work[1].sum()), float(work[2].sum()))
+
+
+def _work_per_request(
+    spans: RequestSpans, a: float, b: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each request's share of its life, prompt tokens and output tokens inside [a, b]."""
     streamed = ~np.isnan(spans.first)
     first = np.where(streamed, spans.first, spans.start)
     lifetime = share_inside(spans.start, spans.end, a, b)
@@ -174,9 +188,7 @@ def work_in_window(spans: RequestSpans, a: float, b: float) -> WindowWork:
         np.minimum(spans.completion_tokens, 1.0) * first_token + rest * decode,
         spans.completion_tokens * lifetime,
     )
-    return WindowWork(
-        float(lifetime.sum()), float((spans.prompt_tokens * prefill).sum()), float(output.sum())
-    )
+    return lifetime, spans.prompt_tokens * prefill, output
 
 
 def _share_along_marks(marks: np.ndarray, a: float, b: float) -> np.ndarray:
