@@ -63,11 +63,10 @@ class RequestSpans:
             offsets = parse_marks(marks)
             # (marks are rounded to 0.1 ms: one may land just past the request's end, which is
             # where a window edge may be: the W-th request's end)
-            marks_at = (
-                np.clip(start[:, None] + offsets / 1000.0, start[:, None], end[:, None])
-                if offsets.size
-                else None
-            )
+            if offsets.size:  # in place: a million requests' marks are 136 MB a copy
+                offsets /= 1000.0
+                offsets += start[:, None]
+                marks_at = np.clip(offsets, start[:, None], end[:, None], out=offsets)
         return cls(
             start,
             first,
