@@ -179,7 +179,7 @@ def _level_requests(
     pk, fl = pick[keep], failed[keep]
     ok = ~fl
     out_tok = np.where(ok, spec.output_tokens, np.nan)
-    marks = ""
+    marks: np.ndarray | str = ""
     if spec.chunk_marks and gaps:
         first_s = ttft[keep][:, None]
         at_ms = (first_s + mark_shares[pk] * (e2e[keep][:, None] - first_s)) * 1000.0
