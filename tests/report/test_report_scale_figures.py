@@ -15,7 +15,9 @@ import pandas as pd
 import pytest
 
 from vllm_load.analysis.levels.window_rates import MARKS_BATCH, parse_marks
+from vllm_load.client import sse
 from vllm_load.report.render import build_report
+from vllm_load.rundir import synthetic
 from vllm_load.rundir.synthetic import ServerModel, SyntheticRun, write_synthetic_run
 from vllm_load.rundir.synthetic_personas import Persona
 
@@ -61,8 +63,9 @@ def test_a_realistic_synthetic_run_writes_marks_workers_personas_and_failures(re
     assert set(rows["user_class"]) == {"ChatUser", "AgentUser"}
     assert (rows.loc[ok, "itl_hist"] != "").all()
     # chunk 0 at the first token, the last chunk at the end, 17 marks (16 segments) in order
+    assert synthetic.CHUNK_MARKS == sse.CHUNK_MARKS == 16
     marks = parse_marks(rows.loc[ok, "chunk_marks"])
-    assert marks.shape == (ok.sum(), 17)
+    assert marks.shape == (ok.sum(), sse.CHUNK_MARKS + 1)
     assert (np.diff(marks, axis=1) >= 0).all()
     np.testing.assert_allclose(marks[:, 0], rows.loc[ok, "ttft"] * 1000, atol=0.05 + 1e-6)
     np.testing.assert_allclose(marks[:, -1], rows.loc[ok, "e2e"] * 1000, atol=0.05 + 1e-6)

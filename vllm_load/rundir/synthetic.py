@@ -23,7 +23,6 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 import numpy as np
 import pandas as pd
 
-from ..client.sse import CHUNK_MARKS
 from .files import SERVER_METRICS_CSV, safe_name
 from .histogram import LogHistogram
 from .records import COLUMNS, STEPS_COLUMNS, RequestRecord
@@ -31,6 +30,9 @@ from .synthetic_personas import Persona, PersonaShape, label_requests
 from .synthetic_server import scrape, scrape_status
 
 POOL = 48  # distinct per-request ITL patterns per level
+#: segments of a stream's `chunk_marks`, as the client writes them (`client.sse.CHUNK_MARKS`;
+#: rundir, the contract, imports nothing of the client)
+CHUNK_MARKS = 16
 
 
 @dataclass(frozen=True)
