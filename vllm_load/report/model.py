@@ -224,7 +224,7 @@ def summarize_run(
             else None
         ),
         client_levels=client_levels,
-        personas=persona_table(meas.labelled, metrics),
+        personas=persona_table(meas.labelled, metrics, meas.labelled_marks),
         turns=turn_table(meas.labelled),
         conversations=conversation_summary(data.requests),
         axis=axis,

@@ -30,6 +30,9 @@ from .synthetic_personas import Persona, PersonaShape, label_requests
 from .synthetic_server import scrape, scrape_status
 
 POOL = 48  # distinct per-request ITL patterns per level
+#: segments of a stream's `chunk_marks`, as the client writes them (`client.sse.CHUNK_MARKS`;
+#: rundir, the contract, imports nothing of the client)
+CHUNK_MARKS = 16
 
 
 @dataclass(frozen=True)
@@ -67,23 +70,42 @@ class SyntheticRun:
     scrape_interval: float = (
         0.0  # the server's /metrics every so many s (server_metrics.csv); 0: none
     )
+    chunk_marks: bool = False  # write each stream's `chunk_marks`, as a real run does
+    workers: int = 1  # > 1: users spread over this many load workers (`worker` column)
 
 
 def _itl_pool(
     rng: np.random.Generator, itl: float, sigma: float, gaps: int
-) -> tuple[list[str], np.ndarray]:
-    """POOL histograms of `gaps` ITL gaps each, with per-pattern (sum, mean, p50, p90, p99, max)."""
-    texts, stats = [], []
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """POOL histograms of `gaps` ITL gaps each, with per-pattern (sum, mean, p50, p90, p99, max)
+    and the share of the decode time at which each chunk mark (`sse.chunk_marks`) arrived."""
+    texts, stats, shares = [], [], []
+    segments = min(CHUNK_MARKS, gaps)
+    at = np.round(np.arange(segments + 1) * gaps / max(segments, 1)).astype(np.int64)
     for _ in range(POOL):
         values = itl * rng.lognormal(0.0, sigma, size=gaps)
         texts.append(LogHistogram.of(values).format() if gaps else "")
+        elapsed = np.concatenate(([0.0], np.cumsum(values)))
+        shares.append(elapsed[at] / elapsed[-1] if gaps else np.zeros(segments + 1))
         if gaps:
             stats.append(
                 [values.sum(), values.mean(), *np.percentile(values, [50, 90, 99]), values.max()]
             )
         else:
             stats.append([0.0] + [np.nan] * 5)
-    return texts, np.asarray(stats)
+    return texts, np.asarray(stats), np.asarray(shares)
+
+
+def _format_marks(ms: np.ndarray) -> np.ndarray:
+    """Rows of chunk-mark times (ms) as requests.csv writes them: `%.1f`, `;`-joined (formatted
+    on whole columns: a million rows' marks in seconds)."""
+    tenths = np.round(ms * 10.0).astype(np.int64)
+    whole, frac = np.divmod(tenths, 10)
+    text = np.strings.add(np.strings.add(whole.astype(str), "."), frac.astype(str))
+    out = text[:, 0]
+    for j in range(1, text.shape[1]):
+        out = np.strings.add(np.strings.add(out, ";"), text[:, j])
+    return out.astype(object)
 
 
 def level_warmup(spec: SyntheticRun, users: int) -> int:
@@ -104,7 +126,7 @@ def _level_requests(
         srv.prefill_s_per_1k_tokens * spec.input_tokens / 1000.0 * speed * (1.0 + 0.01 * batch)
     )
     gaps = max(spec.output_tokens - 1, 0)
-    texts, pool = _itl_pool(rng, itl, srv.itl_sigma, gaps)
+    texts, pool, mark_shares = _itl_pool(rng, itl, srv.itl_sigma, gaps)
 
     need = level_warmup(spec, users) + spec.requests_per_level
     first = start + rng.uniform(0.0, 0.01, size=users)  # users do not start in the same microsecond
@@ -159,9 +181,19 @@ def _level_requests(
     pk, fl = pick[keep], failed[keep]
     ok = ~fl
     out_tok = np.where(ok, spec.output_tokens, np.nan)
+    marks: np.ndarray | str = ""
+    if spec.chunk_marks and gaps:
+        first_s = ttft[keep][:, None]
+        at_ms = (first_s + mark_shares[pk] * (e2e[keep][:, None] - first_s)) * 1000.0
+        marks = np.where(ok, _format_marks(at_ms), "")
+    worker = (
+        np.char.add("worker-", (user[keep] % spec.workers).astype(str)).astype(object)
+        if spec.workers > 1
+        else "local"
+    )
     frame = pd.DataFrame(
         {
-            "worker": "local",
+            "worker": worker,
             "level": level,
             "users": users,
             "endpoint": "chat",
@@ -183,7 +215,7 @@ def _level_requests(
             "itl_hist": np.where(ok, np.asarray(texts, dtype=object)[pk], ""),
             "n_chunks": np.where(ok, spec.output_tokens, 0),
             "chunks_merged": 0,
-            "chunk_marks": "",
+            "chunk_marks": marks,
             "prompt_tokens": np.where(ok, spec.input_tokens, np.nan),
             "completion_tokens": out_tok,
             "requested_prompt_tokens": spec.input_tokens,
@@ -335,15 +367,15 @@ def write_synthetic_run(base_dir: str, spec: SyntheticRun | None = None) -> str:
             "platform": "synthetic",
             "python": "3.11",
             "cpus": 2,
-            "workers": 1,
-            "mode": "local",
+            "workers": spec.workers,
+            "mode": "local" if spec.workers == 1 else "distributed",
         },
         "prompts": {"method": "synthetic", "chat_overhead_tokens": 0},
         **({"user_classes": {p.name: p.weight for p in spec.personas}} if spec.personas else {}),
         "started_at": iso(spec.start_ts),
         "ended_at": iso(t),
         "outcome": "completed",
-        "workers_seen": ["local"],
+        "workers_seen": sorted(requests["worker"].unique().tolist()),
         "workers_lost": [],
         "requests_recorded": int(len(requests)),
         **(

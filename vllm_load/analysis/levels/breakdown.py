@@ -9,6 +9,8 @@ tok/s counts the work its successful requests did inside the level's measured wi
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
@@ -63,15 +65,24 @@ def _latency_figures(group: pd.DataFrame, latencies: tuple[str, ...]) -> dict[st
     return out
 
 
-def persona_table(labelled: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
+def persona_table(
+    labelled: pd.DataFrame, metrics: pd.DataFrame, ok_marks: np.ndarray | None = None
+) -> pd.DataFrame:
     """Per level and user class: measured requests, successes, failures, the class's share of the
     level's measured requests, TTFT/E2E/TPOT percentiles and output tok/s in the level's window.
-    Empty when every request came from one class (the per-level table says it all)."""
+    Empty when every request came from one class (the per-level table says it all).
+    `ok_marks`: the successful rows' chunk times, already parsed (`LevelMeasurement.labelled_marks`);
+    None: parsed here."""
     classes = _labels(labelled, "user_class")
     if classes.nunique() <= 1:
         return pd.DataFrame(columns=list(PERSONA_COLUMNS))
-    frame = labelled.assign(user_class=classes)
+    frame = labelled.assign(user_class=classes).reset_index(drop=True)
     windows = metrics.set_index("level")
+    # every successful row's span once (its chunk marks parsed once), each group's taken from it
+    ok_rows = np.flatnonzero(as_floats(frame["ok"]) == 1)
+    spans_of_ok = _spans(frame.iloc[ok_rows], parse_marks=ok_marks is None)
+    if ok_marks is not None:
+        spans_of_ok = replace(spans_of_ok, marks=ok_marks)
     rows = []
     for (level, user_class), group in frame.groupby(["level", "user_class"], sort=True):
         ok = as_floats(group["ok"]) == 1
@@ -79,7 +90,7 @@ def persona_table(labelled: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame
         window = windows.loc[level] if level in windows.index else None
         rate = np.nan
         if window is not None and window["window_s"] == window["window_s"]:
-            spans = _spans(group[ok])
+            spans = spans_of_ok.take(np.searchsorted(ok_rows, group.index.to_numpy()[ok]))
             work = work_in_window(spans, window["window_start"], window["window_end"])
             rate = work.output_tokens / window["window_s"]
         rows.append(
@@ -98,10 +109,10 @@ def persona_table(labelled: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame
     return pd.DataFrame(rows, columns=list(PERSONA_COLUMNS))
 
 
-def _spans(ok_rows: pd.DataFrame) -> RequestSpans:
+def _spans(ok_rows: pd.DataFrame, parse_marks: bool = True) -> RequestSpans:
     """The successful rows' lives and tokens, as `levels.success_spans` builds them (only the
     measured ones here: a persona's work in its level's window)."""
-    marks = ok_rows["chunk_marks"] if "chunk_marks" in ok_rows else None
+    marks = ok_rows["chunk_marks"] if parse_marks and "chunk_marks" in ok_rows else None
     return RequestSpans.build(
         as_floats(ok_rows["start_ts"]),
         as_floats(ok_rows["ttft"]),

@@ -9,6 +9,7 @@ Percentiles follow `LogHistogram.percentile` exactly (nearest rank).
 from __future__ import annotations
 
 import warnings
+from itertools import compress, repeat
 
 import numpy as np
 import pandas as pd
@@ -44,13 +45,14 @@ def merge_hist_column(texts: pd.Series, groups: np.ndarray, n_groups: int) -> np
 
 
 def _merge_chunk(texts: pd.Series, groups: np.ndarray, n_groups: int) -> np.ndarray:
-    values = texts.astype("string").fillna("")
-    nonempty = (values.str.len() > 0).to_numpy(dtype=bool)
+    # plain lists and C-level maps: a pandas string method calls Python once per row
+    values = [t if isinstance(t, str) else "" for t in texts.astype(object)]
+    nonempty = np.fromiter(map(bool, values), dtype=bool, count=len(values))
     if not nonempty.any():
         return np.zeros((n_groups, 1), dtype=np.int64)
-    kept = values[nonempty]
-    pairs_per_row = kept.str.count(";").to_numpy(dtype=np.int64) + 1
-    joined = ";".join(kept.tolist()).replace(";", " ").replace(":", " ")
+    kept = list(compress(values, nonempty))
+    pairs_per_row = np.fromiter(map(str.count, kept, repeat(";")), dtype=np.int64) + 1
+    joined = ";".join(kept).replace(";", " ").replace(":", " ")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # numpy warns (and stops) at the first unparsable character
         try:

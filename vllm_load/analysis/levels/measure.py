@@ -82,13 +82,15 @@ class LevelMeasurement:
 
     `itl_counts[i]` is the merged ITL histogram (bucket counts, see `hist`) of level row i of
     `metrics`; `measured` holds the successful measured requests (level, ttft, e2e, tpot);
-    `labelled` every measured request, both outcomes, with the columns `breakdown` reads.
+    `labelled` every measured request, both outcomes, with the columns `breakdown` reads;
+    `labelled_marks` its successful rows' parsed `RequestSpans.marks` (for `persona_table`).
     """
 
     metrics: pd.DataFrame
     itl_counts: np.ndarray
     measured: pd.DataFrame
     labelled: pd.DataFrame
+    labelled_marks: np.ndarray | None = None
 
 
 #: the columns of a measured request that `LevelMeasurement.labelled` keeps (those present)
@@ -158,17 +160,13 @@ def success_spans(req: pd.DataFrame, ok: np.ndarray | None = None) -> RequestSpa
     """The successful requests' lives and token counts, for `window_rates`."""
     if ok is None:
         ok = as_floats(req["ok"]) == 1
-    sub = req[ok]
+    read = ["start_ts", "ttft", "end_ts", "chunk_marks", "prompt_tokens", "completion_tokens"]
+    read += ["requested_prompt_tokens", "requested_completion_tokens"]
+    sub = req.loc[ok, [c for c in read if c in req]]  # not a copy of every column
     prompt, completion = _token_counts(sub)
     marks = sub["chunk_marks"] if "chunk_marks" in sub else None
-    return RequestSpans.build(
-        as_floats(sub["start_ts"]),
-        as_floats(sub["ttft"]),
-        as_floats(sub["end_ts"]),
-        prompt,
-        completion,
-        marks,
-    )
+    start, ttft, end = (as_floats(sub[c]) for c in ("start_ts", "ttft", "end_ts"))
+    return RequestSpans.build(start, ttft, end, prompt, completion, marks)
 
 
 def _group_statistics(
@@ -378,6 +376,7 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
         itl_counts=itl_counts,
         measured=measured_frame,
         labelled=labelled,
+        labelled_marks=spans.marks[measured_mask[ok_all]] if spans.marks is not None else None,
     )
 
 
