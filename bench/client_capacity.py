@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""How much load ONE vllm-load process generates, against a reference client on the same core.
+"""How much load ONE vllm-load process generates, against peer clients on the same core.
 
 Starts `vllm-load sim --echo` (every token exists on arrival) pinned to the server cores, then per
-concurrency runs, pinned to one other core, a single-process vllm-load (`vllm-load run --workers 0`)
-and the benchmark_serving-style `bench/reference_client.py`: non-streaming requests with 8 output
-tokens, then streaming 512-token responses. Both are measured alike: one level of `--seconds`
+concurrency runs, pinned to one other core, a single-process vllm-load (`vllm-load run --workers 0`),
+the benchmark_serving-style `bench/reference_client.py` and (non-streaming only) Locust's own
+`FastHttpUser` (`bench/locust_peer.py`): non-streaming requests with 8 output tokens, then
+streaming 512-token responses. All are measured alike: one level of `--seconds`
 (warm-up: the first `users` requests to finish; the requests in flight at its end finish before
 the client stops), `vllm_load.analysis.levels.measure` over the run directory, and /proc samples (client
 CPU and RSS, server CPU, every core's busy time; every 0.1 s) cut to the measured window. The
@@ -12,15 +13,16 @@ server is not the limit when its cores stay below 90 % busy (checked for every w
 
 This VM's speed drifts (the same client's CPU per request moved 50 % within minutes here), so two
 back-to-back windows can disagree on their own. Each load is therefore measured in `--rounds`
-rounds, the two clients in turn and in alternating order (A B, B A, A B, ...): a ratio is taken
+rounds, the clients in turn and in alternating order (A B C, C B A, A B C, ...): a ratio is taken
 within each round, from windows a few seconds apart, and the targets judge the median of those.
 
 Prints, per client, the median over rounds of req/s, chunks/s, client CPU seconds per 1,000 chunks
 (or requests), p99 E2E, achieved concurrency, and the peak RSS; the median of the rounds' ratios
-vllm-load / reference with each round's ratio; and the targets with PASS/FAIL.
+vllm-load / each peer with each round's ratio; and the targets with PASS/FAIL.
 
     python bench/client_capacity.py                   # 100 and 1000 users, 3 rounds of 15 s per client
     python bench/client_capacity.py --quick           # 10 users, 2 rounds of 2 s: checks that the bench works
+    python bench/client_capacity.py --modes plain --users 100 --seconds 8   # non-streaming, 3 clients
     python bench/client_capacity.py --modes stream --users 1000 --profile /tmp/stacks.txt   # py-spy, top level of the last mode
 """
 
@@ -55,6 +57,7 @@ from vllm_load.sim.process import SimulatorProcess  # noqa: E402
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_MIB = os.sysconf("SC_PAGE_SIZE") / 2**20
 NEVER = 10**8  # requests per level: the time cap ends the level
+PEERS = ("reference", "locust")  # what vllm-load is compared with; locust: non-streaming only
 SERVER_BUSY_LIMIT = 90  # % busy of the server core above which the server may be the limit
 
 
@@ -335,12 +338,50 @@ def reference_cmd(url: str, load: Load, run_dir: str) -> list[str]:
     ] + ([] if load.stream else ["--no-stream"])
 
 
+def locust_cmd(url: str, load: Load, run_dir: str) -> list[str]:
+    """Locust's FastHttpUser (bench/locust_peer.py), headless, one process: it drains (the
+    requests in flight finish, --stop-timeout) and exits by itself."""
+    n = load.users
+    return [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        os.path.join(HERE, "locust_peer.py"),
+        "--headless",
+        "--host",
+        url,
+        "--users",
+        str(n),
+        "--spawn-rate",
+        str(max(1000, n)),
+        "--run-time",
+        f"{math.ceil(load.seconds)}s",
+        "--stop-timeout",
+        "60",
+        "--only-summary",
+        "--loglevel",
+        "WARNING",
+        "--peer-run-dir",
+        run_dir,
+        "--peer-input-tokens",
+        str(load.input_tokens),
+        "--peer-output-tokens",
+        str(load.output_tokens),
+        "--peer-warmup",
+        str(n),
+    ]
+
+
+CLIENT_CMDS = {"vllm-load": vllm_load_cmd, "reference": reference_cmd, "locust": locust_cmd}
+
+
 def run_client(
     client: str, url: str, load: Load, run_dir: str, cpus, sampler: Sampler, on_start=None
 ) -> None:
     """Run one client pinned to `cpus`, sampled under the name `run_dir`; bounded in time."""
     os.makedirs(run_dir, exist_ok=True)
-    cmd = (vllm_load_cmd if client == "vllm-load" else reference_cmd)(url, load, run_dir)
+    cmd = CLIENT_CMDS[client](url, load, run_dir)
     proc = _popen(cmd, os.path.join(run_dir, "bench.log"), cpus)
     pids = [proc.pid]
     try:
@@ -499,15 +540,19 @@ class Rounds:
         """The throughput compared: chunks/s when streaming, req/s otherwise."""
         return fig.chunks_per_s if self.load.stream else fig.req_per_s
 
-    def ratios(self) -> list[float]:
-        """vllm-load / reference throughput, within each round."""
-        pairs = zip(self.figures.get("vllm-load", []), self.figures.get("reference", []))
+    def ratios(self, peer: str = "reference") -> list[float]:
+        """vllm-load / `peer` throughput, within each round."""
+        pairs = zip(self.figures.get("vllm-load", []), self.figures.get(peer, []))
         return [self.rate(v) / self.rate(r) for v, r in pairs]
 
-    def cpu_ratios(self) -> list[float]:
-        """reference / vllm-load client CPU per 1k, within each round."""
-        pairs = zip(self.figures.get("vllm-load", []), self.figures.get("reference", []))
+    def cpu_ratios(self, peer: str = "reference") -> list[float]:
+        """`peer` / vllm-load client CPU per 1k, within each round."""
+        pairs = zip(self.figures.get("vllm-load", []), self.figures.get(peer, []))
         return [r.cpu_per_1k / v.cpu_per_1k for v, r in pairs]
+
+    def peers(self) -> list[str]:
+        """The peers measured at this load."""
+        return [p for p in PEERS if self.figures.get(p)]
 
     def median(self, client: str, name: str) -> float:
         """The median over rounds of one figure (a Figures attribute or property)."""
@@ -529,24 +574,26 @@ def print_table(results: dict[tuple[int, bool], Rounds], server_cores) -> None:
     )
     for (_users, stream), rounds in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         for client, figs in rounds.figures.items():
-            mine = client == "vllm-load"
+            if not figs:
+                continue
+            peer = client in PEERS  # its row holds vllm-load's ratio to it
             med = functools.partial(rounds.median, client)
-            by_round = "/".join(f"{r:.2f}" for r in rounds.ratios()) if mine else "-"
+            by_round = "/".join(f"{r:.2f}" for r in rounds.ratios(client)) if peer else "-"
             print(
                 f"{rounds.load.label():<36}{client:<11}{cell(med('req_per_s'), ',.0f', 9)}"
                 f"{cell(med('chunks_per_s') if stream else math.nan, ',.0f', 11)}"
-                f"{cell(_median(rounds.ratios()) if mine else math.nan, '.2f', 7)}"
+                f"{cell(_median(rounds.ratios(client)) if peer else math.nan, '.2f', 7)}"
                 f"{cell(med('cpu_per_1k'), '.4f', 10)}"
-                f"{cell(_median(rounds.cpu_ratios()) if mine else math.nan, '.2f', 11)}"
+                f"{cell(_median(rounds.cpu_ratios(client)) if peer else math.nan, '.2f', 11)}"
                 f"{cell(med('e2e_p99') * 1000, ',.1f', 12)}{cell(med('achieved'), ',.1f', 10)}"
                 f"{cell(max(f.rss_max_mib for f in figs), ',.0f', 9)}"
                 f"{cell(_median([server_busy(f, server_cores) for f in figs]), '.0f', 12)}%"
                 f"  {by_round}"
             )
     print(
-        "(medians over the rounds; ratio: vllm-load / reference throughput within a round, median over the\n"
-        " rounds; CPU s/1k: client CPU seconds per 1,000 chunks when streaming, per 1,000 requests otherwise;\n"
-        " CPU ratio: reference CPU per 1k / vllm-load's; RSS: the peak; server core: % busy)"
+        "(medians over the rounds; ratio, on a peer's row: vllm-load / that peer's throughput within a round,\n"
+        " median over the rounds; CPU s/1k: client CPU seconds per 1,000 chunks when streaming, per 1,000\n"
+        " requests otherwise; CPU ratio: the peer's CPU per 1k / vllm-load's; RSS: the peak; server core: % busy)"
     )
     busy = [
         (f.client, f.load.label(), server_busy(f, server_cores))
@@ -575,16 +622,20 @@ def targets(results: dict[tuple[int, bool], Rounds]) -> list[tuple[str, bool]]:
     top = max(u for u, _ in results)
     for (users, stream), rounds in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         kind = "streaming" if stream else "non-streaming"
-        ratio, each = _median(rounds.ratios()), ", ".join(f"{r:.2f}" for r in rounds.ratios())
-        what, floor = ("chunks/s", 2.0) if stream else ("req/s", 1.25)
-        out.append(
-            (
-                f"{kind} {what} at {users} users >= {floor:g}x reference: {ratio:.2f}x "
-                f"(median of rounds: {each})",
-                ratio >= floor,
+        what, floor = ("chunks/s", 2.0) if stream else ("req/s", 1.5)
+        for peer in rounds.peers():
+            ratio, each = (
+                _median(rounds.ratios(peer)),
+                ", ".join(f"{r:.2f}" for r in rounds.ratios(peer)),
             )
-        )
-        if users != top:
+            out.append(
+                (
+                    f"{kind} {what} at {users} users >= {floor:g}x {peer}: {ratio:.2f}x "
+                    f"(median of rounds: {each})",
+                    ratio >= floor,
+                )
+            )
+        if users != top or "reference" not in rounds.peers():
             continue
         v_p99, r_p99 = rounds.median("vllm-load", "e2e_p99"), rounds.median("reference", "e2e_p99")
         out.append(
@@ -664,6 +715,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="10 users, 2 rounds of 2 s, 64 streamed tokens: a smoke test",
     )
+    parser.add_argument(
+        "--clients",
+        default="vllm-load,reference,locust",
+        help="which clients to measure: vllm-load and its peers (reference, locust: Locust's "
+        "FastHttpUser, non-streaming only)",
+    )
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     return parser
 
@@ -675,6 +732,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1:
         sys.exit(f"--rounds {args.rounds}: give at least 1")
     users = [int(u) for u in args.users.split(",")]
+    clients = args.clients.split(",")
+    unknown = sorted(set(clients) - {"vllm-load", *PEERS})
+    if unknown or "vllm-load" not in clients or len(clients) < 2:
+        sys.exit(f"--clients {args.clients}: give vllm-load and at least one of {', '.join(PEERS)}")
     out = output_dir(args.out, "vllm-load-capacity-")
     client_cpus, server_cpus = placement()
     print(
@@ -704,14 +765,14 @@ def main(argv: list[str] | None = None) -> int:
                         args.input_tokens,
                         args.seconds,
                     )
-                    rounds = results[(n, stream)] = Rounds(load, {"vllm-load": [], "reference": []})
+                    order = tuple(c for c in clients if not (stream and c == "locust"))
+                    rounds = results[(n, stream)] = Rounds(load, {c: [] for c in order})
                     for r in range(1, args.rounds + 1):
                         profile = (
                             start_profile(args.profile, args.seconds)
                             if args.profile and (mode, n, r) == (modes[-1], max(users), args.rounds)
                             else None
                         )
-                        order = ("vllm-load", "reference")
                         for client in order if r % 2 else order[::-1]:
                             rounds.figures[client].append(
                                 measure(

@@ -199,8 +199,10 @@ def write_run_dir(
     args: argparse.Namespace,
     level_start: float,
     level_end: float,
+    client: dict | None = None,
 ) -> None:
-    """requests.csv, steps.csv and run.json in vllm-load's run format (docs/run-format.md)."""
+    """requests.csv, steps.csv and run.json in vllm-load's run format (docs/run-format.md);
+    `client` is run.json's client (this one's by default; `locust_peer.py` names itself)."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     from vllm_load.client.sse import itl_summary
     from vllm_load.rundir.records import RequestRecord, RequestsCsvWriter
@@ -265,10 +267,8 @@ def write_run_dir(
         json.dump(
             {
                 "format": 1,
-                "client": {
-                    "name": "reference (benchmark_serving style)",
-                    "aiohttp": aiohttp.__version__,
-                },
+                "client": client
+                or {"name": "reference (benchmark_serving style)", "aiohttp": aiohttp.__version__},
                 "target": {"host": args.url},
                 "model": args.model,
                 "outcome": "completed",

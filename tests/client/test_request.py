@@ -287,3 +287,45 @@ def test_a_whole_response_splits_its_tokens_by_its_usage(message, details, expec
     assert record.ttfat == record.ttft  # the answer came with the whole body: E2E
     assert record.ttft == (record.e2e if message["content"] else None)
     assert (record.reasoning_tokens, record.answer_tokens, record.reasoning_source) == expected
+
+
+@pytest.mark.parametrize("api", ["chat", "completions"])
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("api_key", [None, "sk-test"])
+def test_a_request_goes_out_as_the_http_client_itself_would_send_it(api, stream, api_key):
+    """The head built once per kind of request (`compat.geventhttpclient.PostHead`) carries the
+    same request line, header fields and body as geventhttpclient's own `request()` sends."""
+    received: list[bytes] = []
+
+    def handle(sock, _address):
+        data = b""
+        while b"\r\n\r\n" not in data or len(data) < data.index(b"\r\n\r\n") + 4 + len(body):
+            data += sock.recv(65536)
+        received.append(data)
+        sock.sendall(json_response(200, JSON_OK))
+        sock.close()
+
+    def head_and_body(raw: bytes) -> tuple[str, set[str], bytes]:
+        head, _, rest = raw.partition(b"\r\n\r\n")
+        line, *fields = head.decode("latin-1").split("\r\n")
+        return line, set(fields), rest
+
+    body = orjson.dumps({"model": "m", "prompt": "é" * 50, "max_tokens": 3})
+    server = StreamServer(("127.0.0.1", 0), handle)
+    server.start()
+    host = f"http://127.0.0.1:{server.server_port}"
+    endpoint = Endpoint(host, TIMEOUTS, api_key)
+    try:
+        request = MeasuredRequest(
+            endpoint, RequestSpec(api, stream, body, 4, 2), "abc123-7", time.perf_counter()
+        )
+        gevent.spawn(request.run).get(timeout=10)
+        headers = {**endpoint.headers[stream], "X-Request-Id": "abc123-7"}
+        own = endpoint.client.request("POST", endpoint.paths[api], body=body, headers=headers)
+        own.read()
+    finally:
+        endpoint.close()
+        server.stop()
+    sent, expected = head_and_body(received[0]), head_and_body(received[1])
+    assert sent == expected, (sent, expected)
+    assert f"Content-Length: {len(body)}" in sent[1] and "X-Request-Id: abc123-7" in sent[1]

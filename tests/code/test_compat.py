@@ -128,6 +128,7 @@ import socket
 import gevent, gevent.event, gevent.socket, geventhttpclient
 from geventhttpclient import HTTPClient
 from vllm_load.compat.geventhttpclient import body_buffer, discard_connection, pool_addresses, resolve_with, response_socket
+from vllm_load.compat.geventhttpclient import PostHead, post
 
 LIB = f"geventhttpclient {geventhttpclient.__version__}"
 HEADERS = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -242,6 +243,43 @@ def check_resolve_with():
     addresses = pool_addresses(http)
     expect(len(asked) == 2 and addresses and addresses[0][4][1] == server.port,
            f"ConnectionPool._resolve() is no longer the lookup a new connection makes ({addresses!r})")
+
+def check_post_head():
+    # what PostHead + post send is what client.request sends, and the response is read alike
+    listener = gevent.socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port, received = listener.getsockname()[1], []
+    answer = b'{"ok": 1}'
+
+    def serve():
+        conn, _ = listener.accept()
+        while True:
+            data = b""
+            while b"\r\n\r\n" not in data or not data.endswith(b"}"):
+                more = conn.recv(65536)
+                if not more:
+                    return conn.close()
+                data += more
+            received.append(data)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(answer), answer))
+
+    gevent.spawn(serve)
+    http = client(port)
+    fields = {"Content-Type": "application/json", "Accept": "application/json"}
+    body = b'{"prompt": "hi"}'
+    mine = post(http, PostHead(http, "/v1/completions", fields).of("id-1", len(body)), body)
+    expect(mine.status_code == 200 and mine.read() == answer,
+           f"post: the response was not read as client.request reads it ({mine.status_code})")
+    theirs = http.request("POST", "/v1/completions", body=body, headers={**fields, "X-Request-Id": "id-1"})
+    theirs.read()
+    def parts(raw):
+        head, _, rest = raw.partition(b"\r\n\r\n")
+        line, *lines = head.split(b"\r\n")
+        return line, sorted(lines), rest
+    expect(len(received) == 2 and parts(received[0]) == parts(received[1]),
+           "PostHead (HTTPClient._build_request with the given fields) + post no longer sends what "
+           f"HTTPClient.request sends: {received!r}")
 """
 
 LOCUST = r"""
@@ -442,7 +480,13 @@ def check_web_ui_endpoints():
 SCRIPTS = {"gevent": GEVENT, "geventhttpclient": GEVENTHTTPCLIENT, "locust": LOCUST}
 ENTRIES = {
     "gevent": ["raw_socket", "read_watcher", "close_throws_into_the_watcher_callback_owner"],
-    "geventhttpclient": ["body_buffer", "response_socket", "discard_connection", "resolve_with"],
+    "geventhttpclient": [
+        "body_buffer",
+        "response_socket",
+        "discard_connection",
+        "resolve_with",
+        "post_head",
+    ],
     "locust": [
         "user_stopping",
         "report_interval_and_send_worker_report",
@@ -459,6 +503,7 @@ COVERS = {
     "web_ui_endpoints": ["WEB_INDEX_ENDPOINT", "WEB_STATS_ENDPOINT"],
     "master_heartbeat_timeout": ["set_master_heartbeat_timeout", "master_silent_for"],
     "resolve_with": ["resolve_with", "pool_addresses"],
+    "post_head": ["PostHead", "post"],
     "shape_tick": ["tick_shape_every"],
 }
 

@@ -179,12 +179,8 @@ class MeasuredRequest:
 
     def _send(self):
         """POST the body; returns the response once its headers are in."""
-        endpoint, spec = self.endpoint, self.spec
-        headers = endpoint.headers[spec.stream].copy()
-        headers["X-Request-Id"] = self.request_id
-        response = endpoint.client.request(
-            "POST", endpoint.paths[spec.api], body=spec.body, headers=headers
-        )
+        spec = self.spec
+        response = self.endpoint.post(spec.api, spec.stream, self.request_id, spec.body)
         self.status = response.status_code
         if self._on_response is not None:
             self._on_response()

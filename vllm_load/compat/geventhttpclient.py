@@ -1,9 +1,16 @@
-"""geventhttpclient's private API: the response's body buffer and connection, and the connection
-pool's address lookup (checked with geventhttpclient 2.5.1 and 2.6.1)."""
+"""geventhttpclient's private API: the response's body buffer and connection, the connection
+pool's address lookup, and a POST whose head is built once (checked with geventhttpclient 2.5.1
+and 2.6.1; `PostHead` and `post` with 2.6.1)."""
 
 from __future__ import annotations
 
+import errno
 from typing import Callable
+
+import gevent.socket
+from geventhttpclient.response import HTTPSocketPoolResponse
+
+_REQUEST_ID, _LENGTH = "{request-id}", "{content-length}"  # (valid header values: sentinels)
 
 
 def body_buffer(response) -> bytearray:
@@ -52,3 +59,46 @@ def pool_addresses(client) -> list:
     """The addresses the client's next new connection would try: the pool's `_resolve()`, a
     `getaddrinfo` list (as `resolve_with` describes)."""
     return client._connection_pool._resolve()
+
+
+class PostHead:
+    """The head of one kind of POST (its path and header fields), built once by the client as
+    `client.request` builds it for every request (`_build_request`: the request line, the
+    fields given, then `Host`), with the two per-request fields, `X-Request-Id` and
+    `Content-Length`, left to fill in. `post` sends a bytes body behind it."""
+
+    __slots__ = ("_start", "_middle", "_end")
+
+    def __init__(self, client, path: str, headers: dict[str, str]) -> None:
+        fields = {**headers, "X-Request-Id": _REQUEST_ID, "Content-Length": _LENGTH}
+        head = client._build_request("POST", path, body=b"", headers=fields, chunked=False)
+        start, rest = head.split(_REQUEST_ID)
+        middle, end = rest.split(_LENGTH)
+        self._start, self._middle, self._end = (
+            start.encode("latin-1"),
+            middle.encode("latin-1"),
+            end.encode("latin-1"),
+        )
+
+    def of(self, request_id: str, length: int) -> bytes:
+        """The head of one request (`request_id`: ASCII)."""
+        return b"%s%s%s%d%s" % (self._start, request_id.encode(), self._middle, length, self._end)
+
+
+def post(client, head: bytes, body: bytes) -> HTTPSocketPoolResponse:
+    """POST `head` + `body` on the client's connection and return the response once its headers
+    are in: what `client.request("POST", ...)` does with a bytes body of known length and no
+    `Expect`, without building and checking the head anew for every request. As there, a POST
+    is not retried (RFC 9110, 9.2.2); a connection reset or broken while sending may still carry
+    the server's early answer, which is returned if it parses (else its error is raised)."""
+    pool = client._connection_pool
+    sock = pool.get_socket()
+    try:
+        sock.sendall(head + body)
+    except gevent.socket.error as e:
+        if e.errno not in (errno.ECONNRESET, errno.EPIPE):
+            pool.release_socket(sock)
+            raise
+    return HTTPSocketPoolResponse(
+        sock, pool, block_size=client.block_size, method="POST", headers_type=client.headers_type
+    )

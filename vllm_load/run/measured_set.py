@@ -33,18 +33,38 @@ class LevelTally:
     _first: list[Started] = field(default_factory=list)  # the earliest starts, at most `selected`
     _ended: set[Started] = field(default_factory=set)  # of those (or any, until it is full)
     _lost: set[str] = field(default_factory=set)  # load processes lost: theirs will never end
+    # how many of `_first` are in `_ended`, kept as they change: `progress` is asked several times
+    # a second, and counting them there walked every start of the level each time
+    _first_ended: int = 0
 
     def start(self, ts: float, worker: str) -> None:
         self.started += 1
-        if len(self._first) < self.selected:
-            bisect.insort(self._first, (ts, worker))
-        elif (ts, worker) < self._first[-1]:  # a start reported late by a slower process
-            bisect.insort(self._first, (ts, worker))
-            self._ended.discard(self._first.pop())
+        first, started = self._first, (ts, worker)
+        if len(first) < self.selected:
+            bisect.insort(first, started)
+        elif started < first[-1]:  # a start reported late by a slower process
+            bisect.insort(first, started)
+            dropped = first.pop()
+            if dropped in self._ended:  # every copy of it in `first` was counted as ended
+                self._first_ended -= 1 + self._copies(dropped)
+                self._ended.discard(dropped)
+        else:
+            return
+        if started in self._ended:  # its end was reported first
+            self._first_ended += 1
 
     def end(self, start_ts: float, worker: str) -> None:
-        if len(self._first) < self.selected or (start_ts, worker) <= self._first[-1]:
-            self._ended.add((start_ts, worker))
+        first, started = self._first, (start_ts, worker)
+        if len(first) < self.selected or started <= first[-1]:
+            if started not in self._ended:
+                self._ended.add(started)
+                self._first_ended += self._copies(started)
+
+    def _copies(self, started: Started) -> int:
+        """How many of `_first` are this start (one, unless two requests of a process started at
+        the same instant; none while it has not been reported)."""
+        first = self._first
+        return bisect.bisect_right(first, started) - bisect.bisect_left(first, started)
 
     def lose(self, worker: str) -> None:
         self._lost.add(worker)
@@ -52,7 +72,10 @@ class LevelTally:
     def progress(self, reported_until: float = math.inf) -> LevelProgress:
         """Started requests, and how many of the selected ones are not known to have ended; until
         every process has reported its starts past the last selected one, at least one is open."""
-        done = sum(1 for s in self._first if s in self._ended or s[1] in self._lost)
+        done = self._first_ended
+        if self._lost:  # (rare: a worker lost mid-test) theirs will never end, and count as done
+            ended, lost = self._ended, self._lost
+            done += sum(1 for s in self._first if s[1] in lost and s not in ended)
         open_ = self.selected - done
         full = len(self._first) >= self.selected
         if full and reported_until < self._first[-1][0]:
