@@ -78,6 +78,8 @@ def test_a_full_kv_cache_is_named_from_usage_and_preemptions(tmp_path):
     assert any(a["flag"] == "--kv-cache-dtype" for a in diagnosis["advice"])
 
 
+@pytest.mark.alone  # full steps need the simulator's pace: another test's load beside it (CI,
+# 2026-11-26) left level 24's steps short of the budget, undetermined
 def test_a_token_budget_is_named_when_steps_are_full_at_it(tmp_path):
     # 64 tokens a step, 32 of 160 generated: full at 64 * 32 / 160 = 12.8 requests; 24 users,
     # not 16, past it: on CI's loaded cores 16 users kept steps at 55 of 64 tokens (< 90 %)
