@@ -22,6 +22,10 @@ from vllm_load.sim.process import SimulatorProcess
 
 #: lateness within milliseconds: no other test's load beside it (tests/conftest.py)
 alone = pytest.mark.alone
+#: the simulator stands in for a server on other machines, but here it shares the client's two
+#: cores: its bursts of prompt processing held a load process's wake-up past 5 ms at p99 (p99
+#: 3.9-4.9 ms over 4 runs at its own priority, 1.0-3.2 ms at nice 19, master and 2 workers)
+SERVER_NICE = 19
 
 LATE_P99 = 0.005  # seconds: the "sent within 5 ms of schedule at p99"
 
@@ -76,7 +80,7 @@ def check_replay(requests: pd.DataFrame, steps: pd.DataFrame, run: dict, run_dir
 
 @alone
 def test_a_60_s_mooncake_trace_replays_on_schedule_with_its_prefix_reuse(tmp_path):
-    with SimulatorProcess("--time-scale", "0.1") as sim:
+    with SimulatorProcess("--time-scale", "0.1", nice=SERVER_NICE) as sim:
         proc, run_dir, requests, steps, run = replay(
             tmp_path, sim, "--trace", "sample:mooncake_60s", "--trace-window", "10"
         )
@@ -107,7 +111,7 @@ def test_a_master_and_two_workers_each_take_their_share_of_the_schedule(tmp_path
 
 @pytest.mark.parametrize("sample", ["burstgpt_sample", "azure_sample"])
 def test_the_other_published_formats_replay(tmp_path, sample):
-    with SimulatorProcess("--time-scale", "0.1") as sim:
+    with SimulatorProcess("--time-scale", "0.1", nice=SERVER_NICE) as sim:
         proc, run_dir, requests, steps, run = replay(
             tmp_path, sim, "--trace", f"sample:{sample}", "--trace-duration", "10",
             "--trace-speed", "2",

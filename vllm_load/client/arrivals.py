@@ -14,8 +14,9 @@ much of it).
 
 from __future__ import annotations
 
+import math
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import gevent
 import gevent.event
@@ -38,6 +39,7 @@ class Arrivals:
         self.trace = TraceSchedule()
         self.schedule: ArrivalSchedule | TraceSchedule = self.rates
         self.epoch = 0  # counts starts and stops: a waiter can tell its arrival was withdrawn
+        self.taken = 0  # arrivals handed out: names the one a waiter prepared for
         self._turn = gevent.lock.Semaphore()  # the user waiting for the next arrival holds it
         self._changed = gevent.event.Event()  # set when the schedule starts or stops
 
@@ -63,18 +65,26 @@ class Arrivals:
         self.epoch += 1
         self._changed.set()
 
-    def next(self) -> tuple[float, Any]:
+    def next(self, prepare: Callable[[Any], Any] | None = None) -> tuple[float, Any]:
         """Wait for this user's arrival: its `perf_counter()` time (it may be in the past) and
-        what to send (a trace's request; None at a rate level)."""
+        what to send (a trace's request; None at a rate level), or what `prepare` made of that
+        while the arrival was not yet due (made again if the schedule changed meanwhile)."""
+        made: tuple[int, int, Any] | None = None  # (epoch, arrivals taken, prepared)
         with self._turn:
             while True:
                 epoch, due = self.epoch, self.schedule.peek()
+                ready = made is not None and made[:2] == (epoch, self.taken)
+                if prepare is not None and due != math.inf and not ready:
+                    made = (epoch, self.taken, prepare(self.schedule.upcoming()))
+                    continue  # preparing took time: look at the schedule again
                 wait = due - time.perf_counter()
                 if wait > POLL_GRAIN:
                     self._changed.clear()
-                    self._changed.wait(None if wait == float("inf") else wait - POLL_GRAIN)
+                    self._changed.wait(None if wait == math.inf else wait - POLL_GRAIN)
                 elif wait > 0:
                     gevent.sleep(0)  # the hub polls without sleeping: I/O goes on meanwhile
                 if self.epoch == epoch and time.perf_counter() >= due:
                     taken = self.schedule.take()
-                    return taken if isinstance(taken, tuple) else (taken, None)
+                    self.taken += 1
+                    due, what = taken if isinstance(taken, tuple) else (taken, None)
+                    return due, what if made is None else made[2]

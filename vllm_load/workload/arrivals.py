@@ -54,6 +54,10 @@ class ArrivalSchedule:
     def peek(self) -> float:
         return self._next
 
+    def upcoming(self) -> None:
+        """What the next arrival asks to send: nothing but a time (see `TraceSchedule`)."""
+        return None
+
     def take(self) -> float:
         """The next arrival's time, handed out; the schedule moves on to the one after it."""
         due = self._next

@@ -49,6 +49,10 @@ class TraceSchedule:
             return math.inf
         return self._at + self._requests[self._next].at
 
+    def upcoming(self) -> Scheduled | None:
+        """The request `take` hands out next (None: none is left)."""
+        return self._requests[self._next] if self._next < len(self._requests) else None
+
     def take(self) -> tuple[float, Scheduled]:
         """The next request's due time and the request; the schedule moves on."""
         request = self._requests[self._next]

@@ -101,12 +101,16 @@ class ClosedLoopUser(LLMUser):
         once, so a dead target cannot spin the process.
 
         At an open-loop level (--rates, --trace) a request is sent at each arrival the user
-        takes, not back to back; a trace's arrival says which request to send.
+        takes, not back to back; a trace's arrival says which request to send. Its body is
+        built while the user waits for the arrival, so building it is not inside its lateness.
         """
         context = self.load_context
         while True:
-            replayed = self.arrive() if context.load_kind.open_loop else None
-            if not self.send_request(replayed) or user_stopping(self):
+            if context.load_kind.open_loop:
+                spec = self.arrive(self.request_spec)
+            else:
+                spec = self.request_spec()
+            if not self.send_spec(spec) or user_stopping(self):
                 return
 
     def on_start(self) -> None:
@@ -118,6 +122,11 @@ class ClosedLoopUser(LLMUser):
     def send_request(self, replayed: TraceRequest | None = None) -> bool:
         """One exact-length request (`replayed`: a trace's, with its lengths and prompt blocks),
         measured, recorded and reported; True if it succeeded."""
+        return self.send_spec(self.request_spec(replayed))
+
+    def request_spec(self, replayed: TraceRequest | None = None) -> RequestSpec:
+        """The next exact-length request (`replayed`: a trace's, with its lengths and prompt
+        blocks), ready to send."""
         context = self.load_context
         settings = context.settings
         prompts = context.prompts
@@ -145,7 +154,7 @@ class ClosedLoopUser(LLMUser):
         )
         if settings.vllm_params:
             body.update(exact_output(output_tokens))
-        spec = RequestSpec(
+        return RequestSpec(
             api,
             settings.stream,
             orjson.dumps(body),
@@ -157,11 +166,17 @@ class ClosedLoopUser(LLMUser):
             image_bytes=image_bytes,
             trace_index=None if replayed is None else replayed.index,
         )
+
+    def send_spec(self, spec: RequestSpec) -> bool:
+        """Send a request `request_spec` built: measured, recorded and reported; True if it
+        succeeded."""
+        context = self.load_context
         reply = self.send(spec)
-        if urls and reply.ok and context.plan is not None and context.plan.method != "approximate":
+        plan = context.plan
+        if spec.images and reply.ok and plan is not None and plan.method != "approximate":
             charge = context.extras.setdefault(ImageCharge.KEY, ImageCharge())
-            assert isinstance(charge, ImageCharge)
-            charge.observe(len(urls), reply.prompt_tokens, input_tokens)
+            assert isinstance(charge, ImageCharge) and spec.prompt_tokens is not None
+            charge.observe(spec.images, reply.prompt_tokens, spec.prompt_tokens)
         return reply.ok
 
 

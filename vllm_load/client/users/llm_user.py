@@ -20,7 +20,7 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import orjson
 from gevent import GreenletExit
@@ -225,11 +225,12 @@ class LLMUser(FastHttpUser):
             self, f"{self.load_context.process_tag}-c{number}", task or _caller(), system
         )
 
-    def arrive(self) -> Any:
+    def arrive(self, prepare: Callable[[Any], Any] | None = None) -> Any:
         """Wait for the process's next arrival (--rates, --trace: `arrivals.py`): the next request
         this user sends starts its clock at the arrival's time, so any wait for a free user is
-        inside it. Returns what the arrival asks to send (a trace's request; None for a rate)."""
-        self._due, what = self.load_context.arrivals.next()
+        inside it. Returns what the arrival asks to send (a trace's request; None for a rate), or
+        with `prepare`, what `prepare` made of it before the arrival was due."""
+        self._due, what = self.load_context.arrivals.next(prepare)
         self.load_context.pending_due[id(self)] = WALL_CLOCK.wall(self._due)
         return what
 

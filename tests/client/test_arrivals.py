@@ -1,0 +1,60 @@
+"""`Arrivals.next` with `prepare`: what a user sends is made before its arrival is due, for the
+arrival it will take, and made again when the schedule changes while it waits."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import gevent
+
+from vllm_load.client.arrivals import Arrivals
+
+
+@dataclass(frozen=True)
+class Due:
+    at: float
+    name: str
+
+
+def test_the_request_is_prepared_before_its_arrival_is_due():
+    arrivals = Arrivals()
+    start = time.perf_counter() + 0.05
+    arrivals.start_trace([Due(0.0, "a"), Due(0.0, "b"), Due(0.03, "c")], start)
+    made: list[tuple[str, float]] = []
+
+    def prepare(request: Due) -> str:
+        made.append((request.name, time.perf_counter()))
+        return request.name.upper()
+
+    got = [arrivals.next(prepare) for _ in range(3)]
+    assert [what for _, what in got] == ["A", "B", "C"]  # two due at once are two requests
+    assert [due for due, _ in got] == [start, start, start + 0.03]
+    assert [name for name, _ in made] == ["a", "b", "c"]  # each made once
+    assert made[0][1] < start and made[2][1] < start + 0.03  # before they were due
+    assert all(time.perf_counter() >= due for due, _ in got)
+
+
+def test_an_arrival_withdrawn_while_waiting_is_prepared_again_from_the_new_schedule():
+    arrivals = Arrivals()
+    arrivals.start_trace([Due(0.5, "old")], time.perf_counter())
+    made: list[str] = []
+
+    def prepare(request: Due) -> str:
+        made.append(request.name)
+        return request.name
+
+    def restart() -> None:
+        gevent.sleep(0.02)
+        arrivals.start_trace([Due(0.02, "new")], time.perf_counter())
+
+    gevent.spawn(restart)
+    due, what = arrivals.next(prepare)
+    assert what == "new" and made == ["old", "new"]
+
+
+def test_a_rate_arrival_prepares_from_nothing_and_without_prepare_returns_nothing():
+    arrivals = Arrivals()
+    arrivals.start(200.0, 0.0, "constant")
+    assert arrivals.next(lambda what: ("made", what))[1] == ("made", None)
+    assert arrivals.next()[1] is None
