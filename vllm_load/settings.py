@@ -38,6 +38,7 @@ from .values import (
     count_argument,
     gpu_ids_argument,
     gpu_metrics_argument,
+    hosts_argument,
     load_meta_file,
     parse_levels,
     parse_meta,
@@ -64,6 +65,24 @@ class Settings:
     on (`option_argv`) and run.json's settings (`public`, secrets excluded)."""
 
     model: str = option("", "model id to request (default: the first id in /v1/models)")
+    # several targets (client/targets.py, docs/run-format.md `target`)
+    hosts: list[str] = option(
+        [],
+        "several targets in one test: the base URLs of the replicas to spread requests over, "
+        "comma-separated or repeated (a repeated --host of vllm-load run does the same; --host "
+        "is then the first); each is checked and its /metrics scraped on its own",
+        parse=hosts_argument,
+        repeatable=True,
+        metavar="URL",
+        web_ui=False,  # (Locust's form reads a list as numbers; the web UI's host is one)
+    )
+    balance: str = option(
+        "round-robin",
+        "with several targets: round-robin sends each load process's requests to the targets "
+        "in turn (the same number of requests each); least-loaded sends each to the target with "
+        "the fewest of the process's requests in flight (as a balancer would)",
+        choices=("round-robin", "least-loaded"),
+    )
     levels: list[int] = option(
         parse_levels(DEFAULT_LEVELS),
         "concurrency levels to step through",

@@ -282,6 +282,19 @@ def gpu_metrics_argument(value: object) -> list[str]:
     return urls
 
 
+def hosts_argument(value: object) -> list[str]:
+    """--hosts: the targets' base URLs (each as `parse_host` checks --host), comma-separated,
+    from a repeated option or a web UI's text; each once, in the order given."""
+    hosts: list[str] = []
+    for item in value if isinstance(value, list) else [value]:
+        for text in list_items("--hosts", str(item)):
+            host = parse_host(text).rstrip("/")
+            if host in hosts:
+                raise SettingsError(f"--hosts names {host} twice: give each target once")
+            hosts.append(host)
+    return hosts
+
+
 def gpu_ids_argument(value: object) -> list[int]:
     """--gpu-ids: comma-separated GPU indices (as nvidia-smi numbers them); empty: every GPU."""
     text = str(value or "").strip()

@@ -16,9 +16,32 @@ from ..values import host_argument
 WORKERS_HELP = "local Locust worker processes (0: a single process)"
 
 
+class HostAction(argparse.Action):
+    """--host given once: the target. Given again, where the command takes several targets (its
+    parser has --hosts): every --host, in order, becomes --hosts, and --host is the first.
+    Elsewhere a second --host is refused (argparse would keep the last one silently)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        first = getattr(namespace, self.dest, None)
+        if first is None:
+            setattr(namespace, self.dest, values)
+            return
+        if not hasattr(namespace, "hosts"):
+            parser.error(f"--host given twice ({first}, {values}): this command tests one target")
+        hosts = namespace.hosts = list(namespace.hosts or [])
+        hosts.extend(h for h in (first, values) if h not in hosts)
+
+
 def add_host_argument(parser: Any, help: str, required: bool = True) -> None:
     """--host: the base URL of the OpenAI-compatible server under test."""
-    parser.add_argument("--host", required=required, default=None, type=host_argument, help=help)
+    parser.add_argument(
+        "--host",
+        required=required,
+        default=None,
+        type=host_argument,
+        action=HostAction,
+        help=help,
+    )
 
 
 def add_workers_argument(parser: Any, help: str = WORKERS_HELP) -> None:

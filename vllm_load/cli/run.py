@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import os
 import sys
 
 from ..client.prompts import CalibrationError, PromptPlan, handed_over, prompt_plan
+from ..client.targets import target_list
 from ..run.outcomes import EXIT_CODES, exit_status_help
 from ..run.recorder import new_run_dir, refuse_existing_run
 from ..settings import Settings, add_arguments
@@ -171,6 +173,24 @@ def check_target(
     return model, plan
 
 
+def check_other_targets(host: str, model: str, plan: PromptPlan | None, settings: Settings) -> None:
+    """With several targets (--hosts), each after the first is checked as the first was: it
+    answers, serves the same model, and counts the exact prompts' tokens as the first does (the
+    load processes calibrate on the first, so a replica with another tokenizer or template would
+    get prompts of other lengths)."""
+    same = dataclasses.replace(settings, model=model)
+    for other in target_list(host, settings.hosts)[1:]:
+        check_target(other, same, exact_prompts=False)
+        if plan is not None:
+            theirs = check_prompts(other, model, settings)
+            if (theirs.overhead, theirs.head_tokens) != (plan.overhead, plan.head_tokens):
+                raise SettingsError(
+                    f"{other} counts prompt tokens otherwise than {host} (its chat template and "
+                    f"lead take {theirs.overhead} tokens, {host}'s {plan.overhead}): the targets "
+                    "of one test must serve the same model, tokenizer and template"
+                )
+
+
 def check_prompts(host: str, model: str, settings: Settings) -> PromptPlan:
     """Calibrate the exact prompts here, so that a prompt too short for the chat template, or a
     target that cannot count tokens, is one line before Locust starts; the load processes this
@@ -218,6 +238,7 @@ def prepare(args: argparse.Namespace) -> Launch:
     check_gpu_sources(settings)
     builtin_synthetic = args.locustfile == LOCUSTFILE and not settings.dataset
     model, plan = check_target(args.host, settings, exact_prompts=builtin_synthetic)
+    check_other_targets(args.host, model, plan, settings)
     # the web UI may run several tests, each in its own directory; headless runs get theirs now
     run_dir = None if args.web else (settings.run_dir or new_run_dir(settings.out, model))
     check_writable(settings)

@@ -39,6 +39,7 @@ from .prompts import (
 )
 from .replay import LevelShare, TraceReplay
 from .streamed import StreamedTokens
+from .targets import TargetPicker, target_list
 
 if TYPE_CHECKING:
     from ..workload.synthetic_images import SyntheticImages
@@ -131,6 +132,7 @@ class LoadContext:
         self.failure = ""  # why this process's users cannot start (the master stops the test)
         self._drained = gevent.event.Event()  # never set: users wait on it once draining
         self.model: str | None = None
+        self.targets: TargetPicker | None = None  # --hosts: made by `ensure_targets`
         self.prompts: PromptFactory | None = None
         self.plan: PromptPlan | None = None
         self._lengths: LengthDraws | None = None
@@ -249,6 +251,7 @@ class LoadContext:
         self.prompts = None
         self.plan = None
         self.model = None
+        self.targets = None
         self._lengths = None
         self.images = None
         self.extras = {}
@@ -270,6 +273,13 @@ class LoadContext:
                 if self.model is None:
                     self.model = self._setting_up(resolve_model, host, self.settings)
         return self.model
+
+    def ensure_targets(self, host: str) -> TargetPicker:
+        """Where this process's requests go: `host` (Locust's), or --hosts (`client/targets.py`)."""
+        if self.targets is None:
+            settings = self.settings
+            self.targets = TargetPicker(target_list(host, settings.hosts), settings.balance)
+        return self.targets
 
     def ensure_prompts(self, host: str) -> PromptFactory:
         """The exact-length prompt factory, from this process's plan for the target (`prompt_plan`:

@@ -40,7 +40,11 @@ class Endpoint:
     limits every request shares. Each request names its API (`chat` or `completions`) and
     whether it streams."""
 
-    def __init__(self, host: str, timeouts: Timeouts, api_key: str | None = None) -> None:
+    def __init__(
+        self, host: str, timeouts: Timeouts, api_key: str | None = None, name: str = ""
+    ) -> None:
+        """`name`: the target as its records name it (`client/targets.py`; "" with one)."""
+        self.name = name
         self.timeouts = timeouts
         base = urlparse(host).path.rstrip("/")
         self.paths = {api: base + path for api, path in PATHS.items()}

@@ -350,6 +350,7 @@ class MeasuredRequest:
             images=spec.images,
             image_bytes=spec.image_bytes,
             trace_index=spec.trace_index,
+            target=self.endpoint.name,
         )
 
 

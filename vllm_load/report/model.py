@@ -33,11 +33,12 @@ from ..analysis.levels.client_side import (
 )
 from ..analysis.levels.gpu import gpu_findings, with_gpu
 from ..analysis.levels.hist import pad_columns
-from ..analysis.levels.measure import measure_levels
+from ..analysis.levels.measure import LevelMeasurement, measure_levels
 from ..analysis.levels.rates import RateRule, rate_verdicts
 from ..analysis.levels.server_queue import level_queue
 from ..analysis.levels.server_side import level_server_figures, read_server_metrics
 from ..analysis.levels.table import error_counts
+from ..analysis.levels.targets import TargetFigures, target_figures, target_findings
 from ..analysis.levels.timeline import work_timeline
 from ..analysis.replay.read import Replay, read_replays
 from ..analysis.series.compare import ModelRow, compare, comparison_findings
@@ -49,7 +50,7 @@ from ..analysis.series.outcome import RunOutcome, outcome_of
 from ..analysis.series.saturation import Saturation, SaturationRule, analyse
 from ..analysis.series.stats import Series, group_runs
 from ..load_kinds import CONCURRENCY, LoadKind
-from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV
+from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV, target_metrics_csv
 from ..rundir.load import (
     analysis_columns,
     load_run,
@@ -94,6 +95,7 @@ class RunSummary:
 
     input_notes: list[str] = field(default_factory=list)  # what was left out of its files, why
     replays: list[Replay] = field(default_factory=list)  # its trace replays, read over time
+    targets: list[TargetFigures] = field(default_factory=list)  # each of several targets'
 
 
 @dataclass
@@ -231,6 +233,24 @@ def summarize_run(
         outcome=outcome_of(data),
         input_notes=[*data.notes, *(r.note for r in (server_read, health_read) if r.note)],
         replays=read_replays(data.requests, data.steps, data.run, server, slo, trace_window),
+        targets=read_targets(path, data.run, data.requests, meas, metrics),
+    )
+
+
+def read_targets(
+    path: str, run: dict, requests: pd.DataFrame, meas: LevelMeasurement, metrics: pd.DataFrame
+) -> list[TargetFigures]:
+    """Each of a run's several targets (run.json `targets`), with its own scrapes."""
+    targets = [t for t in run.get("targets") or [] if isinstance(t, dict)]
+    if len(targets) < 2:
+        return []
+    servers = [
+        read_server_metrics(os.path.join(path, target_metrics_csv(i))).frame
+        for i in range(len(targets))
+    ]
+    interval = run.get("settings", {}).get("metrics_interval")
+    return target_figures(
+        requests, meas.labelled, metrics, targets, servers, interval, meas.labelled_marks
     )
 
 
@@ -350,7 +370,8 @@ def build_report_data(
                 for line in replay.lines()
                 if line.warn
             ]
-            + [t for r in members for t in gpu_findings(r.run_id, r.run, r.metrics)],
+            + [t for r in members for t in gpu_findings(r.run_id, r.run, r.metrics)]
+            + [t for r in members for t in target_findings(r.run_id, r.targets)],
             axis=sat.axis,
             outcome_findings=[text for o in outcomes for text in o.sentences()],
         )

@@ -43,6 +43,7 @@ from .cells import (
 from .model import ReportData, RunSummary, SeriesReport, build_report_data
 from .replay import ReplayView, replay_views
 from .summary import summary_dict, write_summary_csv
+from .targets import target_rows
 from .why import WhyView, why_view
 
 
@@ -79,6 +80,7 @@ class RunView:
     turn_chart: charts.Chart | None = None  # when it held conversations
     replays: list[ReplayView] = field(default_factory=list)  # its trace replays over time
     gpu_chart: charts.Chart | None = None  # GPU telemetry per level (`gpu_section`)
+    targets: list[dict] = field(default_factory=list)  # per target and level (several targets)
 
 
 def lost_worker_text(lost) -> str:
@@ -290,6 +292,7 @@ def _views(
                 turn_chart=persona_charts.turns(r),
                 replays=replay_views(r, f"{i + 1}"),
                 gpu_chart=gpu_section.gpu_levels(r),
+                targets=target_rows(r),
             )
         )
         progress.step(f"charts: run {r.run_id}")

@@ -20,6 +20,7 @@ from ..analysis.series.stats import STAT_SUFFIXES
 from .gpu_section import gpu_json
 from .model import ReportData, SeriesReport
 from .replay import replay_json, replay_rows
+from .targets import targets_json
 
 #: per-run level columns that are not figures (timestamps are kept, they locate the window)
 _LABEL_COLUMNS = ("stop_reason", "run_id")
@@ -170,6 +171,8 @@ def summary_dict(data: ReportData) -> dict:
                     # its trace replays over time (`analysis.replay`): [] for a run without
                     "replays": [replay_json(p) for p in r.replays],
                     "gpu_metrics": gpu_json(r.run),  # where its GPU figures came from
+                    # each of several targets (--hosts): [] for a run of one
+                    "targets": targets_json(r),
                 }
                 for r in data.runs
             ],

@@ -27,9 +27,10 @@ from locust.runners import STATE_MISSING, LocalRunner, MasterRunner
 from ..client.context import LoadContext
 from ..client.health import CLIENT_LIMIT, HealthSample, HealthWriter
 from ..client.replay import LevelShare, replay_header, trace_segment
+from ..client.targets import target_list
 from ..compat.locust import rewrite_csv_files
 from ..load_kinds import RATE, TRACE, Level
-from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV
+from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV, target_metrics_csv
 from ..rundir.records import ERROR_INDEX, ERROR_MESSAGE_INDEX, LEVEL_INDEX, START_INDEX
 from ..settings import Settings
 from ..target.api import model_ids, target_info
@@ -136,16 +137,29 @@ class RunSession:
             full_history=False,
         )
         self._csv_greenlet = gevent.spawn(self.csv_writer.stats_writer)
-        self.scraper: MetricsScraper | None = None
+        self.targets = target_list(host, self.settings.hosts)
+        self._scrape_greenlets: list[gevent.Greenlet] = []
+        self.scraper: MetricsScraper | None = None  # the one target's (the live verdict reads it)
+        self.target_scrapers: list[MetricsScraper] = []  # each of several targets' own
+        if len(self.targets) > 1:
+            self.recorder.run_info["targets"] = [
+                {"url": url, "server_metrics": target_metrics_csv(i)}
+                for i, url in enumerate(self.targets)
+            ]
         if self.settings.metrics_interval > 0:
-            self.scraper = MetricsScraper(
-                host,
-                os.path.join(run_dir, SERVER_METRICS_CSV),
-                self.settings.metrics_interval,
-                self.model,
-                self.settings.api_key or None,
-            )
-            self._scrape_greenlet = gevent.spawn(self.scraper.run, gevent.sleep)
+            files = [SERVER_METRICS_CSV] if len(self.targets) == 1 else None
+            for i, url in enumerate(self.targets):
+                scraper = MetricsScraper(
+                    url,
+                    os.path.join(run_dir, files[i] if files else target_metrics_csv(i)),
+                    self.settings.metrics_interval,
+                    self.model,
+                    self.settings.api_key or None,
+                )
+                self.target_scrapers.append(scraper)
+                self._scrape_greenlets.append(gevent.spawn(scraper.run, gevent.sleep))
+            if files:
+                self.scraper = self.target_scrapers[0]
         self.gpu.start(run_dir)  # GPU telemetry: gpu_metrics.csv
         self.salt = secrets.randbits(48)  # names this run's trace prompt blocks
         self.controller = StepController(level_plan(self.settings, self.segment))
@@ -464,11 +478,14 @@ class RunSession:
     def _stop_scraping(self) -> None:
         """Take one last scrape (the counters after the last request) and record how scraping went."""
         self.gpu.stop(self.recorder.run_info)  # GPU telemetry: its last readings, run.json
-        if self.scraper is None:
-            return
-        self.scraper.stop()
-        self._scrape_greenlet.join(timeout=self.settings.metrics_interval + 10)
-        self._scrape_greenlet.kill(block=False)
-        self.recorder.run_info["server_metrics"] = asdict(self.scraper.status)
-        if self.scraper.status.note and not self.scraper.status.samples:
-            logger.warning("%s", self.scraper.status.note)
+        for scraper in self.target_scrapers:
+            scraper.stop()
+        gevent.joinall(self._scrape_greenlets, timeout=self.settings.metrics_interval + 10)
+        gevent.killall(self._scrape_greenlets, block=False)
+        for i, scraper in enumerate(self.target_scrapers):
+            if self.scraper is not None:
+                self.recorder.run_info["server_metrics"] = asdict(scraper.status)
+            else:
+                self.recorder.run_info["targets"][i]["scrape"] = asdict(scraper.status)
+            if scraper.status.note and not scraper.status.samples:
+                logger.warning("%s", scraper.status.note)

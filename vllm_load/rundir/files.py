@@ -17,6 +17,14 @@ HISTORY_CSV = "locust_stats_history.csv"
 CLIENT_VALIDATION_JSON = "client_validation.json"
 #: the target's /metrics, scraped during the run
 SERVER_METRICS_CSV = "server_metrics.csv"
+
+
+def target_metrics_csv(index: int) -> str:
+    """With several targets (--hosts), target `index`'s /metrics, scraped during the run (run.json
+    `targets` names each file's target); `SERVER_METRICS_CSV` is then not written."""
+    return f"server_metrics_{index}.csv"
+
+
 #: every load process's own health samples (CPU, loop lag, run-queue wait)
 CLIENT_HEALTH_CSV = "client_health.csv"
 #: the GPUs' own figures (--gpu-metrics, --gpu-nvml): `rundir.gpu_metrics`

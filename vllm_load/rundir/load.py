@@ -60,6 +60,7 @@ ANALYSIS_COLUMNS: tuple[str, ...] = (
     "images",  # a request's prompt exactness counts its images' tokens (analysis.levels)
     "image_bytes",
     "worker",  # open-loop levels: each load process's untaken arrivals (analysis.rates)
+    "target",  # several targets (--hosts): each target's figures (analysis.levels.targets)
 )
 
 

@@ -58,6 +58,7 @@ class RequestRecord:
     images: int = 0  # images in its messages (the history's included)
     image_bytes: int = 0  # the bytes of those it carried (data: URLs), before base64
     trace_index: Optional[int] = None  # its request's index in the --trace file (None otherwise)
+    target: str = ""  # the base URL it was sent to, with several targets (--hosts); "" with one
 
     def to_row(self) -> tuple:
         return _as_row(self)

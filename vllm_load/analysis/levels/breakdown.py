@@ -73,10 +73,17 @@ def persona_table(
     Empty when every request came from one class (the per-level table says it all).
     `ok_marks`: the successful rows' chunk times, already parsed (`LevelMeasurement.labelled_marks`);
     None: parsed here."""
-    classes = _labels(labelled, "user_class")
-    if classes.nunique() <= 1:
+    if _labels(labelled, "user_class").nunique() <= 1:
         return pd.DataFrame(columns=list(PERSONA_COLUMNS))
-    frame = labelled.assign(user_class=classes).reset_index(drop=True)
+    return label_table(labelled, metrics, "user_class", ok_marks)[list(PERSONA_COLUMNS)]
+
+
+def label_table(
+    labelled: pd.DataFrame, metrics: pd.DataFrame, label: str, ok_marks: np.ndarray | None = None
+) -> pd.DataFrame:
+    """Per level and value of the `label` column (a persona, a target): as `persona_table`, with
+    the total (prompt and output) tok/s in the level's window beside the output's."""
+    frame = labelled.assign(**{label: _labels(labelled, label)}).reset_index(drop=True)
     windows = metrics.set_index("level")
     # every successful row's span once (its chunk marks parsed once), each group's taken from it
     ok_rows = np.flatnonzero(as_floats(frame["ok"]) == 1)
@@ -84,29 +91,32 @@ def persona_table(
     if ok_marks is not None:
         spans_of_ok = replace(spans_of_ok, marks=ok_marks)
     rows = []
-    for (level, user_class), group in frame.groupby(["level", "user_class"], sort=True):
+    for (level, value), group in frame.groupby(["level", label], sort=True):
         ok = as_floats(group["ok"]) == 1
         level_rows = (frame["level"] == level).sum()
         window = windows.loc[level] if level in windows.index else None
-        rate = np.nan
+        rate = total = np.nan
         if window is not None and window["window_s"] == window["window_s"]:
             spans = spans_of_ok.take(np.searchsorted(ok_rows, group.index.to_numpy()[ok]))
             work = work_in_window(spans, window["window_start"], window["window_end"])
             rate = work.output_tokens / window["window_s"]
+            total = (work.output_tokens + work.prompt_tokens) / window["window_s"]
         rows.append(
             {
                 "level": int(level),
                 "users": window["users"] if window is not None else np.nan,
-                "user_class": user_class,
+                label: value,
                 "measured": len(group),
                 "ok": int(ok.sum()),
                 "failed": int((~ok).sum()),
                 "share": len(group) / level_rows if level_rows else np.nan,
                 **_latency_figures(group, ("ttft", "e2e", "tpot")),
                 "output_tok_per_s": rate,
+                "total_tok_per_s": total,
             }
         )
-    return pd.DataFrame(rows, columns=list(PERSONA_COLUMNS))
+    columns = [*PERSONA_COLUMNS, "total_tok_per_s"]
+    return pd.DataFrame(rows, columns=[label if c == "user_class" else c for c in columns])
 
 
 def _spans(ok_rows: pd.DataFrame, parse_marks: bool = True) -> RequestSpans:

@@ -112,6 +112,7 @@ LABELLED_COLUMNS: tuple[str, ...] = (
     "conversation",
     "turn",
     "cached_tokens",
+    "target",  # several targets: each one's figures (`analysis.levels.targets`)
 )
 
 

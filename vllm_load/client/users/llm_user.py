@@ -169,7 +169,7 @@ class LLMUser(FastHttpUser):
     def __init__(self, environment) -> None:
         super().__init__(environment)
         self.load_context = LoadContext.of(environment)
-        self._target: Endpoint | None = None
+        self._targets: list[Endpoint] = []  # one per target (--hosts), in its picker's order
         self._settled = True
         self._due: float | None = None  # the next request's arrival (--rates)
         self._late = 0.0  # how long the last turnover waited for the pacer (it is in the next t0)
@@ -181,14 +181,20 @@ class LLMUser(FastHttpUser):
         host = self.host
         assert host is not None  # FastHttpUser.__init__ refuses a user without one
         self.load_context.ensure_model(host)
-        self._target = Endpoint(host, Timeouts.of(settings), settings.api_key)
-        self.load_context.addresses.install(self._target.client)
+        picker = self.load_context.ensure_targets(host)
+        timeouts = Timeouts.of(settings)
+        self._targets = [
+            Endpoint(h, timeouts, settings.api_key, name=h if picker.several else "")
+            for h in picker.hosts
+        ]
+        for endpoint in self._targets:
+            self.load_context.addresses.install(endpoint.client)
 
     def on_stop(self) -> None:
         self.load_context.sent(id(self))
         self._settle()
-        if self._target is not None:
-            self._target.close()
+        for endpoint in self._targets:
+            endpoint.close()
 
     # -- the public API -----------------------------------------------------------------------
 
@@ -282,9 +288,11 @@ class LLMUser(FastHttpUser):
         now = time.perf_counter()
         t0 = self._due if self._due is not None else now - self._late
         self._due, self._late = None, 0.0
-        assert self._target is not None  # on_start made it
+        picker = context.targets
+        assert picker is not None and self._targets  # on_start made them
+        target = picker.pick()
         request = MeasuredRequest(
-            self._target,
+            self._targets[target],
             spec,
             context.next_request_id(),
             t0,
@@ -299,6 +307,7 @@ class LLMUser(FastHttpUser):
             record = self.measure(request)
         finally:
             context.in_flight -= 1
+            picker.done(target)
             context.streamed.ended(request)
         return Reply.of(request, record)
 
@@ -339,8 +348,7 @@ class LLMUser(FastHttpUser):
 
     def report(self, request: MeasuredRequest, record: RequestRecord) -> None:
         """Hand a finished request to the record buffer and to Locust's `request` event."""
-        target, spec = self._target, request.spec
-        assert target is not None  # on_start made it
+        target, spec = request.endpoint, request.spec
         self.load_context.buffer.append(record)
         self.environment.events.request.fire(
             request_type="POST",

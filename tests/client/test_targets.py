@@ -1,0 +1,74 @@
+"""Several targets (--hosts, a repeated --host): the list of targets, the choice per request, and
+a target lost to the end of a run."""
+
+from __future__ import annotations
+
+import argparse
+
+import pandas as pd
+import pytest
+
+from vllm_load.analysis.levels.targets import target_loss
+from vllm_load.cli.run import configure_parser
+from vllm_load.client.targets import TargetPicker, target_list
+from vllm_load.values import SettingsError, hosts_argument
+
+A, B, C = "http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8003"
+
+
+def test_a_repeated_host_becomes_the_target_list_and_host_its_first():
+    parser = argparse.ArgumentParser()
+    configure_parser(parser, "run")
+    args = parser.parse_args(["--host", A, "--host", B, "--host", C])
+    assert args.host == A and args.hosts == [A, B, C]
+    assert parser.parse_args(["--host", A]).hosts == []
+
+
+def test_hosts_are_checked_and_each_given_once():
+    assert hosts_argument([f"{A}/", f"{B},{C}"]) == [A, B, C]
+    with pytest.raises(SettingsError, match="twice"):
+        hosts_argument(f"{A},{A}/")
+    with pytest.raises(SettingsError, match="scheme|not a URL"):
+        hosts_argument("127.0.0.1:8000")
+
+
+def test_the_target_list_puts_host_first_unless_hosts_name_it():
+    assert target_list(A, []) == [A]
+    assert target_list(B, [A, B]) == [A, B]
+    assert target_list(C + "/", [A, B]) == [C, A, B]
+
+
+def test_round_robin_takes_the_targets_in_turn():
+    picker = TargetPicker([A, B, C])
+    assert [picker.pick() for _ in range(7)] == [0, 1, 2, 0, 1, 2, 0]
+    assert picker.in_flight == [3, 2, 2]
+
+
+def test_least_loaded_takes_the_target_with_fewest_in_flight():
+    picker = TargetPicker([A, B], "least-loaded")
+    assert [picker.pick() for _ in range(4)] == [0, 1, 0, 1]
+    picker.done(1)
+    picker.done(1)
+    assert picker.pick() == 1 and picker.pick() == 1  # B had none in flight
+    assert picker.pick() == 0  # a tie: the next in turn
+
+
+def rows(outcomes: list[tuple[float, int, str]]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {"start_ts": t, "end_ts": t + 0.5, "ok": ok, "error": e, "level": int(t // 10)}
+            for t, ok, e in outcomes
+        ]
+    )
+
+
+def test_a_target_whose_requests_fail_to_the_end_is_lost():
+    history = [(t, 1, "") for t in range(0, 12)] + [(t, 0, "connect") for t in (13, 14, 15, 16)]
+    loss = target_loss(rows(history))
+    assert loss is not None and loss.failed == 4 and loss.level == 1
+    assert loss.last_ok == 11.5 and loss.errors == "connect 4"
+
+
+def test_failures_followed_by_a_success_or_too_few_are_no_loss():
+    assert target_loss(rows([(0, 1, ""), (1, 0, "connect"), (2, 0, "connect"), (3, 1, "")])) is None
+    assert target_loss(rows([(0, 1, ""), (1, 0, "connect"), (2, 0, "http_status")])) is None
