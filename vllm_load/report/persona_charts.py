@@ -1,4 +1,4 @@
-"""A run's charts per persona and per conversation turn (the tables of `analysis.breakdown`).
+"""A run's charts per persona, per target (several --hosts) and per conversation turn (the tables of `analysis.breakdown`).
 
 Drawn only when they say more than the per-level charts: the persona chart when the run had
 several Locust user classes, the turn chart when it held conversations. Levels are on the run's
@@ -8,6 +8,7 @@ own axis (concurrent users, or requests/s for an open-loop run), as its per-leve
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from .charts import STYLE, Chart, figure, floats, log_level_axis, plt, png_base64, slug
 from .model import RunSummary
@@ -24,6 +25,17 @@ def persona_levels(run: RunSummary) -> Chart | None:
     table = run.personas
     if table is None or table.empty or table["user_class"].nunique() < 2:
         return None
+    return _per_label(run, table, "user_class", "persona")
+
+
+def target_levels(run: RunSummary) -> Chart | None:
+    """The same per target of a run of several (--hosts)."""
+    if len(run.targets) < 2:
+        return None
+    return _per_label(run, pd.concat([t.table for t in run.targets]), "target", "target")
+
+
+def _per_label(run: RunSummary, table: pd.DataFrame, label: str, noun: str) -> Chart:
     total = run.metrics.sort_values("users")
     panels = (
         ("ttft_p99", 1000.0, "p99 time to first token", "ms"),
@@ -34,7 +46,7 @@ def persona_levels(run: RunSummary) -> Chart | None:
         fig, axes = figure(width=12.0, height=3.6, ncols=3)
         xs: list[float] = []
         for ax, (metric, scale, title, unit) in zip(axes, panels):
-            for name, group in table.groupby("user_class", sort=True):
+            for name, group in table.groupby(label, sort=True):
                 x = _level_values(run, floats(group, "level"))
                 order = np.argsort(x)
                 ax.plot(x[order], floats(group, metric)[order] * scale, marker="o", label=str(name))
@@ -53,13 +65,13 @@ def persona_levels(run: RunSummary) -> Chart | None:
             ax.set_title(title)
         axes[0].legend(loc="best")
         axes[2].legend(loc="best")
-        fig.suptitle(f"Run {run.run_id} per persona", fontsize=9, y=1.03)
+        fig.suptitle(f"Run {run.run_id} per {noun}", fontsize=9, y=1.03)
         png = png_base64(fig)
     return Chart(
-        f"personas-{slug(run.run_id)}",
-        f"Per persona, run {run.run_id}",
+        f"{noun}s-{slug(run.run_id)}",
+        f"Per {noun}, run {run.run_id}",
         "p99 time to first token, p99 end-to-end latency and output tokens per second at each "
-        "level, one line per persona and the run's total",
+        f"level, one line per {noun} and the run's total",
         png,
     )
 

@@ -81,6 +81,7 @@ class RunView:
     replays: list[ReplayView] = field(default_factory=list)  # its trace replays over time
     gpu_chart: charts.Chart | None = None  # GPU telemetry per level (`gpu_section`)
     targets: list[dict] = field(default_factory=list)  # per target and level (several targets)
+    target_chart: charts.Chart | None = None
 
 
 def lost_worker_text(lost) -> str:
@@ -293,6 +294,7 @@ def _views(
                 replays=replay_views(r, f"{i + 1}"),
                 gpu_chart=gpu_section.gpu_levels(r),
                 targets=target_rows(r),
+                target_chart=persona_charts.target_levels(r),
             )
         )
         progress.step(f"charts: run {r.run_id}")

@@ -51,9 +51,10 @@ def print_summary(run_dir: str) -> EndChecks | None:
         from ..analysis.levels.rates import rate_verdicts
         from ..analysis.levels.server_side import read_server_metrics
         from ..analysis.levels.table import format_level_table
+        from ..analysis.levels.targets import target_table_text
         from ..analysis.replay.read import read_replays
         from ..analysis.series.failures import describe_problems, level_problems
-        from ..report.model import diagnose_run_dir, diagnosis_lines
+        from ..report.model import diagnose_run_dir, diagnosis_lines, read_targets
         from ..rundir.gpu_metrics import source_line
         from ..rundir.load import load_run
 
@@ -81,6 +82,8 @@ def print_summary(run_dir: str) -> EndChecks | None:
         server = read_server_metrics(os.path.join(run_dir, SERVER_METRICS_CSV)).frame
         for replay in read_replays(run.requests, run.steps, run.run, server):
             table += "\n\nTrace replay:\n" + "\n".join(f"- {line.text}" for line in replay.lines())
+        if targets := read_targets(run_dir, run.run, run.requests, measurement, metrics):
+            table += "\n\nTargets:\n" + target_table_text(targets)
         slo = parse_slo((run.run.get("settings") or {}).get("slo") or [])
         if slo:  # the run's --slo: goodput per level, as the report will show it
             goodput = level_goodput(run.requests, measurement, slo)

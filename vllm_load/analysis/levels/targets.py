@@ -151,6 +151,7 @@ def _clock(ts: float) -> str:
 def target_findings(run_id: str, targets: list[TargetFigures]) -> list[str]:
     """What the targets' figures say: each lost target, and each whose own /metrics disagree
     with its requests (each sentence with the figures it stands on)."""
+    lead = f"Run {run_id}: target" if run_id else "Target"
     lines = []
     for target in targets:
         loss = target.loss
@@ -161,7 +162,7 @@ def target_findings(run_id: str, targets: list[TargetFigures]) -> list[str]:
                 else "from its first request"
             )
             lines.append(
-                f"Run {run_id}: target {target.url} was lost during level {loss.level}: its {loss.failed} "
+                f"{lead} {target.url} was lost during level {loss.level}: its {loss.failed} "
                 f"requests {since} to the end of the run failed ({loss.errors}); the other "
                 "targets' rows are their own requests'."
             )
@@ -169,9 +170,36 @@ def target_findings(run_id: str, targets: list[TargetFigures]) -> list[str]:
             ratio = row["client_server_ratio"]
             if ratio == ratio and abs(ratio - 1) > TOLERANCE:
                 lines.append(
-                    f"Run {run_id}: target {target.url}, level {row['level']}: its requests' output "
+                    f"{lead} {target.url}, level {row['level']}: its requests' output "
                     f"{row['compared_output_tok_per_s']:,.0f} tok/s against its /metrics' "
                     f"{row['server_output_tok_per_s']:,.0f} (client / server {ratio:.3f}, "
                     f"beyond {TOLERANCE:.0%})."
                 )
     return lines
+
+
+def target_table_text(targets: list[TargetFigures]) -> str:
+    """The targets' rows as the table `vllm-load run` prints, then what they say."""
+    header = ("target", "users", "measured", "failed", "out tok/s", "E2E p50 s", "client/server")
+    rows = [
+        (
+            target.url,
+            f"{row['users']:,.0f}",
+            f"{row['measured']}",
+            f"{row['failed']}",
+            f"{row['output_tok_per_s']:,.0f}",
+            f"{row['e2e_p50']:.3f}",
+            f"{row['client_server_ratio']:.3f}"
+            if row["client_server_ratio"] == row["client_server_ratio"]
+            else "-",
+        )
+        for target in targets
+        for row in rows_of(target)
+    ]
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    lines = [
+        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+        for r in (header, *rows)
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines + [f"- {line}" for line in target_findings("", targets)])
