@@ -12,6 +12,8 @@ import re
 import pytest
 from support.runhelpers import only_run_dir, run_vllm_load
 
+from vllm_load.analysis.diagnosis.gpu_evidence import UTIL_BUSY
+from vllm_load.sim.dcgm import DCGM_PATH
 from vllm_load.sim.process import SimulatorProcess
 
 SHORT = ("--input-tokens", "128", "--output-tokens", "32")  # 160 tokens: 10 blocks of 16
@@ -102,6 +104,31 @@ def test_compute_is_named_when_the_batch_grows_and_throughput_does_not(tmp_path)
         diagnosis, levels = diagnosed(sim, tmp_path, "1,2,64,256")
     check(diagnosis, levels, "compute", below=(1.0, 2.0), past=(64.0, 256.0))
     assert diagnosis["capacity"]["step_cost"] is not None
+
+
+@pytest.mark.alone  # as the compute test above: its knee is a few % of throughput
+def test_compute_on_the_simulators_gpu_names_its_busy_utilisation_as_simulated(tmp_path):
+    # the compute regime above, its simulated GPU scraped (--dcgm, --gpu-metrics): at 256 users
+    # the engine steps without a pause (100 % busy); at 64, 94 % (the users' gaps between
+    # requests leave it idle now and then: on loaded cores it may read below the 90 % of busy)
+    cost = ("--step-base", "0.0000625", "--decode-cost", "0.00025", "--prefill-cost", "0.000001")
+    with SimulatorProcess(*cost, "--tokens-per-chunk", "4", "--dcgm") as sim:
+        gpu = ("--gpu-metrics", sim.url + DCGM_PATH)
+        diagnosis, levels = diagnosed(sim, tmp_path, "1,2,64,256", *gpu)
+    check(diagnosis, levels, "compute", below=(1.0, 2.0), past=(64.0, 256.0))
+    for users in (64.0, 256.0):
+        reason = levels[users]["reason"]
+        # busy, or (at 64 on loaded cores) between busy and idle: named either way
+        assert re.search(r"; the GPU .*: GPU util \d+% → \d+%, [\d,]+ W \(SIMULATED", reason)
+        assert reason.endswith("(SIMULATED by vllm-load sim, not a real GPU)"), reason
+    assert levels[256.0]["evidence"]["gpu_util"] >= UTIL_BUSY, levels[256.0]
+    assert "; the GPU was busy: GPU util" in levels[256.0]["reason"]
+    assert "the GPU was busy: GPU util" in diagnosis["sentence"]
+    assert "SIMULATED by vllm-load sim" in diagnosis["sentence"]
+    html = (tmp_path / "rep.html").read_text(encoding="utf-8")
+    why = html[html.index('<section id="why">') :]
+    assert "the GPU was busy: GPU util" in why and "SIMULATED by vllm-load sim" in why
+    assert "Server and SIMULATED GPU evidence per level" in why  # the evidence chart's caption
 
 
 def test_a_target_without_metrics_is_undetermined_with_that_reason(tmp_path):

@@ -56,3 +56,13 @@ def report(runs: list[str], path) -> tuple[dict, str, str]:
     paths = build_report(runs, str(path), progress=False)
     with open(paths.json) as js, open(paths.html) as html, open(paths.markdown) as md:
         return json.load(js), html.read(), md.read()
+
+
+def why_sections(html: str, markdown: str) -> tuple[str, str]:
+    """The "Why it saturates" sections of the HTML and the Markdown; each must come right after
+    the key findings, before the summary."""
+    assert html.index('<section id="findings">') < html.index('<section id="why">')
+    html_part = html[html.index('<section id="why">') : html.index('<section id="comparison">')]
+    assert markdown.index("## Key findings") < markdown.index("## Why it saturates")
+    md_part = markdown[markdown.index("## Why it saturates") : markdown.index("## Summary")]
+    return html_part, md_part

@@ -2,20 +2,25 @@
 level's bottleneck verdict stands on, one panel per figure, each level's point coloured by its
 verdict's kind, the configured limit as a dashed line where it is known (labelled read, given or
 inferred), and the measured and predicted knees as vertical lines. A panel whose figure no level
-has is left out, and said so.
+has is left out, and said so. Where a run recorded the GPUs' telemetry, their utilisation and SM
+activity have panels too, with the thresholds `compute` is judged by (`gpu_evidence`), titled
+SIMULATED where the simulator's GPU gave them; a run without GPU telemetry gets no GPU panel and
+no note about them (the report's GPU section says where GPU figures come from).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 from matplotlib.lines import Line2D
 
 from ..analysis.diagnosis.facts import ServerFacts
+from ..analysis.diagnosis.gpu_evidence import SM_BUSY, SM_IDLE, UTIL_BUSY, UTIL_IDLE
 from ..analysis.diagnosis.verdict import KINDS, KV_FULL
+from ..rundir.gpu_metrics import simulated
 from .charts import STYLE, Chart, floats, log_level_axis, plt, png_base64
 from .model import SeriesReport
 
@@ -47,6 +52,8 @@ class Panel:
     scale: float = 1.0
     limit_fact: str = ""  # the server fact drawn as a line ("" for none)
     limit_flag: str = ""
+    gpu: bool = False  # a GPU figure: drawn, or noted as missing, only where a run recorded GPUs
+    thresholds: tuple[tuple[float, str], ...] = ()  # lines at these values (in the panel's unit)
 
 
 PANELS = (
@@ -90,6 +97,32 @@ PANELS = (
         limit_fact="max_num_batched_tokens",
         limit_flag="--max-num-batched-tokens",
     ),
+    Panel(
+        "gpu_sm",
+        "GPU SM activity",
+        "gpu_sm_active_mean",
+        "%",
+        "DCGM_FI_PROF_SM_ACTIVE, a profiling field dcgm-exporter reads only when configured with it",
+        scale=100.0,
+        gpu=True,
+        thresholds=(
+            (SM_BUSY * 100, f"busy: {SM_BUSY:.0%}"),
+            (SM_IDLE * 100, f"idle below {SM_IDLE:.0%}"),
+        ),
+    ),
+    Panel(
+        "gpu_util",
+        "GPU utilisation",
+        "gpu_util_mean",
+        "%",
+        "DCGM_FI_DEV_GPU_UTIL",
+        scale=100.0,
+        gpu=True,
+        thresholds=(
+            (UTIL_BUSY * 100, f"busy: {UTIL_BUSY:.0%}"),
+            (UTIL_IDLE * 100, f"idle below {UTIL_IDLE:.0%}"),
+        ),
+    ),
 )
 
 
@@ -103,28 +136,28 @@ class EvidenceChart:
     skipped: tuple[str, ...]
 
 
-def _limit(panel: Panel, facts: ServerFacts) -> tuple[float, str] | None:
-    """The horizontal line of a panel: its value and label."""
+def _limits(panel: Panel, facts: ServerFacts) -> tuple[tuple[float, str], ...]:
+    """The horizontal lines of a panel: their values and labels."""
     if panel.key == "kv":
-        return KV_FULL * 100.0, f"full: {KV_FULL:.0%}"
+        return ((KV_FULL * 100.0, f"full: {KV_FULL:.0%}"),)
     if not panel.limit_fact:
-        return None
+        return panel.thresholds
     value, fact = facts.number(panel.limit_fact), facts.get(panel.limit_fact)
     if not value or fact is None:
-        return None
-    return value, f"{panel.limit_flag} {value:,.0f} ({fact.source})"
+        return ()
+    return ((value, f"{panel.limit_flag} {value:,.0f} ({fact.source})"),)
 
 
-def _draw(ax, panel: Panel, users, values, colours, limit, knees, label) -> None:
+def _draw(ax, panel: Panel, users, values, colours, limits, knees, label) -> None:
     ax.plot(users, values, color="0.65", linewidth=1.0, zorder=1)
     ax.scatter(users, values, c=colours, s=40, zorder=3, edgecolors="white", linewidths=0.6)
     top = float(np.nanmax(values)) if np.isfinite(values).any() else 0.0
-    if limit is not None:
-        value, text = limit
-        ax.axhline(value, color="tab:red", linestyle="--", linewidth=1.0, zorder=2)
+    line = "tab:gray" if panel.thresholds else "tab:red"  # a GPU's busy/idle, or a limit
+    for value, text in limits:
+        ax.axhline(value, color=line, linestyle="--", linewidth=1.0, zorder=2)
         ax.text(
             0.02, value, text, transform=ax.get_yaxis_transform(), ha="left", va="bottom",
-            fontsize=7, color="tab:red", zorder=2,
+            fontsize=7, color=line, zorder=2,
         )  # fmt: skip
         top = max(top, value)
     for at, colour, style in knees:
@@ -134,6 +167,8 @@ def _draw(ax, panel: Panel, users, values, colours, limit, knees, label) -> None
     ax.set_ylabel(panel.unit)
     if panel.key == "kv":
         ax.set_ylim(0, 100)
+    elif panel.gpu:
+        ax.set_ylim(0, 105)
     else:
         ax.set_ylim(0, top * 1.15 if top > 0 else 1.0)
 
@@ -142,13 +177,20 @@ def evidence_chart(s: SeriesReport, anchor: str) -> EvidenceChart:
     """The evidence chart of series `s` (its curve and diagnosis); `anchor` names it."""
     d, curve = s.diagnosis, s.curve
     users = floats(curve, "users")
-    present, skipped = [], []
+    fake = any(simulated(r.run) for r in s.runs)
+    present, missing = [], []
     for panel in PANELS:
+        if panel.gpu and fake:
+            panel = replace(panel, title=f"{panel.title} (SIMULATED)")
         values = floats(curve, f"{panel.column}_mean") * panel.scale
         if np.isnan(values).all():
-            skipped.append(f"{panel.title}: not drawn, no level has it (from {panel.source})")
+            missing.append(
+                (panel, f"{panel.title}: not drawn, no level has it (from {panel.source})")
+            )
         else:
             present.append((panel, values))
+    with_gpu = any(panel.gpu for panel, _ in present)
+    skipped = [note for panel, note in missing if with_gpu or not panel.gpu]
     if d is None or not present or len(users) == 0:
         return EvidenceChart(None, (), (NOTHING,))
     kind_of = {v.users: v.kind for v in d.levels}
@@ -166,7 +208,7 @@ def evidence_chart(s: SeriesReport, anchor: str) -> EvidenceChart:
         fig, grid = plt.subplots(nrows, ncols, figsize=(3.7 * ncols, 3.0 * nrows), squeeze=False)
         axes = list(grid.ravel())
         for ax, (panel, values) in zip(axes, present):
-            _draw(ax, panel, users, values, colours, _limit(panel, d.facts), knees, s.axis.label)
+            _draw(ax, panel, users, values, colours, _limits(panel, d.facts), knees, s.axis.label)
         for ax in axes[len(present) :]:
             ax.remove()
         handles = [
@@ -189,11 +231,12 @@ def evidence_chart(s: SeriesReport, anchor: str) -> EvidenceChart:
         fig.tight_layout()
         png = png_base64(fig)
     drawn = tuple(panel.key for panel, _ in present)
+    gpu_words = ("and SIMULATED GPU " if fake else "and GPU ") if with_gpu else ""
     return EvidenceChart(
         Chart(
             f"evidence-{anchor}",
-            f"Server evidence per level: {s.label}",
-            "The server's evidence at each level ("
+            f"Server {gpu_words}evidence per level: {s.label}",
+            f"The {'server and GPU' if with_gpu else 'server'} evidence at each level ("
             + ", ".join(panel.title.lower() for panel, _ in present)
             + "), each point coloured by the level's verdict, with the configured limits and the "
             "measured and predicted knees",

@@ -20,6 +20,10 @@ Two things differ from the report, which knows the whole ladder:
   what the user gave; `vllm:cache_config_info` from the first scrape): no sequence cap is inferred
   across levels.
 
+The GPUs' telemetry (--gpu-metrics, --gpu-nvml) is not read here: the report's `compute` reads
+it (`analysis.diagnosis.gpu_evidence`), so a level the report finds the GPU idle at may read
+`compute` live.
+
 A level with fewer than two scrapes so far has no verdict yet (`NOT_YET`). Each level's verdict
 is fixed when the next level (or the drain) starts.
 """

@@ -1,6 +1,7 @@
 """Why a series saturates, and which flag moves it.
 
-A verdict per level from the server's own evidence (`evidence`, `verdict`), what the server is
+A verdict per level from the server's own evidence (`evidence`, `verdict`; the GPUs' telemetry
+for `compute`, `gpu_evidence`), what the server is
 configured with and how each fact is known (`facts`), where those facts put the knee before the
 run (`capacity`), and the flags that move the limit a verdict names (`advice`); `series`
 puts them together for one series. The rules and their thresholds are in docs/diagnosis.md.

@@ -9,6 +9,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from ...rundir.gpu_metrics import simulated
 from ..series.saturation import Saturation
 from .advice import Advice, Workload, with_advice
 from .capacity import BUDGET, KV, SEQS, Prediction, fit_step_cost, predict
@@ -80,13 +81,16 @@ def level_verdicts(
     facts: ServerFacts,
     saturation: Saturation,
     no_server: str = "",
+    gpu_simulated: bool = False,
 ) -> tuple[list[Bottleneck], ServerFacts]:
-    """A verdict per level row (sorted by users), and the facts with what the rows inferred."""
+    """A verdict per level row (sorted by users), and the facts with what the rows inferred;
+    `gpu_simulated`: the rows' GPU figures came from the simulator (a verdict says so)."""
     knee, left = _knee(saturation), _left_out(saturation)
     evidence = []
     for row in sorted(rows, key=lambda r: float(r["users"])):
         lv = LevelEvidence.of(row, suffix)
-        evidence.append(replace(lv, left_out=lv.users in left))
+        gpu = replace(lv.gpu, simulated=gpu_simulated)
+        evidence.append(replace(lv, left_out=lv.users in left, gpu=gpu))
     evidence = with_baseline(evidence)
     kept = [lv for lv in evidence if not lv.left_out]
     past = [lv for lv in kept if knee is None or lv.users >= knee]
@@ -112,10 +116,12 @@ def diagnose_series(
     no_server: str = "",
     noun: str = "concurrent",
     tolerance: float = 0.05,
+    gpu_simulated: bool = False,
 ) -> SeriesDiagnosis:
-    """The series' diagnosis from its curve (per level across runs, `_mean` columns)."""
+    """The series' diagnosis from its curve (per level across runs, `_mean` columns);
+    `gpu_simulated`: some run's GPU figures came from the simulator."""
     rows = curve.to_dict("records")
-    verdicts, facts = level_verdicts(rows, "_mean", facts, saturation, no_server)
+    verdicts, facts = level_verdicts(rows, "_mean", facts, saturation, no_server, gpu_simulated)
     work = _workload(curve, "_mean")
     rate = saturation.axis.open_loop
     if rate:  # the model counts requests in the batch; an open-loop series' levels are rates
@@ -277,13 +283,24 @@ def diagnose_runs(
     facts = server_facts(runs[0][0])
     no_server = next((why for run, _ in runs if (why := no_server_reason(run))), "")
     diagnosis = diagnose_series(
-        curve, saturation, facts, no_server, saturation.axis.noun, tolerance
+        curve,
+        saturation,
+        facts,
+        no_server,
+        saturation.axis.noun,
+        tolerance,
+        any(simulated(run) for run, _ in runs),
     )
     series_levels = {v.users: v for v in diagnosis.levels}
     per_run = []
     for run, metrics in runs:
         verdicts, _ = level_verdicts(
-            metrics.to_dict("records"), "", diagnosis.facts, saturation, no_server_reason(run)
+            metrics.to_dict("records"),
+            "",
+            diagnosis.facts,
+            saturation,
+            no_server_reason(run),
+            simulated(run),
         )
         mine = {}
         for v in verdicts:

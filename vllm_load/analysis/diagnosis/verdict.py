@@ -26,7 +26,9 @@ The rules, in the order they are tried (thresholds below; docs/diagnosis.md says
 7. `client`: no server limit above holds and a load process was possibly client-bound (client
    health: its CPU or event-loop lag over the limits) during the level's window.
 8. `compute`: nothing waited, and the batch grew from the level below by `GROWTH` or more while
-   throughput grew less than the batch did: each step took longer.
+   throughput grew less than the batch did: each step took longer. Where the run recorded the
+   GPUs' telemetry (`gpu_evidence`), a busy GPU is named as support; an idle one rules `compute`
+   out (`undetermined`, with the GPU figures as the reason).
 9. `undetermined` otherwise, with the figures that did not settle it.
 """
 
@@ -37,6 +39,7 @@ from dataclasses import dataclass, field, replace
 
 from .capacity import BUDGET, COMPUTE, KV, SEQS
 from .facts import INFERRED, Fact, ServerFacts
+from .gpu_evidence import BUSY, IDLE, GpuEvidence, compute_support, not_compute
 
 KINDS = (SEQS, KV, BUDGET, COMPUTE, "client", "failures", "not_saturated", "undetermined")
 
@@ -84,6 +87,7 @@ class LevelEvidence:
     prefill_spread: float = math.nan  # prefill_steps over the lowest level's (`with_baseline`)
     prompt_tokens: float = math.nan  # mean prompt tokens per request (the server's usage)
     client_bound: str = ""  # why a load process was possibly client-bound ("" when none was)
+    gpu: GpuEvidence = field(default_factory=GpuEvidence)  # the GPUs' telemetry, where recorded
     left_out: bool = False
 
     @classmethod
@@ -110,6 +114,11 @@ class LevelEvidence:
             if get("req_per_s")
             else math.nan,
             client_bound=str(row.get("client_bound_reason") or ""),
+            gpu=GpuEvidence(
+                util=get("gpu_util_mean"),
+                sm_active=get("gpu_sm_active_mean"),
+                power_w=get("gpu_power_mean"),
+            ),
         )
 
     @property
@@ -155,7 +164,7 @@ class LevelEvidence:
             "prefill_spread": self.prefill_spread,
             "total_tok_per_s": self.tok_per_s,
         }
-        return {k: v for k, v in named.items() if v == v}
+        return {**{k: v for k, v in named.items() if v == v}, **self.gpu.figures()}
 
 
 @dataclass(frozen=True)
@@ -313,11 +322,13 @@ def level_verdict(
             step = ""
             if lv.step_time == lv.step_time and below.step_time == below.step_time:
                 step = f"; an engine step took {below.step_time * 1000:.1f} → {lv.step_time * 1000:.1f} ms"
-            return verdict(
-                COMPUTE,
+            grew = (
                 f"the batch grew {growth:.2f}x ({below.batch:.1f} → {lv.batch:.1f}) but throughput "
-                f"only {gain:.2f}x, with nothing waiting{step}",
+                f"only {gain:.2f}x, with nothing waiting{step}"
             )
+            if lv.gpu.state() == IDLE:
+                return verdict("undetermined", grew + not_compute(lv.gpu, below.gpu))
+            return verdict(COMPUTE, grew + compute_support(lv.gpu, below.gpu))
     unsettled = []
     if lv.waits:
         unsettled.append(
@@ -330,4 +341,8 @@ def level_verdict(
         unsettled.append(
             "nothing waits, and the batch did not grow faster than throughput from the level below"
         )
+    gpu = lv.gpu.text(below.gpu if below is not None else None)
+    if gpu:  # where to look next; alone it settles nothing (`gpu_evidence`)
+        state = lv.gpu.state()
+        unsettled.append(f"the GPU was {state}: {gpu}" if state in (BUSY, IDLE) else f"GPU: {gpu}")
     return verdict("undetermined", "; ".join(unsettled))
