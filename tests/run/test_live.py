@@ -15,7 +15,7 @@ from vllm_load.rundir.histogram import LogHistogram
 from vllm_load.rundir.records import RequestRecord
 
 
-def row(level, start, e2e, ok=1, ttft=0.1, out=10, user_class="ClosedLoopUser"):
+def row(level, start, e2e, ok=1, ttft=0.1, out=10, user_class="ClosedLoopUser", target=""):
     return RequestRecord(
         request_id="x",
         worker="w",
@@ -46,6 +46,7 @@ def row(level, start, e2e, ok=1, ttft=0.1, out=10, user_class="ClosedLoopUser"):
         error="" if ok else "http_status",
         error_message="",
         user_class=user_class,
+        target=target,
     ).to_row()
 
 
@@ -78,6 +79,24 @@ def test_level_figures_and_series():
     # a 5-second window: the window before 1006 (1001..1005) received 5 x (10 + 100) tokens
     assert by_second[1006] == (pytest.approx(50 / 5), pytest.approx(5 * 110 / 5))
     assert by_second[1001] == (pytest.approx(10 / 5), pytest.approx(110 / 5))  # the first second
+
+
+def test_several_targets_are_broken_down_one_row_per_target_and_level():
+    live = LiveStats()
+    live.level_started(0, 4)
+    live.add(row(0, 1000.0, 1.0))
+    assert live.snapshot(now=1002.0)["targets"] == []  # one target: no rows
+    a, b = "http://127.0.0.1:8001", "http://127.0.0.1:8002"
+    for i in range(3):
+        live.add(row(0, 1001.0 + i, 1.0, ttft=0.1, target=a))
+        live.add(row(0, 1001.0 + i, 2.0, ttft=0.4, target=b))
+    live.add(row(0, 1005.0, 0.01, ok=0, target=b))
+    targets = {t["target"]: t for t in live.snapshot(now=1010.0)["targets"]}
+    assert set(targets) == {a, b}
+    assert targets[a]["finished"] == 3 and targets[a]["success_pct"] == 100.0
+    assert targets[b]["finished"] == 4 and targets[b]["success_pct"] == 75.0
+    assert targets[b]["ttft_p50_ms"] == pytest.approx(400, rel=0.01)
+    assert targets[a]["ttft_p50_ms"] == pytest.approx(100, rel=0.01)
 
 
 def test_personas_are_broken_down_one_row_per_persona_and_level():
@@ -142,6 +161,7 @@ def test_timeline_points_windows_and_level_marks():
         "figures",
         "levels",
         "personas",
+        "targets",
     }
 
 

@@ -113,7 +113,8 @@ def test_with_reasoning_the_live_table_shows_ttfat_and_reasoning_tokens():
     columns = table_columns(snap["figures"])
     assert ("ttfat_p99_ms", "TTFAT p99 (ms)") in columns["levels"]
     assert ("ttfat_p99_ms", "TTFAT p99 (ms)") in columns["personas"]
-    llm, by_persona = extended_tables(columns)
+    llm, by_persona, by_target = extended_tables(columns)
+    assert by_target["key"] == "llm_targets" and by_target["structure"][2]["key"] == "target"
     assert {"key": "ttfat_p50_ms", "title": "TTFAT p50 (ms)"} in llm["structure"]
     assert by_persona["key"] == "llm_personas"
     assert [c["key"] for c in by_persona["structure"]][:4] == [

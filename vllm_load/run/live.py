@@ -27,6 +27,7 @@ _START, _END, _OK = (_I[c] for c in ("start_ts", "end_ts", "ok"))
 _PROMPT, _REQUESTED_PROMPT = _I["prompt_tokens"], _I["requested_prompt_tokens"]
 _COMPLETION = _I["completion_tokens"]
 _LEVEL, _USERS, _USER_CLASS = _I["level"], _I["users"], _I["user_class"]
+_TARGET = _I["target"]
 
 
 @dataclass(slots=True)
@@ -80,6 +81,7 @@ class LiveLevel:
     users: int
     user_class: str = ""
     plan: LivePlan = field(default_factory=LivePlan, repr=False)
+    target: str = ""  # a target's tally, of a test of several (--hosts)
     ok: int = 0
     failed: int = 0
     input_tokens: int = 0
@@ -152,6 +154,7 @@ class LiveLevel:
             "level": self.level,
             "users": self.users,
             **({"user_class": self.user_class} if self.user_class else {}),
+            **({"target": self.target} if self.target else {}),
             "finished": finished,
         }
         for column in self.plan.computed:
@@ -202,6 +205,7 @@ class LiveStats:
     def __init__(self) -> None:
         self.users: dict[int, int] = {}  # every level started or seen, with its users
         self.personas: dict[tuple[int, str], LiveLevel] = {}  # per level and user class
+        self.targets: dict[tuple[int, str], LiveLevel] = {}  # per level and target (--hosts)
         self.current_level: int | None = None
         self.current_users = 0
         self.timeline = Timeline()
@@ -251,6 +255,13 @@ class LiveStats:
             users = self.users.setdefault(level, row[_USERS])
             persona = self.personas[key] = LiveLevel(level, users, key[1] or UNNAMED, plan)
         persona.add(done)
+        if target := row[_TARGET]:  # (a test of several targets: each one's tally too)
+            tally = self.targets.get((level, target))
+            if tally is None:
+                tally = self.targets[(level, target)] = LiveLevel(
+                    level, persona.users, plan=plan, target=target
+                )
+            tally.add(done)
         self.timeline.add(
             done.end,
             done.ok,
@@ -309,6 +320,8 @@ class LiveStats:
             # always, so that Locust's "LLM by persona" tab names the one persona there is;
             # the /llm page shows its persona table only when there are several
             "personas": [self.personas[k].as_dict() for k in sorted(self.personas)],
+            # a test of several targets (--hosts): per level and target ([] with one)
+            "targets": [self.targets[k].as_dict() for k in sorted(self.targets)],
         }
         if series:
             data["series"] = self.timeline.as_dict(now, since)

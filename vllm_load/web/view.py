@@ -35,7 +35,7 @@ from ..run.live_figures import LivePlan
 from ..run.timeline import Timeline
 from .auth import install_login
 from .bind import open_web_ui_refusal, warn_if_open
-from .columns import extended_tables, table_columns
+from .columns import TAB_ROWS, extended_tables, table_columns
 from .guard import install_guards
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
@@ -60,6 +60,7 @@ def snapshot(environment, series: bool = True, since: float | None = None) -> di
             "figures": LivePlan().table_columns(lambda key: False),
             "levels": [],
             "personas": [],
+            "targets": [],
         }
         if series:
             data["series"] = Timeline().as_dict(now)
@@ -129,10 +130,7 @@ def install_web_ui(environment, web_ui) -> None:
             return add_llm_stats(environment, response)
         return response
 
-    web_ui.template_args["extended_tabs"] = [
-        {"title": "LLM", "key": "llm"},
-        {"title": "LLM by persona", "key": "llm_personas"},
-    ]
+    web_ui.template_args["extended_tabs"] = [{"title": t, "key": k} for k, _, t in TAB_ROWS]
     web_ui.template_args["extended_tables"] = extended_tables(
         snapshot(environment, series=False)["columns"]
     )
@@ -168,7 +166,9 @@ def add_llm_stats(environment, response):
         )
         for row in data["levels"]
     ]
-    extended = [{"key": "llm", "data": rows}, {"key": "llm_personas", "data": data["personas"]}]
+    extended = [
+        {"key": key, "data": rows if of == "levels" else data[of]} for key, of, _ in TAB_ROWS
+    ]
     payload = {**response.json, "extended_stats": extended}
     if environment.runner is not None:  # the header's users and status, as of now
         payload["user_count"] = environment.runner.user_count
