@@ -102,6 +102,7 @@ def test_a_target_lost_mid_run_is_named_and_the_other_keeps_its_figures(tmp_path
                 proc.kill()
     assert proc.returncode == EXIT_CODES["levels_failed"], output[-3000:]
     assert f"- Target {lost.url} was lost during level" in output  # the run's own summary
+    assert f"{lost.url} does not answer now" in output  # and why it exits so
     run_dir = only_run_dir(out)
     targets, findings = report(run_dir, str(tmp_path / "report"))
     by_url = {t["url"]: t for t in targets}
@@ -110,9 +111,12 @@ def test_a_target_lost_mid_run_is_named_and_the_other_keeps_its_figures(tmp_path
     assert by_url[kept.url]["lost"] is None
     named = [f for f in findings if f"target {lost.url} was lost" in f]
     assert len(named) == 1, findings
-    # the kept target's own figures: no failures, its throughput its own /metrics'
-    for row in by_url[kept.url]["levels"]:
-        assert row["failed"] == 0
-        if row["not_compared"] == "":
-            assert abs(row["client_server_ratio"] - 1) <= TOLERANCE
-    assert by_url[kept.url]["levels"][-1]["not_compared"] == ""
+    # the kept target's own figures: no failures, its latency as before the loss, and its
+    # throughput its own /metrics' wherever the scrapes resolve a window (on a loaded machine
+    # not every level's: late scrapes)
+    rows = by_url[kept.url]["levels"]
+    assert [r["failed"] for r in rows] == [0, 0, 0]
+    assert rows[-1]["e2e_p50"] == pytest.approx(rows[0]["e2e_p50"], rel=0.3)
+    compared = [r["client_server_ratio"] for r in rows if r["not_compared"] == ""]
+    print("kept target's client / server:", compared)
+    assert compared and all(abs(r - 1) <= TOLERANCE for r in compared)

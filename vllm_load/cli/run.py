@@ -21,7 +21,7 @@ from ..run.outcomes import EXIT_CODES, exit_status_help
 from ..run.recorder import new_run_dir, refuse_existing_run
 from ..settings import Settings, add_arguments
 from ..target.api import HttpError, max_model_len, model_ids, request_json
-from ..target.loss import target_lost
+from ..target.loss import still_answers, target_lost
 from ..values import SettingsError, master_host_argument, port_argument
 from ..web import bind
 from ..web.auth import MISSING_PASSWORD, PASSWORD_ENV, web_password
@@ -299,7 +299,13 @@ def conclude(run_dir: str, host: str, api_key: str | None) -> tuple[str, str]:
         return TARGET_LOST, lost
     failed = failed_levels(run_dir)
     if failed:
-        return "levels_failed", f"{failed}; the run is in {run_dir}"
+        silent = [
+            str(t.get("url"))
+            for t in run.get("targets") or []
+            if isinstance(t, dict) and not still_answers(str(t.get("url", "")), api_key)
+        ]
+        gone = f"; {', '.join(silent)} does not answer now" if silent else ""
+        return "levels_failed", f"{failed}{gone}; the run is in {run_dir}"
     return "completed", ""
 
 
