@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from ..settings import Settings
 from ..values import SettingsError
@@ -83,11 +83,9 @@ class TraceReplay:
         self, request: TraceRequest, prompts: PromptFactory, plan: PromptPlan
     ) -> tuple[str, int]:
         """`request`'s prompt and the prompt tokens the server will count for it."""
-        tokens = max(request.input_tokens, prompts.min_tokens)
+        tokens = sent_tokens(request.input_tokens, request.hash_ids, plan)
         if request.hash_ids:
-            blocks = self._block_prompts(plan)
-            tokens = max(request.input_tokens, blocks.min_tokens)
-            content = blocks.content(tokens, request.hash_ids)
+            content = self._block_prompts(plan).content(tokens, request.hash_ids)
         else:
             content = prompts.next_content(tokens)
         if tokens != request.input_tokens:
@@ -110,6 +108,16 @@ class TraceReplay:
         return self._blocks
 
 
+def sent_tokens(input_tokens: int, hash_ids: Sequence[int], plan: PromptPlan | None) -> int:
+    """The prompt tokens a trace request is sent with: its own, or the shortest exact prompt on
+    this target where it asks for fewer (block prompts: the template, lead and one atom,
+    `BlockPrompts.min_tokens`; others: `PromptFactory.min_tokens`). Unchanged without a plan."""
+    if plan is None:
+        return input_tokens
+    shortest = plan.overhead + 1 if hash_ids else plan.input_tokens - plan.body_atoms
+    return max(input_tokens, shortest)
+
+
 def replay_header(
     settings: Settings, segment: Trace, plan: PromptPlan | None, labels: dict
 ) -> dict:
@@ -119,8 +127,7 @@ def replay_header(
     calibrated prompts, or no block size from the server's /metrics)."""
     from .block_prompts import BlockPrompts
 
-    minimum = 0 if plan is None else plan.overhead + 1
-    sent = [(max(r.input_tokens, minimum), r.hash_ids) for r in segment.requests]
+    sent = [(sent_tokens(r.input_tokens, r.hash_ids, plan), r.hash_ids) for r in segment.requests]
     predicted: int | None = None
     block = labels.get("block_size")
     if plan is not None and str(labels.get("enable_prefix_caching", "True")) == "False":
