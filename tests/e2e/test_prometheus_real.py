@@ -3,7 +3,7 @@ here as a plain process: its own config and data directory, 127.0.0.1 only, a 1 
 interval) scrapes the master through a test, and its `histogram_quantile` of TTFT, ITL and E2E
 agrees with the p99 the report computes from requests.csv over the same requests, within the
 histograms' resolution (`prometheus_tallies.BUCKET_GROWTH`, 12.2 %); promtool lints what was
-served.
+served, and every query of the Grafana dashboard runs.
 
 Not in the default suite, which needs no Prometheus: `pytest -m prometheus` (about 40 s). Run so,
 it fails, never skips, where the binary is missing: `apt-get install -y prometheus` (the package
@@ -12,6 +12,7 @@ starts no service where there is no systemd; this test starts its own)."""
 from __future__ import annotations
 
 import math
+import re
 import shutil
 import subprocess
 import time
@@ -19,7 +20,7 @@ import time
 import numpy as np
 import pytest
 import requests
-from support.prometheus_scrape import phase, scrape, wait_until_refused
+from support.prometheus_scrape import dashboard, phase, queries, scrape, wait_until_refused
 from support.runhelpers import load_run_files, only_run_dir, start_web_run, terminate, wait_for_ui
 
 from vllm_load.run.prometheus_tallies import BUCKET_GROWTH, LATENCY_BOUNDS
@@ -75,6 +76,12 @@ def results(api: str, promql: str, at: float) -> list:
 def query(api: str, promql: str, at: float) -> float:
     (result,) = results(api, promql, at)
     return float(result["value"][1])
+
+
+def grafana_to_promql(expr: str) -> str:
+    """A dashboard query as Grafana sends it with every variable at All, over 5 s windows."""
+    expr = expr.replace("$__rate_interval", "5s")
+    return re.sub(r"\$(job|target|user_class)\b", ".*", expr)
 
 
 def bucket_index(seconds: float) -> int:
@@ -147,6 +154,13 @@ def test_prometheus_histogram_quantile_agrees_with_the_reports_p99(tmp_path):
                 assert 1 / BUCKET_GROWTH < ratio < BUCKET_GROWTH, figures[-1]
                 assert abs(bucket_index(from_prometheus) - bucket_index(report_p99)) <= 1
         print("\n".join(figures))
+        # every query of the Grafana dashboard runs on this Prometheus; all but the failures'
+        # have data (this run had none), over the last 5 s of the test
+        for expr in queries(dashboard()):
+            if expr.startswith("label_values("):
+                continue  # Grafana's own function, for its variables
+            found = results(api, grafana_to_promql(expr), at - 2 * SCRAPE_INTERVAL)
+            assert found or 'outcome!="ok"' in expr, expr
         assert math.isfinite(exact["ttft"]) and exact["ttft"] > 5 * LATENCY_BOUNDS[0]
     finally:
         prometheus.terminate()

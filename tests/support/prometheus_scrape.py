@@ -3,7 +3,9 @@ exposition parsed back, scrapes of a running test, and what requests.csv says th
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import time
 
 import numpy as np
@@ -17,7 +19,10 @@ from vllm_load.run.prometheus_tallies import RequestTallies
 from vllm_load.rundir.histogram import LogHistogram
 from vllm_load.rundir.records import COLUMNS, RequestRecord
 
+from . import ROOT
+
 Samples = dict[str, dict[tuple, float]]
+DASHBOARD = os.path.join(ROOT, "deploy", "grafana", "vllm-load.json")
 HOST = "http://127.0.0.1:8000"
 STATE = RunState("running", 1, "concurrency", "users", 8.0, 8, 5)
 
@@ -146,3 +151,18 @@ def itl_gaps(rows: pd.DataFrame) -> int:
     """Every ITL gap of the successful rows (their own histograms)."""
     ok = rows[rows["ok"] == 1]
     return sum(LogHistogram.parse(str(t)).total for t in ok["itl_hist"].fillna(""))
+
+
+def dashboard() -> dict:
+    """deploy/grafana's dashboard."""
+    with open(DASHBOARD, encoding="utf-8") as fh:
+        return json.loads(fh.read())
+
+
+def queries(board: dict) -> list[str]:
+    """Every PromQL expression of the dashboard's panels, and of its template variables."""
+    found = [t["expr"] for p in board["panels"] for t in p.get("targets", [])]
+    for variable in board["templating"]["list"]:
+        if variable["type"] == "query":
+            found.append(variable["query"]["query"])
+    return found
