@@ -45,7 +45,8 @@ class OptionSpec:
     # field's default: a list option's must be text, which the UI hands back as typed
     shown_default: str | None = None
     repeatable: bool = False  # given once per item (`--meta k=v --meta k2=v2`)
-    metavar: str = ""  # a repeatable option's item, as its help shows it (default KEY=VALUE)
+    # the value as its help shows it (a repeatable option's item: default KEY=VALUE)
+    metavar: str = ""
     web_ui: bool = True
     secret: bool = False
 

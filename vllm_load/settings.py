@@ -45,6 +45,7 @@ from .values import (
     parse_rates,
     parse_temperature,
     parse_think_time,
+    prometheus_address_argument,
 )
 from .workload.datasets import dataset_argument
 from .workload.images import IMAGE_FORMATS, image_size_argument
@@ -315,6 +316,18 @@ class Settings:
         metavar="SLO",
         web_ui=False,
     )
+    # the tester's own metrics (run/prometheus_export.py); the web UI opens no port
+    prometheus: str = option(
+        "",
+        "serve this run's own metrics (requests by outcome, TTFT/ITL/E2E histograms, tokens, "
+        "in flight, current level) for Prometheus at http://ADDR/metrics while the test runs: "
+        "PORT (on 127.0.0.1, this machine only) or HOST:PORT, e.g. 0.0.0.0:9647 for a "
+        "Prometheus on another machine (no login: the metrics name the target and the model, "
+        "never the API key). Off by default",
+        parse=prometheus_address_argument,
+        metavar="ADDR",
+        web_ui=False,
+    )
     # a path: the web UI chooses no directory to write
     out: str = option("runs", "base directory for run directories", web_ui=False)
     run_dir: str = option(
@@ -437,6 +450,8 @@ def add_arguments(
             )
         else:
             kwargs["default"] = default
+            if spec.metavar:
+                kwargs["metavar"] = spec.metavar
             if str(f.type) in ("int", "float") and spec.parse is None:
                 kwargs["type"] = TYPES[str(f.type)]
             if spec.choices:

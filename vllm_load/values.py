@@ -144,6 +144,35 @@ def port_argument(text: str) -> int:
     return port
 
 
+LISTEN_EXAMPLE = "e.g. 9647 (127.0.0.1:9647) or 0.0.0.0:9647"
+
+
+def split_listen_address(text: str) -> tuple[str, int]:
+    """(host, port) of a `PORT`, `HOST:PORT` or `[IPV6]:PORT` to listen on; a port alone is on
+    127.0.0.1, this machine only. A `SettingsError` for anything else."""
+    text = str(text).strip()
+    host, colon, port_text = text.rpartition(":")
+    host = host.strip("[]") if colon else "127.0.0.1"
+    port = int(port_text) if port_text.isdigit() else -1
+    if not 1 <= port <= 65535 or (colon and not host) or any(c.isspace() for c in text):
+        raise SettingsError(
+            f"{text!r} is not an address to listen on: give PORT or HOST:PORT, {LISTEN_EXAMPLE}"
+        )
+    return host, port
+
+
+def prometheus_address_argument(value: object) -> str:
+    """--prometheus: where to serve the run's own metrics, as HOST:PORT ("" for nowhere)."""
+    text = str(value or "").strip()
+    if not text:
+        return ""
+    try:
+        host, port = split_listen_address(text)
+    except SettingsError as e:
+        raise SettingsError(f"--prometheus: {e}") from None
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def writable_directory(path: str, what: str) -> None:
     """Make sure files can be written in the directory `path` (creating it and its parents if
     need be), by writing one; `what` (the option as given) opens the one-line error. Asking the file

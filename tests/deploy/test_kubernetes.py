@@ -23,8 +23,9 @@ from support.kustomize import Unsupported, containers, render, split_image
 
 from vllm_load.cli.main import build_parser
 from vllm_load.compat.argparse import parser_actions, subcommand_parsers
+from vllm_load.run.prometheus_export import METRICS_PATH
 from vllm_load.settings import Settings
-from vllm_load.values import SettingsError
+from vllm_load.values import SettingsError, split_listen_address
 from vllm_load.web.bind import is_loopback, open_web_ui_refusal
 
 DEPLOY = os.path.join(ROOT, "deploy", "kubernetes")
@@ -307,6 +308,32 @@ def web_ui_problems(docs: list[dict]) -> list[str]:
     return problems
 
 
+def prometheus_problems(docs: list[dict]) -> list[str]:
+    """The master serves its own metrics (--prometheus) where its pod's scrape annotations
+    point: on an address other pods reach, at the annotated port and path, and the container
+    declares that port."""
+    doc = master_of(docs)
+    annotations = doc["spec"]["template"]["metadata"].get("annotations", {})
+    master = parse(cli_args(doc, docs))
+    if not master.prometheus:
+        return ["the master serves no metrics for Prometheus (--prometheus)"]
+    host, port = split_listen_address(master.prometheus)
+    problems = []
+    if annotations.get("prometheus.io/scrape") != "true":
+        problems.append("the master's pod is not annotated for scraping")
+    if annotations.get("prometheus.io/port") != str(port):
+        problems.append(
+            f"scrape annotation port {annotations.get('prometheus.io/port')}, metrics on {port}"
+        )
+    if annotations.get("prometheus.io/path") != METRICS_PATH:
+        problems.append(f"scrape annotation path {annotations.get('prometheus.io/path')}")
+    if is_loopback(host):
+        problems.append(f"metrics on {host}: a scraper in another pod cannot reach them")
+    if port_of(pod_spec(doc)["containers"][0], port) != port:
+        problems.append(f"the master's container declares no port {port}")
+    return problems
+
+
 def secret_problems(docs: list[dict]) -> list[str]:
     """The API key (and the web UI's password) reach the pods only through the Secret: no
     Secret object in what `kubectl apply -k` applies (it would overwrite the real one), no
@@ -450,6 +477,20 @@ def test_every_container_runs_a_real_subcommand_with_options_it_accepts(variant)
     assert argument_problems(docs) == []
     commands = {parse(cli_args(d, docs)).command for d in workloads(docs)}
     assert commands == {"master", "worker", "sim"}
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_prometheus_scrapes_the_master_where_its_metrics_are_served(variant):
+    assert prometheus_problems(rendered(variant=variant)) == []
+
+
+def test_a_scrape_annotation_that_misses_the_metrics_is_caught():
+    docs = rendered()
+    master = the(docs, "Deployment", "vllm-load-master")
+    master["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"] = "9090"
+    args = pod_spec(master)["containers"][0]["args"]
+    args[args.index("--prometheus") + 1] = "9647"  # on loopback
+    assert len(prometheus_problems(docs)) == 2, prometheus_problems(docs)
 
 
 def test_the_image_is_the_one_the_dockerfile_builds_with_vllm_load_as_entry_point():

@@ -13,6 +13,8 @@ tests/conftest.py. Test modules never import each other.
 - `read_lag`: how late a gevent process reads bytes sent on a steady beat
 - `kustomize`: deploy/kubernetes rendered as `kubectl kustomize` would, without kustomize
 - `browser`: headless Chromium for the browser tests, and the marks that skip them without it
+- `prometheus_scrape`: vllm-load's own /metrics (--prometheus): rows fed in, scrapes parsed
+  back, the Grafana dashboard's queries
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """What a command that starts a run checks on this machine before Locust starts: the files its
-options name can be read (--tokenizer, --dataset), its run directory can be written and the GPU
-telemetry it asks for can be read (--gpu-metrics, --gpu-nvml). Each
-failure is one line (a `SettingsError`) instead of a traceback, or a Locust that starts, fails
-and prints its whole summary."""
+options name can be read (--tokenizer, --dataset), its run directory can be written, the GPU
+telemetry it asks for can be read (--gpu-metrics, --gpu-nvml) and --prometheus's port is free.
+Each failure is one line (a `SettingsError`) instead of a traceback, or a Locust that starts,
+fails and prints its whole summary."""
 
 from __future__ import annotations
 
@@ -48,3 +48,12 @@ def check_gpu_sources(settings: Settings) -> None:
         from ..run.gpu_scraper import GpuTelemetry  # at call time: NVML only when asked
 
         GpuTelemetry.open(settings).close()
+
+
+def check_prometheus_port(settings: Settings) -> None:
+    """Refuse, in one line, a --prometheus address that cannot be listened on now (a port in
+    use): the Locust process binds it again when its run starts, before any file."""
+    if settings.prometheus:
+        from ..run.prometheus_export import listen_socket  # at call time: no Locust here
+
+        listen_socket(settings.prometheus).close()

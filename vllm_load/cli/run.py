@@ -34,7 +34,12 @@ from .common import (
 )
 from .errors import CommandFailed
 from .locust_process import Launch, api_key_env, locust_command
-from .preflight import check_gpu_sources, check_input_files, check_writable
+from .preflight import (
+    check_gpu_sources,
+    check_input_files,
+    check_prometheus_port,
+    check_writable,
+)
 
 LOCUSTFILE = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "locustfile.py"
@@ -236,6 +241,7 @@ def prepare(args: argparse.Namespace) -> Launch:
         raise SettingsError(f"--workers must be 0 or more, got {args.workers}")
     check_input_files(settings)
     check_gpu_sources(settings)
+    check_prometheus_port(settings)
     builtin_synthetic = args.locustfile == LOCUSTFILE and not settings.dataset
     model, plan = check_target(args.host, settings, exact_prompts=builtin_synthetic)
     check_other_targets(args.host, model, plan, settings)

@@ -244,8 +244,9 @@ class LiveStats:
         if self.verdicts is not None:
             self.verdicts.level_ended(at)
 
-    def add(self, row) -> None:
-        """One attributed record row: to its level's persona and the timeline."""
+    def add(self, row) -> Finished:
+        """One attributed record row: to its level's persona and the timeline. Returns what it
+        read of the row, for the run's other per-row tallies (`prometheus_export`) to reuse."""
         plan = self.plan
         done = Finished.of(row, plan)
         level = row[_LEVEL]
@@ -269,6 +270,7 @@ class LiveStats:
             done.hists[plan.itl_at],
             persona.user_class,
         )
+        return done
 
     def streamed(self, process: str, at: float, counts: dict[str, list[float]]) -> None:
         """One load process's tokens received so far, per user class, at `at` (its

@@ -42,6 +42,7 @@ from .live import LiveStats
 from .live_verdict import LiveVerdicts
 from .measured_set import LevelFollower
 from .outcomes import EXIT_CODES
+from .prometheus_export import PrometheusExport
 from .recorder import RunRecorder, new_run_dir
 from .server_metrics import MetricsScraper
 from .start import exact_prompts_plan, run_header, wanted_classes
@@ -117,6 +118,7 @@ class RunSession:
         run_dir = self.settings.run_dir or new_run_dir(self.settings.out, self.model)
         self.gpu = GpuTelemetry.open(self.settings)  # GPU telemetry: refused here, before any file
         plan = exact_prompts_plan(self.settings, host, self.target, self.model, self.user_classes)
+        self.prometheus = PrometheusExport.open(self.settings, host)  # its port: before any file
         self.recorder = RunRecorder(
             run_dir,
             run_header(
@@ -190,6 +192,7 @@ class RunSession:
         self.live.verdicts = LiveVerdicts(self.scraper, self.recorder.run_info)
         self.health = HealthWriter(os.path.join(run_dir, CLIENT_HEALTH_CSV))
         environment.vllm_load_live = self.live  # the web UI keeps showing the last test
+        self.prometheus.serve(self)  # --prometheus: this run's own metrics
         self.completed = False
         self.failure = ""  # why a load process could not start its users, if one could not
         self.closed = False
@@ -384,7 +387,7 @@ class RunSession:
                     self.follower.ended(row[LEVEL_INDEX], row[START_INDEX], str(row[1]))
                 if row[ERROR_INDEX] == CLIENT_LIMIT:
                     self.client_limit(row[ERROR_MESSAGE_INDEX], str(row[1]))
-                self.live.add(row)
+                self.prometheus.add(row, self.live.add(row))
 
     def client_limit(self, message: str, worker: str) -> None:
         """A load process hit a client-side limit (`client.health.client_limit`): what it measures from now on
@@ -468,6 +471,7 @@ class RunSession:
             else "interrupted"
         )
         self.recorder.close(outcome, reason=outcome)
+        self.prometheus.stop()
         self.health.close()
         self.closed = True
         checks = print_summary(self.recorder.run_dir)
