@@ -149,15 +149,15 @@ def test_expected_series_are_served_at_zero_before_their_first_request():
     assert set(samples["vllm_load_completion_tokens_total"].values()) == {0}
 
 
-def test_the_target_is_the_rows_own_where_records_have_a_target_column():
-    columns = (*COLUMNS, "target")  # the multi-target records
-    lookup = target_lookup(columns, HOST)
-    assert lookup((*row(), "http://10.0.0.2:8000")) == "http://10.0.0.2:8000"
-    assert lookup((*row(), "")) == HOST
-    assert target_lookup(COLUMNS, HOST)(row()) == HOST  # today's records: the run's host
-    tallies = RequestTallies(HOST, columns)
-    add(tallies, (*row(), "http://10.0.0.2:8000"))
-    add(tallies, (*row(), "http://10.0.0.3:8000"))
+def test_the_target_is_the_rows_own_and_the_runs_host_where_it_names_none():
+    lookup = target_lookup(COLUMNS, HOST)
+    assert lookup(row(target="http://10.0.0.2:8000")) == "http://10.0.0.2:8000"
+    assert lookup(row()) == HOST  # one target: the record names none
+    older = tuple(c for c in COLUMNS if c != "target")  # records from before the column
+    assert target_lookup(older, HOST)(row()[: len(older)]) == HOST
+    tallies = RequestTallies(HOST)
+    add(tallies, row(target="http://10.0.0.2:8000"))
+    add(tallies, row(target="http://10.0.0.3:8000"))
     targets = {dict(k)["target"] for k in exposition(tallies)["vllm_load_requests_total"]}
     assert targets == {"http://10.0.0.2:8000", "http://10.0.0.3:8000"}
 

@@ -27,7 +27,9 @@ HOST = "http://127.0.0.1:8000"
 STATE = RunState("running", 1, "concurrency", "users", 8.0, 8, 5)
 
 
-def record_row(ok=1, ttft=0.1, e2e=1.0, gaps=(0.02,) * 9, user_class="Chat", task="ask", error=""):
+def record_row(
+    ok=1, ttft=0.1, e2e=1.0, gaps=(0.02,) * 9, user_class="Chat", task="ask", error="", target=""
+):
     """A requests.csv row as the master gets it: one request with these figures."""
     return RequestRecord(
         request_id="x",
@@ -60,6 +62,7 @@ def record_row(ok=1, ttft=0.1, e2e=1.0, gaps=(0.02,) * 9, user_class="Chat", tas
         error_message="",
         user_class=user_class,
         task=task,
+        target=target,
     ).to_row()
 
 

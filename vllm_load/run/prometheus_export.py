@@ -229,7 +229,7 @@ class PrometheusExport:
             return
         from gevent.pywsgi import WSGIServer  # in the Locust process only
 
-        self.tallies.expect([c.__name__ for c in session.user_classes], [self.host])
+        self.tallies.expect([c.__name__ for c in session.user_classes], session.targets)
         info = {
             "model": session.model,
             "run_dir": os.path.basename(session.recorder.run_dir),
