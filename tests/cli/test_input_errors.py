@@ -199,3 +199,18 @@ def test_a_worker_with_no_master_says_it_waits_for_it(tmp_path):
         if worker.poll() is None:
             os.killpg(worker.pid, signal.SIGKILL)
             worker.wait()
+
+
+def test_a_second_target_that_is_down_or_serves_another_model_is_one_line(tmp_path):
+    """Several targets (a repeated --host): each is checked as the first is, before any load."""
+    out = str(tmp_path / "runs")
+    with (
+        SimulatorProcess("--time-scale", "0.01") as first,
+        SimulatorProcess("--time-scale", "0.01", "--served-model-name", "other") as other,
+    ):
+        down = one_error_line(vllm_load("run", "--host", first.url, "--host", NO_TARGET), "run")
+        assert f"cannot use the target {NO_TARGET}" in down
+        wrong = one_error_line(vllm_load("run", "--host", first.url, "--host", other.url), "run")
+        assert f"is not served by {other.url}" in wrong and "it serves: other" in wrong
+        twice = vllm_load("run", "--host", first.url, "--hosts", f"{first.url},{first.url}/")
+        assert "--hosts names" in one_error_line(twice, "run") and not os.path.exists(out)
