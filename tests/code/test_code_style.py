@@ -33,6 +33,18 @@ def test_ruff(args):
     )
 
 
+def test_no_two_test_modules_share_a_name():
+    """pytest imports test modules by their base name (tests/ has no packages): a second
+    test_x.py anywhere under tests/ fails the whole run's collection ("import file mismatch")."""
+    by_name: dict[str, list[str]] = {}
+    for path in python_files("tests"):
+        name = os.path.basename(path)
+        if name.startswith("test_"):
+            by_name.setdefault(name, []).append(os.path.relpath(path, ROOT))
+    shared = {name: paths for name, paths in by_name.items() if len(paths) > 1}
+    assert not shared, f"test modules sharing a name (rename one of each): {shared}"
+
+
 def test_test_modules_never_import_each_other():
     """Shared test code lives in tests/support (or tests/conftest.py), never in a test module."""
     found = []
