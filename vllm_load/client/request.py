@@ -233,11 +233,14 @@ class MeasuredRequest:
             choice.get("text") if isinstance(choice, dict) else None
         )
         self.json_text = text if isinstance(text, str) else None
-        if isinstance(choice, dict):  # a reply: did it reason?
-            self.json_reasoning = isinstance(message, dict) and any(
-                isinstance(message.get(key), str) and message[key]
-                for key in ("reasoning", "reasoning_content")
-            )
+        if isinstance(choice, dict):  # a reply: did it reason (either field, a non-empty text)?
+            if isinstance(message, dict):
+                said, said_too = message.get("reasoning"), message.get("reasoning_content")
+                self.json_reasoning = (isinstance(said, str) and said != "") or (
+                    isinstance(said_too, str) and said_too != ""
+                )
+            else:
+                self.json_reasoning = False
         self.end = end
 
     def _classify(self, e: Exception) -> tuple[str, str]:
