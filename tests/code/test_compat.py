@@ -47,7 +47,7 @@ print("COMPAT " + json.dumps(results))
 GEVENT = r"""
 import _socket
 import gevent, gevent.socket
-from vllm_load.compat.gevent import raw_socket, read_watcher
+from vllm_load.compat.gevent import raw_socket, read_watcher, send_all
 
 LIB = f"gevent {gevent.__version__}"
 
@@ -95,6 +95,39 @@ def check_read_watcher():
                 gevent.sleep(0.01)
         watcher.stop()
         expect(fired, "socket._read_event's callback did not run when the socket became readable")
+    finally:
+        a.close(); b.close()
+
+def check_send_all():
+    # one send on socket._sock takes what fits, BlockingIOError when nothing does; the rest goes
+    # by gevent's sendall; a subclass (TLS) goes by its own sendall alone
+    a, b = gevent.socket.socketpair()
+    a.settimeout(5.0)
+    try:
+        send_all(a, b"x" * 700)
+        expect(b.recv(4096) == b"x" * 700, "send_all did not send a small payload whole")
+        big = bytes(range(256)) * 16384  # 4 MiB: more than the socket's buffers
+        got = bytearray()
+
+        def drain():
+            while len(got) < len(big):
+                got.extend(b.recv(1 << 20))
+
+        reader = gevent.spawn(drain)
+        send_all(a, big)
+        reader.join(10)
+        expect(bytes(got) == big, "send_all lost or reordered bytes of a payload larger than the "
+               "socket's buffer (socket._sock.send's partial sends, then gevent's sendall)")
+        sent = []
+
+        class Wrapped(gevent.socket.socket):
+            def sendall(self, data, flags=0):
+                sent.append(bytes(data))
+
+        c = Wrapped()
+        send_all(c, b"tls")
+        c.close()
+        expect(sent == [b"tls"], "send_all did not leave a gevent socket subclass to its own sendall")
     finally:
         a.close(); b.close()
 
@@ -479,7 +512,12 @@ def check_web_ui_endpoints():
 
 SCRIPTS = {"gevent": GEVENT, "geventhttpclient": GEVENTHTTPCLIENT, "locust": LOCUST}
 ENTRIES = {
-    "gevent": ["raw_socket", "read_watcher", "close_throws_into_the_watcher_callback_owner"],
+    "gevent": [
+        "raw_socket",
+        "read_watcher",
+        "send_all",
+        "close_throws_into_the_watcher_callback_owner",
+    ],
     "geventhttpclient": [
         "body_buffer",
         "response_socket",

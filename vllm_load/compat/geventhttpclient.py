@@ -10,6 +10,8 @@ from typing import Callable
 import gevent.socket
 from geventhttpclient.response import HTTPSocketPoolResponse
 
+from .gevent import send_all
+
 _REQUEST_ID, _LENGTH = "{request-id}", "{content-length}"  # (valid header values: sentinels)
 
 
@@ -94,7 +96,7 @@ def post(client, head: bytes, body: bytes) -> HTTPSocketPoolResponse:
     pool = client._connection_pool
     sock = pool.get_socket()
     try:
-        sock.sendall(head + body)
+        send_all(sock, head + body)
     except gevent.socket.error as e:
         if e.errno not in (errno.ECONNRESET, errno.EPIPE):
             pool.release_socket(sock)
