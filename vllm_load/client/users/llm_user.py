@@ -58,17 +58,17 @@ class Reply:
 
     @classmethod
     def of(cls, request: MeasuredRequest, record: RequestRecord) -> Reply:
-        return cls(
-            ok=record.ok == 1,
-            text=request.text if request.spec.keep_text else "",
-            prompt_tokens=record.prompt_tokens,
-            completion_tokens=record.completion_tokens,
-            ttft=record.ttft,
-            e2e=record.e2e,
-            finish_reason=request.meter.finish_reason,
-            error=record.error,
-            error_message=record.error_message,
-            request_id=record.request_id,
+        return cls(  # (positional, in the fields' order: keywords cost 2.0 µs, not 0.9)
+            record.ok == 1,  # ok
+            request.text if request.spec.keep_text else "",  # text
+            record.prompt_tokens,
+            record.completion_tokens,
+            record.ttft,
+            record.e2e,
+            request.meter.finish_reason,
+            record.error,
+            record.error_message,
+            record.request_id,
         )
 
 
