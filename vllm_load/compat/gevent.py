@@ -35,7 +35,7 @@ def send_all(sock, data: bytes) -> None:
     sendall, which waits for room within the socket's timeout; errors are the send's own."""
     if type(sock) is gevent.socket.socket:  # (a TLS socket subclasses it: its bytes are encrypted)
         try:
-            sent = sock._sock.send(data)
+            sent = raw_socket(sock).send(data)
         except BlockingIOError:
             sent = 0
         if sent == len(data):

@@ -143,7 +143,7 @@ class ClosedLoopUser(LLMUser):
         images = context.images if api == "chat" else None  # (prepare_run refused the rest)
         urls, image_bytes = images.next_urls(settings.images) if images is not None else ([], 0)
         templates = context.extras.get(BodyTemplates.KEY)
-        if templates is None:  # (the first request of this test in this process)
+        if not isinstance(templates, BodyTemplates):  # (the test's first request in this process)
             templates = context.extras[BodyTemplates.KEY] = BodyTemplates(settings, context.model)
         body = templates.body(
             api, output_tokens, user_content(content, urls) if api == "chat" else content
