@@ -33,3 +33,31 @@ def test_locust_client_requests_work_on_an_llm_user():
         [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout + proc.stderr
+
+
+REPLY = textwrap.dedent("""
+    from types import SimpleNamespace
+
+    from vllm_load.client.users.llm_user import Reply
+    from vllm_load.rundir.records import COLUMNS, RequestRecord
+
+    values = dict.fromkeys(COLUMNS, None)
+    values.update(ok=0, prompt_tokens=41, completion_tokens=7, ttft=0.25, e2e=1.5,
+                  error="timeout_stall", error_message="no bytes for 5 s", request_id="req-7")
+    record = RequestRecord(**values)
+    request = SimpleNamespace(text="the text", spec=SimpleNamespace(keep_text=True),
+                              meter=SimpleNamespace(finish_reason="length"))
+    reply = Reply.of(request, record)
+    assert reply == Reply(ok=False, text="the text", prompt_tokens=41, completion_tokens=7,
+                          ttft=0.25, e2e=1.5, finish_reason="length", error="timeout_stall",
+                          error_message="no bytes for 5 s", request_id="req-7"), reply
+    request.spec.keep_text = False
+    assert Reply.of(request, record).text == ""
+    print("ok")
+""")
+
+
+def test_a_reply_carries_each_of_its_records_fields():
+    """`Reply.of` (positional, for its cost per request) puts every value in its own field."""
+    done = subprocess.run([sys.executable, "-c", REPLY], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]

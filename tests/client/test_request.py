@@ -329,3 +329,73 @@ def test_a_request_goes_out_as_the_http_client_itself_would_send_it(api, stream,
     sent, expected = head_and_body(received[0]), head_and_body(received[1])
     assert sent == expected, (sent, expected)
     assert f"Content-Length: {len(body)}" in sent[1] and "X-Request-Id: abc123-7" in sent[1]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_record_carries_each_field_in_its_column(stream):
+    """Every column of a request's record holds its own value (`record()` passes them in the
+    columns' order): the spec's labels, the response's counts and the timings, each distinct."""
+    usage = {
+        "prompt_tokens": 41,
+        "completion_tokens": 2,
+        "prompt_tokens_details": {"cached_tokens": 16},
+    }
+    if stream:
+        usage_event = event({"choices": [], "usage": usage})
+        script = [HEADERS, ROLE, TOKEN, 0.02, TOKEN, FINISH, usage_event, DONE]
+    else:
+        body = orjson.dumps({"choices": [{"message": {"content": "hi"}}], "usage": usage})
+        script = [json_response(200, body)]
+    server = serve(script)
+    endpoint = Endpoint(f"http://127.0.0.1:{server.server_port}", TIMEOUTS, name="http://t")
+    spec = RequestSpec("chat", stream, b"{}", 40, 3, "Persona", "ask", "conv-1", 5, False, 2, 77, 9)
+    t0 = time.perf_counter()
+    request = MeasuredRequest(endpoint, spec, "req-7", t0)
+    request.queued = 0.25
+    try:
+        gevent.spawn(request.run).get(timeout=10)
+    finally:
+        endpoint.close()
+        server.stop()
+    assert request.ok, request.message
+    record = request.record("worker-3")
+    e2e = request.end - t0
+    assert record.e2e == e2e and record.end_ts == record.start_ts + e2e
+    assert record.start_ts == request.start_ts
+    ttft = request.meter.chunk_times[0] - t0 if stream else e2e
+    assert record.ttft == ttft and record.ttfat == ttft
+    fields = {
+        "request_id": "req-7",
+        "worker": "worker-3",
+        "level": -1,
+        "users": 0,
+        "endpoint": "chat",
+        "stream": int(stream),
+        "n_chunks": 2 if stream else 1,
+        "prompt_tokens": 41,
+        "completion_tokens": 2,
+        "requested_prompt_tokens": 40,
+        "requested_completion_tokens": 3,
+        "ok": 1,
+        "status": 200,
+        "error": "",
+        "error_message": "",
+        "user_class": "Persona",
+        "task": "ask",
+        "conversation": "conv-1",
+        "turn": 5,
+        "cached_tokens": 16,
+        "queued_s": 0.25,
+        "reasoning_tokens": 0,
+        "answer_tokens": 2,
+        "images": 2,
+        "image_bytes": 77,
+        "trace_index": 9,
+        "target": "http://t",
+    }
+    assert {name: getattr(record, name) for name in fields} == fields
+    assert record.tpot == e2e - ttft  # (2 tokens: one gap)
+    if stream:
+        assert record.itl_mean is not None and record.itl_hist and record.chunk_marks
+    else:
+        assert (record.itl_mean, record.itl_hist, record.chunk_marks) == (None, "", "")

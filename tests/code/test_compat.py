@@ -47,7 +47,7 @@ print("COMPAT " + json.dumps(results))
 GEVENT = r"""
 import _socket
 import gevent, gevent.socket
-from vllm_load.compat.gevent import raw_socket, read_watcher
+from vllm_load.compat.gevent import raw_socket, read_watcher, send_all
 
 LIB = f"gevent {gevent.__version__}"
 
@@ -98,6 +98,39 @@ def check_read_watcher():
     finally:
         a.close(); b.close()
 
+def check_send_all():
+    # one send on socket._sock takes what fits, BlockingIOError when nothing does; the rest goes
+    # by gevent's sendall; a subclass (TLS) goes by its own sendall alone
+    a, b = gevent.socket.socketpair()
+    a.settimeout(5.0)
+    try:
+        send_all(a, b"x" * 700)
+        expect(b.recv(4096) == b"x" * 700, "send_all did not send a small payload whole")
+        big = bytes(range(256)) * 16384  # 4 MiB: more than the socket's buffers
+        got = bytearray()
+
+        def drain():
+            while len(got) < len(big):
+                got.extend(b.recv(1 << 20))
+
+        reader = gevent.spawn(drain)
+        send_all(a, big)
+        reader.join(10)
+        expect(bytes(got) == big, "send_all lost or reordered bytes of a payload larger than the "
+               "socket's buffer (socket._sock.send's partial sends, then gevent's sendall)")
+        sent = []
+
+        class Wrapped(gevent.socket.socket):
+            def sendall(self, data, flags=0):
+                sent.append(bytes(data))
+
+        c = Wrapped()
+        send_all(c, b"tls")
+        c.close()
+        expect(sent == [b"tls"], "send_all did not leave a gevent socket subclass to its own sendall")
+    finally:
+        a.close(); b.close()
+
 def check_close_throws_into_the_watcher_callback_owner():
     # not a name we use but a protocol StreamReader relies on: closing a socket whose read watcher
     # is started calls `throw(error)` on the object the callback is bound to (hub._cancel_wait)
@@ -128,7 +161,7 @@ import socket
 import gevent, gevent.event, gevent.socket, geventhttpclient
 from geventhttpclient import HTTPClient
 from vllm_load.compat.geventhttpclient import body_buffer, discard_connection, pool_addresses, resolve_with, response_socket
-from vllm_load.compat.geventhttpclient import PostHead, post
+from vllm_load.compat.geventhttpclient import PostHead, post, post_whole
 
 LIB = f"geventhttpclient {geventhttpclient.__version__}"
 HEADERS = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -280,6 +313,90 @@ def check_post_head():
     expect(len(received) == 2 and parts(received[0]) == parts(received[1]),
            "PostHead (HTTPClient._build_request with the given fields) + post no longer sends what "
            f"HTTPClient.request sends: {received!r}")
+
+WHOLE_CASES = {
+    "plain": [b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n{"ok": 1}'],
+    "in pieces": [b"HTTP/1.1 200 OK\r\nContent-Le", b"ngth: 12\r\n", b"\r\nhello", b" wor", b"ld!"],
+    "chunked": [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"],
+    "connection close": [b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok", "close"],
+    "error status": [b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 5\r\n\r\noops!"],
+    "body cut short": [b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", "close"],
+    "closed at once": ["close"],
+    "head cut short": [b"HTTP/1.1 200 OK\r\nContent-Len", "close"],
+    "more than its length": [b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA"],
+    "interim answer": [b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"],
+    "no length": [b"HTTP/1.1 200 OK\r\n\r\nuntil the end", "close"],
+    "http/1.0": [b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", "close"],
+    "bad length": [b"HTTP/1.1 200 OK\r\nContent-Length: 2x\r\n\r\nok"],
+    "a control byte in a field": [b"HTTP/1.1 200 OK\r\nX-A: \x01\r\nContent-Length: 2\r\n\r\nok"],
+    "a bare LF": [b"HTTP/1.1 200 OK\nContent-Length: 2\r\n\r\nok"],
+    "a four-digit status": [b"HTTP/1.1 2000 OK\r\nContent-Length: 2\r\n\r\nok"],
+    "an empty field name": [b"HTTP/1.1 200 OK\r\n: x\r\nContent-Length: 2\r\n\r\nok"],
+    "two lengths": [b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok"],
+    "a long body": [b"HTTP/1.1 200 OK\r\nContent-Length: 300000\r\n\r\n", b"x" * 300000],
+}
+
+def whole_outcome(send, pieces):
+    # one POST answered with `pieces`, the way MeasuredRequest reads a whole response
+    listener = gevent.socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port, accepted = listener.getsockname()[1], []
+
+    def serve():
+        while True:
+            conn, _ = listener.accept()
+            accepted.append(conn)
+            gevent.spawn(answer, conn)
+
+    def answer(conn):
+        while True:
+            data = b""
+            while not data.endswith(b"}"):
+                more = conn.recv(65536)
+                if not more:
+                    return conn.close()
+                data += more
+            for piece in pieces:
+                if piece == "close":
+                    return conn.close()
+                conn.sendall(piece)
+                gevent.sleep(0.01)
+
+    server = gevent.spawn(serve)
+    http = client(port)
+    body = b'{"prompt": "hi"}'
+    head = PostHead(http, "/v1/completions", {"Content-Type": "application/json"}).of("id-1", len(body))
+    outcome, kinds = [], []
+    try:
+        for _ in range(2):  # the second request: on the same connection, if it was kept
+            try:
+                response = send(http, head, body)
+                kinds.append(type(response).__name__)
+                outcome.append(response.status_code)
+                outcome.append(response.read())
+                outcome.append(response.message_complete)
+            except Exception as e:
+                outcome.append(f"{type(e).__name__}: {e}")
+                break
+            if "close" in pieces:
+                break
+        outcome.append(len(accepted))
+    finally:
+        server.kill()
+        http.close()
+        listener.close()
+    return outcome, kinds
+
+def check_post_whole():
+    # post_whole + read() gives what post + read() give, for each kind of whole response
+    for name, pieces in WHOLE_CASES.items():
+        (theirs, _), (mine, kinds) = whole_outcome(post, pieces), whole_outcome(post_whole, pieces)
+        expect(mine == theirs, f"post_whole differs from post on a response with {name}: "
+               f"{mine!r} against {theirs!r}")
+        if name in ("plain", "in pieces", "error status", "a long body"):  # read by post_whole
+            expect(kinds == ["WholeResponse", "WholeResponse"],
+                   f"post_whole gave a plain response ({name}) to geventhttpclient: {kinds!r}")
 """
 
 LOCUST = r"""
@@ -479,13 +596,19 @@ def check_web_ui_endpoints():
 
 SCRIPTS = {"gevent": GEVENT, "geventhttpclient": GEVENTHTTPCLIENT, "locust": LOCUST}
 ENTRIES = {
-    "gevent": ["raw_socket", "read_watcher", "close_throws_into_the_watcher_callback_owner"],
+    "gevent": [
+        "raw_socket",
+        "read_watcher",
+        "send_all",
+        "close_throws_into_the_watcher_callback_owner",
+    ],
     "geventhttpclient": [
         "body_buffer",
         "response_socket",
         "discard_connection",
         "resolve_with",
         "post_head",
+        "post_whole",
     ],
     "locust": [
         "user_stopping",
@@ -504,6 +627,7 @@ COVERS = {
     "master_heartbeat_timeout": ["set_master_heartbeat_timeout", "master_silent_for"],
     "resolve_with": ["resolve_with", "pool_addresses"],
     "post_head": ["PostHead", "post"],
+    "post_whole": ["post_whole", "WholeResponse"],
     "shape_tick": ["tick_shape_every"],
 }
 

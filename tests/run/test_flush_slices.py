@@ -54,3 +54,41 @@ def test_stream_reads_get_in_between_slices_of_a_flush():
     # a read waits for at most the slice being added (1 ms) and a turn of the loop; with a
     # sleep(0) between slices gevent ran ~50 slices before it polled: waits of up to 50 ms
     assert lags[int(0.9 * len(lags))] < 0.010, [round(lag * 1000, 1) for lag in lags]
+
+
+CHEAP = r"""
+import json, sys
+import gevent
+sys.path.insert(0, sys.argv[1])
+from vllm_load.run.wiring import LOCAL_FLUSH_SLICE, add_in_slices
+from vllm_load.client.context import RecordBuffer
+
+class CheapSession:
+    def __init__(self):
+        self.rows = 0
+    def add_rows(self, rows, worker=None):
+        self.rows += len(rows)
+
+turns, sleep = [], gevent.sleep
+gevent.sleep = lambda seconds=0: (turns.append(seconds), sleep(seconds))[1]
+buffer = RecordBuffer()
+buffer._rows = [(i,) for i in range(200 * LOCAL_FLUSH_SLICE)]
+session = CheapSession()
+add_in_slices(session, buffer)
+print(json.dumps({"rows": session.rows, "slice": LOCAL_FLUSH_SLICE, "turns": len(turns)}))
+"""
+
+
+def test_cheap_slices_share_a_turn_of_the_event_loop():
+    """Slices that cost next to nothing (non-streamed rows: ~10 µs each) are added one after
+    another until they have held the loop LOCAL_FLUSH_HOLD, not with a turn after each."""
+    out = subprocess.run(
+        [sys.executable, "-c", CHEAP, TESTS],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["rows"] == 200 * result["slice"]
+    assert result["turns"] < 20, result  # one per 200 slices before

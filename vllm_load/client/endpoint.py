@@ -9,7 +9,7 @@ from urllib.parse import urlparse
 
 from geventhttpclient import HTTPClient
 
-from ..compat.geventhttpclient import PostHead, post
+from ..compat.geventhttpclient import PostHead, post, post_whole
 from ..settings import Settings
 from .reader import RECV_SIZE
 
@@ -76,7 +76,8 @@ class Endpoint:
     def post(self, api: str, stream: bool, request_id: str, body: bytes):
         """POST one request (`X-Request-Id: request_id`) to `api`; its response, once the headers
         are in (a `geventhttpclient` response)."""
-        return post(self.client, self._heads[(api, stream)].of(request_id, len(body)), body)
+        head = self._heads[(api, stream)].of(request_id, len(body))
+        return (post if stream else post_whole)(self.client, head, body)
 
     def close(self) -> None:
         self.client.close()

@@ -1,16 +1,23 @@
 """geventhttpclient's private API: the response's body buffer and connection, the connection
-pool's address lookup, and a POST whose head is built once (checked with geventhttpclient 2.5.1
-and 2.6.1; `PostHead` and `post` with 2.6.1)."""
+pool's address lookup, a POST whose head is built once, and a whole response read without its
+parser when its head is plain (checked with geventhttpclient 2.5.1 and 2.6.1; `PostHead`, `post`
+and `post_whole` with 2.6.1)."""
 
 from __future__ import annotations
 
 import errno
+import re
 from typing import Callable
 
 import gevent.socket
-from geventhttpclient.response import HTTPSocketPoolResponse
+from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse
+
+from .gevent import send_all
 
 _REQUEST_ID, _LENGTH = "{request-id}", "{content-length}"  # (valid header values: sentinels)
+_HEAD_LIMIT = 65536  # a head not ended within this many bytes goes to geventhttpclient's parser
+# a control byte, or a line end that is not CRLF: such a head goes to geventhttpclient's parser
+_ODD_BYTE = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\r(?!\n)|(?<!\r)\n")
 
 
 def body_buffer(response) -> bytearray:
@@ -94,7 +101,7 @@ def post(client, head: bytes, body: bytes) -> HTTPSocketPoolResponse:
     pool = client._connection_pool
     sock = pool.get_socket()
     try:
-        sock.sendall(head + body)
+        send_all(sock, head + body)
     except gevent.socket.error as e:
         if e.errno not in (errno.ECONNRESET, errno.EPIPE):
             pool.release_socket(sock)
@@ -102,3 +109,140 @@ def post(client, head: bytes, body: bytes) -> HTTPSocketPoolResponse:
     return HTTPSocketPoolResponse(
         sock, pool, block_size=client.block_size, method="POST", headers_type=client.headers_type
     )
+
+
+def post_whole(client, head: bytes, body: bytes):
+    """`post` for a response read whole (not streamed): a plain head (`HTTP/1.1`, a status of 200
+    or more, a Content-Length, no Transfer-Encoding, no `Connection: close`) and its body are
+    read here, without geventhttpclient's parser and its Python callback per header field; any
+    other response, or one that ends early, goes to geventhttpclient's own response with the
+    bytes read so far (its `pre_buffered`), which reads it, or fails it, as it always did."""
+    pool = client._connection_pool
+    sock = pool.get_socket()
+    try:
+        send_all(sock, head + body)
+    except gevent.socket.error as e:
+        if e.errno not in (errno.ECONNRESET, errno.EPIPE):
+            pool.release_socket(sock)
+            raise
+    data = b""
+    try:
+        while True:
+            more = sock.recv(client.block_size)
+            if not more:
+                break
+            data += more
+            end = data.find(b"\r\n\r\n")
+            if end < 0 and len(data) > _HEAD_LIMIT:
+                break
+            if end >= 0:
+                plain = _plain_head(data, end)
+                if plain is None or len(data) > end + 4 + plain[1]:  # (theirs fails the head)
+                    break
+                return WholeResponse(client, pool, sock, plain[0], plain[1], data, end + 4)
+    except gevent.socket.error as e:
+        pool.release_socket(sock)
+        if e.errno == errno.ECONNRESET and not data:  # (as HTTPSocketResponse._read_headers)
+            raise HTTPConnectionClosed("connection closed.")
+        raise
+    except BaseException:
+        pool.release_socket(sock)
+        raise
+    return _their_response(client, pool, sock, data)
+
+
+def _their_response(client, pool, sock, data: bytes) -> HTTPSocketPoolResponse:
+    return HTTPSocketPoolResponse(
+        sock,
+        pool,
+        block_size=client.block_size,
+        method="POST",
+        headers_type=client.headers_type,
+        pre_buffered=data,
+    )
+
+
+def _plain_head(data: bytes, end: int) -> tuple[int, int] | None:
+    """(status, Content-Length) of a head `post_whole` reads itself, else None."""
+    head = data[:end]
+    if _ODD_BYTE.search(head):
+        return None
+    lines = head.split(b"\r\n")
+    status_line = lines[0]
+    if (
+        not status_line.startswith(b"HTTP/1.1 ")
+        or not status_line[9:12].isdigit()
+        or status_line[12:13] not in (b"", b" ")
+    ):
+        return None
+    status = int(status_line[9:12])
+    if status < 200 or status in (204, 304):  # (interim answers; answers without a body)
+        return None
+    length = None
+    for line in lines[1:]:
+        name, colon, value = line.partition(b":")
+        field = name.lower()
+        if not colon or not name or name != name.strip():
+            return None
+        if field == b"content-length":
+            value = value.strip()
+            if length is not None or not value.isdigit():
+                return None
+            length = int(value)
+        elif field == b"transfer-encoding" or (
+            field == b"connection" and b"close" in value.lower()
+        ):
+            return None
+    return None if length is None else (status, length)
+
+
+class WholeResponse:
+    """A response `post_whole` reads itself: its status once the head is in, `read()` its body
+    (the rest of it from the socket), the connection back in its pool once the body is complete.
+    `_sock` and `_pool` are named as a geventhttpclient response's, for `discard_connection`."""
+
+    __slots__ = (
+        "status_code",
+        "message_complete",
+        "_client",
+        "_pool",
+        "_sock",
+        "_data",
+        "_at",
+        "_at_end",
+    )
+
+    def __init__(self, client, pool, sock, status: int, length: int, data: bytes, at: int) -> None:
+        self.status_code = status
+        self.message_complete = False
+        self._client, self._pool, self._sock = client, pool, sock
+        self._data, self._at = data, at  # the bytes read so far, and where the body starts
+        self._at_end = at + length
+
+    def read(self) -> bytes:
+        """The whole body (then b""); raises what reading it raised."""
+        sock, pool, data, end = self._sock, self._pool, self._data, self._at_end
+        if sock is None or pool is None:
+            return b""
+        if len(data) < end:  # (a body longer than the first read: one buffer, not a copy a read)
+            buf = bytearray(data)
+            try:
+                while len(buf) < end:
+                    more = sock.recv(self._client.block_size)
+                    if not more:
+                        break
+                    buf += more
+            except BaseException:
+                self._sock = self._pool = None
+                pool.release_socket(sock)
+                raise
+            data = bytes(buf)
+        self._sock = self._pool = None
+        if len(data) != end:  # ended early, or more than its length: theirs reads or fails it
+            theirs = _their_response(self._client, pool, sock, data)
+            body = theirs.read()
+            self.message_complete = theirs.message_complete
+            return body
+        pool.return_socket(sock)
+        self.message_complete = True
+        return data[self._at :]

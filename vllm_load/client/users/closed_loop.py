@@ -10,15 +10,15 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-import orjson
 from locust import task
 
 from ...compat.locust import user_stopping
 from ...settings import Settings
 from ...values import SettingsError
 from ...workload.images import user_content
+from ..bodies import BodyTemplates
 from ..endpoint import RequestSpec
-from .llm_user import LLMUser, exact_output, request_body
+from .llm_user import LLMUser
 
 if TYPE_CHECKING:
     from ...workload.traces import TraceRequest
@@ -142,22 +142,16 @@ class ClosedLoopUser(LLMUser):
             content = prompts.next_content(input_tokens)
         images = context.images if api == "chat" else None  # (prepare_run refused the rest)
         urls, image_bytes = images.next_urls(settings.images) if images is not None else ([], 0)
-        body = request_body(
-            settings,
-            context.model,
-            api,
-            [{"role": "user", "content": user_content(content, urls)}]
-            if api == "chat"
-            else content,
-            output_tokens,
-            settings.stream,
+        templates = context.extras.get(BodyTemplates.KEY)
+        if not isinstance(templates, BodyTemplates):  # (the test's first request in this process)
+            templates = context.extras[BodyTemplates.KEY] = BodyTemplates(settings, context.model)
+        body = templates.body(
+            api, output_tokens, user_content(content, urls) if api == "chat" else content
         )
-        if settings.vllm_params:
-            body.update(exact_output(output_tokens))
         return RequestSpec(
             api,
             settings.stream,
-            orjson.dumps(body),
+            body,
             input_tokens,
             output_tokens,
             user_class=type(self).__name__,

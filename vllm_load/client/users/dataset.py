@@ -32,9 +32,10 @@ from ...tokenization.load import load_tokenizer
 from ...values import SettingsError, think_range
 from ...workload.datasets import Conversation, Dataset, dataset_path, load_dataset
 from ...workload.sampling import DatasetSampler, filter_by_length
+from ..bodies import exact_output
 from ..context import LoadContext
 from ..prompts import LocalTokenCounter, ServerTokenCounter, TokenCounter
-from .llm_user import LLMUser, exact_output
+from .llm_user import LLMUser
 
 logger = logging.getLogger(__name__)
 

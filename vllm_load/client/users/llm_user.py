@@ -29,6 +29,7 @@ from locust import FastHttpUser, constant
 from ...rundir.records import RequestRecord
 from ...settings import Settings
 from ...workload.images import count_images, user_content
+from ..bodies import request_body
 from ..clock import WALL_CLOCK
 from ..context import LoadContext
 from ..endpoint import Endpoint, RequestSpec, Timeouts, stats_name
@@ -36,25 +37,6 @@ from ..pacing import PACER
 from ..request import MeasuredRequest
 
 logger = logging.getLogger(__name__)
-
-
-def request_body(
-    settings: Settings, model: str | None, api: str, content: Any, max_tokens: int, stream: bool
-) -> dict[str, Any]:
-    """The body every request starts from: the model, the messages (`chat`) or the prompt
-    (`completions`), `max_tokens`, streaming with usage, and --temperature if set."""
-    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": stream}
-    body["messages" if api == "chat" else "prompt"] = content
-    if stream:
-        body["stream_options"] = {"include_usage": True}
-    if settings.temperature is not None:
-        body["temperature"] = settings.temperature
-    return body
-
-
-def exact_output(tokens: int) -> dict[str, Any]:
-    """The body fields that make vLLM generate exactly `tokens` tokens."""
-    return {"min_tokens": tokens, "ignore_eos": True}
 
 
 @dataclass(slots=True)  # (not frozen: a frozen __init__ costs twice as much, per request)
@@ -76,17 +58,17 @@ class Reply:
 
     @classmethod
     def of(cls, request: MeasuredRequest, record: RequestRecord) -> Reply:
-        return cls(
-            ok=record.ok == 1,
-            text=request.text if request.spec.keep_text else "",
-            prompt_tokens=record.prompt_tokens,
-            completion_tokens=record.completion_tokens,
-            ttft=record.ttft,
-            e2e=record.e2e,
-            finish_reason=request.meter.finish_reason,
-            error=record.error,
-            error_message=record.error_message,
-            request_id=record.request_id,
+        return cls(  # (positional, in the fields' order: keywords cost 2.0 µs, not 0.9)
+            record.ok == 1,  # ok
+            request.text if request.spec.keep_text else "",  # text
+            record.prompt_tokens,
+            record.completion_tokens,
+            record.ttft,
+            record.e2e,
+            request.meter.finish_reason,
+            record.error,
+            record.error_message,
+            record.request_id,
         )
 
 
