@@ -163,7 +163,7 @@ def summarize_run(
     """Load and measure one run directory; with SLOs, its levels' goodput too; a trace replay
     over time, in windows of `trace_window` s (default: `analysis.replay.read_replays`')."""
     data = load_run(path, analysis_columns())
-    meas = measure_levels(data.requests, data.steps)
+    meas = measure_levels(data.requests, data.steps, data.streams)
     meas.metrics = with_gpu(meas.metrics, data.gpu)  # GPU telemetry (analysis.levels.gpu)
     if slo:
         goodput = level_goodput(data.requests, meas, slo)
@@ -219,6 +219,7 @@ def summarize_run(
                 meas.metrics,
                 data.requests,
                 (data.run.get("server_metrics") or {}).get("interval"),
+                streams=data.streams,
             )
             if server is not None
             else None
@@ -230,7 +231,9 @@ def summarize_run(
         axis=axis,
         outcome=outcome_of(data),
         input_notes=[*data.notes, *(r.note for r in (server_read, health_read) if r.note)],
-        replays=read_replays(data.requests, data.steps, data.run, server, slo, trace_window),
+        replays=read_replays(
+            data.requests, data.steps, data.run, server, slo, trace_window, data.streams
+        ),
     )
 
 

@@ -55,11 +55,11 @@ def print_summary(run_dir: str) -> EndChecks | None:
         from ..analysis.series.failures import describe_problems, level_problems
         from ..report.model import diagnose_run_dir, diagnosis_lines
         from ..rundir.gpu_metrics import source_line
-        from ..rundir.load import load_run
+        from ..rundir.load import analysis_columns, load_run
 
-        run = load_run(run_dir)
+        run = load_run(run_dir, analysis_columns())
         abandoned = run.run.get("requests_abandoned", {}).get("total", 0)
-        measurement = measure_levels(run.requests, run.steps)
+        measurement = measure_levels(run.requests, run.steps, run.streams)
         measurement.metrics = with_gpu(measurement.metrics, run.gpu)  # GPU telemetry
         metrics = measurement.metrics
         problems = level_problems(measurement)
@@ -79,7 +79,7 @@ def print_summary(run_dir: str) -> EndChecks | None:
             table += "\n" + gpu_line
         table += "\n\n" + "\n".join(diagnosis_lines(diagnosis))
         server = read_server_metrics(os.path.join(run_dir, SERVER_METRICS_CSV)).frame
-        for replay in read_replays(run.requests, run.steps, run.run, server):
+        for replay in read_replays(run.requests, run.steps, run.run, server, streams=run.streams):
             table += "\n\nTrace replay:\n" + "\n".join(f"- {line.text}" for line in replay.lines())
         slo = parse_slo((run.run.get("settings") or {}).get("slo") or [])
         if slo:  # the run's --slo: goodput per level, as the report will show it

@@ -26,11 +26,14 @@ from .checks import (
     check_run_json,
     count_notes,
 )
+from .columnar import CsvStamp, copy_is_current, read_copy, write_copy
 from .files import CLIENT_VALIDATION_JSON, HISTORY_CSV, REQUESTS_CSV, RUN_JSON, STEPS_CSV
 from .gpu_metrics import read_gpu_metrics
 from .records import COLUMNS, PANDAS_DTYPES, STEPS_COLUMNS
+from .stream_columns import STREAM_COLUMNS, StreamColumns
 
-#: the requests.csv columns the analysis reads (the rest are for people reading the file)
+#: the requests.csv columns the analysis reads as a frame (the rest are for people reading the
+#: file; `itl_hist` and `chunk_marks` are always read, parsed into `RunData.streams`)
 ANALYSIS_COLUMNS: tuple[str, ...] = (
     "level",
     "users",
@@ -40,10 +43,8 @@ ANALYSIS_COLUMNS: tuple[str, ...] = (
     "e2e",
     "tpot",
     "itl_max",  # a per-request SLO may limit it (analysis.slo)
-    "itl_hist",
     "n_chunks",
     "chunks_merged",
-    "chunk_marks",
     "prompt_tokens",
     "completion_tokens",
     "requested_prompt_tokens",
@@ -72,13 +73,15 @@ def analysis_columns() -> tuple[str, ...]:
 
 @dataclass
 class RunData:
-    """Everything about one run that the analysis needs."""
+    """Everything about one run that the analysis needs: `streams` is its requests'
+    `itl_hist` and `chunk_marks`, parsed, row for row with `requests`."""
 
     path: str
     run: dict
     requests: pd.DataFrame
     steps: pd.DataFrame
     history: pd.DataFrame | None
+    streams: StreamColumns
     notes: list[str] = field(default_factory=list)  # what was left out of its files, and why
     gpu: pd.DataFrame | None = None  # gpu_metrics.csv (`rundir.gpu_metrics`), when recorded
 
@@ -131,10 +134,12 @@ def expand_run_paths(patterns: Sequence[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class RequestsRead:
-    """requests.csv's whole rows, checked (`checks`), and what the report must say about it."""
+    """requests.csv's whole rows, checked (`checks`), their stream columns parsed, and what the
+    report must say about it."""
 
     frame: pd.DataFrame
     notes: list[str]
+    streams: StreamColumns
 
 
 #: how each column is parsed: the documented dtypes, and every other column as seconds, so a
@@ -206,19 +211,30 @@ def read_requests_frame(path: str, columns: Iterable[str] | None = None) -> pd.D
 
 def read_requests(path: str, run: dict, columns: Iterable[str] | None = None) -> RequestsRead:
     """requests.csv with the documented dtypes (only `columns` when given), checked on its own
-    and against the run's run.json (`checks`): DamagedRun when it cannot be measured, notes on
-    what was left out otherwise."""
+    and against the run's run.json (`checks`), and its stream columns parsed (whether or not
+    `columns` names them): DamagedRun when it cannot be measured, notes on what was left out
+    otherwise. Read from its columnar copy where that stands for it (`columnar`); parsed from
+    the CSV otherwise, which writes the copy where it can."""
     wanted = list(columns) if columns is not None else list(COLUMNS)
     if not os.path.exists(path):
         raise DamagedRun(f"{path} is missing: the run's requests are not there")
     if os.path.getsize(path) == 0:
         raise DamagedRun(f"{path} is empty (not even its header): the run's requests are lost")
+    copy = read_copy(path, wanted)
+    if copy is not None:  # checked when it was written; run.json's count is checked anew
+        notes = count_notes(len(copy.frame), copy.partial, run, path, copy.cut_id)
+        return RequestsRead(_with_columns(copy.frame, wanted), notes, copy.streams)
+    stamp = CsvStamp.of(path)
     try:
         header = [str(c) for c in pd.read_csv(path, nrows=0).columns]
     except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
         raise DamagedRun(f"{path}: not a {REQUESTS_CSV} ({str(e).strip()[:80]})") from None
     check_header(header, path)
-    read = [c for c in COLUMNS if c in header and (c in wanted or c in CHECKED_COLUMNS)]
+    read = [
+        c
+        for c in COLUMNS
+        if c in header and (c in wanted or c in CHECKED_COLUMNS or c in STREAM_COLUMNS)
+    ]
     try:
         frame, partial, cut_id = _whole_rows(path, read)
     except UnicodeDecodeError as e:
@@ -228,10 +244,49 @@ def read_requests(path: str, run: dict, columns: Iterable[str] | None = None) ->
     if frame.empty:
         raise DamagedRun(f"{path} holds no request: nothing to measure")
     frame = frame.reset_index(drop=True)
-    for c in wanted:
-        if c not in frame.columns:
-            frame[c] = pd.Series(None, index=frame.index, dtype=PANDAS_DTYPES.get(c, "float64"))
-    return RequestsRead(frame[wanted], notes)
+    try:
+        streams = StreamColumns.of(frame)
+    except ValueError as e:  # a histogram that is not `bucket:count;...`
+        raise DamagedRun(f"{path}: {e}: not what a run writes") from None
+    _keep_copy(path, stamp, frame, streams, partial, cut_id, header)
+    return RequestsRead(_with_columns(frame, wanted), notes, streams)
+
+
+def _with_columns(frame: pd.DataFrame, wanted: list[str]) -> pd.DataFrame:
+    """`frame`'s `wanted` columns, those it lacks (an older run's file) empty."""
+    missing = {
+        c: pd.Series(None, index=frame.index, dtype=PANDAS_DTYPES.get(c, "float64"))
+        for c in wanted
+        if c not in frame.columns
+    }
+    return (frame.assign(**missing) if missing else frame)[wanted]
+
+
+def copy_columns() -> tuple[str, ...]:
+    """The columns a columnar copy keeps: every one the analysis reads and the checks read
+    (ids aside: they are checked, and nothing measures them)."""
+    kept = (*analysis_columns(), *CHECKED_COLUMNS)
+    return tuple(c for c in COLUMNS if c in kept and c != "request_id")
+
+
+def _keep_copy(
+    path: str,
+    stamp: CsvStamp,
+    frame: pd.DataFrame,
+    streams: StreamColumns,
+    partial: bool,
+    cut_id: str,
+    header: list[str],
+) -> None:
+    """Write the columnar copy of a read that holds every column it keeps; where the directory
+    cannot take it, the next reader parses the CSV again."""
+    kept = [c for c in copy_columns() if c in header]
+    if any(c not in frame.columns for c in kept) or copy_is_current(path, stamp):
+        return
+    try:
+        write_copy(path, stamp, frame[kept], streams, partial, cut_id, header)
+    except OSError:
+        pass
 
 
 #: steps.csv's columns the analysis cannot do without
@@ -308,6 +363,7 @@ def load_run(path: str, columns: Iterable[str] | None = None) -> RunData:
         requests=requests.frame,
         steps=read_steps(os.path.join(path, STEPS_CSV)),
         history=read_history(os.path.join(path, HISTORY_CSV)),
+        streams=requests.streams,
         notes=[*requests.notes, *([gpu.note] if gpu.note else [])],
         gpu=gpu.frame,
     )

@@ -1,9 +1,12 @@
 """One run's figures per level, each over the level's measured window.
 
-- `measure`: the measured requests (warm-up W, then K, by start), the window, the level's figures;
-  `recorded_levels`: the levels a run recorded, as steps.csv and its requests give them.
-- `window_rates`: throughput inside a window, independent of where requests happen to finish.
-- `hist`: the `itl_hist` column read as a whole and percentiles of merged histograms.
+- `measure`: the level's figures; `window`: its measured requests (warm-up W, then K, by start)
+  and window; `recorded_levels`: the levels a run recorded, as steps.csv and its requests give
+  them.
+- `window_rates`: throughput inside a window, independent of where requests happen to finish;
+  `spans`: the successful requests' lives and tokens it weighs, from a requests frame.
+- `hist`: merged ITL histograms (`rundir.stream_columns` parses the column) and their
+  percentiles.
 - `rates`: open-loop levels: the rate offered and achieved, queueing, whether the target kept up.
 - `breakdown`: per persona, per turn of a conversation, conversations as wholes.
 - `client_side`: the client's own health per level; `server_side`: `/metrics` against the client.

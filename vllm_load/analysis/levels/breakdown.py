@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from . import as_floats
-from .window_rates import RequestSpans, work_in_window
+from .window_rates import ChunkMarks, RequestSpans, work_in_window
 
 #: percentiles shown per persona and per turn
 BREAKDOWN_PERCENTILES = (50, 99)
@@ -66,12 +66,12 @@ def _latency_figures(group: pd.DataFrame, latencies: tuple[str, ...]) -> dict[st
 
 
 def persona_table(
-    labelled: pd.DataFrame, metrics: pd.DataFrame, ok_marks: np.ndarray | None = None
+    labelled: pd.DataFrame, metrics: pd.DataFrame, ok_marks: ChunkMarks | None = None
 ) -> pd.DataFrame:
     """Per level and user class: measured requests, successes, failures, the class's share of the
     level's measured requests, TTFT/E2E/TPOT percentiles and output tok/s in the level's window.
     Empty when every request came from one class (the per-level table says it all).
-    `ok_marks`: the successful rows' chunk times, already parsed (`LevelMeasurement.labelled_marks`);
+    `ok_marks`: the successful rows' chunk marks, already parsed (`LevelMeasurement.labelled_marks`);
     None: parsed here."""
     classes = _labels(labelled, "user_class")
     if classes.nunique() <= 1:

@@ -27,13 +27,38 @@ over the whole request. Failed requests add nothing: their tokens are unknown to
 
 from __future__ import annotations
 
-import io
-import re
 from dataclasses import dataclass
-from itertools import repeat
 
 import numpy as np
-import pandas as pd
+
+from ...rundir.stream_columns import parse_marks
+
+
+@dataclass(frozen=True)
+class ChunkMarks:
+    """Some requests' chunk marks: request i's are row `rows[i]` of `ms`, ms since its start,
+    NaN past its own (`rundir.stream_columns.parse_marks`). `ms` is a run's whole parse, shared
+    and never written: a million requests' marks are 136 MB a copy, so a selection of requests
+    selects rows, and the marks become times only for the requests a window weighs."""
+
+    ms: np.ndarray
+    rows: np.ndarray
+
+    @classmethod
+    def of(cls, ms: np.ndarray) -> "ChunkMarks | None":
+        """Every row of `ms`; None when no request has marks (no column)."""
+        return cls(ms, np.arange(len(ms))) if ms.size else None
+
+    def take(self, rows: np.ndarray) -> "ChunkMarks":
+        return ChunkMarks(self.ms, self.rows[rows])
+
+    def times(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """The marks as Unix times, each within its request's life: they are rounded to 0.1 ms,
+        so one may land just past the request's end, which is where a window edge may be (the
+        W-th request's end)."""
+        at = np.divide(self.ms[self.rows], 1000.0)
+        at += start[:, None]
+        return np.clip(at, start[:, None], end[:, None], out=at)
 
 
 @dataclass(frozen=True)
@@ -45,35 +70,27 @@ class RequestSpans:
     end: np.ndarray
     prompt_tokens: np.ndarray
     completion_tokens: np.ndarray
-    marks: np.ndarray | None = (
-        None  # (requests, CHUNK_MARKS + 1) chunk times, NaN past a request's own
-    )
+    marks: ChunkMarks | None = None  # its chunk marks, where the run recorded them
 
     @classmethod
     def build(
-        cls, start, ttft, end, prompt_tokens, completion_tokens, marks=None
+        cls, start, ttft, end, prompt_tokens, completion_tokens, marks=None, chunk_marks=None
     ) -> "RequestSpans":
+        """`marks`: the requests' `chunk_marks` texts; or `chunk_marks`, the same parsed."""
         start = np.asarray(start, dtype=np.float64)
         end = np.asarray(end, dtype=np.float64)
         first = start + np.asarray(ttft, dtype=np.float64)
         # a first chunk at the very end (non-streaming, or a one-chunk stream) dates nothing apart
         first = np.where(first < end, first, np.nan)
-        marks_at = None
-        if marks is not None:
-            offsets = parse_marks(marks)
-            # (marks are rounded to 0.1 ms: one may land just past the request's end, which is
-            # where a window edge may be: the W-th request's end)
-            if offsets.size:  # in place: a million requests' marks are 136 MB a copy
-                offsets /= 1000.0
-                offsets += start[:, None]
-                marks_at = np.clip(offsets, start[:, None], end[:, None], out=offsets)
+        if chunk_marks is None and marks is not None:
+            chunk_marks = ChunkMarks.of(parse_marks(marks))
         return cls(
             start,
             first,
             end,
             np.nan_to_num(np.asarray(prompt_tokens, dtype=np.float64)),
             np.nan_to_num(np.asarray(completion_tokens, dtype=np.float64)),
-            marks_at,
+            chunk_marks,
         )
 
     def take(self, rows: np.ndarray) -> "RequestSpans":
@@ -84,56 +101,12 @@ class RequestSpans:
             self.end[rows],
             self.prompt_tokens[rows],
             self.completion_tokens[rows],
-            self.marks[rows] if self.marks is not None else None,
+            self.marks.take(rows) if self.marks is not None else None,
         )
 
-
-#: rows whose marks are parsed together: bounds the joined text and its table in memory
-MARKS_BATCH = 65_536
-_PLAIN_DECIMALS = re.compile(r"[0-9.;\n-]*")
-
-
-def parse_marks(marks) -> np.ndarray:
-    """requests.csv `chunk_marks` texts as a (requests, marks) array of ms, NaN-padded (a field
-    that is not a number: NaN).
-
-    Parsed on whole columns (a million rows' marks in about a second, where splitting each row
-    and converting its fields took a minute): each batch's texts, one a line, are read by
-    pandas' CSV parser with ';' between fields. A batch with anything but plain decimal numbers
-    is read field by field (`_parse_marks_by_field`), which gives NaN for what is not one."""
-    texts = [m if isinstance(m, str) else "" for m in pd.Series(marks, dtype=object)]
-    width = max(map(str.count, texts, repeat(";")), default=-1) + 1
-    if not any(texts):
-        return np.empty((len(texts), 0))
-    out = np.empty((len(texts), width))
-    for i in range(0, len(texts), MARKS_BATCH):
-        out[i : i + MARKS_BATCH] = _parse_marks_batch(texts[i : i + MARKS_BATCH], width)
-    return out
-
-
-def _parse_marks_batch(texts: list[str], width: int) -> np.ndarray:
-    lines = "\n".join(texts) + "\n"
-    if _PLAIN_DECIMALS.fullmatch(lines):
-        try:
-            table = pd.read_csv(
-                io.StringIO(lines),
-                sep=";",
-                header=None,
-                names=range(width),
-                dtype=np.float64,
-                skip_blank_lines=False,  # an empty text is a row of NaN
-            ).to_numpy(np.float64)
-        except ValueError:  # a field such as "1.2.3" or "-"
-            table = None
-        if table is not None and len(table) == len(texts):
-            return table
-    return _parse_marks_by_field(texts, width)
-
-
-def _parse_marks_by_field(texts: list[str], width: int) -> np.ndarray:
-    table = pd.Series(texts, dtype="string").str.split(";", expand=True)
-    table = table.apply(pd.to_numeric, errors="coerce").to_numpy(np.float64)
-    return np.pad(table, ((0, 0), (0, width - table.shape[1])), constant_values=np.nan)
+    def mark_times(self) -> np.ndarray | None:
+        """(requests, marks) chunk times (`ChunkMarks.times`); None without marks."""
+        return self.marks.times(self.start, self.end) if self.marks is not None else None
 
 
 @dataclass(frozen=True)
@@ -177,10 +150,9 @@ def _work_per_request(
     prefill = np.where(streamed, share_inside(spans.start, first, a, b), lifetime)
     first_token = share_inside(first, first, a, b)
     decode = share_inside(first, spans.end, a, b)
-    if spans.marks is not None:
-        decode = np.where(
-            np.isnan(spans.marks[:, 1]), decode, _share_along_marks(spans.marks, a, b)
-        )
+    marks = spans.mark_times()
+    if marks is not None:
+        decode = np.where(np.isnan(marks[:, 1]), decode, _share_along_marks(marks, a, b))
     rest = np.maximum(spans.completion_tokens - 1.0, 0.0)
     output = np.where(
         streamed,
