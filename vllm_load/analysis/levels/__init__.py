@@ -27,4 +27,7 @@ import pandas as pd
 
 def as_floats(series: pd.Series) -> np.ndarray:
     """A column as float64, anything unparsable (or missing) as NaN."""
+    if series.dtype == np.float64 or isinstance(series.dtype, pd.Int64Dtype):
+        # what requests.csv's columns are read as: no parse (a million rows, ~8 ms a column)
+        return series.to_numpy(dtype=np.float64, na_value=np.nan)
     return pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)

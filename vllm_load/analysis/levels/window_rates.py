@@ -43,14 +43,23 @@ class ChunkMarks:
 
     ms: np.ndarray
     rows: np.ndarray
+    tidy: np.ndarray  # per row of `ms`: NaN only after its last mark (every real run's)
 
     @classmethod
     def of(cls, ms: np.ndarray) -> "ChunkMarks | None":
         """Every row of `ms`; None when no request has marks (no column)."""
-        return cls(ms, np.arange(len(ms))) if ms.size else None
+        if not ms.size:
+            return None
+        missing = np.isnan(ms)
+        late = (missing[:, :-1] & ~missing[:, 1:]).any(axis=1)  # a mark after a missing one
+        return cls(ms, np.arange(len(ms)), ~late)
 
     def take(self, rows: np.ndarray) -> "ChunkMarks":
-        return ChunkMarks(self.ms, self.rows[rows])
+        return ChunkMarks(self.ms, self.rows[rows], self.tidy)
+
+    def tidy_rows(self) -> np.ndarray:
+        """Per request: its marks are tidy (`tidy`)."""
+        return self.tidy[self.rows]
 
     def times(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """The marks as Unix times, each within its request's life: they are rounded to 0.1 ms,
@@ -133,10 +142,19 @@ def work_in_window(spans: RequestSpans, a: float, b: float) -> WindowWork:
 
     Only the requests whose lives meet the window are weighed (a level's window meets a few of
     a run's requests); the others did nothing inside it and keep a share of 0, so the sums run
-    over the same arrays, in the same order, as when every request was weighed."""
+    over the same arrays, in the same order, as when every request was weighed. A request whose
+    whole life is inside the window (after its start, up to its end) has every share exactly 1
+    (a span's overlap is its own length, and x / x is 1), so only those that cross an edge are
+    weighed segment by segment."""
     near = np.flatnonzero((spans.start <= b) & (spans.end >= a))
+    whole = (spans.start[near] > a) & (spans.end[near] <= b)
+    if spans.marks is not None:  # (a NaN amid the marks, from a field that is not a number,
+        whole &= spans.marks.take(near).tidy_rows()  # is weighed as it always was)
     work = np.zeros((3, len(spans.start)))
-    work[:, near] = _work_per_request(spans.take(near), a, b)
+    inside = spans.take(near[whole])
+    ones = np.ones(len(inside.start))
+    work[:, near[whole]] = _work(inside, ones, ones, ones, ones)
+    work[:, near[~whole]] = _work_per_request(spans.take(near[~whole]), a, b)
     return WindowWork(float(work[0].sum()), float(work[1].sum()), float(work[2].sum()))
 
 
@@ -153,6 +171,19 @@ def _work_per_request(
     marks = spans.mark_times()
     if marks is not None:
         decode = np.where(np.isnan(marks[:, 1]), decode, _share_along_marks(marks, a, b))
+    return _work(spans, lifetime, prefill, first_token, decode)
+
+
+def _work(
+    spans: RequestSpans,
+    lifetime: np.ndarray,
+    prefill: np.ndarray,
+    first_token: np.ndarray,
+    decode: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each request's share of its life, prompt tokens and output tokens, from the shares of its
+    life, prefill, first token and decode that fell inside the window."""
+    streamed = ~np.isnan(spans.first)
     rest = np.maximum(spans.completion_tokens - 1.0, 0.0)
     output = np.where(
         streamed,
@@ -166,10 +197,13 @@ def _share_along_marks(marks: np.ndarray, a: float, b: float) -> np.ndarray:
     """The share of each request's chunks after its first that arrived inside [a, b], with an
     equal share of them between consecutive marks, evenly in between."""
     segments = np.sum(~np.isnan(marks), axis=1) - 1
+    known = np.nan_to_num(marks)
+    # every segment's share at once, then summed segment after segment (the order the sums
+    # always had: the same figures to the last bit)
+    inside = share_inside(known[:, :-1], known[:, 1:], a, b)
+    inside[np.arange(inside.shape[1]) >= segments[:, None]] = 0.0
     share = np.zeros(len(marks))
-    for k in range(marks.shape[1] - 1):
-        lo, hi = marks[:, k], marks[:, k + 1]
-        inside = share_inside(np.nan_to_num(lo), np.nan_to_num(hi), a, b)
-        share += np.where(k < segments, inside, 0.0)
+    for k in range(inside.shape[1]):
+        share += inside[:, k]
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(segments > 0, share / np.maximum(segments, 1), 0.0)
