@@ -337,6 +337,7 @@ def test_a_window_weighs_whole_lives_as_it_weighs_them_segment_by_segment():
         _work_per_request,
         work_in_window,
     )
+    from vllm_load.rundir.stream_columns import MarkTable
 
     rng = np.random.default_rng(3)
     n = 3000
@@ -353,14 +354,17 @@ def test_a_window_weighs_whole_lives_as_it_weighs_them_segment_by_segment():
             marks[i, :k] = np.sort(rng.uniform(ttft[i], life[i], k)) * 1000.0
     marks[::97, 3] = np.nan  # a hole amid the marks
     prompt, completion = rng.integers(1, 3000, n), rng.integers(0, 600, n)
-    spans = RequestSpans.build(
-        start, ttft, end, prompt, completion, chunk_marks=ChunkMarks.of(marks)
-    )
-    for a, b in [(10.0, 20.0), (start[5], end[9]), (0.0, 200.0), (end[3], end[3] + 0.1)]:
-        near = np.flatnonzero((spans.start <= b) & (spans.end >= a))
-        weighed = np.zeros((3, n))
-        weighed[:, near] = _work_per_request(spans.take(near), a, b)
-        work = work_in_window(spans, a, b)
-        assert (work.requests, work.prompt_tokens, work.output_tokens) == tuple(
-            float(w.sum()) for w in weighed
+    windows = [(10.0, 20.0), (start[5], end[9]), (0.0, 200.0), (end[3], end[3] + 0.1)]
+    # marks as floats, and to 0.1 ms as a run writes them (kept as whole tenths)
+    for table in (MarkTable(marks), MarkTable.of(np.round(marks, 1))):
+        spans = RequestSpans.build(
+            start, ttft, end, prompt, completion, chunk_marks=ChunkMarks.of(table)
         )
+        for a, b in windows:
+            near = np.flatnonzero((spans.start <= b) & (spans.end >= a))
+            weighed = np.zeros((3, n))
+            weighed[:, near] = _work_per_request(spans.take(near), a, b)
+            work = work_in_window(spans, a, b)
+            assert (work.requests, work.prompt_tokens, work.output_tokens) == tuple(
+                float(w.sum()) for w in weighed
+            )

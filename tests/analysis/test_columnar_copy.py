@@ -16,7 +16,7 @@ from vllm_load.rundir import columnar, load
 from vllm_load.rundir.checks import DamagedRun
 from vllm_load.rundir.files import REQUESTS_COPY
 from vllm_load.rundir.load import analysis_columns, load_run
-from vllm_load.rundir.stream_columns import ItlHistograms, StreamColumns, parse_marks
+from vllm_load.rundir.stream_columns import ItlHistograms, MarkTable, StreamColumns, parse_marks
 from vllm_load.rundir.synthetic import ServerModel, SyntheticRun, write_synthetic_run
 from vllm_load.rundir.synthetic_personas import Persona
 
@@ -49,7 +49,8 @@ def _copy(run_dir: str) -> str:
 def _same_streams(a: StreamColumns, b: StreamColumns) -> None:
     for name in ("offsets", "buckets", "counts"):
         assert np.array_equal(getattr(a.itl, name), getattr(b.itl, name))
-    assert np.array_equal(a.marks, b.marks, equal_nan=True)
+    assert a.marks.values.dtype == b.marks.values.dtype
+    assert np.array_equal(a.marks.ms(), b.marks.ms(), equal_nan=True)
 
 
 def _no_csv_parse(monkeypatch) -> None:
@@ -72,8 +73,10 @@ def test_the_first_read_writes_the_copy_and_the_next_reads_the_same_from_it(run_
     assert copied.notes == parsed.notes
     # the streams are the CSV's texts, parsed
     texts = pd.read_csv(_csv(run_dir), dtype=str, keep_default_na=False)
-    assert np.array_equal(copied.streams.marks, parse_marks(texts["chunk_marks"]), equal_nan=True)
+    parsed_ms = parse_marks(texts["chunk_marks"])
+    assert np.array_equal(copied.streams.marks.ms(), parsed_ms, equal_nan=True)
     assert copied.streams.marks.shape[1] == 17 and len(copied.streams) == len(texts)
+    assert copied.streams.marks.values.dtype == np.int32  # `%.1f` marks: kept as tenths
 
 
 def test_the_copy_is_numpy_arrays_only(run_dir):
@@ -223,3 +226,16 @@ def test_histograms_taken_and_merged_by_rows_equal_those_parsed_alone():
     assert merged[0, 10] == 2 and merged[0, 12] == 1
     assert merged[1, 10] == 1 and merged[1, 40] == 2 and merged[1, 11] == 5
     assert hists.merge(np.array([1, 2]), np.array([0, 0]), 1).shape == (1, 1)  # none: one bucket
+
+
+def test_marks_are_kept_as_tenths_only_where_that_keeps_every_one():
+    ms = parse_marks(["93.3;499.8;899.1", "0.1;1.0", "", "12345678.9"])
+    table = MarkTable.of(ms)
+    assert table.values.dtype == np.int32 and table.values.nbytes * 2 == ms.nbytes
+    assert np.array_equal(table.ms(), ms, equal_nan=True)  # the very floats parsed
+    assert np.array_equal(table.ms(np.array([3, 0])), ms[[3, 0]], equal_nan=True)
+    finer = parse_marks(["93.25;499.8", "1e12"])  # a finer mark, one past int32's tenths
+    for texts in (finer[:1], finer[1:]):
+        kept = MarkTable.of(texts)
+        assert kept.values.dtype == np.float64
+        assert np.array_equal(kept.ms(), texts, equal_nan=True)

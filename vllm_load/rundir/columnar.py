@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from .files import REQUESTS_COPY, atomic_file
-from .stream_columns import ItlHistograms, StreamColumns
+from .stream_columns import ItlHistograms, MarkTable, StreamColumns
 
 FORMAT = 1
 #: bytes of each end of the CSV in its digest
@@ -138,7 +138,7 @@ def write_copy(
     arrays["itl_offsets"] = streams.itl.offsets
     arrays["itl_buckets"] = streams.itl.buckets
     arrays["itl_counts"] = streams.itl.counts
-    arrays["marks"] = streams.marks
+    arrays["marks"] = streams.marks.values  # tenths (int32) or ms (float64)
     meta = {
         "format": FORMAT,
         "stamp": list(_stamp_fields(stamp)),
@@ -192,7 +192,7 @@ def read_copy(csv_path: str, columns: list[str]) -> RequestsCopy | None:
                 {c: _column(kinds[c], c, data) for c in present}, index=pd.RangeIndex(meta["rows"])
             )
             itl = ItlHistograms(data["itl_offsets"], data["itl_buckets"], data["itl_counts"])
-            streams = StreamColumns(itl, data["marks"])
+            streams = StreamColumns(itl, MarkTable(data["marks"]))
     except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile):
         return None  # damaged or cut short: the CSV is read instead
     if len(streams) != len(frame) or len(streams.marks) != len(frame):

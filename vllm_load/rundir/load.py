@@ -314,11 +314,18 @@ def read_steps(path: str) -> pd.DataFrame:
     return frame
 
 
+#: the columns of Locust's stats history a report draws (its timeline's active users)
+HISTORY_COLUMNS: tuple[str, ...] = ("Timestamp", "User Count")
+
+
 def read_history(path: str) -> pd.DataFrame | None:
-    """Locust's stats history, aggregated rows only, numeric; None when absent or empty."""
+    """Locust's stats history, aggregated rows only, numeric, its `HISTORY_COLUMNS` (a long
+    run's file holds a row a second for every request name: tens of MB of columns no figure
+    reads); None when absent or empty."""
     if not os.path.exists(path) or os.path.getsize(path) == 0:
         return None
-    frame = pd.read_csv(path, na_values=["N/A"])
+    wanted = ("Name", *HISTORY_COLUMNS)
+    frame = pd.read_csv(path, na_values=["N/A"], usecols=lambda c: c in wanted)
     if "Name" in frame.columns:
         frame = frame[frame["Name"] == "Aggregated"]
     if frame.empty:

@@ -9,8 +9,9 @@ parsed once per consumer.
 - `itl_hist` (`rundir.histogram`'s `bucket:count;...`) becomes `ItlHistograms`: every row's
   pairs one after another, row i's from `offsets[i]` to `offsets[i + 1]` (the layout of a
   sparse matrix's rows), merged per group by `ItlHistograms.merge`.
-- `chunk_marks` (ms since the request's start, `;`-joined) becomes a (rows, marks) float array,
-  NaN past a row's own marks (`parse_marks`).
+- `chunk_marks` (ms since the request's start, `;`-joined) becomes a (rows, marks) table,
+  nothing past a row's own marks (`MarkTable`: `parse_marks`'s floats, kept as whole tenths of
+  a ms where that is exact, as a run writes them: half the memory).
 
 Both parses run on whole columns, never per row in Python: a million rows in seconds.
 """
@@ -47,10 +48,10 @@ def _texts(column: Iterable) -> list[str]:
 
 
 def _smallest_int(values: np.ndarray) -> np.ndarray:
-    """Non-negative integers in the narrowest of uint16 / int32 / int64 that holds them (a
-    million rows' pairs are ~30 M of each)."""
+    """Non-negative integers in the narrowest of uint8 / uint16 / int32 / int64 that holds them
+    (a million rows' pairs are ~30 M of each)."""
     top = int(values.max()) if values.size else 0
-    for dtype in (np.uint16, np.int32):
+    for dtype in (np.uint8, np.uint16, np.int32):
         if top <= np.iinfo(dtype).max:
             return values.astype(dtype)
     return values.astype(np.int64)
@@ -217,13 +218,66 @@ def _parse_marks_by_field(texts: list[str], width: int) -> np.ndarray:
     return np.pad(table, ((0, 0), (0, width - table.shape[1])), constant_values=np.nan)
 
 
+#: a missing mark among `MarkTable`'s tenths
+NO_TENTH = np.iinfo(np.int32).min
+
+
+@dataclass(frozen=True)
+class MarkTable:
+    """Every row's chunk marks, ms since the request's start (`parse_marks`: NaN past a row's
+    own). `values` holds them as int32 tenths of a ms (`NO_TENTH` for none) where every one is
+    exactly a whole number of tenths (`%.1f`, as a run writes them; checked when made), else as
+    the float64 ms parsed: `ms` gives the floats either way, to the bit."""
+
+    values: np.ndarray  # (rows, marks): int32 tenths, or float64 ms
+
+    @classmethod
+    def of(cls, ms: np.ndarray) -> "MarkTable":
+        """The table of `parse_marks`'s floats, as tenths where that keeps every one."""
+        known = ~np.isnan(ms)
+        scaled = np.rint(np.where(known, ms, 0.0) * 10.0)
+        fits = not ms.size or (np.abs(scaled).max() < np.iinfo(np.int32).max)
+        if fits and np.array_equal(scaled[known] / 10.0, ms[known]):
+            return cls(np.where(known, scaled, NO_TENTH).astype(np.int32))
+        return cls(ms)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @property
+    def size(self) -> int:
+        return self.values.size
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.values.shape
+
+    def take(self, rows: np.ndarray) -> "MarkTable":
+        return MarkTable(self.values[rows])
+
+    def ms(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """The marks of `rows` (every row when None) as float64 ms, NaN past a row's own."""
+        values = self.values if rows is None else self.values[rows]
+        if values.dtype != np.int32:
+            return values.copy() if rows is None else values
+        out = values / 10.0
+        out[values == NO_TENTH] = np.nan
+        return out
+
+    def missing(self) -> np.ndarray:
+        """Per row and mark: there is none."""
+        if self.values.dtype == np.int32:
+            return self.values == NO_TENTH
+        return np.isnan(self.values)
+
+
 @dataclass(frozen=True)
 class StreamColumns:
     """A requests frame's `itl_hist` and `chunk_marks`, parsed: row i of each is row i of the
     frame (by position)."""
 
     itl: ItlHistograms
-    marks: np.ndarray  # (rows, marks) ms since the request's start, NaN-padded; 0 columns: none
+    marks: MarkTable  # 0 columns: no row has marks
 
     def __len__(self) -> int:
         return len(self.itl)
@@ -234,9 +288,9 @@ class StreamColumns:
         ValueError on a malformed histogram."""
         n = len(frame)
         itl = ItlHistograms.parse(frame[ITL_HIST]) if ITL_HIST in frame else None
-        marks = parse_marks(frame[CHUNK_MARKS]) if CHUNK_MARKS in frame else np.empty((n, 0))
-        return cls(itl if itl is not None else ItlHistograms.empty(n), marks)
+        ms = parse_marks(frame[CHUNK_MARKS]) if CHUNK_MARKS in frame else np.empty((n, 0))
+        return cls(itl if itl is not None else ItlHistograms.empty(n), MarkTable.of(ms))
 
     def take(self, rows: np.ndarray) -> "StreamColumns":
         """The rows `rows` (a mask or indices) of both, in their order."""
-        return StreamColumns(self.itl.take(rows), self.marks[rows])
+        return StreamColumns(self.itl.take(rows), self.marks.take(rows))

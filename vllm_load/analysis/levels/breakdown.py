@@ -65,6 +65,13 @@ def _latency_figures(group: pd.DataFrame, latencies: tuple[str, ...]) -> dict[st
     return out
 
 
+#: the columns of the measured requests `persona_table` reads
+_PERSONA_READS: frozenset[str] = frozenset(
+    ("level", "user_class", "ok", "ttft", "e2e", "tpot", "start_ts", "end_ts")
+    + ("prompt_tokens", "completion_tokens", "chunk_marks")
+)
+
+
 def persona_table(
     labelled: pd.DataFrame, metrics: pd.DataFrame, ok_marks: ChunkMarks | None = None
 ) -> pd.DataFrame:
@@ -76,7 +83,8 @@ def persona_table(
     classes = _labels(labelled, "user_class")
     if classes.nunique() <= 1:
         return pd.DataFrame(columns=list(PERSONA_COLUMNS))
-    frame = labelled.assign(user_class=classes).reset_index(drop=True)
+    read = [c for c in labelled.columns if c in _PERSONA_READS]  # not a copy of every column
+    frame = labelled[read].assign(user_class=classes).reset_index(drop=True)
     windows = metrics.set_index("level")
     # every successful row's span once (its chunk marks parsed once), each group's taken from it
     ok_rows = np.flatnonzero(as_floats(frame["ok"]) == 1)
@@ -84,7 +92,10 @@ def persona_table(
     if ok_marks is not None:
         spans_of_ok = replace(spans_of_ok, marks=ok_marks)
     rows = []
-    for (level, user_class), group in frame.groupby(["level", "user_class"], sort=True):
+    # each group's rows by position: iterating a groupby takes a sorted copy of the whole frame
+    groups = frame.groupby(["level", "user_class"]).indices
+    for level, user_class in sorted(groups):
+        group = frame.take(groups[level, user_class])
         ok = as_floats(group["ok"]) == 1
         level_rows = (frame["level"] == level).sum()
         window = windows.loc[level] if level in windows.index else None
@@ -127,8 +138,11 @@ def turn_table(labelled: pd.DataFrame) -> pd.DataFrame:
     """Per turn index of the conversations, over every level: measured requests, successes,
     failures, mean prompt tokens (the history grows) and TTFT/E2E percentiles. Empty when no
     request was part of a conversation."""
-    in_conversation = _labels(labelled, "conversation") != ""
-    frame = labelled[in_conversation.to_numpy()]
+    in_conversation = (_labels(labelled, "conversation") != "").to_numpy()
+    read = [
+        c for c in ("turn", "ok", "prompt_tokens", "cached_tokens", "ttft", "e2e") if c in labelled
+    ]
+    frame = labelled.loc[in_conversation, read]  # not a copy of every column
     if frame.empty:
         return pd.DataFrame(columns=list(TURN_COLUMNS))
     rows = []
@@ -162,7 +176,8 @@ def conversation_summary(requests: pd.DataFrame) -> dict[str, float]:
     from the first turn's start to the last turn's end (mean, p50, p99, seconds; think time
     included) and how many had a failed turn. Empty when the run held none."""
     ids = _labels(requests, "conversation")
-    frame = requests[(ids != "").to_numpy()].assign(conversation=ids[ids != ""])
+    part = (ids != "").to_numpy()
+    frame = requests.loc[part, ["start_ts", "end_ts", "ok"]].assign(conversation=ids[part])
     if frame.empty:
         return {}
     grouped = frame.groupby("conversation")

@@ -31,11 +31,11 @@ from ...figures import gpu_columns, statistic_columns
 from ...rundir.stream_columns import StreamColumns
 from . import as_floats
 from .hist import hist_percentiles
-from .rates import RATE_COLUMNS, offered_figures, rate_figures
+from .rates import RATE_COLUMNS, rate_figures
 from .recorded_levels import recorded_levels
 from .spans import own_streams, success_spans
-from .window import LevelWindows, level_windows
-from .window_rates import ChunkMarks, RequestSpans, work_in_window
+from .window import LevelWindows, level_windows, offered, window_work
+from .window_rates import ChunkMarks, RequestSpans
 
 _HEAD_COLUMNS: tuple[str, ...] = (
     "level",
@@ -220,51 +220,39 @@ def _exactness(
         }
 
 
-def _window_work(
-    spans: RequestSpans, start: np.ndarray, end: np.ndarray, windows: LevelWindows
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per level: the achieved concurrency (requests in flight, any level, any outcome,
-    averaged over the window) and the work every successful request (any level) did inside it
-    (requests, prompt tokens, output tokens)."""
-    n_levels = len(windows.window_s)
-    achieved = np.full(n_levels, np.nan)
-    done = np.full((n_levels, 3), np.nan)
-    for i in np.flatnonzero(~np.isnan(windows.window_s)):
-        a, b = windows.window_start[i], windows.window_end[i]
-        overlap = np.minimum(end, b) - np.maximum(start, a)
-        achieved[i] = np.clip(overlap, 0.0, None).sum() / windows.window_s[i]
-        work = work_in_window(spans, a, b)
-        done[i] = (work.requests, work.prompt_tokens, work.output_tokens)
-    return achieved, done
-
-
-def _offered(
-    plan: pd.DataFrame,
-    req: pd.DataFrame,
-    pos: np.ndarray,
-    start: np.ndarray,
-    end: np.ndarray,
-    windows: LevelWindows,
-) -> dict[str, np.ndarray]:
-    """`rates.offered_figures` of the run's requests: each sent at its start plus its queueing,
-    by the load process (worker) that sent it."""
-    queued_all = as_floats(req["queued_s"]) if "queued_s" in req else np.zeros(len(req))
-    worker = (
-        req["worker"].astype("string").fillna("")
-        if "worker" in req
-        else pd.Series([""] * len(req), dtype=object)
+def _measured_figures(
+    req: pd.DataFrame, mok: np.ndarray, g: np.ndarray, plan: pd.DataFrame, windows: LevelWindows
+) -> tuple[dict[str, np.ndarray], pd.DataFrame]:
+    """The level columns taken from the successful measured requests (rows `mok` of `req`, at
+    plan rows `g`): every declared per-request figure's statistics (`figures.PER_REQUEST`; a
+    column the run did not record, an older run's, gives NaN), the open-loop rate figures and
+    the token counts' exactness; and those requests' figures, with their level."""
+    n_levels = len(plan)
+    reads = _measured_columns()
+    sub = req.loc[mok, [c for c in req.columns if c in reads]]  # not a copy of every column
+    columns: dict[str, np.ndarray] = {}
+    measured = pd.DataFrame({"level": plan["level"].to_numpy(np.int64)[g]})
+    for source in declared.PER_REQUEST:
+        if source.from_histogram:
+            continue
+        values = as_floats(sub[source.key]) if source.key in sub else np.full(len(sub), np.nan)
+        measured[source.key] = values
+        for stat, column in _group_statistics(values, g, n_levels, source.stats).items():
+            columns[f"{source.key}_{stat}"] = column
+    queued = as_floats(sub["queued_s"]) if "queued_s" in sub else np.full(len(sub), np.nan)
+    columns.update(
+        rate_figures(
+            plan["rate"].to_numpy(np.float64),
+            g,
+            as_floats(sub["start_ts"]),
+            as_floats(sub["ttft"]),
+            queued,
+            windows.window_s,
+            windows.window_ok,
+        )
     )
-    return offered_figures(
-        plan["rate"].to_numpy(np.float64),
-        plan["users"].to_numpy(np.float64),
-        pos,
-        start,
-        start + np.nan_to_num(queued_all),
-        end,
-        pd.factorize(worker.to_numpy(dtype=object), sort=True)[0],  # as np.unique's inverse
-        windows.window_start,
-        windows.window_end,
-    )
+    columns.update(_exactness(req, sub, mok, g, n_levels))
+    return columns, measured
 
 
 def measure_levels(
@@ -299,11 +287,9 @@ def measure_levels(
     n_warm = np.minimum(counts, plan["warmup_requests"].to_numpy(np.float64).astype(np.int64))
     finished_in_level = np.bincount(pos[end <= known_end[pos]], minlength=n_levels)
 
-    reads = _measured_columns()
-    sub = req.loc[mok, [c for c in req.columns if c in reads]]  # not a copy of every column
     g = pos[mok]
     spans = success_spans(req, ok_all, streams)
-    achieved, done = _window_work(spans, start, end, windows)
+    achieved, done = window_work(spans, start, end, windows)
 
     with np.errstate(invalid="ignore", divide="ignore"):
         out = pd.DataFrame(
@@ -332,27 +318,8 @@ def measure_levels(
                 "achieved_concurrency": achieved,
             }
         )
-    # every declared per-request figure's statistics (figures.PER_REQUEST), over the successful
-    # measured requests; a column the run did not record (an older run) gives NaN
-    measured_frame = pd.DataFrame({"level": plan["level"].to_numpy(np.int64)[g]})
-    for source in declared.PER_REQUEST:
-        if source.from_histogram:
-            continue
-        values = as_floats(sub[source.key]) if source.key in sub else np.full(len(sub), np.nan)
-        measured_frame[source.key] = values
-        for stat, column in _group_statistics(values, g, n_levels, source.stats).items():
-            out[f"{source.key}_{stat}"] = column
-    queued = as_floats(sub["queued_s"]) if "queued_s" in sub else np.full(len(sub), np.nan)
-    figures = rate_figures(
-        plan["rate"].to_numpy(np.float64),
-        g,
-        as_floats(sub["start_ts"]),
-        as_floats(sub["ttft"]),
-        queued,
-        window_s,
-        windows.window_ok,
-    )
-    figures.update(_offered(plan, req, pos, start, end, windows))
+    figures, measured_frame = _measured_figures(req, mok, g, plan, windows)
+    figures.update(offered(plan, req, pos, start, end, windows))
     for col, values in figures.items():
         out[col] = values
     itl_counts = streams.itl.merge(mok, g, n_levels)
@@ -361,8 +328,6 @@ def measure_levels(
         q = hist_percentiles(itl_counts, percentiles)
         for j, stat in enumerate(source.stats):
             out[f"{source.key}_{stat}"] = q[:, j]
-    for col, values in _exactness(req, sub, mok, g, n_levels).items():
-        out[col] = values
     out["stop_reason"] = plan["stop_reason"].to_numpy(dtype=object)
     for col in gpu_columns():  # the GPUs' figures, where a run recorded them: `gpu.with_gpu`
         out[col] = np.nan

@@ -1,7 +1,8 @@
-"""Each level's measured requests and measured window (`measure`'s module doc says which).
+"""Each level's measured requests and measured window (`measure`'s module doc says which), and
+what was done inside each window: requests in flight, work, the load offered.
 
-Pure array work on one run's requests: `pos` (each request's row of the level plan), `start`,
-`end` and whether it succeeded; the plan gives W, K, the level's end and why it ended.
+Array work on one run's requests: `pos` (each request's row of the level plan), `start`, `end`
+and whether it succeeded; the plan gives W, K, the level's end and why it ended.
 """
 
 from __future__ import annotations
@@ -10,6 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+from . import as_floats
+from .rates import offered_figures
+from .window_rates import RequestSpans, work_in_window
 
 #: stop reasons after which the level ended before its W + K requests had all ended
 CUT_SHORT = frozenset({"time_cap", "interrupted", "workers_lost", "measured_lost", "client_limit"})
@@ -84,3 +89,50 @@ def _measured(
     measured = np.zeros(len(pos), dtype=bool)
     measured[order[meas_s]] = True
     return measured
+
+
+def window_work(
+    spans: RequestSpans, start: np.ndarray, end: np.ndarray, windows: LevelWindows
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per level: the achieved concurrency (requests in flight, any level, any outcome,
+    averaged over the window) and the work every successful request (any level) did inside it
+    (requests, prompt tokens, output tokens)."""
+    n_levels = len(windows.window_s)
+    achieved = np.full(n_levels, np.nan)
+    done = np.full((n_levels, 3), np.nan)
+    for i in np.flatnonzero(~np.isnan(windows.window_s)):
+        a, b = windows.window_start[i], windows.window_end[i]
+        overlap = np.minimum(end, b) - np.maximum(start, a)
+        achieved[i] = np.clip(overlap, 0.0, None).sum() / windows.window_s[i]
+        work = work_in_window(spans, a, b)
+        done[i] = (work.requests, work.prompt_tokens, work.output_tokens)
+    return achieved, done
+
+
+def offered(
+    plan: pd.DataFrame,
+    req: pd.DataFrame,
+    pos: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    windows: LevelWindows,
+) -> dict[str, np.ndarray]:
+    """`rates.offered_figures` of the run's requests: each sent at its start plus its queueing,
+    by the load process (worker) that sent it."""
+    queued_all = as_floats(req["queued_s"]) if "queued_s" in req else np.zeros(len(req))
+    worker = (
+        req["worker"].astype("string").fillna("")
+        if "worker" in req
+        else pd.Series([""] * len(req), dtype=object)
+    )
+    return offered_figures(
+        plan["rate"].to_numpy(np.float64),
+        plan["users"].to_numpy(np.float64),
+        pos,
+        start,
+        start + np.nan_to_num(queued_all),
+        end,
+        pd.factorize(worker.to_numpy(dtype=object), sort=True)[0],  # as np.unique's inverse
+        windows.window_start,
+        windows.window_end,
+    )

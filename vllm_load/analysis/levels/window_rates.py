@@ -31,31 +31,31 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...rundir.stream_columns import parse_marks
+from ...rundir.stream_columns import MarkTable, parse_marks
 
 
 @dataclass(frozen=True)
 class ChunkMarks:
-    """Some requests' chunk marks: request i's are row `rows[i]` of `ms`, ms since its start,
-    NaN past its own (`rundir.stream_columns.parse_marks`). `ms` is a run's whole parse, shared
-    and never written: a million requests' marks are 136 MB a copy, so a selection of requests
+    """Some requests' chunk marks: request i's are row `rows[i]` of `table`, ms since its start
+    (`rundir.stream_columns.MarkTable`). The table is a run's whole parse, shared and never
+    written: a million requests' marks are 136 MB a copy as floats, so a selection of requests
     selects rows, and the marks become times only for the requests a window weighs."""
 
-    ms: np.ndarray
+    table: MarkTable
     rows: np.ndarray
-    tidy: np.ndarray  # per row of `ms`: NaN only after its last mark (every real run's)
+    tidy: np.ndarray  # per row of `table`: nothing missing before its last mark (every run's)
 
     @classmethod
-    def of(cls, ms: np.ndarray) -> "ChunkMarks | None":
-        """Every row of `ms`; None when no request has marks (no column)."""
-        if not ms.size:
+    def of(cls, table: MarkTable) -> "ChunkMarks | None":
+        """Every row of `table`; None when no request has marks (no column)."""
+        if not table.size:
             return None
-        missing = np.isnan(ms)
+        missing = table.missing()
         late = (missing[:, :-1] & ~missing[:, 1:]).any(axis=1)  # a mark after a missing one
-        return cls(ms, np.arange(len(ms)), ~late)
+        return cls(table, np.arange(len(table)), ~late)
 
     def take(self, rows: np.ndarray) -> "ChunkMarks":
-        return ChunkMarks(self.ms, self.rows[rows], self.tidy)
+        return ChunkMarks(self.table, self.rows[rows], self.tidy)
 
     def tidy_rows(self) -> np.ndarray:
         """Per request: its marks are tidy (`tidy`)."""
@@ -65,7 +65,8 @@ class ChunkMarks:
         """The marks as Unix times, each within its request's life: they are rounded to 0.1 ms,
         so one may land just past the request's end, which is where a window edge may be (the
         W-th request's end)."""
-        at = np.divide(self.ms[self.rows], 1000.0)
+        at = self.table.ms(self.rows)  # a new array: then in place
+        at /= 1000.0
         at += start[:, None]
         return np.clip(at, start[:, None], end[:, None], out=at)
 
@@ -92,7 +93,7 @@ class RequestSpans:
         # a first chunk at the very end (non-streaming, or a one-chunk stream) dates nothing apart
         first = np.where(first < end, first, np.nan)
         if chunk_marks is None and marks is not None:
-            chunk_marks = ChunkMarks.of(parse_marks(marks))
+            chunk_marks = ChunkMarks.of(MarkTable(parse_marks(marks)))
         return cls(
             start,
             first,
