@@ -43,8 +43,11 @@ _PLAIN_DECIMALS = re.compile(r"[0-9.;\n-]*")
 
 
 def _texts(column: Iterable) -> list[str]:
-    """A column's cells as plain strings, a missing one as ""."""
-    return [t if isinstance(t, str) else "" for t in pd.Series(column, dtype=object)]
+    """A column's cells as plain strings, a missing one (or not a text) as ""."""
+    series = pd.Series(column)
+    if isinstance(series.dtype, pd.StringDtype):  # as requests.csv is read: no test per cell
+        return series.fillna("").tolist()
+    return [t if isinstance(t, str) else "" for t in series.astype(object)]
 
 
 def _smallest_int(values: np.ndarray) -> np.ndarray:
@@ -234,12 +237,16 @@ class MarkTable:
     @classmethod
     def of(cls, ms: np.ndarray) -> "MarkTable":
         """The table of `parse_marks`'s floats, as tenths where that keeps every one."""
-        known = ~np.isnan(ms)
-        scaled = np.rint(np.where(known, ms, 0.0) * 10.0)
-        fits = not ms.size or (np.abs(scaled).max() < np.iinfo(np.int32).max)
-        if fits and np.array_equal(scaled[known] / 10.0, ms[known]):
-            return cls(np.where(known, scaled, NO_TENTH).astype(np.int32))
-        return cls(ms)
+        scaled = ms * 10.0
+        np.rint(scaled, out=scaled)
+        if not np.array_equal(scaled / 10.0, ms, equal_nan=True):
+            return cls(ms)
+        missing = np.isnan(scaled)
+        scaled[missing] = 0.0
+        if scaled.size and np.abs(scaled).max() >= np.iinfo(np.int32).max:
+            return cls(ms)
+        scaled[missing] = NO_TENTH
+        return cls(scaled.astype(np.int32))
 
     def __len__(self) -> int:
         return len(self.values)
