@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vllm_load.rundir import columnar, load
+from vllm_load.rundir import columnar, load, requests_csv
 from vllm_load.rundir.checks import DamagedRun
 from vllm_load.rundir.files import REQUESTS_COPY
 from vllm_load.rundir.load import analysis_columns, load_run
@@ -59,7 +59,7 @@ def _no_csv_parse(monkeypatch) -> None:
     def refuse(*args, **kwargs):
         raise AssertionError("requests.csv was parsed")
 
-    monkeypatch.setattr(load, "_whole_rows", refuse)
+    monkeypatch.setattr(load, "parse_rows", refuse)
 
 
 def test_the_first_read_writes_the_copy_and_the_next_reads_the_same_from_it(run_dir, monkeypatch):
@@ -239,3 +239,33 @@ def test_marks_are_kept_as_tenths_only_where_that_keeps_every_one():
         kept = MarkTable.of(texts)
         assert kept.values.dtype == np.float64
         assert np.array_equal(kept.ms(), texts, equal_nan=True)
+
+
+@pytest.mark.parametrize("change", ["none", "cut_short", "finer_mark", "cut_in_quotes"])
+def test_a_batch_at_a_time_reads_what_the_whole_file_gives(run_dir, monkeypatch, change):
+    """requests.csv is parsed in batches (`requests_csv.BATCH_ROWS`): the frame and stream
+    columns equal one batch's, with a last row cut short, a mark finer than 0.1 ms in one batch
+    only (every mark then kept as floats), and a cut inside a quoted field."""
+    path = _csv(run_dir)
+    if change == "finer_mark":
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        frame.loc[100, "chunk_marks"] = "1.25;" + frame.loc[100, "chunk_marks"].split(";", 1)[1]
+        frame.to_csv(path, index=False)
+    elif change == "cut_short":
+        with open(path, "rb+") as fh:
+            fh.truncate(os.path.getsize(path) - 40)
+    elif change == "cut_in_quotes":
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write('x-1,worker-0,0,4,chat,1,1.0,2.0,,1.0,,,,,,,,0,0,,,,,,0,0,timeout,"cut ')
+        _still_running(run_dir)
+    monkeypatch.setattr(requests_csv, "BATCH_ROWS", 10**9)
+    monkeypatch.setattr(load, "write_copy", lambda *a, **k: None)
+    whole = load_run(run_dir, analysis_columns())
+    monkeypatch.setattr(requests_csv, "BATCH_ROWS", 37)
+    batched = load_run(run_dir, analysis_columns())
+    pd.testing.assert_frame_equal(batched.requests, whole.requests, check_exact=True)
+    _same_streams(batched.streams, whole.streams)
+    assert batched.notes == whole.notes
+    assert (whole.streams.marks.values.dtype == np.float64) == (change == "finer_mark")
+    if change in ("cut_short", "cut_in_quotes"):
+        assert "ends inside a row" in whole.notes[0] or "cut" in whole.notes[0]

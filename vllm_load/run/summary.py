@@ -55,10 +55,14 @@ def print_summary(run_dir: str) -> EndChecks | None:
         from ..analysis.series.failures import describe_problems, level_problems
         from ..report.model import diagnose_run_dir, diagnosis_lines
         from ..rundir.gpu_metrics import source_line
-        from ..rundir.load import analysis_columns, load_run
+        from ..rundir.load import analysis_columns, load_run, read_run_json
 
+        abandoned = read_run_json(run_dir).get("requests_abandoned", {}).get("total", 0)
+        # the diagnosis first: it reads and measures the run too, and lets it go before the
+        # table's reading (which then finds requests.csv's columnar copy it wrote): one run in
+        # memory at a time
+        diagnosis, bottlenecks = diagnose_run_dir(run_dir)
         run = load_run(run_dir, analysis_columns())
-        abandoned = run.run.get("requests_abandoned", {}).get("total", 0)
         measurement = measure_levels(run.requests, run.steps, run.streams)
         measurement.metrics = with_gpu(measurement.metrics, run.gpu)  # GPU telemetry
         metrics = measurement.metrics
@@ -68,7 +72,6 @@ def print_summary(run_dir: str) -> EndChecks | None:
         )
         health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_CSV)).frame
         verdicts = rate_verdicts(metrics)
-        diagnosis, bottlenecks = diagnose_run_dir(run_dir)
         table = format_level_table(
             metrics,
             late_levels(level_client_health(health, metrics, run.requests)),

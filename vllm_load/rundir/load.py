@@ -11,7 +11,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -30,6 +29,7 @@ from .columnar import CsvStamp, copy_is_current, read_copy, write_copy
 from .files import CLIENT_VALIDATION_JSON, HISTORY_CSV, REQUESTS_CSV, RUN_JSON, STEPS_CSV
 from .gpu_metrics import read_gpu_metrics
 from .records import COLUMNS, PANDAS_DTYPES, STEPS_COLUMNS
+from .requests_csv import parse_rows
 from .stream_columns import STREAM_COLUMNS, StreamColumns
 
 #: the requests.csv columns the analysis reads as a frame (the rest are for people reading the
@@ -142,67 +142,6 @@ class RequestsRead:
     streams: StreamColumns
 
 
-#: how each column is parsed: the documented dtypes, and every other column as seconds, so a
-#: value of the wrong type is an error, never a column read as text
-_DTYPES: dict[str, str] = {c: PANDAS_DTYPES.get(c, "float64") for c in COLUMNS}
-_EOF_IN_STRING = re.compile(r"EOF inside string starting at row (\d+)")
-_FIELDS = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
-
-
-def _parse(path: str, usecols: list[str], nrows: int | None) -> pd.DataFrame:
-    dtypes = {c: _DTYPES[c] for c in usecols if c in _DTYPES}
-    try:
-        return pd.read_csv(
-            path, usecols=usecols, dtype=dtypes, keep_default_na=True, engine="c", nrows=nrows
-        )
-    except ValueError as e:  # a value of the wrong type: find the row (slowly) to name it
-        if isinstance(e, pd.errors.ParserError):
-            raise
-        text = pd.read_csv(path, usecols=usecols, dtype=str, keep_default_na=False, nrows=nrows)
-        for c in usecols:
-            if _DTYPES.get(c, "string") in ("string", "object"):
-                continue
-            cells = text[c].str.strip()
-            wrong = (cells != "") & pd.to_numeric(cells, errors="coerce").isna()
-            wrong &= ~cells.str.lower().isin(("nan", "na", "n/a", "null", "none"))
-            if wrong.any():
-                i = int(wrong.to_numpy().argmax())
-                raise DamagedRun(
-                    f"{path}: row {i + 1}: {c} is {text[c].iloc[i]!r}, not a number "
-                    f"({int(wrong.sum()):,} row(s) like it): not what a run writes"
-                ) from None
-        raise DamagedRun(f"{path}: {e}") from None
-
-
-def _whole_rows(path: str, usecols: list[str]) -> tuple[pd.DataFrame, bool, str]:
-    """The rows of requests.csv that were written whole, whether a last one cut short (the run
-    stopped while writing it: a file vllm-load writes always ends with a line end) was left out,
-    and its request id where it is known."""
-    with open(path, "rb") as fh:
-        fh.seek(-1, os.SEEK_END)
-        partial = fh.read(1) not in (b"\n", b"\r")
-    try:
-        frame = _parse(path, usecols, None)
-    except pd.errors.ParserError as e:
-        message = str(e).strip()
-        cut = _EOF_IN_STRING.search(message)
-        if cut:  # the cut fell inside a quoted field: the rows before that one are whole
-            return _parse(path, usecols, int(cut.group(1)) - 1), True, ""
-        fields = _FIELDS.search(message)
-        if fields:
-            raise DamagedRun(
-                f"{path}: line {fields.group(2)} has {fields.group(3)} fields, the header "
-                f"{fields.group(1)}: not what a run writes"
-            ) from None
-        raise DamagedRun(f"{path}: unreadable ({message.splitlines()[-1]})") from None
-    cut_id = ""
-    if partial and len(frame):
-        if not pd.isna(frame["start_ts"].iloc[-1]):  # its id (the first field) came whole
-            cut_id = str(frame["request_id"].iloc[-1])
-        frame = frame.iloc[:-1]
-    return frame, partial, cut_id
-
-
 def read_requests_frame(path: str, columns: Iterable[str] | None = None) -> pd.DataFrame:
     """requests.csv with the documented dtypes; only `columns` when given (faster on big runs).
     DamagedRun when it cannot be measured (`read_requests`)."""
@@ -236,20 +175,17 @@ def read_requests(path: str, run: dict, columns: Iterable[str] | None = None) ->
         if c in header and (c in wanted or c in CHECKED_COLUMNS or c in STREAM_COLUMNS)
     ]
     try:
-        frame, partial, cut_id = _whole_rows(path, read)
+        rows = parse_rows(path, read, keep=set(wanted))
     except UnicodeDecodeError as e:
         raise DamagedRun(f"{path}: not text ({e})") from None
+    frame = rows.frame
     check_request_values(frame, path)
-    notes = count_notes(len(frame), partial, run, path, cut_id)
+    notes = count_notes(len(frame), rows.partial, run, path, rows.cut_id)
     if frame.empty:
         raise DamagedRun(f"{path} holds no request: nothing to measure")
     frame = frame.reset_index(drop=True)
-    try:
-        streams = StreamColumns.of(frame)
-    except ValueError as e:  # a histogram that is not `bucket:count;...`
-        raise DamagedRun(f"{path}: {e}: not what a run writes") from None
-    _keep_copy(path, stamp, frame, streams, partial, cut_id, header)
-    return RequestsRead(_with_columns(frame, wanted), notes, streams)
+    _keep_copy(path, stamp, frame, rows.streams, rows.partial, rows.cut_id, header)
+    return RequestsRead(_with_columns(frame, wanted), notes, rows.streams)
 
 
 def _with_columns(frame: pd.DataFrame, wanted: list[str]) -> pd.DataFrame:

@@ -95,6 +95,20 @@ class ItlHistograms:
         flat_counts = np.concatenate(counts) if counts else np.zeros(0, np.int64)
         return cls(offsets, _smallest_int(flat_buckets), _smallest_int(flat_counts))
 
+    @classmethod
+    def concat(cls, parts: list["ItlHistograms"]) -> "ItlHistograms":
+        """The rows of `parts`, one after another."""
+        offsets = [parts[0].offsets[:1]]
+        shift = 0
+        for part in parts:
+            offsets.append(part.offsets[1:] + shift)
+            shift += int(part.offsets[-1])
+        return cls(
+            np.concatenate(offsets),
+            np.concatenate([p.buckets for p in parts]),
+            np.concatenate([p.counts for p in parts]),
+        )
+
     def take(self, rows: np.ndarray) -> "ItlHistograms":
         """The histograms of `rows` (a mask or indices), in their order."""
         index = _row_indexes(rows, len(self))
@@ -262,6 +276,22 @@ class MarkTable:
     def take(self, rows: np.ndarray) -> "MarkTable":
         return MarkTable(self.values[rows])
 
+    @classmethod
+    def concat(cls, parts: list["MarkTable"]) -> "MarkTable":
+        """The rows of `parts`, one after another: what `of` gives on their marks together."""
+        width = max(p.shape[1] for p in parts)
+        if all(p.values.dtype == np.int32 for p in parts):
+            values = [p.values for p in parts]
+            fill: int | float = NO_TENTH
+        else:  # one part's marks are not all whole tenths: so are not the whole's
+            values = [p.ms() for p in parts]
+            fill = np.nan
+        return cls(
+            np.concatenate(
+                [np.pad(v, ((0, 0), (0, width - v.shape[1])), constant_values=fill) for v in values]
+            )
+        )
+
     def ms(self, rows: np.ndarray | None = None) -> np.ndarray:
         """The marks of `rows` (every row when None) as float64 ms, NaN past a row's own."""
         values = self.values if rows is None else self.values[rows]
@@ -297,6 +327,13 @@ class StreamColumns:
         itl = ItlHistograms.parse(frame[ITL_HIST]) if ITL_HIST in frame else None
         ms = parse_marks(frame[CHUNK_MARKS]) if CHUNK_MARKS in frame else np.empty((n, 0))
         return cls(itl if itl is not None else ItlHistograms.empty(n), MarkTable.of(ms))
+
+    @classmethod
+    def concat(cls, parts: list["StreamColumns"]) -> "StreamColumns":
+        """The rows of `parts`, one after another."""
+        return cls(
+            ItlHistograms.concat([p.itl for p in parts]), MarkTable.concat([p.marks for p in parts])
+        )
 
     def take(self, rows: np.ndarray) -> "StreamColumns":
         """The rows `rows` (a mask or indices) of both, in their order."""
