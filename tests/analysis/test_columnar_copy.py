@@ -71,6 +71,9 @@ def test_the_first_read_writes_the_copy_and_the_next_reads_the_same_from_it(run_
     assert list(copied.requests.dtypes) == list(parsed.requests.dtypes)
     _same_streams(copied.streams, parsed.streams)
     assert copied.notes == parsed.notes
+    # its cells are the frame's own, as a parsed frame's (the copy is mapped read-only)
+    copied.requests.loc[0, ["ttft", "completion_tokens", "worker"]] = [9.0, 7, "w"]
+    assert copied.requests.loc[0, "ttft"] == 9.0 and copied.requests.loc[0, "worker"] == "w"
     # the streams are the CSV's texts, parsed
     texts = pd.read_csv(_csv(run_dir), dtype=str, keep_default_na=False)
     parsed_ms = parse_marks(texts["chunk_marks"])

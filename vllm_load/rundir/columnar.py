@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import struct
 import zipfile
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -105,18 +108,20 @@ def _column_arrays(name: str, column: pd.Series) -> tuple[str, dict[str, np.ndar
 
 
 def _column(kind: str, name: str, data) -> pd.api.extensions.ExtensionArray | np.ndarray:
+    """One frame column, in memory of its own: a frame's cells may be written (the copy's
+    arrays are read-only maps of the file)."""
     if kind == "float":
-        return data[f"float.{name}"]
+        return np.array(data[f"float.{name}"])
     if kind == "int":
         values = data[f"int.{name}"].astype(np.int64)
-        return pd.arrays.IntegerArray(values, data[f"missing.{name}"])
+        return pd.arrays.IntegerArray(values, np.array(data[f"missing.{name}"]))
     codes = data[f"codes.{name}"]
     blob, offsets = data[f"text.{name}"].tobytes(), data[f"text_offsets.{name}"]
     distinct = np.array(
         [blob[a:b].decode("utf-8") for a, b in zip(offsets[:-1], offsets[1:])] + [pd.NA],
         dtype=object,
     )
-    return pd.array(distinct[codes], dtype="string")  # code -1: the last, missing
+    return pd.arrays.StringArray(distinct[codes])  # code -1: the last, missing
 
 
 def write_copy(
@@ -177,27 +182,65 @@ def read_copy(csv_path: str, columns: list[str]) -> RequestsCopy | None:
     if not os.path.isfile(path):
         return None
     try:
-        with np.load(path, allow_pickle=False) as data:
-            meta = _meta(data)
-            if meta.get("format") != FORMAT:
-                return None
-            if meta["stamp"] != list(_stamp_fields(CsvStamp.of(csv_path))):
-                return None
-            kinds: dict[str, str] = meta["columns"]
-            header = tuple(meta["header"])
-            present = [c for c in columns if c in header]
-            if any(c not in kinds for c in present):
-                return None
-            frame = pd.DataFrame(
-                {c: _column(kinds[c], c, data) for c in present}, index=pd.RangeIndex(meta["rows"])
-            )
-            itl = ItlHistograms(data["itl_offsets"], data["itl_buckets"], data["itl_counts"])
-            streams = StreamColumns(itl, MarkTable(data["marks"]))
-    except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile):
+        data = _mapped(path)
+        meta = _meta(data)
+        if meta.get("format") != FORMAT:
+            return None
+        if meta["stamp"] != list(_stamp_fields(CsvStamp.of(csv_path))):
+            return None
+        kinds: dict[str, str] = meta["columns"]
+        header = tuple(meta["header"])
+        present = [c for c in columns if c in header]
+        if any(c not in kinds for c in present):
+            return None
+        arrays = {c: _column(kinds[c], c, data) for c in present}  # each a new array
+        frame = pd.DataFrame(arrays, index=pd.RangeIndex(meta["rows"]), copy=False)
+        itl = ItlHistograms(data["itl_offsets"], data["itl_buckets"], data["itl_counts"])
+        streams = StreamColumns(itl, MarkTable(data["marks"]))
+    except (OSError, ValueError, KeyError, TypeError, struct.error, zipfile.BadZipFile):
         return None  # damaged or cut short: the CSV is read instead
     if len(streams) != len(frame) or len(streams.marks) != len(frame):
         return None
     return RequestsCopy(frame, streams, bool(meta["partial"]), str(meta["cut_id"]), header)
+
+
+def _mapped(path: str) -> dict[str, np.ndarray]:
+    """The .npz's arrays mapped from the file, never read into memory: np.savez stores them
+    uncompressed, each .npy member's bytes as they are, so each array is a read-only view of the
+    page cache (the stream columns are ~150 MB at a million rows, and zipfile's read copies and
+    checksums every byte). ValueError where the file is not such an .npz, or is cut short."""
+    arrays = {}
+    with zipfile.ZipFile(path) as archive, open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        for info in archive.infolist():
+            if info.compress_type != zipfile.ZIP_STORED or not info.filename.endswith(".npy"):
+                raise ValueError(f"{info.filename}: not an uncompressed array")
+            fh.seek(info.header_offset)
+            local = fh.read(30)  # the member's local header: its name and extra field follow
+            if local[:4] != b"PK\x03\x04":
+                raise ValueError(f"{info.filename}: no local header")
+            name_length, extra_length = struct.unpack("<HH", local[26:30])
+            fh.seek(info.header_offset + 30 + name_length + extra_length)
+            version = np.lib.format.read_magic(fh)
+            read_header = (
+                np.lib.format.read_array_header_1_0
+                if version == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
+            shape, fortran, dtype = read_header(fh)
+            offset = fh.tell()
+            if dtype.hasobject or offset + dtype.itemsize * math.prod(shape) > size:
+                raise ValueError(f"{info.filename}: not plain values, or cut short")
+            order: Literal["C", "F"] = "F" if fortran else "C"
+            name = info.filename[: -len(".npy")]
+            arrays[name] = (
+                np.memmap(
+                    path, dtype=dtype, mode="r", offset=offset, shape=shape, order=order
+                ).view(np.ndarray)  # (the map stays open as its base)
+                if math.prod(shape)
+                else np.empty(shape, dtype=dtype, order=order)
+            )
+    return arrays
 
 
 def _stamp_fields(stamp: CsvStamp) -> tuple[int, int, str]:
