@@ -38,8 +38,9 @@ def write_atomic(path: str, text: str) -> None:
 @contextmanager
 def atomic_file(path: str) -> Iterator[BinaryIO]:
     """A binary file that becomes `path` whole when the block ends, and is removed when it
-    raises (`write_atomic` for what is written in parts)."""
-    tmp = f"{path}.tmp"
+    raises (`write_atomic` for what is written in parts). Its temporary name is the process's
+    own: two processes writing the same file never write into one."""
+    tmp = f"{path}.{os.getpid()}.tmp"
     try:
         with open(tmp, "wb") as fh:
             yield fh
