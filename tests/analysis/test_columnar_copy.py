@@ -272,3 +272,17 @@ def test_a_batch_at_a_time_reads_what_the_whole_file_gives(run_dir, monkeypatch,
     assert (whole.streams.marks.values.dtype == np.float64) == (change == "finer_mark")
     if change in ("cut_short", "cut_in_quotes"):
         assert "ends inside a row" in whole.notes[0] or "cut" in whole.notes[0]
+
+
+def test_a_file_written_whole_or_not_at_all_under_a_name_of_its_writer(tmp_path):
+    from vllm_load.rundir.files import atomic_file
+
+    path = str(tmp_path / "copy.npz")
+    with atomic_file(path) as fh:
+        fh.write(b"half")
+        assert fh.name == f"{path}.{os.getpid()}.tmp" and not os.path.exists(path)
+    assert open(path, "rb").read() == b"half"
+    with pytest.raises(OSError), atomic_file(path) as fh:
+        fh.write(b"other")
+        raise OSError(28, "No space left on device")
+    assert open(path, "rb").read() == b"half" and os.listdir(tmp_path) == ["copy.npz"]
