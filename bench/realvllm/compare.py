@@ -30,12 +30,14 @@ def level_comparison(run_dir: str) -> tuple[pd.DataFrame, dict]:
     measured requests, token exactness, window length and `client_late`; and run-wide totals
     (prefix-cache hits over the whole run, server vs client generated tokens)."""
     data = load_run(run_dir)
-    metrics = measure_levels(data.requests, data.steps).metrics
+    metrics = measure_levels(data.requests, data.steps, data.streams).metrics
     server = server_side.read_server_metrics(os.path.join(run_dir, "server_metrics.csv")).frame
     if server is None:
         raise ValueError(f"{run_dir} has no server_metrics.csv: vllm-load did not scrape /metrics")
     interval = (data.run.get("server_metrics") or {}).get("interval")
-    figures = server_side.level_server_figures(server, metrics, data.requests, interval)
+    figures = server_side.level_server_figures(
+        server, metrics, data.requests, interval, streams=data.streams
+    )
     decoding = [
         _decoding_at_scrapes(server, data.requests, a, b)
         for a, b in zip(figures["compare_start"], figures["compare_end"])

@@ -35,7 +35,7 @@ def one_configuration(tmp_path_factory):
             start_ts=1_790_000_000.0 + 3600 * seed,
         )
         data = load_run(write_synthetic_run(base, spec), ANALYSIS_COLUMNS)
-        meas = measure_levels(data.requests, data.steps)
+        meas = measure_levels(data.requests, data.steps, data.streams)
         runs.append(ab.RunLevels(data.run_id, meas.metrics, meas.measured))
     return runs
 

@@ -324,3 +324,47 @@ def test_chunk_marks_rounded_past_the_requests_end_count_nothing_after_it():
         marks=["5.6;5.6;6.9;7.2;8.5;8.9;10.3;10.6;12.2;12.2;12.2"],
     )
     assert work_in_window(spans, 100.01219, 101.0).output_tokens == 0.0
+
+
+def test_a_window_weighs_whole_lives_as_it_weighs_them_segment_by_segment():
+    """`work_in_window` takes every share of a request whose life is inside the window as 1
+    instead of weighing it: its sums equal weighing every request that meets the window, to the
+    last bit, with window edges on starts and ends, lives of zero length, non-streamed requests,
+    requests without marks and a mark missing amid others (a field that was not a number)."""
+    from vllm_load.analysis.levels.window_rates import (
+        ChunkMarks,
+        RequestSpans,
+        _work_per_request,
+        work_in_window,
+    )
+    from vllm_load.rundir.stream_columns import MarkTable
+
+    rng = np.random.default_rng(3)
+    n = 3000
+    start = np.round(rng.uniform(0.0, 100.0, n), 1)  # on a 0.1 s grid: edges fall on them
+    life = np.round(rng.exponential(5.0, n), 1)
+    life[::40] = 0.0
+    end = start + life
+    ttft = np.round(life * rng.uniform(0.0, 0.5, n), 2)
+    ttft[::7] = life[::7]  # non-streamed: the first chunk at the end
+    marks = np.full((n, 17), np.nan)
+    for i in range(n):
+        if i % 5 and life[i] > 0:
+            k = rng.integers(2, 18)
+            marks[i, :k] = np.sort(rng.uniform(ttft[i], life[i], k)) * 1000.0
+    marks[::97, 3] = np.nan  # a hole amid the marks
+    prompt, completion = rng.integers(1, 3000, n), rng.integers(0, 600, n)
+    windows = [(10.0, 20.0), (start[5], end[9]), (0.0, 200.0), (end[3], end[3] + 0.1)]
+    # marks as floats, and to 0.1 ms as a run writes them (kept as whole tenths)
+    for table in (MarkTable(marks), MarkTable.of(np.round(marks, 1))):
+        spans = RequestSpans.build(
+            start, ttft, end, prompt, completion, chunk_marks=ChunkMarks.of(table)
+        )
+        for a, b in windows:
+            near = np.flatnonzero((spans.start <= b) & (spans.end >= a))
+            weighed = np.zeros((3, n))
+            weighed[:, near] = _work_per_request(spans.take(near), a, b)
+            work = work_in_window(spans, a, b)
+            assert (work.requests, work.prompt_tokens, work.output_tokens) == tuple(
+                float(w.sum()) for w in weighed
+            )

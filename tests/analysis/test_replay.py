@@ -33,7 +33,9 @@ HAND = (
 def replays(run_dir: str, slo=(), window=None):
     data = load_run(run_dir, analysis_columns())
     server = read_server_metrics(os.path.join(run_dir, "server_metrics.csv")).frame
-    return read_replays(data.requests, data.steps, data.run, server, parse_slo(list(slo)), window)
+    return read_replays(
+        data.requests, data.steps, data.run, server, parse_slo(list(slo)), window, data.streams
+    )
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
 
-from vllm_load.analysis.levels.measure import success_spans
+from vllm_load.analysis.levels.spans import success_spans
 from vllm_load.analysis.levels.window_rates import work_in_window
 from vllm_load.sim.dcgm import DCGM_PATH
 from vllm_load.sim.process import SimulatorProcess

@@ -2,7 +2,9 @@
 run with rows as a real run writes them (chunk marks, ITL histograms, personas with
 conversations, failures, several levels and load workers), the vectorised `parse_marks` equals
 the per-row parse it replaced, and the report's summary equals the one the code before the
-change wrote (tests/data/realistic_run_seed7_summary.json: its `runs[0]` less the run's path).
+change wrote (tests/data/*_summary.json: its `runs[0]` less the run's path), whether the run is
+parsed from requests.csv or read from its columnar copy: on that run, on one with the server's
+/metrics judged against SLOs (the server-side and goodput figures), and on a trace replay.
 Compared exactly: JSON keeps every float's shortest round-trip text."""
 
 from __future__ import annotations
@@ -14,16 +16,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vllm_load.analysis.levels.window_rates import MARKS_BATCH, parse_marks
+from vllm_load.analysis.decisions.slo import parse_slo
 from vllm_load.client import sse
 from vllm_load.report.render import build_report
 from vllm_load.rundir import synthetic
+from vllm_load.rundir.files import REQUESTS_COPY
+from vllm_load.rundir.stream_columns import MARKS_BATCH, parse_marks
 from vllm_load.rundir.synthetic import ServerModel, SyntheticRun, write_synthetic_run
 from vllm_load.rundir.synthetic_personas import Persona
+from vllm_load.rundir.synthetic_trace import TraceRun, bursty_trace, write_trace_run
 
-REFERENCE = os.path.join(
-    os.path.dirname(__file__), "..", "data", "realistic_run_seed7_summary.json"
-)
+DATA = os.path.join(os.path.dirname(__file__), "..", "data")
 
 #: the run the reference summary was written from (about 3,000 rows)
 REALISTIC = SyntheticRun(
@@ -37,6 +40,21 @@ REALISTIC = SyntheticRun(
     workers=3,
     seed=7,
 )
+#: the server's /metrics beside the client's, judged against SLOs (its reference: the code
+#: before issue 40, realistic_server_slo_summary.json)
+WITH_SERVER = SyntheticRun(
+    levels=(4, 16, 64),
+    requests_per_level=300,
+    warmup_requests=10,
+    output_tokens=48,
+    server=ServerModel(fail_rate=0.03, max_num_seqs=32),
+    personas=(Persona("ChatUser", 2.0), Persona("AgentUser", 1.0, 1.3, turns=3)),
+    chunk_marks=True,
+    workers=2,
+    seed=11,
+    scrape_interval=1.0,
+)
+SLO = ("ttft<=300ms", "e2e_p99<=5s")
 
 
 def per_row_parse(marks) -> np.ndarray:
@@ -100,11 +118,46 @@ def test_vectorised_marks_equal_the_per_row_parse_on_odd_texts(texts):
     assert np.array_equal(fast, slow, equal_nan=True)
 
 
-def test_the_report_figures_equal_those_before_issue_40(realistic_run, tmp_path):
-    paths = build_report([realistic_run], str(tmp_path / "r.html"), progress=False)
+def _summary_run(run_dir: str, out: str, slo=()) -> dict:
+    paths = build_report([run_dir], out, progress=False, slo=parse_slo(list(slo)) if slo else None)
     with open(paths.json, encoding="utf-8") as fh:
         (run,) = json.load(fh)["runs"]
     run.pop("path")
-    with open(REFERENCE, encoding="utf-8") as fh:
-        reference = json.load(fh)
-    assert run == reference
+    return run
+
+
+def _reference(name: str) -> dict:
+    with open(os.path.join(DATA, name), encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _from_csv_then_copy(run_dir: str, tmp_path, reference: str, slo=()) -> None:
+    """The summary equals the reference parsed from requests.csv (which writes the columnar
+    copy) and again read from the copy."""
+    assert not os.path.exists(os.path.join(run_dir, REQUESTS_COPY))
+    assert _summary_run(run_dir, str(tmp_path / "csv.html"), slo) == _reference(reference)
+    assert os.path.exists(os.path.join(run_dir, REQUESTS_COPY))
+    assert _summary_run(run_dir, str(tmp_path / "copy.html"), slo) == _reference(reference)
+
+
+def test_the_report_figures_equal_those_before_issue_40(tmp_path):
+    run = write_synthetic_run(str(tmp_path / "runs"), REALISTIC)
+    _from_csv_then_copy(run, tmp_path, "realistic_run_seed7_summary.json")
+
+
+def test_server_side_and_goodput_figures_equal_those_before_issue_40(tmp_path):
+    run = write_synthetic_run(str(tmp_path / "runs"), WITH_SERVER)
+    _from_csv_then_copy(run, tmp_path, "realistic_server_slo_summary.json", SLO)
+
+
+def test_trace_replay_figures_equal_those_before_issue_40(tmp_path):
+    requests = bursty_trace(seed=1, duration=60.0)
+    spec = TraceRun(
+        requests,
+        cap=32,
+        scrape_interval=1.0,
+        predicted_cached_tokens=sum(r.server_hits for r in requests),
+        settings={"slo": ["ttft<=200ms"]},
+    )
+    run = write_trace_run(str(tmp_path / "runs"), spec)
+    _from_csv_then_copy(run, tmp_path, "trace_replay_summary.json")

@@ -15,6 +15,7 @@ import sys
 
 from .. import __version__
 from ..compat.argparse import DefaultsHelpFormatter
+from ..huge_pages import numpy_without_huge_pages
 from ..values import SettingsError
 from .errors import CommandFailed
 
@@ -102,6 +103,7 @@ def honour_ctrl_c() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    numpy_without_huge_pages()  # before any subcommand imports NumPy
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):

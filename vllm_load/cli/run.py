@@ -247,10 +247,10 @@ def failed_levels(run_dir: str) -> str:
     # at call time: pandas stays out of the commands that never read a run
     from ..analysis.levels.measure import measure_levels
     from ..analysis.series.failures import describe_problems, level_problems
-    from ..rundir.load import load_run
+    from ..rundir.load import analysis_columns, load_run
 
-    run = load_run(run_dir)
-    problems = level_problems(measure_levels(run.requests, run.steps))
+    run = load_run(run_dir, analysis_columns())
+    problems = level_problems(measure_levels(run.requests, run.steps, run.streams))
     return describe_problems(problems) if problems else ""
 
 

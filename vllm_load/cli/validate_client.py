@@ -178,7 +178,7 @@ def run_peaks(run_dir: str) -> tuple[float, float, list[str]]:
     from ..rundir.load import load_run
 
     data = load_run(run_dir)
-    metrics = level_metrics(data.requests, data.steps)
+    metrics = level_metrics(data.requests, data.steps, data.streams)
     rates = chunk_rates(data.requests, metrics)
     health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_CSV)).frame
     problems = health_problems(level_client_health(health, metrics, data.requests))
@@ -304,7 +304,7 @@ def main(args: argparse.Namespace) -> int:
             print(f"Echo server ({args.server_workers} processes) at {sim.url}", flush=True)
             run_dir = _echo_run(args, sim.url)
     data = load_run(run_dir)
-    metrics = level_metrics(data.requests, data.steps)
+    metrics = level_metrics(data.requests, data.steps, data.streams)
     levels_out = echo_levels(metrics, chunk_rates(data.requests, metrics))
     result = judge(levels_out, args.max_p50_ms, args.min_margin, peak_req, peak_chunks, run_health)
     result.settings = {

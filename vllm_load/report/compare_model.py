@@ -78,7 +78,7 @@ def load_side(name: str, paths: Sequence[str]) -> Side:
     gpu: list[str] = []  # GPU telemetry: each run's source line (simulated ones say so)
     for path in paths:
         data = load_run(path, analysis_columns())
-        meas = measure_levels(data.requests, data.steps)
+        meas = measure_levels(data.requests, data.steps, data.streams)
         meas.metrics = with_gpu(meas.metrics, data.gpu)  # GPU telemetry (analysis.levels.gpu)
         runs.append(RunLevels(data.run_id, meas.metrics, meas.measured))
         if data.model not in models:

@@ -52,6 +52,7 @@ from ..analysis.series.stats import Series, group_runs
 from ..load_kinds import CONCURRENCY, LoadKind
 from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV, target_metrics_csv
 from ..rundir.load import (
+    RunData,
     analysis_columns,
     load_run,
     read_client_validation,
@@ -165,7 +166,7 @@ def summarize_run(
     """Load and measure one run directory; with SLOs, its levels' goodput too; a trace replay
     over time, in windows of `trace_window` s (default: `analysis.replay.read_replays`')."""
     data = load_run(path, analysis_columns())
-    meas = measure_levels(data.requests, data.steps)
+    meas = measure_levels(data.requests, data.steps, data.streams)
     meas.metrics = with_gpu(meas.metrics, data.gpu)  # GPU telemetry (analysis.levels.gpu)
     if slo:
         goodput = level_goodput(data.requests, meas, slo)
@@ -221,6 +222,7 @@ def summarize_run(
                 meas.metrics,
                 data.requests,
                 (data.run.get("server_metrics") or {}).get("interval"),
+                streams=data.streams,
             )
             if server is not None
             else None
@@ -232,15 +234,18 @@ def summarize_run(
         axis=axis,
         outcome=outcome_of(data),
         input_notes=[*data.notes, *(r.note for r in (server_read, health_read) if r.note)],
-        replays=read_replays(data.requests, data.steps, data.run, server, slo, trace_window),
-        targets=read_targets(path, data.run, data.requests, meas, metrics),
+        replays=read_replays(
+            data.requests, data.steps, data.run, server, slo, trace_window, data.streams
+        ),
+        targets=read_targets(path, data, meas, metrics),
     )
 
 
 def read_targets(
-    path: str, run: dict, requests: pd.DataFrame, meas: LevelMeasurement, metrics: pd.DataFrame
+    path: str, data: RunData, meas: LevelMeasurement, metrics: pd.DataFrame
 ) -> list[TargetFigures]:
     """Each of a run's several targets (run.json `targets`), with its own scrapes."""
+    run = data.run
     targets = [t for t in run.get("targets") or [] if isinstance(t, dict)]
     if len(targets) < 2:
         return []
@@ -250,7 +255,14 @@ def read_targets(
     ]
     interval = run.get("settings", {}).get("metrics_interval")
     return target_figures(
-        requests, meas.labelled, metrics, targets, servers, interval, meas.labelled_marks
+        data.requests,
+        meas.labelled,
+        metrics,
+        targets,
+        servers,
+        interval,
+        meas.labelled_marks,
+        data.streams,
     )
 
 

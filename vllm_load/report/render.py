@@ -9,12 +9,13 @@ through jinja2's autoescaping.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import jinja2
 
@@ -41,6 +42,7 @@ from .cells import (
     signed_pct,
 )
 from .model import ReportData, RunSummary, SeriesReport, build_report_data
+from .parallel import in_two_processes
 from .replay import ReplayView, replay_views
 from .summary import summary_dict, write_summary_csv
 from .targets import target_rows
@@ -243,25 +245,43 @@ def _title(data: ReportData) -> str:
     return f"vllm-load report: {len(models)} models" if models else "vllm-load report"
 
 
+#: the charts of one run's section, drawn from its summary
+RUN_CHARTS: tuple[Callable[[RunSummary], charts.Chart | None], ...] = (
+    charts.run_timeline,
+    charts.server_state,
+    persona_charts.persona_levels,
+    persona_charts.turns,
+    gpu_section.gpu_levels,
+    persona_charts.target_levels,
+)
+
+
+def drawn_charts(data: ReportData) -> Iterator[charts.Chart | None]:
+    """The report's charts (`_views` takes them in this order): the overview's, each series'
+    distributions, each run's `RUN_CHARTS`; drawn in two processes where it can (`parallel`)."""
+    series = data.series
+    pieces: list[Callable[[], charts.Chart | None]] = [
+        lambda: charts.throughput_vs_concurrency(series),
+        lambda: charts.goodput_vs_concurrency(series) if data.slo else None,
+        lambda: charts.latency_vs_concurrency(series),
+        lambda: charts.latency_throughput_tradeoff(series),
+    ]
+    pieces += [functools.partial(charts.distributions, s) for s in series]
+    pieces += [functools.partial(draw, r) for r in data.runs for draw in RUN_CHARTS]
+    return iter(in_two_processes(pieces))
+
+
 def _views(
     data: ReportData, progress: Progress
 ) -> tuple[list[SeriesView], list[RunView], list[charts.Chart]]:
-    overview = [
-        c
-        for c in (
-            charts.throughput_vs_concurrency(data.series),
-            charts.goodput_vs_concurrency(data.series) if data.slo else None,
-            charts.latency_vs_concurrency(data.series),
-            charts.latency_throughput_tradeoff(data.series),
-        )
-        if c is not None
-    ]
+    drawn = drawn_charts(data)
+    overview = [c for c in (next(drawn) for _ in range(4)) if c is not None]
     progress.step("charts: overview")
     series = []
     for i, s in enumerate(data.series):
         view = SeriesView(report=s, anchor=f"series-{i + 1}")
         view.why = why_view(s, view.anchor)
-        dist = charts.distributions(s)
+        dist = next(drawn)
         if dist is not None:
             view.charts.append(dist)
         series.append(view)
@@ -279,6 +299,9 @@ def _views(
         lost_levels = {
             w.get("level") for w in r.run.get("workers_lost") or [] if isinstance(w, dict)
         }
+        timeline, server_chart, persona_chart, turn_chart, gpu_chart, target_chart = (
+            next(drawn) for _ in RUN_CHARTS
+        )
         runs.append(
             RunView(
                 summary=r,
@@ -286,15 +309,15 @@ def _views(
                 errors=errors,
                 lost_levels=lost_levels,
                 environment=_environment(r.run),
-                chart=charts.run_timeline(r),
+                chart=timeline,
                 validation=r.client_validation,
-                server_chart=charts.server_state(r),
-                persona_chart=persona_charts.persona_levels(r),
-                turn_chart=persona_charts.turns(r),
+                server_chart=server_chart,
+                persona_chart=persona_chart,
+                turn_chart=turn_chart,
                 replays=replay_views(r, f"{i + 1}"),
-                gpu_chart=gpu_section.gpu_levels(r),
+                gpu_chart=gpu_chart,
                 targets=target_rows(r),
-                target_chart=persona_charts.target_levels(r),
+                target_chart=target_chart,
             )
         )
         progress.step(f"charts: run {r.run_id}")

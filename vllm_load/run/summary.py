@@ -56,11 +56,15 @@ def print_summary(run_dir: str) -> EndChecks | None:
         from ..analysis.series.failures import describe_problems, level_problems
         from ..report.model import diagnose_run_dir, diagnosis_lines, read_targets
         from ..rundir.gpu_metrics import source_line
-        from ..rundir.load import load_run
+        from ..rundir.load import analysis_columns, load_run, read_run_json
 
-        run = load_run(run_dir)
-        abandoned = run.run.get("requests_abandoned", {}).get("total", 0)
-        measurement = measure_levels(run.requests, run.steps)
+        abandoned = read_run_json(run_dir).get("requests_abandoned", {}).get("total", 0)
+        # the diagnosis first: it reads and measures the run too, and lets it go before the
+        # table's reading (which then finds requests.csv's columnar copy it wrote): one run in
+        # memory at a time
+        diagnosis, bottlenecks = diagnose_run_dir(run_dir)
+        run = load_run(run_dir, analysis_columns())
+        measurement = measure_levels(run.requests, run.steps, run.streams)
         measurement.metrics = with_gpu(measurement.metrics, run.gpu)  # GPU telemetry
         metrics = measurement.metrics
         problems = level_problems(measurement)
@@ -69,7 +73,6 @@ def print_summary(run_dir: str) -> EndChecks | None:
         )
         health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_CSV)).frame
         verdicts = rate_verdicts(metrics)
-        diagnosis, bottlenecks = diagnose_run_dir(run_dir)
         table = format_level_table(
             metrics,
             late_levels(level_client_health(health, metrics, run.requests)),
@@ -80,9 +83,9 @@ def print_summary(run_dir: str) -> EndChecks | None:
             table += "\n" + gpu_line
         table += "\n\n" + "\n".join(diagnosis_lines(diagnosis))
         server = read_server_metrics(os.path.join(run_dir, SERVER_METRICS_CSV)).frame
-        for replay in read_replays(run.requests, run.steps, run.run, server):
+        for replay in read_replays(run.requests, run.steps, run.run, server, streams=run.streams):
             table += "\n\nTrace replay:\n" + "\n".join(f"- {line.text}" for line in replay.lines())
-        if targets := read_targets(run_dir, run.run, run.requests, measurement, metrics):
+        if targets := read_targets(run_dir, run, measurement, metrics):
             table += "\n\nTargets:\n" + target_table_text(targets)
         slo = parse_slo((run.run.get("settings") or {}).get("slo") or [])
         if slo:  # the run's --slo: goodput per level, as the report will show it

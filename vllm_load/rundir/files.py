@@ -1,5 +1,5 @@
 """The names of the files in a run directory (docs/run-format.md), for their writers and readers,
-and the one way a whole file is written (`write_atomic`).
+and the one way a whole file is written (`write_atomic`, `atomic_file`).
 
 Names and the standard library only, so that a command can name a run directory's file without
 importing pandas (`load` reads the files into frames).
@@ -8,6 +8,8 @@ importing pandas (`load` reads the files into frames).
 import hashlib
 import os
 import re
+from contextlib import contextmanager
+from typing import BinaryIO, Iterator
 
 RUN_JSON = "run.json"
 REQUESTS_CSV = "requests.csv"
@@ -29,6 +31,8 @@ def target_metrics_csv(index: int) -> str:
 CLIENT_HEALTH_CSV = "client_health.csv"
 #: the GPUs' own figures (--gpu-metrics, --gpu-nvml): `rundir.gpu_metrics`
 GPU_METRICS_CSV = "gpu_metrics.csv"
+#: requests.csv's columns as its first reader parsed them (`rundir.columnar`; never the contract)
+REQUESTS_COPY = "requests.columns.npz"
 
 
 def write_atomic(path: str, text: str) -> None:
@@ -37,6 +41,22 @@ def write_atomic(path: str, text: str) -> None:
     with open(tmp, "w", encoding="utf-8", newline="") as fh:
         fh.write(text)
     os.replace(tmp, path)
+
+
+@contextmanager
+def atomic_file(path: str) -> Iterator[BinaryIO]:
+    """A binary file that becomes `path` whole when the block ends, and is removed when it
+    raises (`write_atomic` for what is written in parts). Its temporary name is the process's
+    own: two processes writing the same file never write into one."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as fh:
+            yield fh
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
 
 
 #: the files that make a directory a run: any of them (a run that stopped early may lack some)

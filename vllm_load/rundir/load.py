@@ -11,7 +11,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -26,11 +25,15 @@ from .checks import (
     check_run_json,
     count_notes,
 )
+from .columnar import CsvStamp, copy_is_current, read_copy, write_copy
 from .files import CLIENT_VALIDATION_JSON, HISTORY_CSV, REQUESTS_CSV, RUN_JSON, STEPS_CSV
 from .gpu_metrics import read_gpu_metrics
 from .records import COLUMNS, PANDAS_DTYPES, STEPS_COLUMNS
+from .requests_csv import parse_rows
+from .stream_columns import STREAM_COLUMNS, StreamColumns
 
-#: the requests.csv columns the analysis reads (the rest are for people reading the file)
+#: the requests.csv columns the analysis reads as a frame (the rest are for people reading the
+#: file; `itl_hist` and `chunk_marks` are always read, parsed into `RunData.streams`)
 ANALYSIS_COLUMNS: tuple[str, ...] = (
     "level",
     "users",
@@ -40,10 +43,8 @@ ANALYSIS_COLUMNS: tuple[str, ...] = (
     "e2e",
     "tpot",
     "itl_max",  # a per-request SLO may limit it (analysis.slo)
-    "itl_hist",
     "n_chunks",
     "chunks_merged",
-    "chunk_marks",
     "prompt_tokens",
     "completion_tokens",
     "requested_prompt_tokens",
@@ -73,13 +74,15 @@ def analysis_columns() -> tuple[str, ...]:
 
 @dataclass
 class RunData:
-    """Everything about one run that the analysis needs."""
+    """Everything about one run that the analysis needs: `streams` is its requests'
+    `itl_hist` and `chunk_marks`, parsed, row for row with `requests`."""
 
     path: str
     run: dict
     requests: pd.DataFrame
     steps: pd.DataFrame
     history: pd.DataFrame | None
+    streams: StreamColumns
     notes: list[str] = field(default_factory=list)  # what was left out of its files, and why
     gpu: pd.DataFrame | None = None  # gpu_metrics.csv (`rundir.gpu_metrics`), when recorded
 
@@ -132,71 +135,12 @@ def expand_run_paths(patterns: Sequence[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class RequestsRead:
-    """requests.csv's whole rows, checked (`checks`), and what the report must say about it."""
+    """requests.csv's whole rows, checked (`checks`), their stream columns parsed, and what the
+    report must say about it."""
 
     frame: pd.DataFrame
     notes: list[str]
-
-
-#: how each column is parsed: the documented dtypes, and every other column as seconds, so a
-#: value of the wrong type is an error, never a column read as text
-_DTYPES: dict[str, str] = {c: PANDAS_DTYPES.get(c, "float64") for c in COLUMNS}
-_EOF_IN_STRING = re.compile(r"EOF inside string starting at row (\d+)")
-_FIELDS = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
-
-
-def _parse(path: str, usecols: list[str], nrows: int | None) -> pd.DataFrame:
-    dtypes = {c: _DTYPES[c] for c in usecols if c in _DTYPES}
-    try:
-        return pd.read_csv(
-            path, usecols=usecols, dtype=dtypes, keep_default_na=True, engine="c", nrows=nrows
-        )
-    except ValueError as e:  # a value of the wrong type: find the row (slowly) to name it
-        if isinstance(e, pd.errors.ParserError):
-            raise
-        text = pd.read_csv(path, usecols=usecols, dtype=str, keep_default_na=False, nrows=nrows)
-        for c in usecols:
-            if _DTYPES.get(c, "string") in ("string", "object"):
-                continue
-            cells = text[c].str.strip()
-            wrong = (cells != "") & pd.to_numeric(cells, errors="coerce").isna()
-            wrong &= ~cells.str.lower().isin(("nan", "na", "n/a", "null", "none"))
-            if wrong.any():
-                i = int(wrong.to_numpy().argmax())
-                raise DamagedRun(
-                    f"{path}: row {i + 1}: {c} is {text[c].iloc[i]!r}, not a number "
-                    f"({int(wrong.sum()):,} row(s) like it): not what a run writes"
-                ) from None
-        raise DamagedRun(f"{path}: {e}") from None
-
-
-def _whole_rows(path: str, usecols: list[str]) -> tuple[pd.DataFrame, bool, str]:
-    """The rows of requests.csv that were written whole, whether a last one cut short (the run
-    stopped while writing it: a file vllm-load writes always ends with a line end) was left out,
-    and its request id where it is known."""
-    with open(path, "rb") as fh:
-        fh.seek(-1, os.SEEK_END)
-        partial = fh.read(1) not in (b"\n", b"\r")
-    try:
-        frame = _parse(path, usecols, None)
-    except pd.errors.ParserError as e:
-        message = str(e).strip()
-        cut = _EOF_IN_STRING.search(message)
-        if cut:  # the cut fell inside a quoted field: the rows before that one are whole
-            return _parse(path, usecols, int(cut.group(1)) - 1), True, ""
-        fields = _FIELDS.search(message)
-        if fields:
-            raise DamagedRun(
-                f"{path}: line {fields.group(2)} has {fields.group(3)} fields, the header "
-                f"{fields.group(1)}: not what a run writes"
-            ) from None
-        raise DamagedRun(f"{path}: unreadable ({message.splitlines()[-1]})") from None
-    cut_id = ""
-    if partial and len(frame):
-        if not pd.isna(frame["start_ts"].iloc[-1]):  # its id (the first field) came whole
-            cut_id = str(frame["request_id"].iloc[-1])
-        frame = frame.iloc[:-1]
-    return frame, partial, cut_id
+    streams: StreamColumns
 
 
 def read_requests_frame(path: str, columns: Iterable[str] | None = None) -> pd.DataFrame:
@@ -207,32 +151,79 @@ def read_requests_frame(path: str, columns: Iterable[str] | None = None) -> pd.D
 
 def read_requests(path: str, run: dict, columns: Iterable[str] | None = None) -> RequestsRead:
     """requests.csv with the documented dtypes (only `columns` when given), checked on its own
-    and against the run's run.json (`checks`): DamagedRun when it cannot be measured, notes on
-    what was left out otherwise."""
+    and against the run's run.json (`checks`), and its stream columns parsed (whether or not
+    `columns` names them): DamagedRun when it cannot be measured, notes on what was left out
+    otherwise. Read from its columnar copy where that stands for it (`columnar`); parsed from
+    the CSV otherwise, which writes the copy where it can."""
     wanted = list(columns) if columns is not None else list(COLUMNS)
     if not os.path.exists(path):
         raise DamagedRun(f"{path} is missing: the run's requests are not there")
     if os.path.getsize(path) == 0:
         raise DamagedRun(f"{path} is empty (not even its header): the run's requests are lost")
+    copy = read_copy(path, wanted)
+    if copy is not None:  # checked when it was written; run.json's count is checked anew
+        notes = count_notes(len(copy.frame), copy.partial, run, path, copy.cut_id)
+        return RequestsRead(_with_columns(copy.frame, wanted), notes, copy.streams)
+    stamp = CsvStamp.of(path)
     try:
         header = [str(c) for c in pd.read_csv(path, nrows=0).columns]
     except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
         raise DamagedRun(f"{path}: not a {REQUESTS_CSV} ({str(e).strip()[:80]})") from None
     check_header(header, path)
-    read = [c for c in COLUMNS if c in header and (c in wanted or c in CHECKED_COLUMNS)]
+    read = [
+        c
+        for c in COLUMNS
+        if c in header and (c in wanted or c in CHECKED_COLUMNS or c in STREAM_COLUMNS)
+    ]
     try:
-        frame, partial, cut_id = _whole_rows(path, read)
+        rows = parse_rows(path, read, keep=set(wanted))
     except UnicodeDecodeError as e:
         raise DamagedRun(f"{path}: not text ({e})") from None
+    frame = rows.frame
     check_request_values(frame, path)
-    notes = count_notes(len(frame), partial, run, path, cut_id)
+    notes = count_notes(len(frame), rows.partial, run, path, rows.cut_id)
     if frame.empty:
         raise DamagedRun(f"{path} holds no request: nothing to measure")
     frame = frame.reset_index(drop=True)
-    for c in wanted:
-        if c not in frame.columns:
-            frame[c] = pd.Series(None, index=frame.index, dtype=PANDAS_DTYPES.get(c, "float64"))
-    return RequestsRead(frame[wanted], notes)
+    _keep_copy(path, stamp, frame, rows.streams, rows.partial, rows.cut_id, header)
+    return RequestsRead(_with_columns(frame, wanted), notes, rows.streams)
+
+
+def _with_columns(frame: pd.DataFrame, wanted: list[str]) -> pd.DataFrame:
+    """`frame`'s `wanted` columns, those it lacks (an older run's file) empty."""
+    missing = {
+        c: pd.Series(None, index=frame.index, dtype=PANDAS_DTYPES.get(c, "float64"))
+        for c in wanted
+        if c not in frame.columns
+    }
+    return (frame.assign(**missing) if missing else frame)[wanted]
+
+
+def copy_columns() -> tuple[str, ...]:
+    """The columns a columnar copy keeps: every one the analysis reads and the checks read
+    (ids aside: they are checked, and nothing measures them)."""
+    kept = (*analysis_columns(), *CHECKED_COLUMNS)
+    return tuple(c for c in COLUMNS if c in kept and c != "request_id")
+
+
+def _keep_copy(
+    path: str,
+    stamp: CsvStamp,
+    frame: pd.DataFrame,
+    streams: StreamColumns,
+    partial: bool,
+    cut_id: str,
+    header: list[str],
+) -> None:
+    """Write the columnar copy of a read that holds every column it keeps; where the directory
+    cannot take it, the next reader parses the CSV again."""
+    kept = [c for c in copy_columns() if c in header]
+    if any(c not in frame.columns for c in kept) or copy_is_current(path, stamp):
+        return
+    try:
+        write_copy(path, stamp, frame[kept], streams, partial, cut_id, header)
+    except OSError:
+        pass
 
 
 #: steps.csv's columns the analysis cannot do without
@@ -260,11 +251,18 @@ def read_steps(path: str) -> pd.DataFrame:
     return frame
 
 
+#: the columns of Locust's stats history a report draws (its timeline's active users)
+HISTORY_COLUMNS: tuple[str, ...] = ("Timestamp", "User Count")
+
+
 def read_history(path: str) -> pd.DataFrame | None:
-    """Locust's stats history, aggregated rows only, numeric; None when absent or empty."""
+    """Locust's stats history, aggregated rows only, numeric, its `HISTORY_COLUMNS` (a long
+    run's file holds a row a second for every request name: tens of MB of columns no figure
+    reads); None when absent or empty."""
     if not os.path.exists(path) or os.path.getsize(path) == 0:
         return None
-    frame = pd.read_csv(path, na_values=["N/A"])
+    wanted = ("Name", *HISTORY_COLUMNS)
+    frame = pd.read_csv(path, na_values=["N/A"], usecols=lambda c: c in wanted)
     if "Name" in frame.columns:
         frame = frame[frame["Name"] == "Aggregated"]
     if frame.empty:
@@ -309,6 +307,7 @@ def load_run(path: str, columns: Iterable[str] | None = None) -> RunData:
         requests=requests.frame,
         steps=read_steps(os.path.join(path, STEPS_CSV)),
         history=read_history(os.path.join(path, HISTORY_CSV)),
+        streams=requests.streams,
         notes=[*requests.notes, *([gpu.note] if gpu.note else [])],
         gpu=gpu.frame,
     )

@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 
 from ...load_kinds import LoadKind, kind_named
-from ..levels.measure import LevelMeasurement, success_spans
+from ..levels.measure import LevelMeasurement
+from ..levels.spans import success_spans
 from ..levels.table import level_kinds
 from ..levels.window_rates import work_in_window
 from ..series.stats import Summary, summarize
@@ -103,7 +104,11 @@ def level_goodput(
     labelled = measurement.labelled
     level_known = ~np.isnan(as_floats(requests, "level"))
     req = requests[level_known]
-    spans = success_spans(req, good_requests(req, spec))
+    good = good_requests(req, spec)
+    if measurement.spans is not None and measurement.ok is not None:
+        spans = measurement.spans.take(good[measurement.ok])  # good requests succeeded
+    else:
+        spans = success_spans(req, good)
     good_measured = good_requests(labelled, spec)
     rows = []
     for rec in metrics.to_dict("records"):

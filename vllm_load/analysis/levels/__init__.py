@@ -1,9 +1,12 @@
 """One run's figures per level, each over the level's measured window.
 
-- `measure`: the measured requests (warm-up W, then K, by start), the window, the level's figures;
-  `recorded_levels`: the levels a run recorded, as steps.csv and its requests give them.
-- `window_rates`: throughput inside a window, independent of where requests happen to finish.
-- `hist`: the `itl_hist` column read as a whole and percentiles of merged histograms.
+- `measure`: the level's figures; `window`: its measured requests (warm-up W, then K, by start)
+  and window; `recorded_levels`: the levels a run recorded, as steps.csv and its requests give
+  them.
+- `window_rates`: throughput inside a window, independent of where requests happen to finish;
+  `spans`: the successful requests' lives and tokens it weighs, from a requests frame.
+- `hist`: merged ITL histograms (`rundir.stream_columns` parses the column) and their
+  percentiles.
 - `rates`: open-loop levels: the rate offered and achieved, queueing, whether the target kept up.
 - `breakdown`: per persona, per turn of a conversation, conversations as wholes.
 - `client_side`: the client's own health per level; `server_side`: `/metrics` against the client.
@@ -24,4 +27,7 @@ import pandas as pd
 
 def as_floats(series: pd.Series) -> np.ndarray:
     """A column as float64, anything unparsable (or missing) as NaN."""
+    if series.dtype == np.float64 or isinstance(series.dtype, pd.Int64Dtype):
+        # what requests.csv's columns are read as: no parse (a million rows, ~8 ms a column)
+        return series.to_numpy(dtype=np.float64, na_value=np.nan)
     return pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)

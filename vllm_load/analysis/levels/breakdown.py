@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from . import as_floats
-from .window_rates import RequestSpans, work_in_window
+from .window_rates import ChunkMarks, RequestSpans, work_in_window
 
 #: percentiles shown per persona and per turn
 BREAKDOWN_PERCENTILES = (50, 99)
@@ -65,13 +65,20 @@ def _latency_figures(group: pd.DataFrame, latencies: tuple[str, ...]) -> dict[st
     return out
 
 
+#: the columns of the measured requests `label_table` reads, beside its label
+_LABEL_TABLE_READS: frozenset[str] = frozenset(
+    ("level", "ok", "ttft", "e2e", "tpot", "start_ts", "end_ts")
+    + ("prompt_tokens", "completion_tokens", "chunk_marks")
+)
+
+
 def persona_table(
-    labelled: pd.DataFrame, metrics: pd.DataFrame, ok_marks: np.ndarray | None = None
+    labelled: pd.DataFrame, metrics: pd.DataFrame, ok_marks: ChunkMarks | None = None
 ) -> pd.DataFrame:
     """Per level and user class: measured requests, successes, failures, the class's share of the
     level's measured requests, TTFT/E2E/TPOT percentiles and output tok/s in the level's window.
     Empty when every request came from one class (the per-level table says it all).
-    `ok_marks`: the successful rows' chunk times, already parsed (`LevelMeasurement.labelled_marks`);
+    `ok_marks`: the successful rows' chunk marks, already parsed (`LevelMeasurement.labelled_marks`);
     None: parsed here."""
     if _labels(labelled, "user_class").nunique() <= 1:
         return pd.DataFrame(columns=list(PERSONA_COLUMNS))
@@ -79,11 +86,12 @@ def persona_table(
 
 
 def label_table(
-    labelled: pd.DataFrame, metrics: pd.DataFrame, label: str, ok_marks: np.ndarray | None = None
+    labelled: pd.DataFrame, metrics: pd.DataFrame, label: str, ok_marks: ChunkMarks | None = None
 ) -> pd.DataFrame:
     """Per level and value of the `label` column (a persona, a target): as `persona_table`, with
     the total (prompt and output) tok/s in the level's window beside the output's."""
-    frame = labelled.assign(**{label: _labels(labelled, label)}).reset_index(drop=True)
+    read = [c for c in labelled.columns if c in _LABEL_TABLE_READS]  # not a copy of every column
+    frame = labelled[read].assign(**{label: _labels(labelled, label)}).reset_index(drop=True)
     windows = metrics.set_index("level")
     # every successful row's span once (its chunk marks parsed once), each group's taken from it
     ok_rows = np.flatnonzero(as_floats(frame["ok"]) == 1)
@@ -91,7 +99,10 @@ def label_table(
     if ok_marks is not None:
         spans_of_ok = replace(spans_of_ok, marks=ok_marks)
     rows = []
-    for (level, value), group in frame.groupby(["level", label], sort=True):
+    # each group's rows by position: iterating a groupby takes a sorted copy of the whole frame
+    groups = frame.groupby(["level", label]).indices
+    for level, value in sorted(groups):
+        group = frame.take(groups[level, value])
         ok = as_floats(group["ok"]) == 1
         level_rows = (frame["level"] == level).sum()
         window = windows.loc[level] if level in windows.index else None
@@ -137,8 +148,11 @@ def turn_table(labelled: pd.DataFrame) -> pd.DataFrame:
     """Per turn index of the conversations, over every level: measured requests, successes,
     failures, mean prompt tokens (the history grows) and TTFT/E2E percentiles. Empty when no
     request was part of a conversation."""
-    in_conversation = _labels(labelled, "conversation") != ""
-    frame = labelled[in_conversation.to_numpy()]
+    in_conversation = (_labels(labelled, "conversation") != "").to_numpy()
+    read = [
+        c for c in ("turn", "ok", "prompt_tokens", "cached_tokens", "ttft", "e2e") if c in labelled
+    ]
+    frame = labelled.loc[in_conversation, read]  # not a copy of every column
     if frame.empty:
         return pd.DataFrame(columns=list(TURN_COLUMNS))
     rows = []
@@ -172,7 +186,8 @@ def conversation_summary(requests: pd.DataFrame) -> dict[str, float]:
     from the first turn's start to the last turn's end (mean, p50, p99, seconds; think time
     included) and how many had a failed turn. Empty when the run held none."""
     ids = _labels(requests, "conversation")
-    frame = requests[(ids != "").to_numpy()].assign(conversation=ids[ids != ""])
+    part = (ids != "").to_numpy()
+    frame = requests.loc[part, ["start_ts", "end_ts", "ok"]].assign(conversation=ids[part])
     if frame.empty:
         return {}
     grouped = frame.groupby("conversation")

@@ -1,20 +1,18 @@
 """Vectorised reading of the `itl_hist` column and percentiles of merged log histograms.
 
 `vllm_load.rundir.histogram.LogHistogram` is the reference (one request at a time); this module
-does the same over a whole column at once: every `bucket:count;...` string of the selected
-rows is parsed in one pass by numpy and summed into a dense (groups x buckets) count matrix.
+does the same over a whole column at once: the selected rows' histograms (parsed once,
+`rundir.stream_columns.ItlHistograms`) are summed into a dense (groups x buckets) count matrix.
 Percentiles follow `LogHistogram.percentile` exactly (nearest rank).
 """
 
 from __future__ import annotations
 
-import warnings
-from itertools import compress, repeat
-
 import numpy as np
 import pandas as pd
 
 from ...rundir.histogram import BASE_SECONDS, GROWTH
+from ...rundir.stream_columns import ItlHistograms
 
 
 def bucket_values(n_buckets: int) -> np.ndarray:
@@ -22,53 +20,17 @@ def bucket_values(n_buckets: int) -> np.ndarray:
     return BASE_SECONDS * GROWTH ** np.arange(n_buckets, dtype=np.float64)
 
 
-#: rows parsed per pass: bounds the memory of the joined text and the parsed numbers
-CHUNK_ROWS = 100_000
-
-
 def merge_hist_column(texts: pd.Series, groups: np.ndarray, n_groups: int) -> np.ndarray:
     """Sum the histograms in `texts` per group into an int64 matrix of shape (n_groups, buckets).
 
     `groups[i]` (0..n_groups-1) is the group of row i. Empty or missing strings add nothing.
-    Raises ValueError on a malformed histogram.
+    Raises ValueError on a malformed histogram. (A run's loader parses the column once:
+    `RunData.streams.itl.merge` is this without the parse.)
     """
     groups = np.asarray(groups, dtype=np.int64)
     if len(texts) != len(groups):
         raise ValueError("texts and groups differ in length")
-    parts = [
-        _merge_chunk(texts.iloc[i : i + CHUNK_ROWS], groups[i : i + CHUNK_ROWS], n_groups)
-        for i in range(0, len(texts), CHUNK_ROWS)
-    ]
-    if not parts:
-        return np.zeros((n_groups, 1), dtype=np.int64)
-    return np.sum(pad_columns(parts), axis=0)
-
-
-def _merge_chunk(texts: pd.Series, groups: np.ndarray, n_groups: int) -> np.ndarray:
-    # plain lists and C-level maps: a pandas string method calls Python once per row
-    values = [t if isinstance(t, str) else "" for t in texts.astype(object)]
-    nonempty = np.fromiter(map(bool, values), dtype=bool, count=len(values))
-    if not nonempty.any():
-        return np.zeros((n_groups, 1), dtype=np.int64)
-    kept = list(compress(values, nonempty))
-    pairs_per_row = np.fromiter(map(str.count, kept, repeat(";")), dtype=np.int64) + 1
-    joined = ";".join(kept).replace(";", " ").replace(":", " ")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # numpy warns (and stops) at the first unparsable character
-        try:
-            numbers = np.fromstring(joined, dtype=np.int64, sep=" ")
-        except (ValueError, DeprecationWarning) as e:
-            raise ValueError(f"malformed itl_hist value: {e}") from e
-    if numbers.size != 2 * int(pairs_per_row.sum()):
-        raise ValueError("malformed itl_hist value (expected bucket:count;bucket:count...)")
-    buckets = numbers[0::2]
-    counts = numbers[1::2]
-    if buckets.size and (buckets.min() < 0 or counts.min() < 0):
-        raise ValueError("malformed itl_hist value (negative bucket or count)")
-    row_groups = np.repeat(groups[nonempty], pairs_per_row)
-    width = int(buckets.max()) + 1
-    flat = np.bincount(row_groups * width + buckets, weights=counts, minlength=n_groups * width)
-    return np.rint(flat).astype(np.int64).reshape(n_groups, width)
+    return ItlHistograms.parse(texts).merge(np.arange(len(groups)), groups, n_groups)
 
 
 def hist_percentiles(counts: np.ndarray, quantiles: tuple[float, ...]) -> np.ndarray:

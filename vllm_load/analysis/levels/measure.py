@@ -28,14 +28,14 @@ import pandas as pd
 
 from ... import figures as declared
 from ...figures import gpu_columns, statistic_columns
+from ...rundir.stream_columns import StreamColumns
 from . import as_floats
-from .hist import hist_percentiles, merge_hist_column
-from .rates import RATE_COLUMNS, offered_figures, rate_figures
+from .hist import hist_percentiles
+from .rates import RATE_COLUMNS, rate_figures
 from .recorded_levels import recorded_levels
-from .window_rates import RequestSpans, work_in_window
-
-#: stop reasons after which the level ended before its W + K requests had all ended
-CUT_SHORT = frozenset({"time_cap", "interrupted", "workers_lost", "measured_lost", "client_limit"})
+from .spans import own_streams, success_spans
+from .window import LevelWindows, level_windows, offered, window_work
+from .window_rates import ChunkMarks, RequestSpans
 
 _HEAD_COLUMNS: tuple[str, ...] = (
     "level",
@@ -83,14 +83,18 @@ class LevelMeasurement:
     `itl_counts[i]` is the merged ITL histogram (bucket counts, see `hist`) of level row i of
     `metrics`; `measured` holds the successful measured requests (level, ttft, e2e, tpot);
     `labelled` every measured request, both outcomes, with the columns `breakdown` reads;
-    `labelled_marks` its successful rows' parsed `RequestSpans.marks` (for `persona_table`).
+    `labelled_marks` its successful rows' chunk marks (`RequestSpans.marks`, for `persona_table`);
+    `spans` every successful request's (of a known level), `ok` which of those rows succeeded
+    (for `decisions.goodput`, which takes its good requests' spans from them).
     """
 
     metrics: pd.DataFrame
     itl_counts: np.ndarray
     measured: pd.DataFrame
     labelled: pd.DataFrame
-    labelled_marks: np.ndarray | None = None
+    labelled_marks: ChunkMarks | None = None
+    spans: RequestSpans | None = None
+    ok: np.ndarray | None = None  # per request of a known level: it succeeded
 
 
 #: the columns of a measured request that `LevelMeasurement.labelled` keeps (those present)
@@ -116,15 +120,20 @@ LABELLED_COLUMNS: tuple[str, ...] = (
 )
 
 
-def _token_counts(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Prompt and completion tokens per row: the server's usage, else the requested counts."""
-    prompt = as_floats(frame["prompt_tokens"])
-    completion = as_floats(frame["completion_tokens"])
-    prompt = np.where(np.isnan(prompt), as_floats(frame["requested_prompt_tokens"]), prompt)
-    completion = np.where(
-        np.isnan(completion), as_floats(frame["requested_completion_tokens"]), completion
+def _measured_columns() -> frozenset[str]:
+    """The columns of the successful measured requests that `measure_levels` reads (every
+    declared per-request figure's, as declared when it runs)."""
+    return frozenset(
+        (
+            "start_ts",
+            "ttft",
+            "queued_s",
+            "prompt_tokens",
+            "completion_tokens",
+            "requested_completion_tokens",
+            *(source.key for source in declared.PER_REQUEST if not source.from_histogram),
+        )
     )
-    return prompt, completion
 
 
 def image_charges(requests: pd.DataFrame) -> dict[int, int]:
@@ -157,19 +166,6 @@ def expected_prompt_tokens(requests: pd.DataFrame) -> np.ndarray:
     return expected
 
 
-def success_spans(req: pd.DataFrame, ok: np.ndarray | None = None) -> RequestSpans:
-    """The successful requests' lives and token counts, for `window_rates`."""
-    if ok is None:
-        ok = as_floats(req["ok"]) == 1
-    read = ["start_ts", "ttft", "end_ts", "chunk_marks", "prompt_tokens", "completion_tokens"]
-    read += ["requested_prompt_tokens", "requested_completion_tokens"]
-    sub = req.loc[ok, [c for c in read if c in req]]  # not a copy of every column
-    prompt, completion = _token_counts(sub)
-    marks = sub["chunk_marks"] if "chunk_marks" in sub else None
-    start, ttft, end = (as_floats(sub[c]) for c in ("start_ts", "ttft", "end_ts"))
-    return RequestSpans.build(start, ttft, end, prompt, completion, marks)
-
-
 def _group_statistics(
     values: np.ndarray, groups: np.ndarray, n_groups: int, stats: tuple[str, ...]
 ) -> dict[str, np.ndarray]:
@@ -193,78 +189,17 @@ def _group_statistics(
     return out
 
 
-def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurement:
-    """Per-level figures of one run (see the module docstring); one row per level in `metrics`."""
-    plan = recorded_levels(steps, requests)
-    n_levels = len(plan)
-    lv_all = as_floats(requests["level"]) if len(requests) else np.array([])
-    valid = ~np.isnan(lv_all)
-    req = requests[valid] if not valid.all() else requests
-    lv = lv_all[valid].astype(np.int64)
-    start = as_floats(req["start_ts"]) if len(req) else np.array([])
-    end = as_floats(req["end_ts"]) if len(req) else np.array([])
-    pos = np.searchsorted(plan["level"].to_numpy(), lv)  # every request level is in the plan
-
-    w = plan["warmup_requests"].to_numpy(np.float64)
-    k = plan["target_requests"].to_numpy(np.float64) - w
-    k = np.where(np.isnan(k), np.inf, k)
-    level_end = plan["end_ts"].to_numpy(np.float64)
-    cut = np.array([r in CUT_SHORT for r in plan["stop_reason"]], dtype=bool) & ~np.isnan(level_end)
-    known_end = np.where(np.isnan(level_end), np.inf, level_end)
-    counts = np.bincount(pos, minlength=n_levels)
-    wi = w.astype(np.int64)
-
-    # the measured requests: by level, in the order they started (exact ties: by end)
-    order = np.lexsort((end, start, pos))
-    first = np.searchsorted(pos[order], np.arange(n_levels))
-    rank = np.arange(len(order)) - first[pos[order]]
-    meas_s = (rank >= w[pos[order]]) & (rank < w[pos[order]] + k[pos[order]])
-    measured_mask = np.zeros(len(pos), dtype=bool)
-    measured_mask[order[meas_s]] = True
-    meas_pos = pos[measured_mask]
-    after_end = np.bincount(meas_pos[end[measured_mask] > known_end[meas_pos]], minlength=n_levels)
-
-    # the window: from the W-th finish of the level's requests (the level's start when W = 0) to
-    # the (W + K)-th (a level cut short: its last finish before it ended); the level's load was
-    # held until its first W + K to start had ended, so all of it is at the level's load
-    by_end = np.lexsort((end, pos))
-    pos_e, end_e = pos[by_end], end[by_end]
-    done_e = end_e <= np.where(cut, level_end, np.inf)[pos_e]
-    first_e = np.searchsorted(pos_e, np.arange(n_levels))
-    rank_e = np.arange(len(by_end)) - first_e[pos_e]
-    has_w = (wi > 0) & (counts >= wi)
-    wth_idx = np.minimum(first_e + np.maximum(wi - 1, 0), max(len(end_e) - 1, 0))
-    wth_end = end_e[wth_idx] if len(end_e) else np.full(n_levels, np.nan)
-    window_start = np.where(
-        wi == 0, plan["start_ts"].to_numpy(np.float64), np.where(has_w, wth_end, np.nan)
-    )
-    in_window = (rank_e >= w[pos_e]) & (rank_e < w[pos_e] + k[pos_e]) & done_e
-    window_end = np.full(n_levels, np.nan)
-    if in_window.any():
-        last = pd.Series(end_e[in_window]).groupby(pos_e[in_window]).max()
-        window_end[last.index.to_numpy()] = last.to_numpy()
-    window_s = window_end - window_start
-    window_s = np.where(window_s > 0, window_s, np.nan)
-
-    ok_all = as_floats(req["ok"]) == 1 if len(req) else np.array([], dtype=bool)
-    mok = measured_mask & ok_all
-    n_meas = np.bincount(meas_pos, minlength=n_levels)
-    n_ok = np.bincount(pos[mok], minlength=n_levels)
-    n_warm = np.minimum(counts, wi)
-    finished_in_level = np.bincount(pos[end <= known_end[pos]], minlength=n_levels)
-    # successful finishes inside the window: an open-loop level's achieved rate
-    ok_e = ok_all[by_end] & in_window
-    window_ok = np.bincount(pos_e[ok_e], minlength=n_levels)
-
-    sub = req[mok]
-    g = pos[mok]
+def _exactness(
+    req: pd.DataFrame, sub: pd.DataFrame, mok: np.ndarray, g: np.ndarray, n_levels: int
+) -> dict[str, np.ndarray]:
+    """Per level, the shares of the successful measured requests (`sub`, rows `mok` of `req`,
+    levels `g`) served the prompt and completion tokens they asked for, and how many had no
+    usage. Exactness is judged where a request asked for an exact count (a locustfile's own
+    requests may ask for none) and the server reported one."""
     prompt_usage = as_floats(sub["prompt_tokens"])
     completion_usage = as_floats(sub["completion_tokens"])
     req_prompt = expected_prompt_tokens(req)[mok]  # the requested text, plus images' charge
     req_completion = as_floats(sub["requested_completion_tokens"])
-    usage_missing = np.isnan(prompt_usage) | np.isnan(completion_usage)
-    # exactness is judged where a request asked for an exact count (a locustfile's own requests
-    # may ask for none) and the server reported one
     with_prompt = ~np.isnan(prompt_usage) & ~np.isnan(req_prompt)
     with_completion = ~np.isnan(completion_usage) & ~np.isnan(req_completion)
     n_with_prompt = np.bincount(g[with_prompt], minlength=n_levels)
@@ -273,17 +208,89 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
     completion_exact = np.bincount(
         g[with_completion & (completion_usage == req_completion)], minlength=n_levels
     )
+    usage_missing = np.isnan(prompt_usage) | np.isnan(completion_usage)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return {
+            "prompt_exact_share": np.where(
+                n_with_prompt > 0, prompt_exact / np.maximum(n_with_prompt, 1), np.nan
+            ),
+            "completion_exact_share": np.where(
+                n_with_completion > 0, completion_exact / np.maximum(n_with_completion, 1), np.nan
+            ),
+            "usage_missing": np.bincount(g[usage_missing], minlength=n_levels),
+        }
 
-    # achieved concurrency: requests in flight (any level, any outcome) averaged over the window;
-    # throughput: the work every successful request (any level) did inside it
-    spans = success_spans(req, ok_all)
-    achieved = np.full(n_levels, np.nan)
-    done = np.full((n_levels, 3), np.nan)  # requests, prompt tokens, output tokens
-    for i in np.flatnonzero(~np.isnan(window_s)):
-        overlap = np.minimum(end, window_end[i]) - np.maximum(start, window_start[i])
-        achieved[i] = np.clip(overlap, 0.0, None).sum() / window_s[i]
-        work = work_in_window(spans, window_start[i], window_end[i])
-        done[i] = (work.requests, work.prompt_tokens, work.output_tokens)
+
+def _measured_figures(
+    req: pd.DataFrame, mok: np.ndarray, g: np.ndarray, plan: pd.DataFrame, windows: LevelWindows
+) -> tuple[dict[str, np.ndarray], pd.DataFrame]:
+    """The level columns taken from the successful measured requests (rows `mok` of `req`, at
+    plan rows `g`): every declared per-request figure's statistics (`figures.PER_REQUEST`; a
+    column the run did not record, an older run's, gives NaN), the open-loop rate figures and
+    the token counts' exactness; and those requests' figures, with their level."""
+    n_levels = len(plan)
+    reads = _measured_columns()
+    sub = req.loc[mok, [c for c in req.columns if c in reads]]  # not a copy of every column
+    columns: dict[str, np.ndarray] = {}
+    measured = pd.DataFrame({"level": plan["level"].to_numpy(np.int64)[g]})
+    for source in declared.PER_REQUEST:
+        if source.from_histogram:
+            continue
+        values = as_floats(sub[source.key]) if source.key in sub else np.full(len(sub), np.nan)
+        measured[source.key] = values
+        for stat, column in _group_statistics(values, g, n_levels, source.stats).items():
+            columns[f"{source.key}_{stat}"] = column
+    queued = as_floats(sub["queued_s"]) if "queued_s" in sub else np.full(len(sub), np.nan)
+    columns.update(
+        rate_figures(
+            plan["rate"].to_numpy(np.float64),
+            g,
+            as_floats(sub["start_ts"]),
+            as_floats(sub["ttft"]),
+            queued,
+            windows.window_s,
+            windows.window_ok,
+        )
+    )
+    columns.update(_exactness(req, sub, mok, g, n_levels))
+    return columns, measured
+
+
+def measure_levels(
+    requests: pd.DataFrame, steps: pd.DataFrame, streams: StreamColumns | None = None
+) -> LevelMeasurement:
+    """Per-level figures of one run (see the module docstring); one row per level in `metrics`.
+    `streams`: the requests' parsed `itl_hist` and `chunk_marks` (`RunData.streams`); without
+    them, the frame's own texts are parsed."""
+    plan = recorded_levels(steps, requests)
+    n_levels = len(plan)
+    if streams is None:
+        streams = own_streams(requests)
+    lv_all = as_floats(requests["level"]) if len(requests) else np.array([])
+    valid = ~np.isnan(lv_all)
+    req = requests[valid] if not valid.all() else requests
+    streams = streams.take(valid) if not valid.all() else streams
+    lv = lv_all[valid].astype(np.int64)
+    start = as_floats(req["start_ts"]) if len(req) else np.array([])
+    end = as_floats(req["end_ts"]) if len(req) else np.array([])
+    pos = np.searchsorted(plan["level"].to_numpy(), lv)  # every request level is in the plan
+
+    counts = np.bincount(pos, minlength=n_levels)
+    known_end = plan["end_ts"].to_numpy(np.float64)
+    known_end = np.where(np.isnan(known_end), np.inf, known_end)
+    ok_all = as_floats(req["ok"]) == 1 if len(req) else np.array([], dtype=bool)
+    windows = level_windows(plan, pos, start, end, ok_all)
+    measured_mask, window_s = windows.measured, windows.window_s
+    window_start, window_end = windows.window_start, windows.window_end
+    mok = measured_mask & ok_all
+    n_meas = np.bincount(pos[measured_mask], minlength=n_levels)
+    n_ok = np.bincount(pos[mok], minlength=n_levels)
+    n_warm = np.minimum(counts, plan["warmup_requests"].to_numpy(np.float64).astype(np.int64))
+    finished_in_level = np.bincount(pos[end <= known_end[pos]], minlength=n_levels)
+
+    g = pos[mok]
+    spans = success_spans(req, ok_all, streams)
+    achieved, done = window_work(spans, start, end, windows)
 
     with np.errstate(invalid="ignore", divide="ignore"):
         out = pd.DataFrame(
@@ -293,12 +300,12 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
                 "value": plan["value"].to_numpy(np.float64),
                 "users": plan["users"].to_numpy(np.float64),
                 "level_start": plan["start_ts"].to_numpy(np.float64),
-                "level_end": level_end,
+                "level_end": plan["end_ts"].to_numpy(np.float64),
                 "started": counts,
                 "finished": finished_in_level,
                 "warmup": n_warm,
                 "measured": n_meas,
-                "measured_after_end": after_end,
+                "measured_after_end": windows.after_end,
                 "ok": n_ok,
                 "failed": n_meas - n_ok,
                 "success_rate": np.where(n_meas > 0, n_ok / np.maximum(n_meas, 1), np.nan),
@@ -312,76 +319,35 @@ def measure_levels(requests: pd.DataFrame, steps: pd.DataFrame) -> LevelMeasurem
                 "achieved_concurrency": achieved,
             }
         )
-    # every declared per-request figure's statistics (figures.PER_REQUEST), over the successful
-    # measured requests; a column the run did not record (an older run) gives NaN
-    measured_frame = pd.DataFrame({"level": plan["level"].to_numpy(np.int64)[g]})
-    for source in declared.PER_REQUEST:
-        if source.from_histogram:
-            continue
-        values = as_floats(sub[source.key]) if source.key in sub else np.full(len(sub), np.nan)
-        measured_frame[source.key] = values
-        for stat, column in _group_statistics(values, g, n_levels, source.stats).items():
-            out[f"{source.key}_{stat}"] = column
-    queued = as_floats(sub["queued_s"]) if "queued_s" in sub else np.full(len(sub), np.nan)
-    figures = rate_figures(
-        plan["rate"].to_numpy(np.float64),
-        g,
-        as_floats(sub["start_ts"]),
-        as_floats(sub["ttft"]),
-        queued,
-        window_s,
-        window_ok,
-    )
-    queued_all = as_floats(req["queued_s"]) if "queued_s" in req else np.zeros(len(req))
-    worker = (
-        req["worker"].astype("string").fillna("")
-        if "worker" in req
-        else pd.Series([""] * len(req), dtype=object)
-    )
-    figures.update(
-        offered_figures(
-            plan["rate"].to_numpy(np.float64),
-            plan["users"].to_numpy(np.float64),
-            pos,
-            start,
-            start + np.nan_to_num(queued_all),
-            end,
-            np.unique(worker.to_numpy(dtype=object), return_inverse=True)[1].reshape(-1),
-            window_start,
-            window_end,
-        )
-    )
+    figures, measured_frame = _measured_figures(req, mok, g, plan, windows)
+    figures.update(offered(plan, req, pos, start, end, windows))
     for col, values in figures.items():
         out[col] = values
-    itl_counts = merge_hist_column(sub["itl_hist"], g, n_levels)
+    itl_counts = streams.itl.merge(mok, g, n_levels)
     for source in (s for s in declared.PER_REQUEST if s.from_histogram):  # ITL, per token
         percentiles = tuple(float(stat[1:]) for stat in source.stats)
         q = hist_percentiles(itl_counts, percentiles)
         for j, stat in enumerate(source.stats):
             out[f"{source.key}_{stat}"] = q[:, j]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out["prompt_exact_share"] = np.where(
-            n_with_prompt > 0, prompt_exact / np.maximum(n_with_prompt, 1), np.nan
-        )
-        out["completion_exact_share"] = np.where(
-            n_with_completion > 0, completion_exact / np.maximum(n_with_completion, 1), np.nan
-        )
-    out["usage_missing"] = np.bincount(g[usage_missing], minlength=n_levels)
     out["stop_reason"] = plan["stop_reason"].to_numpy(dtype=object)
     for col in gpu_columns():  # the GPUs' figures, where a run recorded them: `gpu.with_gpu`
         out[col] = np.nan
-    labelled = req.loc[measured_mask, [c for c in LABELLED_COLUMNS if c in req]].copy()
+    labelled = req.loc[measured_mask, [c for c in LABELLED_COLUMNS if c in req]]
     labelled.insert(0, "level", plan["level"].to_numpy(np.int64)[pos[measured_mask]])
     return LevelMeasurement(
         metrics=out[list(metric_columns())],
         itl_counts=itl_counts,
         measured=measured_frame,
         labelled=labelled,
-        labelled_marks=spans.marks[measured_mask[ok_all]] if spans.marks is not None else None,
+        labelled_marks=spans.marks.take(measured_mask[ok_all]) if spans.marks is not None else None,
+        spans=spans,
+        ok=ok_all,
     )
 
 
-def level_metrics(requests: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+def level_metrics(
+    requests: pd.DataFrame, steps: pd.DataFrame, streams: StreamColumns | None = None
+) -> pd.DataFrame:
     """One row per level of one run with the columns of `metric_columns()` (see the module docstring).
 
     `started` counts the level's recorded requests (they started during it), `finished` those
@@ -393,4 +359,4 @@ def level_metrics(requests: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     requests with usage whose token count equals the requested one; `usage_missing` counts those
     without usage (their requested counts are used for throughput instead).
     """
-    return measure_levels(requests, steps).metrics
+    return measure_levels(requests, steps, streams).metrics

@@ -36,7 +36,8 @@ import numpy as np
 import pandas as pd
 
 from ...rundir.optional_csv import CsvRead, read_optional_csv
-from .measure import success_spans
+from ...rundir.stream_columns import StreamColumns
+from .spans import success_spans
 from .window_rates import RequestSpans, work_in_window
 
 TOLERANCE = 0.02  # client vs server generated tokens
@@ -186,14 +187,17 @@ class ClientRequests:
     ok_e2e: np.ndarray
 
     @classmethod
-    def of(cls, requests: pd.DataFrame) -> "ClientRequests":
+    def of(cls, requests: pd.DataFrame, streams: StreamColumns | None = None) -> "ClientRequests":
+        """`streams`: the requests' parsed chunk marks (`RunData.streams`); without them, the
+        frame's own texts."""
+
         def num(column: str) -> np.ndarray:
             return pd.to_numeric(requests[column], errors="coerce").to_numpy(np.float64)
 
         ok = num("ok") == 1
         start, end, ttft = num("start_ts"), num("end_ts"), num("ttft")
         return cls(
-            success_spans(requests, ok),
+            success_spans(requests, ok, streams),
             start,
             end,
             (start + ttft)[ok],
@@ -224,14 +228,18 @@ def level_server_figures(
     requests: pd.DataFrame | None = None,
     interval: float | None = None,
     tolerance: float = TOLERANCE,
+    streams: StreamColumns | None = None,
 ) -> pd.DataFrame:
     """Per level: the server's figures beside the client's over the part of the measured window
     between two scrapes (`compare_start`, `compare_end`), their relative differences, whether the
     scrapes resolve it (`comparable`, else `not_comparable_reason`) and whether the figures
     disagree beyond tolerance (only where comparable). Without `requests`, the client's side is
-    the level's own figures over the whole measured window."""
+    the level's own figures over the whole measured window; `streams`: the requests' parsed
+    chunk marks (`RunData.streams`), else their own texts."""
     step = scrape_interval(server, interval)
-    client = ClientRequests.of(requests) if requests is not None and len(requests) else None
+    client = (
+        ClientRequests.of(requests, streams) if requests is not None and len(requests) else None
+    )
     events = np.concatenate([client.ok_end, client.ok_first]) if client is not None else None
     t = server["ts"].to_numpy(np.float64)
     t_last = t[-1] if len(t) else np.nan

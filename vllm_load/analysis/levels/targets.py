@@ -16,9 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ...rundir.stream_columns import StreamColumns
 from . import as_floats
 from .breakdown import label_table
 from .server_side import TOLERANCE, level_server_figures
+from .window_rates import ChunkMarks
 
 #: a target is lost when its requests fail to the end of the run, this many at least, after its
 #: last success (a replica that stopped answering; one failure at the end is not a loss)
@@ -54,10 +56,12 @@ def target_figures(
     targets: list[dict],
     servers: list[pd.DataFrame | None],
     interval: float | None = None,
-    ok_marks: np.ndarray | None = None,
+    ok_marks: ChunkMarks | None = None,
+    streams: StreamColumns | None = None,
 ) -> list[TargetFigures]:
     """Each target of run.json's `targets` (url, in order), with `servers[i]` its scrapes (None:
-    not scraped). Empty for a run of one target."""
+    not scraped). Empty for a run of one target. `ok_marks`: the labelled successful rows' chunk
+    marks (`LevelMeasurement.labelled_marks`); `streams`: `requests`' (`RunData.streams`)."""
     if len(targets) < 2:
         return []
     table = label_table(labelled, metrics, "target", ok_marks)
@@ -65,10 +69,16 @@ def target_figures(
     out = []
     for info, server in zip(targets, servers):
         url = str(info.get("url", ""))
-        mine = requests[(sent_to == url).to_numpy()] if sent_to is not None else requests.iloc[:0]
+        rows = (
+            np.flatnonzero((sent_to == url).to_numpy(dtype=bool))
+            if sent_to is not None
+            else np.arange(0)
+        )
+        mine = requests.iloc[rows]
         compared = None
         if server is not None and len(server) >= 2:
-            compared = level_server_figures(server, metrics, mine, interval)
+            own = streams.take(rows) if streams is not None else None
+            compared = level_server_figures(server, metrics, mine, interval, streams=own)
             # (where the scrapes cannot resolve a window, its client side is the whole level's)
             compared.loc[~compared["comparable"], "client_output_tok_per_s"] = np.nan
         scrape = info.get("scrape") or {}

@@ -27,13 +27,48 @@ over the whole request. Failed requests add nothing: their tokens are unknown to
 
 from __future__ import annotations
 
-import io
-import re
 from dataclasses import dataclass
-from itertools import repeat
 
 import numpy as np
-import pandas as pd
+
+from ...rundir.stream_columns import MarkTable, parse_marks
+
+
+@dataclass(frozen=True)
+class ChunkMarks:
+    """Some requests' chunk marks: request i's are row `rows[i]` of `table`, ms since its start
+    (`rundir.stream_columns.MarkTable`). The table is a run's whole parse, shared and never
+    written: a million requests' marks are 136 MB a copy as floats, so a selection of requests
+    selects rows, and the marks become times only for the requests a window weighs."""
+
+    table: MarkTable
+    rows: np.ndarray
+    tidy: np.ndarray  # per row of `table`: nothing missing before its last mark (every run's)
+
+    @classmethod
+    def of(cls, table: MarkTable) -> "ChunkMarks | None":
+        """Every row of `table`; None when no request has marks (no column)."""
+        if not table.size:
+            return None
+        missing = table.missing()
+        late = (missing[:, :-1] & ~missing[:, 1:]).any(axis=1)  # a mark after a missing one
+        return cls(table, np.arange(len(table)), ~late)
+
+    def take(self, rows: np.ndarray) -> "ChunkMarks":
+        return ChunkMarks(self.table, self.rows[rows], self.tidy)
+
+    def tidy_rows(self) -> np.ndarray:
+        """Per request: its marks are tidy (`tidy`)."""
+        return self.tidy[self.rows]
+
+    def times(self, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """The marks as Unix times, each within its request's life: they are rounded to 0.1 ms,
+        so one may land just past the request's end, which is where a window edge may be (the
+        W-th request's end)."""
+        at = self.table.ms(self.rows)  # a new array: then in place
+        at /= 1000.0
+        at += start[:, None]
+        return np.clip(at, start[:, None], end[:, None], out=at)
 
 
 @dataclass(frozen=True)
@@ -45,35 +80,27 @@ class RequestSpans:
     end: np.ndarray
     prompt_tokens: np.ndarray
     completion_tokens: np.ndarray
-    marks: np.ndarray | None = (
-        None  # (requests, CHUNK_MARKS + 1) chunk times, NaN past a request's own
-    )
+    marks: ChunkMarks | None = None  # its chunk marks, where the run recorded them
 
     @classmethod
     def build(
-        cls, start, ttft, end, prompt_tokens, completion_tokens, marks=None
+        cls, start, ttft, end, prompt_tokens, completion_tokens, marks=None, chunk_marks=None
     ) -> "RequestSpans":
+        """`marks`: the requests' `chunk_marks` texts; or `chunk_marks`, the same parsed."""
         start = np.asarray(start, dtype=np.float64)
         end = np.asarray(end, dtype=np.float64)
         first = start + np.asarray(ttft, dtype=np.float64)
         # a first chunk at the very end (non-streaming, or a one-chunk stream) dates nothing apart
         first = np.where(first < end, first, np.nan)
-        marks_at = None
-        if marks is not None:
-            offsets = parse_marks(marks)
-            # (marks are rounded to 0.1 ms: one may land just past the request's end, which is
-            # where a window edge may be: the W-th request's end)
-            if offsets.size:  # in place: a million requests' marks are 136 MB a copy
-                offsets /= 1000.0
-                offsets += start[:, None]
-                marks_at = np.clip(offsets, start[:, None], end[:, None], out=offsets)
+        if chunk_marks is None and marks is not None:
+            chunk_marks = ChunkMarks.of(MarkTable(parse_marks(marks)))
         return cls(
             start,
             first,
             end,
             np.nan_to_num(np.asarray(prompt_tokens, dtype=np.float64)),
             np.nan_to_num(np.asarray(completion_tokens, dtype=np.float64)),
-            marks_at,
+            chunk_marks,
         )
 
     def take(self, rows: np.ndarray) -> "RequestSpans":
@@ -84,56 +111,12 @@ class RequestSpans:
             self.end[rows],
             self.prompt_tokens[rows],
             self.completion_tokens[rows],
-            self.marks[rows] if self.marks is not None else None,
+            self.marks.take(rows) if self.marks is not None else None,
         )
 
-
-#: rows whose marks are parsed together: bounds the joined text and its table in memory
-MARKS_BATCH = 65_536
-_PLAIN_DECIMALS = re.compile(r"[0-9.;\n-]*")
-
-
-def parse_marks(marks) -> np.ndarray:
-    """requests.csv `chunk_marks` texts as a (requests, marks) array of ms, NaN-padded (a field
-    that is not a number: NaN).
-
-    Parsed on whole columns (a million rows' marks in about a second, where splitting each row
-    and converting its fields took a minute): each batch's texts, one a line, are read by
-    pandas' CSV parser with ';' between fields. A batch with anything but plain decimal numbers
-    is read field by field (`_parse_marks_by_field`), which gives NaN for what is not one."""
-    texts = [m if isinstance(m, str) else "" for m in pd.Series(marks, dtype=object)]
-    width = max(map(str.count, texts, repeat(";")), default=-1) + 1
-    if not any(texts):
-        return np.empty((len(texts), 0))
-    out = np.empty((len(texts), width))
-    for i in range(0, len(texts), MARKS_BATCH):
-        out[i : i + MARKS_BATCH] = _parse_marks_batch(texts[i : i + MARKS_BATCH], width)
-    return out
-
-
-def _parse_marks_batch(texts: list[str], width: int) -> np.ndarray:
-    lines = "\n".join(texts) + "\n"
-    if _PLAIN_DECIMALS.fullmatch(lines):
-        try:
-            table = pd.read_csv(
-                io.StringIO(lines),
-                sep=";",
-                header=None,
-                names=range(width),
-                dtype=np.float64,
-                skip_blank_lines=False,  # an empty text is a row of NaN
-            ).to_numpy(np.float64)
-        except ValueError:  # a field such as "1.2.3" or "-"
-            table = None
-        if table is not None and len(table) == len(texts):
-            return table
-    return _parse_marks_by_field(texts, width)
-
-
-def _parse_marks_by_field(texts: list[str], width: int) -> np.ndarray:
-    table = pd.Series(texts, dtype="string").str.split(";", expand=True)
-    table = table.apply(pd.to_numeric, errors="coerce").to_numpy(np.float64)
-    return np.pad(table, ((0, 0), (0, width - table.shape[1])), constant_values=np.nan)
+    def mark_times(self) -> np.ndarray | None:
+        """(requests, marks) chunk times (`ChunkMarks.times`); None without marks."""
+        return self.marks.times(self.start, self.end) if self.marks is not None else None
 
 
 @dataclass(frozen=True)
@@ -160,10 +143,19 @@ def work_in_window(spans: RequestSpans, a: float, b: float) -> WindowWork:
 
     Only the requests whose lives meet the window are weighed (a level's window meets a few of
     a run's requests); the others did nothing inside it and keep a share of 0, so the sums run
-    over the same arrays, in the same order, as when every request was weighed."""
+    over the same arrays, in the same order, as when every request was weighed. A request whose
+    whole life is inside the window (after its start, up to its end) has every share exactly 1
+    (a span's overlap is its own length, and x / x is 1), so only those that cross an edge are
+    weighed segment by segment."""
     near = np.flatnonzero((spans.start <= b) & (spans.end >= a))
+    whole = (spans.start[near] > a) & (spans.end[near] <= b)
+    if spans.marks is not None:  # (a NaN amid the marks, from a field that is not a number,
+        whole &= spans.marks.take(near).tidy_rows()  # is weighed as it always was)
     work = np.zeros((3, len(spans.start)))
-    work[:, near] = _work_per_request(spans.take(near), a, b)
+    inside = spans.take(near[whole])
+    ones = np.ones(len(inside.start))
+    work[:, near[whole]] = _work(inside, ones, ones, ones, ones)
+    work[:, near[~whole]] = _work_per_request(spans.take(near[~whole]), a, b)
     return WindowWork(float(work[0].sum()), float(work[1].sum()), float(work[2].sum()))
 
 
@@ -177,10 +169,22 @@ def _work_per_request(
     prefill = np.where(streamed, share_inside(spans.start, first, a, b), lifetime)
     first_token = share_inside(first, first, a, b)
     decode = share_inside(first, spans.end, a, b)
-    if spans.marks is not None:
-        decode = np.where(
-            np.isnan(spans.marks[:, 1]), decode, _share_along_marks(spans.marks, a, b)
-        )
+    marks = spans.mark_times()
+    if marks is not None:
+        decode = np.where(np.isnan(marks[:, 1]), decode, _share_along_marks(marks, a, b))
+    return _work(spans, lifetime, prefill, first_token, decode)
+
+
+def _work(
+    spans: RequestSpans,
+    lifetime: np.ndarray,
+    prefill: np.ndarray,
+    first_token: np.ndarray,
+    decode: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each request's share of its life, prompt tokens and output tokens, from the shares of its
+    life, prefill, first token and decode that fell inside the window."""
+    streamed = ~np.isnan(spans.first)
     rest = np.maximum(spans.completion_tokens - 1.0, 0.0)
     output = np.where(
         streamed,
@@ -194,10 +198,13 @@ def _share_along_marks(marks: np.ndarray, a: float, b: float) -> np.ndarray:
     """The share of each request's chunks after its first that arrived inside [a, b], with an
     equal share of them between consecutive marks, evenly in between."""
     segments = np.sum(~np.isnan(marks), axis=1) - 1
+    known = np.nan_to_num(marks)
+    # every segment's share at once, then summed segment after segment (the order the sums
+    # always had: the same figures to the last bit)
+    inside = share_inside(known[:, :-1], known[:, 1:], a, b)
+    inside[np.arange(inside.shape[1]) >= segments[:, None]] = 0.0
     share = np.zeros(len(marks))
-    for k in range(marks.shape[1] - 1):
-        lo, hi = marks[:, k], marks[:, k + 1]
-        inside = share_inside(np.nan_to_num(lo), np.nan_to_num(hi), a, b)
-        share += np.where(k < segments, inside, 0.0)
+    for k in range(inside.shape[1]):
+        share += inside[:, k]
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(segments > 0, share / np.maximum(segments, 1), 0.0)

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ...rundir.stream_columns import StreamColumns
 from ..decisions.slo import SloSpec
 from ..levels import as_floats
-from ..levels.measure import success_spans
 from ..levels.server_side import scrape_interval
+from ..levels.spans import own_streams, success_spans
 from .plan import ReplayLevel, TraceRecord, replay_levels
 from .server import NOT_SCRAPED, ServerView
 from .verdicts import Lateness, PrefixCacheCheck, lateness, prefix_cache
@@ -130,13 +131,17 @@ def _notes(trace: TraceRecord | None, recorded: int, run: dict) -> tuple[str, ..
 
 
 def server_view(
-    requests: pd.DataFrame, server: pd.DataFrame | None, run: dict
+    requests: pd.DataFrame,
+    server: pd.DataFrame | None,
+    run: dict,
+    streams: StreamColumns | None = None,
 ) -> ServerView | None:
     """The run's scrapes and served tokens, for the server's side of each comparison."""
     if server is None or len(server) < 2:
         return None
     configured = (run.get("server_metrics") or {}).get("interval")
-    return ServerView(server, scrape_interval(server, configured), success_spans(requests))
+    spans = success_spans(requests, streams=streams)
+    return ServerView(server, scrape_interval(server, configured), spans)
 
 
 def read_replays(
@@ -146,20 +151,24 @@ def read_replays(
     server: pd.DataFrame | None = None,
     slo: SloSpec = SloSpec(),
     window: float | None = None,
+    streams: StreamColumns | None = None,
 ) -> list[Replay]:
     """Every trace level of a run (none for a run that replayed no trace). `window`: the
     windows' length in seconds (default: run.json's `settings.trace_window`, else about a
-    twelfth of the replay)."""
+    twelfth of the replay); `streams`: the requests' parsed stream columns (`RunData.streams`;
+    without them, the frame's own texts)."""
     levels = replay_levels(steps)
     if not levels:
         return []
+    if streams is None:
+        streams = own_streams(requests)
     trace = TraceRecord.of(run)
-    view = server_view(requests, server, run)
+    view = server_view(requests, server, run, streams)
     recorded = run.get("settings", {}).get("trace_window")
     asked = window if window else (float(recorded) if recorded else None)
     out = []
     for lv in levels:
-        totals = replay_totals(requests, steps, lv.level, view, slo)
+        totals = replay_totals(requests, steps, lv.level, view, slo, streams)
         if totals is None:
             continue
         ends = as_floats(requests.loc[as_floats(requests["level"]) == lv.level, "end_ts"])
@@ -167,9 +176,8 @@ def read_replays(
         span = last - lv.start
         length = window_length(span, asked)
         speed = trace.speed if trace and trace.speed == trace.speed else 1.0
-        windows = replay_windows(
-            requests, lv.level, window_edges(lv.start, last, length), lv.trace_start, speed, view
-        )
+        edges = window_edges(lv.start, last, length)
+        windows = replay_windows(requests, lv.level, edges, lv.trace_start, speed, view, streams)
         # the prediction is the trace's whole schedule: one replay level's alone
         predicted = trace.predicted_cached_tokens if trace and len(levels) == 1 else None
         prompt = trace.prompt_tokens if trace else -1

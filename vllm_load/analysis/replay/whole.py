@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ...figures import PERCENTILES
+from ...rundir.stream_columns import StreamColumns
 from ..decisions.goodput import binding_text, level_goodput
 from ..decisions.slo import SloSpec
 from ..levels import as_floats
@@ -72,14 +73,16 @@ class ReplayTotals:
         return self.window_end - self.window_start
 
 
-def replay_measurement(requests: pd.DataFrame, steps: pd.DataFrame, level: int) -> LevelMeasurement:
+def replay_measurement(
+    requests: pd.DataFrame, steps: pd.DataFrame, level: int, streams: StreamColumns | None = None
+) -> LevelMeasurement:
     """The run measured with `level`'s measured window the whole replay: no warm-up, every one
-    of its requests measured."""
+    of its requests measured (`streams`: as `measure_levels` takes them)."""
     plan = steps.copy()
     mine = plan["level"].astype("Int64") == level
     plan.loc[mine, "warmup_requests"] = 0
     plan.loc[mine, "target_requests"] = int((as_floats(requests["level"]) == level).sum())
-    return measure_levels(requests, plan)
+    return measure_levels(requests, plan, streams)
 
 
 def _slo(
@@ -107,12 +110,14 @@ def replay_totals(
     level: int,
     server: ServerView | None = None,
     slo: SloSpec = SloSpec(),
+    streams: StreamColumns | None = None,
 ) -> ReplayTotals | None:
     """The whole replay of `level` (None when none of its requests was recorded); `requests`
-    and `steps` are the run's."""
+    and `steps` are the run's, `streams` its requests' parsed stream columns (`RunData.streams`;
+    without them, the frame's own texts)."""
     if not (as_floats(requests["level"]) == level).any():
         return None
-    measurement = replay_measurement(requests, steps, level)
+    measurement = replay_measurement(requests, steps, level, streams)
     rows = measurement.metrics[measurement.metrics["level"] == level].to_dict("records")
     row = rows[0]
     a, b = float(row["window_start"]), float(row["window_end"])

@@ -27,9 +27,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ...rundir.stream_columns import StreamColumns
 from ..levels import as_floats
-from ..levels.hist import hist_percentiles, merge_hist_column
-from ..levels.measure import success_spans
+from ..levels.hist import hist_percentiles
+from ..levels.spans import own_streams, success_spans
 from ..levels.window_rates import work_in_window
 from .server import ServerSpan, ServerView
 
@@ -128,12 +129,17 @@ def replay_windows(
     trace_start: float = 0.0,
     speed: float = 1.0,
     server: ServerView | None = None,
+    streams: StreamColumns | None = None,
 ) -> list[ReplayWindow]:
     """The figures of each window between `edges` (Unix times) of the replay of `level` (see
-    the module doc). `requests` is the run's whole requests frame."""
+    the module doc). `requests` is the run's whole requests frame, `streams` its parsed stream
+    columns (`RunData.streams`; without them, the frame's own texts)."""
     n = len(edges) - 1
     t0 = float(edges[0])
-    mine = requests[as_floats(requests["level"]) == level]
+    if streams is None:
+        streams = own_streams(requests)
+    in_level = as_floats(requests["level"]) == level
+    mine = requests[in_level]
     start, end = as_floats(mine["start_ts"]), as_floats(mine["end_ts"])
     ok = as_floats(mine["ok"]) == 1
     queued = as_floats(mine["queued_s"]) if "queued_s" in mine else np.full(len(mine), np.nan)
@@ -143,7 +149,7 @@ def replay_windows(
     failed = np.bincount(over[(over >= 0) & ~ok], minlength=n)
     good = np.where(ok, due, -1)
     in_window = good >= 0
-    itl = merge_hist_column(mine["itl_hist"][in_window], good[in_window], n)
+    itl = streams.itl.merge(np.flatnonzero(in_level)[in_window], good[in_window], n)
     itl_q = hist_percentiles(itl, (50.0, 99.0))
     ttft, e2e = as_floats(mine["ttft"]), as_floats(mine["e2e"])
     stats = {
@@ -155,7 +161,7 @@ def replay_windows(
     }
 
     sent, every_end = sent_spans(requests)
-    spans = success_spans(requests)
+    spans = success_spans(requests, streams=streams)
     out = []
     for i in range(n):
         a, b = float(edges[i]), float(edges[i + 1])
