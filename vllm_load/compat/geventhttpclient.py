@@ -92,20 +92,28 @@ class PostHead:
         return b"%s%s%s%d%s" % (self._start, request_id.encode(), self._middle, length, self._end)
 
 
+def _send(client, payload: bytes):
+    """Send `payload` on a socket of the client's pool: (the pool, the socket). A connection
+    reset or broken while sending may still carry the server's early answer, so the socket is
+    kept for reading it; any other error gives the socket back and is raised."""
+    pool = client._connection_pool
+    sock = pool.get_socket()
+    try:
+        send_all(sock, payload)
+    except gevent.socket.error as e:
+        if e.errno not in (errno.ECONNRESET, errno.EPIPE):
+            pool.release_socket(sock)
+            raise
+    return pool, sock
+
+
 def post(client, head: bytes, body: bytes) -> HTTPSocketPoolResponse:
     """POST `head` + `body` on the client's connection and return the response once its headers
     are in: what `client.request("POST", ...)` does with a bytes body of known length and no
     `Expect`, without building and checking the head anew for every request. As there, a POST
     is not retried (RFC 9110, 9.2.2); a connection reset or broken while sending may still carry
     the server's early answer, which is returned if it parses (else its error is raised)."""
-    pool = client._connection_pool
-    sock = pool.get_socket()
-    try:
-        send_all(sock, head + body)
-    except gevent.socket.error as e:
-        if e.errno not in (errno.ECONNRESET, errno.EPIPE):
-            pool.release_socket(sock)
-            raise
+    pool, sock = _send(client, head + body)
     return HTTPSocketPoolResponse(
         sock, pool, block_size=client.block_size, method="POST", headers_type=client.headers_type
     )
@@ -117,14 +125,7 @@ def post_whole(client, head: bytes, body: bytes):
     read here, without geventhttpclient's parser and its Python callback per header field; any
     other response, or one that ends early, goes to geventhttpclient's own response with the
     bytes read so far (its `pre_buffered`), which reads it, or fails it, as it always did."""
-    pool = client._connection_pool
-    sock = pool.get_socket()
-    try:
-        send_all(sock, head + body)
-    except gevent.socket.error as e:
-        if e.errno not in (errno.ECONNRESET, errno.EPIPE):
-            pool.release_socket(sock)
-            raise
+    pool, sock = _send(client, head + body)
     data = b""
     try:
         while True:
