@@ -7,8 +7,9 @@ import time
 from dataclasses import dataclass
 
 import gevent
+import pytest
 
-from vllm_load.client.arrivals import Arrivals
+from vllm_load.client.arrivals import WAKE_AHEAD, WAKE_STEP, Arrivals
 
 
 @dataclass(frozen=True)
@@ -58,3 +59,28 @@ def test_a_rate_arrival_prepares_from_nothing_and_without_prepare_returns_nothin
     arrivals.start(200.0, 0.0, "constant")
     assert arrivals.next(lambda what: ("made", what))[1] == ("made", None)
     assert arrivals.next()[1] is None
+
+
+def test_an_idle_wait_sleeps_once_then_in_short_steps_before_its_arrival(monkeypatch):
+    """One long sleep to `WAKE_AHEAD` before the arrival, then sleeps of at most `WAKE_STEP`: a
+    virtual machine's late wake-ups come after long idle sleeps (see `WAKE_AHEAD`)."""
+    arrivals = Arrivals()
+    start = time.perf_counter() + 0.1
+    arrivals.start_trace([Due(0.0, "a")], start)
+    sleeps: list[tuple[float, float | None]] = []  # (seconds left to the arrival, sleep)
+    changed = arrivals._changed
+
+    class Recorded:
+        clear, set = changed.clear, changed.set
+
+        def wait(self, timeout=None):
+            sleeps.append((start - time.perf_counter(), timeout))
+            return changed.wait(timeout)
+
+    monkeypatch.setattr(arrivals, "_changed", Recorded())
+    due, what = arrivals.next()
+    assert due == start and time.perf_counter() >= start
+    (left, first), *steps = sleeps
+    assert first == pytest.approx(left - WAKE_AHEAD, abs=1e-3)  # one sleep to 12 ms before
+    assert len(steps) >= 5 and all(s is not None and s <= WAKE_STEP for _, s in steps)
+    assert all(left <= WAKE_AHEAD + WAKE_STEP for left, _ in steps)

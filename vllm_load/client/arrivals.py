@@ -29,6 +29,13 @@ from ..workload.trace_schedule import Scheduled, TraceSchedule
 #: poll sleeps in whole milliseconds, rounded up, so a timer for the due time itself fired 1 ms
 #: late at the median (a trace replay's requests left 1.1 ms after their time, p50)
 POLL_GRAIN = 0.0015
+#: seconds before an arrival that its user's sleep is cut into steps of `WAKE_STEP`: on a virtual
+#: machine, waking from a long idle sleep is sometimes late by several milliseconds (this 2-core
+#: VM: `time.sleep` of 20-250 ms overshot by more than 5 ms 7 times in 1,100, up to 18 ms), and
+#: short sleeps before the due time made that 2 in 1,100, up to 8 ms (measured interleaved); the
+#: steps cost a few wake-ups of the hub per arrival that finds its process idle
+WAKE_AHEAD = 0.012
+WAKE_STEP = 0.001
 
 
 class Arrivals:
@@ -65,6 +72,15 @@ class Arrivals:
         self.epoch += 1
         self._changed.set()
 
+    @staticmethod
+    def _sleep(wait: float) -> float | None:
+        """How long to sleep with `wait` seconds left before the arrival (None: for ever)."""
+        if wait == math.inf:
+            return None
+        if wait > WAKE_AHEAD + WAKE_STEP:
+            return wait - WAKE_AHEAD
+        return min(wait - POLL_GRAIN, WAKE_STEP)
+
     def next(self, prepare: Callable[[Any], Any] | None = None) -> tuple[float, Any]:
         """Wait for this user's arrival: its `perf_counter()` time (it may be in the past) and
         what to send (a trace's request; None at a rate level), or what `prepare` made of that
@@ -80,7 +96,7 @@ class Arrivals:
                 wait = due - time.perf_counter()
                 if wait > POLL_GRAIN:
                     self._changed.clear()
-                    self._changed.wait(None if wait == math.inf else wait - POLL_GRAIN)
+                    self._changed.wait(self._sleep(wait))
                 elif wait > 0:
                     gevent.sleep(0)  # the hub polls without sleeping: I/O goes on meanwhile
                 if self.epoch == epoch and time.perf_counter() >= due:
