@@ -22,7 +22,7 @@ def curve(users, tok, p99=None, n=1, half=None, **extra):
     std = half * math.sqrt(n) / t_quantile(n) if n >= 2 else np.full(len(tok), math.nan)
     frame = pd.DataFrame(
         {
-            "users": users,
+            "value": users,
             "total_tok_per_s_mean": tok,
             "total_tok_per_s_std": std,
             "total_tok_per_s_n": n,
@@ -47,19 +47,19 @@ QWEN_P99 = [9.24, 12.50, 15.46, 15.46, 15.44, 15.44, 15.43]
 
 def test_flat_after_100_saturates_at_100():
     sat = analyse(curve(QWEN_USERS, QWEN_TOK, QWEN_P99))
-    assert sat.saturated and sat.saturation.users == 100
-    assert sat.peak.users == 1000 and sat.peak.tok_per_s == 11218
+    assert sat.saturated and sat.saturation.value == 100
+    assert sat.peak.value == 1000 and sat.peak.tok_per_s == 11218
     assert sat.peak.e2e_p99 == 15.43
     assert sat.status == "~100 concurrent"
     assert (
-        sat.scaling.from_users == 10 and sat.scaling.to_users == 200 and not sat.scaling.substituted
+        sat.scaling.from_value == 10 and sat.scaling.to_value == 200 and not sat.scaling.substituted
     )
     assert sat.scaling.ratio == pytest.approx(11193 / 1902)  # 5.9x as in the seed table
     cost = sat.past_saturation
-    assert (cost.from_users, cost.to_users) == (100, 1000)
+    assert (cost.from_value, cost.to_value) == (100, 1000)
     assert cost.e2e_p99_added == pytest.approx(15.43 - 15.46)
     assert cost.throughput_change == pytest.approx(11218 / 11198 - 1)
-    recs = {r.use_case: r.point.users for r in sat.recommendations}
+    recs = {r.use_case: r.point.value for r in sat.recommendations}
     # low latency: p99 within 10 % of the best (9.24 -> 10.16): only 10; balanced: >= 50 % of peak
     assert recs == {"Low latency": 10, "Balanced": 50, "High throughput": 100}
     text = " ".join(findings(curve(QWEN_USERS, QWEN_TOK, QWEN_P99), sat, n_runs=1))
@@ -73,10 +73,10 @@ def test_still_rising_is_not_saturated():
     sat = analyse(c)
     assert not sat.saturated
     assert sat.status == "not saturated within the tested levels"
-    assert sat.peak.users == 200 and sat.saturation.users == 200
+    assert sat.peak.value == 200 and sat.saturation.value == 200
     assert sat.past_saturation is None
     # balanced: the first level with >= 50 % of 9000 is 100 (50 has 4000)
-    assert [r.point.users for r in sat.recommendations] == [10, 100, 200]
+    assert [r.point.value for r in sat.recommendations] == [10, 100, 200]
     text = " ".join(findings(c, sat, n_runs=1))
     assert "not saturated within the tested levels" in text
     assert "+29% over 100" in text  # 9000 / 7000 - 1
@@ -89,9 +89,9 @@ def test_overlapping_intervals_do_not_make_a_level_the_peak():
     tok = [2000, 6000, 9500, 10100, 9400, 10000]
     half = [100, 300, 900, 1000, 1200, 800]
     sat = analyse(curve(users, tok, n=3, half=half))
-    assert sat.peak.users == 200
-    assert sat.saturated and sat.saturation.users == 200  # 9500 < 0.95 * 10100
-    assert analyse(curve(users, tok, n=1)).saturation.users == 200
+    assert sat.peak.value == 200
+    assert sat.saturated and sat.saturation.value == 200  # 9500 < 0.95 * 10100
+    assert analyse(curve(users, tok, n=1)).saturation.value == 200
     # ... but the runs cannot tell 100 from the levels above it: undetermined
     d = sat.decision
     assert d.state == "undetermined" and d.n == 3 and d.plausible == (100, 200, 500, 1000)
@@ -99,7 +99,7 @@ def test_overlapping_intervals_do_not_make_a_level_the_peak():
 
 def test_noisy_single_runs_with_a_dip_after_the_knee():
     sat = analyse(curve([10, 50, 100, 200, 500, 1000], [2000, 6000, 9800, 9300, 10100, 9700]))
-    assert sat.peak.users == 500 and sat.saturation.users == 100 and sat.saturated
+    assert sat.peak.value == 500 and sat.saturation.value == 100 and sat.saturated
 
 
 def test_intervals_from_real_summaries():
@@ -114,7 +114,7 @@ def test_intervals_from_real_summaries():
         s = summarize(values)
         rows.append(
             {
-                "users": users,
+                "value": users,
                 "total_tok_per_s_mean": s.mean,
                 "total_tok_per_s_n": s.n,
                 "total_tok_per_s_ci_low": s.ci_low,
@@ -124,13 +124,13 @@ def test_intervals_from_real_summaries():
             }
         )
     sat = analyse(pd.DataFrame(rows))
-    assert sat.saturation.users == 100 and sat.peak.users == 200 and sat.peak.n == 3
+    assert sat.saturation.value == 100 and sat.peak.value == 200 and sat.peak.n == 3
 
 
 def test_scaling_uses_nearest_levels_and_says_so():
     c = curve([2, 8, 16, 32, 48], [100, 380, 700, 900, 910])
     sc = scaling_ratio(c, 10, 200)
-    assert (sc.from_users, sc.to_users) == (8, 48) and sc.substituted
+    assert (sc.from_value, sc.to_value) == (8, 48) and sc.substituted
     assert sc.ratio == pytest.approx(910 / 380)
     assert "10→200 was not tested; nearest tested levels 8→48 used" == sc.note()
     assert scaling_ratio(curve([10], [5.0]), 10, 200) is None
@@ -140,14 +140,14 @@ def test_scaling_by_default_names_only_levels_the_ladder_had():
     # the demo's ladder: 10→200 was never on it, so the ratio spans its own range, said as such
     c = curve([2, 8, 16, 32, 48], [100, 380, 700, 900, 910])
     sat = analyse(c)
-    assert (sat.scaling.from_users, sat.scaling.to_users) == (2, 48)
+    assert (sat.scaling.from_value, sat.scaling.to_value) == (2, 48)
     assert not sat.scaling.substituted and sat.scaling.note() == ""
     text = " ".join(findings(c, sat, n_runs=1))
     assert "Throughput scales 9.1x from 2 to 48 concurrent (100 → 910 tok/s)." in text
     assert "not tested" not in text and "200" not in text
     # a ladder with both keeps the 10→200 ratio
     default = analyse(curve([10, 50, 100, 200, 500], [1, 4, 7, 9, 9.1]))
-    assert (default.scaling.from_users, default.scaling.to_users) == (10, 200)
+    assert (default.scaling.from_value, default.scaling.to_value) == (10, 200)
     # levels asked for that were not tested: the nearest stand in, and the finding says so
     asked = analyse(c, SaturationRule(scaling_from=10, scaling_to=200))
     assert "(380 → 910 tok/s; 10→200 was not tested; nearest tested levels 8→48 used)." in " ".join(
@@ -168,7 +168,7 @@ def test_latency_cost_and_failures_in_findings():
     c["success_rate_mean"] = [1.0, 1.0, 0.995, 1.0]
     c["achieved_concurrency_mean"] = [10, 50, 100, 150]
     sat = analyse(c)
-    assert sat.saturation.users == 50
+    assert sat.saturation.value == 50
     assert sat.past_saturation.e2e_p99_change == pytest.approx(1.5)
     text = " ".join(findings(c, sat, n_runs=1))
     assert "more concurrency only adds latency (p99 E2E 2.00 s at 50 → 5.00 s at 200, +150%" in text
@@ -193,9 +193,9 @@ def test_rule_is_described_and_configurable():
         in rule.describe_failures()
     )
     sat = analyse(curve(QWEN_USERS, QWEN_TOK), rule)
-    assert sat.saturation.users == 100  # 11198 >= 0.99 * 11218
+    assert sat.saturation.value == 100  # 11198 >= 0.99 * 11218
     sat = analyse(curve(QWEN_USERS, QWEN_TOK), SaturationRule(tolerance=0.0001))
-    assert sat.saturation.users == 1000 and not sat.saturated
+    assert sat.saturation.value == 1000 and not sat.saturated
 
 
 # --- the seed tables (000: n = 5, input 2048, output 512) ------------------------------------------
@@ -211,12 +211,12 @@ SEED_TABLES = {
 def test_seed_tables_give_their_saturation_points(model):
     tok, point = SEED_TABLES[model]
     sat = analyse(curve(QWEN_USERS, tok))
-    assert sat.saturated and sat.saturation.users == point and sat.peak.tok_per_s == max(tok)
+    assert sat.saturated and sat.saturation.value == point and sat.peak.tok_per_s == max(tok)
     assert sat.decision.state == "single run"
     # as published: n = 5 runs; at a CoV of 1 % the runs decide every one of them
     half = np.asarray(tok) * 0.01 * t_quantile(5) / math.sqrt(5)
     sat5 = analyse(curve(QWEN_USERS, tok, n=5, half=half))
-    assert sat5.saturation.users == point and sat5.decision.decided and sat5.decision.n == 5
+    assert sat5.saturation.value == point and sat5.decision.decided and sat5.decision.n == 5
     assert sat5.headline == f"~{point} concurrent (decided at n = 5)"
 
 
@@ -232,17 +232,17 @@ def noisy_series(seed, cov=0.3, runs=3):
     rng = np.random.default_rng(seed)
     frame = pd.DataFrame(
         [
-            {"users": u, "total_tok_per_s": t * rng.lognormal(0.0, cov), "e2e_p99": 1.0}
+            {"value": u, "total_tok_per_s": t * rng.lognormal(0.0, cov), "e2e_p99": 1.0}
             for _ in range(runs)
             for u, t in zip(NOISY_USERS, NOISY_TRUE)
         ]
     )
-    return aggregate(frame, ["users"], ["total_tok_per_s", "e2e_p99"])
+    return aggregate(frame, ["value"], ["total_tok_per_s", "e2e_p99"])
 
 
 def lowest_within_tolerance(c, tolerance=0.05):
     mean = c["total_tok_per_s_mean"].to_numpy()
-    return float(c["users"][mean >= (1 - tolerance) * mean.max()].min())
+    return float(c["value"][mean >= (1 - tolerance) * mean.max()].min())
 
 
 def old_overlap_rule(c, tolerance=0.05):
@@ -250,7 +250,7 @@ def old_overlap_rule(c, tolerance=0.05):
     mean, lo, hi = (c[f"total_tok_per_s_{k}"].to_numpy() for k in ("mean", "ci_low", "ci_high"))
     peak = int(np.argmax(mean))
     ok = (mean >= (1 - tolerance) * mean[peak]) | (hi >= lo[peak])
-    return float(c["users"][ok].min())
+    return float(c["value"][ok].min())
 
 
 def test_three_noisy_runs_never_pull_the_point_below_the_means():
@@ -259,9 +259,9 @@ def test_three_noisy_runs_never_pull_the_point_below_the_means():
         c = noisy_series(seed)
         sat = analyse(c)
         expected = lowest_within_tolerance(c)
-        assert sat.saturation.users == expected, seed
+        assert sat.saturation.value == expected, seed
         assert sat.decision.state in ("decided", "undetermined")
-        assert sat.saturation.users in sat.decision.plausible
+        assert sat.saturation.value in sat.decision.plausible
         lowered += old_overlap_rule(c) < expected
     # the old rule put the point lower in most of these series: the assertions above fail on it
     assert lowered > 150
@@ -269,7 +269,7 @@ def test_three_noisy_runs_never_pull_the_point_below_the_means():
 
 def test_wider_intervals_never_move_the_point():
     c = noisy_series(7)
-    base = analyse(c).saturation.users
+    base = analyse(c).saturation.value
     for scale in (0.0, 0.1, 3.0, 10.0, 100.0):
         wide = c.copy()
         mean = wide["total_tok_per_s_mean"]
@@ -279,7 +279,7 @@ def test_wider_intervals_never_move_the_point():
                 if k != "std"
                 else c["total_tok_per_s_std"] * scale
             )
-        assert analyse(wide).saturation.users == base, scale
+        assert analyse(wide).saturation.value == base, scale
 
 
 def test_undetermined_says_so_with_the_runs_that_would_decide_it():
@@ -287,7 +287,7 @@ def test_undetermined_says_so_with_the_runs_that_would_decide_it():
     half = np.asarray(tok) * cov * t_quantile(3) / math.sqrt(3)
     sat = analyse(curve(NOISY_USERS, tok, n=3, half=half))
     d = sat.decision
-    assert sat.saturation.users == 4  # 2330 >= 0.95 * 2350
+    assert sat.saturation.value == 4  # 2330 >= 0.95 * 2350
     assert d.state == "undetermined" and d.n == 3 and d.short() == "undetermined at n = 3"
     # 1 is credibly below 95 % of 8; 2 is not, and no level is credibly within 5 % of every other
     assert d.plausible == (2, 4, 8)
@@ -305,7 +305,7 @@ def test_undetermined_says_so_with_the_runs_that_would_decide_it():
         more = analyse(
             curve(NOISY_USERS, tok, n=n, half=np.asarray(tok) * cov * t_quantile(n) / math.sqrt(n))
         )
-        assert more.saturation.users == 4 and more.decision.decided is decided, n
+        assert more.saturation.value == 4 and more.decision.decided is decided, n
 
 
 def test_runs_to_decide_edges():
@@ -320,7 +320,7 @@ def test_clean_runs_are_decided():
     tok = [1000, 1900, 2300, 2350]
     sat = analyse(curve(NOISY_USERS, tok, n=3, half=np.asarray(tok) * 0.01))
     d = sat.decision
-    assert sat.saturation.users == 4 and d.decided and d.plausible == (4,) and d.runs_needed is None
+    assert sat.saturation.value == 4 and d.decided and d.plausible == (4,) and d.runs_needed is None
     assert d.sentence().startswith("The saturation point (~4 concurrent) is decided at n = 3")
     # still rising, cleanly: that is decided too, and said about the top level
     rising = analyse(curve(NOISY_USERS, [1000, 1500, 2000, 2600], n=3, half=[10, 15, 20, 26]))
@@ -342,9 +342,9 @@ def test_a_level_where_the_server_died_is_left_out_and_named():
     # a real vLLM killed during level 3 of 3: 75 % of its requests failed, yet it read as "+18 % over 4"
     c = curve([2, 4, 8], [2000, 3060, 3611], [1.0, 1.5, 2.0], success_rate_mean=[1.0, 1.0, 0.25])
     sat = analyse(c)
-    assert [(f.users, f.excluded) for f in sat.failed] == [(8, True)]
-    assert sat.peak.users == 4 and sat.saturation.users == 4 and not sat.saturated
-    assert all(r.point.users != 8 for r in sat.recommendations)
+    assert [(f.value, f.excluded) for f in sat.failed] == [(8, True)]
+    assert sat.peak.value == 4 and sat.saturation.value == 4 and not sat.saturated
+    assert all(r.point.value != 8 for r in sat.recommendations)
     text = findings(c, sat, n_runs=1)
     joined = " ".join(text)
     assert "still rising at the highest tested level" not in joined and "3,611" not in joined
@@ -381,10 +381,10 @@ def test_the_worst_run_decides_and_the_threshold_is_configurable():
     assert (
         f.excluded and f.worst_share == pytest.approx(0.06) and f.mean_share == pytest.approx(0.02)
     )
-    assert sat.peak.users == 50
+    assert sat.peak.value == 50
     assert "6.0% of its measured requests failed in the worst of 3 runs (mean 2.0%)" in f.sentence()
     lenient = analyse(c, SaturationRule(max_failed_share=0.1))
-    assert not lenient.failed[0].excluded and lenient.peak.users == 100
+    assert not lenient.failed[0].excluded and lenient.peak.value == 100
     assert "kept although" in " ".join(
         findings(c, lenient, n_runs=3, rule=SaturationRule(max_failed_share=0.1))
     )
@@ -432,8 +432,8 @@ def test_an_open_loop_level_that_was_no_steady_state_is_left_out_of_the_peak():
     )
     sat = analyse(c)
     sat.axis = RATE  # as the report sets it for an open-loop series
-    assert [(f.users, f.excluded, bool(f.unsteady)) for f in sat.failed] == [(5.0, True, True)]
-    assert sat.peak.users == 3.0
+    assert [(f.value, f.excluded, bool(f.unsteady)) for f in sat.failed] == [(5.0, True, True)]
+    assert sat.peak.value == 3.0
     joined = " ".join(findings(c, sat, n_runs=1))
     assert "Rate 5 requests/s is left out of the peak" in joined and "no steady state" in joined
     assert "1,499" not in joined

@@ -38,7 +38,7 @@ def rows(*specs):
 
 
 METRICS = pd.DataFrame(
-    {"level": [0], "users": [4], "window_start": [0.0], "window_end": [10.0], "window_s": [10.0]}
+    {"level": [0], "value": [4], "window_start": [0.0], "window_end": [10.0], "window_s": [10.0]}
 )
 
 

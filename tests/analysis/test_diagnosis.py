@@ -78,7 +78,7 @@ def test_no_server_reason_names_scraping_off_and_a_target_without_metrics():
 
 
 def _lv(users, tok, **kw) -> LevelEvidence:
-    return LevelEvidence(users=users, tok_per_s=tok, **kw)
+    return LevelEvidence(value=users, tok_per_s=tok, **kw)
 
 
 CAP4 = ServerFacts({"max_num_seqs": Fact(4.0, GIVEN)})

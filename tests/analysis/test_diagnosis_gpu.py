@@ -28,8 +28,8 @@ from vllm_load.analysis.series.saturation import analyse
 
 #: the batch doubles (4 -> 8) while throughput grows 11 % and every step takes twice as long:
 #: the batch rule's `compute`
-BELOW = dict(users=4.0, tok_per_s=90.0, batch=4.0, queued=0.0, kv_max=0.1, step_time=0.010)
-PAST = dict(users=8.0, tok_per_s=100.0, batch=8.0, queued=0.0, kv_max=0.1, step_time=0.020)
+BELOW = dict(value=4.0, tok_per_s=90.0, batch=4.0, queued=0.0, kv_max=0.1, step_time=0.010)
+PAST = dict(value=8.0, tok_per_s=100.0, batch=8.0, queued=0.0, kv_max=0.1, step_time=0.020)
 BATCH_RULE = (
     "the batch grew 2.00x (4.0 → 8.0) but throughput only 1.11x, with nothing waiting; an engine "
     "step took 10.0 → 20.0 ms"
@@ -142,7 +142,7 @@ def _table(sm: list[float], util: list[float]) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "level": range(4),
-            "users": users,
+            "value": users,
             "run_id": "r",
             "success_rate": 1.0,
             "total_tok_per_s": tok,

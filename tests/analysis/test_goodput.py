@@ -148,7 +148,7 @@ def _run(users, met, goodput, req_per_s, binding="ttft<=1s", value=1.2):
     n = len(users)
     return pd.DataFrame(
         {
-            "users": users,
+            "value": users,
             "req_per_s": req_per_s,
             "goodput_req_per_s": goodput,
             "slo_met": [float(m) for m in met],
@@ -170,7 +170,7 @@ def test_headline_across_runs_gives_the_interval_and_the_objective_missed_above(
     half = 4.302653 * np.std([2, 4, 4], ddof=1) / math.sqrt(3)
     assert head.best.ci_high == pytest.approx(10 / 3 + half, rel=1e-5)
     assert head.binding_missed and head.binding.startswith("ttft<=1s (1.2 s at the 99th")
-    assert (head.goodput_peak_users, head.throughput_peak_users) == (4.0, 8.0)
+    assert (head.goodput_peak_value, head.throughput_peak_value) == (4.0, 8.0)
     text = head.sentence(CONCURRENCY, spec)
     assert text.startswith("Highest concurrency meeting the SLOs (ttft<=1s): 3.333 concurrent")
     assert "95% CI" in text and "bound by ttft<=1s" in text

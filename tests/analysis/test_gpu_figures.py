@@ -126,7 +126,7 @@ def test_without_gpu_data_the_columns_are_there_and_empty():
 
 
 def _metrics(with_gpu_figures: bool) -> pd.DataFrame:
-    frame = pd.DataFrame({"level": [0, 1], "users": [2.0, 4.0], "success_rate": [1.0, 1.0]})
+    frame = pd.DataFrame({"level": [0, 1], "value": [2.0, 4.0], "success_rate": [1.0, 1.0]})
     for column in gpu_columns():
         frame[column] = [0.5, 0.6] if with_gpu_figures else np.nan
     frame["gpu_sm_active_mean"] = np.nan  # SM activity: none recorded

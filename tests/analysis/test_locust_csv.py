@@ -258,12 +258,12 @@ def test_several_prefixes_are_runs_of_one_series_with_intervals(tmp_path):
     assert [s.n_runs for s in data.series] == [3, 1]  # another request: another series
     s = data.series[0]
     assert data.rule.throughput.column == "req_per_s"  # bytes: judged on requests/s
-    curve = s.curve.set_index("users")
+    curve = s.curve.set_index("value")
     assert list(curve["req_per_s_n"]) == [3, 3, 3, 3]
     assert curve.loc[2, "req_per_s_mean"] == pytest.approx(9.0)
     assert curve.loc[2, "req_per_s_ci_low"] < 9.0 < curve.loc[2, "req_per_s_ci_high"]
     assert s.saturation.saturated and s.saturation.saturation is not None
-    assert s.saturation.saturation.users == 4
+    assert s.saturation.saturation.value == 4
     assert any("req/s" in f for f in s.findings) and not any("tok/s" in f for f in s.findings)
 
 
@@ -273,5 +273,5 @@ def test_a_level_with_too_many_failures_is_left_out_of_the_saturation(tmp_path):
     prefix = stepped().write(str(tmp_path / "t"))
     data = build_locust_data([prefix], plateau_rule=PlateauRule(min_level_s=5), length="tokens")
     sat = data.series[0].saturation
-    assert [(f.users, f.excluded) for f in sat.failed] == [(8.0, True)]
-    assert sat.peak is not None and sat.peak.users == 12  # 8 users' 5 % failures left out
+    assert [(f.value, f.excluded) for f in sat.failed] == [(8.0, True)]
+    assert sat.peak is not None and sat.peak.value == 12  # 8 users' 5 % failures left out

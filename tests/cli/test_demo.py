@@ -31,9 +31,9 @@ def test_demo_writes_a_report_that_finds_the_simulators_saturation(tmp_path):
     # the simulator batches 16 sequences: 16 and 32 users are near the peak, 2 users far below it
     # (three runs and their n = 3 intervals: test_campaign, which runs them the same way)
     (series,) = json.loads(open(demo_summary).read())["series"]
-    means = {lv["users"]: lv["total_tok_per_s_mean"] for lv in series["levels"]}
+    means = {lv["value"]: lv["total_tok_per_s_mean"] for lv in series["levels"]}
     assert means[2] < 0.3 * max(means.values())
-    assert series["saturation"]["saturation_point"]["users"] in (16, 32)
+    assert series["saturation"]["saturation_point"]["value"] in (16, 32)
     # findings that hold together (issue 35, Why 6): the scaling ratio names the ladder's own
     # levels; TTFT growth at 32 users on 16 sequences is put down to the queue the simulator's
     # /metrics show, with their figures; the client health never says "kept up" beside late levels

@@ -31,7 +31,7 @@ def test_ranking_by_goodput():
     a = ConfigResult({"s": "4"}, ["a"], "completed", peak_tok_per_s=300, goodput_peak=2.0)
     b = ConfigResult({"s": "16"}, ["b"], "completed", peak_tok_per_s=200, goodput_peak=3.0)
     c = ConfigResult({"s": "64"}, ["c"], "completed", peak_tok_per_s=400)  # measured without SLOs
-    b.slo_users = 8.0
+    b.slo_value = 8.0
     assert rank([a, b, c])[0] is c
     assert rank([a, b, c], "goodput")[0] is b
     table = format_table([a, b, c], "goodput", slo=True)
@@ -103,7 +103,7 @@ def test_tune_ranks_larger_max_num_seqs_first_on_throughput(tmp_path):
     assert min(by_seqs["16"]) > 1.5 * max(by_seqs["4"])
     assert state["best"]["throughput"]["max_num_seqs"] == "16"
     for r in results:  # every request good: the goodput peak is at the highest level
-        assert r["goodput_peak"] > 0 and r["slo_users"] == 32
+        assert r["goodput_peak"] > 0 and r["slo_value"] == 32
     summary = json.loads((tmp_path / "t" / "report.summary.json").read_text())
     assert len(summary["series"]) == 2  # one series per configuration
     # a second invocation resumes: nothing runs again

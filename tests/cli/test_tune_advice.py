@@ -36,7 +36,7 @@ def diagnosis(**changes) -> dict:
     """A sequence-cap diagnosis as the report gives it: raise --max-num-seqs from 2 to 8."""
     return {
         "kind": "max_num_seqs",
-        "users": 4.0,
+        "value": 4.0,
         "sentence": "Throughput saturates at ~4 concurrent: running requests stay at the cap of "
         "2 while others wait for capacity.",
         "advice": [
@@ -57,7 +57,7 @@ def diagnosis(**changes) -> dict:
 
 
 def write_summary(path, *series: dict) -> str:
-    path.write_text(json.dumps({"format": 1, "series": list(series)}))
+    path.write_text(json.dumps({"format": 2, "series": list(series)}))
     return str(path)
 
 
@@ -314,3 +314,13 @@ def test_plain_tune_needs_at_least_one_run(tmp_path, capsys, runs):
         capsys, "--server-cmd", "s {x}", "--matrix", "x=1", "--runs", runs, "--out", str(tmp_path)
     )
     assert "--runs must be at least 1" in line
+
+
+def test_the_diagnosis_level_is_read_from_summary_formats_2_and_1():
+    """Format 2 names the diagnosis' level `value`; a summary of format 1 named it `users`."""
+    from vllm_load.cli.tuning.source import parse_diagnosis
+
+    assert parse_diagnosis(one_series(), "r.json").value == 4.0
+    old = diagnosis()
+    old["users"] = old.pop("value")
+    assert parse_diagnosis({**one_series(), "diagnosis": old}, "r.json").value == 4.0

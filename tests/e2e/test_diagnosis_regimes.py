@@ -38,7 +38,7 @@ def diagnosed(sim, tmp_path, levels: str, *args: str) -> tuple[dict, dict]:
     run_vllm_load("report", run_dir, "--out", str(tmp_path / "rep.html"), timeout=120)
     with open(tmp_path / "rep.summary.json", encoding="utf-8") as fh:
         series = json.load(fh)["series"][0]
-    return series["diagnosis"], {lv["users"]: lv["bottleneck"] for lv in series["levels"]}
+    return series["diagnosis"], {lv["value"]: lv["bottleneck"] for lv in series["levels"]}
 
 
 def check(diagnosis: dict, levels: dict, kind: str, below: tuple, past: tuple) -> None:
@@ -50,7 +50,7 @@ def check(diagnosis: dict, levels: dict, kind: str, below: tuple, past: tuple) -
         assert levels[users]["advice"], shown
     assert diagnosis["kind"] == kind and diagnosis["advice"], diagnosis
     ladder = sorted(levels)
-    measured, predicted = diagnosis["users"], diagnosis["predicted_knee"]
+    measured, predicted = diagnosis["value"], diagnosis["predicted_knee"]
     assert predicted is not None, diagnosis["capacity"]
     assert abs(ladder.index(measured) - ladder.index(predicted)) <= 1, diagnosis
 

@@ -60,9 +60,9 @@ def test_two_targets_each_match_their_own_metrics(tmp_path):
     for target in targets:
         assert target["lost"] is None
         rows = target["levels"]
-        assert [r["users"] for r in rows] == [4, 16]
+        assert [r["value"] for r in rows] == [4, 16]
         for row in rows:
-            print(target["url"], row["users"], row["client_server_ratio"], row["not_compared"])
+            print(target["url"], row["value"], row["client_server_ratio"], row["not_compared"])
             assert row["failed"] == 0 and row["not_compared"] == ""
             assert abs(row["client_server_ratio"] - 1) <= TOLERANCE
     # the slower simulator's requests take about twice as long: the figures are each target's

@@ -69,11 +69,11 @@ def test_a_latency_slo_binds_below_the_throughput_peak(tmp_path):
     with open(str(tmp_path / "report.summary.json"), encoding="utf-8") as fh:
         summary = json.load(fh)
     series = summary["series"][0]
-    levels = {row["users"]: row for row in series["levels"]}
+    levels = {row["value"]: row for row in series["levels"]}
     assert [levels[u]["slo_met_mean"] for u in (2, 4, 8, 16)] == [1, 1, 0, 0]
     slo = series["slo"]
     assert slo["highest_level_meeting"]["mean"] == 4
-    assert slo["goodput_peak_users"] == 4 < slo["throughput_peak_users"]
+    assert slo["goodput_peak_value"] == 4 < slo["throughput_peak_value"]
     assert slo["bound_by"].startswith("tpot<=25ms") and slo["bound_by_missed"]
     assert levels[16]["goodput_req_per_s_mean"] < levels[4]["goodput_req_per_s_mean"]
     # every request good: goodput is throughput

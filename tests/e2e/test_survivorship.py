@@ -89,7 +89,7 @@ def test_stalled_requests_are_measured_as_failures_and_the_run_fails(tmp_path):
     with open(tmp_path / "r.summary.json", encoding="utf-8") as fh:
         saturation = json.load(fh)["series"][0]["saturation"]
     assert saturation["peak"] is None
-    assert {lv["users"] for lv in saturation["failed_levels"] if lv["excluded"]} == {16.0, 64.0}
+    assert {lv["value"] for lv in saturation["failed_levels"] if lv["excluded"]} == {16.0, 64.0}
 
 
 def test_the_measured_outputs_are_the_levels_own_mix(tmp_path):

@@ -35,7 +35,7 @@ def test_three_runs_give_n3_intervals_in_every_output(three_run_report):
     summary = json.loads(open(paths.json).read())
     (series,) = summary["series"]
     assert series["n_runs"] == 3 and len(series["run_ids"]) == 3
-    assert [lv["users"] for lv in series["levels"]] == list(LEVELS)
+    assert [lv["value"] for lv in series["levels"]] == list(LEVELS)
     for level in series["levels"]:
         assert level["total_tok_per_s_n"] == 3
         assert (
@@ -45,16 +45,16 @@ def test_three_runs_give_n3_intervals_in_every_output(three_run_report):
         )
     # the series mean is the mean of the three runs' own figures
     per_run = [
-        next(lv for lv in r["levels"] if lv["users"] == 100)["total_tok_per_s"]
+        next(lv for lv in r["levels"] if lv["value"] == 100)["total_tok_per_s"]
         for r in summary["runs"]
     ]
-    at_100 = next(lv for lv in series["levels"] if lv["users"] == 100)
+    at_100 = next(lv for lv in series["levels"] if lv["value"] == 100)
     assert at_100["total_tok_per_s_mean"] == pytest.approx(np.mean(per_run))
     assert at_100["total_tok_per_s_std"] == pytest.approx(np.std(per_run, ddof=1))
     # the synthetic server batches 100 sequences: throughput flattens there
     assert (
         series["saturation"]["saturated"]
-        and series["saturation"]["saturation_point"]["users"] == 100
+        and series["saturation"]["saturation_point"]["value"] == 100
     )
     assert series["saturation"]["decision"]["state"] == "decided"
     assert series["saturation"]["failed_levels"] == []
@@ -77,7 +77,7 @@ def test_three_runs_give_n3_intervals_in_every_output(three_run_report):
         r["scope"] == "series"
         and r["metric"] == "total_tok_per_s"
         and r["stat"] == "ci_high"
-        and r["users"] == "100.0"
+        and (r["kind"], r["level_value"]) == ("concurrency", "100.0")
         and float(r["value"]) == pytest.approx(at_100["total_tok_per_s_ci_high"])
         for r in rows
     )
@@ -221,8 +221,8 @@ def test_a_level_with_failures_is_left_out_and_flagged_everywhere(tmp_path):
     (series,) = summary["series"]
     sat = series["saturation"]
     (failed,) = sat["failed_levels"]
-    assert failed["users"] == 200 and failed["excluded"] and failed["worst_share"] > 0.5
-    assert sat["peak"]["users"] != 200 and all(r["users"] != 200 for r in sat["recommendations"])
+    assert failed["value"] == 200 and failed["excluded"] and failed["worst_share"] > 0.5
+    assert sat["peak"]["value"] != 200 and all(r["value"] != 200 for r in sat["recommendations"])
     flag = next(f for f in series["findings"] if f.startswith("Level 200 concurrent is left out"))
     assert "of its measured requests failed in the worst of 2 runs" in flag
     assert not any("highest tested level (200" in f for f in series["findings"])
@@ -238,7 +238,7 @@ def test_a_level_with_failures_is_left_out_and_flagged_everywhere(tmp_path):
     assert "| ⚠ 200 |" in markdown
     with open(paths.csv, newline="") as fh:
         rows = [r for r in csv.DictReader(fh) if r["scope"] == "failed_level"]
-    assert {(r["users"], r["metric"]) for r in rows} == {
+    assert {(r["level_value"], r["metric"]) for r in rows} == {
         ("200.0", "failed_worst_share"),
         ("200.0", "failed_mean_share"),
     }
@@ -317,12 +317,17 @@ def test_cli_writes_report_and_rejects_bad_input_in_one_line(tmp_path):
 def test_distribution_chart_with_all_gaps_in_the_last_bucket():
     from types import SimpleNamespace
 
+    from vllm_load.load_kinds import CONCURRENCY
     from vllm_load.report import charts
 
     itl = np.zeros(900, dtype=np.int64)
     itl[-1] = 40  # every gap in the widest bucket: the p99.9 cut must stay inside the array
     series = SimpleNamespace(
-        ttft_at_dist=np.array([0.1, 0.2]), itl_at_dist=itl, dist_users=8.0, label="m"
+        ttft_at_dist=np.array([0.1, 0.2]),
+        itl_at_dist=itl,
+        dist_value=8.0,
+        axis=CONCURRENCY,
+        label="m",
     )
     chart = charts.distributions(series)
     assert chart is not None and embedded_pngs(f'src="{chart.data_uri}"')

@@ -239,7 +239,7 @@ def test_ttft_growth_with_requests_waiting_cites_the_servers_figures(tmp_path):
         "(vllm:num_requests_waiting) and a mean queue time of 300 ms "
         "(vllm:request_queue_time_seconds): requests wait in its queue before their first token."
     ) in text
-    levels = {lv["users"]: lv for lv in summary["series"][0]["levels"]}
+    levels = {lv["value"]: lv for lv in summary["series"][0]["levels"]}
     assert levels[200]["server_queue_time_mean"] == pytest.approx(0.3)
     assert levels[10]["server_waiting_mean"] == 0.0
 

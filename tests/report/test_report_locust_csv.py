@@ -81,7 +81,7 @@ def test_plain_locust_csvs_turn_into_a_report_with_a_saturation_point(tmp_path):
     assert summary["source"] == "locust_csv" and summary["percentiles_approximate"] is True
     assert "ttft" in summary["not_available"]
     (series,) = summary["series"]
-    levels = {lv["users"]: lv for lv in series["levels"]}
+    levels = {lv["value"]: lv for lv in series["levels"]}
     assert sorted(levels) == list(STEPS)
     tok = {u: lv["output_tok_per_s_mean"] for u, lv in levels.items()}
     req = {u: lv["req_per_s_mean"] for u, lv in levels.items()}
@@ -94,7 +94,7 @@ def test_plain_locust_csvs_turn_into_a_report_with_a_saturation_point(tmp_path):
     assert levels[8]["e2e_mean_mean"] > 2.5 * levels[2]["e2e_mean_mean"], levels
     sat = series["saturation"]
     assert sat["saturated"] is True, sat
-    assert sat["saturation_point"]["users"] in (2, 4), sat
+    assert sat["saturation_point"]["value"] in (2, 4), sat
     assert summary["throughput"]["column"] == "output_tok_per_s"
     # every level, the last included, measured over the same share of its plateau
     (run,) = summary["runs"]

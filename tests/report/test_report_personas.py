@@ -109,7 +109,7 @@ def test_summary_json_holds_the_breakdown_tables(persona_report):
     # slower RAG users send fewer), and the RAG users are twice as slow
     assert sorted(set(personas["user_class"])) == ["Chat", "Rag"]
     assert (personas.groupby("level").size() == 2).all()
-    at_10 = personas[personas["users"] == 10].set_index("user_class")
+    at_10 = personas[personas["value"] == 10].set_index("user_class")
     assert at_10.loc["Rag", "e2e_p50"] == pytest.approx(2 * at_10.loc["Chat", "e2e_p50"], rel=0.1)
     assert at_10.loc["Chat", "share"] > at_10.loc["Rag", "share"]
     # four turns, each prompt 256 tokens longer than the last, the previous one prefix-cached
@@ -125,12 +125,12 @@ def test_summary_csv_and_markdown_hold_the_breakdown(persona_report):
     with open(paths.csv, newline="") as fh:
         rows = list(csv.DictReader(fh))
     rag_10 = next(
-        r for r in summary_run["personas"] if r["user_class"] == "Rag" and r["users"] == 10
+        r for r in summary_run["personas"] if r["user_class"] == "Rag" and r["value"] == 10
     )
     assert any(
         r["scope"] == "persona"
         and r["metric"] == "Rag.ttft_p99"
-        and r["users"] == "10.0"
+        and r["level_value"] == "10.0"
         and float(r["value"]) == pytest.approx(rag_10["ttft_p99"])
         for r in rows
     )

@@ -92,7 +92,9 @@ def test_the_summary_files_hold_the_replay_s_figures(bursty):
     assert cell["total.ttft_p99"] == pytest.approx(totals["ttft_p99"])
     assert cell["lateness.p99"] == pytest.approx(replay["lateness"]["p99"])
     assert cell["prefix_cache.server_hits"] == pytest.approx(replay["prefix_cache"]["server_hits"])
-    assert {r["users"] for r in rows} == {"32.0"}  # the level's cap
+    # the replay's level, and its cap (the Locust users run for it)
+    assert {(r["kind"], r["level_value"]) for r in rows} == {("trace", str(replay["trace_start"]))}
+    assert cell["cap"] == replay["cap"] == 32
 
 
 def test_a_late_client_is_a_warning_in_the_section(tmp_path):

@@ -26,7 +26,7 @@ def test_goodput_and_the_headline_are_in_every_output(slo_report):
     summary = json.loads(open(slo_report.json).read())
     assert summary["slo"]["items"] == SLO
     series = summary["series"][0]
-    levels = {row["users"]: row for row in series["levels"]}
+    levels = {row["value"]: row for row in series["levels"]}
     assert [levels[u]["slo_met_mean"] for u in (10, 50, 100, 200)] == [1, 1, 0, 0]
     assert levels[100]["goodput_req_per_s_mean"] < levels[100]["req_per_s_mean"]
     assert levels[100]["slo_binding"].startswith("tpot<=16ms")

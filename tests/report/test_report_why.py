@@ -48,12 +48,12 @@ def test_a_capped_server_gets_the_sequence_cap_its_advice_and_a_verdict_per_leve
     ) in section
     assert 'class="no-advice"' not in section
     # a verdict per level: below the knee not saturated, from the knee on the sequence cap
-    knee = summary["series"][0]["saturation"]["saturation_point"]["users"]
+    knee = summary["series"][0]["saturation"]["saturation_point"]["value"]
     for level in summary["series"][0]["levels"]:
-        kind = "max_num_seqs" if level["users"] >= knee else "not_saturated"
+        kind = "max_num_seqs" if level["value"] >= knee else "not_saturated"
         assert level["bottleneck"]["kind"] == kind
         assert (
-            f'data-kind="{kind}"><td>{level["users"]:,.0f}</td><td class="l">{kind}</td>' in section
+            f'data-kind="{kind}"><td>{level["value"]:,.0f}</td><td class="l">{kind}</td>' in section
         )
     # and its evidence on a chart
     assert '<figure id="chart-evidence-series-1" class="chart">' in section

@@ -75,7 +75,7 @@ def test_a_busy_gpu_is_named_in_the_compute_verdict_and_drawn_on_the_evidence_ch
     # the knee is the lowest level; its verdict is the first level's past it, 50
     assert "; the GPU was busy: SM active 40% → 88%, GPU util 70% → 99%" in diagnosis["sentence"]
     assert "SIMULATED" not in diagnosis["sentence"]
-    levels = {lv["users"]: lv["bottleneck"] for lv in summary["series"][0]["levels"]}
+    levels = {lv["value"]: lv["bottleneck"] for lv in summary["series"][0]["levels"]}
     assert levels[200.0]["kind"] == "compute"
     assert "SM active 92% → 95%, GPU util 99% → 100%" in levels[200.0]["reason"]
     assert levels[200.0]["evidence"]["gpu_sm_active"] == pytest.approx(0.95)
@@ -94,7 +94,7 @@ def test_an_idle_simulated_gpu_rules_compute_out_and_says_simulated(tmp_path):
     run = _compute_run(tmp_path / "runs")
     add_gpu(run, util=[20, 30, 35, 40], sm=None, model=SIMULATED_MODEL)
     summary, html, _ = report([run], tmp_path / "r.html")
-    levels = {lv["users"]: lv["bottleneck"] for lv in summary["series"][0]["levels"]}
+    levels = {lv["value"]: lv["bottleneck"] for lv in summary["series"][0]["levels"]}
     for users in (50.0, 100.0, 200.0):  # the batch rule's `compute` levels without the GPU
         assert levels[users]["kind"] == "undetermined", levels[users]
         assert "yet the GPU was not busy (busy from 90% GPU utilisation" in levels[users]["reason"]
@@ -112,7 +112,7 @@ def test_an_idle_simulated_gpu_rules_compute_out_and_says_simulated(tmp_path):
 def test_a_run_without_gpu_telemetry_gets_the_same_verdicts_and_no_gpu_panel(tmp_path):
     run = _compute_run(tmp_path / "runs")
     summary, _, _ = report([run], tmp_path / "r.html")
-    levels = {lv["users"]: lv["bottleneck"] for lv in summary["series"][0]["levels"]}
+    levels = {lv["value"]: lv["bottleneck"] for lv in summary["series"][0]["levels"]}
     assert [levels[u]["kind"] for u in (50.0, 100.0, 200.0)] == ["compute"] * 3
     assert not any("GPU" in lv["reason"] for lv in levels.values())
     chart = evidence_chart(build_report_data([run]).series[0], "a")

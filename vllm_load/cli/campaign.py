@@ -115,8 +115,8 @@ def knee_from_runs(run_dirs: list[str]) -> list[int]:
     data = build_report_data(run_dirs)
     series = data.series[0]
     sat = series.saturation
-    knee = sat.saturation.users if sat.saturated and sat.saturation else None
-    return refine_levels([float(u) for u in series.curve["users"]], knee)
+    knee = sat.saturation.value if sat.saturated and sat.saturation else None
+    return refine_levels([float(u) for u in series.curve["value"]], knee)
 
 
 # --- the command --------------------------------------------------------------------------------------

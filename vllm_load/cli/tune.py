@@ -81,7 +81,7 @@ def rank(
             done,
             key=lambda r: (
                 r.goodput_peak,
-                -math.inf if r.slo_users != r.slo_users else r.slo_users,
+                -math.inf if r.slo_value != r.slo_value else r.slo_value,
             ),
         )
     else:
@@ -101,11 +101,11 @@ def format_table(results: list[ConfigResult], by: str = "throughput", slo: bool 
     header = (
         "configuration",
         "peak tok/s",
-        "at users",
+        "at level",
         "saturation",
         "p99 E2E at peak",
         "mean p99 E2E",
-        *(("peak goodput req/s", "at users", "meets SLOs up to") if slo else ()),
+        *(("peak goodput req/s", "at level", "meets SLOs up to") if slo else ()),
         "best for",
     )
     rows = [header]
@@ -114,8 +114,8 @@ def format_table(results: list[ConfigResult], by: str = "throughput", slo: bool 
         goodput = (
             (
                 _or_dash(r.goodput_peak, ",.2f"),
-                _or_dash(r.goodput_peak_users, ",.4g"),
-                _or_dash(r.slo_users, ",.4g") if r.goodput_peak == r.goodput_peak else "-",
+                _or_dash(r.goodput_peak_value, ",.4g"),
+                _or_dash(r.slo_value, ",.4g") if r.goodput_peak == r.goodput_peak else "-",
             )
             if slo
             else ()
@@ -124,7 +124,7 @@ def format_table(results: list[ConfigResult], by: str = "throughput", slo: bool 
             (
                 r.label,
                 f"{r.peak_tok_per_s:,.0f}" if r.peak_tok_per_s == r.peak_tok_per_s else r.outcome,
-                f"{r.peak_users:,.0f}" if r.peak_users == r.peak_users else "-",
+                f"{r.peak_value:,.0f}" if r.peak_value == r.peak_value else "-",
                 r.saturation or "-",
                 f"{r.p99_at_peak:.3f} s" if r.p99_at_peak == r.p99_at_peak else "-",
                 f"{r.mean_e2e_p99:.3f} s" if r.mean_e2e_p99 == r.mean_e2e_p99 else "-",

@@ -83,15 +83,15 @@ def _axis_label(series: Sequence[SeriesReport]) -> str:
     return labels.pop() if len(labels) == 1 else "concurrent users or requests/s (see legend)"
 
 
-def log_level_axis(ax, users: Sequence[float], label: str = CONCURRENCY.label) -> None:
+def log_level_axis(ax, values: Sequence[float], label: str = CONCURRENCY.label) -> None:
     """A log level axis labelled with the tested levels (10 → 1000 spans two decades)."""
-    users = sorted({float(u) for u in users if u == u and u > 0})
-    if len(users) >= 2 and users[-1] / users[0] >= 8:
+    values = sorted({float(v) for v in values if v == v and v > 0})
+    if len(values) >= 2 and values[-1] / values[0] >= 8:
         ax.set_xscale("log")
-        ax.set_xticks(users)
+        ax.set_xticks(values)
         ax.set_xticklabels(
-            [f"{u:,.0f}" if u == int(u) else f"{u:,.3g}" for u in users],
-            rotation=45 if len(users) > 8 else 0,
+            [f"{v:,.0f}" if v == int(v) else f"{v:,.3g}" for v in values],
+            rotation=45 if len(values) > 8 else 0,
         )
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.minorticks_off()
@@ -105,13 +105,14 @@ def floats(frame: pd.DataFrame, name: str) -> np.ndarray:
 
 
 def plot_with_ci(ax, s: SeriesReport, metric: str, label: str):
-    """One series' mean of `metric` per level with its 95 % CI as error bars; returns the users."""
+    """One series' mean of `metric` per level with its 95 % CI as error bars; returns the levels'
+    values."""
     c = s.curve
-    users, mean = floats(c, "users"), floats(c, f"{metric}_mean")
+    values, mean = floats(c, "value"), floats(c, f"{metric}_mean")
     lo, hi = floats(c, f"{metric}_ci_low"), floats(c, f"{metric}_ci_high")
     err = np.vstack([np.nan_to_num(mean - lo), np.nan_to_num(hi - mean)])
-    ax.errorbar(users, mean, yerr=err, marker="o", capsize=3, label=label)
-    return list(users)
+    ax.errorbar(values, mean, yerr=err, marker="o", capsize=3, label=label)
+    return list(values)
 
 
 def throughput_vs_concurrency(
@@ -123,14 +124,14 @@ def throughput_vs_concurrency(
         return None
     with plt.rc_context(STYLE):
         fig, (ax,) = figure()
-        all_users: list[float] = []
+        all_values: list[float] = []
         for s in series:
-            users = plot_with_ci(ax, s, throughput.column, f"{s.label} (n={s.n_runs})")
+            values = plot_with_ci(ax, s, throughput.column, f"{s.label} (n={s.n_runs})")
             sat = s.saturation.saturation
             if s.saturation.saturated and sat is not None:
-                ax.axvline(sat.users, linestyle=":", alpha=0.6, color=ax.lines[-1].get_color())
-            all_users.extend(users)
-        log_level_axis(ax, all_users, _axis_label(series))
+                ax.axvline(sat.value, linestyle=":", alpha=0.6, color=ax.lines[-1].get_color())
+            all_values.extend(values)
+        log_level_axis(ax, all_values, _axis_label(series))
         ax.set_ylabel(throughput.name)
         ax.set_ylim(bottom=0)
         ax.legend(loc="best")
@@ -152,16 +153,16 @@ def goodput_vs_concurrency(series: Sequence[SeriesReport]) -> Chart | None:
         return None
     with plt.rc_context(STYLE):
         fig, (ax,) = figure()
-        all_users: list[float] = []
+        all_values: list[float] = []
         for s in judged:
-            all_users.extend(plot_with_ci(ax, s, "req_per_s", f"{s.label}: throughput"))
+            all_values.extend(plot_with_ci(ax, s, "req_per_s", f"{s.label}: throughput"))
             color = ax.containers[-1].lines[0].get_color()
             plot_with_ci(ax, s, "goodput_req_per_s", f"{s.label}: goodput")
             ax.containers[-1].lines[0].set_linestyle("--")
             head = s.slo_headline
             if head is not None and head.best.n:
                 ax.axvline(head.best.mean, linestyle="--", alpha=0.5, color=color)
-        log_level_axis(ax, all_users, _axis_label(series))
+        log_level_axis(ax, all_values, _axis_label(series))
         ax.set_ylabel("requests/s (goodput: requests meeting the SLOs)")
         ax.set_ylim(bottom=0)
         ax.legend(loc="best")
@@ -182,14 +183,14 @@ def latency_vs_concurrency(series: Sequence[SeriesReport]) -> Chart | None:
         return None
     with plt.rc_context(STYLE):
         fig, axes = figure(width=9.5, height=3.6, ncols=2)
-        all_users: list[float] = []
+        all_values: list[float] = []
         for ax, metric, title in (
             (axes[0], "e2e_p99", "p99 end-to-end latency"),
             (axes[1], "ttft_p99", "p99 time to first token"),
         ):
             for s in series:
-                all_users.extend(plot_with_ci(ax, s, metric, s.label))
-            log_level_axis(ax, all_users, _axis_label(series))
+                all_values.extend(plot_with_ci(ax, s, metric, s.label))
+            log_level_axis(ax, all_values, _axis_label(series))
             ax.set_ylabel("seconds")
             ax.set_ylim(bottom=0)
             ax.set_title(title)
@@ -214,12 +215,12 @@ def latency_throughput_tradeoff(
         for s in series:
             c = s.curve
             x, y = floats(c, "e2e_p99_mean"), floats(c, f"{throughput.column}_mean")
-            users = floats(c, "users")
+            values = floats(c, "value")
             ax.plot(x, y, marker="o", label=s.label)
-            for xi, yi, u in zip(x, y, users):
+            for xi, yi, v in zip(x, y, values):
                 if xi == xi and yi == yi:
                     ax.annotate(
-                        f"{u:,.0f}",
+                        s.axis.number(v),
                         (xi, yi),
                         textcoords="offset points",
                         xytext=(4, -10),
@@ -230,7 +231,7 @@ def latency_throughput_tradeoff(
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)
         ax.legend(loc="best")
-        ax.set_title("Latency–throughput trade-off (labels: concurrent users)")
+        ax.set_title(f"Latency–throughput trade-off (labels: {_axis_label(series)})")
         png = png_base64(fig)
     return Chart(
         "tradeoff",
@@ -304,7 +305,7 @@ def distributions(s: SeriesReport) -> Chart | None:
     ttft = np.asarray(s.ttft_at_dist, dtype=np.float64)
     ttft = ttft[~np.isnan(ttft)]
     itl = np.asarray(s.itl_at_dist, dtype=np.int64)
-    if s.dist_users is None or (ttft.size == 0 and itl.sum() == 0):
+    if s.dist_value is None or (ttft.size == 0 and itl.sum() == 0):
         return None
     with plt.rc_context(STYLE):
         fig, axes = figure(width=9.5, height=3.2, ncols=2)
@@ -323,7 +324,7 @@ def distributions(s: SeriesReport) -> Chart | None:
             axes[0].legend(loc="best")
         axes[0].set_xlabel("TTFT (ms)")
         axes[0].set_ylabel("requests")
-        axes[0].set_title(f"TTFT at {s.dist_users:,.0f} users")
+        axes[0].set_title(f"TTFT at {s.axis.text(s.dist_value)}")
         if itl.sum():
             nz = np.flatnonzero(itl)
             lo = nz[0]
@@ -335,11 +336,11 @@ def distributions(s: SeriesReport) -> Chart | None:
             axes[1].stairs(itl[lo:hi], edges, fill=True, color="tab:purple", alpha=0.8)
         axes[1].set_xlabel("inter-token latency (ms), up to p99.9")
         axes[1].set_ylabel("gaps")
-        axes[1].set_title(f"ITL at {s.dist_users:,.0f} users")
+        axes[1].set_title(f"ITL at {s.axis.text(s.dist_value)}")
         png = png_base64(fig)
     return Chart(
         f"dist-{slug(s.label)}",
-        f"TTFT and ITL distributions at {s.dist_users:,.0f} users",
+        f"TTFT and ITL distributions at {s.axis.text(s.dist_value)}",
         "Histograms of time to first token and inter-token latency at the saturation level",
         png,
     )

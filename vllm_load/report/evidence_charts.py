@@ -176,7 +176,7 @@ def _draw(ax, panel: Panel, users, values, colours, limits, knees, label) -> Non
 def evidence_chart(s: SeriesReport, anchor: str) -> EvidenceChart:
     """The evidence chart of series `s` (its curve and diagnosis); `anchor` names it."""
     d, curve = s.diagnosis, s.curve
-    users = floats(curve, "users")
+    values_x = floats(curve, "value")
     fake = any(simulated(r.run) for r in s.runs)
     present, missing = [], []
     for panel in PANELS:
@@ -191,15 +191,15 @@ def evidence_chart(s: SeriesReport, anchor: str) -> EvidenceChart:
             present.append((panel, values))
     with_gpu = any(panel.gpu for panel, _ in present)
     skipped = [note for panel, note in missing if with_gpu or not panel.gpu]
-    if d is None or not present or len(users) == 0:
+    if d is None or not present or len(values_x) == 0:
         return EvidenceChart(None, (), (NOTHING,))
-    kind_of = {v.users: v.kind for v in d.levels}
-    kinds = [kind_of.get(float(u), "undetermined") for u in users]
+    kind_of = {v.value: v.kind for v in d.levels}
+    kinds = [kind_of.get(float(x), "undetermined") for x in values_x]
     colours = [KIND_COLOURS.get(k, "tab:gray") for k in kinds]
     sat = s.saturation
     knees: list[tuple[float, str, Any]] = []  # where, colour, line style
     if sat.saturated and sat.saturation is not None:
-        knees.append((float(sat.saturation.users), MEASURED_KNEE, ":"))
+        knees.append((float(sat.saturation.value), MEASURED_KNEE, ":"))
     if d.prediction.knee is not None:
         knees.append((float(d.prediction.knee), PREDICTED_KNEE, "-."))
     with plt.rc_context(STYLE):
@@ -208,7 +208,9 @@ def evidence_chart(s: SeriesReport, anchor: str) -> EvidenceChart:
         fig, grid = plt.subplots(nrows, ncols, figsize=(3.7 * ncols, 3.0 * nrows), squeeze=False)
         axes = list(grid.ravel())
         for ax, (panel, values) in zip(axes, present):
-            _draw(ax, panel, users, values, colours, _limits(panel, d.facts), knees, s.axis.label)
+            _draw(
+                ax, panel, values_x, values, colours, _limits(panel, d.facts), knees, s.axis.label
+            )
         for ax in axes[len(present) :]:
             ax.remove()
         handles = [

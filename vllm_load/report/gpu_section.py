@@ -20,25 +20,25 @@ def gpu_levels(run: RunSummary) -> Chart | None:
     at each load, beside the throughput the table gives."""
     if not has_gpu(run):
         return None
-    rows = run.metrics.sort_values("users")
-    users = floats(rows, "users")
+    rows = run.metrics.sort_values("value")
+    values = floats(rows, "value")
     kind = "SIMULATED GPU (vllm-load sim)" if simulated(run.run) else "GPU"
     with plt.rc_context(STYLE):
         fig, (util, power) = figure(width=10.0, height=3.4, ncols=2)
-        util.plot(users, floats(rows, "gpu_util_mean") * 100.0, marker="o", label="GPU util")
+        util.plot(values, floats(rows, "gpu_util_mean") * 100.0, marker="o", label="GPU util")
         sm = floats(rows, "gpu_sm_active_mean")
         if np.isfinite(sm).any():
-            util.plot(users, sm * 100.0, marker="s", label="SM active")
+            util.plot(values, sm * 100.0, marker="s", label="SM active")
         util.set_ylim(0, 105)
         util.set_ylabel("%")
         util.set_title("utilisation, mean over the measured window")
         util.legend(loc="best")
-        power.plot(users, floats(rows, "gpu_power_mean"), marker="o", color="tab:red")
+        power.plot(values, floats(rows, "gpu_power_mean"), marker="o", color="tab:red")
         power.set_ylim(bottom=0)
         power.set_ylabel("W (all GPUs)")
         power.set_title("power, mean over the measured window")
         for ax in (util, power):
-            log_level_axis(ax, list(users), run.axis.label)
+            log_level_axis(ax, list(values), run.axis.label)
         fig.suptitle(f"Run {run.run_id}: {kind} per level", fontsize=9, y=1.03)
         png = png_base64(fig)
     return Chart(

@@ -29,18 +29,18 @@ def latency_chart(series: Sequence[SeriesReport]) -> Chart | None:
         return None
     with plt.rc_context(STYLE):
         fig, (ax,) = figure()
-        users: list[float] = []
+        values: list[float] = []
         for s in series:
             for metric, name in (("e2e_p99", "p99 (approx.)"), ("e2e_p50", "p50 (approx.)")):
-                users.extend(plot_with_ci(ax, s, metric, f"{s.label}: {name}"))
+                values.extend(plot_with_ci(ax, s, metric, f"{s.label}: {name}"))
             ax.plot(
-                floats(s.curve, "users"),
+                floats(s.curve, "value"),
                 floats(s.curve, "e2e_mean_mean"),
                 ":",
                 marker=".",
                 label=f"{s.label}: mean",
             )
-        log_level_axis(ax, users)
+        log_level_axis(ax, values)
         ax.set_ylabel("response time, whole request (s)")
         ax.set_ylim(bottom=0)
         ax.legend(loc="best")

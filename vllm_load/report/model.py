@@ -87,12 +87,12 @@ class RunSummary:
     conversations: dict | None = None  # the run's conversations as wholes
     axis: LoadKind = CONCURRENCY  # what its levels are (users, or requests/s)
     outcome: RunOutcome | None = None  # how it ended: interrupted, target lost, workers lost
-    bottlenecks: dict[float, dict] = field(default_factory=dict)  # level -> its verdict, as JSON
+    bottlenecks: dict[float, dict] = field(default_factory=dict)  # value -> its verdict, as JSON
 
-    def failures_by_users(self) -> pd.DataFrame:
-        """Its failure counts (`error_counts`) with each level's `users` (its rate for --rates)."""
-        users = dict(zip(self.metrics["level"], self.metrics["users"]))
-        return self.errors.assign(users=self.errors["level"].map(users)).dropna(subset=["users"])
+    def failures_by_value(self) -> pd.DataFrame:
+        """Its failure counts (`error_counts`) with each level's `value` in its kind of load."""
+        values = dict(zip(self.metrics["level"], self.metrics["value"]))
+        return self.errors.assign(value=self.errors["level"].map(values)).dropna(subset=["value"])
 
     input_notes: list[str] = field(default_factory=list)  # what was left out of its files, why
     replays: list[Replay] = field(default_factory=list)  # its trace replays, read over time
@@ -108,7 +108,7 @@ class SeriesReport:
     curve: pd.DataFrame
     saturation: Saturation
     findings: list[str]
-    dist_users: float | None = None
+    dist_value: float | None = None  # the level the distributions are drawn at
     ttft_at_dist: np.ndarray = field(default_factory=lambda: np.array([]))
     itl_at_dist: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
     axis: LoadKind = CONCURRENCY  # what its levels are (users, or requests/s)
@@ -186,10 +186,6 @@ def summarize_run(
         metrics = metrics.merge(level_queue(server, meas.metrics), on="level", how="left")
         metrics = metrics.merge(level_evidence(server, meas.metrics), on="level", how="left")
     axis = axis_of(data.run, data.steps)
-    # the series' curves, charts and tables key levels by a column still named `users`: it holds
-    # each level's value in its kind of load (`load_kinds`); the Locust users stay in `locust_users`
-    metrics["locust_users"] = metrics["users"]
-    metrics["users"] = metrics["value"]
     if axis.open_loop:
         verdicts = rate_verdicts(metrics)
         metrics["rate_kept_up"] = [
@@ -212,7 +208,7 @@ def summarize_run(
         measured=meas.measured[["level", "ttft"]],
         timeline=work_timeline(data.requests),
         history=data.history,
-        steps=metrics[["level", "users", "level_start", "level_end", "stop_reason"]].copy(),
+        steps=metrics[["level", "value", "level_start", "level_end", "stop_reason"]].copy(),
         errors=error_counts(data.requests),
         client_validation=read_client_validation(path),
         server=server,
@@ -319,10 +315,10 @@ def _distributions(report: SeriesReport) -> None:
     point = report.saturation.saturation if report.saturation.saturated else report.saturation.peak
     if point is None:
         return
-    report.dist_users = point.users
+    report.dist_value = point.value
     ttfts, itls = [], []
     for run in report.runs:
-        rows = run.metrics.index[run.metrics["users"] == point.users]
+        rows = run.metrics.index[run.metrics["value"] == point.value]
         for i in rows:
             level = run.metrics.at[i, "level"]
             ttfts.append(
@@ -362,8 +358,8 @@ def build_report_data(
         for r in members:
             r.series_label = g.label
         curve = level_curve([r.metrics for r in members])
-        kinds = failure_kinds(pd.concat([r.failures_by_users() for r in members]))
-        curve["failure_kinds"] = [kinds.get(float(u), "") for u in curve["users"]]
+        kinds = failure_kinds(pd.concat([r.failures_by_value() for r in members]))
+        curve["failure_kinds"] = [kinds.get(float(v), "") for v in curve["value"]]
         sat = analyse(curve, rule)
         sat.axis = members[0].axis  # one series, one kind of level (`stats.comparable_settings`)
         outcomes = [r.outcome for r in members if r.outcome is not None]
@@ -424,10 +420,10 @@ def diagnose_run_dir(path: str) -> tuple[SeriesDiagnosis, dict[int, str]]:
     sat = analyse(curve)
     sat.axis = summary.axis
     diagnosis, per_run = diagnose_runs([(summary.run, summary.metrics)], curve, sat)
-    kinds = {users: v["kind"] for users, v in per_run[0].items()}
+    kinds = {value: v["kind"] for value, v in per_run[0].items()}
     return diagnosis, {
-        int(lv): kinds.get(float(u), "-")
-        for lv, u in zip(summary.metrics["level"], summary.metrics["users"])
+        int(lv): kinds.get(float(v), "-")
+        for lv, v in zip(summary.metrics["level"], summary.metrics["value"])
     }
 
 

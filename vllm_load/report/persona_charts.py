@@ -15,8 +15,8 @@ from .model import RunSummary
 
 
 def _level_values(run: RunSummary, levels: np.ndarray) -> np.ndarray:
-    """The run's level values (users, or the requested rate) of these level indices."""
-    by_level = dict(zip(floats(run.metrics, "level"), floats(run.metrics, "users")))
+    """The run's level values (in its kind of load) of these level indices."""
+    by_level = dict(zip(floats(run.metrics, "level"), floats(run.metrics, "value")))
     return np.array([by_level.get(float(lv), np.nan) for lv in levels], dtype=np.float64)
 
 
@@ -36,7 +36,7 @@ def target_levels(run: RunSummary) -> Chart | None:
 
 
 def _per_label(run: RunSummary, table: pd.DataFrame, label: str, noun: str) -> Chart:
-    total = run.metrics.sort_values("users")
+    total = run.metrics.sort_values("value")
     panels = (
         ("ttft_p99", 1000.0, "p99 time to first token", "ms"),
         ("e2e_p99", 1.0, "p99 end-to-end latency", "seconds"),
@@ -52,7 +52,7 @@ def _per_label(run: RunSummary, table: pd.DataFrame, label: str, noun: str) -> C
                 ax.plot(x[order], floats(group, metric)[order] * scale, marker="o", label=str(name))
                 xs.extend(x)
             ax.plot(
-                floats(total, "users"),
+                floats(total, "value"),
                 floats(total, metric) * scale,
                 color="black",
                 linestyle="--",

@@ -287,10 +287,10 @@ def _views(
         series.append(view)
     runs = []
     for i, r in enumerate(data.runs):
-        users = dict(zip(r.metrics["level"], r.metrics["users"]))
+        values = dict(zip(r.metrics["level"], r.metrics["value"]))
         errors = [
             {
-                "users": users.get(e["level"], math.nan),
+                "value": values.get(e["level"], math.nan),
                 "error": f"{e['error']} {e['status']}" if e.get("status") else e["error"],
                 "count": int(e["count"]),
             }

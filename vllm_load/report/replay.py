@@ -18,6 +18,7 @@ from ..analysis.replay.read import Line, Replay
 from ..analysis.replay.server import ServerSpan
 from ..analysis.replay.verdicts import LATE_LIMIT_S, PREFIX_TOLERANCE
 from ..analysis.replay.windows import ReplayWindow
+from ..load_kinds import TRACE
 from .model import RunSummary
 
 if TYPE_CHECKING:
@@ -171,13 +172,13 @@ def replay_json(replay: Replay) -> dict:
 
 
 def replay_rows(run: dict) -> Iterator[tuple]:
-    """summary.csv's rows of a run's replays (`summary_dict`'s `replays`): `replay` scope,
-    the level's users (its cap), metric `window<i>.<figure>`, `total.<figure>`,
-    `server.<figure>` (the whole replay's server side), `lateness.<figure>`,
-    `prefix_cache.<figure>` or `slo.<figure>`; a window's server side is
-    `window<i>.server.<figure>`."""
+    """summary.csv's rows of a run's replays (`summary_dict`'s `replays`): `replay` scope, the
+    level (kind `trace`, its value the s into the trace it starts at), metric `cap` (the cap on
+    requests in flight), `window<i>.<figure>`, `total.<figure>`, `server.<figure>` (the whole
+    replay's server side), `lateness.<figure>`, `prefix_cache.<figure>` or `slo.<figure>`; a
+    window's server side is `window<i>.server.<figure>`."""
     for replay in run.get("replays") or []:
-        cap = replay["cap"]
+        start = replay["trace_start"]
 
         def cells(prefix: str, record: dict | None) -> Iterator[tuple]:
             for name, value in (record or {}).items():
@@ -186,12 +187,24 @@ def replay_rows(run: dict) -> Iterator[tuple]:
                         "replay",
                         run["series"],
                         run["run_id"],
-                        cap,
+                        TRACE.name,
+                        start,
                         f"{prefix}.{name}",
                         "value",
                         value,
                     )
 
+        # the cap on requests in flight: the Locust users run for the replay
+        yield (
+            "replay",
+            run["series"],
+            run["run_id"],
+            TRACE.name,
+            start,
+            "cap",
+            "value",
+            replay["cap"],
+        )
         yield from cells("total", replay["totals"])
         yield from cells("server", replay["server"])
         yield from cells("lateness", replay["lateness"])

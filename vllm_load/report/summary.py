@@ -3,6 +3,10 @@
 `summary_dict` is the one source for the machine-readable outputs; the HTML and Markdown
 templates show the same figures from the same `ReportData`, so every number in the HTML can
 be found in the JSON and the CSV.
+
+A level is named by its `value` in its kind of load (`load_kinds`: users, requests/s, s into a
+trace), with `kind` and `unit` beside it; `users` is only ever the Locust users run for it.
+Format 2 (format 1 keyed levels by a `users` that held requests/s in a rate run).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import pandas as pd
 
 from .. import __version__
 from ..analysis.series.stats import STAT_SUFFIXES
+from ..load_kinds import kind_named
 from .gpu_section import gpu_json
 from .model import ReportData, SeriesReport
 from .replay import replay_json, replay_rows
@@ -41,8 +46,21 @@ def clean(value: Any) -> Any:
     return value
 
 
+#: summary.json's format: 2 since levels are keyed by `value` (with `kind`, `unit`)
+FORMAT = 2
+
+
 def records(frame: pd.DataFrame) -> list[dict]:
     return [clean(r) for r in frame.to_dict("records")]
+
+
+def level_records(frame: pd.DataFrame) -> list[dict]:
+    """Per-level records, each with its kind's `unit` beside its `kind` and `value`."""
+    out = records(frame)
+    for rec in out:
+        if "kind" in rec and "unit" not in rec:
+            rec["unit"] = kind_named(rec["kind"]).unit
+    return out
 
 
 def saturation_json(s: SeriesReport) -> dict:
@@ -60,7 +78,7 @@ def saturation_json(s: SeriesReport) -> dict:
         "recommendations": [
             {
                 "use_case": r.use_case,
-                "users": r.point.users,
+                "value": r.point.value,
                 "total_tok_per_s": r.point.tok_per_s,
                 "e2e_p99": r.point.e2e_p99,
                 "ttft_p99": r.point.ttft_p99,
@@ -94,9 +112,9 @@ def _slo(s: SeriesReport) -> dict | None:
             "runs_meeting_at_no_level": head.runs_without,
             "bound_by": head.binding,
             "bound_by_missed": head.binding_missed,
-            "goodput_peak_users": head.goodput_peak_users,
+            "goodput_peak_value": head.goodput_peak_value,
             "goodput_peak_req_per_s": head.goodput_peak,
-            "throughput_peak_users": head.throughput_peak_users,
+            "throughput_peak_value": head.throughput_peak_value,
         }
     )
 
@@ -104,8 +122,8 @@ def _slo(s: SeriesReport) -> dict | None:
 def _with_bottlenecks(levels: list[dict], verdicts: dict[float, dict]) -> list[dict]:
     """Level records with `bottleneck`: their verdict (`analysis.diagnosis`), None without one."""
     for level in levels:
-        users = level.get("users")
-        level["bottleneck"] = clean(verdicts.get(float(users))) if users is not None else None
+        value = level.get("value")
+        level["bottleneck"] = clean(verdicts.get(float(value))) if value is not None else None
     return levels
 
 
@@ -113,7 +131,7 @@ def summary_dict(data: ReportData) -> dict:
     """Everything the report shows, as JSON-ready data."""
     return clean(
         {
-            "format": 1,
+            "format": FORMAT,
             "generated_at": data.generated_at,
             "vllm_load_version": __version__,
             "confidence": 0.95,
@@ -130,9 +148,11 @@ def summary_dict(data: ReportData) -> dict:
                     "n_runs": s.n_runs,
                     "run_ids": [r.run_id for r in s.runs],
                     "settings": s.series.settings,
+                    "kind": s.axis.name,  # its levels' kind of load, and what their values count
+                    "unit": s.axis.unit,
                     "levels": _with_bottlenecks(
-                        records(s.curve),
-                        {v.users: v.as_json() for v in s.diagnosis.levels} if s.diagnosis else {},
+                        level_records(s.curve),
+                        {v.value: v.as_json() for v in s.diagnosis.levels} if s.diagnosis else {},
                     ),
                     "saturation": saturation_json(s),
                     "diagnosis": clean(s.diagnosis.as_json()) if s.diagnosis else None,
@@ -149,10 +169,12 @@ def summary_dict(data: ReportData) -> dict:
                     "path": r.path,
                     "model": r.model,
                     "series": r.series_label,
+                    "kind": r.axis.name,
+                    "unit": r.axis.unit,
                     "outcome": r.run.get("outcome"),
                     "started_at": r.run.get("started_at"),
                     "ended_at": r.run.get("ended_at"),
-                    "levels": _with_bottlenecks(records(r.metrics), r.bottlenecks),
+                    "levels": _with_bottlenecks(level_records(r.metrics), r.bottlenecks),
                     "errors": records(r.errors),
                     "workers_lost": r.run.get("workers_lost") or [],
                     "input_notes": r.input_notes,  # what was left out of its files, and why
@@ -187,24 +209,30 @@ def _split_stat(column: str) -> tuple[str, str]:
     return column, "value"
 
 
+#: summary.csv's columns: `kind` and `level_value` name the level a row is about (empty for a
+#: row about no level; `value` is the row's figure)
+CSV_COLUMNS = ("scope", "series", "run_id", "kind", "level_value", "metric", "stat", "value")
+
+
 def summary_rows(summary: dict) -> Iterator[tuple]:
-    """Long-form rows (scope, series, run_id, users, metric, stat, value) of `summary_dict`."""
+    """Long-form rows (`CSV_COLUMNS`) of `summary_dict`."""
     for s in summary["series"]:
+        kind = s.get("kind", "")
         for level in s["levels"]:
-            users = level.get("users")
-            for column, value in level.items():
-                if column == "users" or value is None or value == "":
+            value = level.get("value")
+            for column, figure in level.items():
+                if column in ("value", "kind", "unit") or figure is None or figure == "":
                     continue
                 if column == "bottleneck":
-                    for metric, stat, v in _bottleneck_cells(value):
-                        yield ("series", s["label"], "", users, metric, stat, v)
+                    for metric, stat, v in _bottleneck_cells(figure):
+                        yield ("series", s["label"], "", kind, value, metric, stat, v)
                     continue
                 metric, stat = _split_stat(column)
-                yield ("series", s["label"], "", users, metric, stat, value)
+                yield ("series", s["label"], "", kind, value, metric, stat, figure)
         diagnosis = s.get("diagnosis") or {}
-        for name in ("kind", "users", "predicted_knee", "advised_knee"):
+        for name in ("kind", "value", "predicted_knee", "advised_knee"):
             if diagnosis.get(name) is not None:
-                yield ("diagnosis", s["label"], "", "", name, "value", diagnosis[name])
+                yield ("diagnosis", s["label"], "", "", "", name, "value", diagnosis[name])
         for advice in diagnosis.get("advice") or []:
             for stat in ("from", "to"):
                 if advice.get(stat) is not None:
@@ -213,37 +241,39 @@ def summary_rows(summary: dict) -> Iterator[tuple]:
                         s["label"],
                         "",
                         "",
+                        "",
                         f"advice.{advice['flag']}",
                         stat,
                         advice[stat],
                     )
         sat = s["saturation"]
         for key in ("peak", "saturation_point", "scaling", "past_saturation"):
-            for name, value in (sat.get(key) or {}).items():
+            for name, figure in (sat.get(key) or {}).items():
                 if (
-                    isinstance(value, (int, float))
-                    and not isinstance(value, bool)
-                    and value is not None
+                    isinstance(figure, (int, float))
+                    and not isinstance(figure, bool)
+                    and figure is not None
                 ):
-                    yield ("saturation", s["label"], "", "", f"{key}.{name}", "value", value)
-        for name, value in (s.get("slo") or {}).get("highest_level_meeting", {}).items():
-            if value is not None:
-                yield ("slo", s["label"], "", "", "highest_level_meeting", name, value)
-        for name in ("goodput_peak_users", "goodput_peak_req_per_s", "throughput_peak_users"):
-            value = (s.get("slo") or {}).get(name)
-            if value is not None:
-                yield ("slo", s["label"], "", "", name, "value", value)
+                    yield ("saturation", s["label"], "", kind, "", f"{key}.{name}", "value", figure)
+        for name, figure in (s.get("slo") or {}).get("highest_level_meeting", {}).items():
+            if figure is not None:
+                yield ("slo", s["label"], "", kind, "", "highest_level_meeting", name, figure)
+        for name in ("goodput_peak_value", "goodput_peak_req_per_s", "throughput_peak_value"):
+            figure = (s.get("slo") or {}).get(name)
+            if figure is not None:
+                yield ("slo", s["label"], "", kind, "", name, "value", figure)
         for name in ("n", "runs_needed"):
-            value = (sat.get("decision") or {}).get(name)
-            if value is not None:
-                yield ("saturation", s["label"], "", "", f"decision.{name}", "value", value)
+            figure = (sat.get("decision") or {}).get(name)
+            if figure is not None:
+                yield ("saturation", s["label"], "", "", "", f"decision.{name}", "value", figure)
         for f in sat["failed_levels"]:
             for name in ("worst_share", "mean_share"):
                 yield (
                     "failed_level",
                     s["label"],
                     "",
-                    f["users"],
+                    kind,
+                    f["value"],
                     f"failed_{name}",
                     "value",
                     f[name],
@@ -253,35 +283,50 @@ def summary_rows(summary: dict) -> Iterator[tuple]:
                 "recommendation",
                 s["label"],
                 "",
-                rec["users"],
+                kind,
+                rec["value"],
                 rec["use_case"],
-                "users",
-                rec["users"],
+                "value",
+                rec["value"],
             )
     for row in summary["comparison"]:
-        for name, value in row.items():
+        for name, figure in row.items():
             if (
-                isinstance(value, (int, float))
-                and not isinstance(value, bool)
-                and value is not None
+                isinstance(figure, (int, float))
+                and not isinstance(figure, bool)
+                and figure is not None
             ):
-                yield ("comparison", row["label"], "", "", name, "value", value)
+                yield (
+                    "comparison",
+                    row["label"],
+                    "",
+                    row.get("kind", ""),
+                    "",
+                    name,
+                    "value",
+                    figure,
+                )
     for run in summary["runs"]:
         for level in run["levels"]:
-            users = level.get("users")
-            for column, value in level.items():
-                if column in ("users", *_LABEL_COLUMNS) or value is None or value == "":
+            value, kind = level.get("value"), level.get("kind", "")
+            for column, figure in level.items():
+                if (
+                    column in ("value", "kind", "unit", *_LABEL_COLUMNS)
+                    or figure is None
+                    or figure == ""
+                ):
                     continue
                 if column == "bottleneck":
-                    for metric, stat, v in _bottleneck_cells(value):
-                        yield ("run", run["series"], run["run_id"], users, metric, stat, v)
+                    for metric, stat, v in _bottleneck_cells(figure):
+                        yield ("run", run["series"], run["run_id"], kind, value, metric, stat, v)
                     continue
-                yield ("run", run["series"], run["run_id"], users, column, "value", value)
+                yield ("run", run["series"], run["run_id"], kind, value, column, "value", figure)
         for err in run["errors"]:
             yield (
                 "errors",
                 run["series"],
                 run["run_id"],
+                "",
                 "",
                 f"level{err['level']}.{err['error']}"
                 + (f".{err['status']}" if err.get("status") else ""),
@@ -292,7 +337,7 @@ def summary_rows(summary: dict) -> Iterator[tuple]:
         yield from replay_rows(run)
         if run.get("gpu_metrics"):  # simulated GPU figures say so in the CSV too
             simulated = int(bool(run["gpu_metrics"]["simulated"]))
-            yield ("gpu", run["series"], run["run_id"], "", "gpu_simulated", "value", simulated)
+            yield ("gpu", run["series"], run["run_id"], "", "", "gpu_simulated", "value", simulated)
 
 
 def _bottleneck_cells(verdict: dict) -> Iterator[tuple[str, str, object]]:
@@ -305,20 +350,21 @@ def _bottleneck_cells(verdict: dict) -> Iterator[tuple[str, str, object]]:
 def _breakdown_rows(run: dict) -> Iterator[tuple]:
     """A run's per-persona (`<persona>.<figure>` at its level), per-turn (`turn<n>.<figure>`,
     turns from 0) and conversation rows."""
-    series, run_id = run["series"], run["run_id"]
+    series, run_id, kind = run["series"], run["run_id"], run.get("kind", "")
     for row in run.get("personas") or []:
-        for column, value in row.items():
-            if column in ("users", "user_class") or value is None:
+        for column, figure in row.items():
+            if column in ("value", "user_class") or figure is None:
                 continue
             metric = f"{row['user_class']}.{column}"
-            yield ("persona", series, run_id, row.get("users"), metric, "value", value)
+            yield ("persona", series, run_id, kind, row.get("value"), metric, "value", figure)
     for row in run.get("turns") or []:
-        for column, value in row.items():
-            if column != "turn" and value is not None:
-                yield ("turn", series, run_id, "", f"turn{row['turn']}.{column}", "value", value)
-    for name, value in (run.get("conversations") or {}).items():
-        if value is not None:
-            yield ("conversations", series, run_id, "", name, "value", value)
+        for column, figure in row.items():
+            if column != "turn" and figure is not None:
+                metric = f"turn{row['turn']}.{column}"
+                yield ("turn", series, run_id, "", "", metric, "value", figure)
+    for name, figure in (run.get("conversations") or {}).items():
+        if figure is not None:
+            yield ("conversations", series, run_id, "", "", name, "value", figure)
 
 
 def write_summary_csv(summary: dict, path: str) -> int:
@@ -326,7 +372,7 @@ def write_summary_csv(summary: dict, path: str) -> int:
     n = 0
     with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
-        writer.writerow(("scope", "series", "run_id", "users", "metric", "stat", "value"))
+        writer.writerow(CSV_COLUMNS)
         for row in summary_rows(summary):
             writer.writerow(row)
             n += 1

@@ -25,7 +25,7 @@ class FactRow:
 
 @dataclass(frozen=True)
 class VerdictRow:
-    users: float
+    value: float
     kind: str
     reason: str
     knee: bool  # the level the series' verdict is for
@@ -69,7 +69,7 @@ def no_advice_reason(d: SeriesDiagnosis) -> str:
         return (
             "No advice: the series does not saturate within the tested levels, so no limit binds."
         )
-    chosen = next((v for v in d.levels if v.users == d.users), None)
+    chosen = next((v for v in d.levels if v.value == d.value), None)
     if d.kind == "undetermined":
         why = chosen.reason if chosen is not None else d.sentence
         return f"No advice: the limit is undetermined ({why})."
@@ -109,6 +109,6 @@ def why_view(s: SeriesReport, anchor: str, draw: bool = True) -> WhyView | None:
             FactRow(name, _FLAG_OF_FACT.get(name, ""), _value(fact), fact.source)
             for name, fact in sorted(d.facts.facts.items())
         ],
-        levels=[VerdictRow(v.users, v.kind, v.reason, v.users == d.users) for v in d.levels],
+        levels=[VerdictRow(v.value, v.kind, v.reason, v.value == d.value) for v in d.levels],
         chart=evidence_chart(s, anchor) if draw else None,
     )

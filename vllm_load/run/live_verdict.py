@@ -84,7 +84,7 @@ def evidence_of(
     step_time = per(window, steps)
     prefill = per(delta("prefill_time_sum"), delta("prefill_time_count"))
     evidence = LevelEvidence(
-        users=users,
+        value=users,  # the live table names a level by its Locust users
         tok_per_s=per(delta("prompt_tokens_total") + delta("generation_tokens_total"), window),
         batch=batch if _finite(batch) else gauge("running"),
         queued=queued if _finite(queued) else gauge("waiting"),

@@ -168,7 +168,7 @@ def format_goodput_table(metrics: pd.DataFrame, goodput: pd.DataFrame, spec: Slo
         return ""
     kinds = level_kinds(metrics)
     names = {
-        rec["level"]: kind_named(rec.get("kind")).number(rec.get("value", rec["users"]))
+        rec["level"]: kind_named(rec.get("kind")).number(rec["value"])
         for rec in metrics.to_dict("records")
     }
     header = (
@@ -207,9 +207,9 @@ class SloHeadline:
     runs_without: int  # runs where no level met them
     binding: str  # the item that bound it (most often across runs), `binding_text`
     binding_missed: bool  # False: every level met the SLOs, `binding` is the closest to its limit
-    goodput_peak_users: float  # the level of the highest mean goodput (req/s)
+    goodput_peak_value: float  # the level of the highest mean goodput (req/s)
     goodput_peak: float
-    throughput_peak_users: float  # ... and of the highest mean req/s
+    throughput_peak_value: float  # ... and of the highest mean req/s
 
     def sentence(self, axis: LoadKind, spec: SloSpec) -> str:
         """The key finding, naming levels as the series' kind of load names them."""
@@ -238,13 +238,13 @@ class SloHeadline:
             else f"every tested level met them; closest to its limit: {self.binding}"
         )
         text = f"Highest {what} meeting the SLOs ({slos}): {level}, {bound}."
-        if self.goodput_peak_users == self.goodput_peak_users:
+        if self.goodput_peak_value == self.goodput_peak_value:
             text += (
-                f" Goodput peaks at {self.goodput_peak_users:,.4g} {noun} "
+                f" Goodput peaks at {self.goodput_peak_value:,.4g} {noun} "
                 f"({self.goodput_peak:,.2f} good req/s)"
             )
-            if self.throughput_peak_users != self.goodput_peak_users:
-                text += f", throughput at {self.throughput_peak_users:,.4g}"
+            if self.throughput_peak_value != self.goodput_peak_value:
+                text += f", throughput at {self.throughput_peak_value:,.4g}"
             text += "."
         return text
 
@@ -255,7 +255,7 @@ def _most_common(texts: list[str]) -> str:
 
 
 def slo_headline(runs: Sequence[pd.DataFrame], spec: SloSpec) -> SloHeadline:
-    """The headline of a series from its runs' per-level tables (`users` and `req_per_s` with
+    """The headline of a series from its runs' per-level tables (`value` and `req_per_s` with
     `GOODPUT_COLUMNS`): per run the highest level that met the SLOs, and the item it missed at
     the next level up (or, where every level met them, the one closest to its limit at the
     highest)."""
@@ -263,35 +263,35 @@ def slo_headline(runs: Sequence[pd.DataFrame], spec: SloSpec) -> SloHeadline:
     missed: list[str] = []
     closest: list[str] = []
     for frame in runs:
-        rows = frame[frame["slo_met"].notna()].sort_values("users")
+        rows = frame[frame["slo_met"].notna()].sort_values("value")
         if rows.empty:
             continue
         met = rows["slo_met"].to_numpy(np.float64) == 1
-        users = rows["users"].to_numpy(np.float64)
+        values = rows["value"].to_numpy(np.float64)
         texts = [
             binding_text(n, v, spec) for n, v in zip(rows["slo_binding"], rows["slo_binding_value"])
         ]
         top = int(np.flatnonzero(met)[-1]) if met.any() else -1
-        best.append(users[top] if top >= 0 else math.nan)
+        best.append(values[top] if top >= 0 else math.nan)
         above = [i for i in range(top + 1, len(rows)) if not met[i]]
         if above:
             missed.append(texts[above[0]])
         else:
             closest.append(texts[-1])
     frame = pd.concat(list(runs), ignore_index=True) if runs else pd.DataFrame()
-    peak_users = peak = thr_users = math.nan
+    peak_value = peak = thr_value = math.nan
     if not frame.empty and frame["goodput_req_per_s"].notna().any():
-        mean = frame.groupby("users")[["goodput_req_per_s", "req_per_s"]].mean()
-        users = mean.index.to_numpy(np.float64)
+        mean = frame.groupby("value")[["goodput_req_per_s", "req_per_s"]].mean()
+        values = mean.index.to_numpy(np.float64)
         goodput = mean["goodput_req_per_s"].to_numpy(np.float64)
-        peak_users, peak = float(users[np.nanargmax(goodput)]), float(np.nanmax(goodput))
-        thr_users = float(users[np.nanargmax(mean["req_per_s"].to_numpy(np.float64))])
+        peak_value, peak = float(values[np.nanargmax(goodput)]), float(np.nanmax(goodput))
+        thr_value = float(values[np.nanargmax(mean["req_per_s"].to_numpy(np.float64))])
     return SloHeadline(
         best=summarize(best),
         runs_without=sum(1 for b in best if b != b),
         binding=_most_common(missed) if missed else _most_common(closest),
         binding_missed=bool(missed),
-        goodput_peak_users=peak_users,
+        goodput_peak_value=peak_value,
         goodput_peak=peak,
-        throughput_peak_users=thr_users,
+        throughput_peak_value=thr_value,
     )

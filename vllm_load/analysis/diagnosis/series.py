@@ -25,7 +25,7 @@ class SeriesDiagnosis:
     """What limits a series at its knee, why, and what to change."""
 
     kind: str
-    users: float | None  # the level the verdict is for: the knee (None when not saturated)
+    value: float | None  # the level the verdict is for: the knee (None when not saturated)
     sentence: str
     advice: tuple[Advice, ...]
     prediction: Prediction
@@ -37,7 +37,7 @@ class SeriesDiagnosis:
     def as_json(self) -> dict:
         return {
             "kind": self.kind,
-            "users": self.users,
+            "value": self.value,
             "sentence": self.sentence,
             "advice": [a.as_json() for a in self.advice],
             "predicted_knee": self.prediction.knee,
@@ -58,7 +58,7 @@ def _workload(curve: pd.DataFrame, suffix: str) -> Workload:
             pd.to_numeric(curve[col], errors="coerce") if col in curve else pd.Series(dtype=float)
         )
 
-    levels = tuple(float(u) for u in curve["users"]) if "users" in curve else ()
+    levels = tuple(float(u) for u in curve["value"]) if "value" in curve else ()
     req = num("req_per_s")
     per_in = (num("input_tok_per_s") / req).mean()
     per_out = (num("output_tok_per_s") / req).mean()
@@ -67,12 +67,12 @@ def _workload(curve: pd.DataFrame, suffix: str) -> Workload:
 
 def _knee(saturation: Saturation) -> float | None:
     if saturation.saturated and saturation.saturation is not None:
-        return float(saturation.saturation.users)
+        return float(saturation.saturation.value)
     return None
 
 
 def _left_out(saturation: Saturation) -> set[float]:
-    return {float(f.users) for f in saturation.failed if f.excluded}
+    return {float(f.value) for f in saturation.failed if f.excluded}
 
 
 def level_verdicts(
@@ -83,21 +83,21 @@ def level_verdicts(
     no_server: str = "",
     gpu_simulated: bool = False,
 ) -> tuple[list[Bottleneck], ServerFacts]:
-    """A verdict per level row (sorted by users), and the facts with what the rows inferred;
+    """A verdict per level row (sorted by value), and the facts with what the rows inferred;
     `gpu_simulated`: the rows' GPU figures came from the simulator (a verdict says so)."""
     knee, left = _knee(saturation), _left_out(saturation)
     evidence = []
-    for row in sorted(rows, key=lambda r: float(r["users"])):
+    for row in sorted(rows, key=lambda r: float(r["value"])):
         lv = LevelEvidence.of(row, suffix)
         gpu = replace(lv.gpu, simulated=gpu_simulated)
-        evidence.append(replace(lv, left_out=lv.users in left, gpu=gpu))
+        evidence.append(replace(lv, left_out=lv.value in left, gpu=gpu))
     evidence = with_baseline(evidence)
     kept = [lv for lv in evidence if not lv.left_out]
-    past = [lv for lv in kept if knee is None or lv.users >= knee]
+    past = [lv for lv in kept if knee is None or lv.value >= knee]
     facts = infer_cap(past, facts)
     verdicts, below = [], None
     for lv in evidence:
-        verdict = level_verdict(lv, below, facts, knee is not None and lv.users >= knee, no_server)
+        verdict = level_verdict(lv, below, facts, knee is not None and lv.value >= knee, no_server)
         if knee is None and lv.waits and not lv.left_out:
             # no knee by throughput (still rising, or too noisy to tell), yet a level may already
             # hold requests back at a configured limit: more load there adds waiting requests
@@ -136,7 +136,7 @@ def diagnose_series(
     if rate:  # its first limit is a number of requests in the batch, not a rate to compare
         prediction = replace(prediction, knee=None)
     knee = _knee(saturation)
-    at_knee = next((v for v in verdicts if knee is not None and v.users == knee), None)
+    at_knee = next((v for v in verdicts if knee is not None and v.value == knee), None)
     if at_knee is not None:
         # what stops throughput shows past the knee (the knee is the last level that grew, its
         # batch just short of a cap): the first determined level past it, else the knee's own
@@ -145,7 +145,7 @@ def diagnose_series(
                 v
                 for v in verdicts
                 if knee is not None
-                and v.users > knee
+                and v.value > knee
                 and v.kind not in ("undetermined", "failures")
             ),
             at_knee,
@@ -176,7 +176,7 @@ def diagnose_series(
             facts,
             verdicts,
         )
-    chosen = next(v for v in verdicts if v.users == at_knee.users)
+    chosen = next(v for v in verdicts if v.value == at_knee.value)
     advised = next((a for a in chosen.advice if a.to_value is not None), None)
     advised_knee = None
     if advised is not None and advised.flag in _FACT_OF_FLAG and advised.to_value is not None:
@@ -195,18 +195,18 @@ def diagnose_series(
     if knee is None:
         sentence = (
             f"Throughput grew up to the highest level (no knee by the saturation rule), yet from "
-            f"{chosen.users:,.0f} {noun} on requests wait at a configured limit: at "
-            f"{chosen.users:,.0f} it is {_describe(chosen)}."
+            f"{chosen.value:,.0f} {noun} on requests wait at a configured limit: at "
+            f"{chosen.value:,.0f} it is {_describe(chosen)}."
         )
-    elif chosen.users == knee:
+    elif chosen.value == knee:
         sentence = f"At ~{knee:,.0f} {noun} (the knee): {_describe(chosen)}."
     else:
         sentence = (
-            f"At ~{knee:,.0f} {noun} (past the knee, at {chosen.users:,.0f}): {_describe(chosen)}."
+            f"At ~{knee:,.0f} {noun} (past the knee, at {chosen.value:,.0f}): {_describe(chosen)}."
         )
     return SeriesDiagnosis(
         chosen.kind,
-        chosen.users if knee is None else knee,
+        chosen.value if knee is None else knee,
         sentence,
         chosen.advice,
         prediction,
@@ -291,7 +291,7 @@ def diagnose_runs(
         tolerance,
         any(simulated(run) for run, _ in runs),
     )
-    series_levels = {v.users: v for v in diagnosis.levels}
+    series_levels = {v.value: v for v in diagnosis.levels}
     per_run = []
     for run, metrics in runs:
         verdicts, _ = level_verdicts(
@@ -304,8 +304,8 @@ def diagnose_runs(
         )
         mine = {}
         for v in verdicts:
-            same = series_levels.get(v.users)
+            same = series_levels.get(v.value)
             advice = same.advice if same is not None and same.kind == v.kind else ()
-            mine[v.users] = {**v.as_json(), "advice": [a.as_json() for a in advice]}
+            mine[v.value] = {**v.as_json(), "advice": [a.as_json() for a in advice]}
         per_run.append(mine)
     return diagnosis, per_run

@@ -72,7 +72,7 @@ def _pct(x: float) -> str:
 class LevelEvidence:
     """What a verdict reads about one level (NaN where unknown)."""
 
-    users: float
+    value: float
     tok_per_s: float
     batch: float = math.nan
     running_max: float = math.nan  # the running gauge's highest sample
@@ -98,7 +98,7 @@ class LevelEvidence:
             return _n(row.get(name + suffix, math.nan))
 
         return cls(
-            users=_n(row.get("users")),
+            value=_n(row.get("value")),
             tok_per_s=get("total_tok_per_s"),
             batch=get("server_batch"),
             running_max=get("server_running_max"),
@@ -173,7 +173,7 @@ class Bottleneck:
     says it with them, and (filled by `advice`) what to change."""
 
     kind: str
-    users: float
+    value: float
     reason: str
     evidence: dict[str, float] = field(default_factory=dict)
     advice: tuple = ()
@@ -251,7 +251,7 @@ def level_verdict(
     ev = lv.figures()
 
     def verdict(kind: str, reason: str) -> Bottleneck:
-        return Bottleneck(kind, lv.users, reason, ev)
+        return Bottleneck(kind, lv.value, reason, ev)
 
     if lv.left_out:
         return verdict("failures", "the level was left out for its failed requests")

@@ -22,7 +22,7 @@ BREAKDOWN_PERCENTILES = (50, 99)
 
 PERSONA_COLUMNS = (
     "level",
-    "users",
+    "value",  # the level's value in its kind of load
     "user_class",
     "measured",
     "ok",
@@ -115,7 +115,7 @@ def label_table(
         rows.append(
             {
                 "level": int(level),
-                "users": window["users"] if window is not None else np.nan,
+                "value": window["value"] if window is not None else np.nan,
                 label: value,
                 "measured": len(group),
                 "ok": int(ok.sum()),

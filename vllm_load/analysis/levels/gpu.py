@@ -162,7 +162,7 @@ def gpu_findings(run_id: str, run: dict, metrics: pd.DataFrame) -> list[str]:
     out = [f"Run {run_id}: {line}."]
     power = pd.to_numeric(metrics["gpu_power_mean"], errors="coerce")
     energy = pd.to_numeric(metrics["gpu_energy_j"], errors="coerce")
-    unread = metrics.loc[power.notna() & energy.isna(), "users"]
+    unread = metrics.loc[power.notna() & energy.isna(), "value"]
     if len(unread):
         levels = ", ".join(f"{u:,.4g}" for u in unread)
         out.append(

@@ -60,6 +60,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ...load_kinds import CONCURRENCY
 from ...rundir.locust_files import AGGREGATED, HISTORY_SUFFIX, LocustCsvError
 
 #: Locust's CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW (s): what its current percentiles cover
@@ -72,6 +73,8 @@ EPS = 1e-3  # s: dates this close count as equal (they are fitted to whole-secon
 #: the per-level columns `measure_levels` gives, in order
 LEVEL_COLUMNS: tuple[str, ...] = (
     "level",
+    "kind",  # a Locust user count is a concurrency (`load_kinds`) ...
+    "value",  # ... its value the users
     "users",
     "level_start",
     "level_end",
@@ -317,6 +320,8 @@ def measure_levels(
         records.append(
             {
                 "level": level,
+                "kind": CONCURRENCY.name,
+                "value": float(p.users),
                 "users": float(p.users),
                 "level_start": p.start,
                 "level_end": p.end,

@@ -190,11 +190,11 @@ def target_findings(run_id: str, targets: list[TargetFigures]) -> list[str]:
 
 def target_table_text(targets: list[TargetFigures]) -> str:
     """The targets' rows as the table `vllm-load run` prints, then what they say."""
-    header = ("target", "users", "measured", "failed", "out tok/s", "E2E p50 s", "client/server")
+    header = ("target", "level", "measured", "failed", "out tok/s", "E2E p50 s", "client/server")
     rows = [
         (
             target.url,
-            f"{row['users']:,.0f}",
+            f"{row['value']:,.4g}",
             f"{row['measured']}",
             f"{row['failed']}",
             f"{row['output_tok_per_s']:,.0f}",

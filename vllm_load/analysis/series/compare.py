@@ -52,7 +52,7 @@ class ModelRow:
     peak_tok_per_s: float
     peak_ci_low: float
     peak_ci_high: float
-    peak_users: float
+    peak_value: float
     peak_per_gpu: float
     saturation: str
     scaling_ratio: float
@@ -60,6 +60,8 @@ class ModelRow:
     scaling_note: str
     p99_at_peak: float
     ttft_p99_at_peak: float
+    kind: str = "concurrency"  # its levels' kind of load (`load_kinds`) ...
+    unit: str = "users"  # ... and what their values (`peak_value`) count
 
 
 def compare(
@@ -84,14 +86,16 @@ def compare(
                 peak_tok_per_s=peak.tok_per_s if peak else math.nan,
                 peak_ci_low=peak.ci_low if peak else math.nan,
                 peak_ci_high=peak.ci_high if peak else math.nan,
-                peak_users=peak.users if peak else math.nan,
+                peak_value=peak.value if peak else math.nan,
                 peak_per_gpu=(peak.tok_per_s / gpus) if peak and gpus else math.nan,
                 saturation=sat.headline,
                 scaling_ratio=sc.ratio if sc else math.nan,
-                scaling_levels=f"{sc.from_users:,.0f}→{sc.to_users:,.0f}" if sc else "",
+                scaling_levels=f"{sc.from_value:,.0f}→{sc.to_value:,.0f}" if sc else "",
                 scaling_note=sc.note() if sc else "",
                 p99_at_peak=peak.e2e_p99 if peak else math.nan,
                 ttft_p99_at_peak=peak.ttft_p99 if peak else math.nan,
+                kind=sat.axis.name,
+                unit=sat.axis.unit,
             )
         )
     return rows

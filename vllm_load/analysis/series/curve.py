@@ -1,5 +1,5 @@
-"""Reading a *curve* (the per-level aggregate of a series, one row per concurrency, or per
-request rate for an open-loop series) and saying its levels: what saturation, failures, decide
+"""Reading a *curve* (the per-level aggregate of a series, one row per level value: a
+concurrency, a request rate for an open-loop series) and saying its levels: what saturation, failures, decide
 and findings all need."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ def column(curve: pd.DataFrame, name: str) -> np.ndarray:
     return np.full(len(curve), np.nan)
 
 
-def users_text(users: float) -> str:
-    """A concurrency as a report writes it (`1,000`; `-` when unknown)."""
-    return f"{users:,.0f}" if users == users else "-"
+def value_text(value: float) -> str:
+    """A level's value as a report writes it (`1,000`; `-` when unknown)."""
+    return f"{value:,.0f}" if value == value else "-"
 
 
 def axis_of(run: dict, steps: pd.DataFrame | None = None) -> LoadKind:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .curve import users_text
+from .curve import value_text
 from .stats import CONFIDENCE, t_quantile
 
 #: the largest run count `runs_to_decide` searches; above it the estimate says "more than"
@@ -34,7 +34,7 @@ DECIDED, UNDETERMINED, SINGLE_RUN = "decided", "undetermined", "single run"
 class Margin:
     """How far one level's mean lies above the tolerance line of another level, with its uncertainty."""
 
-    users: float
+    value: float
     against: float  # the level whose tolerance line this is
     gap: float  # level mean - (1 - tolerance) * the other level's mean, tok/s
     half_width: float  # 95 % half-width of the gap; NaN without spread
@@ -51,7 +51,7 @@ class Margin:
 
 
 def margin(
-    users: float,
+    value: float,
     mean: float,
     std: float,
     n: int,
@@ -67,10 +67,10 @@ def margin(
     gap = mean - line * other_mean
     m = min(n, other_n)
     if m < 2:
-        return Margin(users, against, gap, math.nan, math.nan, int(m))
+        return Margin(value, against, gap, math.nan, math.nan, int(m))
     spread = math.sqrt(std**2 + (line * other_std) ** 2)
     se = math.sqrt(std**2 / n + (line * other_std) ** 2 / other_n)
-    return Margin(users, against, gap, t_quantile(m, confidence) * se, spread, int(m))
+    return Margin(value, against, gap, t_quantile(m, confidence) * se, spread, int(m))
 
 
 def runs_to_decide(
@@ -94,7 +94,7 @@ class Decision:
 
     state: str  # DECIDED, UNDETERMINED or SINGLE_RUN
     n: int  # the smallest run count among the levels compared
-    users: float  # the point estimate
+    value: float  # the point estimate
     plausible: tuple[float, ...]  # levels that remain plausible as the saturation point
     runs_needed: int | None = None  # estimate, when undetermined; None when no run count would
     tolerance: float = 0.05
@@ -113,14 +113,14 @@ class Decision:
     def sentence(self, noun: str = "concurrent") -> str:
         """The decision as a finding; `noun` names the levels (the series' `Axis.noun`:
         "concurrent", or "requests/s" for an open-loop series)."""
-        u = users_text(self.users)
+        u = value_text(self.value)
         subject = (
             f"That throughput is still rising at {u} {noun} (not saturated)"
             if self.at_top
             else f"The saturation point (~{u} {noun})"
         )
         if self.state == SINGLE_RUN:
-            where = ", ".join(users_text(x) for x in self.single_levels)
+            where = ", ".join(value_text(x) for x in self.single_levels)
             return (
                 f"{subject} rests on a single run at {where} {noun}: there is no spread to judge it by; "
                 "repeat the test (n ≥ 3) to know whether it holds."
@@ -135,7 +135,7 @@ class Decision:
                 f"{subject} is decided at n = {self.n}: its throughput is credibly within {self.tolerance:.0%} "
                 f"of the peak and {lower} (95 % t-intervals of the differences)."
             )
-        lo, hi = users_text(min(self.plausible)), users_text(max(self.plausible))
+        lo, hi = value_text(min(self.plausible)), value_text(max(self.plausible))
         text = (
             f"{subject} is undetermined at n = {self.n}: the runs' spread leaves any level from {lo} to {hi} "
             f"{noun} plausible as the saturation point"
@@ -163,7 +163,7 @@ def _runs(margins: list[Margin], pick) -> int | None:
 
 
 def decide(
-    users: ArrayLike,
+    values: ArrayLike,
     mean: ArrayLike,
     std: ArrayLike,
     n: ArrayLike,
@@ -171,37 +171,37 @@ def decide(
     tolerance: float,
     confidence: float = CONFIDENCE,
 ) -> Decision:
-    """The `Decision` for a curve's levels (sorted by users, at least two) with its point estimate found.
+    """The `Decision` for a curve's levels (sorted by values, at least two) with its point estimate found.
 
     Decided: the saturation level is credibly within the tolerance and every lower level credibly
     below. Plausible: every level not credibly below with no credibly-within level under it.
     Runs needed: the most `runs_to_decide` gives over what is still unresolved for the decision
     (for a level to be credibly below, its most resolvable comparison counts).
     """
-    users, mean, std = (np.asarray(a, dtype=np.float64) for a in (users, mean, std))
+    values, mean, std = (np.asarray(a, dtype=np.float64) for a in (values, mean, std))
     n = np.asarray(n, dtype=np.float64)
     n = np.where(np.isnan(n), 1, n).astype(np.int64)
-    k = len(users)
+    k = len(values)
     common: dict[str, Any] = dict(at_top=sat_i == k - 1, has_lower=sat_i > 0, tolerance=tolerance)
     n_min = int(n.min())
-    single = tuple(float(users[i]) for i in range(k) if n[i] < 2 or std[i] != std[i])
+    single = tuple(float(values[i]) for i in range(k) if n[i] < 2 or std[i] != std[i])
     if single:
         return Decision(
             SINGLE_RUN,
             n_min,
-            float(users[sat_i]),
-            (float(users[sat_i]),),
+            float(values[sat_i]),
+            (float(values[sat_i]),),
             single_levels=single,
             **common,
         )
     margins = [
         [
             margin(
-                users[i],
+                values[i],
                 mean[i],
                 std[i],
                 n[i],
-                users[j],
+                values[j],
                 mean[j],
                 std[j],
                 n[j],
@@ -215,9 +215,9 @@ def decide(
     ]
     within = [all(m.above for m in row) for row in margins]
     below = [any(m.below for m in row) for row in margins]
-    plausible = tuple(float(users[i]) for i in range(k) if not below[i] and not any(within[:i]))
+    plausible = tuple(float(values[i]) for i in range(k) if not below[i] and not any(within[:i]))
     if within[sat_i] and all(below[:sat_i]):
-        return Decision(DECIDED, n_min, float(users[sat_i]), plausible, **common)
+        return Decision(DECIDED, n_min, float(values[sat_i]), plausible, **common)
     needed = []
     if not within[sat_i]:
         needed.append(_runs([m for m in margins[sat_i] if not m.above], max))
@@ -226,4 +226,4 @@ def decide(
             needed.append(_runs([m for m in margins[i] if m.gap < 0], min))
     known = [x for x in needed if x is not None]
     runs = max(known) if len(known) == len(needed) else None
-    return Decision(UNDETERMINED, n_min, float(users[sat_i]), plausible, runs, **common)
+    return Decision(UNDETERMINED, n_min, float(values[sat_i]), plausible, runs, **common)

@@ -36,7 +36,7 @@ MAX_FAILED_SHARE = 0.01
 class FailedLevel:
     """One level with failed requests, and whether it is left out of the conclusions."""
 
-    users: float
+    value: float
     worst_share: float  # share of measured requests that failed, in the run where most failed
     mean_share: float  # the same share averaged across runs
     n: int  # runs at this level
@@ -48,11 +48,11 @@ class FailedLevel:
         """The finding that names this level."""
         if self.unsteady:
             return (
-                f"Rate {self.users:,.4g} requests/s is left out of the peak, saturation point, "
+                f"Rate {self.value:,.4g} requests/s is left out of the peak, saturation point, "
                 f"scaling and recommendations: its measured window was no steady state "
                 f"({self.unsteady}), so its throughput is not the target's at that rate."
             )
-        users = f"{self.users:,.0f}"
+        level = f"{self.value:,.0f}"
         limit = max_failed_share * 100
         share = f"{shown_past(self.worst_share * 100, limit, 1)}% of its measured requests failed"
         if self.n >= 2:
@@ -60,12 +60,12 @@ class FailedLevel:
         kinds = f"its failed requests: {self.kinds}" if self.kinds else ""
         if self.excluded:
             return (
-                f"Level {users} concurrent is left out of the peak, saturation point, scaling and recommendations: "
+                f"Level {level} concurrent is left out of the peak, saturation point, scaling and recommendations: "
                 f"{share}, more than the {max_failed_share:.0%} allowed{f' ({kinds})' if kinds else ''}; "
                 "its throughput counts only the requests that succeeded."
             )
         return (
-            f"Level {users} concurrent is kept although {share} (at most the {max_failed_share:.0%} "
+            f"Level {level} concurrent is kept although {share} (at most the {max_failed_share:.0%} "
             f"allowed{f'; {kinds}' if kinds else ''})."
         )
 
@@ -77,7 +77,7 @@ def failed_levels(
     mean_ok = column(curve, "success_rate_mean")
     worst_ok = column(curve, "success_rate_min") if "success_rate_min" in curve else mean_ok
     n = column(curve, "success_rate_n")
-    users = column(curve, "users")
+    users = column(curve, "value")
     unsteady = (
         curve["rate_unsteady"].fillna("").astype(str).to_numpy()
         if "rate_unsteady" in curve
@@ -108,7 +108,7 @@ def why_left_out(
     """Why the levels left out of the conclusions (those above `above` users or requests/s)
     were, to follow "the levels ..." or "every level ...": they had failed requests, or were
     open-loop levels whose window was no steady state, or both ("" when none was left out)."""
-    out = [f for f in levels if f.excluded and f.users > above]
+    out = [f for f in levels if f.excluded and f.value > above]
     unsteady = any(f.unsteady for f in out)
     failing = any(not f.unsteady for f in out)
     failed = f"had more than {max_failed_share:.0%} failed requests"
@@ -121,7 +121,7 @@ def why_left_out(
 
 def failure_kinds(errors: pd.DataFrame) -> dict[float, str]:
     """{level: its failed requests by category, most first, e.g. `612 connect, 3 http_status
-    503`} from failure counts (`levels.table.error_counts`' columns, with `users` for the level
+    503`} from failure counts (`levels.table.error_counts`' columns, with `value` for the level
     and every run of a series in one frame)."""
     if errors.empty:
         return {}
@@ -131,24 +131,24 @@ def failure_kinds(errors: pd.DataFrame) -> dict[float, str]:
         http = (label == "http_status") & (status > 0)
         label = label.where(~http, label + " " + status.astype(str))
     counts = (
-        pd.DataFrame({"users": errors["users"].astype(float), "kind": label, "n": errors["count"]})
-        .groupby(["users", "kind"])["n"]
+        pd.DataFrame({"value": errors["value"].astype(float), "kind": label, "n": errors["count"]})
+        .groupby(["value", "kind"])["n"]
         .sum()
         .reset_index()
-        .sort_values(["users", "n", "kind"], ascending=[True, False, True])
+        .sort_values(["value", "n", "kind"], ascending=[True, False, True])
     )
     return {
         float(users): ", ".join(f"{int(n):,} {kind}" for kind, n in zip(g["kind"], g["n"]))
-        for users, g in counts.groupby("users")
+        for users, g in counts.groupby("value")
     }
 
 
 def kept(curve: pd.DataFrame, failed: list[FailedLevel]) -> pd.DataFrame:
     """`curve` without the levels `failed` leaves out."""
-    out = {f.users for f in failed if f.excluded}
+    out = {f.value for f in failed if f.excluded}
     if not out:
         return curve
-    return curve[~curve["users"].astype(float).isin(out)].reset_index(drop=True)
+    return curve[~curve["value"].astype(float).isin(out)].reset_index(drop=True)
 
 
 def describe(max_failed_share: float = MAX_FAILED_SHARE) -> str:
@@ -178,7 +178,7 @@ def level_problems(
     """Every level that failed more than `max_failed_share` of its measured requests, or measured
     none, in level order."""
     metrics, labelled = measurement.metrics, measurement.labelled
-    column = {c: metrics[c].to_numpy(np.float64) for c in ("users", "started", "finished")}
+    column = {c: metrics[c].to_numpy(np.float64) for c in ("value", "started", "finished")}
     measured = metrics["measured"].to_numpy(np.int64)
     failed = metrics["failed"].to_numpy(np.int64)
     levels = metrics["level"].to_numpy(np.int64)
@@ -207,7 +207,7 @@ def _categories(labelled: pd.DataFrame, level: int) -> str:
     failed = labelled[(labelled["level"] == level) & (labelled["ok"].astype(float) != 1)]
     errors = pd.DataFrame(
         {
-            "users": float(level),
+            "value": float(level),
             "error": failed["error"].astype("string").fillna("").replace("", "unknown"),
             "status": failed["status"] if "status" in failed else 0,
             "count": 1,

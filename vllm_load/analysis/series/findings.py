@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..levels.client_side import shown_past
 from ..levels.server_queue import queued
-from .curve import column, users_text
+from .curve import column, value_text
 from .failures import kept
 from .outcome import RunOutcome, unreached
 from .saturation import Saturation, SaturationRule, level_point
@@ -45,8 +45,8 @@ def ttft_growth(curve: pd.DataFrame, noun: str) -> str:
     ttft = column(curve, "ttft_p99_mean")
     if len(curve) < 2 or not (ttft[0] > 0 and ttft[-1] == ttft[-1] and ttft[-1] / ttft[0] >= 2):
         return ""
-    users = column(curve, "users")
-    low, high = users_text(users[0]), users_text(users[-1])
+    users = column(curve, "value")
+    low, high = value_text(users[0]), value_text(users[-1])
     text = (
         f"TTFT p99 grows {ttft[-1] / ttft[0]:.1f}x, from {_s(ttft[0])} at {low} to {_s(ttft[-1])} "
         f"at {high} {noun}"
@@ -86,7 +86,7 @@ def findings(
     name, unit = rule.throughput.column, rule.throughput.unit
     more = sat.axis.more
     full = (
-        curve[~np.isnan(column(curve, f"{name}_mean"))].sort_values("users").reset_index(drop=True)
+        curve[~np.isnan(column(curve, f"{name}_mean"))].sort_values("value").reset_index(drop=True)
     )
     curve = kept(full, sat.failed)
     out: list[str] = [text for o in outcomes for text in o.sentences()]
@@ -107,15 +107,15 @@ def findings(
     if not sat.axis.ladder:  # a trace replay: its load is the trace's, not a step on a ladder
         out.append(
             f"The replay served {_figure(top.tok_per_s)} {unit} over its measured window "
-            f"({users_text(top.users)} {noun}); a trace's load is its own, so where throughput "
+            f"({value_text(top.value)} {noun}); a trace's load is its own, so where throughput "
             "saturates is not tested: the replay over time says when the server fell behind, and "
             "a faster replay (--trace-speed) or a concurrency ladder (--levels) finds the knee."
         )
     elif sat.saturated and sat.saturation is not None:
         s = sat.saturation
         text = (
-            f"Throughput saturates at ~{users_text(s.users)} {noun}: {_figure(s.tok_per_s)} {unit} there, against "
-            f"a peak of {_figure(sat.peak.tok_per_s)} {unit} at {users_text(sat.peak.users)}"
+            f"Throughput saturates at ~{value_text(s.value)} {noun}: {_figure(s.tok_per_s)} {unit} there, against "
+            f"a peak of {_figure(sat.peak.tok_per_s)} {unit} at {value_text(sat.peak.value)}"
         )
         cost = sat.past_saturation
         if (
@@ -124,8 +124,8 @@ def findings(
             and cost.e2e_p99_change > 0.05
         ):
             text += (
-                f"; more {more} only adds latency (p99 E2E {_s(cost.e2e_p99_from)} at {users_text(cost.from_users)} "
-                f"→ {_s(cost.e2e_p99_to)} at {users_text(cost.to_users)}, {_pct(cost.e2e_p99_change)}, for "
+                f"; more {more} only adds latency (p99 E2E {_s(cost.e2e_p99_from)} at {value_text(cost.from_value)} "
+                f"→ {_s(cost.e2e_p99_to)} at {value_text(cost.to_value)}, {_pct(cost.e2e_p99_change)}, for "
                 f"{_pct(cost.throughput_change)} throughput)."
             )
         else:
@@ -134,27 +134,27 @@ def findings(
     else:
         prev = level_point(curve, len(curve) - 2, name) if len(curve) > 1 else None
         gain = (
-            f", {_pct(top.tok_per_s / prev.tok_per_s - 1)} over {users_text(prev.users)}"
+            f", {_pct(top.tok_per_s / prev.tok_per_s - 1)} over {value_text(prev.value)}"
             if prev and prev.tok_per_s
             else ""
         )
-        missing = [lv for lv in unreached(outcomes) if lv >= top.users]
-        if top.users == full["users"].iloc[-1] and missing:
+        missing = [lv for lv in unreached(outcomes) if lv >= top.value]
+        if top.value == full["value"].iloc[-1] and missing:
             out.append(
-                f"Throughput is still rising at the highest level reached ({users_text(top.users)} {noun}: "
+                f"Throughput is still rising at the highest level reached ({value_text(top.value)} {noun}: "
                 f"{_figure(top.tok_per_s)} {unit}{gain}), but the test did not finish its ladder "
-                f"({', '.join(users_text(lv) for lv in missing)} {noun} not run to their end), so "
+                f"({', '.join(value_text(lv) for lv in missing)} {noun} not run to their end), so "
                 "where throughput saturates is not known: run the whole ladder first."
             )
-        elif top.users == full["users"].iloc[-1]:
+        elif top.value == full["value"].iloc[-1]:
             out.append(
-                f"Throughput is still rising at the highest tested level ({users_text(top.users)} {noun}: "
+                f"Throughput is still rising at the highest tested level ({value_text(top.value)} {noun}: "
                 f"{_figure(top.tok_per_s)} {unit}{gain}): not saturated within the tested levels; test higher "
                 f"{more}."
             )
         else:
             out.append(
-                f"Throughput is still rising at the highest level kept ({users_text(top.users)} {noun}: "
+                f"Throughput is still rising at the highest level kept ({value_text(top.value)} {noun}: "
                 f"{_figure(top.tok_per_s)} {unit}{gain}); the levels above it "
                 f"{sat.left_out_above}, so where "
                 "throughput saturates is not known."
@@ -163,28 +163,28 @@ def findings(
         out.append(sat.decision_text)
     if sat.scaling is not None and sat.scaling.ratio == sat.scaling.ratio:
         sc = sat.scaling
-        mean, users = column(curve, f"{name}_mean"), column(curve, "users")
-        a, b = (mean[users == lv] for lv in (sc.from_users, sc.to_users))
+        mean, users = column(curve, f"{name}_mean"), column(curve, "value")
+        a, b = (mean[users == lv] for lv in (sc.from_value, sc.to_value))
         detail = [f"{_figure(a[0])} → {_figure(b[0])} {unit}"] if len(a) and len(b) else []
         detail += [sc.note()] if sc.substituted else []
         out.append(
-            f"Throughput scales {sc.ratio:.1f}x from {users_text(sc.from_users)} to "
-            f"{users_text(sc.to_users)} {noun}" + (f" ({'; '.join(detail)})." if detail else ".")
+            f"Throughput scales {sc.ratio:.1f}x from {value_text(sc.from_value)} to "
+            f"{value_text(sc.to_value)} {noun}" + (f" ({'; '.join(detail)})." if detail else ".")
         )
     growth = ttft_growth(curve, noun)
     if growth:
         out.append(growth)
     if not sat.failed:
         out.append(
-            f"100% success at every tested level (up to {users_text(full['users'].iloc[-1])} {noun})."
+            f"100% success at every tested level (up to {value_text(full['value'].iloc[-1])} {noun})."
         )
     out.extend(f.sentence(rule.max_failed_share) for f in sat.failed)
     cov = column(curve, f"{name}_cov")
     curve = full  # the checks below are about every level
     achieved = column(curve, "achieved_concurrency_mean")
-    users = column(curve, "users")
+    users = column(curve, "value")
     # a level left out for its failures is explained by them (its own finding), not by the client
-    failing = np.isin(users, [f.users for f in sat.failed if f.excluded])
+    failing = np.isin(users, [f.value for f in sat.failed if f.excluded])
     short = (
         np.flatnonzero((achieved < 0.9 * users) & ~failing)
         if not sat.axis.open_loop
@@ -194,13 +194,13 @@ def findings(
         i = int(short[0])
         out.append(
             f"Achieved concurrency fell short of the requested one at {short.size} level(s), first at "
-            f"{users_text(users[i])} ({achieved[i]:.1f} in flight on average): the client did not keep every user's "
+            f"{value_text(users[i])} ({achieved[i]:.1f} in flight on average): the client did not keep every user's "
             "request in flight, so those levels measure a lighter load than their label."
         )
     if "client_late" in curve and curve["client_late"].astype(bool).any():
-        late = curve.loc[curve["client_late"].astype(bool), "users"]
+        late = curve.loc[curve["client_late"].astype(bool), "value"]
         out.append(
-            f"The client was late at {len(late)} of {len(curve)} level(s) ({', '.join(users_text(u) for u in late)} "
+            f"The client was late at {len(late)} of {len(curve)} level(s) ({', '.join(value_text(u) for u in late)} "
             f"{noun}): chunks came together in its reads or a load process waited for a CPU, so TTFT and "
             "ITL there are the client's reading, and throughput may be held back by the client; give the "
             "client CPUs of its own (or more workers) and repeat."

@@ -20,7 +20,7 @@ import pandas as pd
 from ...rundir.load import RunData
 from ...target.loss import ended_unanswered, streak_in
 from ..levels.recorded_levels import kinds_and_values
-from .curve import axis_of, users_text
+from .curve import axis_of, value_text
 
 #: `steps.csv` stop reasons of a level that ended before its requests did
 CUT_SHORT = frozenset({"interrupted", "workers_lost", "client_limit"})
@@ -59,7 +59,7 @@ class RunOutcome:
         return tuple(sorted({*self.cut_short, *self.not_run}))
 
     def _levels(self, levels) -> str:
-        return f"{', '.join(users_text(x) for x in levels)} {self.noun}"
+        return f"{', '.join(value_text(x) for x in levels)} {self.noun}"
 
     def sentences(self) -> list[str]:
         out = []

@@ -20,7 +20,7 @@ import pandas as pd
 
 from ...load_kinds import CONCURRENCY, LoadKind
 from . import failures
-from .curve import column, users_text
+from .curve import column, value_text
 from .decide import Decision, decide
 from .failures import FailedLevel, failed_levels, kept, why_left_out
 from .stats import t_quantile
@@ -94,7 +94,7 @@ class SaturationRule:
 class LevelPoint:
     """One level of a curve, as quoted in the analysis."""
 
-    users: float
+    value: float
     tok_per_s: float
     ci_low: float
     ci_high: float
@@ -109,20 +109,20 @@ class Scaling:
 
     requested_from: float
     requested_to: float
-    from_users: float
-    to_users: float
+    from_value: float
+    to_value: float
     ratio: float
 
     @property
     def substituted(self) -> bool:
-        return (self.from_users, self.to_users) != (self.requested_from, self.requested_to)
+        return (self.from_value, self.to_value) != (self.requested_from, self.requested_to)
 
     def note(self) -> str:
         if not self.substituted:
             return ""
         return (
-            f"{users_text(self.requested_from)}→{users_text(self.requested_to)} was not tested; nearest tested levels "
-            f"{users_text(self.from_users)}→{users_text(self.to_users)} used"
+            f"{value_text(self.requested_from)}→{value_text(self.requested_to)} was not tested; nearest tested levels "
+            f"{value_text(self.from_value)}→{value_text(self.to_value)} used"
         )
 
 
@@ -130,8 +130,8 @@ class Scaling:
 class LatencyCost:
     """What going from the saturation point to the highest tested level costs and gains."""
 
-    from_users: float
-    to_users: float
+    from_value: float
+    to_value: float
     e2e_p99_from: float
     e2e_p99_to: float
     ttft_p99_from: float
@@ -177,7 +177,7 @@ class Saturation:
     @property
     def status(self) -> str:
         if self.saturated and self.saturation is not None:
-            return f"~{users_text(self.saturation.users)} {self.axis.noun}"
+            return f"~{value_text(self.saturation.value)} {self.axis.noun}"
         if self.peak is None:
             return "no level to judge"
         return "not saturated within the tested levels"
@@ -211,7 +211,7 @@ def level_point(curve: pd.DataFrame, i: int, name: str = THROUGHPUT) -> LevelPoi
     row = curve.iloc[i]
     n = row.get(f"{name}_n", 1)
     return LevelPoint(
-        users=float(row["users"]),
+        value=float(row["value"]),
         tok_per_s=float(row[f"{name}_mean"]),
         ci_low=float(row.get(f"{name}_ci_low", math.nan)),
         ci_high=float(row.get(f"{name}_ci_high", math.nan)),
@@ -226,7 +226,7 @@ def within_tolerance(
 ) -> tuple[int, np.ndarray]:
     """(index of the peak, mask of levels whose mean is within `rule.tolerance` of the peak mean).
 
-    Means only: interval width cannot add a level to the mask. Curve sorted by users.
+    Means only: interval width cannot add a level to the mask. Curve sorted by value.
     """
     mean = column(curve, f"{rule.throughput.column}_mean")
     if np.all(np.isnan(mean)):
@@ -240,10 +240,10 @@ def within_tolerance(
 def usable(
     curve: pd.DataFrame, rule: SaturationRule = SaturationRule()
 ) -> tuple[pd.DataFrame, list[FailedLevel]]:
-    """(the levels conclusions are drawn from, sorted by users; every level with failures) of `curve`."""
+    """(the levels conclusions are drawn from, sorted by value; every level with failures) of `curve`."""
     curve = (
         curve[~np.isnan(column(curve, f"{rule.throughput.column}_mean"))]
-        .sort_values("users")
+        .sort_values("value")
         .reset_index(drop=True)
     )
     failed = failed_levels(curve, rule.max_failed_share)
@@ -257,19 +257,19 @@ def nearest_level(levels: np.ndarray, target: float) -> float:
 
 
 def scaling_ratio(
-    curve: pd.DataFrame, from_users: float, to_users: float, name: str = THROUGHPUT
+    curve: pd.DataFrame, from_value: float, to_value: float, name: str = THROUGHPUT
 ) -> Scaling | None:
-    """Mean throughput at `to_users` / at `from_users`, using the nearest tested levels if absent."""
-    users = column(curve, "users")
+    """Mean throughput at `to_value` / at `from_value`, using the nearest tested levels if absent."""
+    values = column(curve, "value")
     mean = column(curve, f"{name}_mean")
     ok = ~np.isnan(mean)
     if ok.sum() < 2:
         return None
-    a, b = nearest_level(users[ok], from_users), nearest_level(users[ok], to_users)
+    a, b = nearest_level(values[ok], from_value), nearest_level(values[ok], to_value)
     if a == b:
         return None
-    ta, tb = mean[users == a][0], mean[users == b][0]
-    return Scaling(from_users, to_users, a, b, tb / ta if ta > 0 else math.nan)
+    ta, tb = mean[values == a][0], mean[values == b][0]
+    return Scaling(from_value, to_value, a, b, tb / ta if ta > 0 else math.nan)
 
 
 def scaling_levels(curve: pd.DataFrame, rule: SaturationRule) -> tuple[float, float]:
@@ -278,10 +278,10 @@ def scaling_levels(curve: pd.DataFrame, rule: SaturationRule) -> tuple[float, fl
     the highest level of `curve`."""
     if rule.scaling_from is not None and rule.scaling_to is not None:
         return rule.scaling_from, rule.scaling_to
-    users = set(column(curve, "users").tolist())
-    if all(level in users for level in DEFAULT_SCALING):
+    values = set(column(curve, "value").tolist())
+    if all(level in values for level in DEFAULT_SCALING):
         return DEFAULT_SCALING
-    tested = column(curve, "users")
+    tested = column(curve, "value")
     return (float(np.nanmin(tested)), float(np.nanmax(tested))) if len(tested) else DEFAULT_SCALING
 
 
@@ -297,7 +297,7 @@ def analyse(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> Sat
     sat_i = int(np.flatnonzero(mask)[0])
     top = len(curve) - 1
     # why the levels above the highest one kept were left out ("" when none was)
-    cut = why_left_out(failed, rule.max_failed_share, above=curve["users"].iloc[-1])
+    cut = why_left_out(failed, rule.max_failed_share, above=curve["value"].iloc[-1])
     if len(curve) == 1:
         saturated, reason = (
             False,
@@ -320,8 +320,8 @@ def analyse(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> Sat
     if saturated and sat_i < top:
         last = level_point(curve, top, name)
         cost = LatencyCost(
-            sat.users,
-            last.users,
+            sat.value,
+            last.value,
             sat.e2e_p99,
             last.e2e_p99,
             sat.ttft_p99,
@@ -341,7 +341,7 @@ def analyse(curve: pd.DataFrame, rule: SaturationRule = SaturationRule()) -> Sat
     result.recommendations = recommend(curve, sat_i, saturated, rule, cut)
     if len(curve) > 1:
         result.decision = decide(
-            curve["users"],
+            curve["value"],
             column(curve, f"{name}_mean"),
             _std(curve, name),
             column(curve, f"{name}_n"),
@@ -358,7 +358,7 @@ def recommend(
     rule: SaturationRule,
     left_out_above: str = "",
 ) -> list[Recommendation]:
-    """Low-latency, balanced and high-throughput levels by the rules of `rule` (curve sorted by users;
+    """Low-latency, balanced and high-throughput levels by the rules of `rule` (curve sorted by value;
     `left_out_above`: why the levels above the curve's top were left out, `why_left_out`'s)."""
     name = rule.throughput.column
     mean = column(curve, f"{name}_mean")

@@ -64,16 +64,16 @@ class ConfigResult:
     run_dirs: list[str]
     outcome: str  # "completed" when every run was, else the outcome of the one that was not
     peak_tok_per_s: float = math.nan
-    peak_users: float = math.nan
+    peak_value: float = math.nan
     saturation: str = ""
     p99_at_peak: float = math.nan
     mean_e2e_p99: float = math.nan
     # with --slo: the peak of good requests/s, and the highest level meeting the SLOs
     goodput_peak: float = math.nan
-    goodput_peak_users: float = math.nan
-    slo_users: float = math.nan
+    goodput_peak_value: float = math.nan
+    slo_value: float = math.nan
     # the saturation point (NaN when not saturated within the tested levels), and those levels
-    knee_users: float = math.nan
+    knee_value: float = math.nan
     levels: list[float] = field(default_factory=list)
 
     @property
@@ -91,21 +91,21 @@ def measure(result: ConfigResult, slo: list[str] | None = None) -> None:
     series = data.series[0]
     sat = series.saturation
     if sat.peak is not None:
-        result.peak_tok_per_s, result.peak_users, result.p99_at_peak = (
+        result.peak_tok_per_s, result.peak_value, result.p99_at_peak = (
             sat.peak.tok_per_s,
-            sat.peak.users,
+            sat.peak.value,
             sat.peak.e2e_p99,
         )
     result.saturation = sat.status
     if sat.saturated and sat.saturation is not None:
-        result.knee_users = sat.saturation.users
-    result.levels = [float(u) for u in series.curve["users"]]
+        result.knee_value = sat.saturation.value
+    result.levels = [float(u) for u in series.curve["value"]]
     p99 = series.curve["e2e_p99_mean"].astype(float)
     result.mean_e2e_p99 = float(p99.mean()) if p99.notna().any() else math.nan
     head = series.slo_headline
     if head is not None:
-        result.goodput_peak, result.goodput_peak_users = head.goodput_peak, head.goodput_peak_users
-        result.slo_users = head.best.mean
+        result.goodput_peak, result.goodput_peak_value = head.goodput_peak, head.goodput_peak_value
+        result.slo_value = head.best.mean
 
 
 def write_report(run_dirs: list[str], directory: str, slo: list[str] | None):

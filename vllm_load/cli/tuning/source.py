@@ -75,7 +75,7 @@ class Diagnosis:
     source: str
     series: str
     kind: str
-    users: float | None
+    value: float | None  # the level its verdict is for, in the series' kind of load
     sentence: str
     advice: tuple[FlagAdvice, ...]
     predicted_knee: float | None  # the capacity model's knee for the configuration as run
@@ -94,7 +94,7 @@ class Diagnosis:
             "source": self.source,
             "series": self.series,
             "kind": self.kind,
-            "users": self.users,
+            "value": self.value,
             "sentence": self.sentence,
             "advice": [
                 {"flag": a.flag, "from": a.current, "to": a.advised, "expected": a.expected}
@@ -213,13 +213,13 @@ def parse_diagnosis(series: dict, source: str) -> Diagnosis:
                 str(item.get("cost") or ""),
             )
         )
-    users = raw.get("users")
+    value = raw.get("value", raw.get("users"))  # `users`: a summary of format 1
     diagnosis = Diagnosis(
         source=source,
         series=label,
         kind=str(kind),
-        users=float(users)
-        if isinstance(users, (int, float)) and not isinstance(users, bool)
+        value=float(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
         else None,
         sentence=str(raw.get("sentence") or ""),
         advice=tuple(advice),

@@ -200,7 +200,7 @@ def decide(
 
 
 def _knee(result: ConfigResult) -> float | None:
-    return None if result.knee_users != result.knee_users else result.knee_users
+    return None if result.knee_value != result.knee_value else result.knee_value
 
 
 def write_verdict(verdict: AdviceVerdict, directory: str) -> str:
