@@ -180,31 +180,24 @@ def replay_rows(run: dict) -> Iterator[tuple]:
     for replay in run.get("replays") or []:
         start = replay["trace_start"]
 
+        def row(metric: str, value) -> tuple:
+            return (
+                "replay",
+                run["series"],
+                run["run_id"],
+                TRACE.name,
+                start,
+                metric,
+                "value",
+                value,
+            )
+
         def cells(prefix: str, record: dict | None) -> Iterator[tuple]:
             for name, value in (record or {}).items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    yield (
-                        "replay",
-                        run["series"],
-                        run["run_id"],
-                        TRACE.name,
-                        start,
-                        f"{prefix}.{name}",
-                        "value",
-                        value,
-                    )
+                    yield row(f"{prefix}.{name}", value)
 
-        # the cap on requests in flight: the Locust users run for the replay
-        yield (
-            "replay",
-            run["series"],
-            run["run_id"],
-            TRACE.name,
-            start,
-            "cap",
-            "value",
-            replay["cap"],
-        )
+        yield row("cap", replay["cap"])  # the cap on requests in flight: the Locust users run
         yield from cells("total", replay["totals"])
         yield from cells("server", replay["server"])
         yield from cells("lateness", replay["lateness"])
