@@ -183,8 +183,39 @@ def test_a_late_client_says_it_could_not_keep_up_and_why():
         "The client could not keep up with the trace: p99 send lateness 490.4 ms"
     )
     assert "2 requests (66.7%) were sent more than 5.0 ms late" in text
-    assert "1 of them due while the cap of 1 requests in flight was taken" in text
-    assert "1 with a slot free" in text
+    assert "late: 1 due while the cap of 1 requests in flight was taken" in text
+    assert "1 with a slot free (a busy load process: see client health)." in text
+    assert "hypervisor" not in text  # nothing recorded a stall by the host
+
+
+def test_late_sends_the_host_stalled_are_told_apart_from_the_clients_own():
+    # 100 requests 0.1 s apart, each done before the next: three sent 8 ms late while the host
+    # took their CPU (stolen_s > 0), one 6 ms late without (a busy process); the rest on time
+    rows = [
+        {"start_ts": 0.1 * i, "end_ts": 0.1 * i + 0.05, "queued_s": 0.0, "stolen_s": np.nan}
+        for i in range(100)
+    ]
+    for i in (10, 40, 70):
+        rows[i].update(queued_s=0.008, stolen_s=0.01)
+    rows[90].update(queued_s=0.006, stolen_s=0.0)
+    requests = _frame(rows).assign(stolen_s=[r["stolen_s"] for r in rows])
+    late = lateness(requests, 0, cap=8)
+    assert late.kept_up is False and (late.late, late.at_cap, late.stolen) == (4, 0, 3)
+    # the 6 ms send alone over the limit: 1 % of 0.06 ms at the 99th percentile of 100
+    assert late.p99_without_steal == pytest.approx(0.00006)
+    text = late.sentence()
+    assert (
+        "4 requests (4.0%) were sent more than 5.0 ms late: 3 with a slot free while the "
+        "machine's hypervisor took their load process's CPU (steal in /proc/stat" in text
+    )
+    assert "1 with a slot free (a busy load process: see client health)." in text
+    assert text.endswith(
+        "Counting the 3 sends the host stalled as on time, p99 send lateness is 0.1 ms, "
+        "within 5.0 ms."
+    )
+    # without a record of the host's steal, the same sends are the client's own
+    unknown = lateness(requests.drop(columns="stolen_s"), 0, cap=8)
+    assert unknown.stolen == 0 and "hypervisor" not in unknown.sentence()
 
 
 def test_the_cap_is_shared_among_the_load_processes():

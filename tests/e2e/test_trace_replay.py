@@ -17,7 +17,8 @@ import pytest
 from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
 
 from vllm_load.analysis.levels.server_side import read_server_metrics
-from vllm_load.analysis.replay.read import read_replays
+from vllm_load.analysis.replay.read import Replay, read_replays
+from vllm_load.client import steal
 from vllm_load.sim.process import SimulatorProcess
 
 #: the simulator stands in for a server on other machines, but here it shares the client's two
@@ -26,11 +27,11 @@ from vllm_load.sim.process import SimulatorProcess
 SERVER_NICE = 19
 
 LATE_P99 = 0.005  # seconds: the "sent within 5 ms of schedule at p99"
-#: the two replays held to that limit are out of the default suite until it holds on these VMs:
-#: a fresh clone's .ci/run missed it (p99 5.65 ms, max 11.4 ms) with nothing else running, the
-#: late requests finding their process idle, as the VM's own sleeps wake late (bench/README.md,
-#: "Trace replay"); run them with `pytest -m slow tests/e2e/test_trace_replay.py`
-on_schedule = pytest.mark.slow
+#: lateness within milliseconds: no other test's load beside it (tests/conftest.py). Even so, on
+#: these VMs one replay in four or five missed the 5 ms p99 (a fresh clone's .ci/run: 5.65 ms),
+#: its late sends finding their process idle: the host had taken its CPU (client/steal.py). Each
+#: such send records that steal (`stolen_s`), and the replay's p99 without them must hold
+on_schedule = pytest.mark.alone
 
 
 def replay(tmp_path, sim, *args):
@@ -50,7 +51,7 @@ def server_counters(run_dir: str) -> dict[str, float]:
     return {n: float(scraped[n].iloc[-1] - scraped[n].iloc[0]) for n in names}
 
 
-def check_replay(requests: pd.DataFrame, steps: pd.DataFrame, run: dict, run_dir: str) -> None:
+def check_replay(requests: pd.DataFrame, steps: pd.DataFrame, run: dict, run_dir: str) -> Replay:
     trace = run["trace"]
     assert run["outcome"] == "completed"
     assert list(steps["kind"]) == ["trace"] and len(requests) == trace["requests"]
@@ -60,8 +61,14 @@ def check_replay(requests: pd.DataFrame, steps: pd.DataFrame, run: dict, run_dir
     assert (requests["prompt_tokens"] == requests["requested_prompt_tokens"]).all()
     assert (requests["completion_tokens"] == requests["requested_completion_tokens"]).all()
     late = requests["queued_s"].to_numpy(np.float64)
+    stolen = requests["stolen_s"].to_numpy(np.float64)
     print("lateness p50/p99/max ms:", np.percentile(late, [50, 99]) * 1000, late.max() * 1000)
-    assert np.percentile(late, 99) <= LATE_P99
+    print("sends 1 ms late or more (ms late, ms the host took):", list(zip(
+        np.round(late[late >= steal.LATE] * 1000, 2), stolen[late >= steal.LATE] * 1000)))  # fmt: skip
+    # each send 1 ms late or more records the host's steal meanwhile, and none sent sooner does
+    # (queued_s is rounded to 0.1 µs in the CSV)
+    assert not np.isnan(stolen[late >= steal.LATE + 1e-6]).any()
+    assert np.isnan(stolen[late < steal.LATE - 1e-6]).all()
     server = server_counters(run_dir)
     print("server:", server, "trace:", trace)
     assert (
@@ -73,12 +80,17 @@ def check_replay(requests: pd.DataFrame, steps: pd.DataFrame, run: dict, run_dir
     # per window along the trace, the client's throughput against the server's own counters
     scraped = read_server_metrics(os.path.join(run_dir, "server_metrics.csv")).frame
     (replay,) = read_replays(requests, steps, run, scraped)
-    assert replay.window_s == run["settings"]["trace_window"] and replay.lateness.kept_up
+    assert replay.window_s == run["settings"]["trace_window"]
+    on_time = replay.lateness
+    # within 5 ms at p99, or over it only by sends the host stalled (and then the report says so)
+    assert on_time.kept_up or (on_time.stolen and on_time.p99_without_steal <= LATE_P99), on_time
+    assert on_time.p99 == pytest.approx(np.percentile(late, 99))
     ratios = [w.server.output_ratio for w in replay.windows]
     compared = [r for r in ratios if r == r]
     print("per-window client/server generated tok/s:", [round(r, 4) for r in ratios])
     assert len(compared) >= len(ratios) - 1 >= 4  # (the last, short window may not be)
     assert all(abs(r - 1) <= 0.02 for r in compared)
+    return replay
 
 
 @on_schedule
@@ -88,12 +100,16 @@ def test_a_60_s_mooncake_trace_replays_on_schedule_with_its_prefix_reuse(tmp_pat
             tmp_path, sim, "--trace", "sample:mooncake_60s", "--trace-window", "10"
         )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    check_replay(requests, steps, run, run_dir)
+    replayed = check_replay(requests, steps, run, run_dir)
     assert run["trace"]["duration"] > 55  # the whole minute, at its own speed
     assert "s into the trace" in proc.stdout
     # the run's own summary says whether it kept to the schedule and what the cache found
     summary = proc.stdout[proc.stdout.index("Trace replay:") :]
-    assert "- The client kept up with the trace: p99 send lateness" in summary
+    if replayed.lateness.kept_up:
+        assert "- The client kept up with the trace: p99 send lateness" in summary
+    else:
+        assert "while the machine's hypervisor took their load process's CPU" in summary
+        assert "the host stalled as on time, p99 send lateness is " in summary
     assert "Prefix cache: the server's prefix cache hit" in summary and "within 5%" in summary
 
 

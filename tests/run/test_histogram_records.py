@@ -118,7 +118,7 @@ def test_every_seconds_column_is_written_to_7_decimals(tmp_path):
     """The writer formats the columns it finds typed as floats; a seconds column it missed (a new
     one typed another way) would go out at full repr() length, and one it caught wrongly would
     lose digits."""
-    seconds = {"start_ts", "end_ts", "ttft", "e2e", "tpot", "queued_s", "ttfat"}
+    seconds = {"start_ts", "end_ts", "ttft", "e2e", "tpot", "queued_s", "ttfat", "stolen_s"}
     seconds |= {f"itl_{s}" for s in ("mean", "p50", "p90", "p99", "max")}
     assert {COLUMNS[i] for i in FLOAT_INDEXES} == seconds
     path = tmp_path / "requests.csv"

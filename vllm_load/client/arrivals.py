@@ -24,6 +24,7 @@ import gevent.lock
 
 from ..workload.arrivals import ArrivalSchedule
 from ..workload.trace_schedule import Scheduled, TraceSchedule
+from .steal import STEAL, StealSample
 
 #: seconds before an arrival that its user stops sleeping and yields until it is due: the hub's
 #: poll sleeps in whole milliseconds, rounded up, so a timer for the due time itself fired 1 ms
@@ -49,6 +50,8 @@ class Arrivals:
         self.taken = 0  # arrivals handed out: names the one a waiter prepared for
         self._turn = gevent.lock.Semaphore()  # the user waiting for the next arrival holds it
         self._changed = gevent.event.Event()  # set when the schedule starts or stops
+        #: the machine's steal when the last arrival handed out began its wait (`steal.py`)
+        self.waited_from: StealSample | None = None
 
     def start(self, rate: float, phase: float, kind: str) -> None:
         """A rate level's arrivals: this process's `rate` from now, constant ones `phase` late."""
@@ -87,6 +90,7 @@ class Arrivals:
         while the arrival was not yet due (made again if the schedule changed meanwhile)."""
         made: tuple[int, int, Any] | None = None  # (epoch, arrivals taken, prepared)
         with self._turn:
+            waited_from = STEAL.sample()
             while True:
                 epoch, due = self.epoch, self.schedule.peek()
                 ready = made is not None and made[:2] == (epoch, self.taken)
@@ -102,5 +106,6 @@ class Arrivals:
                 if self.epoch == epoch and time.perf_counter() >= due:
                     taken = self.schedule.take()
                     self.taken += 1
+                    self.waited_from = waited_from
                     due, what = taken if isinstance(taken, tuple) else (taken, None)
                     return due, what if made is None else made[2]

@@ -92,6 +92,7 @@ class MeasuredRequest:
         "json_reasoning",
         "stall_mark",
         "queued",
+        "stolen",
         "_on_response",
         "_total",
         "_first_token",
@@ -120,6 +121,7 @@ class MeasuredRequest:
         self.json_reasoning: bool | None = None  # whether it carried reasoning (None: no reply)
         self.stall_mark: list | None = None  # [0]: perf_counter() time of the last read
         self.queued = 0.0  # seconds from t0 to when the request was handed to be sent
+        self.stolen: float | None = None  # of a late send's wait, the host's steal (`steal.py`)
         self._on_response = on_response
         self._total: Any = None  # the timers `_deadline` starts
         self._first_token: Any = None
@@ -353,6 +355,7 @@ class MeasuredRequest:
             spec.image_bytes,  # image_bytes
             spec.trace_index,  # trace_index
             self.endpoint.name,  # target
+            self.stolen,  # stolen_s
         )
 
 

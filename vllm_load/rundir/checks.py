@@ -206,6 +206,7 @@ NON_NEGATIVE: tuple[str, ...] = (
     "images",
     "image_bytes",
     "trace_index",
+    "stolen_s",
 )
 #: the columns the checks always read, whatever columns a caller asked for
 CHECKED_COLUMNS: tuple[str, ...] = (*NEVER_EMPTY, "ttft", "n_chunks")

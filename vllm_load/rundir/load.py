@@ -58,6 +58,7 @@ ANALYSIS_COLUMNS: tuple[str, ...] = (
     "turn",
     "cached_tokens",
     "queued_s",
+    "stolen_s",  # a replay's late sends: the host's steal meanwhile (analysis.replay)
     "images",  # a request's prompt exactness counts its images' tokens (analysis.levels)
     "image_bytes",
     "worker",  # open-loop levels: each load process's untaken arrivals (analysis.rates)

@@ -59,6 +59,7 @@ class RequestRecord:
     image_bytes: int = 0  # the bytes of those it carried (data: URLs), before base64
     trace_index: Optional[int] = None  # its request's index in the --trace file (None otherwise)
     target: str = ""  # the base URL it was sent to, with several targets (--hosts); "" with one
+    stolen_s: Optional[float] = None  # a late send: the host's steal of its CPU while it waited
 
     def to_row(self) -> tuple:
         return _as_row(self)

@@ -6,7 +6,10 @@ server's prefix cache saw the reuse the trace implies.
   (5 ms) of their schedule at the 99th percentile. When it did not, the late requests are told
   apart: those due while their load process had its share of the cap in flight (the level's
   `users`, split evenly among the processes that sent the replay) waited for a free slot; the
-  others were late with one free (a busy load process).
+  others were late with one free: of those, the ones whose process's CPU the machine's hypervisor
+  took while they waited (`stolen_s` > 0: "steal", client/steal.py) were held by the host, and the
+  p99 counting them as sent on time (`p99_without_steal`) says whether the client itself kept up;
+  the rest were late in a busy load process.
 - **Prefix cache.** The server's hits over its queries (`vllm:prefix_cache_hits` /
   `vllm:prefix_cache_queries`, tokens) over the replay, against the hits the trace's `hash_ids`
   imply (run.json `trace.predicted_cached_tokens`, of `trace.prompt_tokens`): they agree within
@@ -44,6 +47,8 @@ class Lateness:
     at_cap: int  # of those, due while their process had its share of the cap in flight
     cap: float
     processes: int
+    stolen: int = 0  # of the late ones with a slot free, those the host stalled (steal)
+    p99_without_steal: float = math.nan  # p99 with those `stolen` counted as sent on time
 
     @property
     def kept_up(self) -> bool | None:
@@ -68,17 +73,31 @@ class Lateness:
             f"The client could not keep up with the trace: {figures}, over the {limit} a replay "
             f"allows; {self.late:,} requests ({share:.1%}) were sent more than {limit} late"
         )
+        busy = self.late - self.at_cap - self.stolen
+        why = []
         if self.at_cap:
             per = f" ({self.cap / self.processes:,.4g} per process)" if self.processes > 1 else ""
-            text += (
-                f", {self.at_cap:,} of them due while the cap of {self.cap:,.0f} requests in "
-                f"flight{per} was taken (they waited for a free slot: raise the cap, or the "
-                f"server is slower than the trace), {self.late - self.at_cap:,} with a slot free "
-                "(a busy load process: see client health)"
+            why.append(
+                f"{self.at_cap:,} due while the cap of {self.cap:,.0f} requests in flight{per} "
+                "was taken (they waited for a free slot: raise the cap, or the server is slower "
+                "than the trace)"
             )
-        else:
-            text += ", each with a slot free under the cap (a busy load process: see client health)"
-        return text + "."
+        if self.stolen:
+            why.append(
+                f"{self.stolen:,} with a slot free while the machine's hypervisor took their load "
+                "process's CPU (steal in /proc/stat: the host ran something else; a client machine "
+                "of its own, or dedicated cores, avoids it)"
+            )
+        if busy:
+            why.append(f"{busy:,} with a slot free (a busy load process: see client health)")
+        text += ": " + ", ".join(why) + "."
+        if self.stolen:
+            own = "within" if self.p99_without_steal <= LATE_LIMIT_S else "over"
+            text += (
+                f" Counting the {self.stolen:,} sends the host stalled as on time, p99 send "
+                f"lateness is {_ms(self.p99_without_steal)}, {own} {limit}."
+            )
+        return text
 
 
 def lateness(requests: pd.DataFrame, level: int, cap: float) -> Lateness:
@@ -96,15 +115,18 @@ def lateness(requests: pd.DataFrame, level: int, cap: float) -> Lateness:
     workers = worker.to_numpy(dtype=object) if worker is not None else np.full(len(mine), "")
     names = np.unique(workers)
     share = max(1, math.floor(cap / len(names))) if cap == cap else math.inf
-    at_cap = 0
+    at_cap = np.zeros(len(mine), dtype=bool)
     for name in names:
         own = workers == name
         sends, ends = np.sort(sent[own]), np.sort(end[own])
-        due_late = due[own & late]
+        mask = own & late
+        due_late = due[mask]
         flying = np.searchsorted(sends, due_late, "right") - np.searchsorted(
             ends, due_late, "right"
         )
-        at_cap += int((flying >= share).sum())
+        at_cap[np.flatnonzero(mask)[flying >= share]] = True
+    stolen = late & ~at_cap
+    stolen &= as_floats(mine["stolen_s"]) > 0 if "stolen_s" in mine else False
     q = queued[known]
     return Lateness(
         requests=int(known.sum()),
@@ -112,9 +134,11 @@ def lateness(requests: pd.DataFrame, level: int, cap: float) -> Lateness:
         p99=float(np.percentile(q, 99)),
         max=float(q.max()),
         late=int(late.sum()),
-        at_cap=at_cap,
+        at_cap=int(at_cap.sum()),
         cap=cap,
         processes=len(names),
+        stolen=int(stolen.sum()),
+        p99_without_steal=float(np.percentile(np.where(stolen, 0.0, queued)[known], 99)),
     )
 
 

@@ -29,6 +29,7 @@ from locust import FastHttpUser, constant
 from ...rundir.records import RequestRecord
 from ...settings import Settings
 from ...workload.images import count_images, user_content
+from .. import steal
 from ..bodies import request_body
 from ..clock import WALL_CLOCK
 from ..context import LoadContext
@@ -154,6 +155,7 @@ class LLMUser(FastHttpUser):
         self._targets: list[Endpoint] = []  # one per target (--hosts), in its picker's order
         self._settled = True
         self._due: float | None = None  # the next request's arrival (--rates)
+        self._waited_from: steal.StealSample | None = None  # the machine's steal as its wait began
         self._late = 0.0  # how long the last turnover waited for the pacer (it is in the next t0)
 
     def on_start(self) -> None:
@@ -218,7 +220,9 @@ class LLMUser(FastHttpUser):
         this user sends starts its clock at the arrival's time, so any wait for a free user is
         inside it. Returns what the arrival asks to send (a trace's request; None for a rate), or
         with `prepare`, what `prepare` made of it before the arrival was due."""
-        self._due, what = self.load_context.arrivals.next(prepare)
+        arrivals = self.load_context.arrivals
+        self._due, what = arrivals.next(prepare)
+        self._waited_from = arrivals.waited_from
         self.load_context.pending_due[id(self)] = WALL_CLOCK.wall(self._due)
         return what
 
@@ -281,6 +285,10 @@ class LLMUser(FastHttpUser):
             on_response=None if self._settled else self._settle,
         )
         request.queued = max(time.perf_counter() - t0, 0.0)
+        if self._waited_from is not None:
+            if request.queued >= steal.LATE:  # was the host holding the CPU meanwhile?
+                request.stolen = steal.STEAL.since(self._waited_from)
+            self._waited_from = None
         context.starts.append(request.start_ts)
         context.sent(id(self))
         context.in_flight += 1
