@@ -18,6 +18,8 @@ STEP = ("--step-base", "0.05", "--decode-cost", "0", "--prefill-cost", "0")
 THINKING = 200 * 0.05 * SCALE  # seconds of reasoning tokens: 1 s
 
 
+@pytest.mark.alone  # each request's TTFAT within 5 % of TTFT + 200 gaps: a fresh-clone CI
+# (2026-11-26) read one 7.7 % over, its first answer chunk read 77 ms late beside another test
 def test_time_to_first_answer_token_is_ttft_plus_the_reasoning_and_an_slo_binds_on_it(
     tmp_path,
 ):
