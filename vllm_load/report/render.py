@@ -25,6 +25,7 @@ from ..analysis.levels import server_queue, server_side
 from ..analysis.levels.client_side import LATE_RULE
 from ..analysis.replay.verdicts import LATE_LIMIT_S, PREFIX_TOLERANCE
 from ..analysis.series.saturation import SaturationRule
+from ..load_kinds import KINDS
 from ..rundir.files import write_atomic
 from ..target.loss import MIN_STREAK, NO_ANSWER_SHARE
 from . import charts, gpu_section, persona_charts
@@ -178,6 +179,7 @@ def template_env() -> jinja2.Environment:
         report_figures=report_figures,
         figure_value=figure_value,
         gpu_source_line=gpu_section.source_line,  # GPU telemetry (_gpu.html, _gpu.md)
+        kinds=KINDS,  # a comparison row's levels are its own kind's (`ModelRow.kind`)
     )
     return env
 

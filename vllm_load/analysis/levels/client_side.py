@@ -143,7 +143,8 @@ def level_client_health(
         rows.append(
             {
                 "level": rec["level"],
-                "users": rec["users"],
+                "users": rec["users"],  # Locust's users: the cap in a rate or trace level
+                "value": rec.get("value", rec["users"]),  # the level's own (axis units)
                 "processes": int(part["worker"].nunique()) if len(part) else 0,
                 "cpu_percent_max": cpu,
                 "loop_lag_mean_ms_max": lag,

@@ -287,7 +287,8 @@ def level_server_figures(
         rows.append(
             {
                 "level": rec["level"],
-                "users": rec["users"],
+                "users": rec["users"],  # Locust's users: the cap in a rate or trace level
+                "value": rec.get("value", rec["users"]),  # the level's own (axis units)
                 "window_s": rec["window_end"] - rec["window_start"],
                 "compare_start": a,
                 "compare_end": b,

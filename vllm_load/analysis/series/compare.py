@@ -90,7 +90,9 @@ def compare(
                 peak_per_gpu=(peak.tok_per_s / gpus) if peak and gpus else math.nan,
                 saturation=sat.headline,
                 scaling_ratio=sc.ratio if sc else math.nan,
-                scaling_levels=f"{sc.from_value:,.0f}→{sc.to_value:,.0f}" if sc else "",
+                scaling_levels=f"{sat.axis.number(sc.from_value)}→{sat.axis.number(sc.to_value)}"
+                if sc
+                else "",
                 scaling_note=sc.note() if sc else "",
                 p99_at_peak=peak.e2e_p99 if peak else math.nan,
                 ttft_p99_at_peak=peak.ttft_p99 if peak else math.nan,
