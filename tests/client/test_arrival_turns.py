@@ -9,7 +9,9 @@ from dataclasses import dataclass
 import gevent
 import pytest
 
+from vllm_load.client import arrivals as arrivals_module
 from vllm_load.client.arrivals import WAKE_AHEAD, WAKE_STEP, Arrivals
+from vllm_load.client.steal import StealSample
 
 
 @dataclass(frozen=True)
@@ -84,3 +86,33 @@ def test_an_idle_wait_sleeps_once_then_in_short_steps_before_its_arrival(monkeyp
     assert first == pytest.approx(left - WAKE_AHEAD, abs=1e-3)  # one sleep to 12 ms before
     assert len(steps) >= 5 and all(s is not None and s <= WAKE_STEP for _, s in steps)
     assert all(left <= WAKE_AHEAD + WAKE_STEP for left, _ in steps)
+
+
+def test_an_arrival_due_during_another_ones_wait_counts_the_hosts_steal_from_its_due_time(
+    monkeypatch,
+):
+    """Each arrival's `waited_from` is the machine's last steal read before it was due: one due
+    while the user before it was still being handed out (the host stalling the process past both)
+    was late from then, so its window starts there, not when its own, later wait began."""
+    reads: list[float] = []
+
+    class Clock:
+        def sample(self) -> StealSample:
+            now = time.perf_counter()
+            if not reads or now - reads[-1] >= 0.01:
+                reads.append(now)
+            return StealSample(0, (float(len(reads)),), reads[-1])
+
+    monkeypatch.setattr(arrivals_module, "STEAL", Clock())
+    arrivals = Arrivals()
+    start = time.perf_counter() + 0.05
+    arrivals.start_trace([Due(0.0, "a"), Due(0.0, "b"), Due(0.06, "c")], start)
+    arrivals.next()
+    first = arrivals.waited_from
+    assert first is not None and first.at <= start  # read before "a" was due
+    time.sleep(0.03)  # a stall: "b", due with "a", is taken 30 ms after it was due
+    due, _ = arrivals.next()
+    assert due == start and arrivals.waited_from == first  # its window starts before its due
+    arrivals.next()  # "c", 60 ms later: read again, in its own wait, before it was due
+    third = arrivals.waited_from
+    assert third is not None and start < third.at <= start + 0.06 and third != first

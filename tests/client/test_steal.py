@@ -26,7 +26,7 @@ def test_a_wait_counts_the_steal_of_the_cpus_it_was_on(tmp_path, monkeypatch):
     cpu = iter([1, 1, 1, 1, 2, -1])
     monkeypatch.setattr(clock, "_cpu", lambda: next(cpu))
     before = clock.sample()
-    assert before == StealSample(1, (100 * TICK, 200 * TICK, 300 * TICK))
+    assert before == StealSample(1, (100 * TICK, 200 * TICK, 300 * TICK), at=100.0)
     proc_stat(path, 150, 201, 305)  # the host took 1 tick of CPU 1, 5 of CPU 2, 50 of CPU 0
     now[0] += steal.FRESH / 2  # a read that recent stands for now: the process ran since
     assert clock.since(before) == 0.0

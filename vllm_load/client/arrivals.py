@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from typing import Any, Callable, Sequence
 
 import gevent
@@ -50,8 +51,9 @@ class Arrivals:
         self.taken = 0  # arrivals handed out: names the one a waiter prepared for
         self._turn = gevent.lock.Semaphore()  # the user waiting for the next arrival holds it
         self._changed = gevent.event.Event()  # set when the schedule starts or stops
-        #: the machine's steal when the last arrival handed out began its wait (`steal.py`)
+        #: the machine's steal before the last arrival handed out was due (`steal.py`)
         self.waited_from: StealSample | None = None
+        self._steal_reads: deque[StealSample] = deque(maxlen=64)  # as the waits began
 
     def start(self, rate: float, phase: float, kind: str) -> None:
         """A rate level's arrivals: this process's `rate` from now, constant ones `phase` late."""
@@ -84,14 +86,27 @@ class Arrivals:
             return wait - WAKE_AHEAD
         return min(wait - POLL_GRAIN, WAKE_STEP)
 
+    def _note_steal(self) -> None:
+        read = STEAL.sample()
+        if read is not None and (not self._steal_reads or self._steal_reads[-1].at != read.at):
+            self._steal_reads.append(read)
+
+    def _steal_before(self, due: float) -> StealSample | None:
+        """The last steal read at or before `due`: an arrival due while earlier ones were being
+        handed out (a burst, or a stall) was late from then, before its own wait began."""
+        for read in reversed(self._steal_reads):
+            if read.at <= due:
+                return read
+        return self._steal_reads[0] if self._steal_reads else None
+
     def next(self, prepare: Callable[[Any], Any] | None = None) -> tuple[float, Any]:
         """Wait for this user's arrival: its `perf_counter()` time (it may be in the past) and
         what to send (a trace's request; None at a rate level), or what `prepare` made of that
         while the arrival was not yet due (made again if the schedule changed meanwhile)."""
         made: tuple[int, int, Any] | None = None  # (epoch, arrivals taken, prepared)
         with self._turn:
-            waited_from = STEAL.sample()
             while True:
+                self._note_steal()  # up to the due time: the later, the fewer stalls it blames
                 epoch, due = self.epoch, self.schedule.peek()
                 ready = made is not None and made[:2] == (epoch, self.taken)
                 if prepare is not None and due != math.inf and not ready:
@@ -106,6 +121,6 @@ class Arrivals:
                 if self.epoch == epoch and time.perf_counter() >= due:
                     taken = self.schedule.take()
                     self.taken += 1
-                    self.waited_from = waited_from
                     due, what = taken if isinstance(taken, tuple) else (taken, None)
+                    self.waited_from = self._steal_before(due)
                     return due, what if made is None else made[2]

@@ -33,10 +33,12 @@ STEAL_FIELD = 8  # cpuN user nice system idle iowait irq softirq steal ...
 
 @dataclass(frozen=True)
 class StealSample:
-    """Each CPU's steal so far (seconds) and the CPU this process was on (-1: unknown)."""
+    """Each CPU's steal so far (seconds), read at `at` (`perf_counter()`), and the CPU this
+    process was on (-1: unknown)."""
 
     cpu: int
     steal: tuple[float, ...]
+    at: float = 0.0
 
 
 def _sched_getcpu():
@@ -73,8 +75,9 @@ class StealClock:
         """Now, or a read at most `MAX_AGE` old (None without /proc/stat)."""
         if self._fd is None:
             return None
-        fresh = time.perf_counter() - self._last_at < MAX_AGE
-        return StealSample(self._cpu(), self._last if fresh else self._read())
+        if time.perf_counter() - self._last_at >= MAX_AGE:
+            self._read()
+        return StealSample(self._cpu(), self._last, self._last_at)
 
     def since(self, before: StealSample) -> float:
         """Seconds of steal, since `before`, on the CPUs this process was on then and now (every
