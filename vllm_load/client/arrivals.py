@@ -53,7 +53,7 @@ class Arrivals:
         self._changed = gevent.event.Event()  # set when the schedule starts or stops
         #: the machine's steal before the last arrival handed out was due (`steal.py`)
         self.waited_from: StealSample | None = None
-        self._steal_reads: deque[StealSample] = deque(maxlen=64)  # as the waits began
+        self._steal_reads: deque[StealSample] = deque(maxlen=64)  # while arrivals are awaited
 
     def start(self, rate: float, phase: float, kind: str) -> None:
         """A rate level's arrivals: this process's `rate` from now, constant ones `phase` late."""

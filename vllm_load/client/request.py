@@ -121,7 +121,7 @@ class MeasuredRequest:
         self.json_reasoning: bool | None = None  # whether it carried reasoning (None: no reply)
         self.stall_mark: list | None = None  # [0]: perf_counter() time of the last read
         self.queued = 0.0  # seconds from t0 to when the request was handed to be sent
-        self.stolen: float | None = None  # of a late send's wait, the host's steal (`steal.py`)
+        self.stolen: float | None = None  # a late send: the host's steal since due (steal.py)
         self._on_response = on_response
         self._total: Any = None  # the timers `_deadline` starts
         self._first_token: Any = None

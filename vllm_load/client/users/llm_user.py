@@ -155,7 +155,7 @@ class LLMUser(FastHttpUser):
         self._targets: list[Endpoint] = []  # one per target (--hosts), in its picker's order
         self._settled = True
         self._due: float | None = None  # the next request's arrival (--rates)
-        self._waited_from: steal.StealSample | None = None  # the machine's steal as its wait began
+        self._waited_from: steal.StealSample | None = None  # the steal read before it was due
         self._late = 0.0  # how long the last turnover waited for the pacer (it is in the next t0)
 
     def on_start(self) -> None:
