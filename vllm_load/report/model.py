@@ -432,5 +432,6 @@ def diagnosis_lines(diagnosis: SeriesDiagnosis) -> list[str]:
     lines = [f"Why it saturates: {diagnosis.sentence}"]
     if diagnosis.gap:
         lines.append(f"  {diagnosis.gap}")
+    lines += [f"  warning: {c}" for c in diagnosis.facts.conflicts]
     lines += [f"  advice: {a.text()}" for a in diagnosis.advice]
     return lines

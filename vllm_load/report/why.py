@@ -20,7 +20,7 @@ class FactRow:
     name: str
     flag: str  # the server flag that sets it ("" when none does)
     value: str
-    source: str  # read, given or inferred
+    source: str  # read, given, default (with what it belongs to) or inferred
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,7 @@ class WhyView:
     advice: tuple[Advice, ...]
     no_advice: str  # why there is no advice ("" when there is some)
     facts: list[FactRow] = field(default_factory=list)
+    conflicts: tuple[str, ...] = ()  # given or default facts the server's figures contradicted
     levels: list[VerdictRow] = field(default_factory=list)
     chart: EvidenceChart | None = None
 
@@ -106,9 +107,15 @@ def why_view(s: SeriesReport, anchor: str, draw: bool = True) -> WhyView | None:
         advice=d.advice,
         no_advice=no_advice_reason(d),
         facts=[
-            FactRow(name, _FLAG_OF_FACT.get(name, ""), _value(fact), fact.source)
+            FactRow(
+                name,
+                _FLAG_OF_FACT.get(name, ""),
+                _value(fact),
+                f"{fact.source}: {fact.where}" if fact.where else fact.source,
+            )
             for name, fact in sorted(d.facts.facts.items())
         ],
+        conflicts=d.facts.conflicts,
         levels=[VerdictRow(v.value, v.kind, v.reason, v.value == d.value) for v in d.levels],
         chart=evidence_chart(s, anchor) if draw else None,
     )

@@ -63,6 +63,12 @@ def _knee_after(
     return predict(changed, work.input_tokens, work.output_tokens, work.levels, step_cost)
 
 
+def _moves_nothing(before: float | None, after: Prediction) -> bool:
+    """The capacity model keeps the knee where it is (or lower) after the change: such advice
+    would cost a restart for nothing, so it is not given."""
+    return before is not None and after.knee is not None and after.knee <= before
+
+
 def _moves(before: float | None, after: Prediction, noun: str) -> str:
     if after.knee is None:
         where = "beyond the tested levels"
@@ -92,6 +98,8 @@ def advise(
         if to <= cap:
             return ()
         after = _knee_after(facts, work, "max_num_seqs", to, step_cost)
+        if _moves_nothing(knee, after):
+            return ()
         kv_now = ev.get("kv_cache_usage_max")
         kv_text = f" (it reached {kv_now:.0%} here)" if kv_now is not None else ""
         return (
@@ -112,15 +120,16 @@ def advise(
         if blocks is not None and overridden:
             to = float(blocks.value) * 2
             after = _knee_after(facts, work, "num_gpu_blocks", to, step_cost)
-            out.append(
-                Advice(
-                    "--num-gpu-blocks-override",
-                    _shown(float(blocks.value)),
-                    _shown(to),
-                    _moves(knee, after, noun),
-                    "the blocks need the memory: only where it is free",
+            if not _moves_nothing(knee, after):
+                out.append(
+                    Advice(
+                        "--num-gpu-blocks-override",
+                        _shown(float(blocks.value)),
+                        _shown(to),
+                        _moves(knee, after, noun),
+                        "the blocks need the memory: only where it is free",
+                    )
                 )
-            )
         util = facts.number("gpu_memory_utilization")
         if util is not None and util < 0.95 and not overridden:  # the override sizes the cache
             out.append(
@@ -173,6 +182,8 @@ def advise(
             if budget_to
             else None
         )
+        if budget_after is not None and _moves_nothing(knee, budget_after):
+            return ()
         return (
             Advice(
                 "--max-num-batched-tokens",

@@ -2,9 +2,13 @@
 
 `read`: the server said it (`vllm:cache_config_info`'s labels, `/v1/models`' `max_model_len`,
 `/version`). `given`: the user said it (`--server-args`, recorded in run.json; `tune` tags its
-runs `config.NAME` in run.json's meta). `inferred`: neither said it, the run's levels show it (the plateau of
-requests in the batch while others wait: the sequence cap). vLLM 0.32 exposes neither
-`max_num_seqs` nor `max_num_batched_tokens` on `/metrics`; only a user or an inference gives them.
+runs `config.NAME` in run.json's meta). `default`: neither said it, and vLLM's documented default
+for the server's version and platform applies (`vllm_defaults`). `inferred`: the run's levels
+show it (`verdict.infer_limits`: the running gauge's plateau while requests wait, the sequence
+cap; the tokens per engine step pinned, the token budget). vLLM 0.32 exposes neither
+`max_num_seqs` nor `max_num_batched_tokens` on `/metrics`; only a user, a default or an inference
+gives them. What the server says wins over what it was told, and both over an inference, which
+wins over a default (a default is what the server has only if nobody changed it).
 """
 
 from __future__ import annotations
@@ -12,9 +16,13 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field, replace
 
+from ...rundir.gpu_metrics import gpu_record
 from ...values import SettingsError
+from .vllm_defaults import BatchDefaults, batch_defaults
 
-READ, GIVEN, INFERRED = "read", "given", "inferred"
+READ, GIVEN, INFERRED, DEFAULT = "read", "given", "inferred", "default"
+#: which source gives way to which (`ServerFacts.with_fact`)
+RANK = {READ: 3, GIVEN: 3, INFERRED: 2, DEFAULT: 1}
 
 #: server flags a diagnosis reads from `--server-args` (vLLM's spelling) -> fact name
 SERVER_FLAGS = {
@@ -33,22 +41,26 @@ CONFIG_NAMES = {name: name for name in SERVER_FLAGS.values()}
 
 @dataclass(frozen=True)
 class Fact:
-    """One configuration value and how it is known (`READ`, `GIVEN` or `INFERRED`)."""
+    """One configuration value and how it is known (`READ`, `GIVEN`, `DEFAULT` or `INFERRED`);
+    `where`: what a default belongs to ("vLLM 0.32.0 on CPU")."""
 
     value: float | str
     source: str
+    where: str = ""
 
     def text(self) -> str:
         v = self.value
         shown = f"{v:,.0f}" if isinstance(v, float) and v == int(v) else f"{v}"
-        return f"{shown} ({self.source})"
+        return f"{shown} ({self.source}{', ' + self.where if self.where else ''})"
 
 
 @dataclass(frozen=True)
 class ServerFacts:
-    """The server's configuration as far as it is known: fact name -> Fact."""
+    """The server's configuration as far as it is known: fact name -> Fact; `conflicts`: the
+    given or default facts the server's own figures contradicted (dropped, each a sentence)."""
 
     facts: dict[str, Fact] = field(default_factory=dict)
+    conflicts: tuple[str, ...] = ()
 
     def get(self, name: str) -> Fact | None:
         return self.facts.get(name)
@@ -63,13 +75,19 @@ class ServerFacts:
             return None
 
     def with_fact(self, name: str, fact: Fact) -> "ServerFacts":
-        """These facts with `name` set, unless the server or the user already said it."""
-        if name in self.facts and self.facts[name].source != INFERRED:
+        """These facts with `name` set, unless a surer source already said it (`RANK`)."""
+        if name in self.facts and RANK.get(self.facts[name].source, 0) > RANK.get(fact.source, 0):
             return self
         return replace(self, facts={**self.facts, name: fact})
 
+    def without(self, name: str) -> "ServerFacts":
+        return replace(self, facts={k: f for k, f in self.facts.items() if k != name})
+
     def as_json(self) -> dict:
-        return {k: {"value": f.value, "source": f.source} for k, f in sorted(self.facts.items())}
+        return {
+            k: {"value": f.value, "source": f.source, **({"where": f.where} if f.where else {})}
+            for k, f in sorted(self.facts.items())
+        }
 
     @property
     def kv_blocks_tokens(self) -> tuple[float, float] | None:
@@ -174,7 +192,39 @@ def server_facts(run: dict) -> ServerFacts:
             continue  # what the server says wins over what it was told
         number = _number(value)
         facts[name] = Fact(number if number is not None else value, GIVEN)
+    defaults = _defaults(run, facts)
+    if isinstance(defaults, BatchDefaults):
+        for name in ("max_num_seqs", "max_num_batched_tokens"):
+            if name not in facts:
+                facts[name] = Fact(getattr(defaults, name), DEFAULT, defaults.where)
     return ServerFacts(facts)
+
+
+def _defaults(run: dict, facts: dict[str, Fact]) -> BatchDefaults | str:
+    """vLLM's batch defaults for the run's server, or why they are unknown."""
+    version = facts.get("version")
+    if version is None:
+        return "the server did not report a vLLM version"
+    meta = run.get("meta") if isinstance(run.get("meta"), dict) else {}
+    platform = str((meta or {}).get("platform") or "")
+    models = sorted(
+        {
+            str(g.get("model_name"))
+            for s in (gpu_record(run).get("sources") or [])
+            if isinstance(s, dict) and not s.get("simulated")
+            for g in (s.get("gpus") or [])
+            if isinstance(g, dict) and g.get("model_name")
+        }
+    )
+    if not platform and models:
+        platform = (
+            "rocm" if any("instinct" in m.lower() or "mi3" in m.lower() for m in models) else "cuda"
+        )
+    tp = facts.get("tensor_parallel_size")
+    world = int(tp.value) if tp is not None and isinstance(tp.value, float) else 1
+    return batch_defaults(
+        str(version.value), platform, models[0] if len(models) == 1 else "", world
+    )
 
 
 def no_server_reason(run: dict) -> str:

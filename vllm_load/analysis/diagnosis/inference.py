@@ -1,0 +1,136 @@
+"""What a run's saturated levels show of the server's configuration where nobody said it, and
+what they contradict of what was said (`docs/diagnosis.md`, "What the server is configured with").
+
+A limit is inferred only where nothing else explains the evidence: a sequence cap from the
+running gauge's plateau at `PLATEAU_LEVELS` saturated levels or more (`cap_plateau`), a token
+budget from the tokens per engine step pinned at as many (`budget_pin`); where both fit, neither
+(the levels stay `undetermined` and name both). A given or default flag the server's own figures
+contradict is dropped and named (`contradicted`): the measured figure wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .facts import DEFAULT, GIVEN, INFERRED, READ, Fact, ServerFacts
+from .verdict import CAP_SHARE, WAITING_MIN, LevelEvidence
+
+PLATEAU = 0.10  # running-gauge peaks within this relative spread of each other form a plateau
+PLATEAU_LEVELS = 2  # ... at this many saturated levels at least (one level is no plateau)
+BUDGET_PIN = 0.05  # mean tokens per engine step within this relative spread: pinned at a budget
+
+
+def _waiting_for_capacity(levels: list[LevelEvidence], facts: ServerFacts) -> list[LevelEvidence]:
+    """The levels (lowest first) where requests wait with room in the KV cache: a full batch or a
+    spent token budget (or something no figure shows) holds them back."""
+    return sorted(
+        (lv for lv in levels if lv.waits and not lv.kv_full(facts)), key=lambda lv: lv.value
+    )
+
+
+def _sure(facts: ServerFacts, name: str) -> float | None:
+    """A flag's value where the server or the user said it (a default may have been changed)."""
+    fact = facts.get(name)
+    return facts.number(name) if fact is not None and fact.source in (READ, GIVEN) else None
+
+
+def cap_plateau(levels: list[LevelEvidence], facts: ServerFacts) -> float | None:
+    """A sequence cap the saturated `levels` show, or None: the running gauge's peak, the same
+    within `PLATEAU` at `PLATEAU_LEVELS` levels or more where requests wait with room in the KV
+    cache, the batch held at that peak, engine steps not full of tokens, and more waiting at the
+    higher level. One level is no plateau; a batch whose mean stays well under its peak is not
+    held by a cap (a slow engine or a spent budget lets it swing); a spent budget pins the batch
+    as a cap does, so full steps rule the cap out."""
+    budget = _sure(facts, "max_num_batched_tokens")
+    held = [
+        lv
+        for lv in _waiting_for_capacity(levels, facts)
+        if lv.running_max == lv.running_max
+        and lv.running_max > 0
+        and lv.batch == lv.batch
+        and lv.batch >= CAP_SHARE * lv.running_max
+        and not lv.steps_full(budget)
+    ]
+    if len(held) < PLATEAU_LEVELS:
+        return None
+    peaks = [lv.running_max for lv in held]
+    if max(peaks) - min(peaks) > PLATEAU * max(peaks):
+        return None
+    if held[-1].queued - held[0].queued < WAITING_MIN:
+        return None  # more load, and no more waiting: not a cap holding requests back
+    return float(round(max(peaks)))
+
+
+def budget_pin(levels: list[LevelEvidence], facts: ServerFacts) -> float | None:
+    """A token budget the saturated `levels` show, or None: the mean tokens per engine step, the
+    same within `BUDGET_PIN` at `PLATEAU_LEVELS` levels or more where requests wait with room in
+    the KV cache, while the batch is not held at a cap (a full batch pins the tokens a step
+    carries just as a spent budget does) unless prefills are spread at every one of them."""
+    cap = _sure(facts, "max_num_seqs")
+    held = [
+        lv
+        for lv in _waiting_for_capacity(levels, facts)
+        if lv.step_tokens == lv.step_tokens and lv.step_tokens > 0
+    ]
+    if len(held) < PLATEAU_LEVELS:
+        return None
+    tokens = [lv.step_tokens for lv in held]
+    if max(tokens) - min(tokens) > BUDGET_PIN * max(tokens):
+        return None
+    if any(lv.batch_full(cap) for lv in held) and not all(lv.spread for lv in held):
+        return None
+    return float(round(sum(tokens) / len(tokens)))
+
+
+def contradicted(levels: list[LevelEvidence], facts: ServerFacts) -> ServerFacts:
+    """`facts` without a given or default sequence cap that fewer requests than the server ran at
+    once, or a token budget under the tokens its engine steps carried on average, each named in
+    `conflicts`: the measured figure wins over what the server was said to have."""
+    for name, flag, seen, gauge in (
+        (
+            "max_num_seqs",
+            "--max-num-seqs",
+            "running_max",
+            "requests ran at once (vllm:num_requests_running)",
+        ),
+        (
+            "max_num_batched_tokens",
+            "--max-num-batched-tokens",
+            "step_tokens",
+            "tokens per engine step on average (vllm:iteration_tokens_total)",
+        ),
+    ):
+        fact, limit = facts.get(name), facts.number(name)
+        if fact is None or not limit or fact.source not in (GIVEN, DEFAULT):
+            continue
+        slack = 0.5 if name == "max_num_seqs" else BUDGET_PIN * limit
+        over = [
+            lv
+            for lv in levels
+            if getattr(lv, seen) == getattr(lv, seen) and getattr(lv, seen) > limit + slack
+        ]
+        if not over:
+            continue
+        top = max(over, key=lambda lv: getattr(lv, seen))
+        note = (
+            f"{flag} {fact.text()} contradicts the server: {getattr(top, seen):,.1f} {gauge} at "
+            f"{top.value:,.0f}; the measured figure wins and the flag is taken as unknown"
+        )
+        facts = replace(facts.without(name), conflicts=(*facts.conflicts, note))
+    return facts
+
+
+def infer_limits(levels: list[LevelEvidence], facts: ServerFacts) -> ServerFacts:
+    """`facts` with the sequence cap (`cap_plateau`) and the token budget (`budget_pin`) inferred
+    from the saturated `levels` where neither the server nor the user gave them (a documented
+    default gives way to what the levels show). Where the levels show both, neither is inferred:
+    the levels stay undetermined and name both (`level_verdict`)."""
+    cap = None if _sure(facts, "max_num_seqs") else cap_plateau(levels, facts)
+    budget = None if _sure(facts, "max_num_batched_tokens") else budget_pin(levels, facts)
+    if cap is not None and budget is not None:
+        return facts
+    if cap is not None:
+        facts = facts.with_fact("max_num_seqs", Fact(cap, INFERRED))
+    if budget is not None:
+        facts = facts.with_fact("max_num_batched_tokens", Fact(budget, INFERRED))
+    return facts
