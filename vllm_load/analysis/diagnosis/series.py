@@ -12,10 +12,10 @@ import pandas as pd
 from ...rundir.gpu_metrics import simulated
 from ..series.saturation import Saturation
 from .advice import Advice, Workload, with_advice
-from .capacity import BUDGET, KV, SEQS, Prediction, fit_step_cost, predict
+from .capacity import BUDGET, COMPUTE, KV, SEQS, Prediction, fit_step_cost, predict
 from .facts import GIVEN, Fact, ServerFacts, no_server_reason, server_facts
 from .inference import contradicted, infer_limits
-from .verdict import Bottleneck, LevelEvidence, level_verdict, with_baseline
+from .verdict import Bottleneck, LevelEvidence, level_verdict, past_useful_gain, with_baseline
 
 #: the verdicts that name a configured limit of the server
 CONFIG_KINDS = (SEQS, KV, BUDGET)
@@ -67,6 +67,31 @@ def _workload(curve: pd.DataFrame, suffix: str) -> Workload:
     return Workload(float(per_in), float(per_out), levels)
 
 
+def configured_lengths(run: dict) -> tuple[float, float] | None:
+    """The prompt and output lengths every request of a run was sent with, where they are exact
+    (prompts calibrated to `--input-tokens`, outputs forced to `--output-tokens`); None for a
+    workload whose lengths vary (a trace, a dataset, length distributions, images, approximate
+    prompts, outputs not forced). The capacity model reads these rather than the levels' means:
+    a mean a token over 640 moved a KV limit from 819 to 682 requests between two runs."""
+    settings = run.get("settings") if isinstance(run.get("settings"), dict) else {}
+    varying = (
+        "trace",
+        "dataset",
+        "input_lengths",
+        "output_lengths",
+        "images",
+        "approximate_prompts",
+    )
+    if any(settings.get(k) for k in varying) or settings.get("vllm_params") is False:
+        return None
+    try:
+        prompt, output = float(settings["input_tokens"]), float(settings["output_tokens"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    shared = float(settings.get("shared_prefix_tokens") or 0)
+    return (prompt, output) if prompt > 0 and output > 0 and shared <= prompt else None
+
+
 def _knee(saturation: Saturation) -> float | None:
     if saturation.saturated and saturation.saturation is not None:
         return float(saturation.saturation.value)
@@ -100,6 +125,8 @@ def level_verdicts(
     verdicts, below = [], None
     for lv in evidence:
         verdict = level_verdict(lv, below, facts, knee is not None and lv.value >= knee, no_server)
+        if verdict.kind == "not_saturated":
+            verdict = past_useful_gain(lv, below) or verdict
         if knee is None and lv.waits and not lv.left_out:
             # no knee by throughput (still rising, or too noisy to tell), yet a level may already
             # hold requests back at a configured limit: more load there adds waiting requests
@@ -119,12 +146,17 @@ def diagnose_series(
     noun: str = "concurrent",
     tolerance: float = 0.05,
     gpu_simulated: bool = False,
+    lengths: tuple[float, float] | None = None,
 ) -> SeriesDiagnosis:
     """The series' diagnosis from its curve (per level across runs, `_mean` columns);
-    `gpu_simulated`: some run's GPU figures came from the simulator."""
+    `gpu_simulated`: some run's GPU figures came from the simulator; `lengths`: the exact prompt
+    and output lengths the requests were sent with (`configured_lengths`), else the levels'
+    means are the capacity model's workload."""
     rows = curve.to_dict("records")
     verdicts, facts = level_verdicts(rows, "_mean", facts, saturation, no_server, gpu_simulated)
     work = _workload(curve, "_mean")
+    if lengths is not None:
+        work = replace(work, input_tokens=lengths[0], output_tokens=lengths[1])
     rate = saturation.axis.open_loop
     if rate:  # the model counts requests in the batch; an open-loop series' levels are rates
         work = replace(work, levels=())
@@ -157,7 +189,9 @@ def diagnose_series(
         with_advice(v, facts, work, prediction, advice_noun) if v.kind != "not_saturated" else v
         for v in verdicts
     ]
-    held_first = next((v for v in verdicts if knee is None and v.kind in CONFIG_KINDS), None)
+    held_first = next(
+        (v for v in verdicts if knee is None and v.kind in (*CONFIG_KINDS, COMPUTE)), None
+    )
     if at_knee is None and held_first is not None:
         at_knee = held_first
     if at_knee is None:
@@ -195,10 +229,14 @@ def diagnose_series(
         if advised_knee is None and advised.limits:  # beyond the tested levels: where it fills
             advised_knee = advised.limits[0].concurrency
     if knee is None:
+        held = (
+            "the server is compute-bound past the point of useful gain"
+            if chosen.kind == COMPUTE
+            else "requests wait at a configured limit"
+        )
         sentence = (
             f"Throughput grew up to the highest level (no knee by the saturation rule), yet from "
-            f"{chosen.value:,.0f} {noun} on requests wait at a configured limit: at "
-            f"{chosen.value:,.0f} it is {_describe(chosen)}."
+            f"{chosen.value:,.0f} {noun} on {held}: at {chosen.value:,.0f} it is {_describe(chosen)}."
         )
     elif chosen.value == knee:
         sentence = f"At ~{knee:,.0f} {noun} (the knee): {_describe(chosen)}."
@@ -304,6 +342,7 @@ def diagnose_runs(
         saturation.axis.noun,
         tolerance,
         any(simulated(run) for run, _ in runs),
+        configured_lengths(runs[0][0]),
     )
     series_levels = {v.value: v for v in diagnosis.levels}
     per_run = []

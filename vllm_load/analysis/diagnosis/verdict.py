@@ -57,7 +57,10 @@ QUEUE_STEPS = (
     2.0  # ... each for longer than this many engine steps (not just the next step's start)
 )
 PREFILL_SPREAD = 2.0  # a prefill this many times as many steps long as at the lowest level: spread
+QUICK_SPREAD = 0.9  # ... under this share of them: quicker than alone, no budget spent
 GROWTH = 1.2  # the batch grew by this factor from the level below, at least, for `compute`
+USEFUL_BATCH = 1.8  # the batch (nearly) doubled from the level below ...
+USEFUL_GAIN = 1.10  # ... for this throughput factor or less: compute past the point of useful gain
 
 
 def _n(x: object) -> float:
@@ -146,6 +149,12 @@ class LevelEvidence:
     @property
     def spread(self) -> bool:
         return self.prefill_spread == self.prefill_spread and self.prefill_spread >= PREFILL_SPREAD
+
+    @property
+    def prefills_quick(self) -> bool:
+        """Prefills took fewer engine steps than at the lowest level (`QUICK_SPREAD`): no token
+        budget was spent, which would chunk them over more."""
+        return self.prefill_spread == self.prefill_spread and self.prefill_spread < QUICK_SPREAD
 
     def steps_full(self, budget: float | None) -> bool:
         """Engine steps are full of tokens: at `BUDGET_SHARE` of a known budget, or, the budget
@@ -352,24 +361,54 @@ def level_verdict(
     return verdict("undetermined", "; ".join(unsettled))
 
 
+def past_useful_gain(lv: LevelEvidence, below: LevelEvidence | None) -> Bottleneck | None:
+    """`compute` for a level the saturation rule still counts as rising: nothing waits, the batch
+    (nearly) doubled from the level below (`USEFUL_BATCH`) while throughput gained
+    `USEFUL_GAIN` or less, and each engine step lengthened in proportion: twice the requests in
+    flight bought a few % (None where that does not hold, or an idle GPU rules compute out)."""
+    if below is None or lv.waits or lv.left_out or lv.gpu.state() == IDLE:
+        return None
+    known = (lv.batch, below.batch, lv.tok_per_s, below.tok_per_s, lv.step_time, below.step_time)
+    if any(x != x or x <= 0 for x in known):
+        return None
+    growth, gain = lv.batch / below.batch, lv.tok_per_s / below.tok_per_s
+    steps = lv.step_time / below.step_time
+    if growth < USEFUL_BATCH or gain > USEFUL_GAIN or steps < 0.8 * growth / gain:
+        return None
+    return Bottleneck(
+        COMPUTE,
+        lv.value,
+        f"past the point of useful gain: the batch grew {growth:.2f}x ({below.batch:.1f} → "
+        f"{lv.batch:.1f}) for {gain - 1:+.0%} throughput, an engine step {below.step_time * 1000:.1f}"
+        f" → {lv.step_time * 1000:.1f} ms, with nothing waiting (the saturation rule's 5 % still "
+        "counts throughput as rising)" + compute_support(lv.gpu, below.gpu),
+        lv.figures(),
+    )
+
+
 def _unexplained_wait(lv: LevelEvidence, facts: ServerFacts) -> str:
     """Why requests waiting at a level settle nothing: what the figures would fit, and the flags
     that would settle it."""
     cap, budget = facts.number("max_num_seqs"), facts.number("max_num_batched_tokens")
-    fits, settle = [], []
+    fits, unknown = {}, []
     if not cap:
-        settle.append("--max-num-seqs N")
+        unknown.append("--max-num-seqs N")
         if lv.batch_full(None) and lv.running_max == lv.running_max:
-            fits.append(f"a sequence cap of {lv.running_max:.0f} (the batch held near its peak)")
+            fits["--max-num-seqs N"] = (
+                f"a sequence cap of {lv.running_max:.0f} (the batch held near its peak)"
+            )
     if not budget:
-        settle.append("--max-num-batched-tokens N")
-        if lv.step_tokens == lv.step_tokens:
+        unknown.append("--max-num-batched-tokens N")
+        if lv.step_tokens == lv.step_tokens and not lv.prefills_quick:
             spread = (
                 f", prefills spread {lv.prefill_spread:.1f}x"
                 if lv.prefill_spread == lv.prefill_spread
                 else ""
             )
-            fits.append(f"a token budget of ~{lv.step_tokens:,.0f} (tokens per step{spread})")
+            fits["--max-num-batched-tokens N"] = (
+                f"a token budget of ~{lv.step_tokens:,.0f} (tokens per step{spread})"
+            )
+    settle = list(fits) or unknown
     known = "; ".join(
         f"--{name.replace('_', '-')} {f.text()}"
         for name in ("max_num_seqs", "max_num_batched_tokens")
@@ -379,7 +418,7 @@ def _unexplained_wait(lv: LevelEvidence, facts: ServerFacts) -> str:
     text += f" and the batch at {lv.batch:.1f}" if lv.batch == lv.batch else ""
     text += f" ({known})" if known else ""
     if fits:
-        text += ", which " + " or ".join(fits) + " would explain"
+        text += ", which " + " or ".join(fits.values()) + " would explain"
     else:
         text += (
             ", and no sequence cap or token budget is known to explain it"
