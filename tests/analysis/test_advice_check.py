@@ -90,3 +90,16 @@ def test_the_knee_check_says_when_it_cannot_tell():
     assert knee_check(LEVELS, 4.0, None).agrees is None  # the model gave no knee
     assert knee_check((4.0,), 4.0, 4.0).agrees is None  # one level: no grid
     assert knee_check((4.0, float("nan"), 0.0), 4.0, 4.0).agrees is None
+
+
+def test_a_knee_that_stayed_where_it_was_did_not_move_however_close_the_advised_one():
+    from vllm_load.analysis.decisions.advice_check import knee_moved, knee_stayed
+
+    levels = (1.0, 2.0, 4.0, 8.0)
+    a = knee_check(levels, 4.0, 4.0)
+    stayed = knee_check(levels, 4.0, 8.0)  # within one tested level of the advised 8
+    assert stayed.agrees is True
+    assert knee_moved(a, stayed) is False and knee_stayed(a, stayed)
+    moved = knee_check(levels, 8.0, 8.0)
+    assert knee_moved(a, moved) is True and not knee_stayed(a, moved)
+    assert knee_moved(a, knee_check(levels, 4.0, None)) is None

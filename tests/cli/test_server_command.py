@@ -85,3 +85,37 @@ def test_shell_words_follow_the_shell():
     assert [w.text for w in words] == ["a", "b c", 'd "e"', "f g", "h", "&&", "i"]
     assert [w.operator for w in words] == [False] * 5 + [True, False]
     assert [w.text for w in words if not w.operator] == shlex.split(line.replace("&&", " "))
+
+
+def test_stopping_a_server_waits_for_every_process_of_its_group_not_only_the_shell(tmp_path):
+    # a child that ignores SIGTERM outlives the command's shell, as vLLM's API server and engine
+    # processes held the port after `vllm serve`'s shell exited; stop() returns once it is gone
+    import os
+    import sys
+    import time
+
+    from vllm_load.target.process import ServerProcess
+
+    pid_file = tmp_path / "child.pid"
+    child = (
+        "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        f"open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    )
+    server = ServerProcess(f'{sys.executable} -c "{child}" & sleep 60')
+    server.start()
+    deadline = time.monotonic() + 20
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = int(pid_file.read_text())
+    t0 = time.monotonic()
+    server.stop(timeout=1.0)
+    assert time.monotonic() - t0 >= 1.0  # it waited for the child, then killed it
+    try:
+        os.kill(pid, 0)
+        alive = (
+            os.path.exists(f"/proc/{pid}")
+            and "Z" not in open(f"/proc/{pid}/stat").read().split()[2]
+        )
+    except ProcessLookupError:
+        alive = False
+    assert not alive, "the server's child outlived stop()"

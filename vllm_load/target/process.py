@@ -79,19 +79,21 @@ class ServerProcess:
         return self.process
 
     def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM the whole process group, SIGKILL after `timeout`."""
+        """SIGTERM the whole process group, SIGKILL after `timeout`; return when every process
+        of the group is gone, not only its leader: a server's other processes (vLLM's API server
+        and engine) can hold its port for seconds after the command's shell exited, and the next
+        configuration's readiness check then found the old server answering."""
         proc, self.process = self.process, None
-        if proc is not None and proc.poll() is None:
+        if proc is not None and _group_alive(proc.pid):
             for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
                 try:
                     os.killpg(proc.pid, sig)
                 except ProcessLookupError:
                     break
-                try:
-                    proc.wait(timeout=wait)
+                if _group_ends(proc, wait):
                     break
-                except subprocess.TimeoutExpired:
-                    continue
+        elif proc is not None:
+            proc.poll()
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -102,6 +104,30 @@ class ServerProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a member we may not signal is still a member
+        return True
+    return True
+
+
+def _group_ends(proc: subprocess.Popen, wait: float) -> bool:
+    """Whether `proc` and every other process of its group ended within `wait` seconds."""
+    deadline = time.monotonic() + wait
+    try:
+        proc.wait(timeout=wait)
+    except subprocess.TimeoutExpired:
+        return False
+    while _group_alive(proc.pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def run_restart_command(command: str, timeout: float) -> None:

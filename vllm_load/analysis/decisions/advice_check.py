@@ -114,3 +114,22 @@ def knee_check(
     else:
         agrees = abs(at - grid_position(tested, measured)) <= 1 + 1e-9
     return KneeCheck(tested, measured, expected, bool(agrees))
+
+
+def knee_moved(a: KneeCheck, b: KneeCheck) -> bool | None:
+    """Whether B's knee lies where the advice put it (`b.agrees`) and moved from A's: a knee that
+    stayed where A's was did not move, however close the advised knee lies (one tested level
+    around an advised 8 passed a knee that stayed at 4). None where it cannot be told."""
+    if b.agrees and a.measured is not None and b.measured == a.measured:
+        return False
+    return b.agrees
+
+
+def knee_stayed(a: KneeCheck, b: KneeCheck) -> bool:
+    """B's knee stayed where A's was, though the advice put it elsewhere."""
+    return (
+        a.measured is not None
+        and b.measured == a.measured
+        and b.expected is not None
+        and b.expected != a.measured
+    )

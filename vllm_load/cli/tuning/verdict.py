@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ...analysis.decisions.ab import BETTER, UNSURE, WORSE, Comparison
-from ...analysis.decisions.advice_check import KneeCheck, knee_check, peak_comparison
+from ...analysis.decisions.advice_check import (
+    KneeCheck,
+    knee_check,
+    knee_moved,
+    knee_stayed,
+    peak_comparison,
+)
 from ...rundir.files import write_atomic
 from ..errors import CommandFailed
 from .runs import ConfigResult, Configuration
@@ -27,6 +33,9 @@ KNEE_MOVED = {
     False: "the knee did not move where the advice said (B's more than one tested level away)",
     None: "whether the knee moved where the advice said cannot be told",
 }
+KNEE_STAYED = (
+    "the knee did not move: B's stayed where A's was, though the advice said it would move"
+)
 
 
 @dataclass
@@ -82,8 +91,13 @@ class AdviceVerdict:
 
     @property
     def knee_moved(self) -> bool | None:
-        """Whether B's knee is where the advice said (`advised_knee`, within one tested level)."""
-        return self.knees[1].agrees
+        """Whether B's knee is where the advice said (`advised_knee`, within one tested level)
+        and moved from A's (`advice_check.knee_moved`)."""
+        return knee_moved(*self.knees)
+
+    @property
+    def knee_text(self) -> str:
+        return KNEE_STAYED if knee_stayed(*self.knees) else KNEE_MOVED[self.knee_moved]
 
     def text(self) -> str:
         d, (a, b) = self.diagnosis, self.configurations
@@ -99,7 +113,7 @@ class AdviceVerdict:
             lines.append(f"  {_comparison_line(self.latency, at)}")
         lines.append(f"  knee of A (as run): {self.knee_line(self.knees[0])}")
         lines.append(f"  knee of B (advised): {self.knee_line(self.knees[1])}")
-        lines.append(f"  {KNEE_MOVED[self.knee_moved]}")
+        lines.append(f"  {self.knee_text}")
         lines.append(f"Verdict: {self.conclusion}")
         lines.append(f"Every level and figure (as vllm-load compare): {self.compare_outcome}")
         lines.append(f"Comparison: {self.compare_path}")
