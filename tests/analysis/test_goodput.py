@@ -114,9 +114,10 @@ def test_binding_is_the_item_closest_to_its_limit(one_level):
     requests, meas = one_level
     lenient = parse_slo(["ttft<=1s", "attainment>=50%"])
     row = level_goodput(requests, meas, lenient).iloc[0]
-    # half the requests are good; the median request's TTFT is 0.5 s against 1 s
+    # half the requests are good; the median of 0.5, 0.5, 1.5 s and the failure (infinitely
+    # late) by the tables' linear interpolation is 1 s, against 1 s
     assert row.slo_met == 1.0 and row.slo_binding == "ttft<=1s"
-    assert (row.slo_binding_value, row.slo_binding_ratio) == (0.5, 0.5)
+    assert (row.slo_binding_value, row.slo_binding_ratio) == (1.0, 1.0)
     # a level objective over the successful requests' p99 TTFT (~1.48 s) binds it instead
     strict = parse_slo(["ttft<=1s", "ttft_p99<=1s", "attainment>=50%"])
     row = level_goodput(requests, meas, strict).iloc[0]
@@ -186,3 +187,19 @@ def test_headline_when_every_level_met_or_none_did():
     none = slo_headline([_run([1, 2], [0, 0], [0.0, 0.0], [1.0, 2.0], "e2e_p99<=5s", 6.0)], spec)
     assert none.best.n == 0 and none.runs_without == 1
     assert none.sentence(CONCURRENCY, spec).startswith("No tested level met the SLOs")
+
+
+def test_the_slo_line_reads_the_tables_percentile(tmp_path):
+    """One percentile method: a threshold's value at its attainment percentile is, where every
+    request succeeded, the level table's percentile (issue 46: 13.2 ms against the table's 12.4
+    ms, the SLO line by the inverted CDF, the table by linear interpolation)."""
+    from vllm_load.rundir.load import load_run
+    from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
+
+    spec = SyntheticRun(levels=(4, 16), warmup_requests=4, requests_per_level=37)
+    run = load_run(write_synthetic_run(str(tmp_path), spec))
+    meas = measure_levels(run.requests, run.steps)
+    for slo, column in ((["ttft<=1ms"], "ttft_p99"), (["e2e<=1ms", "attainment>=90%"], "e2e_p90")):
+        goodput = level_goodput(run.requests, meas, parse_slo(slo))
+        assert (goodput["slo_binding"] == slo[0]).all()
+        assert goodput["slo_binding_value"].tolist() == meas.metrics[column].tolist()
