@@ -198,3 +198,30 @@ def test_an_optional_file_s_bad_lines_are_skipped_and_counted(tmp_path):
     assert summary["runs"][0]["server_levels"] is not None  # the sound lines were used
     findings = " ".join(summary["series"][0]["findings"])
     assert "server_metrics.csv: 2 bad line(s) skipped" in findings
+
+
+def test_a_report_on_a_cut_file_is_written_warned_at_its_top_and_exits_2(tmp_path, capsys):
+    """Issue 46: a requests.csv cut mid-row got a report with changed figures and exit 0."""
+    from vllm_load.cli.main import main
+
+    run = small_run(tmp_path / "runs")
+    text = open(f"{run}/requests.csv").read()
+    open(f"{run}/requests.csv", "w").write(text[: len(text) - 40])  # the last line cut
+    out = tmp_path / "r.html"
+    assert main(["report", run, "-o", str(out), "--quiet"]) == 2
+    printed = capsys.readouterr()
+    assert f"Report: {out}" in printed.out  # the figures are kept
+    error = printed.err.strip().splitlines()[-1]
+    assert error.startswith("vllm-load report: error: the report is from partial run files")
+    assert "--allow-partial" in error
+    html = open(out).read()
+    assert html.index('id="partial"') < html.index('id="findings"')
+    assert "requests.csv ends inside a row" in html[: html.index('id="findings"')]
+    markdown = open(tmp_path / "r.md").read()
+    assert markdown.index("**Partial input") < markdown.index("## Key findings")
+
+    assert main(["report", run, "-o", str(out), "--quiet", "--allow-partial"]) == 0
+    assert 'id="partial"' in open(out).read()
+    whole = small_run(tmp_path / "whole")
+    assert main(["report", whole, "-o", str(tmp_path / "w.html"), "--quiet"]) == 0
+    assert 'id="partial"' not in open(tmp_path / "w.html").read()

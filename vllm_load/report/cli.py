@@ -120,6 +120,13 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         help="a user count held at least this long is a level; shorter ones (ramp steps) are "
         "skipped (default: 5)",
     )
+    parser.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="exit 0 on runs whose files were cut short (a run killed mid-write, or still "
+        "running): the report, written either way, is from what is sound and says so at its "
+        "top; without this flag such a report exits 2",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
@@ -196,6 +203,12 @@ def main(args: argparse.Namespace) -> int:
         print(f"vllm-load report: left out: {note}", file=sys.stderr)
     print(f"Report: {paths.html}")
     print(f"Summary: {paths.json}, {paths.csv}, {paths.markdown}")
+    if paths.notes and not args.allow_partial:
+        raise SettingsError(
+            f"the report is from partial run files ({len(paths.notes)} left out, above, and at "
+            "the report's top): its figures may differ from the whole run's; pass "
+            "--allow-partial to accept them"
+        )
     return 0
 
 
