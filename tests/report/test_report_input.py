@@ -225,3 +225,20 @@ def test_a_report_on_a_cut_file_is_written_warned_at_its_top_and_exits_2(tmp_pat
     whole = small_run(tmp_path / "whole")
     assert main(["report", whole, "-o", str(tmp_path / "w.html"), "--quiet"]) == 0
     assert 'id="partial"' not in open(tmp_path / "w.html").read()
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("5,3", "FROM below TO (the ratio is TO's throughput over FROM's), got '5,3': write 3,5"),
+        ("4,4", "two different levels"),
+        ("inf,8", "two positive levels"),
+    ],
+)
+def test_scaling_levels_out_of_order_are_refused_in_one_line(tmp_path, capsys, text, says):
+    """Issue 46: `--scaling 5,3` printed "Throughput scales 0.5x from 4 to 2"."""
+    from vllm_load.cli.main import main
+
+    assert main(["report", str(tmp_path), "--scaling", text]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1, err

@@ -57,8 +57,9 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         "--scaling",
         default="",
         metavar="FROM,TO",
-        help="levels for the scaling ratio (nearest tested levels are used, and the report says "
-        "so; default: 10,200 where both were tested, else the lowest to the highest level)",
+        help="levels for the scaling ratio, FROM below TO (nearest tested levels are used, and "
+        "the report says so; default: 10,200 where both were tested, else the lowest to the "
+        "highest level)",
     )
     parser.add_argument(
         "--tolerance",
@@ -145,14 +146,23 @@ def _default_output(run_dirs: list[str]) -> str:
 
 
 def _scaling(text: str) -> tuple[float, float]:
-    """--scaling FROM,TO as two positive levels."""
+    """--scaling FROM,TO as two positive levels, FROM below TO (the ratio is TO's throughput over
+    FROM's: `5,3` read "scales 0.5x from 4 to 2")."""
     try:
         levels = [float(x) for x in text.split(",")]
-        if len(levels) != 2 or min(levels) <= 0:
+        if len(levels) != 2 or not all(0 < v < math.inf for v in levels):
             raise ValueError
     except ValueError:
         raise SettingsError(f"--scaling takes two positive levels FROM,TO, got {text!r}") from None
-    return levels[0], levels[1]
+    low, high = levels
+    if low >= high:
+        raise SettingsError(
+            f"--scaling takes FROM,TO with FROM below TO (the ratio is TO's throughput over "
+            f"FROM's), got {text!r}: write {high:g},{low:g}"
+            if low > high
+            else f"--scaling takes two different levels FROM,TO, got {text!r}"
+        )
+    return low, high
 
 
 def main(args: argparse.Namespace) -> int:
