@@ -76,6 +76,11 @@ def test_fail_if_worse_exits_1_when_b_is_the_slower(sides, tmp_path, capsys):
     worse = json.load(open(str(tmp_path / "ba.json")))["worse"]
     assert [(w["level"], w["figure"]) for w in worse] == [(64, "itl_p99")]
     assert main(["compare", a, b, "-o", out, "--fail-if-worse", "25%"]) == 0
+    # a drop written as a negative share, bare (argparse read "-5%" as an option) or with =
+    for gate in (["--fail-if-worse", "-5%"], ["--fail-if-worse=-5%"], ["--fail-if-worse", "-0.05"]):
+        assert main(["compare", a, b, "-o", out, *gate]) == 1, gate
+        assert json.load(open(str(tmp_path / "ba.json")))["fail_if_worse"] == 0.05
+    assert main(["compare", a, b, "-o", out, "--fail-if-worse", "-25%"]) == 0
 
 
 def test_several_runs_a_side_with_vs_and_one_run_a_side(sides, tmp_path, capsys):
