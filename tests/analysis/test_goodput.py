@@ -203,3 +203,20 @@ def test_the_slo_line_reads_the_tables_percentile(tmp_path):
         goodput = level_goodput(run.requests, meas, parse_slo(slo))
         assert (goodput["slo_binding"] == slo[0]).all()
         assert goodput["slo_binding_value"].tolist() == meas.metrics[column].tolist()
+
+
+def test_a_run_whose_judgement_is_unknown_is_left_out_of_the_headline_and_said():
+    spec = parse_slo(["ttfat<=1s"])
+    known = _run([1, 2], [1, 0], [1.0, 1.5], [1.0, 2.0]).assign(slo_unknown=0.0)
+    unknown = _run([1, 2], [1, 1], [math.nan] * 2, [1.0, 2.0], "ttfat<=1s", math.nan)
+    unknown = unknown.assign(slo_met=math.nan, slo_unknown=1.0)
+    head = slo_headline([known, unknown], spec)
+    assert head.best.n == 1 and head.best.mean == 1 and head.runs_unknown == 1
+    text = head.sentence(CONCURRENCY, spec)
+    assert text.startswith("Highest concurrency meeting the SLOs (ttfat<=1s): 1 concurrent")
+    assert text.endswith(
+        "1 run(s) left out, where it is unknown: ttfat<=1s (unknown: no successful measured "
+        "request recorded ttfat)."
+    )
+    alone = slo_headline([unknown], spec).sentence(CONCURRENCY, spec)
+    assert alone.startswith("Whether any tested level meets the SLOs (ttfat<=1s) is unknown")
