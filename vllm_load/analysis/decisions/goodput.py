@@ -9,9 +9,15 @@ Goodput counts the work *good* requests did inside the window, as throughput cou
 of successful ones (`window_rates.work_in_window`, any level's requests): with every request
 good, goodput equals throughput.
 
-A per-request threshold is judged at a level by the attainment quantile of its figure over the
-measured requests (failures as infinitely late): with attainment 99 %, the 99th percentile of
-the requests' TTFT against `ttft<=2s`, so its ratio to the limit says how close it came.
+A per-request threshold is missed at a level when fewer than the attainment share of its
+measured requests hold it; how close it came is the attainment percentile of its figure over
+them (failures as infinitely late), by the tables' own percentile method
+(`levels.measure.group_percentiles`): with attainment 99 %, the 99th percentile of the
+requests' TTFT against `ttft<=2s`, where every request succeeded the table's TTFT p99.
+
+A figure no successful request of a level has (a run that did not record it) is unknown there,
+never 0 and never good: so are its good requests, its goodput and whether it met the SLOs
+(`slo_unknown`), unless it missed another item.
 """
 
 from __future__ import annotations
