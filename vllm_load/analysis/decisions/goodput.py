@@ -12,7 +12,7 @@ good, goodput equals throughput.
 A per-request threshold is missed at a level when fewer than the attainment share of its
 measured requests hold it; how close it came is the attainment percentile of its figure over
 them (failures as infinitely late), by the tables' own percentile method
-(`levels.measure.group_percentiles`): with attainment 99 %, the 99th percentile of the
+(`levels.group_percentiles`): with attainment 99 %, the 99th percentile of the
 requests' TTFT against `ttft<=2s`, where every request succeeded the table's TTFT p99.
 
 A figure no successful request of a level has (a run that did not record it) is unknown there,
@@ -30,7 +30,8 @@ import numpy as np
 import pandas as pd
 
 from ...load_kinds import LoadKind, kind_named
-from ..levels.measure import LevelMeasurement, group_percentiles
+from ..levels import group_percentiles
+from ..levels.measure import LevelMeasurement
 from ..levels.spans import success_spans
 from ..levels.table import level_kinds
 from ..levels.window_rates import work_in_window
@@ -85,7 +86,7 @@ def unknown_thresholds(measured: pd.DataFrame, spec: SloSpec) -> list[Threshold]
 
 def _threshold_value(requests: pd.DataFrame, t: Threshold, attainment: float) -> float:
     """The attainment quantile of a threshold's figure over a level's measured requests, by the
-    tables' percentile method (`levels.measure.group_percentiles`), failures as infinitely late
+    tables' percentile method (`levels.group_percentiles`), failures as infinitely late
     and a success without the figure as holding it; NaN where no success has it (unknown)."""
     value = as_floats(requests, t.metric)
     ok = as_floats(requests, "ok") == 1

@@ -29,7 +29,7 @@ import pandas as pd
 from ... import figures as declared
 from ...figures import gpu_columns, statistic_columns
 from ...rundir.stream_columns import StreamColumns
-from . import as_floats
+from . import as_floats, group_percentiles
 from .hist import hist_percentiles
 from .rates import RATE_COLUMNS, rate_figures
 from .recorded_levels import recorded_levels
@@ -172,37 +172,6 @@ def expected_prompt_tokens(requests: pd.DataFrame) -> np.ndarray:
         for count, charge in charges.items():
             expected = np.where(images == count, expected + charge, expected)
     return expected
-
-
-def group_percentiles(
-    values: np.ndarray, groups: np.ndarray, n_groups: int, fractions: tuple[float, ...]
-) -> np.ndarray:
-    """Per group (0 .. n_groups - 1), the `fractions` quantiles of its non-NaN values, shape
-    (n_groups, len(fractions)); NaN where a group has none. The one percentile method of every
-    per-request figure: the tables' percentiles and the SLOs' (`decisions.goodput`) both come
-    from here. Linear interpolation between the closest ranks (numpy's default, Hyndman and
-    Fan's type 7); +inf values (goodput's failures) sort last, and a quantile that reaches one
-    is inf."""
-    out = np.full((n_groups, len(fractions)), np.nan)
-    keep = ~np.isnan(values)
-    if not keep.any():
-        return out
-    v, g = values[keep], groups[keep]
-    order = np.lexsort((v, g))
-    v, g = v[order], g[order]
-    counts = np.bincount(g, minlength=n_groups)
-    has = counts > 0
-    n = counts[has]
-    first = (np.cumsum(counts) - counts)[has]
-    for j, q in enumerate(fractions):
-        h = (n - 1) * q
-        lo = np.floor(h).astype(np.int64)
-        t = h - lo
-        a, b = v[first + lo], v[first + np.minimum(lo + 1, n - 1)]
-        with np.errstate(invalid="ignore"):
-            lerp = np.where(t >= 0.5, b - (b - a) * (1 - t), a + (b - a) * t)  # numpy's lerp
-        out[has, j] = np.where((t == 0) | (a == b), a, np.where(np.isinf(b), b, lerp))
-    return out
 
 
 def _group_statistics(
