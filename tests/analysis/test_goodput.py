@@ -220,3 +220,24 @@ def test_a_run_whose_judgement_is_unknown_is_left_out_of_the_headline_and_said()
     )
     alone = slo_headline([unknown], spec).sentence(CONCURRENCY, spec)
     assert alone.startswith("Whether any tested level meets the SLOs (ttfat<=1s) is unknown")
+
+
+def test_the_one_percentile_function_is_pandas_linear_quantile_and_sorts_failures_last():
+    from vllm_load.analysis.levels import group_percentiles
+
+    rng = np.random.default_rng(3)
+    values = rng.lognormal(-2.0, 0.5, 5000)
+    values[rng.random(5000) < 0.05] = np.nan
+    groups = rng.integers(0, 7, 5000)
+    groups[groups == 4] = 5  # a group without values: NaN
+    fractions = (0.5, 0.9, 0.95, 0.99)
+    ours = group_percentiles(values, groups, 7, fractions)
+    keep = ~np.isnan(values)
+    theirs = pd.Series(values[keep]).groupby(groups[keep]).quantile(list(fractions)).unstack()
+    assert np.isnan(ours[4]).all()
+    assert ours[theirs.index.to_numpy()].tolist() == theirs.to_numpy().tolist()  # same bits
+    # failures as infinitely late: a percentile that reaches one is inf, never NaN
+    late = np.array([0.1, 0.2, 0.3, np.inf])
+    got = group_percentiles(late, np.zeros(4, np.int64), 1, (0.5, 0.66, 0.67, 1.0))[0]
+    assert got[0] == pytest.approx(0.25) and got[1] == pytest.approx(0.298)
+    assert got[2] == np.inf and got[3] == np.inf
