@@ -114,9 +114,10 @@ def test_binding_is_the_item_closest_to_its_limit(one_level):
     requests, meas = one_level
     lenient = parse_slo(["ttft<=1s", "attainment>=50%"])
     row = level_goodput(requests, meas, lenient).iloc[0]
-    # half the requests are good; the median request's TTFT is 0.5 s against 1 s
+    # half the requests are good; the median of 0.5, 0.5, 1.5 s and the failure (infinitely
+    # late) by the tables' linear interpolation is 1 s, against 1 s
     assert row.slo_met == 1.0 and row.slo_binding == "ttft<=1s"
-    assert (row.slo_binding_value, row.slo_binding_ratio) == (0.5, 0.5)
+    assert (row.slo_binding_value, row.slo_binding_ratio) == (1.0, 1.0)
     # a level objective over the successful requests' p99 TTFT (~1.48 s) binds it instead
     strict = parse_slo(["ttft<=1s", "ttft_p99<=1s", "attainment>=50%"])
     row = level_goodput(requests, meas, strict).iloc[0]
@@ -186,3 +187,57 @@ def test_headline_when_every_level_met_or_none_did():
     none = slo_headline([_run([1, 2], [0, 0], [0.0, 0.0], [1.0, 2.0], "e2e_p99<=5s", 6.0)], spec)
     assert none.best.n == 0 and none.runs_without == 1
     assert none.sentence(CONCURRENCY, spec).startswith("No tested level met the SLOs")
+
+
+def test_the_slo_line_reads_the_tables_percentile(tmp_path):
+    """One percentile method: a threshold's value at its attainment percentile is, where every
+    request succeeded, the level table's percentile (issue 46: 13.2 ms against the table's 12.4
+    ms, the SLO line by the inverted CDF, the table by linear interpolation)."""
+    from vllm_load.rundir.load import load_run
+    from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
+
+    spec = SyntheticRun(levels=(4, 16), warmup_requests=4, requests_per_level=37)
+    run = load_run(write_synthetic_run(str(tmp_path), spec))
+    meas = measure_levels(run.requests, run.steps)
+    for slo, column in ((["ttft<=1ms"], "ttft_p99"), (["e2e<=1ms", "attainment>=90%"], "e2e_p90")):
+        goodput = level_goodput(run.requests, meas, parse_slo(slo))
+        assert (goodput["slo_binding"] == slo[0]).all()
+        assert goodput["slo_binding_value"].tolist() == meas.metrics[column].tolist()
+
+
+def test_a_run_whose_judgement_is_unknown_is_left_out_of_the_headline_and_said():
+    spec = parse_slo(["ttfat<=1s"])
+    known = _run([1, 2], [1, 0], [1.0, 1.5], [1.0, 2.0]).assign(slo_unknown=0.0)
+    unknown = _run([1, 2], [1, 1], [math.nan] * 2, [1.0, 2.0], "ttfat<=1s", math.nan)
+    unknown = unknown.assign(slo_met=math.nan, slo_unknown=1.0)
+    head = slo_headline([known, unknown], spec)
+    assert head.best.n == 1 and head.best.mean == 1 and head.runs_unknown == 1
+    text = head.sentence(CONCURRENCY, spec)
+    assert text.startswith("Highest concurrency meeting the SLOs (ttfat<=1s): 1 concurrent")
+    assert text.endswith(
+        "1 run(s) left out, where it is unknown: ttfat<=1s (unknown: no successful measured "
+        "request recorded ttfat)."
+    )
+    alone = slo_headline([unknown], spec).sentence(CONCURRENCY, spec)
+    assert alone.startswith("Whether any tested level meets the SLOs (ttfat<=1s) is unknown")
+
+
+def test_the_one_percentile_function_is_pandas_linear_quantile_and_sorts_failures_last():
+    from vllm_load.analysis.levels import group_percentiles
+
+    rng = np.random.default_rng(3)
+    values = rng.lognormal(-2.0, 0.5, 5000)
+    values[rng.random(5000) < 0.05] = np.nan
+    groups = rng.integers(0, 7, 5000)
+    groups[groups == 4] = 5  # a group without values: NaN
+    fractions = (0.5, 0.9, 0.95, 0.99)
+    ours = group_percentiles(values, groups, 7, fractions)
+    keep = ~np.isnan(values)
+    theirs = pd.Series(values[keep]).groupby(groups[keep]).quantile(list(fractions)).unstack()
+    assert np.isnan(ours[4]).all()
+    assert ours[theirs.index.to_numpy()].tolist() == theirs.to_numpy().tolist()  # same bits
+    # failures as infinitely late: a percentile that reaches one is inf, never NaN
+    late = np.array([0.1, 0.2, 0.3, np.inf])
+    got = group_percentiles(late, np.zeros(4, np.int64), 1, (0.5, 0.66, 0.67, 1.0))[0]
+    assert got[0] == pytest.approx(0.25) and got[1] == pytest.approx(0.298)
+    assert got[2] == np.inf and got[3] == np.inf

@@ -76,6 +76,11 @@ def test_fail_if_worse_exits_1_when_b_is_the_slower(sides, tmp_path, capsys):
     worse = json.load(open(str(tmp_path / "ba.json")))["worse"]
     assert [(w["level"], w["figure"]) for w in worse] == [(64, "itl_p99")]
     assert main(["compare", a, b, "-o", out, "--fail-if-worse", "25%"]) == 0
+    # a drop written as a negative share, bare (argparse read "-5%" as an option) or with =
+    for gate in (["--fail-if-worse", "-5%"], ["--fail-if-worse=-5%"], ["--fail-if-worse", "-0.05"]):
+        assert main(["compare", a, b, "-o", out, *gate]) == 1, gate
+        assert json.load(open(str(tmp_path / "ba.json")))["fail_if_worse"] == 0.05
+    assert main(["compare", a, b, "-o", out, "--fail-if-worse", "-25%"]) == 0
 
 
 def test_several_runs_a_side_with_vs_and_one_run_a_side(sides, tmp_path, capsys):
@@ -206,3 +211,36 @@ def test_the_outcome_is_printed_also_when_nothing_differs(tmp_path, capsys):
         "Outcome: B better on 0, worse on 0, no significant difference at this n on 16 of the "
         "16 comparisons tested"
     )
+
+
+def _with_settings(src: str, dst, **settings) -> str:
+    """A copy of run directory `src` under `dst` whose run.json records `settings`."""
+    import shutil
+
+    copy = shutil.copytree(src, str(dst / os.path.basename(src)))
+    path = os.path.join(copy, "run.json")
+    run = json.load(open(path))
+    run["settings"].update(settings)
+    json.dump(run, open(path, "w"))
+    return copy
+
+
+def test_runs_with_and_without_images_are_different_workloads(sides, tmp_path, capsys):
+    """Issue 46: a side sending --images 2 compared with one sending none as one workload."""
+    a, _ = sides
+    (src,) = glob.glob(os.path.join(a, "*", "*"))[:1]
+    plain = {"images": 0, "image_size": "512x512", "image_format": "jpeg"}
+    without = _with_settings(src, tmp_path / "text", **plain)
+    with_images = _with_settings(src, tmp_path / "images", **{**plain, "images": 2})
+    out = str(tmp_path / "i.html")
+    assert main(["compare", without, with_images, "-o", out]) == 2
+    err = capsys.readouterr().err
+    assert "did not send the same workload" in err and "images: A 0, B 2" in err
+    bigger = _with_settings(
+        src, tmp_path / "big", **{**plain, "images": 2, "image_size": "1024x1024"}
+    )
+    assert main(["compare", with_images, bigger, "-o", out]) == 2
+    assert "image_size: A '512x512', B '1024x1024'" in capsys.readouterr().err
+    # without images, how an image would have been made is no part of the workload
+    other = _with_settings(src, tmp_path / "other", **{**plain, "image_format": "png"})
+    assert main(["compare", without, other, "-o", out]) == 0

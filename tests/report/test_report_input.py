@@ -198,3 +198,47 @@ def test_an_optional_file_s_bad_lines_are_skipped_and_counted(tmp_path):
     assert summary["runs"][0]["server_levels"] is not None  # the sound lines were used
     findings = " ".join(summary["series"][0]["findings"])
     assert "server_metrics.csv: 2 bad line(s) skipped" in findings
+
+
+def test_a_report_on_a_cut_file_is_written_warned_at_its_top_and_exits_2(tmp_path, capsys):
+    """Issue 46: a requests.csv cut mid-row got a report with changed figures and exit 0."""
+    from vllm_load.cli.main import main
+
+    run = small_run(tmp_path / "runs")
+    text = open(f"{run}/requests.csv").read()
+    open(f"{run}/requests.csv", "w").write(text[: len(text) - 40])  # the last line cut
+    out = tmp_path / "r.html"
+    assert main(["report", run, "-o", str(out), "--quiet"]) == 2
+    printed = capsys.readouterr()
+    assert f"Report: {out}" in printed.out  # the figures are kept
+    error = printed.err.strip().splitlines()[-1]
+    assert error.startswith("vllm-load report: error: the report is from partial run files")
+    assert "--allow-partial" in error
+    html = open(out).read()
+    assert html.index('id="partial"') < html.index('id="findings"')
+    assert "requests.csv ends inside a row" in html[: html.index('id="findings"')]
+    markdown = open(tmp_path / "r.md").read()
+    assert markdown.index("**Partial input") < markdown.index("## Key findings")
+
+    assert main(["report", run, "-o", str(out), "--quiet", "--allow-partial"]) == 0
+    assert 'id="partial"' in open(out).read()
+    whole = small_run(tmp_path / "whole")
+    assert main(["report", whole, "-o", str(tmp_path / "w.html"), "--quiet"]) == 0
+    assert 'id="partial"' not in open(tmp_path / "w.html").read()
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("5,3", "FROM below TO (the ratio is TO's throughput over FROM's), got '5,3': write 3,5"),
+        ("4,4", "two different levels"),
+        ("inf,8", "two positive levels"),
+    ],
+)
+def test_scaling_levels_out_of_order_are_refused_in_one_line(tmp_path, capsys, text, says):
+    """Issue 46: `--scaling 5,3` printed "Throughput scales 0.5x from 4 to 2"."""
+    from vllm_load.cli.main import main
+
+    assert main(["report", str(tmp_path), "--scaling", text]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1, err

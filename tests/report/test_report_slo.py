@@ -67,3 +67,25 @@ def test_runs_started_with_different_slos_need_the_report_s_own(tmp_path):
         runs, str(tmp_path / "r.html"), progress=False, slo=parse_slo(["ttft<=3s"])
     )
     assert json.loads(open(paths.json).read())["slo"]["items"] == ["ttft<=3s"]
+
+
+def test_an_slo_on_a_figure_the_runs_lack_is_unknown_in_every_output(tmp_path):
+    # the synthetic server records no TTFAT (no reasoning): never 0, never good, never met
+    runs = synthetic_runs(tmp_path / "runs", 1, levels=(10, 50), requests_per_level=30)
+    paths = build_report(
+        runs, str(tmp_path / "r.html"), progress=False, slo=parse_slo(["ttfat<=10ms"])
+    )
+    summary = json.loads(open(paths.json).read())
+    series = summary["series"][0]
+    assert series["findings"][0].startswith(
+        "Whether any tested level meets the SLOs (ttfat<=10ms) is unknown"
+    )
+    assert series["slo"]["runs_unknown"] == 1 and series["slo"]["highest_level_meeting"]["n"] == 0
+    for level in series["levels"]:
+        assert level["slo_met_n"] == 0 and level["goodput_req_per_s_n"] == 0
+        assert "unknown: no successful measured request recorded ttfat" in level["slo_binding"]
+    markdown = open(paths.markdown).read()
+    rows = [line for line in markdown.splitlines() if "recorded ttfat) |" in line]
+    assert len(rows) == 2 and all("| unknown | unknown | unknown | unknown |" in r for r in rows)
+    html = open(paths.html).read()
+    assert html.count("<td>unknown</td>") == 2 * 4 + 2 * 4  # across runs, and the run's own

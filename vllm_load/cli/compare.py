@@ -72,7 +72,8 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         default=None,
         metavar="PCT",
         help="exit 1 when B is significantly worse than A by more than this on any headline "
-        "figure (throughput lower, latency higher), e.g. 5%% or 0.05",
+        "figure (throughput lower, latency higher), e.g. 5%% or 0.05 (-5%% reads as 5%%: worse "
+        "is always B's bad direction)",
     )
     parser.add_argument(
         "--allow-different-workloads",
@@ -108,8 +109,10 @@ def split_sides(runs: list[str]) -> tuple[list[str], list[str]]:
 
 
 def parse_share(text: str) -> float:
-    """`5%` or `0.05` as a fraction; a one-line error otherwise."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(%?)\s*", text)
+    """`5%` or `0.05` as a fraction; a one-line error otherwise. A sign is the reader's: `-5%`
+    (a 5 % drop) is 5 %, as worse is always B's bad direction (throughput lower, latency
+    higher)."""
+    match = re.fullmatch(r"\s*[-+]?(\d+(?:\.\d*)?|\.\d+)\s*(%?)\s*", text)
     if not match:
         raise SettingsError(f"--fail-if-worse takes a share such as 5% or 0.05, got {text!r}")
     value = float(match.group(1)) / (100.0 if match.group(2) else 1.0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import signal
 import sys
 
@@ -102,10 +103,33 @@ def honour_ctrl_c() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+#: a negative percentage (`-5%`), which argparse reads as an option (a plain `-0.05` it reads as
+#: a value)
+_NEGATIVE_PERCENT = re.compile(r"-(?:\d+(?:\.\d*)?|\.\d+)%")
+
+
+def joined_negative_percents(argv: list[str]) -> list[str]:
+    """`--fail-if-worse -5%` as `--fail-if-worse=-5%`: a long option's value that is a negative
+    percentage, joined to it so that argparse reads it as the value it is."""
+    out: list[str] = []
+    for token in argv:
+        previous = out[-1] if out else ""
+        if (
+            _NEGATIVE_PERCENT.fullmatch(token)
+            and previous.startswith("--")
+            and previous != "--"
+            and "=" not in previous
+        ):
+            out[-1] = f"{previous}={token}"
+        else:
+            out.append(token)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     numpy_without_huge_pages()  # before any subcommand imports NumPy
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(joined_negative_percents(sys.argv[1:] if argv is None else argv))
     if not getattr(args, "command", None):
         parser.print_help()
         return 2

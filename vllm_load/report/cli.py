@@ -57,8 +57,9 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         "--scaling",
         default="",
         metavar="FROM,TO",
-        help="levels for the scaling ratio (nearest tested levels are used, and the report says "
-        "so; default: 10,200 where both were tested, else the lowest to the highest level)",
+        help="levels for the scaling ratio, FROM below TO (nearest tested levels are used, and "
+        "the report says so; default: 10,200 where both were tested, else the lowest to the "
+        "highest level)",
     )
     parser.add_argument(
         "--tolerance",
@@ -120,6 +121,13 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         help="a user count held at least this long is a level; shorter ones (ramp steps) are "
         "skipped (default: 5)",
     )
+    parser.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="exit 0 on runs whose files were cut short (a run killed mid-write, or still "
+        "running): the report, written either way, is from what is sound and says so at its "
+        "top; without this flag such a report exits 2",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
@@ -138,14 +146,23 @@ def _default_output(run_dirs: list[str]) -> str:
 
 
 def _scaling(text: str) -> tuple[float, float]:
-    """--scaling FROM,TO as two positive levels."""
+    """--scaling FROM,TO as two positive levels, FROM below TO (the ratio is TO's throughput over
+    FROM's: `5,3` read "scales 0.5x from 4 to 2")."""
     try:
         levels = [float(x) for x in text.split(",")]
-        if len(levels) != 2 or min(levels) <= 0:
+        if len(levels) != 2 or not all(0 < v < math.inf for v in levels):
             raise ValueError
     except ValueError:
         raise SettingsError(f"--scaling takes two positive levels FROM,TO, got {text!r}") from None
-    return levels[0], levels[1]
+    low, high = levels
+    if low >= high:
+        raise SettingsError(
+            f"--scaling takes FROM,TO with FROM below TO (the ratio is TO's throughput over "
+            f"FROM's), got {text!r}: write {high:g},{low:g}"
+            if low > high
+            else f"--scaling takes two different levels FROM,TO, got {text!r}"
+        )
+    return low, high
 
 
 def main(args: argparse.Namespace) -> int:
@@ -196,6 +213,12 @@ def main(args: argparse.Namespace) -> int:
         print(f"vllm-load report: left out: {note}", file=sys.stderr)
     print(f"Report: {paths.html}")
     print(f"Summary: {paths.json}, {paths.csv}, {paths.markdown}")
+    if paths.notes and not args.allow_partial:
+        raise SettingsError(
+            f"the report is from partial run files ({len(paths.notes)} left out, above, and at "
+            "the report's top): its figures may differ from the whole run's; pass "
+            "--allow-partial to accept them"
+        )
     return 0
 
 

@@ -348,8 +348,10 @@ def build_report(
         )
         series, runs, overview = _views(data, bar)
         paths = side_paths(out_html)
+        notes = tuple(f"run {r.run_id}: {note}" for r in data.runs for note in r.input_notes)
         context = dict(
             data=data,
+            partial=notes,
             series=series,
             runs=runs,
             overview_charts=overview,
@@ -366,7 +368,6 @@ def build_report(
         write_documents(paths, "report", context, summary)
         write_summary_csv(summary, paths.csv)
         bar.step("written")
-        notes = tuple(f"run {r.run_id}: {note}" for r in data.runs for note in r.input_notes)
         return dataclasses.replace(paths, notes=notes)
     finally:
         bar.close()

@@ -110,6 +110,8 @@ def _slo(s: SeriesReport) -> dict | None:
         {
             "highest_level_meeting": asdict(head.best),
             "runs_meeting_at_no_level": head.runs_without,
+            "runs_unknown": head.runs_unknown,
+            "unknown": head.unknown,
             "bound_by": head.binding,
             "bound_by_missed": head.binding_missed,
             "goodput_peak_value": head.goodput_peak_value,
@@ -258,7 +260,12 @@ def summary_rows(summary: dict) -> Iterator[tuple]:
         for name, figure in (s.get("slo") or {}).get("highest_level_meeting", {}).items():
             if figure is not None:
                 yield ("slo", s["label"], "", kind, "", "highest_level_meeting", name, figure)
-        for name in ("goodput_peak_value", "goodput_peak_req_per_s", "throughput_peak_value"):
+        for name in (
+            "goodput_peak_value",
+            "goodput_peak_req_per_s",
+            "throughput_peak_value",
+            "runs_unknown",
+        ):
             figure = (s.get("slo") or {}).get(name)
             if figure is not None:
                 yield ("slo", s["label"], "", kind, "", name, "value", figure)

@@ -9,9 +9,15 @@ Goodput counts the work *good* requests did inside the window, as throughput cou
 of successful ones (`window_rates.work_in_window`, any level's requests): with every request
 good, goodput equals throughput.
 
-A per-request threshold is judged at a level by the attainment quantile of its figure over the
-measured requests (failures as infinitely late): with attainment 99 %, the 99th percentile of
-the requests' TTFT against `ttft<=2s`, so its ratio to the limit says how close it came.
+A per-request threshold is missed at a level when fewer than the attainment share of its
+measured requests hold it; how close it came is the attainment percentile of its figure over
+them (failures as infinitely late), by the tables' own percentile method
+(`levels.group_percentiles`): with attainment 99 %, the 99th percentile of the
+requests' TTFT against `ttft<=2s`, where every request succeeded the table's TTFT p99.
+
+A figure no successful request of a level has (a run that did not record it) is unknown there,
+never 0 and never good: so are its good requests, its goodput and whether it met the SLOs
+(`slo_unknown`), unless it missed another item.
 """
 
 from __future__ import annotations
@@ -24,12 +30,13 @@ import numpy as np
 import pandas as pd
 
 from ...load_kinds import LoadKind, kind_named
+from ..levels import group_percentiles
 from ..levels.measure import LevelMeasurement
 from ..levels.spans import success_spans
 from ..levels.table import level_kinds
 from ..levels.window_rates import work_in_window
 from ..series.stats import Summary, summarize
-from .slo import SloSpec, Threshold
+from .slo import Objective, SloSpec, Threshold
 
 #: per-level goodput figures, as_floats (averaged across runs)
 GOODPUT_METRICS: tuple[str, ...] = (
@@ -38,12 +45,15 @@ GOODPUT_METRICS: tuple[str, ...] = (
     "goodput_req_per_s",
     "goodput_output_tok_per_s",
     "slo_met",
+    "slo_unknown",  # 1: whether the level met the SLOs is unknown (a figure the run lacks)
     "slo_binding_ratio",
 )
 #: ... and the binding item, with its value (seconds; the success share for `success`)
 GOODPUT_COLUMNS: tuple[str, ...] = (*GOODPUT_METRICS, "slo_binding", "slo_binding_value")
 #: the binding item when failures alone keep a level from its attainment
 SUCCESS = "success"
+#: what every output says of a figure a run lacks (never 0, never good)
+UNKNOWN = "unknown"
 
 
 def as_floats(frame: pd.DataFrame, column: str) -> np.ndarray:
@@ -57,47 +67,89 @@ def good_requests(requests: pd.DataFrame, spec: SloSpec) -> np.ndarray:
     the TPOT of a one-token reply, does not count against it)."""
     good = as_floats(requests, "ok") == 1
     for t in spec.thresholds:
-        value = as_floats(requests, t.metric)
-        good &= np.isnan(value) | (value <= t.limit)
+        good &= _holds(requests, t)
     return good
 
 
+def _holds(requests: pd.DataFrame, t: Threshold) -> np.ndarray:
+    """Per row: the threshold holds for it, or the request has no value of its figure."""
+    value = as_floats(requests, t.metric)
+    return np.isnan(value) | (value <= t.limit)
+
+
+def unknown_thresholds(measured: pd.DataFrame, spec: SloSpec) -> list[Threshold]:
+    """The thresholds whose figure no successful request of `measured` has (a run that did not
+    record it, an older run's requests.csv): whether a request is good is then unknown."""
+    ok = as_floats(measured, "ok") == 1
+    return [t for t in spec.thresholds if not (ok & ~np.isnan(as_floats(measured, t.metric))).any()]
+
+
 def _threshold_value(requests: pd.DataFrame, t: Threshold, attainment: float) -> float:
-    """The attainment quantile of a threshold's figure over a level's measured requests, failures
-    as infinitely late: at most the limit exactly when enough of them hold it."""
-    value = np.nan_to_num(as_floats(requests, t.metric), nan=0.0)
-    value = np.where(as_floats(requests, "ok") == 1, value, np.inf)
-    if not len(value):
+    """The attainment quantile of a threshold's figure over a level's measured requests, by the
+    tables' percentile method (`levels.group_percentiles`), failures as infinitely late
+    and a success without the figure as holding it; NaN where no success has it (unknown)."""
+    value = as_floats(requests, t.metric)
+    ok = as_floats(requests, "ok") == 1
+    if not (ok & ~np.isnan(value)).any():
         return math.nan
-    return float(np.quantile(value, attainment, method="inverted_cdf"))
+    value = np.where(ok, np.nan_to_num(value, nan=0.0, posinf=np.inf), np.inf)
+    return float(group_percentiles(value, np.zeros(len(value), np.int64), 1, (attainment,))[0, 0])
 
 
-def _binding(
-    measured: pd.DataFrame, metrics_row: dict, spec: SloSpec
-) -> tuple[str, float, float, bool]:
-    """(item, value, value / limit, met) of the item that bound a level (see the module doc)."""
+@dataclass(frozen=True)
+class Judgement:
+    """How a level fared against the SLOs: the item that bound it (`_judge`), its value (NaN:
+    unknown) and value / limit, whether it met them (1, 0, NaN: unknown), and whether any item's
+    figure is unknown there."""
+
+    item: str
+    value: float
+    ratio: float
+    met: float
+    unknown: bool
+
+
+def _judge(measured: pd.DataFrame, metrics_row: dict, spec: SloSpec) -> Judgement:
+    """The item that bound a level: the success share where failures alone keep it from its
+    attainment, else the item it missed furthest, else one whose figure is unknown (met NaN),
+    else the one closest to its limit. A threshold is missed when fewer than the attainment share
+    of the measured requests hold it (its value, the attainment percentile, says how far); an
+    objective when its percentile is over its limit."""
     n = len(measured)
-    ok_share = float((as_floats(measured, "ok") == 1).mean()) if n else math.nan
-    if n and ok_share < spec.attainment:
-        return SUCCESS, ok_share, math.inf, False
-    items: list[tuple[str, float, float]] = []
+    if not n:
+        return Judgement("", math.nan, math.nan, math.nan, False)
+    ok = as_floats(measured, "ok") == 1
+    missed: list[tuple[str, float, float]] = []
+    unknown: list[tuple[str, float, float]] = []
+    kept: list[tuple[str, float, float]] = []
     for t in spec.thresholds:
         value = _threshold_value(measured, t, spec.attainment)
-        items.append((t.text, value, value / t.limit))
+        item = (t.text, value, value / t.limit)
+        held = float((ok & _holds(measured, t)).sum()) / n
+        (unknown if value != value else missed if held < spec.attainment else kept).append(item)
     for o in spec.objectives:
         value = float(metrics_row.get(o.column, math.nan))
-        items.append((o.text, value, value / o.limit))
-    known = [i for i in items if i[2] == i[2]]
-    if not known:
-        return "", math.nan, math.nan, False
-    name, value, ratio = max(known, key=lambda i: i[2])
-    return name, value, ratio, ratio <= 1
+        item = (o.text, value, value / o.limit)
+        (unknown if value != value else missed if value > o.limit else kept).append(item)
+    in_doubt = bool(unknown) and bool(ok.any())  # no success at all: failures bind, not figures
+    if float(ok.mean()) < spec.attainment:
+        return Judgement(SUCCESS, float(ok.mean()), math.inf, 0.0, in_doubt)
+    if missed:
+        return Judgement(*max(missed, key=lambda i: i[2]), 0.0, in_doubt)
+    if unknown:
+        return Judgement(*unknown[0], math.nan, True)
+    if not kept:
+        return Judgement("", math.nan, math.nan, 1.0, False)
+    return Judgement(*max(kept, key=lambda i: i[2]), 1.0, False)
 
 
 def level_goodput(
     requests: pd.DataFrame, measurement: LevelMeasurement, spec: SloSpec
 ) -> pd.DataFrame:
-    """One row per level of `measurement.metrics` with `GOODPUT_COLUMNS` (and `level`).
+    """One row per level of `measurement.metrics` with `GOODPUT_COLUMNS` (and `level`). Where a
+    threshold's figure is unknown at a level (`unknown_thresholds`), so are its good requests,
+    its goodput, and whether it met the SLOs (unless it missed another item): NaN, with the
+    unknown item as `slo_binding` and `slo_unknown` 1.
 
     `requests` is the run's requests frame `measurement` was measured from."""
     metrics = measurement.metrics
@@ -114,27 +166,37 @@ def level_goodput(
     for rec in metrics.to_dict("records"):
         in_level = (labelled["level"] == rec["level"]).to_numpy()
         measured = labelled[in_level]
-        n_good = int(good_measured[in_level].sum())
-        row: dict = {"level": rec["level"], "slo_good": n_good}
-        row["slo_good_share"] = n_good / len(measured) if len(measured) else math.nan
+        row: dict = {"level": rec["level"], **_good(measured, good_measured[in_level], spec)}
         window = rec["window_s"]
-        if window == window:
+        if window == window and row["slo_good"] == row["slo_good"]:
             work = work_in_window(spans, rec["window_start"], rec["window_end"])
             row["goodput_req_per_s"] = work.requests / window
             row["goodput_output_tok_per_s"] = work.output_tokens / window
         else:
             row["goodput_req_per_s"] = row["goodput_output_tok_per_s"] = math.nan
-        name, value, ratio, met = _binding(measured, rec, spec)
-        share = row["slo_good_share"]
-        met = met and share == share and share >= spec.attainment
+        judged = _judge(measured, rec, spec)
+        met, share = judged.met, row["slo_good_share"]
+        if met == 1 and not share >= spec.attainment:  # every item held, but not all at once
+            met = 0.0
         row.update(
-            slo_met=float(met) if len(measured) else math.nan,
-            slo_binding=name,
-            slo_binding_value=value,
-            slo_binding_ratio=ratio,
+            slo_met=met,
+            slo_unknown=float(judged.unknown),
+            slo_binding=judged.item,
+            slo_binding_value=judged.value,
+            slo_binding_ratio=judged.ratio,
         )
         rows.append(row)
     return pd.DataFrame(rows, columns=["level", *GOODPUT_COLUMNS])
+
+
+def _good(measured: pd.DataFrame, good: np.ndarray, spec: SloSpec) -> dict:
+    """A level's good requests and their share of its measured ones: NaN where unknown (a
+    level without a success has none good, whatever its figures)."""
+    ok = as_floats(measured, "ok") == 1
+    if not len(measured) or (ok.any() and unknown_thresholds(measured, spec)):
+        return {"slo_good": math.nan, "slo_good_share": math.nan}
+    n_good = int(good.sum())
+    return {"slo_good": n_good, "slo_good_share": n_good / len(measured)}
 
 
 def _secs(value: float) -> str:
@@ -151,14 +213,18 @@ def binding_text(name: str, value: float, spec: SloSpec) -> str:
         return "-"
     if name == SUCCESS:
         return f"success ({value * 100:.1f}% of requests succeeded)"
+    if value != value:
+        items: list[Threshold | Objective] = [*spec.thresholds, *spec.objectives]
+        figure = next((i.metric for i in items if i.text == name), name)
+        return f"{name} ({UNKNOWN}: no successful measured request recorded {figure})"
     shown = _secs(value)
     if name in {t.text for t in spec.thresholds}:
         return f"{name} ({shown} at the {spec.attainment * 100:g}th percentile of requests)"
     return f"{name} ({shown})"
 
 
-def _cell(value: float, spec: str, scale: float = 1.0) -> str:
-    return format(value * scale, spec) if value == value else "-"
+def _cell(value: float, spec: str, scale: float = 1.0, blank: str = "-") -> str:
+    return format(value * scale, spec) if value == value else blank
 
 
 def format_goodput_table(metrics: pd.DataFrame, goodput: pd.DataFrame, spec: SloSpec) -> str:
@@ -180,13 +246,14 @@ def format_goodput_table(metrics: pd.DataFrame, goodput: pd.DataFrame, spec: Slo
     rows = [(*header, "SLOs", "bound by")]
     for rec in goodput.to_dict("records"):
         met = rec["slo_met"]
+        blank = UNKNOWN if rec["slo_unknown"] == 1 else "-"
         rows.append(
             (
                 names.get(rec["level"], "-"),
-                _cell(rec["slo_good_share"], ".1f", 100.0),
-                _cell(rec["goodput_req_per_s"], ",.2f"),
-                _cell(rec["goodput_output_tok_per_s"], ",.0f"),
-                "met" if met == 1 else "missed" if met == 0 else "-",
+                _cell(rec["slo_good_share"], ".1f", 100.0, blank),
+                _cell(rec["goodput_req_per_s"], ",.2f", blank=blank),
+                _cell(rec["goodput_output_tok_per_s"], ",.0f", blank=blank),
+                "met" if met == 1 else "missed" if met == 0 else blank,
                 binding_text(rec["slo_binding"], rec["slo_binding_value"], spec),
             )
         )
@@ -210,11 +277,21 @@ class SloHeadline:
     goodput_peak_value: float  # the level of the highest mean goodput (req/s)
     goodput_peak: float
     throughput_peak_value: float  # ... and of the highest mean req/s
+    runs_unknown: int = 0  # runs left out: at some level, whether it met the SLOs is unknown
+    unknown: str = ""  # what is unknown there (`binding_text`)
 
     def sentence(self, axis: LoadKind, spec: SloSpec) -> str:
         """The key finding, naming levels as the series' kind of load names them."""
-        noun, what = axis.noun, axis.what
         slos = ", ".join(spec.items())
+        if self.runs_unknown and self.best.n == 0 and self.runs_without == 0:
+            return f"Whether any tested level meets the SLOs ({slos}) is {UNKNOWN}: {self.unknown}."
+        text = self._known(axis, slos)
+        if self.runs_unknown:
+            text += f" {self.runs_unknown} run(s) left out, where it is {UNKNOWN}: {self.unknown}."
+        return text
+
+    def _known(self, axis: LoadKind, slos: str) -> str:
+        noun, what = axis.noun, axis.what
         if self.best.n == 0:
             return (
                 f"No tested level met the SLOs ({slos}) in any run; the closest miss was "
@@ -262,7 +339,13 @@ def slo_headline(runs: Sequence[pd.DataFrame], spec: SloSpec) -> SloHeadline:
     best: list[float] = []
     missed: list[str] = []
     closest: list[str] = []
+    unknown: list[str] = []
     for frame in runs:
+        in_doubt = (as_floats(frame, "slo_unknown") == 1) & np.isnan(as_floats(frame, "slo_met"))
+        if in_doubt.any():  # a level whose judgement is unknown: so is the run's best level
+            rec = frame[in_doubt].iloc[0]
+            unknown.append(binding_text(rec["slo_binding"], rec["slo_binding_value"], spec))
+            continue
         rows = frame[frame["slo_met"].notna()].sort_values("value")
         if rows.empty:
             continue
@@ -294,4 +377,6 @@ def slo_headline(runs: Sequence[pd.DataFrame], spec: SloSpec) -> SloHeadline:
         goodput_peak_value=peak_value,
         goodput_peak=peak,
         throughput_peak_value=thr_value,
+        runs_unknown=len(unknown),
+        unknown=_most_common(unknown),
     )

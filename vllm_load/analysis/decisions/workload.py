@@ -3,7 +3,8 @@
 A comparison of two configurations means something only when both served the same requests:
 64 output tokens a request against 128 halves the work, and says nothing about the server. The
 workload is what was sent (lengths, their distributions, the endpoint, streaming, the dataset
-and its filters, the shared prefix, sampling, the user classes and their weights) and, for an
+and its filters, the shared prefix, sampling, --images with their size and format, the user
+classes and their weights) and, for an
 open-loop run, how requests arrived. How long a level ran (warm-up, requests per level, caps) is
 not: it changes how precise a figure is, not what it measures.
 """
@@ -14,6 +15,8 @@ from typing import Sequence
 
 from ..series.stats import OPEN_LOOP_SETTINGS
 
+#: how each of --images' images is made: part of the workload only where a run sent images
+IMAGE_SETTINGS: tuple[str, ...] = ("image_size", "image_format")
 #: run.json settings that make the workload
 WORKLOAD_SETTINGS: tuple[str, ...] = (
     "input_tokens",
@@ -33,6 +36,8 @@ WORKLOAD_SETTINGS: tuple[str, ...] = (
     "temperature",
     "vllm_params",
     "approximate_prompts",
+    "images",
+    *IMAGE_SETTINGS,
     *OPEN_LOOP_SETTINGS,
 )
 
@@ -42,10 +47,14 @@ def workload(run: dict) -> dict:
     its user classes with their weights. A setting an older run did not record is left out."""
     settings = run.get("settings") or {}
     rates = bool(settings.get("rates"))
+    images = bool(settings.get("images"))
     out = {
         k: settings[k]
         for k in WORKLOAD_SETTINGS
-        if k in settings and (rates or k not in OPEN_LOOP_SETTINGS) and k != "rates"
+        if k in settings
+        and (rates or k not in OPEN_LOOP_SETTINGS)
+        and (images or k not in IMAGE_SETTINGS)
+        and k != "rates"
     }
     if run.get("user_classes"):
         out["user_classes"] = run["user_classes"]

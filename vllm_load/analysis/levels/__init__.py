@@ -31,3 +31,34 @@ def as_floats(series: pd.Series) -> np.ndarray:
         # what requests.csv's columns are read as: no parse (a million rows, ~8 ms a column)
         return series.to_numpy(dtype=np.float64, na_value=np.nan)
     return pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def group_percentiles(
+    values: np.ndarray, groups: np.ndarray, n_groups: int, fractions: tuple[float, ...]
+) -> np.ndarray:
+    """Per group (0 .. n_groups - 1), the `fractions` quantiles of its non-NaN values, shape
+    (n_groups, len(fractions)); NaN where a group has none. The one percentile method of every
+    per-request figure: the level tables' (`measure`, `rates`), a replay's windows' and the
+    SLOs' (`decisions.goodput`) all come from here. Linear interpolation between the closest ranks (numpy's and pandas' default,
+    Hyndman and Fan's type 7); +inf values (goodput's failures) sort last, and a quantile that reaches one
+    is inf."""
+    out = np.full((n_groups, len(fractions)), np.nan)
+    keep = ~np.isnan(values)
+    if not keep.any():
+        return out
+    v, g = values[keep], groups[keep]
+    order = np.lexsort((v, g))
+    v, g = v[order], g[order]
+    counts = np.bincount(g, minlength=n_groups)
+    has = counts > 0
+    n = counts[has]
+    first = (np.cumsum(counts) - counts)[has]
+    for j, q in enumerate(fractions):
+        h = (n - 1) * q
+        lo = np.floor(h).astype(np.int64)
+        t = h - lo
+        a, b = v[first + lo], v[first + np.minimum(lo + 1, n - 1)]
+        with np.errstate(invalid="ignore"):
+            lerp = a + (b - a) * t  # as pandas' quantile, the tables' before: the same bits
+        out[has, j] = np.where((t == 0) | (a == b), a, np.where(np.isinf(b), b, lerp))
+    return out

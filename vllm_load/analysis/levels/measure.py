@@ -29,7 +29,7 @@ import pandas as pd
 from ... import figures as declared
 from ...figures import gpu_columns, statistic_columns
 from ...rundir.stream_columns import StreamColumns
-from . import as_floats
+from . import as_floats, group_percentiles
 from .hist import hist_percentiles
 from .rates import RATE_COLUMNS, rate_figures
 from .recorded_levels import recorded_levels
@@ -120,6 +120,14 @@ LABELLED_COLUMNS: tuple[str, ...] = (
 )
 
 
+def labelled_columns() -> tuple[str, ...]:
+    """The columns `LevelMeasurement.labelled` keeps (those present): `LABELLED_COLUMNS` and
+    every declared per-request figure's (`figures.PER_REQUEST`, as declared when it runs), so
+    that an SLO on any of them (`decisions.goodput`) reads it."""
+    declared_keys = (s.key for s in declared.PER_REQUEST if not s.from_histogram)
+    return tuple(dict.fromkeys((*LABELLED_COLUMNS, *declared_keys)))
+
+
 def _measured_columns() -> frozenset[str]:
     """The columns of the successful measured requests that `measure_levels` reads (every
     declared per-request figure's, as declared when it runs)."""
@@ -169,22 +177,18 @@ def expected_prompt_tokens(requests: pd.DataFrame) -> np.ndarray:
 def _group_statistics(
     values: np.ndarray, groups: np.ndarray, n_groups: int, stats: tuple[str, ...]
 ) -> dict[str, np.ndarray]:
-    """Per group, each of `stats` ("p99": a linearly interpolated percentile, numpy's default;
-    "mean") of the values; NaN where a group has none."""
+    """Per group, each of `stats` ("p99": `group_percentiles`; "mean") of the values; NaN where
+    a group has none."""
     out = {stat: np.full(n_groups, np.nan) for stat in stats}
-    keep = ~np.isnan(values)
-    if not keep.any():
-        return out
-    frame = pd.DataFrame({"g": groups[keep], "v": values[keep]})
-    by_group = frame.groupby("g")["v"]
     percentiles = [stat for stat in stats if stat.startswith("p")]
     if percentiles:
-        q = by_group.quantile([int(stat[1:]) / 100.0 for stat in percentiles]).unstack()
-        rows = q.index.to_numpy(dtype=np.int64)
+        fractions = tuple(int(stat[1:]) / 100.0 for stat in percentiles)
+        q = group_percentiles(values, groups, n_groups, fractions)
         for j, stat in enumerate(percentiles):
-            out[stat][rows] = q.iloc[:, j].to_numpy()
-    if "mean" in stats:
-        mean = by_group.mean()
+            out[stat] = q[:, j]
+    keep = ~np.isnan(values)
+    if "mean" in stats and keep.any():
+        mean = pd.Series(values[keep]).groupby(groups[keep]).mean()
         out["mean"][mean.index.to_numpy(dtype=np.int64)] = mean.to_numpy()
     return out
 
@@ -332,7 +336,7 @@ def measure_levels(
     out["stop_reason"] = plan["stop_reason"].to_numpy(dtype=object)
     for col in gpu_columns():  # the GPUs' figures, where a run recorded them: `gpu.with_gpu`
         out[col] = np.nan
-    labelled = req.loc[measured_mask, [c for c in LABELLED_COLUMNS if c in req]]
+    labelled = req.loc[measured_mask, [c for c in labelled_columns() if c in req]]
     labelled.insert(0, "level", plan["level"].to_numpy(np.int64)[pos[measured_mask]])
     return LevelMeasurement(
         metrics=out[list(metric_columns())],

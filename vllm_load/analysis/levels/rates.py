@@ -65,6 +65,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from . import group_percentiles
+
 RATE_COLUMNS: tuple[str, ...] = (
     "requested_rate",
     "offered_rate",
@@ -93,14 +95,8 @@ def rate_figures(
     with np.errstate(invalid="ignore", divide="ignore"):
         achieved = np.where(np.isnan(requested), np.nan, completed / window_s)
     out = {"requested_rate": requested, "achieved_rate": achieved}
-    q50, q99 = np.full(n_levels, np.nan), np.full(n_levels, np.nan)
-    keep = ~np.isnan(queued)
-    if keep.any():
-        frame = pd.DataFrame({"g": group[keep], "q": queued[keep]})
-        q = frame.groupby("g")["q"].quantile([0.5, 0.99]).unstack()
-        rows = q.index.to_numpy(dtype=np.int64)
-        q50[rows], q99[rows] = q[0.5].to_numpy(), q[0.99].to_numpy()
-    out["queued_p50"], out["queued_p99"] = q50, q99
+    q = group_percentiles(queued, group, n_levels, (0.5, 0.99))
+    out["queued_p50"], out["queued_p99"] = q[:, 0], q[:, 1]
     growth = np.full(n_levels, np.nan)
     for i in np.flatnonzero(~np.isnan(requested)):
         pick = (group == i) & ~np.isnan(ttft) & ~np.isnan(start)

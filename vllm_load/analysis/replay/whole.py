@@ -18,7 +18,7 @@ import pandas as pd
 
 from ...figures import PERCENTILES
 from ...rundir.stream_columns import StreamColumns
-from ..decisions.goodput import binding_text, level_goodput
+from ..decisions.goodput import UNKNOWN, binding_text, level_goodput
 from ..decisions.slo import SloSpec
 from ..levels import as_floats
 from ..levels.measure import LevelMeasurement, measure_levels
@@ -34,21 +34,29 @@ class ReplaySlo:
     """The replay against the SLOs (`decisions.goodput`, the replay as one level)."""
 
     items: tuple[str, ...]  # the SLOs as --slo items
-    good: int  # requests that succeeded within every per-request threshold
-    good_share: float  # of the replay's requests
+    good: int | None  # requests that succeeded within every per-request threshold (None: unknown)
+    good_share: float  # of the replay's requests (NaN: unknown)
     goodput_req_per_s: float
     goodput_output_tok_per_s: float
     met: bool  # the replay met them (attainment and every percentile objective)
     bound_by: str  # the item it missed, or the one closest to its limit (`binding_text`)
+    unknown: bool = False  # whether it met them is unknown: the run lacks a figure they name
 
     def sentence(self) -> str:
+        slos = ", ".join(self.items)
+        if self.unknown:
+            return f"SLOs ({slos}): whether the replay met them is {UNKNOWN}: {self.bound_by}."
         verdict = "met them" if self.met else "missed them"
         bound = f"bound by {self.bound_by}" if not self.met else f"closest: {self.bound_by}"
-        return (
-            f"SLOs ({', '.join(self.items)}): {self.good:,} of the replay's requests were good "
-            f"({self.good_share:.1%}); goodput {self.goodput_req_per_s:,.2f} req/s "
-            f"({self.goodput_output_tok_per_s:,.0f} output tok/s); the replay {verdict}, {bound}."
-        )
+        if self.good is None:
+            good = f"how many of the replay's requests were good is {UNKNOWN}"
+        else:
+            good = (
+                f"{self.good:,} of the replay's requests were good ({self.good_share:.1%}); "
+                f"goodput {self.goodput_req_per_s:,.2f} req/s "
+                f"({self.goodput_output_tok_per_s:,.0f} output tok/s)"
+            )
+        return f"SLOs ({slos}): {good}; the replay {verdict}, {bound}."
 
 
 @dataclass(frozen=True)
@@ -95,12 +103,13 @@ def _slo(
     row = rows[0]
     return ReplaySlo(
         items=tuple(spec.items()),
-        good=int(row["slo_good"]),
+        good=int(row["slo_good"]) if row["slo_good"] == row["slo_good"] else None,
         good_share=float(row["slo_good_share"]),
         goodput_req_per_s=float(row["goodput_req_per_s"]),
         goodput_output_tok_per_s=float(row["goodput_output_tok_per_s"]),
         met=row["slo_met"] == 1,
         bound_by=binding_text(row["slo_binding"], row["slo_binding_value"], spec),
+        unknown=row["slo_met"] != row["slo_met"],
     )
 
 

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ...rundir.stream_columns import StreamColumns
-from ..levels import as_floats
+from ..levels import as_floats, group_percentiles
 from ..levels.hist import hist_percentiles
 from ..levels.spans import own_streams, success_spans
 from ..levels.window_rates import work_in_window
@@ -100,12 +100,8 @@ def _bins(times: np.ndarray, edges: np.ndarray) -> np.ndarray:
 def _percentiles(values: np.ndarray, groups: np.ndarray, n: int, q: float) -> np.ndarray:
     """The `q`th percentile (linear, as every latency percentile) of `values` per group 0..n-1;
     NaN for a group without one."""
-    out = np.full(n, np.nan)
-    keep = (groups >= 0) & ~np.isnan(values)
-    if keep.any():
-        by_group = pd.Series(values[keep]).groupby(groups[keep]).quantile(q / 100.0)
-        out[by_group.index.to_numpy(np.int64)] = by_group.to_numpy()
-    return out
+    keep = groups >= 0
+    return group_percentiles(values[keep], groups[keep], n, (q / 100.0,))[:, 0]
 
 
 def sent_spans(requests: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
