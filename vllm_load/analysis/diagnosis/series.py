@@ -73,7 +73,9 @@ def configured_lengths(run: dict) -> tuple[float, float] | None:
     workload whose lengths vary (a trace, a dataset, length distributions, images, approximate
     prompts, outputs not forced). The capacity model reads these rather than the levels' means:
     a mean a token over 640 moved a KV limit from 819 to 682 requests between two runs."""
-    settings = run.get("settings") if isinstance(run.get("settings"), dict) else {}
+    settings = run.get("settings")
+    if not isinstance(settings, dict):
+        return None
     varying = (
         "trace",
         "dataset",

@@ -34,7 +34,9 @@ The rules, in the order they are tried (thresholds below; docs/diagnosis.md says
 9. `undetermined` otherwise, with the figures that did not settle it, what they would fit, and
    the flags that would settle it.
 
-A limit is inferred only where nothing else explains the evidence (`inference`).
+A limit is inferred only where nothing else explains the evidence (`inference`). The module is
+long because it holds every rule in the order it is tried, with the evidence they read: the
+order is the design, and reads in one place.
 """
 
 from __future__ import annotations
