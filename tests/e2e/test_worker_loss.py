@@ -89,8 +89,9 @@ def assert_named_and_abandoned(run: dict, output: str, killed: list[int], at: fl
     counted as abandoned in the level it was lost during."""
     (lost,) = run["workers_lost"]
     assert lost["pid"] == killed[0] and lost["found"] == "process_exited"
-    # found by its process (checked every second), not ~4 s later by missing heartbeats
-    assert 0 < lost["lost_at"] - at < 2.0, lost["lost_at"] - at
+    # found by its process (checked every second, confirmed 0.5 s later), not by heartbeats
+    # missed for ~4.6 s
+    assert 0 < lost["lost_at"] - at < 3.0, lost["lost_at"] - at
     assert 0 < lost["in_flight"] == lost["in_flight_reported"]
     assert run["requests_abandoned"] == {
         "total": lost["in_flight"],
@@ -130,6 +131,7 @@ def test_a_worker_killed_during_a_trace_replay(tmp_path):
         1,
         3,
         *("--trace", "sample:mooncake_60s", "--trace-duration", "16", "--trace-speed", "2"),
+        *("--max-in-flight", "100"),  # (1,000 users at once starve a busy machine's workers)
     )
     requests, steps, run, stats = load_run_files(run_dir)
     assert time.monotonic() - started < 60  # not held to its time cap for the share never sent

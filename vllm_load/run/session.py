@@ -61,6 +61,8 @@ DRAIN_MESSAGE = "vllm_load_drain"  # master -> workers: the last level is over, 
 LEVEL_MESSAGE = "vllm_load_level"  # master -> a worker: a level's kind and its share (`LevelShare`)
 # seconds from a trace level's start to its segment's: the level's users are all running by then
 TRACE_LEAD = 0.5
+# seconds from finding a worker's process exited to counting it lost (`_exit_confirmed`)
+EXIT_GRACE = 0.5
 
 
 def level_plan(settings: Settings, segment: "Trace | None" = None) -> LevelPlan:
@@ -192,6 +194,7 @@ class RunSession:
         self.worker_processes: dict[str, WorkerProcess] = {}  # where each worker runs
         self.trace_shares: dict[int, dict[str, int]] = {}  # trace level -> {worker: its share}
         self.lost_levels: set[int] = set()  # levels a worker was lost during, while they ran
+        self._exits_seen: set[str] = set()  # workers whose process was found exited
         self.live = LiveStats()
         self.live.verdicts = LiveVerdicts(self.scraper, self.recorder.run_info)
         self.health = HealthWriter(os.path.join(run_dir, CLIENT_HEALTH_CSV))
@@ -423,8 +426,7 @@ class RunSession:
 
     def check_workers(self) -> None:
         """Record workers the master lost (`worker_loss`): Locust counts a worker missing after 3
-        missed heartbeats; one the master forked is lost as soon as its process has exited, while
-        the test runs (at its end the workers quit)."""
+        missed heartbeats; one the master forked is lost once its process has exited."""
         runner = self.environment.runner
         if not isinstance(runner, MasterRunner):
             return
@@ -434,13 +436,29 @@ class RunSession:
                 continue
             if client.state == STATE_MISSING:
                 self._lose(client.id, MISSING_HEARTBEATS)
-            elif self.stopped_at is None and self._exited(client.id):
-                self._lose(client.id, PROCESS_EXITED)
-                declare_missing(runner, client.id)  # Locust moves its users now, not in ~4 s
+            elif self._exited(client.id) and client.id not in self._exits_seen:
+                self._exits_seen.add(client.id)
+                gevent.spawn_later(EXIT_GRACE, self._exit_confirmed, client.id)
 
     def _exited(self, worker: str) -> bool:
+        """Whether `worker` is a process this master forked that has exited, while the test runs
+        (at its end the workers quit)."""
         process = self.worker_processes.get(worker)
-        return process is not None and process.is_my_child() and child_exited(process.pid)
+        return (
+            self.stopped_at is None
+            and process is not None
+            and process.is_my_child()
+            and child_exited(process.pid)
+        )
+
+    def _exit_confirmed(self, worker: str) -> None:
+        """A worker whose process exited is lost if Locust still counts it a worker, and the test
+        still runs, `EXIT_GRACE` later: a worker that quits (Ctrl-C reaches the workers with the
+        master) has said so by then, and Locust has let it go."""
+        runner = self.environment.runner
+        if worker in runner.clients and worker not in self.lost_workers() and self._exited(worker):
+            self._lose(worker, PROCESS_EXITED)
+            declare_missing(runner, worker)  # Locust moves its users now, not in ~4 s
 
     def _lose(self, worker: str, found: str) -> None:
         """A worker is gone. Its records that reached the master stay; its requests in flight

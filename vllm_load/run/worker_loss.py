@@ -4,8 +4,9 @@ Locust counts a worker missing once it has sent no heartbeat for about 3 s (its 
 every second; measured: 4-5 s after a `kill -9`). A worker of `vllm-load run --workers N` is a
 process the master forked itself: when it dies, its process says so at once. Each worker
 reports where it runs (`WorkerProcess`, with its first report); a worker that is the master's
-own child is lost as soon as its process has exited, and Locust is told to move its users then
-(`compat.locust.declare_missing`) rather than seconds later.
+own child is lost once its process has exited (checked every second, confirmed half a second
+later: a worker that quits with the test has told Locust so by then), and Locust is told to move
+its users then (`compat.locust.declare_missing`) rather than seconds later.
 """
 
 from __future__ import annotations
