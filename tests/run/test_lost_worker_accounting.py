@@ -1,6 +1,7 @@
 """A lost load worker, accounted in-process: its requests in flight (started, reported, never
 ended) are what it abandoned, per level; a trace level stops waiting for the share it never
-sent; a worker forked by this process is found lost by its process; run.json's entry names it."""
+sent; a worker forked by this process is found lost by its process; one that only stalled and
+comes back has each request counted once; run.json's entry names it."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ import subprocess
 import sys
 import time
 
-from vllm_load.load_kinds import TRACE, Level
+from vllm_load.load_kinds import CONCURRENCY, TRACE, Level
 from vllm_load.run.measured_set import LevelFollower
+from vllm_load.run.recorder import RunRecorder
 from vllm_load.run.steps import LevelPlan, LevelProgress, StepController
-from vllm_load.run.worker_loss import WorkerProcess, child_exited
+from vllm_load.run.worker_loss import AbandonedAtLoss, WorkerProcess, child_exited
 from vllm_load.rundir.lost_workers import LostWorker, lost_workers
 
 
@@ -121,3 +123,25 @@ def test_a_run_json_entry_names_the_worker_and_what_went_with_it():
     assert counted.what_was_lost() == "1 request in flight abandoned"
     assert bare == LostWorker("host_old", None) and bare.what_was_lost() == ""
     assert lost_workers({"workers_lost": "nonsense"}) == [] and lost_workers({}) == []
+
+
+def test_a_stalled_worker_that_comes_back_has_each_request_counted_once():
+    ledger = AbandonedAtLoss()
+    ledger.add("w1", [1.0, 2.0, 2.0])  # in flight when it was found missing: counted abandoned
+    # back, it reports two of them abandoned itself (its users were moved away) and another one
+    assert ledger.not_counted("w1", [2.0, 3.0]) == [3.0]
+    assert ledger.not_counted("w2", [1.0]) == [1.0]  # another worker's are its own
+    assert ledger.ended("w1", 1.0)  # a row for one counted: it is no longer abandoned
+    assert not ledger.ended("w1", 1.0) and not ledger.ended("w2", 2.0)
+    assert ledger.not_counted("w1", [2.0, 2.0]) == [2.0]  # (the second of one instant, once)
+
+
+def test_the_recorder_takes_back_an_abandoned_request_that_got_its_row(tmp_path):
+    recorder = RunRecorder(str(tmp_path / "run"), {})
+    recorder.start_level(0, Level(CONCURRENCY, 4.0, 4), 10.0, 4, 44, 600.0)
+    recorder.start_level(1, Level(CONCURRENCY, 8.0, 8), 20.0, 8, 48, 600.0)
+    recorder.add_abandoned([11.0, 12.0, 21.0])
+    recorder.add_abandoned([12.0, 21.0], -1)
+    recorder.write_run_json()
+    assert recorder.run_info["requests_abandoned"] == {"total": 1, "by_level": {"0": 1}}
+    recorder.close("completed")

@@ -48,7 +48,13 @@ from .server_metrics import MetricsScraper
 from .start import exact_prompts_plan, run_header, wanted_classes
 from .steps import LevelChange, LevelPlan, LevelProgress, StepController
 from .summary import print_summary
-from .worker_loss import MISSING_HEARTBEATS, PROCESS_EXITED, WorkerProcess, child_exited
+from .worker_loss import (
+    MISSING_HEARTBEATS,
+    PROCESS_EXITED,
+    AbandonedAtLoss,
+    WorkerProcess,
+    child_exited,
+)
 
 if TYPE_CHECKING:
     from ..workload.traces import Trace
@@ -195,6 +201,7 @@ class RunSession:
         self.trace_shares: dict[int, dict[str, int]] = {}  # trace level -> {worker: its share}
         self.lost_levels: set[int] = set()  # levels a worker was lost during, while they ran
         self._exits_seen: set[str] = set()  # workers whose process was found exited
+        self.abandoned_at_loss = AbandonedAtLoss()
         self.live = LiveStats()
         self.live.verdicts = LiveVerdicts(self.scraper, self.recorder.run_info)
         self.health = HealthWriter(os.path.join(run_dir, CLIENT_HEALTH_CSV))
@@ -398,6 +405,8 @@ class RunSession:
         if rows:
             has_levels = bool(self.follower.tallies)
             for row in self.recorder.add_rows(rows, worker):
+                if self.abandoned_at_loss.ended(str(row[1]), row[START_INDEX]):
+                    self.recorder.add_abandoned([row[START_INDEX]], -1)  # a lost worker's, ended
                 if has_levels and row[START_INDEX] >= self.recorder.level_starts[0]:
                     self.follower.ended(row[LEVEL_INDEX], row[START_INDEX], str(row[1]))
                 if row[ERROR_INDEX] == CLIENT_LIMIT:
@@ -406,6 +415,7 @@ class RunSession:
 
     def add_abandoned(self, starts: list[float], worker: str) -> None:
         """Requests a load process stopped before they ended (no row will come)."""
+        starts = self.abandoned_at_loss.not_counted(worker, starts)
         self.recorder.add_abandoned(starts)
         self.follower.abandoned(worker, starts)
 
@@ -467,6 +477,7 @@ class RunSession:
         level = max(self.controller.level, 0)
         in_flight = self.follower.lost(worker)
         self.recorder.add_abandoned(in_flight)
+        self.abandoned_at_loss.add(worker, in_flight)
         entry: dict[str, Any] = {"worker": worker, "lost_at": time.time(), "level": level}
         if process := self.worker_processes.get(worker):
             entry.update(host=process.host, pid=process.pid)

@@ -69,3 +69,39 @@ def child_exited(pid: int) -> bool:
         return False
     state, ppid = stat.rsplit(")", 1)[1].split()[:2]
     return state in ("Z", "X") or int(ppid) != os.getpid()
+
+
+class AbandonedAtLoss:
+    """The requests each lost worker had in flight, counted abandoned when it was lost. A worker
+    Locust counted missing may only have stalled (a busy machine) and come back: then it reports
+    them itself, as abandoned (its users were moved away) or as rows; `not_counted` and `ended`
+    keep each request counted once."""
+
+    def __init__(self) -> None:
+        self._starts: dict[str, dict[float, int]] = {}
+
+    def add(self, worker: str, starts: list[float]) -> None:
+        counts = self._starts.setdefault(worker, {})
+        for ts in starts:
+            counts[ts] = counts.get(ts, 0) + 1
+
+    def not_counted(self, worker: str, starts: list[float]) -> list[float]:
+        """Of the starts `worker` reports abandoned, those not already counted at its loss."""
+        if worker not in self._starts:
+            return starts
+        return [ts for ts in starts if not self._take(worker, ts)]
+
+    def ended(self, worker: str, start: float) -> bool:
+        """Whether a row of `worker` is a request counted abandoned at its loss (no longer is)."""
+        return worker in self._starts and self._take(worker, start)
+
+    def _take(self, worker: str, ts: float) -> bool:
+        counts = self._starts[worker]
+        left = counts.get(ts, 0)
+        if not left:
+            return False
+        if left == 1:
+            del counts[ts]
+        else:
+            counts[ts] = left - 1
+        return True
