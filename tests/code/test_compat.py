@@ -400,7 +400,7 @@ def check_post_whole():
 """
 
 LOCUST = r"""
-import csv, os, tempfile
+import csv, os, tempfile, time
 import gevent, gevent.pool
 import locust
 from gevent.event import Event
@@ -409,6 +409,7 @@ from locust.env import Environment
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSVFileWriter
 from vllm_load.compat.locust import rewrite_csv_files, send_worker_report, set_worker_report_interval, user_stopping
 from vllm_load.compat.locust import master_silent_for, set_master_heartbeat_timeout
+from vllm_load.compat.locust import declare_missing
 from vllm_load.compat.locust import WEB_INDEX_ENDPOINT, WEB_STATS_ENDPOINT
 from vllm_load.sim.process import free_port
 
@@ -498,6 +499,26 @@ def check_master_heartbeat_timeout():
     finally:
         worker.greenlet.kill(block=True); master.quit()
         set_master_heartbeat_timeout(60)
+
+def check_declare_missing():
+    from locust.runners import STATE_MISSING
+    master, worker = master_and_worker()
+    try:
+        (client_id,) = list(master.clients)
+        gevent.sleep(1.5)  # heartbeats flow: the worker is not missing
+        expect(master.clients[client_id].state != STATE_MISSING,
+               "a worker sending heartbeats is counted missing")
+        worker.greenlet.kill(block=True)  # it sends no more heartbeats, as if killed
+        declare_missing(master, client_id)
+        started = time.time()
+        while master.clients[client_id].state != STATE_MISSING and time.time() - started < 3:
+            gevent.sleep(0.05)
+        waited = time.time() - started
+        expect(waited < 1.5,
+               "a worker whose WorkerNode.heartbeat is set below 0 is not counted missing at the "
+               f"master's next heartbeat check ({waited:.1f} s)")
+    finally:
+        master.quit()
 
 def check_rewrite_csv_files():
     environment = Environment(user_classes=[User])
@@ -617,6 +638,7 @@ ENTRIES = {
         "web_ui_endpoints",
         "master_heartbeat_timeout",
         "shape_tick",
+        "declare_missing",
     ],
 }
 # the compat names each check covers (a check may cover two)

@@ -161,10 +161,49 @@ def test_a_run_that_lost_one_worker_says_so_in_its_findings(tmp_path):
     run_id = summary["runs"][0]["run_id"]
     sentence = (
         f"Run {run_id} lost load worker host_1f2e during level 50 concurrent: its requests in "
-        "flight were never recorded and its users moved to the remaining workers."
+        "flight were never recorded and its users moved to the remaining workers; that level "
+        "held less than its load meanwhile, so its achieved concurrency is the loss's, not the "
+        "client's."
     )
     assert summary["series"][0]["findings"][0] == sentence
     assert f"- ⚠ {md(sentence)}" in markdown  # (names escaped as Markdown)
+
+
+def thin_out_level(run: str, level: int) -> None:
+    """Drop every other request of `level` from requests.csv, as if half its users' requests had
+    gone (the level then held about half its concurrency)."""
+    requests = read_requests(run)
+    at = np.flatnonzero(requests["level"].to_numpy() == level)
+    requests.drop(index=at[1::2]).to_csv(f"{run}/requests.csv", index=False)
+
+
+SHORT = "Achieved concurrency fell short of the requested one"
+
+
+def test_a_level_a_worker_was_lost_during_is_not_put_down_to_the_client(tmp_path):
+    (run,) = synthetic_runs(tmp_path, 1)
+    thin_out_level(run, 1)
+    summary, _, _ = report([run], tmp_path / "short.html")
+    findings = summary["series"][0]["findings"]
+    assert any(f.startswith(SHORT) and "first at 50 (" in f for f in findings)  # the client's
+    entry = {
+        "worker": "vm_1f2e",
+        "lost_at": 1.0,
+        "level": 1,
+        "host": "vm",
+        "pid": 4242,
+        "found": "process_exited",
+        "in_flight": 25,
+    }
+    edit_run_json(run, workers_lost=[entry])
+    summary, _, _ = report([run], tmp_path / "lost.html")
+    findings = summary["series"][0]["findings"]
+    assert not any(f.startswith(SHORT) for f in findings)  # the loss's, not the client's
+    named = (
+        f"Run {summary['runs'][0]['run_id']} lost load worker vm_1f2e (host vm, pid 4242) during "
+        "level 50 concurrent: its 25 request(s) in flight were abandoned (never recorded)"
+    )
+    assert any(f.startswith(named) for f in findings)
 
 
 def write_server_metrics(run: str, waiting: dict[int, float], queue_s: dict[int, float]) -> None:

@@ -17,6 +17,7 @@ import sys
 from ..client.prompts import handed_over
 from ..run.outcomes import EXIT_CODES, exit_status_help
 from ..run.recorder import new_run_dir, refuse_existing_run
+from ..rundir.lost_workers import lost_workers
 from ..settings import Settings, add_arguments
 from ..target.loss import still_answers, target_lost
 from ..values import SettingsError, master_host_argument, port_argument
@@ -225,6 +226,8 @@ def conclude(run_dir: str, host: str, api_key: str | None) -> tuple[str, str]:
     lost = target_lost(run_dir, host, api_key)
     if lost:  # every level ran, but against a server that was gone
         return TARGET_LOST, lost
+    if workers := lost_workers_line(run):  # every level ran, but not at the load it was to hold
+        return "workers_lost", f"{workers}; {run_dir} holds what was measured"
     failed = failed_levels(run_dir)
     if failed:
         silent = [
@@ -235,6 +238,17 @@ def conclude(run_dir: str, host: str, api_key: str | None) -> tuple[str, str]:
         gone = f"; {', '.join(silent)} does not answer now" if silent else ""
         return "levels_failed", f"{failed}{gone}; the run is in {run_dir}"
     return "completed", ""
+
+
+def lost_workers_line(run: dict) -> str:
+    """One line naming the load workers a run lost and what went with them ("" when none)."""
+    lost = lost_workers(run)
+    return "; ".join(
+        f"{w.named()} was lost"
+        + (f" during level {w.level}" if w.level is not None else "")
+        + (f" ({what})" if (what := w.what_was_lost()) else "")
+        for w in lost
+    )
 
 
 def failed_levels(run_dir: str) -> str:
@@ -326,4 +340,7 @@ def run_headless(
         if lost:
             print(f"vllm-load: {lost}", file=sys.stderr, flush=True)
             outcome = TARGET_LOST
+        elif workers := lost_workers_line(read_run_json(run_dir)):
+            print(f"vllm-load: {workers}", file=sys.stderr, flush=True)
+            outcome = "workers_lost"
     return run_dir or "", outcome

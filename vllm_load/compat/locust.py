@@ -1,7 +1,8 @@
 """Locust's private API: a user's stopping state, a worker's report on demand, the CSV writer's
 row writers, the worker report interval (checked with locust 2.40.0 and 2.47.0), the endpoint
 names of two web UI views, how long a worker waits for its master's heartbeat (checked
-with 2.47.0), and the shape worker's loop (2.40.0 and 2.47.0)."""
+with 2.47.0), the shape worker's loop (2.40.0 and 2.47.0) and a worker's heartbeats left on the
+master (2.47.0)."""
 
 from __future__ import annotations
 
@@ -126,3 +127,14 @@ def tick_shape_every(runner, seconds: float) -> None:
 
 
 _shape_logger = logging.getLogger("locust.runners")
+
+
+def declare_missing(runner, client_id: str) -> None:
+    """Have a `MasterRunner` count a worker missing at its next heartbeat check (within
+    `locust.runners.HEARTBEAT_INTERVAL`, 1 s) instead of after 3 more missed heartbeats: its
+    `WorkerNode.heartbeat`, the heartbeats left before `heartbeat_worker` marks it STATE_MISSING
+    (and moves its users to the others when rebalancing is on), set below 0 (checked with
+    2.47.0)."""
+    node = runner.clients.get(client_id)
+    if node is not None:
+        node.heartbeat = -1

@@ -27,6 +27,7 @@ from ..analysis.replay.verdicts import LATE_LIMIT_S, PREFIX_TOLERANCE
 from ..analysis.series.saturation import SaturationRule
 from ..load_kinds import KINDS
 from ..rundir.files import write_atomic
+from ..rundir.lost_workers import LostWorker
 from ..target.loss import MIN_STREAK, NO_ANSWER_SHARE
 from . import charts, gpu_section, persona_charts
 from .cells import (
@@ -87,15 +88,15 @@ class RunView:
     target_chart: charts.Chart | None = None
 
 
-def lost_worker_text(lost) -> str:
-    """`worker X, lost at level L` from a run.json `workers_lost` entry (older runs list bare ids)."""
-    if not isinstance(lost, dict):
-        return str(lost)
-    level = lost.get("level")
+def lost_worker_text(entry) -> str:
+    """`worker X (host H, pid P), lost during level L: 2 requests in flight abandoned` from a
+    run.json `workers_lost` entry (older runs list bare ids, or no host, pid or count)."""
+    lost = LostWorker.of(entry)
+    what = lost.what_was_lost()
     return (
-        f"{lost.get('worker', '?')}, lost during level {level}"
-        if level is not None
-        else str(lost.get("worker", "?"))
+        lost.named()
+        + (f", lost during level {lost.level}" if lost.level is not None else "")
+        + (f": {what}" if what else "")
     )
 
 

@@ -11,6 +11,11 @@ The starts of several workers arrive in different reports, so a start earlier th
 held may still come; the selection is final only once every load process has reported its
 starts past the last one held (`reported_until`). A request is known by its start and its load
 process, so the requests of a worker that was lost (they will never end) stop holding a level.
+
+`LevelFollower` also keeps, per load process, the starts it reported whose rows have not come:
+when it is lost, those are its requests in flight, abandoned (`lost`); and per level, how many
+each process started, so that a trace level whose share of a lost process will never be sent
+stops waiting for it (`forgo`).
 """
 
 from __future__ import annotations
@@ -36,9 +41,12 @@ class LevelTally:
     # how many of `_first` are in `_ended`, kept as they change: `progress` is asked several times
     # a second, and counting them there walked every start of the level each time
     _first_ended: int = 0
+    by_worker: dict[str, int] = field(default_factory=dict)  # starts per load process
+    unsent: int = 0  # requests it follows that will never start (`forgo`)
 
     def start(self, ts: float, worker: str) -> None:
         self.started += 1
+        self.by_worker[worker] = self.by_worker.get(worker, 0) + 1
         first, started = self._first, (ts, worker)
         if len(first) < self.selected:
             bisect.insort(first, started)
@@ -72,6 +80,14 @@ class LevelTally:
     def lose(self, worker: str) -> None:
         self._lost.add(worker)
 
+    def forgo(self, count: int) -> None:
+        """`count` of the requests the level follows will never start (a trace share of a lost
+        process): it follows that many fewer."""
+        count = min(count, self.selected - len(self._first))
+        if count > 0:
+            self.selected -= count
+            self.unsent += count
+
     def progress(self, reported_until: float = math.inf) -> LevelProgress:
         """Started requests, and how many of the selected ones are not known to have ended; until
         every process has reported its starts past the last selected one, at least one is open."""
@@ -83,7 +99,7 @@ class LevelTally:
         full = len(self._first) >= self.selected
         if full and reported_until < self._first[-1][0]:
             open_ = max(open_, 1)
-        return LevelProgress(self.started, open_)
+        return LevelProgress(self.started, open_, self.unsent)
 
 
 class LevelFollower:
@@ -92,22 +108,60 @@ class LevelFollower:
     def __init__(self) -> None:
         self.tallies: list[LevelTally] = []
         self.reported_until: dict[str, float] = {}  # worker -> its starts are all in up to then
+        # worker -> {start: its starts reported less its rows}: positive while in flight (a row
+        # may come before its start is taken, in a local run: then negative until it is)
+        self._open: dict[str, dict[float, int]] = {}
 
     def level_started(self, selected: int) -> None:
         self.tallies.append(LevelTally(selected))
 
     def started(self, level: int, ts: float, worker: str) -> None:
         self.tallies[level].start(ts, worker)
+        self._count(worker, ts, 1)
 
     def ended(self, level: int, start_ts: float, worker: str) -> None:
         self.tallies[level].end(start_ts, worker)
+        self._count(worker, start_ts, -1)
+
+    def abandoned(self, worker: str, starts: list[float]) -> None:
+        """Requests `worker` stopped before they ended (they will have no row)."""
+        counts = self._open.get(worker, {})
+        for ts in starts:
+            if counts.get(ts, 0) > 0:
+                self._count(worker, ts, -1)
+
+    def _count(self, worker: str, ts: float, step: int) -> None:
+        counts = self._open.setdefault(worker, {})
+        left = counts.get(ts, 0) + step
+        if left:
+            counts[ts] = left
+        else:
+            del counts[ts]
+
+    def in_flight(self, worker: str) -> list[float]:
+        """The starts `worker` reported whose rows have not come, in order."""
+        counts = self._open.get(worker, {})
+        return sorted(ts for ts, n in counts.items() for _ in range(max(n, 0)))
 
     def reported(self, worker: str, until: float) -> None:
         self.reported_until[worker] = until
 
-    def lost(self, worker: str) -> None:
+    def lost(self, worker: str) -> list[float]:
+        """`worker` is gone: its requests will never end. Returns the starts of those it had in
+        flight (reported, with no row), which no longer hold any level."""
         for tally in self.tallies:
             tally.lose(worker)
+        in_flight = self.in_flight(worker)
+        self._open.pop(worker, None)
+        return in_flight
+
+    def forgo(self, level: int, worker: str, share: int) -> int:
+        """A lost `worker` was to start `share` of `level`'s requests (a trace segment's share):
+        those it had not started will never start. Returns how many."""
+        tally = self.tallies[level]
+        unsent = max(share - tally.by_worker.get(worker, 0), 0)
+        tally.forgo(unsent)
+        return unsent
 
     def progress(self, level: int, workers: list[str] | None = None) -> LevelProgress:
         """`level`'s progress as far as every one of `workers` has reported (None: a single load

@@ -17,7 +17,13 @@ class Outcome:
 
 OUTCOMES: tuple[Outcome, ...] = (
     Outcome("completed", 0, "every level ran, measured its requests and failed at most 1% of them"),
-    Outcome("workers_lost", 3, "every worker was lost"),
+    Outcome(
+        "workers_lost",
+        3,
+        "a load worker was lost: every one (the test stopped), or some (their users moved to the "
+        "others, their requests in flight were abandoned, and the level running is marked "
+        "workers_lost in steps.csv)",
+    ),
     Outcome(
         "target_lost",
         4,

@@ -154,11 +154,16 @@ class RunRecorder:
             self.requests.write_rows(attributed)
         return attributed
 
-    def add_abandoned(self, starts: Iterable[float]) -> None:
-        """Count requests that were in flight when the test stopped them (they have no row)."""
+    def add_abandoned(self, starts: Iterable[float], count: int = 1) -> None:
+        """Count requests that were in flight when the test stopped them, or their worker was lost
+        (they have no row); `count` -1 takes back one that got a row after all."""
         for start in starts:
             level = self.level_of(start) if self.levels else 0
-            self._abandoned[level] = self._abandoned.get(level, 0) + 1
+            left = self._abandoned.get(level, 0) + count
+            if left > 0:
+                self._abandoned[level] = left
+            else:
+                self._abandoned.pop(level, None)
 
     # files --------------------------------------------------------------------------------
     def write_steps(self) -> None:

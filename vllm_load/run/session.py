@@ -28,7 +28,7 @@ from ..client.context import LoadContext
 from ..client.health import CLIENT_LIMIT, HealthSample, HealthWriter
 from ..client.replay import LevelShare, replay_header, trace_segment
 from ..client.targets import target_list
-from ..compat.locust import rewrite_csv_files
+from ..compat.locust import declare_missing, rewrite_csv_files
 from ..load_kinds import RATE, TRACE, Level
 from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV, target_metrics_csv
 from ..rundir.records import ERROR_INDEX, ERROR_MESSAGE_INDEX, LEVEL_INDEX, START_INDEX
@@ -48,6 +48,13 @@ from .server_metrics import MetricsScraper
 from .start import exact_prompts_plan, run_header, wanted_classes
 from .steps import LevelChange, LevelPlan, LevelProgress, StepController
 from .summary import print_summary
+from .worker_loss import (
+    MISSING_HEARTBEATS,
+    PROCESS_EXITED,
+    AbandonedAtLoss,
+    WorkerProcess,
+    child_exited,
+)
 
 if TYPE_CHECKING:
     from ..workload.traces import Trace
@@ -60,6 +67,8 @@ DRAIN_MESSAGE = "vllm_load_drain"  # master -> workers: the last level is over, 
 LEVEL_MESSAGE = "vllm_load_level"  # master -> a worker: a level's kind and its share (`LevelShare`)
 # seconds from a trace level's start to its segment's: the level's users are all running by then
 TRACE_LEAD = 0.5
+# seconds from finding a worker's process exited to counting it lost (`_exit_confirmed`)
+EXIT_GRACE = 0.5
 
 
 def level_plan(settings: Settings, segment: "Trace | None" = None) -> LevelPlan:
@@ -188,6 +197,11 @@ class RunSession:
         self.worker_flights: dict[
             str, tuple[bool, int]
         ] = {}  # worker -> (draining, in flight), as reported
+        self.worker_processes: dict[str, WorkerProcess] = {}  # where each worker runs
+        self.trace_shares: dict[int, dict[str, int]] = {}  # trace level -> {worker: its share}
+        self.lost_levels: set[int] = set()  # levels a worker was lost during, while they ran
+        self._exits_seen: set[str] = set()  # workers whose process was found exited
+        self.abandoned_at_loss = AbandonedAtLoss()
         self.live = LiveStats()
         self.live.verdicts = LiveVerdicts(self.scraper, self.recorder.run_info)
         self.health = HealthWriter(os.path.join(run_dir, CLIENT_HEALTH_CSV))
@@ -232,8 +246,16 @@ class RunSession:
         runner = self.environment.runner
         if not isinstance(runner, MasterRunner):  # as far as this process's starts are all in
             return self.follower.progress(level, ["local"])
-        live = [c.id for c in runner.clients.all if c.state != STATE_MISSING]
-        return self.follower.progress(level, live)
+        return self.follower.progress(level, self.live_workers())
+
+    def live_workers(self) -> list[str]:
+        """The workers neither Locust counts missing nor this session has found lost."""
+        lost = self.lost_workers()
+        clients = self.environment.runner.clients.all
+        return sorted(c.id for c in clients if c.state != STATE_MISSING and c.id not in lost)
+
+    def lost_workers(self) -> set[str]:
+        return {entry["worker"] for entry in self.recorder.run_info["workers_lost"]}
 
     def add_starts(self, starts: list[float], worker: str, until: float) -> None:
         """Requests a load process has sent (their start times), all of them up to `until`."""
@@ -264,10 +286,8 @@ class RunSession:
         if not isinstance(runner, MasterRunner):
             return LoadContext.of(self.environment).in_flight
         total = 0
-        for client in runner.clients.all:
-            if client.state == STATE_MISSING:
-                continue
-            draining, flying = self.worker_flights.get(client.id, (False, 1))
+        for worker in self.live_workers():
+            draining, flying = self.worker_flights.get(worker, (False, 1))
             total += flying if draining or as_reported else max(flying, 1)
         return total
 
@@ -319,7 +339,8 @@ class RunSession:
             self.live.level_started(change.level, change.users, change.at, rate, change.load.text())
             self._send_level(change.level, change.load, change.at)
         else:
-            self.recorder.end_level(change.level, change.at, change.reason)
+            reason = "workers_lost" if change.level in self.lost_levels else change.reason
+            self.recorder.end_level(change.level, change.at, reason)
             progress = self.progress(change.level)
             logger.info(
                 "level %d ended (%s): %d requests started, %d of the first %d to start still open",
@@ -338,12 +359,13 @@ class RunSession:
         segment starts."""
         runner, settings = self.environment.runner, self.settings
         master = isinstance(runner, MasterRunner)
-        processes = (
-            sorted(c.id for c in runner.clients.all if c.state != STATE_MISSING)
-            if master
-            else ["local"]
-        )
+        processes = self.live_workers() if master else ["local"]
         start = at + TRACE_LEAD + load.users / settings.spawn_rate_per_level
+        if load.kind is TRACE and load.requests is not None:  # a lost worker's share is unsent
+            shares = {
+                p: len(range(i, load.requests, len(processes))) for i, p in enumerate(processes)
+            }
+            self.trace_shares[level] = shares
         for index, process in enumerate(processes):
             share = LevelShare(level, load.kind.name, load.value)
             if load.kind is RATE:
@@ -383,11 +405,19 @@ class RunSession:
         if rows:
             has_levels = bool(self.follower.tallies)
             for row in self.recorder.add_rows(rows, worker):
+                if self.abandoned_at_loss.ended(str(row[1]), row[START_INDEX]):
+                    self.recorder.add_abandoned([row[START_INDEX]], -1)  # a lost worker's, ended
                 if has_levels and row[START_INDEX] >= self.recorder.level_starts[0]:
                     self.follower.ended(row[LEVEL_INDEX], row[START_INDEX], str(row[1]))
                 if row[ERROR_INDEX] == CLIENT_LIMIT:
                     self.client_limit(row[ERROR_MESSAGE_INDEX], str(row[1]))
                 self.prometheus.add(row, self.live.add(row))
+
+    def add_abandoned(self, starts: list[float], worker: str) -> None:
+        """Requests a load process stopped before they ended (no row will come)."""
+        starts = self.abandoned_at_loss.not_counted(worker, starts)
+        self.recorder.add_abandoned(starts)
+        self.follower.abandoned(worker, starts)
 
     def client_limit(self, message: str, worker: str) -> None:
         """A load process hit a client-side limit (`client.health.client_limit`): what it measures from now on
@@ -397,30 +427,88 @@ class RunSession:
             info["client_limit"] = {"message": message, "worker": worker, "at": time.time()}
             fail(self.environment, f"{message} (load process {worker})", EXIT_CODES[CLIENT_LIMIT])
 
-    def check_workers(self) -> None:
-        """Record workers the master lost: Locust marks a worker missing after 3 missed heartbeats.
+    def worker_process(self, worker: str, reported: object) -> None:
+        """Where `worker` runs, from its report (`worker_loss.WorkerProcess`)."""
+        if worker not in self.worker_processes:
+            found = WorkerProcess.reported(reported)
+            if found is not None:
+                self.worker_processes[worker] = found
 
-        Its records that reached the master stay; its requests in flight are gone.
-        """
+    def check_workers(self) -> None:
+        """Record workers the master lost (`worker_loss`): Locust counts a worker missing after 3
+        missed heartbeats; one the master forked is lost once its process has exited."""
         runner = self.environment.runner
         if not isinstance(runner, MasterRunner):
             return
-        lost = self.recorder.run_info["workers_lost"]
-        known = {entry["worker"] for entry in lost}
+        lost = self.lost_workers()
         for client in list(runner.clients.all):
-            if client.state == STATE_MISSING and client.id not in known:
-                level = max(self.controller.level, 0)
-                lost.append({"worker": client.id, "lost_at": time.time(), "level": level})
-                self.follower.lost(client.id)  # its requests in flight will never end
-                logger.warning("worker %s lost during level %d (no heartbeat)", client.id, level)
-                self.recorder.write_run_json()
+            if client.id in lost:
+                continue
+            if client.state == STATE_MISSING:
+                self._lose(client.id, MISSING_HEARTBEATS)
+            elif self._exited(client.id) and client.id not in self._exits_seen:
+                self._exits_seen.add(client.id)
+                gevent.spawn_later(EXIT_GRACE, self._exit_confirmed, client.id)
+
+    def _exited(self, worker: str) -> bool:
+        """Whether `worker` is a process this master forked that has exited, while the test runs
+        (at its end the workers quit)."""
+        process = self.worker_processes.get(worker)
+        return (
+            self.stopped_at is None
+            and process is not None
+            and process.is_my_child()
+            and child_exited(process.pid)
+        )
+
+    def _exit_confirmed(self, worker: str) -> None:
+        """A worker whose process exited is lost if Locust still counts it a worker, and the test
+        still runs, `EXIT_GRACE` later: a worker that quits (Ctrl-C reaches the workers with the
+        master) has said so by then, and Locust has let it go."""
+        runner = self.environment.runner
+        if worker in runner.clients and worker not in self.lost_workers() and self._exited(worker):
+            self._lose(worker, PROCESS_EXITED)
+            declare_missing(runner, worker)  # Locust moves its users now, not in ~4 s
+
+    def _lose(self, worker: str, found: str) -> None:
+        """A worker is gone. Its records that reached the master stay; its requests in flight
+        (reported started, with no row) never end: abandoned; a trace level's share it had not
+        sent is never sent; the level running ends as `workers_lost`."""
+        level = max(self.controller.level, 0)
+        in_flight = self.follower.lost(worker)
+        self.recorder.add_abandoned(in_flight)
+        self.abandoned_at_loss.add(worker, in_flight)
+        entry: dict[str, Any] = {"worker": worker, "lost_at": time.time(), "level": level}
+        if process := self.worker_processes.get(worker):
+            entry.update(host=process.host, pid=process.pid)
+        entry.update(found=found, in_flight=len(in_flight))
+        if worker in self.worker_flights:  # what it counted itself, at its last report
+            entry["in_flight_reported"] = self.worker_flights[worker][1]
+        levels = self.recorder.levels
+        running = (
+            self.controller.phase == "running" and bool(levels[level:]) and not levels[level].end_ts
+        )
+        share = self.trace_shares.get(level, {}).get(worker)
+        if running and share is not None:
+            entry["unsent"] = self.follower.forgo(level, worker, share)
+        if running:
+            self.lost_levels.add(level)
+        self.recorder.run_info["workers_lost"].append(entry)
+        logger.warning(
+            "worker %s lost during level %d (%s): %d request(s) in flight abandoned",
+            worker,
+            level,
+            found.replace("_", " "),
+            len(in_flight),
+        )
+        self.recorder.write_run_json()
 
     def all_workers_lost(self) -> bool:
         runner = self.environment.runner
         return (
             isinstance(runner, MasterRunner)
             and bool(self.recorder.run_info["workers_lost"])
-            and all(client.state == STATE_MISSING for client in runner.clients.all)
+            and not self.live_workers()
         )
 
     def stopped(self) -> None:

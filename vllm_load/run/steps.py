@@ -61,6 +61,7 @@ class LevelProgress:
 
     started: int  # requests that started in the level
     open: int  # of its first `LevelCounts.selected` to start, those not known to have ended
+    unsent: int = 0  # of those, requests that will never start (a lost worker's trace share)
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,7 @@ class StepController:
 
     def _level_over(self, now: float, progress: LevelProgress) -> str:
         """Why the running level is over ("" while it is not)."""
-        if progress.started >= self.plan.counts(self.level).selected:
+        if progress.started + progress.unsent >= self.plan.counts(self.level).selected:
             if progress.open <= 0:
                 return "target_reached"
             if self.selected_at is None:

@@ -10,6 +10,7 @@ import os
 from dataclasses import asdict, dataclass
 
 from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV
+from ..rundir.lost_workers import LostWorker, lost_workers
 from ..target.loss import FinalStreak, streak_in
 
 logger = logging.getLogger("vllm_load")
@@ -31,11 +32,22 @@ class EndChecks:
         }
 
 
+def lost_by_level(lost: list[LostWorker]) -> dict[int, str]:
+    """{level: the workers lost during it, named, and what went with them}: the table's legend."""
+    out: dict[int, list[str]] = {}
+    for w in lost:
+        if w.level is not None:
+            what = w.what_was_lost()
+            out.setdefault(w.level, []).append(w.named() + (f", {what}" if what else ""))
+    return {lv: "; ".join(texts) for lv, texts in out.items()}
+
+
 def print_summary(run_dir: str) -> EndChecks | None:
     """The per-level table (and goodput against the run's SLOs), the requests cut off at the
     stop, and where the run directory is; returns the run's `EndChecks` (None when the run
     could not be read)."""
     abandoned = 0
+    lost: list[LostWorker] = []
     checks = None
     try:
         # at call time: pandas stays out of the load processes, which import this module too
@@ -58,7 +70,9 @@ def print_summary(run_dir: str) -> EndChecks | None:
         from ..rundir.gpu_metrics import source_line
         from ..rundir.load import analysis_columns, load_run, read_run_json
 
-        abandoned = read_run_json(run_dir).get("requests_abandoned", {}).get("total", 0)
+        info = read_run_json(run_dir)
+        abandoned = info.get("requests_abandoned", {}).get("total", 0)
+        lost = lost_workers(info)
         # the diagnosis first: it reads and measures the run too, and lets it go before the
         # table's reading (which then finds requests.csv's columnar copy it wrote): one run in
         # memory at a time
@@ -78,6 +92,7 @@ def print_summary(run_dir: str) -> EndChecks | None:
             late_levels(level_client_health(health, metrics, run.requests)),
             {lv: v.unsteady_text() for lv, v in verdicts.items() if not v.steady},
             bottlenecks,
+            lost_by_level(lost),
         )
         if gpu_line := source_line(run.run):  # GPU telemetry: where its figures came from
             table += "\n" + gpu_line
@@ -97,8 +112,16 @@ def print_summary(run_dir: str) -> EndChecks | None:
     if table:
         print("\n" + table, flush=True)
     if abandoned:
+        by_loss = sum(w.in_flight or 0 for w in lost)
+        why = (
+            " with the workers lost"
+            if by_loss >= abandoned
+            else f" ({by_loss} with the workers lost, the rest when the test stopped)"
+            if by_loss
+            else " when the test stopped"
+        )
         print(
-            f"{abandoned} request(s) in flight when the test stopped were cut off: no rows, counted in run.json",
+            f"{abandoned} request(s) in flight were cut off{why}: no rows, counted in run.json",
             flush=True,
         )
     print(f"\nRun directory: {run_dir}", flush=True)

@@ -43,6 +43,7 @@ from ..web import bind
 from ..web.auth import add_arguments as add_web_arguments
 from ..web.view import install_web_ui
 from .session import DRAIN_MESSAGE, LEVEL_MESSAGE, RunSession, fail
+from .worker_loss import WorkerProcess
 
 logger = logging.getLogger("vllm_load")
 
@@ -213,9 +214,11 @@ def _install_worker(environment, runner) -> None:
         die_with_parent(forked_from())
     context = LoadContext.of(environment)
     probe = _start_probe()
+    process = WorkerProcess.this_one().report()  # (a worker lost is named by it)
 
     @environment.events.report_to_master.add_listener
     def _(client_id, data, **_kw):
+        data["vllm_process"] = process
         data["vllm_started"] = context.take_starts()  # before the rows: a row's start is in
         rows = context.buffer.drain()
         if rows:
@@ -265,6 +268,7 @@ def _install_master(environment) -> None:
         session = getattr(environment, "vllm_load_session", None)
         if session is None or session.closed:
             return
+        session.worker_process(client_id, data.get("vllm_process"))
         if data.get("vllm_failure"):
             session.load_failed(data["vllm_failure"], client_id)
         started = data.get("vllm_started")
@@ -273,7 +277,7 @@ def _install_master(environment) -> None:
         if rows:
             session.add_rows(rows, client_id)
         if data.get("vllm_abandoned"):
-            session.recorder.add_abandoned(data["vllm_abandoned"])
+            session.add_abandoned(data["vllm_abandoned"], client_id)
         if data.get("vllm_health"):
             session.add_health(data["vllm_health"], client_id)
         if data.get("vllm_tokens"):

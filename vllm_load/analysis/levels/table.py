@@ -82,6 +82,8 @@ LATE_MARK = "*"
 UNSTEADY_MARK = "!"
 #: what marks a concurrency level that measured fewer requests than it had users
 THIN_MARK = "~"
+#: what marks the achieved load of a level a load worker was lost during
+LOST_MARK = "x"
 
 
 def format_level_table(
@@ -89,6 +91,7 @@ def format_level_table(
     late: dict[int, str] | None = None,
     unsteady: dict[int, str] | None = None,
     bottlenecks: dict[int, str] | None = None,
+    lost: dict[int, str] | None = None,
 ) -> str:
     """A fixed-width text table of `level_metrics` for the terminal (empty string for no levels).
 
@@ -98,11 +101,14 @@ def format_level_table(
     `analysis.rates.rate_verdicts`) marks the achieved rate of those whose window was no steady
     state (the target fell behind, or a backlog was worked off) with `UNSTEADY_MARK`, and a
     legend says why, as the report does when it leaves them out of the peak. `bottlenecks`
-    ({level: verdict kind}, `analysis.diagnosis`) is the last column when given.
+    ({level: verdict kind}, `analysis.diagnosis`) is the last column when given. `lost`
+    ({level: the workers lost during it}) marks its achieved load with `LOST_MARK`, and a legend
+    names them: the level held less than its load while they were being found, not for the
+    client's or the server's sake.
     """
     if metrics is None or metrics.empty:
         return ""
-    late, unsteady = late or {}, unsteady or {}
+    late, unsteady, lost = late or {}, unsteady or {}, lost or {}
     thin = set(thin_levels(metrics))
     columns = table_columns(metrics)
     rows = [[h for h, *_ in columns] + (["bottleneck"] if bottlenecks else [])]
@@ -116,6 +122,7 @@ def format_level_table(
             },
             "achieved_rate": UNSTEADY_MARK if lv in unsteady else " " if unsteady else "",
             "measured": THIN_MARK if lv in thin else " " if thin else "",
+            "achieved_concurrency": LOST_MARK if lv in lost else " " if lost else "",
         }
         rows.append(
             [
@@ -149,6 +156,14 @@ def format_level_table(
             "leave --requests-per-level unset (2 per user) to measure whole waves:"
         )
         lines += [f"  {names[lv]}: {why}" for lv, why in thin_levels(metrics).items()]
+    marked = [(lv, why) for lv, why in sorted(lost.items()) if lv in names]
+    if marked:
+        lines.append(
+            f"{LOST_MARK} a load worker was lost during the level: its requests in flight were "
+            "abandoned and its users moved to the others, so the level held less than its load "
+            "meanwhile (not the client's doing):"
+        )
+        lines += [f"  {names[lv]}: {why}" for lv, why in marked]
     marked = [(lv, why) for lv, why in sorted(unsteady.items()) if lv in names]
     if marked:
         lines.append(

@@ -17,7 +17,7 @@ from ..levels.client_side import shown_past
 from ..levels.server_queue import queued
 from .curve import column, value_text
 from .failures import kept
-from .outcome import RunOutcome, unreached
+from .outcome import RunOutcome, lost_levels, unreached
 from .saturation import Saturation, SaturationRule, level_point
 
 
@@ -183,10 +183,12 @@ def findings(
     curve = full  # the checks below are about every level
     achieved = column(curve, "achieved_concurrency_mean")
     users = column(curve, "value")
-    # a level left out for its failures is explained by them (its own finding), not by the client
-    failing = np.isin(users, [f.value for f in sat.failed if f.excluded])
+    # a level left out for its failures is explained by them (its own finding), not by the client,
+    # and one a load worker was lost during by that loss (its run's finding)
+    explained = np.isin(users, [f.value for f in sat.failed if f.excluded])
+    explained |= np.isin(users, sorted(lost_levels(outcomes)))
     short = (
-        np.flatnonzero((achieved < 0.9 * users) & ~failing)
+        np.flatnonzero((achieved < 0.9 * users) & ~explained)
         if not sat.axis.open_loop
         else np.array([], int)
     )

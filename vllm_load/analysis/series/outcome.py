@@ -6,7 +6,9 @@ closed (`running`) has levels it never reached, and its highest level can look l
 rising curve; a run whose target stopped answering (`vllm_load.target.loss`: it ended on a streak
 of failures with no answer and no success after them) keeps outcome `completed` while its last
 levels measured nothing but failures; a run that lost some of its workers moved their users to
-the others and lost their requests in flight. The report says each of these before any figure.
+the others and abandoned their requests in flight, so the level it lost one during held less
+than its load for a while (`lost_levels`: not the client's doing). The report says each of these
+before any figure.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ...rundir.load import RunData
+from ...rundir.lost_workers import LostWorker, lost_workers
 from ...target.loss import ended_unanswered, streak_in
 from ..levels.recorded_levels import kinds_and_values
 from .curve import axis_of, value_text
@@ -44,7 +47,7 @@ class RunOutcome:
     stopped_during: float | None  # the level running when an unfinished run stopped
     cut_short: tuple[float, ...]  # levels that ended before their requests did
     not_run: tuple[float, ...]  # levels of the planned ladder never started
-    workers_lost: tuple[tuple[str, float], ...]  # (worker, level it was lost during)
+    workers_lost: tuple[tuple[LostWorker, float], ...]  # (worker, level it was lost during)
     silent_from: float | None = None  # the level the target stopped answering during
     silent_failures: str = ""
 
@@ -99,13 +102,28 @@ class RunOutcome:
                 "serving."
             )
         if self.outcome != "workers_lost":
-            for worker, level in self.workers_lost:
-                during = f" during level {self._levels([level])}" if level == level else ""
-                out.append(
-                    f"Run {self.run_id} lost load worker {worker}{during}: its requests in flight "
-                    "were never recorded and its users moved to the remaining workers."
-                )
+            out.extend(self._lost_sentence(worker, level) for worker, level in self.workers_lost)
         return out
+
+    def _lost_sentence(self, worker: LostWorker, level: float) -> str:
+        during = f" during level {self._levels([level])}" if level == level else ""
+        what = (
+            f"its {worker.in_flight:,} request(s) in flight were abandoned (never recorded)"
+            if worker.in_flight is not None
+            else "its requests in flight were never recorded"
+        )
+        if worker.unsent:
+            what += f", {worker.unsent:,} requests of its trace share were never sent"
+        held = (
+            "; that level held less than its load meanwhile, so its achieved concurrency "
+            "is the loss's, not the client's"
+            if level == level
+            else ""
+        )
+        return (
+            f"Run {self.run_id} lost load {worker.named()}{during}: {what} and its users moved "
+            f"to the remaining workers{held}."
+        )
 
 
 def _level_values(run: dict, steps: pd.DataFrame) -> dict[int, float]:
@@ -153,12 +171,7 @@ def run_outcome(
     cut = tuple(values[lv] for lv in unended if lv in values)
     started = int(np.nanmax(levels)) + 1 if len(levels) else 0
     stopped = values.get(max(unended)) if unended else None
-    lost = tuple(
-        (str(w.get("worker", "?")), _level_of(values, w.get("level")))
-        if isinstance(w, dict)
-        else (str(w), float("nan"))  # older runs list bare ids
-        for w in run.get("workers_lost") or []
-    )
+    lost = tuple((w, _level_of(values, w.level)) for w in lost_workers(run))
     return RunOutcome(
         run_id=run_id,
         outcome=outcome,
@@ -170,6 +183,11 @@ def run_outcome(
         silent_from=values.get(silence.level) if silence is not None else None,
         silent_failures=silence.failures if silence is not None else "",
     )
+
+
+def lost_levels(outcomes: Sequence[RunOutcome]) -> set[float]:
+    """The levels (as the series names them) during which some run lost a load worker."""
+    return {level for o in outcomes for _, level in o.workers_lost if level == level}
 
 
 def unreached(outcomes: Sequence[RunOutcome]) -> tuple[float, ...]:
