@@ -14,6 +14,9 @@ simulator's own counters (`vllm_sim:engine_steps_blocked_total` and its kin, scr
   `max_num_batched_tokens`: the step's budget spent; `kv_cache`: too few free blocks for its
   prompt, or a step that preempted). Every reason that held in at least half of them is right
   (the batch and the budget are often spent at once); none does: the most frequent one alone.
+- else, the batch was at its cap, or the step's budget spent, in at least half of the steps
+  with nobody blocked (the users just fill it): `at_limit`; that limit is right, and so is
+  `not_saturated` (the level is at the knee, not past it), and `compute` if it holds too;
 - else, the engine stepped at least BUSY of the window and the per-sequence part of a step
   (what grows with the batch) was at least PER_SEQ of its time: `compute` (the batch doubled
   would add at most 5 % throughput, the report's tolerance for its knee);
@@ -64,7 +67,8 @@ QUIET = 0.1  # ... under this share: nothing held (unless compute)
 BUSY = 0.9  # share of the window the engine spent in steps, for compute
 PER_SEQ = 0.9  # share of the step time that grows with the batch, for compute
 MAJORITY = 0.5  # a blocking reason is true when it held in this share of the waited steps
-COMPUTE, NONE, BORDERLINE = "compute", "none", "borderline"
+COMPUTE, NONE, BORDERLINE, AT_LIMIT = "compute", "none", "borderline", "at_limit"
+AT = (MAX_NUM_SEQS, MAX_NUM_BATCHED_TOKENS)  # the limits a step can be at with nobody waiting
 LIMITS = (MAX_NUM_SEQS, KV_CACHE, MAX_NUM_BATCHED_TOKENS, COMPUTE)
 TRUE_KIND = {PREEMPTION: KV_CACHE}  # a step that preempted stopped on the KV cache
 OUTCOMES = ("right", "undetermined", "missed", "wrong")
@@ -280,7 +284,7 @@ SLICE = (
 # --- the truth -----------------------------------------------------------------------------
 
 _SIM_LINE = re.compile(r"^(vllm_sim:\w+?)(?:_total)?(\{[^}]*\})? (\S+)$")
-_REASON = re.compile(r'reason="(\w+)"')
+_REASON = re.compile(r'(?:reason|limit)="(\w+)"')
 
 
 def parse_sim(text: str) -> dict[str, float]:
@@ -329,10 +333,13 @@ def at(samples: list[tuple[float, dict[str, float]]], ts: float) -> dict[str, fl
 
 @dataclass
 class Truth:
-    kinds: list[str]  # right verdicts' kinds (a server limit, compute), or [none] / [borderline]
+    kinds: list[
+        str
+    ]  # the limits that held (or compute); [at_limit, limits...], [none], [borderline]
     steps: float
     waited: float  # share of steps that left requests waiting
     blocked: dict[str, float]  # share of the waited steps each reason held in
+    full: dict[str, float]  # share of the steps at each of `AT`, waiting or not
     busy: float  # share of the window the engine stepped
     per_seq: float  # share of step time that grows with the batch
 
@@ -349,7 +356,7 @@ def truth(samples: list, start: float, end: float) -> Truth | None:
     d = {k: b[k] - a.get(k, 0.0) for k in b}
     steps = d.get("vllm_sim:engine_steps", 0.0)
     if steps < 1:
-        return Truth([BORDERLINE], steps, 0.0, {}, 0.0, 0.0)
+        return Truth([BORDERLINE], steps, 0.0, {}, {}, 0.0, 0.0)
     waited_steps = d.get("vllm_sim:engine_steps_waiting", 0.0)
     seconds = d.get("vllm_sim:engine_step_seconds", 0.0)
     fixed = d.get("vllm_sim:engine_step_fixed_seconds", 0.0)
@@ -358,18 +365,23 @@ def truth(samples: list, start: float, end: float) -> Truth | None:
         kind = TRUE_KIND.get(reason, reason)
         share = d.get(f"vllm_sim:engine_steps_blocked:{reason}", 0.0) / max(waited_steps, 1.0)
         blocked[kind] = blocked.get(kind, 0.0) + share
+    full = {k: d.get(f"vllm_sim:engine_steps_full:{k}", 0.0) / steps for k in AT}
     waited, busy = waited_steps / steps, seconds / (end - start)
     per_seq = 1 - fixed / seconds if seconds else 0.0
+    compute = busy >= BUSY and per_seq >= PER_SEQ
+    at_limits = [k for k in AT if full[k] >= MAJORITY]
     if waited >= WAITED:
         ranked = sorted(blocked, key=lambda k: -blocked[k])
         kinds = [k for k in ranked if blocked[k] >= MAJORITY] or ranked[:1]
-    elif busy >= BUSY and per_seq >= PER_SEQ:
+    elif at_limits:
+        kinds = [AT_LIMIT, *at_limits, *([COMPUTE] if compute else [])]
+    elif compute:
         kinds = [COMPUTE]
     elif waited < QUIET:
         kinds = [NONE]
     else:
         kinds = [BORDERLINE]
-    return Truth(kinds, steps, waited, blocked, busy, per_seq)
+    return Truth(kinds, steps, waited, blocked, full, busy, per_seq)
 
 
 # --- one run -------------------------------------------------------------------------------
@@ -401,7 +413,10 @@ def judge(verdict: str, advice: list, t: Truth | None) -> tuple[str, bool]:
     """(outcome, wrong with advice) of a verdict against the truth."""
     if t is None or t.kind == BORDERLINE:
         return "unscored", False
-    right = {"not_saturated", "client"} if t.kind == NONE else set(t.kinds)
+    if t.kind in (NONE, AT_LIMIT):  # nothing blocked: below the knee, or just at a limit
+        right = {"not_saturated", "client", *t.kinds[1:]}
+    else:
+        right = set(t.kinds)
     if verdict in right:
         return "right", False
     if verdict == "undetermined":
@@ -613,28 +628,43 @@ def main(argv: list[str] | None = None) -> int:
             case = run_case(regime, told, work)
             cases.append(case)
             print(_progress(regime, case), flush=True)
+            write_results(out, args, regimes, cases)  # a harness cut short keeps what it ran
     table = confusion(cases)
     print()
     print(render(table, cases))
     for line in targets(table):
         print(line)
-    results = {
-        "seed": args.seed,
-        "slice": args.slice,
-        "truth_rule": {"waited": WAITED, "quiet": QUIET, "busy": BUSY, "per_seq": PER_SEQ},
-        "regimes": [asdict(r) for r in regimes],
-        "cases": [asdict(c) for c in cases],
-        "confusion": table,
-        "targets": targets(table),
-    }
-    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as fh:
-        json.dump(results, fh, indent=1)
-    print(f"results: {os.path.join(out, 'results.json')}")
+    print(f"results: {write_results(out, args, regimes, cases)}")
     if not args.keep_runs:
         import shutil
 
         shutil.rmtree(work, ignore_errors=True)
     return 1 if any(c.error for c in cases) else 0
+
+
+def write_results(out: str, args: argparse.Namespace, regimes: list, cases: list) -> str:
+    """results.json: the regimes, every case so far, the table and the targets; its path."""
+    table = confusion(cases)
+    results = {
+        "seed": args.seed,
+        "slice": args.slice,
+        "truth_rule": {
+            "waited": WAITED,
+            "quiet": QUIET,
+            "busy": BUSY,
+            "per_seq": PER_SEQ,
+            "majority": MAJORITY,
+        },
+        "regimes": [asdict(r) for r in regimes],
+        "cases": [asdict(c) for c in cases],
+        "confusion": table,
+        "targets": targets(table),
+    }
+    path = os.path.join(out, "results.json")
+    with open(path + ".tmp", "w", encoding="utf-8") as fh:
+        json.dump(results, fh, indent=1)
+    os.replace(path + ".tmp", path)
+    return path
 
 
 def _progress(regime: Regime, case: RunCase) -> str:

@@ -42,6 +42,14 @@ def test_a_full_batch_blocks_the_queue_at_the_sequence_cap():
     assert blocked(engine) == {MAX_NUM_SEQS: steps.waiting}
     assert steps.waiting == 8  # two waves of 4 steps each left requests waiting
     assert steps.steps == 12  # and a third wave of 4 with the last one alone
+    assert steps.full == {MAX_NUM_SEQS: 8, MAX_NUM_BATCHED_TOKENS: 0}
+
+
+def test_a_batch_just_filled_is_at_the_cap_with_nobody_blocked():
+    engine = run(*[(20, 4)] * 2, max_num_seqs=2)
+    steps = engine.stats.steps
+    assert steps.waiting == 0 and blocked(engine) == {}
+    assert steps.full == {MAX_NUM_SEQS: 4, MAX_NUM_BATCHED_TOKENS: 0}
 
 
 def test_a_spent_token_budget_blocks_the_queue():
@@ -49,6 +57,7 @@ def test_a_spent_token_budget_blocks_the_queue():
     engine = run(*[(100, 4)] * 3, max_num_batched_tokens=64, max_num_seqs=64)
     steps = engine.stats.steps
     assert steps.waiting > 0 and blocked(engine) == {MAX_NUM_BATCHED_TOKENS: steps.waiting}
+    assert steps.full[MAX_NUM_BATCHED_TOKENS] >= steps.waiting and steps.full[MAX_NUM_SEQS] == 0
 
 
 def test_a_full_batch_and_a_spent_budget_count_for_both():
@@ -85,6 +94,7 @@ def test_nothing_blocks_when_everything_fits():
     engine = run(*[(20, 4)] * 3, cost=cost, time_scale=0.5)
     steps = engine.stats.steps
     assert steps.steps == 4 and steps.waiting == 0 and blocked(engine) == {}
+    assert steps.full == {MAX_NUM_SEQS: 0, MAX_NUM_BATCHED_TOKENS: 0}
     # one prefill step of 60 tokens, then 3 steps of 3 decodes; the fixed part is 4 bases
     assert abs(steps.seconds - 0.5 * (4 * 0.01 + 60 * 0.001 + 9 * 0.002)) < 1e-12
     assert abs(steps.fixed_seconds - 0.5 * 4 * 0.01) < 1e-12
@@ -105,3 +115,11 @@ def test_the_counters_are_on_metrics_with_the_simulators_prefix():
     assert samples[("vllm_sim:engine_steps_blocked_total", MAX_NUM_SEQS)] == 8
     assert samples[("vllm_sim:engine_steps_blocked_total", KV_CACHE)] == 0
     assert samples[("vllm_sim:engine_step_seconds_total", None)] > 0
+    full = {
+        s.labels["limit"]: s.value
+        for f in text_string_to_metric_families(text)
+        if f.name == "vllm_sim:engine_steps_full"
+        for s in f.samples
+        if s.name.endswith("_total")
+    }
+    assert full == {MAX_NUM_SEQS: 8, MAX_NUM_BATCHED_TOKENS: 0}

@@ -267,7 +267,9 @@ class Engine:
             duration *= factor
         if work:
             fixed = config.cost.base * config.time_scale * factor
-            self.stats.steps.count(duration, fixed, self._blocked(preempted, kv_full, budget))
+            blocked = self._blocked(preempted, kv_full, budget)
+            at_cap = len(self.running) >= config.max_num_seqs
+            self.stats.steps.count(duration, fixed, blocked, at_cap, budget <= 0)
         return StepPlan(work, prefill, decodes, duration)
 
     def _kv_short(self, seq: Sequence, hit: int, taken: int) -> bool:

@@ -277,6 +277,15 @@ def _sim_families(steps: StepCounts, names: list[str], values: list[str]) -> Ite
     for reason, n in steps.blocked.items():
         blocked.add_metric([*values, reason], n)
     yield blocked
+    full = CounterMetricFamily(
+        "vllm_sim:engine_steps_full",
+        "Engine steps planned at a limit, requests waiting or not: the batch at max_num_seqs, "
+        "the max_num_batched_tokens budget spent (simulator only).",
+        labels=[*names, "limit"],
+    )
+    for limit, n in steps.full.items():
+        full.add_metric([*values, limit], n)
+    yield full
 
 
 class MetricsExporter:

@@ -148,12 +148,27 @@ class StepCounts:
     fixed_seconds: float = 0.0  # ... their fixed part (--step-base): the rest grows with the batch
     waiting: int = 0  # steps planned with requests left in the queue
     blocked: dict[str, int] = field(default_factory=lambda: dict.fromkeys(BLOCKED_BY, 0))
+    # steps at a limit whether or not anything waited: the batch at the cap, the budget spent
+    full: dict[str, int] = field(
+        default_factory=lambda: {MAX_NUM_SEQS: 0, MAX_NUM_BATCHED_TOKENS: 0}
+    )
 
-    def count(self, seconds: float, fixed_seconds: float, blocked_by: tuple[str, ...]) -> None:
+    def count(
+        self,
+        seconds: float,
+        fixed_seconds: float,
+        blocked_by: tuple[str, ...],
+        at_cap: bool = False,
+        budget_spent: bool = False,
+    ) -> None:
         """One planned step; `blocked_by` is () when nothing was left waiting."""
         self.steps += 1
         self.seconds += seconds
         self.fixed_seconds += fixed_seconds
+        if at_cap:
+            self.full[MAX_NUM_SEQS] += 1
+        if budget_spent:
+            self.full[MAX_NUM_BATCHED_TOKENS] += 1
         if blocked_by:
             self.waiting += 1
             for reason in blocked_by:
