@@ -62,14 +62,16 @@ def test_the_slice_reads_the_truth_prints_the_table_and_writes_every_case(tmp_pa
             assert 0 < start < end, lv
             truths[case["regime"], case["told"], lv["value"]] = truth
     # the simulator's own account of what held the queue: past the knee each limit holds in
-    # most steps (the budget of 40 tokens at 24 users, 4 requests' KV at 16), below it none
+    # most steps (the budget of 40 tokens at 24 users, 4 requests' KV at 16); at 2 users nobody
+    # is blocked (2 users' 256-token prompts may still spend the 40-token budget: at_limit)
     for told in (True, False):
         budget = truths["slice-budget-40", told, 24]
         assert "max_num_batched_tokens" in budget["kinds"] and budget["waited"] >= 0.5, budget
         kv = truths["slice-kv", told, 16]
         assert kv["kinds"] == ["kv_cache"] and kv["blocked"]["kv_cache"] >= 0.5, kv
         for regime in ("slice-budget-40", "slice-kv"):
-            assert truths[regime, told, 2]["kinds"][0] in ("none", "borderline"), truths
+            low = truths[regime, told, 2]
+            assert low["kinds"][0] in ("none", "borderline", "at_limit"), low  # waited < 50 %
     # the table counts exactly the scored levels
     scored = sum(lv["outcome"] != "unscored" for c in cases for lv in c["levels"])
     counted = sum(row["n"] for side in results["confusion"].values() for row in side.values())
