@@ -29,7 +29,7 @@ A level is right when its verdict is one of the truth's kinds, `undetermined` wh
 advice" when that wrong verdict also moved a flag). Issue 45's target: no wrong verdict with
 advice, at least 85 % right when told, 70 % when not, the rest undetermined.
 
-    python bench/diagnosis_accuracy.py --out /tmp/acc            # 40 regimes (~20 min)
+    python bench/diagnosis_accuracy.py --out /tmp/acc            # 40 regimes, 80 runs (~25 min)
     python bench/diagnosis_accuracy.py --slice --out /tmp/acc    # 2 regimes, the CI check
 """
 
