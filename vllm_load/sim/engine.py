@@ -27,7 +27,14 @@ from dataclasses import dataclass, field
 
 from .config import EngineConfig
 from .prefix_cache import PrefixCache
-from .stats import Occupancy, ServerStats
+from .stats import (
+    KV_CACHE,
+    MAX_NUM_BATCHED_TOKENS,
+    MAX_NUM_SEQS,
+    PREEMPTION,
+    Occupancy,
+    ServerStats,
+)
 
 # How far (real seconds) the step chain may lag behind its deadlines before it gives up
 # catching up and restarts from "now" (a stalled process should not burst afterwards).
@@ -219,13 +226,14 @@ class Engine:
             else:
                 prefill += new
             i += 1
+        kv_full = False
         if not preempted:  # like vLLM: no admissions in a step that had to preempt
             config = self.config
             while self.waiting and budget > 0 and len(self.running) < config.max_num_seqs:
                 seq = self.waiting[0]
                 hit, taken = self._admit_hit(seq)
-                fresh = self._blocks_for(seq.num_tokens) - hit
-                if fresh + taken > self.free_blocks - self._watermark:
+                if self._kv_short(seq, hit, taken):
+                    kv_full = True
                     break  # admit only when the whole (re)computation fits
                 self.waiting.popleft()
                 cached = hit * config.block_size
@@ -251,10 +259,44 @@ class Engine:
                 work.append((seq, new))
                 budget -= new
                 prefill += new
-        duration = self.config.cost.seconds(prefill, decodes) * self.config.time_scale
-        if self.config.jitter:
-            duration *= max(0.0, self._rng.gauss(1.0, self.config.jitter))
+        config = self.config
+        duration = config.cost.seconds(prefill, decodes) * config.time_scale
+        factor = 1.0
+        if config.jitter:
+            factor = max(0.0, self._rng.gauss(1.0, config.jitter))
+            duration *= factor
+        if work:
+            fixed = config.cost.base * config.time_scale * factor
+            blocked = self._blocked(preempted, kv_full, budget)
+            at_cap = len(self.running) >= config.max_num_seqs
+            self.stats.steps.count(duration, fixed, blocked, at_cap, budget <= 0)
         return StepPlan(work, prefill, decodes, duration)
+
+    def _kv_short(self, seq: Sequence, hit: int, taken: int) -> bool:
+        """Whether the waiting `seq`'s whole (re)computation does not fit the free KV blocks
+        (its prefix-cache hit of `hit` blocks, `taken` of them from free memory)."""
+        fresh = self._blocks_for(seq.num_tokens) - hit
+        return fresh + taken > self.free_blocks - self._watermark
+
+    def _blocked(self, preempted: bool, kv_full: bool, budget: int) -> tuple[str, ...]:
+        """What kept the waiting queue's head out of the step just planned (`BLOCKED_BY`), or ()
+        when nothing waits. Every limit that would have stopped it counts: the batch full, the
+        budget spent, its blocks not free (a step that preempted admits nothing: that alone)."""
+        if not self.waiting:
+            return ()
+        if preempted:
+            return (PREEMPTION,)
+        if kv_full:  # the admission loop stopped there: the batch and the budget had room
+            return (KV_CACHE,)
+        reasons: tuple[str, ...] = ()
+        if len(self.running) >= self.config.max_num_seqs:
+            reasons += (MAX_NUM_SEQS,)
+        if budget <= 0:
+            reasons += (MAX_NUM_BATCHED_TOKENS,)
+        head = self.waiting[0]
+        if self._kv_short(head, *self._admit_hit(head)):
+            reasons += (KV_CACHE,)
+        return reasons
 
     def complete(self, plan: "StepPlan", now: float) -> None:
         """Apply a finished step at loop time `now`: sequences advance, sample a token where their

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from .config import EngineConfig
-from .stats import Histogram, Occupancy, ServerStats
+from .stats import BLOCKED_BY, Histogram, Occupancy, ServerStats, StepCounts
 
 # What a vLLM server started without cache options prints for the CacheConfig fields the
 # simulator has no notion of (mamba, offloading, sliding windows...), as vLLM 0.32 does.
@@ -230,6 +230,7 @@ class VllmCollector:
         yield success
         for name, doc, attribute in _HISTOGRAMS:
             yield histogram(name, doc, getattr(s, attribute))
+        yield from _sim_families(s.steps, names, values)
         if self.cache_config is not None:
             info = GaugeMetricFamily(
                 "vllm:cache_config_info",
@@ -238,6 +239,53 @@ class VllmCollector:
             )
             info.add_metric([self.cache_config[k] for k in sorted(self.cache_config)], 1.0)
             yield info
+
+
+def _sim_families(steps: StepCounts, names: list[str], values: list[str]) -> Iterable:
+    """The simulator's own counters (`vllm_sim:`, no vLLM has them): the truth about its engine
+    steps that bench/diagnosis_accuracy.py judges the diagnosis against (docs/simulator.md)."""
+    from prometheus_client.core import CounterMetricFamily
+
+    for name, doc, value in (
+        ("vllm_sim:engine_steps", "Engine steps run (simulator only).", steps.steps),
+        (
+            "vllm_sim:engine_step_seconds",
+            "Modelled seconds of engine steps (simulator only).",
+            steps.seconds,
+        ),
+        (
+            "vllm_sim:engine_step_fixed_seconds",
+            "The fixed part (--step-base) of those seconds (simulator only).",
+            steps.fixed_seconds,
+        ),
+        (
+            "vllm_sim:engine_steps_waiting",
+            "Engine steps that left requests waiting (simulator only).",
+            steps.waiting,
+        ),
+    ):
+        c = CounterMetricFamily(name, doc, labels=names)
+        c.add_metric(values, value)
+        yield c
+    blocked = CounterMetricFamily(
+        "vllm_sim:engine_steps_blocked",
+        "Engine steps that left requests waiting, by what kept the queue's head out: "
+        + ", ".join(BLOCKED_BY)
+        + " (each that would have stopped it; simulator only).",
+        labels=[*names, "reason"],
+    )
+    for reason, n in steps.blocked.items():
+        blocked.add_metric([*values, reason], n)
+    yield blocked
+    full = CounterMetricFamily(
+        "vllm_sim:engine_steps_full",
+        "Engine steps planned at a limit, requests waiting or not: the batch at max_num_seqs, "
+        "the max_num_batched_tokens budget spent (simulator only).",
+        labels=[*names, "limit"],
+    )
+    for limit, n in steps.full.items():
+        full.add_metric([*values, limit], n)
+    yield full
 
 
 class MetricsExporter:

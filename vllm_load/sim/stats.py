@@ -127,6 +127,54 @@ class Histogram:
         return out
 
 
+# What kept the waiting queue's head out of an engine step (`vllm_sim:engine_steps_blocked`):
+# the batch at --max-num-seqs, the step's token budget spent, too few free KV blocks for its
+# prompt, or a step that preempted (vLLM admits nothing in one)
+MAX_NUM_SEQS = "max_num_seqs"
+MAX_NUM_BATCHED_TOKENS = "max_num_batched_tokens"
+KV_CACHE = "kv_cache"
+PREEMPTION = "preemption"
+BLOCKED_BY = (MAX_NUM_SEQS, MAX_NUM_BATCHED_TOKENS, KV_CACHE, PREEMPTION)
+
+
+@dataclass
+class StepCounts:
+    """The simulator's own truth about its engine steps (no vLLM metric says it): how many it
+    ran, how long they took and how much of that was the fixed cost of a step, and in how many
+    requests waited, by what kept the queue's head out. Plain counters: a step adds to them."""
+
+    steps: int = 0
+    seconds: float = 0.0  # summed modelled step durations (time scale applied)
+    fixed_seconds: float = 0.0  # ... their fixed part (--step-base): the rest grows with the batch
+    waiting: int = 0  # steps planned with requests left in the queue
+    blocked: dict[str, int] = field(default_factory=lambda: dict.fromkeys(BLOCKED_BY, 0))
+    # steps at a limit whether or not anything waited: the batch at the cap, the budget spent
+    full: dict[str, int] = field(
+        default_factory=lambda: {MAX_NUM_SEQS: 0, MAX_NUM_BATCHED_TOKENS: 0}
+    )
+
+    def count(
+        self,
+        seconds: float,
+        fixed_seconds: float,
+        blocked_by: tuple[str, ...],
+        at_cap: bool = False,
+        budget_spent: bool = False,
+    ) -> None:
+        """One planned step; `blocked_by` is () when nothing was left waiting."""
+        self.steps += 1
+        self.seconds += seconds
+        self.fixed_seconds += fixed_seconds
+        if at_cap:
+            self.full[MAX_NUM_SEQS] += 1
+        if budget_spent:
+            self.full[MAX_NUM_BATCHED_TOKENS] += 1
+        if blocked_by:
+            self.waiting += 1
+            for reason in blocked_by:
+                self.blocked[reason] += 1
+
+
 @dataclass
 class ServerStats:
     """Counters and histograms of one simulator process. `max_model_len` sets the buckets of
@@ -149,6 +197,7 @@ class ServerStats:
     prefill_time: Histogram = field(default_factory=lambda: Histogram(REQUEST_LATENCY_BUCKETS))
     decode_time: Histogram = field(default_factory=lambda: Histogram(REQUEST_LATENCY_BUCKETS))
     request_preemptions: Histogram = field(default_factory=lambda: Histogram(PREEMPTIONS_BUCKETS))
+    steps: StepCounts = field(default_factory=StepCounts)  # simulator-only (`vllm_sim:`)
     iteration_tokens: Histogram = field(default_factory=lambda: Histogram(ITERATION_TOKENS_BUCKETS))
     request_prompt_tokens: Histogram = field(init=False)
     request_generation_tokens: Histogram = field(init=False)
