@@ -34,6 +34,11 @@ LOCK_DIR_ENV = "VLLM_LOAD_TEST_LOCK_DIR"  # made by the xdist controller, inheri
 def pytest_configure(config):
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ[LOCK_DIR_ENV] = tempfile.mkdtemp(prefix="vllm-load-test-locks-")
+        # `tune --advice` appends to an advice record in the user's data directory: never a
+        # test's (each test that reads it points it at its own file)
+        os.environ["VLLM_LOAD_ADVICE_RECORD"] = os.path.join(
+            os.environ[LOCK_DIR_ENV], "advice-record.jsonl"
+        )
 
 
 def pytest_unconfigure(config):

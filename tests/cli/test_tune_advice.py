@@ -66,7 +66,9 @@ def one_series(label: str = "sim-llama-8b", **changes) -> dict:
 
 
 @pytest.mark.alone  # a significance test across runs: another test's load beside it spreads them
-def test_the_advice_to_raise_the_sequence_cap_pays_off_on_the_simulator(tmp_path):
+def test_the_advice_to_raise_the_sequence_cap_pays_off_on_the_simulator(tmp_path, monkeypatch):
+    record = tmp_path / "advice-record.jsonl"
+    monkeypatch.setenv("VLLM_LOAD_ADVICE_RECORD", str(record))
     port = free_port()
     source = write_summary(tmp_path / "r.summary.json", one_series())
     loop = (
@@ -117,6 +119,10 @@ def test_the_advice_to_raise_the_sequence_cap_pays_off_on_the_simulator(tmp_path
     assert verdict["peak_throughput"]["verdict"] == "B better"
     assert verdict["peak_throughput"]["a"]["n"] == verdict["peak_throughput"]["b"]["n"] == 3
     assert verdict["knee_moved_as_advised"] is True
+    # the loop is kept in the advice record, which a later report of this kind reads
+    (kept,) = [json.loads(line) for line in record.read_text().splitlines()]
+    assert (kept["kind"], kept["outcome"]) == ("max_num_seqs", "paid_off")
+    assert kept["advice"] == ["--max-num-seqs 2 -> 8"] and f"Advice record: {record}" in out
     assert verdict["configurations"]["B"]["config"] == {"max_num_seqs": "8"}
     assert verdict["skipped_advice"] == ["more replicas"]
     assert (directory / "verdict.txt").read_text().strip() == verdict["text"]

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from ..analysis.diagnosis.advice import Advice
 from ..analysis.diagnosis.facts import SERVER_FLAGS, Fact
 from ..analysis.diagnosis.series import SeriesDiagnosis
+from ..rundir.advice_record import score
 from .evidence_charts import EvidenceChart, evidence_chart
 from .model import SeriesReport
 
@@ -47,6 +48,9 @@ class WhyView:
     no_advice: str  # why there is no advice ("" when there is some)
     facts: list[FactRow] = field(default_factory=list)
     conflicts: tuple[str, ...] = ()  # given or default facts the server's figures contradicted
+    score: str = (
+        ""  # how often `tune --advice` found advice of this kind paying off ("" if never tried)
+    )
     levels: list[VerdictRow] = field(default_factory=list)
     chart: EvidenceChart | None = None
 
@@ -80,6 +84,13 @@ def no_advice_reason(d: SeriesDiagnosis) -> str:
         f"No advice: no flag the evidence supports moves {d.kind} here (the capacity model sees "
         "no room past it)."
     )
+
+
+def _score(d: SeriesDiagnosis) -> str:
+    """The advice record's sentence for the diagnosis' kind, where it gives advice and the kind
+    has history."""
+    found = score(d.kind) if d.advice else None
+    return found.sentence() if found is not None else ""
 
 
 def why_view(s: SeriesReport, anchor: str, draw: bool = True) -> WhyView | None:
@@ -116,6 +127,7 @@ def why_view(s: SeriesReport, anchor: str, draw: bool = True) -> WhyView | None:
             for name, fact in sorted(d.facts.facts.items())
         ],
         conflicts=d.facts.conflicts,
+        score=_score(d),
         levels=[VerdictRow(v.value, v.kind, v.reason, v.value == d.value) for v in d.levels],
         chart=evidence_chart(s, anchor) if draw else None,
     )

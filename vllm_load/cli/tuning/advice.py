@@ -13,16 +13,18 @@ replicas) is named and left out.
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import os
 import sys
 
+from ...rundir.advice_record import append_loop
 from ...rundir.files import safe_name
 from ...settings import Settings
 from ...target.server_command import flag_value, with_flag
 from ...values import SettingsError
 from .runs import Configuration, TuneRuns, TuneState, progress, write_report
 from .source import Diagnosis, read_diagnosis
-from .verdict import decide, write_verdict
+from .verdict import decide, loop_outcome, write_verdict
 
 #: how A's value of a flag shows when its command does not set it and the report did not know it
 #: (not a tag: the diagnosis takes `config.NAME` tags as the server's configuration)
@@ -119,6 +121,19 @@ def prove_advice(args: argparse.Namespace, runs: int) -> int:
     verdict = decide(diagnosis, (a, b), (result_a, result_b), directory)
     print("\n" + verdict.text() + "\n", flush=True)
     path = write_verdict(verdict, directory)
+    kept = append_loop(
+        diagnosis.kind,
+        loop_outcome(verdict.throughput.verdict),
+        {
+            "advice": [
+                f"{x.flag} {a.shown[x.name]} -> {b.config[x.name]}" for x in diagnosis.runnable
+            ],
+            "verdict": verdict.conclusion,
+            "directory": os.path.abspath(directory),
+            "when": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
+    )
+    print(f"Advice record: {kept}")
     state.extra["verdict"] = verdict.conclusion
     state.save(directory)
     report = write_report(result_a.run_dirs + result_b.run_dirs, directory, args.slo)

@@ -22,6 +22,7 @@ from ...analysis.decisions.advice_check import (
     knee_stayed,
     peak_comparison,
 )
+from ...rundir.advice_record import DID_NOT, PAID_OFF, UNDETERMINED
 from ...rundir.files import write_atomic
 from ..errors import CommandFailed
 from .runs import ConfigResult, Configuration
@@ -215,6 +216,15 @@ def decide(
 
 def _knee(result: ConfigResult) -> float | None:
     return None if result.knee_value != result.knee_value else result.knee_value
+
+
+def loop_outcome(throughput_verdict: str) -> str:
+    """A loop's outcome for the advice record, from its peak-throughput verdict."""
+    if throughput_verdict == BETTER:
+        return PAID_OFF
+    if throughput_verdict == WORSE:
+        return DID_NOT
+    return UNDETERMINED
 
 
 def write_verdict(verdict: AdviceVerdict, directory: str) -> str:
