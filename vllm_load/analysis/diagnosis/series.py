@@ -175,17 +175,13 @@ def diagnose_series(
     at_knee = next((v for v in verdicts if knee is not None and v.value == knee), None)
     if at_knee is not None:
         # what stops throughput shows past the knee (the knee is the last level that grew, its
-        # batch just short of a cap): the first determined level past it, else the knee's own
-        at_knee = next(
-            (
-                v
-                for v in verdicts
-                if knee is not None
-                and v.value > knee
-                and v.kind not in ("undetermined", "failures")
-            ),
-            at_knee,
-        )
+        # batch just short of a cap): the first determined level past it; where every level past
+        # it is undetermined, the first of them (the knee's own verdict names what slowed its
+        # growth, not what stopped it: a knee whose throughput still rose 54 % read `compute`
+        # while the cap past it went unseen); the knee's own only with nothing past it
+        past = [v for v in verdicts if knee is not None and v.value > knee and v.kind != "failures"]
+        fallback = past[0] if past and at_knee.kind != "undetermined" else at_knee
+        at_knee = next((v for v in past if v.kind != "undetermined"), fallback)
     advice_noun = "in the batch" if rate else noun
     verdicts = [
         with_advice(v, facts, work, prediction, advice_noun) if v.kind != "not_saturated" else v

@@ -25,7 +25,8 @@ The rules, in the order they are tried (thresholds below; docs/diagnosis.md says
    steps with nothing else running.) Where a full batch fits the figures as well (the cap
    unknown, the batch at its peak), the level is `undetermined` and names both.
 7. `compute`: nothing waited, and the batch grew from the level below by `GROWTH` or more while
-   throughput grew less than the batch did: each step took longer. Where the run recorded the
+   throughput grew less than the batch did: each step took longer (and the server's decode rate,
+   requests in the batch per step-second, fell by no more than `FALL` per doubling of the batch). Where the run recorded the
    GPUs' telemetry (`gpu_evidence`), a busy GPU is named as support; an idle one rules `compute`
    out (`undetermined`, with the GPU figures as the reason). A load process possibly
    client-bound at the same time is named beside it.
@@ -61,6 +62,9 @@ QUEUE_STEPS = (
 PREFILL_SPREAD = 2.0  # a prefill this many times as many steps long as at the lowest level: spread
 QUICK_SPREAD = 0.9  # ... under this share of them: quicker than alone, no budget spent
 GROWTH = 1.2  # the batch grew by this factor from the level below, at least, for `compute`
+FALL = 0.90  # ... and the server's decode rate kept this share of the level below's per doubling
+# of the batch, at least: compute flattens it (longer attention over more sequences wears a little
+# off); a batch that grew while it fell faster met something else: another load, a stall
 USEFUL_BATCH = 1.8  # the batch (nearly) doubled from the level below ...
 USEFUL_GAIN = 1.10  # ... for this throughput factor or less: compute past the point of useful gain
 
@@ -338,6 +342,14 @@ def level_verdict(
             )
             if lv.gpu.state() == IDLE:
                 return verdict("undetermined", grew + not_compute(lv.gpu, below.gpu))
+            kept = _decode_rate_kept(lv, below)
+            if kept == kept and kept < FALL ** math.log2(growth):
+                return verdict(
+                    "undetermined",
+                    grew + f": the server's decode rate (requests in the batch per step-second) "
+                    f"fell {1 - kept:.0%}, more than compute alone does (a busy machine, a stall, a "
+                    "limit that shows no figure); a quieter rerun would tell",
+                )
             also = (
                 f"; a load process was possibly client-bound too ({lv.client_bound}): "
                 "--workers would show whether the client also held throughput"
@@ -361,6 +373,15 @@ def level_verdict(
         state = lv.gpu.state()
         unsettled.append(f"the GPU was {state}: {gpu}" if state in (BUSY, IDLE) else f"GPU: {gpu}")
     return verdict("undetermined", "; ".join(unsettled))
+
+
+def _decode_rate_kept(lv: LevelEvidence, below: LevelEvidence) -> float:
+    """The server's decode rate (requests in the batch over the step time: the tokens a step
+    hands out per second) at `lv` over `below`'s; NaN without step times. The server's own
+    figure, where the client's throughput of a thin level can fall for want of measured requests."""
+    if not (lv.step_time > 0 and below.step_time > 0 and below.batch > 0):
+        return math.nan
+    return (lv.batch / lv.step_time) / (below.batch / below.step_time)
 
 
 def past_useful_gain(lv: LevelEvidence, below: LevelEvidence | None) -> Bottleneck | None:
