@@ -39,10 +39,12 @@ def test_locust_is_told_by_the_kernel_when_we_die(capfd):
     assert int(capfd.readouterr().out) == signal.SIGTERM
 
 
-# a child that reports each SIGINT it gets and otherwise waits
+# a child that reports each SIGINT it gets and otherwise waits (it unblocks them, as
+# `locust_main` does once it can take them)
 COUNT_SIGINTS = (
     "import signal, sys, time\n"
     "signal.signal(signal.SIGINT, lambda *a: print('SIGINT', flush=True))\n"
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\n"
     "print('ready', flush=True)\n"
     "time.sleep(60)\n"
 )

@@ -1,0 +1,97 @@
+"""The stop signals (SIGINT, SIGTERM, SIGHUP), in the command's process and in the Locust child
+it starts, at every moment of their lives.
+
+A stop signal may come at any time: while the command imports and checks the target, while
+Locust starts, during a level, while the run closes. Its default effect at most of those moments
+was a traceback (SIGINT raised in an import), or death with nothing said (SIGTERM, SIGHUP).
+
+- The command (`CommandStop`): the first stop signal is a KeyboardInterrupt (the command's own
+  `finally` blocks run, `cli.main` prints one line and exits 130); later ones are counted, not
+  raised into the clean-up of the first. While Locust runs, `cli.locust_process.Stopper` takes
+  them over and counts into the same tally.
+- The Locust child: `cli.locust_process` starts it with the stop signals blocked, so none can
+  kill it or raise in its imports before `hold` (in `locust_main`, before Locust is imported)
+  notes them instead; the wiring takes them over once Locust's environment exists (`release`),
+  and a stop noted before then ends the process (nothing has been written yet).
+
+A signal ignored when the process started (`nohup` ignores SIGHUP) stays ignored; SIGINT is the
+exception (`cli.main.honour_ctrl_c`).
+"""
+
+from __future__ import annotations
+
+import signal
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def listened() -> tuple[int, ...]:
+    """The stop signals this process acts on: SIGINT always, the others unless ignored."""
+    return tuple(
+        s for s in SIGNALS if s == signal.SIGINT or signal.getsignal(s) is not signal.SIG_IGN
+    )
+
+
+class CommandStop:
+    """The stop signals a command has received, and its handler for them (`install`)."""
+
+    def __init__(self) -> None:
+        self.received = 0
+        self._previous: dict[int, object] = {}
+
+    def install(self) -> None:
+        for signum in listened():
+            self._previous[signum] = signal.signal(signum, self.on_signal)
+
+    def restore(self) -> None:
+        """Give the signals back their handlers from before `install` (for commands that stop
+        as they always have)."""
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+        self._previous.clear()
+
+    def on_signal(self, _signum, _frame) -> None:
+        self.received += 1
+        if self.received == 1:
+            raise KeyboardInterrupt
+        # a later one: the command is already stopping (raised here it would cut its clean-up)
+
+
+#: this command's stop signals (one command per process)
+COMMAND_STOP = CommandStop()
+
+
+# --- the Locust child ------------------------------------------------------------------------
+def block_in_child() -> None:
+    """In a child between fork and exec (`preexec_fn`): block the stop signals, so that one sent
+    before `hold` waits for it (the mask survives exec) instead of killing the child or raising
+    in Python's start-up."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+
+
+_held: int | None = None  # the first stop signal noted by `hold`'s handler
+_before_hold: dict[int, object] = {}
+
+
+def _note(signum, _frame) -> None:
+    global _held
+    if _held is None:
+        _held = signum
+
+
+def hold() -> None:
+    """Note the stop signals instead of acting on them, then unblock them (a blocked one
+    arrives now, and is noted)."""
+    for signum in listened():
+        _before_hold[signum] = signal.signal(signum, _note)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+
+
+def release() -> int | None:
+    """Give back the handlers `hold` replaced that are still its own; the stop signal noted
+    meanwhile (None when none came, or `hold` was never called)."""
+    for signum, handler in _before_hold.items():
+        if signal.getsignal(signum) is _note:
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+    _before_hold.clear()
+    return _held
