@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass, field
 
 from ..parent_death import preexec
+from ..rundir.claim import Claim
 from ..rundir.unfinished import close_unfinished
 from ..settings import Settings, option_argv
 from ..sim.process import free_port
@@ -214,6 +215,7 @@ class Launch:
     closed_by: str = ""  # why `run` closed the run Locust left open ("" when it did not)
     signal_group: bool = False  # stop signals go to Locust's whole process group
     stop_signals: int = 0  # stop signals received while Locust ran
+    claim: Claim | None = None  # the run directory's claim (`rundir.claim`), Locust's to take over
 
     def run(self) -> int:
         """Run Locust (`run_locust`); its exit code. A run Locust did not close (it was killed
@@ -226,6 +228,8 @@ class Launch:
             raise Interrupted(f"stopped at once{self.kept()}") from None
         finally:
             self.stop_signals = stopper.signals
+            if self.claim is not None:  # a Locust that never started its run leaves nothing
+                self.claim.give_back()
         self.close_unfinished(code)
         return code
 

@@ -17,6 +17,7 @@ import sys
 from ..client.prompts import handed_over
 from ..run.outcomes import EXIT_CODES, exit_status_help
 from ..run.recorder import new_run_dir, refuse_existing_run
+from ..rundir.claim import CLAIM_ENV, claim
 from ..settings import Settings, add_arguments
 from ..target.loss import still_answers, target_lost
 from ..values import SettingsError, master_host_argument, port_argument
@@ -170,12 +171,15 @@ def prepare(args: argparse.Namespace) -> Launch:
     # the web UI may run several tests, each in its own directory; headless runs get theirs now
     run_dir = None if args.web else (settings.run_dir or new_run_dir(settings.out, model))
     check_writable(settings)
-    if run_dir:
-        args.run_dir = run_dir
     env = api_key_env(settings.api_key)
     if plan is not None:
         env.update(handed_over(plan, args.host, model, settings))
-    return Launch(locust_command(args), run_dir, settings, env)
+    if not run_dir:
+        return Launch(locust_command(args), run_dir, settings, env)
+    args.run_dir = run_dir
+    claimed = claim(run_dir)  # last: a refusal before it leaves nothing behind
+    env[CLAIM_ENV] = claimed.token
+    return Launch(locust_command(args), run_dir, settings, env, claim=claimed)
 
 
 def main(args: argparse.Namespace) -> int:
