@@ -20,9 +20,13 @@ exception (`cli.main.honour_ctrl_c`).
 
 from __future__ import annotations
 
+import os
 import signal
 
+from .parent_death import die_with_parent
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+EXIT_STOPPED = 130  # a command stopped by one (128 + SIGINT, as a shell reports Ctrl-C)
 
 
 def listened() -> tuple[int, ...]:
@@ -40,6 +44,8 @@ class CommandStop:
         self._previous: dict[int, object] = {}
 
     def install(self) -> None:
+        if self._previous:  # (already: `__main__` takes them before `cli.main` is imported)
+            return
         for signum in listened():
             self._previous[signum] = signal.signal(signum, self.on_signal)
 
@@ -49,6 +55,13 @@ class CommandStop:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)  # type: ignore[arg-type]
         self._previous.clear()
+
+    def done(self) -> None:
+        """The command has said its last line: a stop signal from now on changes nothing. (As
+        Python exits it gives the default back to a signal it handled, and SIGTERM would then
+        end the process with another status; an ignored one it leaves ignored.)"""
+        for signum in self._previous or dict.fromkeys(listened()):
+            signal.signal(signum, signal.SIG_IGN)
 
     def on_signal(self, _signum, _frame) -> None:
         self.received += 1
@@ -61,6 +74,12 @@ class CommandStop:
 COMMAND_STOP = CommandStop()
 
 
+def command_named(argv: list[str]) -> str:
+    """The subcommand `argv` names (its first word that is not an option), for the last line of
+    one stopped before its arguments are parsed."""
+    return next((word for word in argv if not word.startswith("-")), "").strip() or "-"
+
+
 # --- the Locust child ------------------------------------------------------------------------
 def block_in_child() -> None:
     """In a child between fork and exec (`preexec_fn`): block the stop signals, so that one sent
@@ -71,6 +90,7 @@ def block_in_child() -> None:
 
 _held: int | None = None  # the first stop signal noted by `hold`'s handler
 _before_hold: dict[int, object] = {}
+_forking: int | None = None  # the pid of the process forking, while it forks
 
 
 def _note(signum, _frame) -> None:
@@ -84,7 +104,22 @@ def hold() -> None:
     arrives now, and is noted)."""
     for signum in listened():
         _before_hold[signum] = signal.signal(signum, _note)
+    os.register_at_fork(before=_before_fork, after_in_child=_forked)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+
+
+def _before_fork() -> None:
+    global _forking
+    _forking = os.getpid()
+
+
+def _forked() -> None:
+    """A process forked while the stop signals are held (Locust's `--processes` workers, forked
+    before its environment exists): it dies at once with the process it was forked from. A
+    stop there ends that process before it has written anything, and its workers, still
+    waiting for it to answer, would otherwise wait minutes (they only note a SIGTERM)."""
+    if _before_hold:
+        die_with_parent(_forking, signal.SIGKILL)
 
 
 def release() -> int | None:

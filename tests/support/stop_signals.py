@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 
 import psutil
+
 from support.runhelpers import start_run, stop_group
 
 #: a run of a second or two: one level of one user, 2 measured requests of short streams
@@ -71,6 +72,8 @@ class Try:
             for path in re.findall(r"(" + re.escape(out) + r"/\S*?)(?=[;,:]?(?:\s|$))", final):
                 if not os.path.isdir(path):
                     found.append(f"names {path}, which does not exist")
+            if "nothing was written" in final and run_dirs(out):
+                found.append(f"says nothing was written, but left {run_dirs(out)}")
         return found
 
 
@@ -99,6 +102,13 @@ def _wait(proc: subprocess.Popen, until, timeout: float = 60.0) -> bool:
     raise AssertionError(f"{until} did not happen within {timeout} s")
 
 
+def _children(proc: subprocess.Popen) -> list[psutil.Process]:
+    try:
+        return psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
 def _has_child(proc: subprocess.Popen) -> bool:
     try:
         return bool(psutil.Process(proc.pid).children())
@@ -106,10 +116,23 @@ def _has_child(proc: subprocess.Popen) -> bool:
         return False
 
 
+def catches(pid: int, signum: int) -> bool:
+    """Whether process `pid` has a handler of its own for `signum` (/proc's SigCgt)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            mask = next(line.split()[1] for line in fh if line.startswith("SigCgt:"))
+    except (OSError, StopIteration):
+        return False
+    return bool(int(mask, 16) >> (signum - 1) & 1)
+
+
 def wait_for_phase(proc: subprocess.Popen, phase: str, out: str, rng: random.Random) -> None:
     """Return at a random moment of `phase` of the run `proc` (or when it has exited)."""
     if phase == "before":
-        time.sleep(rng.uniform(0.3, 1.0))  # vllm-load's imports and its checks of the target
+        # vllm-load's imports and its checks of the target, from when the command takes the
+        # stop signals (Python's own start-up before that runs none of its code)
+        if _wait(proc, lambda: catches(proc.pid, signal.SIGTERM)):
+            time.sleep(rng.uniform(0.0, 0.6))
         return
     if phase == "startup":
         if _wait(proc, lambda: _has_child(proc)):
@@ -136,8 +159,10 @@ def stop_a_run(host: str, out: str, attempt: Try, rng: random.Random, timeout: f
         stderr=subprocess.PIPE,
         text=True,
     )
+    locust: list[psutil.Process] = []
     try:
         wait_for_phase(proc, attempt.phase, out, rng)
+        locust = _children(proc)
         for i in range(attempt.count):
             if i:
                 time.sleep(rng.uniform(0.0, 0.3))
@@ -148,10 +173,16 @@ def stop_a_run(host: str, out: str, attempt: Try, rng: random.Random, timeout: f
             else:
                 proc.send_signal(attempt.signum)
             attempt.sent += 1
+        locust += _children(proc)
         _, attempt.stderr = proc.communicate(timeout=timeout)
         attempt.code = proc.returncode
     finally:
         stop_group(proc)
+        for child in locust:  # (in a process group of their own: left only by a failure)
+            try:
+                child.kill()
+            except psutil.NoSuchProcess:
+                pass
     return attempt
 
 

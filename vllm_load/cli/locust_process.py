@@ -221,16 +221,18 @@ class Launch:
         """Run Locust (`run_locust`); its exit code. A run Locust did not close (it was killed
         outright, or on a third stop signal) is closed here as interrupted."""
         stopper = Stopper(group=self.signal_group)
+        killed = False
         try:
             code = run_locust(self.cmd, self.env, self.signal_group, stopper)
         except Stopped as stopped:
-            self.close_unfinished(stopped.code)
-            raise Interrupted(f"stopped at once{self.kept()}") from None
+            code, killed = stopped.code, True
         finally:
             self.stop_signals = stopper.signals
             if self.claim is not None:  # a Locust that never started its run leaves nothing
                 self.claim.give_back()
         self.close_unfinished(code)
+        if killed:
+            raise Interrupted(f"stopped at once{self.kept()}")
         return code
 
     def kept(self) -> str:

@@ -16,13 +16,13 @@ import sys
 from .. import __version__
 from ..compat.argparse import DefaultsHelpFormatter
 from ..huge_pages import numpy_without_huge_pages
-from ..stop_signals import COMMAND_STOP
+from ..stop_signals import COMMAND_STOP, EXIT_STOPPED, command_named
 from ..values import SettingsError
 from .errors import CommandFailed
 
 #: exit status of a subcommand that raised: a bad option or unusable target, a failure while
 #: running, Ctrl-C (a subcommand's own result, e.g. a run that ended early, is what it returns)
-EXIT_USAGE, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
+EXIT_USAGE, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, EXIT_STOPPED
 
 #: the commands a SIGTERM or SIGHUP stops as Ctrl-C does, at any moment (`stop_signals`); the
 #: others keep their default
@@ -141,12 +141,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if argv is not None:
             COMMAND_STOP.restore()
-
-
-def command_named(argv: list[str]) -> str:
-    """The subcommand `argv` names (its first word that is not an option), for the last line of
-    one stopped before its arguments are parsed."""
-    return next((word for word in argv if not word.startswith("-")), "").strip() or "-"
 
 
 if __name__ == "__main__":
