@@ -13,6 +13,8 @@ was a traceback (SIGINT raised in an import), or death with nothing said (SIGTER
   kill it or raise in its imports before `hold` (in `locust_main`, before Locust is imported)
   notes them instead; the wiring takes them over once Locust's environment exists (`release`),
   and a stop noted before then ends the process (nothing has been written yet).
+  `locust_main` is Locust's own command (`python -m locust ARGS`) with that one difference:
+  the child runs `python -c "from vllm_load.stop_signals import locust_main; locust_main()" ARGS`.
 
 A signal ignored when the process started (`nohup` ignores SIGHUP) stays ignored; SIGINT is the
 exception (`cli.main.honour_ctrl_c`).
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 
 from .parent_death import die_with_parent
 
@@ -130,3 +133,12 @@ def release() -> int | None:
             signal.signal(signum, handler)  # type: ignore[arg-type]
     _before_hold.clear()
     return _held
+
+
+def locust_main() -> None:
+    """Locust's command, its arguments sys.argv's, with the stop signals held while it starts."""
+    hold()
+    sys.argv[0] = "locust"
+    from locust.main import main  # (gevent patches the standard library: only in the child)
+
+    main()

@@ -40,7 +40,7 @@ def test_locust_is_told_by_the_kernel_when_we_die(capfd):
 
 
 # a child that reports each SIGINT it gets and otherwise waits (it unblocks them, as
-# `locust_main` does once it can take them)
+# `stop_signals.locust_main` does once it can take them)
 COUNT_SIGINTS = (
     "import signal, sys, time\n"
     "signal.signal(signal.SIGINT, lambda *a: print('SIGINT', flush=True))\n"

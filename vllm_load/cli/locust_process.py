@@ -22,8 +22,8 @@ from .errors import Interrupted
 def locust_command(args: argparse.Namespace) -> list[str]:
     cmd = [
         sys.executable,
-        "-m",
-        "vllm_load.locust_main",  # Locust's command, with stop signals safe while it starts
+        "-c",  # Locust's command, with the stop signals safe while it starts
+        "from vllm_load.stop_signals import locust_main; locust_main()",
         "-f",
         args.locustfile,
         "--loglevel",
@@ -123,7 +123,7 @@ def run_locust(
 def child_options() -> dict:
     """Popen's arguments for a Locust child: a process group of its own, in our session
     (Popen's process_group is Python >= 3.11), that dies with us, and starts with the stop
-    signals blocked (`stop_signals.block_in_child`: `locust_main` unblocks them)."""
+    signals blocked (`stop_signals.block_in_child`: its `locust_main` unblocks them)."""
     new_group = sys.version_info < (3, 11)
     dies_with_us = preexec(os.getpid(), own_process_group=new_group)
 

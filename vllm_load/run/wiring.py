@@ -19,6 +19,7 @@ import signal
 import sys
 import time
 from dataclasses import asdict
+from typing import Any
 
 import gevent
 from locust import events as locust_events
@@ -186,7 +187,7 @@ class StopSignals:
     def __init__(self) -> None:
         self.stopping = False
         self.environment = None
-        self.main: gevent.Greenlet | None = None
+        self.main: Any = None  # the main greenlet
 
     def install(self, environment=None) -> None:
         if environment is not None:  # (Locust's init runs in the main greenlet)
