@@ -94,6 +94,7 @@ def block_in_child() -> None:
 _held: int | None = None  # the first stop signal noted by `hold`'s handler
 _before_hold: dict[int, object] = {}
 _forking: int | None = None  # the pid of the process forking, while it forks
+_until_init = True  # held until Locust's environment exists (else: until the locustfile's import)
 
 
 def _note(signum, _frame) -> None:
@@ -102,9 +103,12 @@ def _note(signum, _frame) -> None:
         _held = signum
 
 
-def hold() -> None:
+def hold(until_init: bool = True) -> None:
     """Note the stop signals instead of acting on them, then unblock them (a blocked one
-    arrives now, and is noted)."""
+    arrives now, and is noted); until Locust's environment exists (`release`), or, not
+    `until_init`, until the locustfile is imported (`imported`)."""
+    global _until_init
+    _until_init = until_init
     for signum in listened():
         _before_hold[signum] = signal.signal(signum, _note)
     os.register_at_fork(before=_before_fork, after_in_child=_forked)
@@ -125,6 +129,16 @@ def _forked() -> None:
         die_with_parent(_forking, signal.SIGKILL)
 
 
+def imported() -> int | None:
+    """Locust has imported the locustfile (it has started nothing yet): the stop signal noted
+    so far, if any. Held only until now (`hold(until_init=False)`: a worker, which then waits for
+    its master, minutes if need be, before its environment exists; Locust stops it there on
+    Ctrl-C itself), the signals are given back."""
+    if _held is None and not _until_init:
+        release()
+    return _held
+
+
 def release() -> int | None:
     """Give back the handlers `hold` replaced that are still its own; the stop signal noted
     meanwhile (None when none came, or `hold` was never called)."""
@@ -135,9 +149,10 @@ def release() -> int | None:
     return _held
 
 
-def locust_main() -> None:
-    """Locust's command, its arguments sys.argv's, with the stop signals held while it starts."""
-    hold()
+def locust_main(until_init: bool = True) -> None:
+    """Locust's command, its arguments sys.argv's, with the stop signals held while it starts
+    (`hold`)."""
+    hold(until_init)
     sys.argv[0] = "locust"
     from locust.main import main  # (gevent patches the standard library: only in the child)
 

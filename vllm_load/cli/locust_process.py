@@ -20,10 +20,12 @@ from .errors import Interrupted
 
 
 def locust_command(args: argparse.Namespace) -> list[str]:
+    # Locust's command, with the stop signals safe while it starts (a worker: while it imports)
+    until_init = args.command != "worker"
     cmd = [
         sys.executable,
-        "-c",  # Locust's command, with the stop signals safe while it starts
-        "from vllm_load.stop_signals import locust_main; locust_main()",
+        "-c",
+        f"from vllm_load.stop_signals import locust_main; locust_main({until_init})",
         "-f",
         args.locustfile,
         "--loglevel",

@@ -86,6 +86,8 @@ def install(events=locust_events) -> None:
     if _installed:
         return
     _installed = True
+    if stop_signals.imported() is not None:  # a stop while Locust imported: nothing has started
+        sys.exit(EXIT_CODES["interrupted"])
     # records ride on worker reports: report every second so levels end promptly
     set_worker_report_interval(1.0)
     set_master_heartbeat_timeout(MASTER_GONE_AFTER)
