@@ -63,14 +63,6 @@ def test_a_claim_is_taken_over_by_its_own_writer_and_refuses_any_other(tmp_path,
         assert json.load(fh)["outcome"] == "completed"
 
 
-def test_a_writer_without_a_claim_claims_the_directory_itself(tmp_path, monkeypatch):
-    monkeypatch.delenv(CLAIM_ENV, raising=False)
-    run_dir = str(tmp_path / "run")
-    RunRecorder(run_dir, {"format": 1})
-    with pytest.raises(SettingsError):
-        claim(run_dir)
-
-
 @pytest.mark.slow
 def test_two_runs_started_at_once_on_one_run_dir(tmp_path):
     """The race itself: one run completes, the other is refused in one line, exit 2, and the
