@@ -51,6 +51,7 @@ from .workload.datasets import dataset_argument
 from .workload.images import IMAGE_FORMATS, image_size_argument
 from .workload.lengths import length_argument
 from .workload.traces import TRACE_FORMATS
+from .workload.traces.model import DEFAULT_MAX_REQUESTS, DEFAULT_MAX_TOKENS, MAX_SPAN_DAYS
 
 DEFAULT_LEVELS = "10,50,100,200,500,750,1000"
 ENDPOINTS = ("chat", "completions")
@@ -130,6 +131,19 @@ class Settings:
         0.0,
         "with --trace: replay this many seconds of the trace, in the trace's time (0: to its end)",
         rule=NOT_NEGATIVE,
+    )
+    trace_max_tokens: int = option(
+        DEFAULT_MAX_TOKENS,
+        "with --trace: the most tokens (prompt + output) a trace request may ask for; a longer "
+        "one is refused with its line before any load (the model's max_model_len, where "
+        f"/v1/models gives it, refuses more). Trace times may span at most {MAX_SPAN_DAYS} days",
+        rule=AT_LEAST_1,
+    )
+    trace_max_requests: int = option(
+        DEFAULT_MAX_REQUESTS,
+        "with --trace: the most requests a trace file may hold (every load process reads them "
+        "all); a longer file is refused at its line",
+        rule=AT_LEAST_1,
     )
     trace_window: float = option(
         0.0,

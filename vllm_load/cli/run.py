@@ -161,11 +161,11 @@ def prepare(args: argparse.Namespace) -> Launch:
         args.meta_file = ""
     if args.command == "run" and args.workers < 0:
         raise SettingsError(f"--workers must be 0 or more, got {args.workers}")
-    check_input_files(settings)
+    segment = check_input_files(settings)
     check_gpu_sources(settings)
     check_prometheus_port(settings)
     builtin_synthetic = args.locustfile == LOCUSTFILE and not settings.dataset
-    model, plan = check_target(args.host, settings, exact_prompts=builtin_synthetic)
+    model, plan = check_target(args.host, settings, exact_prompts=builtin_synthetic, trace=segment)
     check_other_targets(args.host, model, plan, settings)
     # the web UI may run several tests, each in its own directory; headless runs get theirs now
     run_dir = None if args.web else (settings.run_dir or new_run_dir(settings.out, model))
