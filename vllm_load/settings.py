@@ -18,6 +18,7 @@ from .analysis.decisions.slo import slo_argument
 from .analysis.diagnosis.facts import server_args_argument
 from .options import (
     AT_LEAST_1,
+    FORM_API_KEY,
     AT_LEAST_1_OR_UNSET,
     META_FILE,
     NOT_NEGATIVE,
@@ -374,7 +375,11 @@ class Settings:
             values[f.name] = value_of(f, spec, given)
         meta_file = getattr(options, META_FILE.dest, "") or ""
         values["meta"] = {**(load_meta_file(meta_file) if meta_file else {}), **values["meta"]}
-        values["api_key"] = values["api_key"] or os.environ.get("OPENAI_API_KEY", "")
+        values["api_key"] = (
+            getattr(options, FORM_API_KEY.dest, "")
+            or values["api_key"]
+            or os.environ.get("OPENAI_API_KEY", "")
+        )
         settings = cls(**values)
         settings.validate()
         return settings
@@ -470,11 +475,17 @@ def add_arguments(
                 kwargs["type"] = TYPES[str(f.type)]
             if spec.choices:
                 kwargs["choices"] = spec.choices
-        if locust_parser:
-            kwargs["include_in_web_ui"] = spec.web_ui and f.name not in hidden
-            if spec.secret:
-                kwargs["is_secret"] = True
+        if locust_parser:  # (Locust's page shows a shown option's value: never a secret's)
+            kwargs["include_in_web_ui"] = spec.web_ui and f.name not in hidden and not spec.secret
         group.add_argument(flag_of(f, spec), **kwargs)
+        if f.name == "api_key" and locust_parser:
+            group.add_argument(
+                FORM_API_KEY.flag,
+                default="",
+                help=FORM_API_KEY.help,
+                include_in_web_ui=spec.web_ui,
+                is_secret=True,
+            )
         if f.name == "meta":
             extra = {"include_in_web_ui": False} if locust_parser else {}
             group.add_argument(META_FILE.flag, default="", help=META_FILE.help, **extra)
