@@ -18,8 +18,8 @@ from .analysis.decisions.slo import slo_argument
 from .analysis.diagnosis.facts import server_args_argument
 from .options import (
     AT_LEAST_1,
-    FORM_API_KEY,
     AT_LEAST_1_OR_UNSET,
+    FORM_API_KEY,
     META_FILE,
     NOT_NEGATIVE,
     POSITIVE,
