@@ -27,6 +27,7 @@ from .options import (
     OptionSpec,
     command_line_default,
     dest_of,
+    field_default,
     flag_of,
     help_text,
     is_flag,
@@ -57,6 +58,8 @@ from .workload.traces.model import DEFAULT_MAX_REQUESTS, DEFAULT_MAX_TOKENS, MAX
 DEFAULT_LEVELS = "10,50,100,200,500,750,1000"
 ENDPOINTS = ("chat", "completions")
 ARRIVALS = ("poisson", "constant")
+#: the options that shape --images' images, refused without it (they would be ignored)
+IMAGES_ONLY = ("image_size", "image_format")
 
 
 @dataclass(frozen=True)
@@ -408,6 +411,17 @@ class Settings:
             raise SettingsError(
                 "--images sends images as chat content parts: use --endpoint chat "
                 "(/v1/completions takes a text prompt only)"
+            )
+        changed = [
+            flag_of(f, spec)
+            for f, spec in settings_options()
+            if f.name in IMAGES_ONLY and getattr(self, f.name) != field_default(f)
+        ]
+        if changed and not self.images:
+            raise SettingsError(
+                f"{' and '.join(changed)} {'shapes' if len(changed) == 1 else 'shape'} the "
+                "images of --images, and none is sent: give --images N, or leave "
+                f"{'it' if len(changed) == 1 else 'them'} out"
             )
         if self.images and self.dataset:
             raise SettingsError(

@@ -48,7 +48,10 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
     if name in ("run", "master"):
         add_host_argument(
-            parser, "base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000"
+            parser,
+            "base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000 (with "
+            "--hosts: their first, when not given)",
+            required=False,
         )
         mode = parser.add_mutually_exclusive_group()
         mode.add_argument(
@@ -152,6 +155,13 @@ def prepare(args: argparse.Namespace) -> Launch:
         if refusal:
             raise SettingsError(refusal)
     settings = Settings.from_options(args)
+    if args.host is None:  # --hosts alone names the targets, the first as --host
+        if not settings.hosts:
+            raise SettingsError(
+                "--host is required: the base URL of the server under test (or --hosts "
+                "URL,URL for several)"
+            )
+        args.host = settings.hosts[0]
     if settings.run_dir:
         refuse_existing_run(settings.run_dir)
     if getattr(
