@@ -75,6 +75,13 @@ META_FILE = InputOption(
     "--meta-file",
     "YAML file of run metadata (hardware, GPUs, image digest, model revision); --meta overrides",
 )
+#: the web UI form's key field: Locust's page shows every option it shows with its value, so a
+#: secret option (--api-key) is kept out of the form and this, always empty there, stands in
+FORM_API_KEY = InputOption(
+    "--form-api-key",
+    "the web UI form's API key, for the host typed in the form (empty: the --api-key or "
+    "$OPENAI_API_KEY the UI was started with, which no page shows)",
+)
 
 
 def flag_of(f: Field, spec: OptionSpec) -> str:

@@ -19,6 +19,7 @@ from .analysis.diagnosis.facts import server_args_argument
 from .options import (
     AT_LEAST_1,
     AT_LEAST_1_OR_UNSET,
+    FORM_API_KEY,
     META_FILE,
     NOT_NEGATIVE,
     POSITIVE,
@@ -26,6 +27,7 @@ from .options import (
     OptionSpec,
     command_line_default,
     dest_of,
+    field_default,
     flag_of,
     help_text,
     is_flag,
@@ -51,10 +53,13 @@ from .workload.datasets import dataset_argument
 from .workload.images import IMAGE_FORMATS, image_size_argument
 from .workload.lengths import length_argument
 from .workload.traces import TRACE_FORMATS
+from .workload.traces.model import DEFAULT_MAX_REQUESTS, DEFAULT_MAX_TOKENS, MAX_SPAN_DAYS
 
 DEFAULT_LEVELS = "10,50,100,200,500,750,1000"
 ENDPOINTS = ("chat", "completions")
 ARRIVALS = ("poisson", "constant")
+#: the options that shape --images' images, refused without it (they would be ignored)
+IMAGES_ONLY = ("image_size", "image_format")
 
 
 @dataclass(frozen=True)
@@ -130,6 +135,19 @@ class Settings:
         0.0,
         "with --trace: replay this many seconds of the trace, in the trace's time (0: to its end)",
         rule=NOT_NEGATIVE,
+    )
+    trace_max_tokens: int = option(
+        DEFAULT_MAX_TOKENS,
+        "with --trace: the most tokens (prompt + output) a trace request may ask for; a longer "
+        "one is refused with its line before any load (the model's max_model_len, where "
+        f"/v1/models gives it, refuses more). Trace times may span at most {MAX_SPAN_DAYS} days",
+        rule=AT_LEAST_1,
+    )
+    trace_max_requests: int = option(
+        DEFAULT_MAX_REQUESTS,
+        "with --trace: the most requests a trace file may hold (every load process reads them "
+        "all); a longer file is refused at its line",
+        rule=AT_LEAST_1,
     )
     trace_window: float = option(
         0.0,
@@ -360,7 +378,11 @@ class Settings:
             values[f.name] = value_of(f, spec, given)
         meta_file = getattr(options, META_FILE.dest, "") or ""
         values["meta"] = {**(load_meta_file(meta_file) if meta_file else {}), **values["meta"]}
-        values["api_key"] = values["api_key"] or os.environ.get("OPENAI_API_KEY", "")
+        values["api_key"] = (
+            getattr(options, FORM_API_KEY.dest, "")
+            or values["api_key"]
+            or os.environ.get("OPENAI_API_KEY", "")
+        )
         settings = cls(**values)
         settings.validate()
         return settings
@@ -389,6 +411,17 @@ class Settings:
             raise SettingsError(
                 "--images sends images as chat content parts: use --endpoint chat "
                 "(/v1/completions takes a text prompt only)"
+            )
+        changed = [
+            flag_of(f, spec)
+            for f, spec in settings_options()
+            if f.name in IMAGES_ONLY and getattr(self, f.name) != field_default(f)
+        ]
+        if changed and not self.images:
+            raise SettingsError(
+                f"{' and '.join(changed)} {'shapes' if len(changed) == 1 else 'shape'} the "
+                "images of --images, and none is sent: give --images N, or leave "
+                f"{'it' if len(changed) == 1 else 'them'} out"
             )
         if self.images and self.dataset:
             raise SettingsError(
@@ -456,11 +489,17 @@ def add_arguments(
                 kwargs["type"] = TYPES[str(f.type)]
             if spec.choices:
                 kwargs["choices"] = spec.choices
-        if locust_parser:
-            kwargs["include_in_web_ui"] = spec.web_ui and f.name not in hidden
-            if spec.secret:
-                kwargs["is_secret"] = True
+        if locust_parser:  # (Locust's page shows a shown option's value: never a secret's)
+            kwargs["include_in_web_ui"] = spec.web_ui and f.name not in hidden and not spec.secret
         group.add_argument(flag_of(f, spec), **kwargs)
+        if f.name == "api_key" and locust_parser:
+            group.add_argument(
+                FORM_API_KEY.flag,
+                default="",
+                help=FORM_API_KEY.help,
+                include_in_web_ui=spec.web_ui,
+                is_secret=True,
+            )
         if f.name == "meta":
             extra = {"include_in_web_ui": False} if locust_parser else {}
             group.add_argument(META_FILE.flag, default="", help=META_FILE.help, **extra)

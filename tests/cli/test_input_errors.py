@@ -214,3 +214,13 @@ def test_a_second_target_that_is_down_or_serves_another_model_is_one_line(tmp_pa
         assert f"is not served by {other.url}" in wrong and "it serves: other" in wrong
         twice = vllm_load("run", "--host", first.url, "--hosts", f"{first.url},{first.url}/")
         assert "--hosts names" in one_error_line(twice, "run") and not os.path.exists(out)
+
+
+def test_a_hostile_trace_is_one_line_before_the_target(tmp_path):
+    """Issue 52: a 10^12-token line grew the load process to 22.7 GB; now refused, with its
+    line, before the target is asked or Locust started."""
+    path = tmp_path / "hostile.jsonl"
+    good = '{"timestamp": 0, "input_length": 100, "output_length": 10, "hash_ids": []}\n'
+    path.write_text(good + good.replace("100", "1000000000000"))
+    line = one_error_line(vllm_load("run", "--host", NO_TARGET, "--trace", str(path)), "run")
+    assert f"--trace: {path}:2: 1000000000010 tokens" in line and "--trace-max-tokens" in line

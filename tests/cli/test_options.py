@@ -69,7 +69,10 @@ def test_locust_parser_gets_web_ui_and_secret_keywords():
     add_arguments(parser)
     assert parser.calls["--input-tokens"]["include_in_web_ui"] is True
     assert parser.calls["--run-dir"]["include_in_web_ui"] is False
-    assert parser.calls["--api-key"]["is_secret"] is True
+    # Locust's page shows a shown option's value: the key is not shown, an empty field stands in
+    assert parser.calls["--api-key"]["include_in_web_ui"] is False
+    assert parser.calls["--form-api-key"]["is_secret"] is True
+    assert parser.calls["--form-api-key"]["default"] == ""
     assert parser.calls["--no-stream"]["action"] == "store_true"
     assert parser.calls["--no-stream"]["dest"] == "no_stream"
     assert META_FILE.flag in parser.calls

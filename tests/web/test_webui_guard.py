@@ -173,7 +173,7 @@ def test_the_form_cannot_send_the_key_to_another_host(ui):
     base, sim_url, other, _ = ui
     for form in (
         {"user_count": "1", "spawn_rate": "1", "host": other.url},
-        {"host": other.url, "api_key": KEY},  # the configured key, typed again
+        {"host": other.url, "form_api_key": KEY},  # the configured key, typed again
         {"host": other.url + "/"},
     ):
         answer = requests.post(base + "/swarm", data=form, timeout=10).json()
@@ -216,7 +216,7 @@ def test_the_form_shows_no_path_and_left_as_shown_starts_a_test(ui):
     page = requests.get(base + "/", timeout=10).text
     template = json.loads(re.search(r"window\.templateArgs = (\{.*\})\s*$", page, re.M).group(1))
     shown = set(template["extra_options"])
-    assert {"input_tokens", "levels", "api_key"} <= shown
+    assert {"input_tokens", "levels", "form_api_key"} <= shown
     assert not shown & {"out", "run_dir", "dataset", "tokenizer", "meta_file"}, shown
     # every field the form shows, at the value it shows, plus Locust's own: accepted
     form = {name: shown_value(option["default_value"]) for name, option in shown_options(template)}

@@ -13,10 +13,12 @@ from ..settings import Settings
 from ..tokenization.load import load_tokenizer
 from ..values import SettingsError, writable_directory
 from ..workload.datasets import dataset_path, load_dataset
+from ..workload.traces import Trace
 
 
-def check_input_files(settings: Settings) -> None:
-    """Refuse, in one line, a --tokenizer, --dataset or --trace that cannot be used."""
+def check_input_files(settings: Settings) -> Trace | None:
+    """Refuse, in one line, a --tokenizer, --dataset or --trace that cannot be used; the
+    --trace segment read (the target's context is checked against it next)."""
     if settings.tokenizer:
         try:
             load_tokenizer(settings.tokenizer)
@@ -28,7 +30,8 @@ def check_input_files(settings: Settings) -> None:
         except SettingsError as e:
             raise SettingsError(f"--dataset: {e} (docs/workload.md gives the formats)") from None
     if settings.trace:
-        trace_segment(settings)  # a malformed line: its file and line, before any load
+        return trace_segment(settings)  # a malformed line: its file and line, before any load
+    return None
 
 
 def check_writable(settings: Settings) -> None:

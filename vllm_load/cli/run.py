@@ -50,7 +50,10 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
     if name in ("run", "master"):
         add_host_argument(
-            parser, "base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000"
+            parser,
+            "base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000 (with "
+            "--hosts: their first, when not given)",
+            required=False,
         )
         mode = parser.add_mutually_exclusive_group()
         mode.add_argument(
@@ -154,6 +157,13 @@ def prepare(args: argparse.Namespace) -> Launch:
         if refusal:
             raise SettingsError(refusal)
     settings = Settings.from_options(args)
+    if args.host is None:  # --hosts alone names the targets, the first as --host
+        if not settings.hosts:
+            raise SettingsError(
+                "--host is required: the base URL of the server under test (or --hosts "
+                "URL,URL for several)"
+            )
+        args.host = settings.hosts[0]
     if settings.run_dir:
         refuse_existing_run(settings.run_dir)
     if getattr(
@@ -163,11 +173,11 @@ def prepare(args: argparse.Namespace) -> Launch:
         args.meta_file = ""
     if args.command == "run" and args.workers < 0:
         raise SettingsError(f"--workers must be 0 or more, got {args.workers}")
-    check_input_files(settings)
+    segment = check_input_files(settings)
     check_gpu_sources(settings)
     check_prometheus_port(settings)
     builtin_synthetic = args.locustfile == LOCUSTFILE and not settings.dataset
-    model, plan = check_target(args.host, settings, exact_prompts=builtin_synthetic)
+    model, plan = check_target(args.host, settings, exact_prompts=builtin_synthetic, trace=segment)
     check_other_targets(args.host, model, plan, settings)
     # the web UI may run several tests, each in its own directory; headless runs get theirs now
     run_dir = None if args.web else (settings.run_dir or new_run_dir(settings.out, model))

@@ -6,10 +6,12 @@ from __future__ import annotations
 import dataclasses
 
 from ..client.prompts import CalibrationError, PromptPlan, prompt_plan
+from ..client.replay import check_trace_fits
 from ..client.targets import target_list
 from ..settings import Settings
 from ..target.api import HttpError, max_model_len, model_ids, request_json
 from ..values import SettingsError
+from ..workload.traces import Trace
 
 
 def unusable_target(host: str, error: HttpError) -> str:
@@ -29,10 +31,11 @@ def unusable_target(host: str, error: HttpError) -> str:
 
 
 def check_target(
-    host: str, settings: Settings, exact_prompts: bool = True
+    host: str, settings: Settings, exact_prompts: bool = True, trace: Trace | None = None
 ) -> tuple[str, PromptPlan | None]:
-    """Resolve the model and prove the target answers, before any load. Returns the model id,
-    and the exact prompts' calibration when it was made here."""
+    """Resolve the model and prove the target answers, before any load; a `trace`'s requests
+    must fit the model's context. Returns the model id, and the exact prompts' calibration when
+    it was made here."""
     try:
         models = request_json(
             host.rstrip("/") + "/v1/models", api_key=settings.api_key or None, timeout=15
@@ -50,6 +53,8 @@ def check_target(
         raise SettingsError(f"{host}/v1/models lists no model; pass --model")
     else:
         model = ids[0]
+    if trace is not None:
+        check_trace_fits(trace, max_model_len(models, model))
     plan = None
     if exact_prompts:  # (a locustfile of one's own sends what it sends)
         settings.check_fits(max_model_len(models, model))

@@ -325,10 +325,7 @@ def prompt_plan(host: str, model: str, settings: Settings) -> PromptPlan:
         plan = handed_plan(host, model, settings)
         if plan is not None:
             logger.info(
-                "%d-token prompts for %s on %s: calibrated before the start",
-                settings.input_tokens,
-                model,
-                host,
+                "%s for %s on %s: calibrated before the start", _said(settings), model, host
             )
         else:
             plan = calibrate_target(host, model, settings)
@@ -336,10 +333,18 @@ def prompt_plan(host: str, model: str, settings: Settings) -> PromptPlan:
     return plan
 
 
+def _said(settings: Settings) -> str:
+    """The prompts a log line names: a trace's requests have lengths of their own (the plan's
+    atoms and template serve them all), other runs --input-tokens."""
+    if settings.trace:
+        return "exact prompts of the trace's lengths"
+    return f"{settings.input_tokens}-token prompts"
+
+
 def calibrate_target(host: str, model: str, settings: Settings) -> PromptPlan:
     """Calibrate exact prompts: server /tokenize, else --tokenizer, else approximate if allowed."""
     args = (settings.endpoint, settings.input_tokens, settings.shared_prefix_tokens)
-    logger.info("calibrating %d-token prompts for %s on %s", settings.input_tokens, model, host)
+    logger.info("calibrating %s for %s on %s", _said(settings), model, host)
     if settings.tokenizer:
         try:
             tokenizer = load_tokenizer(settings.tokenizer)

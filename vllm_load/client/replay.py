@@ -31,11 +31,14 @@ logger = logging.getLogger(__name__)
 
 def trace_segment(settings: Settings) -> Trace:
     """The part of --trace this run replays: --trace-start and --trace-duration of it (trace
-    seconds), --trace-speed times faster, its first request at the time the window starts."""
-    from ..workload.traces import TraceError, read_trace, resolve_trace
+    seconds), --trace-speed times faster, its first request at the time the window starts.
+    Each line is checked as it is read (--trace-max-tokens, --trace-max-requests, the span of
+    its times), so a hostile file is refused before anything of its size is made."""
+    from ..workload.traces import TraceError, TraceLimits, read_trace, resolve_trace
 
+    limits = TraceLimits(tokens=settings.trace_max_tokens, requests=settings.trace_max_requests)
     try:
-        trace = read_trace(resolve_trace(settings.trace), settings.trace_format)
+        trace = read_trace(resolve_trace(settings.trace), settings.trace_format, limits)
     except TraceError as e:
         raise SettingsError(f"--trace: {e}") from None
     window = trace.window(settings.trace_start, settings.trace_duration or None)
@@ -46,6 +49,18 @@ def trace_segment(settings: Settings) -> Trace:
             "--trace-start and --trace-duration inside the trace"
         )
     return window.faster(settings.trace_speed)
+
+
+def check_trace_fits(segment: Trace, context: int | None) -> None:
+    """Refuse, naming its line, a trace with a request longer than the model's context
+    (`max_model_len` from /v1/models; None: the server does not say, --trace-max-tokens alone
+    bounds it)."""
+    from ..workload.traces import TraceError
+
+    try:
+        segment.check_context(context)
+    except TraceError as e:
+        raise SettingsError(f"--trace: {e}") from None
 
 
 @dataclass(frozen=True)

@@ -74,7 +74,9 @@ class RunSummary:
     timeline: pd.DataFrame
     history: pd.DataFrame | None
     steps: pd.DataFrame
-    errors: pd.DataFrame
+    errors: pd.DataFrame  # every recorded failure, warm-up included (the run's errors table)
+    #: the failures of the levels' measured requests, the set whose share the findings give
+    measured_errors: pd.DataFrame
     client_validation: dict | None = None  # `vllm-load validate-client --run` result, when present
     server: pd.DataFrame | None = None  # server_metrics.csv, when the target had /metrics
     server_levels: pd.DataFrame | None = None  # per-level server figures against the client's
@@ -90,9 +92,11 @@ class RunSummary:
     bottlenecks: dict[float, dict] = field(default_factory=dict)  # value -> its verdict, as JSON
 
     def failures_by_value(self) -> pd.DataFrame:
-        """Its failure counts (`error_counts`) with each level's `value` in its kind of load."""
+        """Its measured requests' failure counts (`error_counts`) with each level's `value` in
+        its kind of load."""
+        errors = self.measured_errors
         values = dict(zip(self.metrics["level"], self.metrics["value"]))
-        return self.errors.assign(value=self.errors["level"].map(values)).dropna(subset=["value"])
+        return errors.assign(value=errors["level"].map(values)).dropna(subset=["value"])
 
     input_notes: list[str] = field(default_factory=list)  # what was left out of its files, why
     replays: list[Replay] = field(default_factory=list)  # its trace replays, read over time
@@ -210,6 +214,7 @@ def summarize_run(
         history=data.history,
         steps=metrics[["level", "value", "level_start", "level_end", "stop_reason"]].copy(),
         errors=error_counts(data.requests),
+        measured_errors=error_counts(meas.labelled),
         client_validation=read_client_validation(path),
         server=server,
         server_levels=(

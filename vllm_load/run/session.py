@@ -26,14 +26,14 @@ from locust.runners import STATE_MISSING, LocalRunner, MasterRunner
 
 from ..client.context import LoadContext
 from ..client.health import CLIENT_LIMIT, HealthSample, HealthWriter
-from ..client.replay import LevelShare, replay_header, trace_segment
+from ..client.replay import LevelShare, check_trace_fits, replay_header, trace_segment
 from ..client.targets import target_list
 from ..compat.locust import declare_missing, rewrite_csv_files
 from ..load_kinds import RATE, TRACE, Level
 from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV, target_metrics_csv
 from ..rundir.records import ERROR_INDEX, ERROR_MESSAGE_INDEX, LEVEL_INDEX, START_INDEX
 from ..settings import Settings
-from ..target.api import model_ids, target_info
+from ..target.api import max_model_len, model_ids, target_info
 from ..values import SettingsError, parse_host
 from ..workload.arrivals import process_share
 from .capacity_note import cache_config, capacity_note
@@ -122,6 +122,10 @@ class RunSession:
             raise SettingsError(
                 f"cannot tell which model {host} serves ({self.target.get('models_error', 'no models listed')}); pass --model"
             )
+        if self.segment is not None:
+            check_trace_fits(self.segment, max_model_len(self.target.get("models"), self.model))
+            for note in self.segment.notes:
+                logger.warning("%s", note)
         self.user_classes = wanted_classes(environment.user_classes or [], self.settings)
         self.all_classes_wanted = len(self.user_classes) == len(environment.user_classes or [])
         run_dir = self.settings.run_dir or new_run_dir(self.settings.out, self.model)

@@ -14,7 +14,7 @@ import signal
 
 from ..parent_death import die_with_parent
 from ..tokenization.load import load_tokenizer
-from ..values import SettingsError
+from ..values import SettingsError, port_argument
 from .config import (
     DEFAULT_MODEL,
     REASONING_FIELDS,
@@ -45,7 +45,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     srv.add_argument(
         "--host", default="127.0.0.1", help="address to bind (use 0.0.0.0 to serve other machines)"
     )
-    srv.add_argument("--port", type=int, default=8000, help="TCP port")
+    srv.add_argument("--port", type=port_argument, default=8000, help="TCP port")
     srv.add_argument(
         "--server-workers",
         type=int,
@@ -340,13 +340,16 @@ def build_config(args: argparse.Namespace) -> SimConfig:
         "--step-base": args.step_base,
         "--prefill-cost": args.prefill_cost,
         "--decode-cost": args.decode_cost,
-        "--time-scale": args.time_scale,
         "--step-jitter": args.step_jitter,
         "--ttft": args.ttft or 0,
         "--itl": args.itl or 0,
     }.items():
         if value < 0:
             raise ConfigError(f"{option} must not be negative")
+    if not args.time_scale > 0:  # 0 would make every modelled delay nothing
+        raise ConfigError(
+            f"--time-scale must be above 0, got {args.time_scale:g} (0.01: 100x faster)"
+        )
     if args.reasoning_tokens < 0:
         raise ConfigError("--reasoning-tokens must not be negative")
     if not 0 <= args.eos_probability <= 1:

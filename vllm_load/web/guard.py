@@ -16,7 +16,8 @@ Locust's UI has no CSRF protection and allows every origin (flask-cors); its sta
   command line only.
 - **The API key goes only to the configured host**: with a key configured (`--api-key` or
   `$OPENAI_API_KEY`), a form (or `/user`, Locust's user-class settings) whose host is not the
-  `--host` the UI was started with is refused, unless it carries a key of its own for that host.
+  `--host` the UI was started with is refused, unless it carries a key of its own for that host
+  (`form_api_key`: the configured key is never in the form, nor in any page).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from urllib.parse import urlsplit
 from flask import Response, jsonify, request
 from flask_login import current_user
 
+from ..options import FORM_API_KEY
 from .bind import is_loopback
 
 #: the fields of Locust's start form (its React form, names in snake case) besides the options
@@ -118,7 +120,7 @@ class KeyRule:
         where = self.host or "no --host"
         return (
             f"refused: the API key given at start goes only to {where}, not to {host}. Keep the "
-            "host, or give that server's own key in the form's api_key field, or start "
+            f"host, or give that server's own key in the form's {FORM_API_KEY.dest} field, or start "
             "vllm-load with --host for it"
         )
 
@@ -151,7 +153,7 @@ def install_guards(environment, web_ui, base_path: str = "") -> None:
         why = form_refusal(request.form, allowed, options)
         if why is None:
             host = request.form.get("host", environment.host or "")
-            form_key = request.form.get("api_key", options.get("api_key") or "")
+            form_key = request.form.get(FORM_API_KEY.dest, options.get(FORM_API_KEY.dest) or "")
             why = rule.refusal(host.replace("<", "").replace(">", ""), form_key)
         return None if why is None else jsonify({"success": False, "message": why})
 
@@ -165,7 +167,7 @@ def install_guards(environment, web_ui, base_path: str = "") -> None:
         if "host" not in settings:
             return None
         options = environment.parsed_options
-        why = rule.refusal(str(settings["host"]), getattr(options, "api_key", "") or "")
+        why = rule.refusal(str(settings["host"]), getattr(options, FORM_API_KEY.dest, "") or "")
         return None if why is None else forbidden(why)
 
     @app.before_request

@@ -37,6 +37,13 @@ from .spans import own_streams, success_spans
 from .window import LevelWindows, level_windows, offered, window_work
 from .window_rates import ChunkMarks, RequestSpans
 
+#: the work done per second of a level's window, by the run's successful requests
+WORK_RATES: tuple[str, ...] = (
+    "req_per_s",
+    "total_tok_per_s",
+    "output_tok_per_s",
+    "input_tok_per_s",
+)
 _HEAD_COLUMNS: tuple[str, ...] = (
     "level",
     "kind",  # the level's kind of load (`load_kinds`) ...
@@ -55,10 +62,7 @@ _HEAD_COLUMNS: tuple[str, ...] = (
     "window_start",
     "window_end",
     "window_s",
-    "req_per_s",
-    "total_tok_per_s",
-    "output_tok_per_s",
-    "input_tok_per_s",
+    *WORK_RATES,
     "achieved_concurrency",
     *RATE_COLUMNS,
 )
@@ -323,6 +327,9 @@ def measure_levels(
                 "achieved_concurrency": achieved,
             }
         )
+    # a level none of whose measured requests succeeded did no work of its own: the work in its
+    # window is other levels' requests', not a throughput to show (it read 15,804 tok/s)
+    out.loc[n_ok == 0, list(WORK_RATES)] = np.nan
     figures, measured_frame = _measured_figures(req, mok, g, plan, windows)
     figures.update(offered(plan, req, pos, start, end, windows))
     for col, values in figures.items():

@@ -26,12 +26,13 @@ class TraceRecord:
     path: str
     format: str
     start: float  # trace seconds where the replayed window starts
-    duration: float  # trace seconds it spans (NaN: to the trace's end)
+    duration: float  # replay seconds from its start to its last request (run.json's)
     speed: float  # trace seconds per second of replay
     requests: int  # requests scheduled
     prompt_tokens: int  # their prompt tokens, summed
     predicted_cached_tokens: int | None  # prefix-cache hits the trace's hash_ids imply
     block_tokens: int  # tokens per hash_id block
+    window: float = math.nan  # trace seconds the window spans (--trace-duration; NaN: to the end)
 
     @classmethod
     def of(cls, run: dict) -> "TraceRecord | None":
@@ -56,15 +57,24 @@ class TraceRecord:
             prompt_tokens=int(number("prompt_tokens", -1)),
             predicted_cached_tokens=int(predicted) if isinstance(predicted, int) else None,
             block_tokens=int(number("block_tokens", 0)),
+            window=_window(run.get("settings")),
         )
 
     def describe(self) -> str:
-        """`trace.jsonl (mooncake), trace seconds 0–60 at 1× speed`"""
-        end = f"–{self.start + self.duration:,.4g}" if self.duration == self.duration else " on"
+        """`trace.jsonl (mooncake), trace seconds 0–60 at 1× speed`: the window asked for, in
+        the trace's seconds (without one, to the last request's time in the trace)."""
+        span = self.window if self.window == self.window else self.duration * self.speed
+        end = f"–{self.start + span:,.4g}" if span == span else " on"
         return (
             f"{self.path} ({self.format}), trace seconds {self.start:,.4g}{end} at "
             f"{self.speed:g}× speed"
         )
+
+
+def _window(settings: object) -> float:
+    """--trace-duration from run.json's settings, trace seconds (NaN: none, to the end)."""
+    value = settings.get("trace_duration") if isinstance(settings, dict) else None
+    return float(value) if isinstance(value, (int, float)) and value > 0 else math.nan
 
 
 @dataclass(frozen=True)

@@ -241,13 +241,12 @@ def usable(
     curve: pd.DataFrame, rule: SaturationRule = SaturationRule()
 ) -> tuple[pd.DataFrame, list[FailedLevel]]:
     """(the levels conclusions are drawn from, sorted by value; every level with failures) of `curve`."""
-    curve = (
-        curve[~np.isnan(column(curve, f"{rule.throughput.column}_mean"))]
-        .sort_values("value")
-        .reset_index(drop=True)
-    )
+    curve = curve.sort_values("value").reset_index(drop=True)
+    # every level's failures, a level that measured no throughput too (none of its measured
+    # requests succeeded): it is named, and left out as the rest are
     failed = failed_levels(curve, rule.max_failed_share)
-    return kept(curve, failed), failed
+    measured = ~np.isnan(column(curve, f"{rule.throughput.column}_mean"))
+    return kept(curve[measured].reset_index(drop=True), failed), failed
 
 
 def nearest_level(levels: np.ndarray, target: float) -> float:

@@ -15,7 +15,7 @@ and small generated samples shipped in `samples/`. Pure, like the rest of `workl
 from __future__ import annotations
 
 from .formats import TRACE_FORMATS, detect_format, read_trace
-from .model import MOONCAKE_BLOCK_TOKENS, Trace, TraceError, TraceRequest
+from .model import MOONCAKE_BLOCK_TOKENS, Trace, TraceError, TraceLimits, TraceRequest
 from .reuse import reuse_summary, reused_blocks
 from .samples import SAMPLE_PREFIX, SAMPLE_TRACES, resolve_trace, sample_path
 
@@ -26,6 +26,7 @@ __all__ = [
     "TRACE_FORMATS",
     "Trace",
     "TraceError",
+    "TraceLimits",
     "TraceRequest",
     "detect_format",
     "read_trace",

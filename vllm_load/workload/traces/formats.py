@@ -16,21 +16,24 @@ import operator
 import os
 from typing import Callable, Iterator
 
-from .model import Trace, TraceError, TraceRequest
+from .model import Trace, TraceError, TraceLimits, TraceRequest
 from .mooncake import read_mooncake
 from .rows import Rows
 from .tables import AZURE_COLUMNS, BURSTGPT_COLUMNS, header_names, read_azure, read_burstgpt
 
 TRACE_FORMATS = ("mooncake", "burstgpt", "azure")
-READERS: dict[str, Callable[[str], Rows]] = {
+READERS: dict[str, Callable[[str, TraceLimits], Rows]] = {
     "mooncake": read_mooncake,
     "burstgpt": read_burstgpt,
     "azure": read_azure,
 }
 
 
-def read_trace(path: str | os.PathLike[str], format: str = "auto") -> Trace:
-    """Every request of a trace file, sorted by time from 0 s (formats in the module docstring)."""
+def read_trace(
+    path: str | os.PathLike[str], format: str = "auto", limits: TraceLimits = TraceLimits()
+) -> Trace:
+    """Every request of a trace file, sorted by time from 0 s (formats in the module docstring);
+    a line past `limits` is refused as it is read."""
     name = os.fspath(path)
     if format != "auto" and format not in TRACE_FORMATS:
         raise TraceError(
@@ -53,14 +56,21 @@ def read_trace(path: str | os.PathLike[str], format: str = "auto") -> Trace:
             f"{found}, or auto)"
         )
     with _collector_paused():
-        rows = READERS[format](name)
+        rows = READERS[format](name, limits)
         requests = _requests(rows)
     if not requests:
         skipped = f" ({_reasons(rows)})" if rows.skip_reasons else ""
         raise TraceError(
             f"{name}:{rows.lines + 1}: no request in the file{skipped} (a trace needs at least one)"
         )
-    return Trace(name, format, requests, skip_reasons=dict(rows.skip_reasons))
+    return Trace(
+        name,
+        format,
+        requests,
+        skip_reasons=dict(rows.skip_reasons),
+        notes=_notes(name, rows),
+        longest=rows.longest,
+    )
 
 
 def detect_format(line: str) -> str | None:
@@ -121,6 +131,20 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def _notes(name: str, rows: Rows) -> tuple[str, ...]:
+    """What a log says about the reading: times before the trace's start (a Mooncake or
+    BurstGPT time counts from it), which the rebasing shifts."""
+    line, count = rows.negative
+    if not count:
+        return ()
+    number = next(t for t in rows.times if t < 0)  # the first line's, in file order
+    return (
+        f"{name}:{line}: timestamp {number:g} is before the trace's start ({count} such "
+        f"line{'s' if count > 1 else ''}): every request is shifted "
+        f"{-rows.low / rows.units_per_second:g} s later so that the earliest is at 0 s",
+    )
 
 
 def _reasons(rows: Rows) -> str:

@@ -5,6 +5,7 @@ it (a window, a speed-up, one load process's share)."""
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -13,6 +14,30 @@ from ...values import SettingsError
 
 #: tokens per hash_ids block: Mooncake's traces hash their prompts in blocks of 512 tokens
 MOONCAKE_BLOCK_TOKENS = 512
+#: the most a trace's times may span, first to last (and a replay last, after its speed): a
+#: year holds every published trace (BurstGPT's four months, Azure's weeks), and a damaged
+#: time (1e300 ms) is refused instead of waited for
+MAX_SPAN_DAYS = 366
+MAX_SPAN_SECONDS = MAX_SPAN_DAYS * 86400.0
+#: the defaults of --trace-max-tokens and --trace-max-requests
+DEFAULT_MAX_TOKENS = 1_048_576
+DEFAULT_MAX_REQUESTS = 2_000_000
+
+
+@dataclass(frozen=True)
+class TraceLimits:
+    """What a trace's lines may ask, checked as each is read, so a hostile file is refused
+    before anything of its size is made: `tokens`, the most prompt + output tokens of one
+    request (`says`: where that limit comes from, for the message); `requests`, the most
+    requests (every load process holds them all); times within `MAX_SPAN_SECONDS`."""
+
+    tokens: int = DEFAULT_MAX_TOKENS
+    requests: int = DEFAULT_MAX_REQUESTS
+    says: str = ""
+
+    @property
+    def tokens_said(self) -> str:
+        return self.says or f"--trace-max-tokens {self.tokens}"
 
 
 class TraceError(SettingsError):
@@ -46,6 +71,10 @@ class Trace:
     requests: tuple[TraceRequest, ...]
     block_tokens: int = MOONCAKE_BLOCK_TOKENS
     skip_reasons: Mapping[str, int] = field(default_factory=dict)
+    #: what a log should say about how the file was read (a time before the trace's start)
+    notes: tuple[str, ...] = ()
+    #: the file's longest request, prompt + output tokens, and its line (`check_context`)
+    longest: tuple[int, int] = (0, 0)
 
     @property
     def duration(self) -> float:
@@ -91,17 +120,35 @@ class Trace:
             TraceRequest(r.at - start, r.input_tokens, r.output_tokens, r.hash_ids, r.index)
             for r in self.requests[first:last]
         )
-        return Trace(self.path, self.format, taken, self.block_tokens, self.skip_reasons)
+        return dataclasses.replace(self, requests=taken)
 
     def faster(self, speed: float) -> Trace:
         """The same requests, each `at` divided by `speed` (2: twice as fast, 0.5: half)."""
         if not (math.isfinite(speed) and speed > 0):
             raise TraceError(f"{self.path}: the speed must be a number above 0, got {speed}")
+        if self.duration / speed > MAX_SPAN_SECONDS:
+            raise TraceError(
+                f"{self.path}: at speed {speed:g} the replay of {self.duration:,.1f} s would last "
+                f"{self.duration / speed:.3g} s, more than {MAX_SPAN_DAYS} days (give a speed "
+                "nearer 1, or a shorter --trace-duration)"
+            )
         faster = tuple(
             TraceRequest(r.at / speed, r.input_tokens, r.output_tokens, r.hash_ids, r.index)
             for r in self.requests
         )
-        return Trace(self.path, self.format, faster, self.block_tokens, self.skip_reasons)
+        return dataclasses.replace(self, requests=faster)
+
+    def check_context(self, limit: int | None) -> None:
+        """Refuse the file when its longest request (prompt + output) is longer than the
+        model's context (`max_model_len`; None: the server did not say), naming its line: the
+        server would refuse every such request."""
+        tokens, line = self.longest
+        if limit and tokens > limit:
+            raise TraceError(
+                f"{self.path}:{line}: {tokens} tokens (prompt + output), above the model's "
+                f"max_model_len {limit}: the server would refuse it (replay a trace whose "
+                "requests fit, or serve the model with a longer context)"
+            )
 
     def share(self, processes: int, index: int) -> tuple[TraceRequest, ...]:
         """Load process `index`'s (from 0) share among `processes`: every processes-th request

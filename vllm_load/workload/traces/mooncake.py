@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from .fields import BadValue, json_time, shown, token_count
-from .model import MOONCAKE_BLOCK_TOKENS, TraceError
+from .model import MOONCAKE_BLOCK_TOKENS, TraceError, TraceLimits
 from .rows import Rows
 
 FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
@@ -25,10 +25,11 @@ _BOM = b"\xef\xbb\xbf"
 _INT_ONLY = frozenset([int])
 
 
-def read_mooncake(path: str) -> Rows:
-    """Every request of a Mooncake JSONL file, in file order; `TraceError` on a bad line."""
-    rows = Rows(units_per_second=1000.0)  # milliseconds
-    times, prompts, outputs, blocks = rows.times, rows.prompts, rows.outputs, rows.hash_ids
+def read_mooncake(path: str, limits: TraceLimits) -> Rows:
+    """Every request of a Mooncake JSONL file, in file order; `TraceError` on a bad line, or
+    one past `limits`."""
+    rows = Rows(units_per_second=1000.0, limits=limits)  # milliseconds
+    add = rows.add
     number = 0
     with open(path, "rb") as fh:
         for number, line in enumerate(fh, start=1):
@@ -58,15 +59,12 @@ def read_mooncake(path: str) -> Rows:
                 )
             except (KeyError, TypeError):
                 plain = False
-            if not plain:
-                try:
+            try:
+                if not plain:
                     timestamp, prompt, output, hash_ids = _request(entry)
-                except BadValue as e:
-                    raise TraceError(f"{path}:{number}: {e}") from None
-            times.append(timestamp)
-            prompts.append(prompt)
-            outputs.append(output)
-            blocks.append(tuple(hash_ids))
+                add(number, timestamp, prompt, output, tuple(hash_ids))
+            except BadValue as e:
+                raise TraceError(f"{path}:{number}: {e}") from None
         rows.lines = number
     return rows
 

@@ -20,7 +20,7 @@ import operator
 from typing import Callable, Iterator
 
 from .fields import BadValue, Datetimes, shown, text_time, token_text
-from .model import TraceError
+from .model import TraceError, TraceLimits
 from .rows import Rows
 
 BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens")
@@ -28,9 +28,9 @@ AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 FAILED = "failed in the original log (Response tokens 0)"
 
 
-def read_burstgpt(path: str) -> Rows:
+def read_burstgpt(path: str, limits: TraceLimits) -> Rows:
     """Every request of a BurstGPT CSV, in file order; failed ones skipped and counted."""
-    rows = Rows(units_per_second=1.0)
+    rows = Rows(units_per_second=1.0, limits=limits)
     for line, (timestamp, prompt, response) in _table(path, "BurstGPT", BURSTGPT_COLUMNS, rows):
         try:
             try:
@@ -41,19 +41,20 @@ def read_burstgpt(path: str) -> Rows:
                 rows.skip_reasons[FAILED] += 1
                 continue
             time = text_time(timestamp, "Timestamp")
-            rows.add(time, token_text(prompt, "Request tokens", "prompt"), output)
+            rows.add(line, time, token_text(prompt, "Request tokens", "prompt"), output)
         except BadValue as e:
             raise TraceError(f"{path}:{line}: {e}") from None
     return rows
 
 
-def read_azure(path: str) -> Rows:
+def read_azure(path: str, limits: TraceLimits) -> Rows:
     """Every request of an Azure LLM inference trace CSV, in file order."""
-    rows = Rows(units_per_second=1e9)  # nanoseconds
+    rows = Rows(units_per_second=1e9, limits=limits)  # nanoseconds
     datetimes = Datetimes("TIMESTAMP")
     for line, (timestamp, context, generated) in _table(path, "Azure", AZURE_COLUMNS, rows):
         try:
             rows.add(
+                line,
                 datetimes.ns(timestamp),
                 token_text(context, "ContextTokens", "prompt"),
                 token_text(generated, "GeneratedTokens", "output"),
