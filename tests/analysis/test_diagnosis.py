@@ -155,11 +155,11 @@ def test_compute_needs_the_batch_to_outgrow_throughput():
 
 def _saturated(**kw) -> list[LevelEvidence]:
     """Two saturated levels where requests wait, the second with more waiting."""
-    base = dict(kv_max=0.1, step_tokens=30.0)
+    base = dict(kv_max=0.1)
     base.update(kw)
     return [
-        _lv(8, 100, batch=3.9, running_max=4.0, queued=4.0, **base),
-        _lv(16, 100, batch=3.95, running_max=4.0, queued=12.0, **base),
+        _lv(8, 100, batch=3.9, running_max=4.0, queued=4.0, step_tokens=27.0, **base),
+        _lv(16, 100, batch=3.95, running_max=4.0, queued=12.0, step_tokens=31.0, **base),
     ]
 
 
@@ -173,6 +173,11 @@ def test_a_cap_is_inferred_from_the_running_gauges_plateau_at_two_waiting_levels
     assert infer_limits(flat, ServerFacts()).get("max_num_seqs") is None  # no more waiting
     spread = [replace(w, prefill_spread=4.0) for w in waiting]
     assert infer_limits(spread, ServerFacts()).get("max_num_seqs") is None  # steps full
+    # steps pinned at one token count fit a spent budget as well (the budget unknown): no cap
+    pinned = [replace(w, step_tokens=30.0) for w in waiting]
+    assert infer_limits(pinned, ServerFacts()).get("max_num_seqs") is None
+    told = ServerFacts({"max_num_batched_tokens": Fact(2048.0, GIVEN)})
+    assert infer_limits(pinned, told).get("max_num_seqs") == Fact(4.0, INFERRED)
     assert infer_limits(waiting, CAP4).get("max_num_seqs") == Fact(4.0, GIVEN)
 
 
@@ -209,7 +214,7 @@ def test_a_spent_token_budget_is_inferred_from_pinned_step_tokens_not_read_as_a_
 
 
 def test_a_plateau_that_fits_a_cap_and_a_budget_alike_infers_neither():
-    held = _saturated()  # batch at its peak, steps pinned at 30 tokens
+    held = [replace(w, step_tokens=30.0) for w in _saturated()]  # at its peak, steps pinned
     facts = infer_limits(held, ServerFacts())
     assert facts.get("max_num_batched_tokens") is None  # the full batch explains the pinned steps
     budget_known = ServerFacts({"max_num_batched_tokens": Fact(32.0, GIVEN)})
@@ -427,7 +432,7 @@ def test_prefills_quicker_than_alone_rule_a_spent_budget_out():
     quick = replace(lv, prefill_spread=0.56)
     reason = level_verdict(quick, None, ServerFacts(), saturated=True).reason
     assert "a sequence cap of 3" in reason and "token budget" not in reason.split(";")[0]
-    levels = [replace(quick, value=6.0, queued=2.6), quick]
+    levels = [replace(quick, value=6.0, queued=2.6, step_tokens=13.2), quick]
     assert infer_limits(levels, ServerFacts()).get("max_num_batched_tokens") is None
     assert infer_limits(levels, ServerFacts()).get("max_num_seqs") == Fact(3.0, INFERRED)
 

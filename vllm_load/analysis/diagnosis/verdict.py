@@ -329,6 +329,13 @@ def level_verdict(
             f"while a prefill spans {lv.prefill_spread:.1f}x the engine steps it spans at the lowest "
             "level: the token budget is spent",
         )
+    if cap and not lv.waits and lv.batch == lv.batch and lv.batch >= CAP_SHARE * cap:
+        return verdict(
+            "undetermined",
+            f"the batch is at the cap ({lv.batch:.1f} against --max-num-seqs "
+            f"{cap_fact.text() if cap_fact else cap}) with nothing waiting yet: the cap binds from "
+            "the next level on, and this level's throughput says nothing of compute",
+        )
     if not lv.waits and below is not None and below.batch == below.batch and lv.batch == lv.batch:
         growth = lv.batch / below.batch if below.batch > 0 else math.nan
         gain = lv.tok_per_s / below.tok_per_s if below.tok_per_s > 0 else math.nan
