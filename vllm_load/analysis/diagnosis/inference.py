@@ -73,13 +73,12 @@ def budget_pin(levels: list[LevelEvidence], facts: ServerFacts) -> float | None:
     """A token budget the saturated `levels` show, or None: the mean tokens per engine step, the
     same within `BUDGET_PIN` at `PLATEAU_LEVELS` levels or more where requests wait with room in
     the KV cache, while the batch is not held at a cap (a full batch pins the tokens a step
-    carries just as a spent budget does) unless prefills are spread at every one of them. A
-    level whose prefills took fewer steps than at the lowest level spent no budget."""
+    carries just as a spent budget does) unless prefills are spread at every one of them."""
     cap = _sure(facts, "max_num_seqs")
     held = [
         lv
         for lv in _waiting_for_capacity(levels, facts)
-        if lv.step_tokens == lv.step_tokens and lv.step_tokens > 0 and not lv.prefills_quick
+        if lv.step_tokens == lv.step_tokens and lv.step_tokens > 0
     ]
     if len(held) < PLATEAU_LEVELS:
         return None

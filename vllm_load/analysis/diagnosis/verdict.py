@@ -60,7 +60,6 @@ QUEUE_STEPS = (
     2.0  # ... each for longer than this many engine steps (not just the next step's start)
 )
 PREFILL_SPREAD = 2.0  # a prefill this many times as many steps long as at the lowest level: spread
-QUICK_SPREAD = 0.9  # ... under this share of them: quicker than alone, no budget spent
 GROWTH = 1.2  # the batch grew by this factor from the level below, at least, for `compute`
 FALL = 0.90  # ... and the server's decode rate kept this share of the level below's per doubling
 # of the batch, at least: compute flattens it (longer attention over more sequences wears a little
@@ -155,12 +154,6 @@ class LevelEvidence:
     @property
     def spread(self) -> bool:
         return self.prefill_spread == self.prefill_spread and self.prefill_spread >= PREFILL_SPREAD
-
-    @property
-    def prefills_quick(self) -> bool:
-        """Prefills took fewer engine steps than at the lowest level (`QUICK_SPREAD`): no token
-        budget was spent, which would chunk them over more."""
-        return self.prefill_spread == self.prefill_spread and self.prefill_spread < QUICK_SPREAD
 
     def steps_full(self, budget: float | None) -> bool:
         """Engine steps are full of tokens: at `BUDGET_SHARE` of a known budget, or, the budget
@@ -429,7 +422,7 @@ def _unexplained_wait(lv: LevelEvidence, facts: ServerFacts) -> str:
             )
     if not budget:
         unknown.append("--max-num-batched-tokens N")
-        if lv.step_tokens == lv.step_tokens and not lv.prefills_quick:
+        if lv.step_tokens == lv.step_tokens:
             spread = (
                 f", prefills spread {lv.prefill_spread:.1f}x"
                 if lv.prefill_spread == lv.prefill_spread
