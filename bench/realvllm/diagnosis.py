@@ -173,7 +173,8 @@ def judge(truth: tuple[str, ...], levels: list[dict]) -> dict[str, str]:
         if kind in truth:
             out[f"{lv['value']:g}"] = "right"
         elif kind == "undetermined":
-            named = "--server-args" in b.get("reason", "") or "no /metrics" in b.get("reason", "")
+            # what settles it: the server's flags, its /metrics, or a quieter rerun
+            named = any(w in b.get("reason", "") for w in ("--server-args", "no /metrics", "rerun"))
             out[f"{lv['value']:g}"] = "undetermined" if named else "unsettled"
         elif kind == "compute" and (b.get("evidence") or {}).get("requests_waiting", 0) < 0.5:
             out[f"{lv['value']:g}"] = "-"  # nothing waits: no configured limit binds there yet
