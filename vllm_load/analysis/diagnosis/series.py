@@ -178,9 +178,9 @@ def diagnose_series(
         # batch just short of a cap): the first determined level past it; where every level past
         # it is undetermined, the first of them (the knee's own verdict names what slowed its
         # growth, not what stopped it: a knee whose throughput still rose 54 % read `compute`
-        # while the cap past it went unseen); the knee's own only with nothing past it
+        # while the cap past it went unseen); a knee held at a configured limit keeps its own
         past = [v for v in verdicts if knee is not None and v.value > knee and v.kind != "failures"]
-        fallback = past[0] if past and at_knee.kind != "undetermined" else at_knee
+        fallback = past[0] if past and at_knee.kind == COMPUTE else at_knee
         at_knee = next((v for v in past if v.kind != "undetermined"), fallback)
     advice_noun = "in the batch" if rate else noun
     verdicts = [
