@@ -38,7 +38,9 @@ class PerRequest:
     the requests' merged histograms (`itl_hist`), never from per-request summaries.
     `table`/`report`/`compare`/`live` list the statistics shown there (`live`: percentiles and
     means of seconds, means of counts: what the live view keeps running); `slo`: a per-request
-    threshold (`ttft<=2s`) and per-level percentile objectives (`ttft_p99<=2s`) may name it."""
+    threshold (`ttft<=2s`) and per-level percentile objectives (`ttft_p99<=2s`) may name it;
+    `absent_misses`: a successful request without a value of it missed its threshold (a reasoning
+    reply whose answer never came), where otherwise it is exempt (the TPOT of a one-token reply)."""
 
     key: str
     label: str
@@ -55,6 +57,7 @@ class PerRequest:
     only_with: str = ""  # a level figure that must be > 0 at some level for it to be shown
     spec: str = ",.1f"  # how the printed table formats it (in ms where `in_ms`)
     read_timed: bool = False  # dated by the client's reads: untrustworthy where it was late
+    absent_misses: bool = False
 
 
 @dataclass(frozen=True)
@@ -185,6 +188,7 @@ PER_REQUEST: list[PerRequest] = [
         slo=True,
         only_with="reasoning_tokens_mean",
         read_timed=True,
+        absent_misses=True,
     ),
     PerRequest(
         "itl",

@@ -82,6 +82,26 @@ def test_a_failure_is_never_good_and_an_undefined_figure_does_not_count():
     assert good_requests(requests, parse_slo(["e2e_p99<=1s"])).tolist() == [True, True, False]
 
 
+def test_a_reasoning_reply_whose_answer_never_came_misses_ttfat_and_binds_the_level():
+    """TTFAT is declared `absent_misses`: a success with reasoning but no answer token has no
+    TTFAT, and its user never got the answer: it misses `ttfat<=`, as the threshold's value (the
+    attainment percentile) says, where a TPOT-less one-token reply is exempt from `tpot<=`."""
+    requests = make_requests(
+        [
+            ok(0, 2, 100.0, 101.0, ttft=0.2, ttfat=0.5, reasoning_tokens=20),
+            ok(0, 2, 100.0, 101.0, ttft=0.2, ttfat=None, reasoning_tokens=10),  # no answer
+        ]
+    )
+    assert good_requests(requests, parse_slo(["ttfat<=1s"])).tolist() == [True, False]
+    assert good_requests(requests, parse_slo(["ttft<=1s"])).tolist() == [True, True]
+    steps = make_steps([(0, 2, 100.0, 101.5, 0, 2, 600.0, "target_reached")])
+    spec = parse_slo(["ttfat<=1s", "attainment>=90%"])
+    row = level_goodput(requests, measure_levels(requests, steps), spec).iloc[0]
+    assert row.slo_good == 1 and row.slo_binding == "ttfat<=1s"
+    # the 90th percentile of 0.5 s and the never (infinitely late): beyond any limit, not 0
+    assert row.slo_binding_value == math.inf and row.slo_met == 0.0
+
+
 @pytest.fixture
 def one_level():
     """Level 0 at 2 users, no warm-up, 4 measured requests over the window [100, 104]."""

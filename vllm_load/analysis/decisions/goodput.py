@@ -29,6 +29,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from ...figures import per_request
 from ...load_kinds import LoadKind, kind_named
 from ..levels import group_percentiles
 from ..levels.measure import LevelMeasurement
@@ -64,17 +65,25 @@ def as_floats(frame: pd.DataFrame, column: str) -> np.ndarray:
 
 def good_requests(requests: pd.DataFrame, spec: SloSpec) -> np.ndarray:
     """Per row: it succeeded and every per-request threshold holds (an undefined figure, such as
-    the TPOT of a one-token reply, does not count against it)."""
+    the TPOT of a one-token reply, does not count against it; one its declaration says a success
+    must have, such as a reasoning reply's TTFAT, does: `_holds`)."""
     good = as_floats(requests, "ok") == 1
     for t in spec.thresholds:
         good &= _holds(requests, t)
     return good
 
 
+def _absent_misses(t: Threshold) -> bool:
+    """Whether a success without a value of the threshold's figure missed it (`figures`)."""
+    source = per_request(t.metric)
+    return source is not None and source.absent_misses
+
+
 def _holds(requests: pd.DataFrame, t: Threshold) -> np.ndarray:
-    """Per row: the threshold holds for it, or the request has no value of its figure."""
+    """Per row: the threshold holds for it, or the request has no value of its figure and its
+    figure exempts such a request (a reasoning reply that never answered missed `ttfat`)."""
     value = as_floats(requests, t.metric)
-    return np.isnan(value) | (value <= t.limit)
+    return (np.isnan(value) & (not _absent_misses(t))) | (value <= t.limit)
 
 
 def unknown_thresholds(measured: pd.DataFrame, spec: SloSpec) -> list[Threshold]:
@@ -87,12 +96,14 @@ def unknown_thresholds(measured: pd.DataFrame, spec: SloSpec) -> list[Threshold]
 def _threshold_value(requests: pd.DataFrame, t: Threshold, attainment: float) -> float:
     """The attainment quantile of a threshold's figure over a level's measured requests, by the
     tables' percentile method (`levels.group_percentiles`), failures as infinitely late
-    and a success without the figure as holding it; NaN where no success has it (unknown)."""
+    and a success without the figure as holding it (as missing it, where the figure says so:
+    `_absent_misses`); NaN where no success has it (unknown)."""
     value = as_floats(requests, t.metric)
     ok = as_floats(requests, "ok") == 1
     if not (ok & ~np.isnan(value)).any():
         return math.nan
-    value = np.where(ok, np.nan_to_num(value, nan=0.0, posinf=np.inf), np.inf)
+    absent = np.inf if _absent_misses(t) else 0.0
+    value = np.where(ok, np.nan_to_num(value, nan=absent, posinf=np.inf), np.inf)
     return float(group_percentiles(value, np.zeros(len(value), np.int64), 1, (attainment,))[0, 0])
 
 

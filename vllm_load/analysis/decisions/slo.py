@@ -5,8 +5,9 @@ Three kinds of item, each `NAME<=N` with a unit (`s` or `ms`) or `attainment>=N%
 - a per-request threshold (`ttft<=2s`, `ttfat<=3s`, `tpot<=50ms`, `e2e<=20s`,
   `itl_max<=500ms`): a request
   is *good* when it succeeded and every threshold holds for it (a figure the request has none
-  of, such as the TPOT of a one-token reply, does not count against it). Goodput counts the
-  good requests only;
+  of, such as the TPOT of a one-token reply, does not count against it; but a reasoning reply
+  whose answer never came missed `ttfat`: `figures.PerRequest.absent_misses`). Goodput counts
+  the good requests only;
 - a per-level percentile objective (`ttft_p99<=2s`, `ttfat_p99<=3s`, `tpot_p90<=50ms`,
   `e2e_p99<=20s`, `itl_p99<=100ms`; percentiles 50, 90, 95, 99): the level's percentile, over its successful
   measured requests as every other percentile of the report, must hold;
