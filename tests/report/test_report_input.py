@@ -227,6 +227,23 @@ def test_a_report_on_a_cut_file_is_written_warned_at_its_top_and_exits_2(tmp_pat
     assert 'id="partial"' not in open(tmp_path / "w.html").read()
 
 
+def test_a_comparison_of_a_cut_run_is_written_warned_and_exits_2(tmp_path, capsys):
+    """`compare` on a run whose requests.csv was cut exited 0: a CI gate passed a cut run."""
+    from vllm_load.cli.main import main
+
+    a, b = small_run(tmp_path / "a"), small_run(tmp_path / "b")
+    text = open(f"{b}/requests.csv").read()
+    open(f"{b}/requests.csv", "w").write(text[: len(text) - 40])  # the last line cut
+    out = tmp_path / "ab.html"
+    assert main(["compare", a, b, "-o", str(out)]) == 2
+    printed = capsys.readouterr()
+    assert f"Comparison: {out}" in printed.out  # written either way
+    error = printed.err.strip().splitlines()[-1]
+    assert error.startswith("vllm-load compare: error: the comparison is from partial run files")
+    assert "Left out of the runs' files:" in open(out).read()
+    assert main(["compare", a, b, "-o", str(out), "--allow-partial"]) == 0
+
+
 @pytest.mark.parametrize(
     "text, says",
     [

@@ -8,6 +8,7 @@ import os
 import re
 import sys
 
+from ..report.partial_runs import add_allow_partial, refuse_partial
 from ..values import SettingsError
 from .errors import CommandFailed
 
@@ -25,7 +26,8 @@ DESCRIPTION = (
     'information; the verdict reads "no test possible at n = 1"). Runs whose workloads differ '
     "(lengths, endpoint, dataset...) are refused unless --allow-different-workloads. Writes "
     "OUT.html, OUT.md and OUT.json, and prints a one-line outcome. Exit status: 0, 1 when "
-    "--fail-if-worse is crossed or nothing could be tested, 2 on bad input."
+    "--fail-if-worse is crossed or nothing could be tested, 2 on bad input or on runs cut short "
+    "(unless --allow-partial)."
 )
 
 EPILOG = (
@@ -81,6 +83,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         help="compare sides whose runs sent different workloads (lengths, endpoint, streaming, "
         "dataset, shared prefix, user classes...: refused without this), saying how they differ",
     )
+    add_allow_partial(parser, "comparison")
     parser.add_argument(
         "--resamples",
         type=int,
@@ -174,6 +177,7 @@ def main(args: argparse.Namespace) -> int:
     print(f"Comparison: {paths.html}")
     print(f"Also: {paths.markdown}, {paths.json}")
     print(f"Outcome: {outcome_text(data)}")
+    refuse_partial(data.a.notes + data.b.notes, args.allow_partial, "comparison")
     if threshold is not None and not res.n_tested:
         raise CommandFailed(
             f"--fail-if-worse {threshold * 100:g}%: nothing was tested (no test possible with "

@@ -10,6 +10,7 @@ import sys
 
 from ..rundir.files import safe_name
 from ..values import SettingsError, writable_directory
+from .partial_runs import add_allow_partial, refuse_partial
 
 
 def _gpus(text: str) -> tuple[str, float]:
@@ -121,13 +122,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         help="a user count held at least this long is a level; shorter ones (ramp steps) are "
         "skipped (default: 5)",
     )
-    parser.add_argument(
-        "--allow-partial",
-        action="store_true",
-        help="exit 0 on runs whose files were cut short (a run killed mid-write, or still "
-        "running): the report, written either way, is from what is sound and says so at its "
-        "top; without this flag such a report exits 2",
-    )
+    add_allow_partial(parser, "report")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
 
@@ -213,12 +208,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"vllm-load report: left out: {note}", file=sys.stderr)
     print(f"Report: {paths.html}")
     print(f"Summary: {paths.json}, {paths.csv}, {paths.markdown}")
-    if paths.notes and not args.allow_partial:
-        raise SettingsError(
-            f"the report is from partial run files ({len(paths.notes)} left out, above, and at "
-            "the report's top): its figures may differ from the whole run's; pass "
-            "--allow-partial to accept them"
-        )
+    refuse_partial(paths.notes, args.allow_partial, "report")
     return 0
 
 
