@@ -96,32 +96,21 @@ def contradicted(levels: list[LevelEvidence], facts: ServerFacts) -> ServerFacts
     budget is not checked so: a step's token count includes prompt tokens found in the prefix
     cache, so its mean can pass a budget the server keeps: 49.5 tokens a step at a budget of 40
     on the simulator.)"""
-    for name, flag, seen, gauge in (
-        (
-            "max_num_seqs",
-            "--max-num-seqs",
-            "running_max",
-            "requests ran at once (vllm:num_requests_running)",
-        ),
-    ):
-        fact, limit = facts.get(name), facts.number(name)
-        if fact is None or not limit or fact.source not in (GIVEN, DEFAULT):
-            continue
-        slack = 0.5 if name == "max_num_seqs" else BUDGET_PIN * limit
-        over = [
-            lv
-            for lv in levels
-            if getattr(lv, seen) == getattr(lv, seen) and getattr(lv, seen) > limit + slack
-        ]
-        if not over:
-            continue
-        top = max(over, key=lambda lv: getattr(lv, seen))
-        note = (
-            f"{flag} {fact.text()} contradicts the server: {getattr(top, seen):,.1f} {gauge} at "
-            f"{top.value:,.0f}; the measured figure wins and the flag is taken as unknown"
-        )
-        facts = replace(facts.without(name), conflicts=(*facts.conflicts, note))
-    return facts
+    fact, limit = facts.get("max_num_seqs"), facts.number("max_num_seqs")
+    if fact is None or not limit or fact.source not in (GIVEN, DEFAULT):
+        return facts
+    over = [
+        lv for lv in levels if lv.running_max == lv.running_max and lv.running_max > limit + 0.5
+    ]
+    if not over:
+        return facts
+    top = max(over, key=lambda lv: lv.running_max)
+    note = (
+        f"--max-num-seqs {fact.text()} contradicts the server: {top.running_max:,.1f} requests "
+        f"ran at once (vllm:num_requests_running) at {top.value:,.0f}; the measured figure wins "
+        "and the flag is taken as unknown"
+    )
+    return replace(facts.without("max_num_seqs"), conflicts=(*facts.conflicts, note))
 
 
 def infer_limits(levels: list[LevelEvidence], facts: ServerFacts) -> ServerFacts:
