@@ -380,17 +380,24 @@ def test_vllms_documented_defaults_are_facts_labelled_with_their_version(run, se
 
 
 def test_a_default_is_never_guessed_for_an_unknown_version_or_platform_and_a_given_flag_wins():
-    for run in (
-        _run_of("0.31.0", {"platform": "cpu"}),  # no table for this version
-        _run_of("0.32.0"),  # the platform unknown
-        _run_of("0.32.0", gpus=["Some Accelerator 9000"]),  # its memory unknown
-        {"meta": {"platform": "cpu"}},  # no version
+    for run, why in (
+        (_run_of("0.31.0", {"platform": "cpu"}), "vLLM 0.31.0 has no defaults table"),
+        (_run_of("0.32.0"), "platform"),  # the platform unknown
+        (_run_of("0.32.0", gpus=["Some Accelerator 9000"]), "Some Accelerator 9000"),
+        ({"meta": {"platform": "cpu"}}, "the server did not report a vLLM version"),
     ):
         facts = server_facts(run)
         assert facts.get("max_num_seqs") is None and facts.get("max_num_batched_tokens") is None
+        # the report says why, not nothing (facts table and diagnosis JSON)
+        unknown = facts.still_unknown()
+        assert set(unknown) == {"max_num_seqs", "max_num_batched_tokens"}, run
+        assert unknown["max_num_seqs"].startswith("not given, and no default: ")
+        assert why in unknown["max_num_seqs"], unknown
+        assert facts.as_json()["max_num_seqs"] == {"value": None, "why": unknown["max_num_seqs"]}
     told = server_facts(_run_of("0.32.0", {"platform": "cpu"}, args="--max-num-seqs 3"))
     assert told.get("max_num_seqs") == Fact(3.0, GIVEN)
     assert told.get("max_num_batched_tokens").source == DEFAULT
+    assert not told.still_unknown()
 
 
 def test_compute_past_the_point_of_useful_gain_is_said_though_the_5_percent_rule_says_rising():

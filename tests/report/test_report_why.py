@@ -41,6 +41,12 @@ def test_a_capped_server_gets_the_sequence_cap_its_advice_and_a_verdict_per_leve
         '</td><td>50</td><td class="l">inferred</td>'
     ) in section
     assert '<td>4,096</td><td class="l">read</td>' in section  # cache_config_info's blocks
+    # a limit nobody gave, with no default for this server's version, says why
+    assert (
+        '<td class="l"><code>max_num_batched_tokens</code></td><td class="l"><code>'
+        '--max-num-batched-tokens</code></td><td>unknown</td><td class="l">not given, and no '
+        "default: vLLM synthetic has no defaults table here (known: 0.32)</td>"
+    ) in section
     # the advice: flag, from -> to, expected, cost
     assert (
         f"<li><code>--max-num-seqs</code> 50 → {advice['to']}: {advice['expected']}. "

@@ -21,7 +21,7 @@ class FactRow:
     name: str
     flag: str  # the server flag that sets it ("" when none does)
     value: str
-    source: str  # read, given, default (with what it belongs to) or inferred
+    source: str  # read, given, default (with what it belongs to), inferred; or why unknown
 
 
 @dataclass(frozen=True)
@@ -125,6 +125,10 @@ def why_view(s: SeriesReport, anchor: str, draw: bool = True) -> WhyView | None:
                 f"{fact.source}: {fact.where}" if fact.where else fact.source,
             )
             for name, fact in sorted(d.facts.facts.items())
+        ]
+        + [
+            FactRow(name, _FLAG_OF_FACT.get(name, ""), "unknown", why)
+            for name, why in sorted(d.facts.still_unknown().items())
         ],
         conflicts=d.facts.conflicts,
         score=_score(d),

@@ -57,10 +57,16 @@ class Fact:
 @dataclass(frozen=True)
 class ServerFacts:
     """The server's configuration as far as it is known: fact name -> Fact; `conflicts`: the
-    given or default facts the server's own figures contradicted (dropped, each a sentence)."""
+    given or default facts the server's own figures contradicted (dropped, each a sentence);
+    `unknown`: why a batch limit nobody gave has no default either (name -> a sentence)."""
 
     facts: dict[str, Fact] = field(default_factory=dict)
     conflicts: tuple[str, ...] = ()
+    unknown: dict[str, str] = field(default_factory=dict)
+
+    def still_unknown(self) -> dict[str, str]:
+        """`unknown` less what became known since (inferred from the levels)."""
+        return {k: why for k, why in self.unknown.items() if k not in self.facts}
 
     def get(self, name: str) -> Fact | None:
         return self.facts.get(name)
@@ -84,9 +90,13 @@ class ServerFacts:
         return replace(self, facts={k: f for k, f in self.facts.items() if k != name})
 
     def as_json(self) -> dict:
-        return {
+        known = {
             k: {"value": f.value, "source": f.source, **({"where": f.where} if f.where else {})}
             for k, f in sorted(self.facts.items())
+        }
+        return {
+            **known,
+            **{k: {"value": None, "why": why} for k, why in self.still_unknown().items()},
         }
 
     @property
@@ -193,11 +203,15 @@ def server_facts(run: dict) -> ServerFacts:
         number = _number(value)
         facts[name] = Fact(number if number is not None else value, GIVEN)
     defaults = _defaults(run, facts)
-    if isinstance(defaults, BatchDefaults):
-        for name in ("max_num_seqs", "max_num_batched_tokens"):
-            if name not in facts:
-                facts[name] = Fact(getattr(defaults, name), DEFAULT, defaults.where)
-    return ServerFacts(facts)
+    unknown: dict[str, str] = {}
+    for name in ("max_num_seqs", "max_num_batched_tokens"):
+        if name in facts:
+            continue
+        if isinstance(defaults, BatchDefaults):
+            facts[name] = Fact(getattr(defaults, name), DEFAULT, defaults.where)
+        else:
+            unknown[name] = f"not given, and no default: {defaults}"
+    return ServerFacts(facts, unknown=unknown)
 
 
 def _defaults(run: dict, facts: dict[str, Fact]) -> BatchDefaults | str:

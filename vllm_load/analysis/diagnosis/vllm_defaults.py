@@ -86,9 +86,10 @@ def batch_defaults(
     platform = (platform or "").lower()
     values = rule(platform, gpu_name, max(1, world_size))
     if values is None:
+        gpu = f" (the memory of {gpu_name} is not in the table)" if gpu_name else ""
         return (
             f"vLLM {version}'s defaults depend on the platform and GPU memory, which the run does "
-            "not know (--meta platform=cpu|cuda|rocm, or GPU telemetry, names them)"
+            f"not know{gpu}: --meta platform=cpu|cuda|rocm, or GPU telemetry, names them"
         )
     where = {"cpu": "CPU", "cuda": "CUDA", "rocm": "ROCm"}.get(platform, platform)
     if gpu_name and platform != "cpu":
