@@ -5,6 +5,7 @@ it, so a cut run never passes a script or a CI gate as a whole one."""
 from __future__ import annotations
 
 import argparse
+from typing import Sequence
 
 from ..values import SettingsError
 
@@ -22,7 +23,7 @@ def add_allow_partial(parser: argparse.ArgumentParser, written: str) -> None:
     )
 
 
-def refuse_partial(notes: list[str], allowed: bool, written: str) -> None:
+def refuse_partial(notes: Sequence[str], allowed: bool, written: str) -> None:
     """Raise the one-line refusal when `notes` says files were cut short and it is not `allowed`
     (after the command has written its output and printed the notes)."""
     if notes and not allowed:
