@@ -51,7 +51,7 @@ def module_at(ref: str) -> ModuleType:
         ).stdout
     except (OSError, subprocess.CalledProcessError) as e:
         raise SystemExit(f"record_cost: cannot read {REQUEST_PY} at {ref!r} with git ({e})")
-    name = "vllm_load.client._request_before"
+    name = "vllm_load.client.request_before"
     spec = importlib.util.spec_from_loader(name, loader=None)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
