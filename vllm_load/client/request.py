@@ -312,7 +312,7 @@ class MeasuredRequest:
             usage, completion_tokens, reasoning_chunks, n_chunks
         )
         # each field stored by name into an unset record: what the positional call cost (43
-        # keyword arguments cost 2.3 us more per request; bench/record_cost.py)
+        # keyword arguments cost 2.3 us more per request; bench/record_cost.py compares)
         r = RequestRecord.unset()
         r.request_id = self.request_id
         r.worker = worker

@@ -69,8 +69,8 @@ class RequestRecord:
         """A record with no field set, for a hot path to store each field into by name.
 
         Building a record by keyword costs 2.3 us more than by position (43 keywords, each
-        matched against the parameters; bench/record_cost.py); storing the fields one by one
-        costs no more than the positional call, and names each field. Every field must be stored:
+        matched against the parameters; min of 40 interleaved timings); storing the fields one
+        by one costs no more than the positional call (bench/record_cost.py), and names each. Every field must be stored:
         `to_row()` raises AttributeError on one that is not (tests/code/test_records_by_name.py
         checks `MeasuredRequest.record()` stores each once)."""
         return object.__new__(cls)
