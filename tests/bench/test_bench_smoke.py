@@ -120,3 +120,15 @@ def test_sse_parse_quick(tmp_path):
     for row in rows:
         ours, plain, ratio = numbers(row.split("  ", 1)[1])[-3:]
         assert ours > 0 and plain > 0 and ratio > 0, row
+
+
+def test_record_cost_quick(tmp_path):
+    """Both trees' records are built, timed and written; the bench itself exits 1 if the two
+    requests.csv files differ by a byte."""
+    out = run_bench("record_cost.py", tmp_path, timeout=60)
+    rows = [ln for ln in out.splitlines() if ln.startswith(("non-streamed", "streamed"))]
+    assert len(rows) == 4, out
+    for row in rows:
+        before, after, ratio = numbers(row.split(" + ", 1)[1])[-5:-2]
+        assert before > 0 and after > 0 and ratio > 0, row
+    assert "requests.csv bytes: identical" in out, out

@@ -165,6 +165,22 @@ def test_a_level_is_client_late_on_merged_chunks_or_run_queue_wait():
     ]
 
 
+def test_a_rate_level_is_named_in_requests_per_second_not_users():
+    """A --rates level's users are Locust's cap on requests in flight: its problems name its
+    rate, as the report's axis does."""
+    health, metrics, requests = _late_case()
+    metrics["kind"], metrics["value"], metrics["users"] = "rate", [0.5, 2.5, 10.0], 256
+    out = level_client_health(health, metrics, requests)
+    assert health_problems(out) == [
+        "2.50 requests/s: client-late (10% of chunks merged in reads > 5%)",
+        "10.00 requests/s: client-late (run-queue wait 1,740 ms/s > 100 ms/s)",
+    ]
+    metrics["kind"], metrics["value"] = "trace", [0.0, 30.0, 60.0]
+    assert health_problems(level_client_health(health, metrics, requests))[0].startswith(
+        "30 s into the trace: client-late"
+    )
+
+
 def test_old_runs_without_the_new_columns_judge_only_what_they_have():
     health, metrics, requests = _late_case()
     out = level_client_health(

@@ -1,6 +1,8 @@
 """The host's steal of a wait's CPU (`client/steal.py`), read from a /proc/stat of our own."""
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -52,3 +54,34 @@ def test_this_machine_reads_its_own_steal():
     assert sample is not None and len(sample.steal) >= 1  # the online CPUs
     assert sample.cpu in range(len(sample.steal))
     assert steal.STEAL.since(sample) >= 0.0
+
+
+def _open_fds_to(path: str) -> int:
+    """How many of this process's descriptors are open on `path`."""
+    fds = os.listdir("/proc/self/fd")
+    target = os.path.realpath(path)
+    return sum(1 for fd in fds if os.path.realpath(f"/proc/self/fd/{fd}") == target)
+
+
+def test_proc_stat_is_opened_only_by_a_process_that_samples(tmp_path):
+    """Every process imports `STEAL` (the master, the simulator, `report`); only one that pacing
+    or a late send makes sample it holds /proc/stat open, once."""
+    path = tmp_path / "stat"
+    proc_stat(path, 100)
+    clock = StealClock(str(path))
+    assert _open_fds_to(str(path)) == 0
+    assert clock.sample() is not None and clock.sample() is not None
+    assert _open_fds_to(str(path)) == 1
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, vllm_load.client.steal as s\n"
+            "print(sum(os.path.realpath(f'/proc/self/fd/{fd}') == '/proc/stat'"
+            " for fd in os.listdir('/proc/self/fd')))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.stdout.strip() == "0", (proc.stdout, proc.stderr)

@@ -49,13 +49,15 @@ def _sched_getcpu():
 
 
 class StealClock:
-    """Reads this machine's steal per CPU; `since` says how much a wait lost on its CPU."""
+    """Reads this machine's steal per CPU; `since` says how much a wait lost on its CPU.
+
+    /proc/stat is opened on the first `sample()`, in the process that samples (one pacing
+    arrivals or sending late): every process imports the clock, and most never read it."""
 
     def __init__(self, path: str = "/proc/stat") -> None:
-        try:
-            self._fd: int | None = os.open(path, os.O_RDONLY)
-        except OSError:
-            self._fd = None
+        self._path = path
+        self._fd: int | None = None
+        self._opened = False  # whether `_fd` was tried: None after that means no /proc/stat
         self._tick = 1.0 / os.sysconf("SC_CLK_TCK")
         self._cpu = _sched_getcpu()
         self._last: tuple[float, ...] = ()
@@ -71,9 +73,18 @@ class StealClock:
         self._last, self._last_at = tuple(steal), time.perf_counter()
         return self._last
 
+    def _open(self) -> int | None:
+        if not self._opened:
+            self._opened = True
+            try:
+                self._fd = os.open(self._path, os.O_RDONLY)
+            except OSError:
+                self._fd = None
+        return self._fd
+
     def sample(self) -> StealSample | None:
         """Now, or a read at most `MAX_AGE` old (None without /proc/stat)."""
-        if self._fd is None:
+        if self._fd is None and self._open() is None:
             return None
         if time.perf_counter() - self._last_at >= MAX_AGE:
             self._read()

@@ -24,6 +24,7 @@ from ..rundir.records import (
     START_INDEX,
     STEPS_COLUMNS,
     USERS_INDEX,
+    WORKER_INDEX,
     RequestsCsvWriter,
 )
 from ..values import SettingsError
@@ -147,8 +148,8 @@ class RunRecorder:
             else:
                 row[LEVEL_INDEX] = 0
             if worker is not None:
-                row[1] = worker
-            self.workers_seen.add(str(row[1]))
+                row[WORKER_INDEX] = worker
+            self.workers_seen.add(str(row[WORKER_INDEX]))
             attributed.append(row)
         if attributed and not self.closed:
             self.requests.write_rows(attributed)

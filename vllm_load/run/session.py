@@ -31,7 +31,13 @@ from ..client.targets import target_list
 from ..compat.locust import declare_missing, rewrite_csv_files
 from ..load_kinds import RATE, TRACE, Level
 from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV, target_metrics_csv
-from ..rundir.records import ERROR_INDEX, ERROR_MESSAGE_INDEX, LEVEL_INDEX, START_INDEX
+from ..rundir.records import (
+    ERROR_INDEX,
+    ERROR_MESSAGE_INDEX,
+    LEVEL_INDEX,
+    START_INDEX,
+    WORKER_INDEX,
+)
 from ..settings import Settings
 from ..target.api import max_model_len, model_ids, target_info
 from ..values import SettingsError, parse_host
@@ -409,12 +415,12 @@ class RunSession:
         if rows:
             has_levels = bool(self.follower.tallies)
             for row in self.recorder.add_rows(rows, worker):
-                if self.abandoned_at_loss.ended(str(row[1]), row[START_INDEX]):
+                if self.abandoned_at_loss.ended(str(row[WORKER_INDEX]), row[START_INDEX]):
                     self.recorder.add_abandoned([row[START_INDEX]], -1)  # a lost worker's, ended
                 if has_levels and row[START_INDEX] >= self.recorder.level_starts[0]:
-                    self.follower.ended(row[LEVEL_INDEX], row[START_INDEX], str(row[1]))
+                    self.follower.ended(row[LEVEL_INDEX], row[START_INDEX], str(row[WORKER_INDEX]))
                 if row[ERROR_INDEX] == CLIENT_LIMIT:
-                    self.client_limit(row[ERROR_MESSAGE_INDEX], str(row[1]))
+                    self.client_limit(row[ERROR_MESSAGE_INDEX], str(row[WORKER_INDEX]))
                 self.prometheus.add(row, self.live.add(row))
 
     def add_abandoned(self, starts: list[float], worker: str) -> None:

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ...client.health import CPU_LIMIT, LAG_LIMIT_MS, RUNQUEUE_LIMIT_MS
+from ...load_kinds import kind_named
 from ...rundir.optional_csv import CsvRead, read_optional_csv
 
 #: the share of content chunks merged (dated with another) above which a level is client-late
@@ -144,6 +145,7 @@ def level_client_health(
             {
                 "level": rec["level"],
                 "users": rec["users"],  # Locust's users: the cap in a rate or trace level
+                "kind": kind_named(rec.get("kind")).name,  # the level's kind of load
                 "value": rec.get("value", rec["users"]),  # the level's own (axis units)
                 "processes": int(part["worker"].nunique()) if len(part) else 0,
                 "cpu_percent_max": cpu,
@@ -184,13 +186,15 @@ def late_levels(client_levels: pd.DataFrame | None) -> dict[int, str]:
 
 
 def health_problems(client_levels: pd.DataFrame | None) -> list[str]:
-    """One line per level whose own health samples say the client may have shaped the figures."""
+    """One line per level whose own health samples say the client may have shaped the figures,
+    the level named in its kind's unit (`64 users`, `2.50 requests/s`)."""
     if client_levels is None or client_levels.empty:
         return []
     out = []
     for row in client_levels.to_dict("records"):
+        level = kind_named(row.get("kind")).text(row.get("value", row["users"]))
         if row["client_bound"]:
-            out.append(f"{row['users']:,.0f} users: possibly client-bound ({row['reason']})")
+            out.append(f"{level}: possibly client-bound ({row['reason']})")
         if row["client_late"]:
-            out.append(f"{row['users']:,.0f} users: client-late ({row['client_late_reason']})")
+            out.append(f"{level}: client-late ({row['client_late_reason']})")
     return out
