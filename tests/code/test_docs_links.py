@@ -54,7 +54,9 @@ def broken_links(path: str) -> list[str]:
         if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto:: not ours to check
             continue
         file_part, _, anchor = target.partition("#")
-        linked = os.path.normpath(os.path.join(os.path.dirname(path), file_part)) if file_part else path
+        linked = (
+            os.path.normpath(os.path.join(os.path.dirname(path), file_part)) if file_part else path
+        )
         where = os.path.relpath(path, ROOT)
         if not os.path.exists(linked):
             broken.append(f"{where}: {target}: no such file")
@@ -79,5 +81,11 @@ def test_every_relative_link_of_the_readme_and_the_docs_resolves():
 
 def test_the_anchors_are_githubs():
     assert slug("Your own workload: a locustfile") == "your-own-workload-a-locustfile"
-    assert slug("Is B really better than A? `vllm-load compare`") == "is-b-really-better-than-a-vllm-load-compare"
-    assert slug("GPU utilisation, power and energy per token") == "gpu-utilisation-power-and-energy-per-token"
+    assert (
+        slug("Is B really better than A? `vllm-load compare`")
+        == "is-b-really-better-than-a-vllm-load-compare"
+    )
+    assert (
+        slug("GPU utilisation, power and energy per token")
+        == "gpu-utilisation-power-and-energy-per-token"
+    )

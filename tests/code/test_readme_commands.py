@@ -64,7 +64,9 @@ SHELL_SEPARATORS = {"&&", "||", "|", ";", "&", "(", ")"}
 
 def documented_pages() -> list[str]:
     return ["README.md"] + sorted(
-        os.path.join("docs", name) for name in os.listdir(os.path.join(ROOT, "docs")) if name.endswith(".md")
+        os.path.join("docs", name)
+        for name in os.listdir(os.path.join(ROOT, "docs"))
+        if name.endswith(".md")
     )
 
 
@@ -101,7 +103,13 @@ def documented_vllm_load_commands() -> list[tuple[str, str, list[str]]]:
 
 def test_the_documented_commands_are_found_in_every_page_that_has_them():
     pages = {page for page, _, _ in documented_vllm_load_commands()}
-    for page in ("README.md", "docs/running.md", "docs/reports.md", "docs/traces.md", "docs/tuning.md"):
+    for page in (
+        "README.md",
+        "docs/running.md",
+        "docs/reports.md",
+        "docs/traces.md",
+        "docs/tuning.md",
+    ):
         assert page.replace("/", os.sep) in pages, f"no vllm-load command found in {page}"
 
 
@@ -117,9 +125,13 @@ def test_every_documented_vllm_load_command_parses(tmp_path, monkeypatch):
     parser = build_parser()
     wrong = []
     for page, line, args in documented_vllm_load_commands():
-        redirections = [arg for arg in args if set(arg) <= set("<>&|0123456789") and set(arg) & set("<>")]
+        redirections = [
+            arg for arg in args if set(arg) <= set("<>&|0123456789") and set(arg) & set("<>")
+        ]
         if redirections:
-            wrong.append(f"{page}: {line}: bash reads {redirections[0]!r} as a redirection: quote it")
+            wrong.append(
+                f"{page}: {line}: bash reads {redirections[0]!r} as a redirection: quote it"
+            )
             continue
         for flag, value in zip(args, args[1:]):
             if flag in ("-f", "--locustfile"):
