@@ -1,4 +1,4 @@
-"""What a locustfile imports to write its own LLM users (README, "Your own workload").
+"""What a locustfile imports to write its own LLM users (docs/workload.md, "Your own workload").
 
     from locust import between, task
     from vllm_load.api import LLMUser, SteppedShape

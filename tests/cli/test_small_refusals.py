@@ -1,8 +1,8 @@
-"""Small things the command line said wrong (issue 46 item 5): `--hosts URL,URL` alone is the
-README's way to test several replicas and was refused with "--host required"; a replay's
-summary gave replay seconds as trace seconds and its log named --input-tokens' prompts; an
---image-size without --images was ignored; the simulator took --time-scale 0 and printed a
-traceback for --port 70000. Each is in-process: nothing is started."""
+"""Small things the command line said wrong (issue 46 item 5): `--hosts URL,URL` alone is
+docs/running.md's way to test several replicas and was refused with "--host required"; a
+replay's summary gave replay seconds as trace seconds and its log named --input-tokens'
+prompts; an --image-size without --images was ignored; the simulator took --time-scale 0 and
+printed a traceback for --port 70000. Each is in-process: nothing is started."""
 
 from __future__ import annotations
 

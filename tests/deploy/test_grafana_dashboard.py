@@ -1,6 +1,6 @@
 """deploy/grafana/vllm-load.json, the dashboard of the tester's own metrics (--prometheus): it
 loads, every metric its queries and variables name is one the exporter serves, and it shows what
-the README says it shows (throughput, TTFT/ITL/E2E p50 and p99, failures by category, in
+docs/prometheus.md says it shows (throughput, TTFT/ITL/E2E p50 and p99, failures by category, in
 flight, the current level), each panel from the dashboard's Prometheus data source variable."""
 
 from __future__ import annotations

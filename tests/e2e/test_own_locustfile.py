@@ -1,6 +1,7 @@
-"""A locustfile written from the README ("Your own workload") runs as vllm-load runs the built-in
-test: headless in one process and through a master with two workers, its records labelled with
-persona, task, conversation and turn, and the report breaking figures down by them."""
+"""A locustfile written from docs/workload.md ("Your own workload") runs as vllm-load runs the
+built-in test: headless in one process and through a master with two workers, its records
+labelled with persona, task, conversation and turn, and the report breaking figures down by
+them."""
 
 from __future__ import annotations
 
@@ -15,12 +16,12 @@ from vllm_load.sim.process import SimulatorProcess
 
 
 def readme_locustfile() -> str:
-    """The first Python block of the README's "Your own workload" section."""
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
+    """The first Python block of docs/workload.md's "Your own workload" section."""
+    with open(os.path.join(ROOT, "docs", "workload.md"), encoding="utf-8") as fh:
         text = fh.read()
     section = text[text.index("## Your own workload") :]
     match = re.search(r"```python\n(.*?)```", section, re.S)
-    assert match, "the README's 'Your own workload' section has no Python block"
+    assert match, "docs/workload.md's 'Your own workload' section has no Python block"
     return match.group(1)
 
 

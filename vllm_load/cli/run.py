@@ -119,8 +119,8 @@ def add_locustfile_argument(parser: argparse.ArgumentParser) -> None:
         "--locustfile",
         type=locustfile_argument,
         default=LOCUSTFILE,
-        help="a locustfile of your own LLM users (README, 'Your own workload'); default: the "
-        "built-in tests. Master and workers must use the same file",
+        help="a locustfile of your own LLM users (docs/workload.md, 'Your own workload'); "
+        "default: the built-in tests. Master and workers must use the same file",
     )
 
 

@@ -7,7 +7,7 @@ too), `serve` starts gevent's WSGI server in this process once the session exist
 every record row (`prometheus_tallies`: counts and buckets only), and `stop` closes the server
 when the run closes. A web UI that runs several tests serves each while it runs, from zero.
 
-What is served (README "Prometheus and Grafana" lists it with the dashboard in deploy/grafana):
+What is served (docs/prometheus.md lists it with the dashboard in deploy/grafana):
 the requests' counts by outcome, and their latencies and tokens, from the rows
 (`prometheus_tallies`); the test's state (phase, level, users, requests in flight) read from the
 session at that moment; and the master process's own CPU and memory (prometheus_client's
