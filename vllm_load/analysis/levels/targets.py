@@ -36,6 +36,10 @@ class TargetLoss:
     level: int  # the level that request belonged to
     failed: int  # requests that failed from then on
     errors: str  # their error categories, most frequent first ("connect 40, disconnect 2")
+    last_sent: float = np.nan  # wall time its last request started
+    #: the run's requests that started after that, all to the other targets: a target the load
+    #: processes ejected (`client.targets`) is sent nothing more while the run goes on
+    sent_after: int = 0
 
 
 @dataclass(frozen=True)
@@ -89,15 +93,16 @@ def target_figures(
                 table[table["target"] == url].reset_index(drop=True),
                 compared,
                 note,
-                target_loss(mine),
+                target_loss(mine, as_floats(requests["start_ts"])),
             )
         )
     return out
 
 
-def target_loss(requests: pd.DataFrame) -> TargetLoss | None:
+def target_loss(requests: pd.DataFrame, run_starts: np.ndarray | None = None) -> TargetLoss | None:
     """`requests` (one target's, any level) failing from some point to the end of the run, at
-    least `LOST_AFTER` of them after the last success; None otherwise."""
+    least `LOST_AFTER` of them after the last success; None otherwise. `run_starts`: every
+    request's start, each target's, for how many the run sent after the target's last."""
     if not len(requests):
         return None
     ok = as_floats(requests["ok"]) == 1
@@ -117,6 +122,8 @@ def target_loss(requests: pd.DataFrame) -> TargetLoss | None:
         int(as_floats(failed["level"])[first]),
         int(after.sum()),
         ", ".join(f"{e} {n}" for e, n in errors.items()),
+        float(start.max()),
+        int((run_starts > start.max()).sum()) if run_starts is not None else 0,
     )
 
 
@@ -171,10 +178,16 @@ def target_findings(run_id: str, targets: list[TargetFigures]) -> list[str]:
                 if loss.last_ok == loss.last_ok
                 else "from its first request"
             )
+            ejected = (
+                f"; no new request went to it after {_clock(loss.last_sent)}: the "
+                f"{loss.sent_after} the run sent after that all went to the other targets"
+                if loss.sent_after
+                else ""
+            )
             lines.append(
                 f"{lead} {target.url} was lost during level {loss.level}: its {loss.failed} "
-                f"requests {since} to the end of the run failed ({loss.errors}); the other "
-                "targets' rows are their own requests'."
+                f"requests {since} to the end of the run failed ({loss.errors}){ejected}; the "
+                "other targets' rows are their own requests'."
             )
         for row in rows_of(target):
             ratio = row["client_server_ratio"]
