@@ -67,7 +67,18 @@ def test_a_target_whose_requests_fail_to_the_end_is_lost():
     history = [(t, 1, "") for t in range(0, 12)] + [(t, 0, "connect") for t in (13, 14, 15, 16)]
     loss = target_loss(rows(history))
     assert loss is not None and loss.failed == 4 and loss.level == 1
-    assert loss.last_ok == 11.5 and loss.errors == "connect 4"
+    assert loss.last_ok == 11 and loss.errors == "connect 4"
+
+
+def test_a_target_finishing_its_streams_while_refusing_connections_is_lost():
+    """A replica stopping refuses new connections while it finishes the streams it has: the
+    failures that got it ejected (`EJECT_AFTER`) can end before its last success does."""
+    history = [(t, 1, "") for t in range(0, 12)]
+    history += [(12.0, 0, "connect"), (12.1, 0, "connect"), (12.2, 0, "connect")]
+    requests = rows(history)
+    requests.loc[11, "end_ts"] = 12.3  # the last success, started at 11, streamed to 12.3
+    loss = target_loss(requests)
+    assert loss is not None and loss.failed == 3 and loss.first_failed == 12.0
 
 
 def test_failures_followed_by_a_success_or_too_few_are_no_loss():
@@ -123,6 +134,6 @@ def test_the_findings_say_when_new_requests_stopped_going_to_a_lost_target():
     assert loss is not None and loss.last_sent == 15 and loss.sent_after == 24
     target = TargetFigures(A, pd.DataFrame(), None, "", loss)
     (line,) = target_findings("r1", [target])
-    assert "was lost during level 1" in line
+    assert "was lost during level 1: its 3 requests started after its last success" in line
     assert "no new request went to it after 00:00:15 UTC" in line
     assert "the 24 the run sent after that all went to the other targets" in line

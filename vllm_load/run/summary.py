@@ -13,6 +13,7 @@ from ..rundir.lost_workers import LostWorker, lost_workers
 from ..target.loss import FinalStreak, streak_in
 
 if TYPE_CHECKING:
+    from ..analysis.levels.targets import TargetFigures
     from ..analysis.measured_run import MeasuredRun
 
 logger = logging.getLogger("vllm_load")
@@ -25,12 +26,16 @@ class EndChecks:
 
     failed_levels: str
     final_streak: FinalStreak | None
+    #: the targets of several (--hosts) whose requests failed to the end of the run
+    #: (`analysis.levels.targets.target_loss`): ejected, the others carried the test on
+    lost_targets: tuple[str, ...] = ()
 
     def as_json(self) -> dict:
         streak = self.final_streak
         return {
             "failed_levels": self.failed_levels,
             "final_streak": None if streak is None else asdict(streak),
+            "lost_targets": list(self.lost_targets),
         }
 
 
@@ -53,15 +58,17 @@ def print_summary(run_dir: str) -> EndChecks | None:
     checks = None
     try:
         # at call time: pandas stays out of the load processes, which import this module too
-        from ..analysis.measured_run import measure_run
+        from ..analysis.measured_run import measure_run, read_targets
         from ..rundir.load import read_run_json
 
         info = read_run_json(run_dir)
         abandoned = info.get("requests_abandoned", {}).get("total", 0)
         lost = lost_workers(info)
         measured = measure_run(run_dir)  # once: the table, the diagnosis and the checks read it
-        checks = end_checks(measured)
-        table = summary_text(measured, lost)
+        meas = measured.meas
+        targets = read_targets(run_dir, measured.data, meas, meas.metrics)
+        checks = end_checks(measured, targets)
+        table = summary_text(measured, lost, targets)
     except Exception as e:  # a summary must never lose the run: say why it is missing instead
         logger.warning("could not summarise the run: %s", e)
         table = ""
@@ -84,18 +91,23 @@ def print_summary(run_dir: str) -> EndChecks | None:
     return checks
 
 
-def end_checks(measured: MeasuredRun) -> EndChecks:
-    """What `vllm-load run` decides its exit status on, from the run as measured."""
+def end_checks(measured: MeasuredRun, targets: list[TargetFigures]) -> EndChecks:
+    """What `vllm-load run` decides its exit status on, from the run as measured and its
+    targets' figures (`analysis.measured_run.read_targets`)."""
     from ..analysis.series.failures import describe_problems, level_problems
 
     problems = level_problems(measured.meas)
     data = measured.data
     return EndChecks(
-        describe_problems(problems) if problems else "", streak_in(data.requests, data.steps)
+        describe_problems(problems) if problems else "",
+        streak_in(data.requests, data.steps),
+        tuple(t.url for t in targets if t.loss is not None),
     )
 
 
-def summary_text(measured: MeasuredRun, lost: list[LostWorker]) -> str:
+def summary_text(
+    measured: MeasuredRun, lost: list[LostWorker], targets: list[TargetFigures]
+) -> str:
     """The per-level table with its verdicts, where the GPUs' figures came from, the diagnosis,
     a trace replay's lines, each target's figures and goodput against the run's --slo."""
     from ..analysis.decisions.goodput import format_goodput_table, level_goodput
@@ -103,12 +115,12 @@ def summary_text(measured: MeasuredRun, lost: list[LostWorker]) -> str:
     from ..analysis.levels.rates import rate_verdicts
     from ..analysis.levels.table import format_level_table
     from ..analysis.levels.targets import target_table_text
-    from ..analysis.measured_run import diagnose_run, diagnosis_lines, read_targets
+    from ..analysis.measured_run import diagnose_run, diagnosis_lines
     from ..analysis.replay.read import read_replays
     from ..rundir.gpu_metrics import source_line
     from ..slo import parse_slo
 
-    run, measurement, path = measured.data, measured.meas, measured.path
+    run, measurement = measured.data, measured.meas
     metrics = measurement.metrics
     diagnosis, bottlenecks = diagnose_run(measured)
     verdicts = rate_verdicts(metrics)
@@ -125,7 +137,7 @@ def summary_text(measured: MeasuredRun, lost: list[LostWorker]) -> str:
     server = measured.server_read.frame
     for replay in read_replays(run.requests, run.steps, run.run, server, streams=run.streams):
         table += "\n\nTrace replay:\n" + "\n".join(f"- {line.text}" for line in replay.lines())
-    if targets := read_targets(path, run, measurement, metrics):
+    if targets:
         table += "\n\nTargets:\n" + target_table_text(targets)
     slo = parse_slo((run.run.get("settings") or {}).get("slo") or [])
     if slo:  # the run's --slo: goodput per level, as the report will show it
