@@ -137,3 +137,18 @@ def test_the_findings_say_when_new_requests_stopped_going_to_a_lost_target():
     assert "was lost during level 1: its 3 requests started after its last success" in line
     assert "no new request went to it after 00:00:15 UTC" in line
     assert "the 24 the run sent after that all went to the other targets" in line
+
+
+def test_a_lost_target_that_does_not_answer_at_the_end_fails_the_run(monkeypatch):
+    """Ejected, a lost target leaves the levels whole: the run said nothing of it and exited 0."""
+    from vllm_load.cli import run as run_cli
+
+    monkeypatch.setattr(run_cli, "still_answers", lambda url, api_key: url == A)
+    run = {"targets": [{"url": A}, {"url": B}, {"url": C}], "end_checks": {"lost_targets": [B]}}
+    line = run_cli.lost_targets_line(run, None)
+    assert line.startswith(f"target {B} was lost during the run and does not answer now")
+    assert C not in line  # not found lost in the run: its silence now is not the run's
+    assert run_cli.lost_targets_line({**run, "end_checks": {"lost_targets": []}}, None) == ""
+    unrecorded = run_cli.lost_targets_line({**run, "end_checks": "damaged"}, None)
+    assert B in unrecorded and C in unrecorded  # every target that does not answer
+    assert run_cli.lost_targets_line({"targets": [{"url": B}]}, None) == ""  # one target
