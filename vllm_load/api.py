@@ -18,9 +18,11 @@ test does; leave it out to drive the user count with Locust's own options instea
 """
 
 from .client.users.llm_user import Conversation, LLMUser, Reply
+from .run import wiring as run_wiring
 from .run.shape import SteppedShape
-from .run.wiring import install
+from .web import wiring as web_wiring
 
-install()
+run_wiring.install()  # the run's listeners first: its options come first in --help
+web_wiring.install()
 
 __all__ = ["Conversation", "LLMUser", "Reply", "SteppedShape"]

@@ -14,8 +14,6 @@ import os
 from dataclasses import Field, asdict, dataclass, fields
 from typing import Any, Iterable
 
-from .analysis.decisions.slo import slo_argument
-from .analysis.diagnosis.facts import server_args_argument
 from .options import (
     AT_LEAST_1,
     AT_LEAST_1_OR_UNSET,
@@ -34,7 +32,8 @@ from .options import (
     option,
     value_of,
 )
-from .run.steps import DEFAULT_MEASURED, MEASURED_WAVES
+from .slo import slo_argument
+from .target.server_args import server_args_argument
 from .values import (
     SettingsError,
     count_argument,
@@ -54,6 +53,11 @@ from .workload.images import IMAGE_FORMATS, image_size_argument
 from .workload.lengths import length_argument
 from .workload.traces import TRACE_FORMATS
 from .workload.traces.model import DEFAULT_MAX_REQUESTS, DEFAULT_MAX_TOKENS, MAX_SPAN_DAYS
+
+#: measured requests per level when --requests-per-level is not given: at least this many ...
+DEFAULT_MEASURED = 100
+#: ... and at least this many per user of a concurrency level (whole waves of its users)
+MEASURED_WAVES = 2
 
 DEFAULT_LEVELS = "10,50,100,200,500,750,1000"
 ENDPOINTS = ("chat", "completions")

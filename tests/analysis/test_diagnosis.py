@@ -65,7 +65,7 @@ def test_server_args_are_parsed_in_both_spellings_and_a_flag_without_value_is_re
     }
     with pytest.raises(ValueError, match="--max-num-seqs has no value"):
         parse_server_args("--max-num-seqs --block-size 16")
-    from vllm_load.analysis.diagnosis.facts import server_args_argument
+    from vllm_load.target.server_args import server_args_argument
 
     with pytest.raises(SettingsError, match="no value"):
         server_args_argument("--max-num-seqs")

@@ -90,7 +90,7 @@ def test_reasoning_figures_are_shown_only_where_a_run_had_reasoning():
 
 @pytest.mark.parametrize("key", ["ttft", "ttfat", "itl", "tpot", "e2e"])
 def test_every_latency_has_percentiles_an_slo_may_name(key):
-    from vllm_load.analysis.decisions.slo import parse_slo
+    from vllm_load.slo import parse_slo
 
     spec = parse_slo([f"{key}_p99<=2s"])
     assert spec.objectives[0].column == f"{key}_p99"
@@ -104,7 +104,7 @@ def test_every_latency_has_percentiles_an_slo_may_name(key):
 def _slo_names() -> list[str]:
     """Every per-request SLO name (`ttft`, `itl_max`) and per-level objective (`ttft_p99`) the
     declared figures give (`figures.slo_quantities`), as collected."""
-    from vllm_load.analysis.decisions.slo import level_metrics, request_metrics
+    from vllm_load.slo import level_metrics, request_metrics
 
     return [*request_metrics(), *(f"{m}_p99" for m in level_metrics())]
 
@@ -153,8 +153,8 @@ def _judged(run, requests, item):
         level_goodput,
         slo_headline,
     )
-    from vllm_load.analysis.decisions.slo import parse_slo
     from vllm_load.load_kinds import CONCURRENCY
+    from vllm_load.slo import parse_slo
 
     spec = parse_slo([item])
     meas = measure_levels(requests, run.steps)

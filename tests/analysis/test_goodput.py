@@ -16,9 +16,9 @@ from vllm_load.analysis.decisions.goodput import (
     level_goodput,
     slo_headline,
 )
-from vllm_load.analysis.decisions.slo import Objective, SloSpec, Threshold, parse_slo
 from vllm_load.analysis.levels.measure import measure_levels
 from vllm_load.load_kinds import CONCURRENCY, RATE
+from vllm_load.slo import Objective, SloSpec, Threshold, parse_slo
 from vllm_load.values import SettingsError
 
 

@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vllm_load.analysis.decisions.slo import parse_slo
 from vllm_load.analysis.levels.server_side import read_server_metrics
 from vllm_load.analysis.replay.plan import replay_levels
 from vllm_load.analysis.replay.read import read_replays
@@ -19,6 +18,7 @@ from vllm_load.analysis.replay.windows import window_length
 from vllm_load.rundir.load import analysis_columns, load_run
 from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
 from vllm_load.rundir.synthetic_trace import TraceRequest, TraceRun, write_trace_run
+from vllm_load.slo import parse_slo
 
 #: five requests (times from the replay's start; TTFT and E2E from their schedule)
 HAND = (

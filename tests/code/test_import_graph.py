@@ -197,6 +197,87 @@ def test_vllm_load_has_no_import_cycle():
     assert not cycles, f"import cycles in {PACKAGE}:\n{_describe(cycles)}"
 
 
+#: The floors of `vllm_load`, lowest first: each top-level module or package (`vllm_load` itself
+#: is its `__init__`) stands on one. A module imports its own package's modules and the packages
+#: of lower floors, never a higher floor nor another package of its own floor, so every
+#: dependency points down and two packages never lean on each other (docs/architecture.md).
+FLOORS: tuple[frozenset[str], ...] = (
+    # foundations: values a user types, declarations, other libraries' internals, process set-up
+    frozenset(
+        {"vllm_load", "values", "figures", "load_kinds", "compat", "tokenization"}
+        | {"gc_policy", "parent_death", "huge_pages"}
+    ),
+    # contracts and pure inputs: the option machinery, the SLO grammar, the run directory, the
+    # workload, the server outside the load
+    frozenset({"options", "slo", "rundir", "workload", "target"}),
+    # every option, declared once
+    frozenset({"settings"}),
+    # the load and the figures: neither knows the other
+    frozenset({"client", "analysis"}),
+    # one test on the master
+    frozenset({"run"}),
+    # what stands on a run or its data: the live run's UI, the report, the simulated server
+    frozenset({"web", "report", "sim"}),
+    # what a locustfile imports: the users, and the run and its UI wired into Locust
+    frozenset({"api"}),
+    # the programs
+    frozenset({"cli", "locustfile"}),
+    frozenset({"__main__"}),
+)
+
+
+def _package_of(module: str) -> str:
+    """The top-level module or package `module` belongs to (`vllm_load` for the `__init__`)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def floor_of(floors: tuple[frozenset[str], ...]) -> dict[str, int]:
+    return {package: i for i, floor in enumerate(floors) for package in floor}
+
+
+def upward_imports(graph: dict[str, set[str]], floors: tuple[frozenset[str], ...]) -> list[str]:
+    """Each import that does not point to a lower floor, as `a -> b (floor i -> floor j)`, and
+    each top-level package on no floor."""
+    floor = floor_of(floors)
+    packages = {_package_of(m) for m in graph}
+    found = [f"{p} stands on no floor" for p in sorted(packages - set(floor))]
+    for module in sorted(graph):
+        a = _package_of(module)
+        for target in sorted(graph[module]):
+            b = _package_of(target)
+            if a != b and a in floor and b in floor and floor[a] <= floor[b]:
+                found.append(f"{module} -> {target} (floor {floor[a]} -> floor {floor[b]})")
+    return found
+
+
+def test_every_import_points_to_a_lower_floor():
+    found = upward_imports(import_graph(ROOT, PACKAGE), FLOORS)
+    assert not found, "imports that do not point down:\n" + "\n".join(found)
+
+
+def test_each_package_stands_on_one_floor():
+    named = [p for floor in FLOORS for p in floor]
+    assert len(named) == len(set(named))
+
+
+def test_upward_and_sideways_imports_are_found():
+    floors = (frozenset({"low"}), frozenset({"mid", "side"}), frozenset({"top"}))
+    graph = {
+        "pkg.low.a": set(),
+        "pkg.mid.b": {"pkg.low.a", "pkg.mid.c"},  # down, and inside its own package
+        "pkg.mid.c": {"pkg.top"},  # up
+        "pkg.side": {"pkg.mid.b"},  # sideways, on its own floor
+        "pkg.top": {"pkg.mid.b", "pkg.side"},
+        "pkg.stray": set(),
+    }
+    assert upward_imports(graph, floors) == [
+        "stray stands on no floor",
+        "pkg.mid.c -> pkg.top (floor 1 -> floor 2)",
+        "pkg.side -> pkg.mid.b (floor 1 -> floor 1)",
+    ]
+
+
 #: process -> (what it imports first, the libraries it must not import)
 _PROCESSES = {
     # every command builds the whole parser, which imports every subcommand module

@@ -9,9 +9,9 @@ import pytest
 from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
 
 from vllm_load.analysis.decisions.goodput import level_goodput
-from vllm_load.analysis.decisions.slo import parse_slo
 from vllm_load.analysis.levels.measure import measure_levels
 from vllm_load.sim.process import SimulatorProcess
+from vllm_load.slo import parse_slo
 
 SCALE = 0.1
 STEP = ("--step-base", "0.05", "--decode-cost", "0", "--prefill-cost", "0")

@@ -12,9 +12,9 @@ import re
 import pandas as pd
 import pytest
 
-from vllm_load.analysis.decisions.slo import parse_slo
 from vllm_load.report.render import build_report
 from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
+from vllm_load.slo import parse_slo
 
 #: the Locust users of each level (its cap on requests in flight) and its requested rate
 USERS = (4, 8, 16)

@@ -8,8 +8,8 @@ import json
 import pytest
 from support.reports import synthetic_runs
 
-from vllm_load.analysis.decisions.slo import parse_slo
 from vllm_load.report.render import build_report
+from vllm_load.slo import parse_slo
 
 # the synthetic server's decode slows as its batch grows: TPOT p99 ~15 ms at 50 users, ~17 at 100
 SLO = ["tpot<=16ms", "e2e_p99<=10s"]

@@ -17,8 +17,15 @@ import pytest
 from support import DATA
 
 from vllm_load.run.live import LiveStats
-from vllm_load.run.live_verdict import NO_SCRAPING, NOT_YET, LiveVerdicts, evidence_of
+from vllm_load.run.live_verdict import (
+    NO_SCRAPING,
+    NOT_YET,
+    LiveVerdicts,
+    evidence_of,
+    gpu_evidence_of,
+)
 from vllm_load.run.server_metrics import MetricsScraper
+from vllm_load.target.dcgm import GPU_UTIL, POWER, SM_ACTIVE
 
 RECORDED = os.path.join(DATA, "sim_max_num_seqs_4_server_metrics.csv")
 LEVEL_STARTS = (
@@ -181,3 +188,70 @@ def test_the_scraper_keeps_its_last_scrapes_in_memory_as_it_writes_them(tmp_path
         == [1000.005, 1001.005, 1002.005]
     )
     assert [v for _, v in scraper.recent] == [v for _, v in recorded()[:3]]
+
+
+def _compute_scrapes() -> list[tuple[float, dict[str, float]]]:
+    """Two levels of 10 s, one scrape a second: nothing waits, the batch (Little's law on the
+    time in RUNNING) doubles from 2 to 4 while throughput grows 2 %: `compute` by the scrapes."""
+    out, running, tokens = [], 0.0, 0.0
+    for t in range(21):
+        out.append(
+            (
+                float(t),
+                {
+                    "inference_time_sum": running,
+                    "queue_time_sum": 0.0,
+                    "prompt_tokens_total": 0.0,
+                    "generation_tokens_total": tokens,
+                    "waiting": 0.0,
+                    "kv_cache_usage": 0.1,
+                },
+            )
+        )
+        running += 2.0 if t < 10 else 4.0
+        tokens += 100.0 if t < 10 else 102.0
+    return out
+
+
+class _Gpu:
+    """A GPU recorder that has read one GPU every second at `sm_active` (and 95 % utilisation)."""
+
+    simulated = False
+
+    def __init__(self, sm_active: float):
+        figures = {GPU_UTIL: 95.0, SM_ACTIVE: sm_active, POWER: 300.0}
+        self.recent = [(float(t) + 0.5, {("GPU-1",): figures}) for t in range(20)]
+
+
+def _judged_with(gpu) -> dict[int, dict]:
+    scraper = Replay()
+    scraper.recent = _compute_scrapes()
+    live = LiveVerdicts(scraper, HEADER, gpu)
+    live.level_started(0, 4, 0.0)
+    live.level_started(1, 8, 10.0)
+    live.level_ended(20.0)
+    return live.verdicts(20.0)
+
+
+def test_the_live_verdict_reads_the_gpus_as_the_report_does():
+    """The report's `compute` is ruled out by an idle GPU and supported by a busy one; the live
+    verdict read only the scrapes, and said `compute` where the report would not."""
+    assert _judged_with(None)[1]["kind"] == "compute"  # no GPU recorded: the scrapes alone
+    idle = _judged_with(_Gpu(sm_active=0.3))[1]
+    assert idle["kind"] == "undetermined" and "the GPU was not busy" in idle["reason"]
+    busy = _judged_with(_Gpu(sm_active=0.9))[1]
+    assert busy["kind"] == "compute" and "the GPU was busy: SM active 90% → 90%" in busy["reason"]
+
+
+def test_the_gpu_figures_of_a_level_are_the_means_over_its_reads_and_gpus():
+    samples = [
+        (1.0, {("a",): {GPU_UTIL: 80.0, SM_ACTIVE: 0.6, POWER: 200.0}, ("b",): {GPU_UTIL: 40.0}}),
+        (2.0, {("a",): {GPU_UTIL: 100.0, SM_ACTIVE: 0.8, POWER: 300.0}}),
+        (9.0, {("a",): {GPU_UTIL: 0.0, SM_ACTIVE: 0.0, POWER: 0.0}}),  # after the window
+    ]
+    gpu = gpu_evidence_of(samples, 0.0, 5.0)
+    assert gpu.util == pytest.approx((90.0 + 40.0) / 2 / 100)
+    assert gpu.sm_active == pytest.approx(0.7)
+    assert math.isnan(gpu.power_w)  # GPU b read no power: the sum is unknown
+    assert gpu_evidence_of(samples, 1.5, 5.0).power_w == pytest.approx(300.0)
+    assert math.isnan(gpu_evidence_of(samples, 20.0, 30.0).util)

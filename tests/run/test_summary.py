@@ -76,3 +76,25 @@ def test_damaged_end_checks_are_not_trusted_the_run_is_read_instead(tmp_path, da
     _with_run_json(run_dir, end_checks=damaged)
     assert failed_levels(run_dir) == measured_levels and measured_levels
     assert final_streak(run_dir) == measured_streak
+
+
+def test_the_summary_measures_the_run_once(tmp_path, monkeypatch):
+    """The table, the diagnosis and the end checks all read one measurement of the run: a run of
+    a million requests is not measured twice at its end."""
+    from vllm_load.analysis.levels import measure
+
+    (run_dir,) = synthetic_runs(tmp_path, 1)
+    made = []
+    init = measure.LevelMeasurement.__init__
+
+    def counted(self, *args, **kwargs):
+        made.append(1)
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(measure.LevelMeasurement, "__init__", counted)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        checks = print_summary(run_dir)
+    assert checks is not None
+    assert "Why it saturates:" in out.getvalue()
+    assert len(made) == 1

@@ -16,9 +16,9 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 
-from ..analysis.decisions.slo import parse_slo
 from ..rundir.files import safe_name, write_atomic
 from ..settings import Settings
+from ..slo import parse_slo
 from ..target.process import ServerError, ServerProcess, run_restart_command, wait_ready
 from ..values import SettingsError, parse_levels
 from .common import (

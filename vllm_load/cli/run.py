@@ -236,6 +236,8 @@ def conclude(run_dir: str, host: str, api_key: str | None) -> tuple[str, str]:
     lost = target_lost(run_dir, host, api_key)
     if lost:  # every level ran, but against a server that was gone
         return TARGET_LOST, lost
+    if gone := lost_targets_line(run, api_key):  # the others carried the test on without it
+        return TARGET_LOST, f"{gone}; {run_dir} holds what was measured"
     if workers := lost_workers_line(run):  # every level ran, but not at the load it was to hold
         return "workers_lost", f"{workers}; {run_dir} holds what was measured"
     failed = failed_levels(run_dir)
@@ -248,6 +250,25 @@ def conclude(run_dir: str, host: str, api_key: str | None) -> tuple[str, str]:
         gone = f"; {', '.join(silent)} does not answer now" if silent else ""
         return "levels_failed", f"{failed}{gone}; the run is in {run_dir}"
     return "completed", ""
+
+
+def lost_targets_line(run: dict, api_key: str | None) -> str:
+    """One line naming the targets of several that the run lost (run.json's `end_checks`; every
+    target where the checks are not recorded) and that do not answer now ("" when none)."""
+    targets = [str(t.get("url", "")) for t in run.get("targets") or [] if isinstance(t, dict)]
+    if len(targets) < 2:
+        return ""
+    checks = run.get("end_checks")
+    recorded = checks.get("lost_targets") if isinstance(checks, dict) else None
+    if isinstance(recorded, list) and all(isinstance(url, str) for url in recorded):
+        targets = recorded
+    silent = [url for url in targets if not still_answers(url, api_key)]
+    if not silent:
+        return ""
+    return (
+        f"target {', '.join(silent)} was lost during the run and does not answer now (new "
+        "requests went to the other targets)"
+    )
 
 
 def lost_workers_line(run: dict) -> str:

@@ -9,9 +9,8 @@ thread ready to run but waiting for a CPU (a busy-polling server engine on the s
 kernel counts that wait (`/proc/thread-self/schedstat`, field 2: ns spent on a run queue), and
 the probe reports it as ms waited per second of wall time. With CPU time over wall time, that
 makes one `HealthSample` per report interval; workers ship theirs to the master with their records, and
-the run keeps them in `client_health.csv`. A level where any process went over
-`CPU_LIMIT` or `LAG_LIMIT_MS` is marked as possibly client-bound in the report, and one where
-any went over `RUNQUEUE_LIMIT_MS` as client-late (`analysis.client_side`).
+the run keeps them in `client_health.csv`. What a sample says of a level (its
+limits: possibly client-bound, client-late) is judged by `analysis.levels.client_side`.
 
 The probe uses only `time` and `/proc` (no extra dependency) and `sleep` is injected, so the
 module imports no gevent and the arithmetic can be tested alone.
@@ -33,14 +32,6 @@ import time
 from dataclasses import astuple, dataclass, fields
 
 TICK = 0.05
-CPU_LIMIT = 80.0  # percent of one core
-LAG_LIMIT_MS = 10.0
-#: ms per second of wall time the loop thread waited for a CPU, above which its reads are late.
-#: Measured: < 7 ms/s on a server's idle cores; 7–52 ms/s on a shared 2-core box running the
-#: simulator and other tests, with no chunk merged at 20 ms between tokens; 1,740 ms/s beside
-#: vLLM's busy-polling engine, where TTFT read +36 % and ITL p50 0.00 ms. 100 ms/s (a tenth of
-#: the time waiting) is twice the busiest healthy figure and far below the starved one.
-RUNQUEUE_LIMIT_MS = 100.0
 #: a sample over a shorter interval gives no run-queue rate: one scheduler wait of a few ms
 #: would read as tens of ms per second (the last sample of a run covers a few ms)
 MIN_RATE_INTERVAL = 0.1

@@ -162,9 +162,9 @@ def _scaling(text: str) -> tuple[float, float]:
 
 def main(args: argparse.Namespace) -> int:
     # at call time: keeps pandas and matplotlib out of every command's start (cli.main)
-    from ..analysis.decisions.slo import parse_slo
     from ..analysis.series.saturation import SaturationRule
     from ..rundir.load import expand_run_paths
+    from ..slo import parse_slo
     from .render import build_report
 
     scaling = _scaling(args.scaling) if args.scaling else (None, None)

@@ -8,7 +8,6 @@ every section of a report (levels, servers, replays, GPUs, findings) meets in it
 from __future__ import annotations
 
 import datetime as _dt
-import os
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
@@ -17,32 +16,20 @@ import pandas as pd
 
 from ..analysis.decisions.goodput import (
     SloHeadline,
-    binding_text,
-    level_goodput,
     slo_headline,
 )
-from ..analysis.decisions.slo import SloSpec, parse_slo
-from ..analysis.diagnosis.evidence import level_evidence
 from ..analysis.diagnosis.series import SeriesDiagnosis, diagnose_runs
 from ..analysis.levels.breakdown import conversation_summary, persona_table, turn_table
-from ..analysis.levels.client_side import (
-    bound_levels,
-    late_levels,
-    level_client_health,
-    read_client_health,
-)
-from ..analysis.levels.gpu import gpu_findings, with_gpu
+from ..analysis.levels.gpu import gpu_findings
 from ..analysis.levels.hist import pad_columns
-from ..analysis.levels.measure import LevelMeasurement, measure_levels
-from ..analysis.levels.rates import RateRule, rate_verdicts
-from ..analysis.levels.server_queue import level_queue
-from ..analysis.levels.server_side import level_server_figures, read_server_metrics
+from ..analysis.levels.rates import RateRule
+from ..analysis.levels.server_side import level_server_figures
 from ..analysis.levels.table import error_counts
-from ..analysis.levels.targets import TargetFigures, target_figures, target_findings
+from ..analysis.levels.targets import TargetFigures, target_findings
 from ..analysis.levels.timeline import work_timeline
+from ..analysis.measured_run import measure_run, read_targets
 from ..analysis.replay.read import Replay, read_replays
 from ..analysis.series.compare import ModelRow, compare, comparison_findings
-from ..analysis.series.curve import axis_of
 from ..analysis.series.failures import failure_kinds
 from ..analysis.series.findings import findings
 from ..analysis.series.level_curve import level_curve
@@ -50,14 +37,11 @@ from ..analysis.series.outcome import RunOutcome, outcome_of
 from ..analysis.series.saturation import Saturation, SaturationRule, analyse
 from ..analysis.series.stats import Series, group_runs
 from ..load_kinds import CONCURRENCY, LoadKind
-from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV, target_metrics_csv
 from ..rundir.load import (
-    RunData,
-    analysis_columns,
-    load_run,
     read_client_validation,
     read_run_json,
 )
+from ..slo import SloSpec, parse_slo
 
 
 @dataclass
@@ -167,41 +151,12 @@ def report_slo(run_dirs: Sequence[str], given: SloSpec | None) -> SloSpec:
 def summarize_run(
     path: str, slo: SloSpec = SloSpec(), trace_window: float | None = None
 ) -> RunSummary:
-    """Load and measure one run directory; with SLOs, its levels' goodput too; a trace replay
-    over time, in windows of `trace_window` s (default: `analysis.replay.read_replays`')."""
-    data = load_run(path, analysis_columns())
-    meas = measure_levels(data.requests, data.steps, data.streams)
-    meas.metrics = with_gpu(meas.metrics, data.gpu)  # GPU telemetry (analysis.levels.gpu)
-    if slo:
-        goodput = level_goodput(data.requests, meas, slo)
-        goodput["slo_binding_text"] = [
-            binding_text(n, v, slo)
-            for n, v in zip(goodput["slo_binding"], goodput["slo_binding_value"])
-        ]
-        meas.metrics = meas.metrics.merge(goodput, on="level", how="left")
-    server_read = read_server_metrics(os.path.join(path, SERVER_METRICS_CSV))
-    health_read = read_client_health(os.path.join(path, CLIENT_HEALTH_CSV))
-    server, health = server_read.frame, health_read.frame
-    client_levels = None
-    if health is not None or data.requests["chunks_merged"].notna().any():
-        client_levels = level_client_health(health, meas.metrics, data.requests)
-    metrics = with_client_late(meas.metrics.copy(), client_levels)
-    if server is not None:  # whether requests waited in the server's queue, per level
-        metrics = metrics.merge(level_queue(server, meas.metrics), on="level", how="left")
-        metrics = metrics.merge(level_evidence(server, meas.metrics), on="level", how="left")
-    axis = axis_of(data.run, data.steps)
-    if axis.open_loop:
-        verdicts = rate_verdicts(metrics)
-        metrics["rate_kept_up"] = [
-            verdicts[lv].kept_up if lv in verdicts else None for lv in metrics["level"]
-        ]
-        metrics["rate_behind"] = [
-            verdicts[lv].text() if lv in verdicts else "" for lv in metrics["level"]
-        ]
-        metrics["rate_unsteady"] = [
-            verdicts[lv].unsteady_text() if lv in verdicts else "" for lv in metrics["level"]
-        ]
-    metrics.insert(0, "run_id", data.run_id)
+    """Load and measure one run directory (`analysis.measured_run`); with SLOs, its levels'
+    goodput too; a trace replay over time, in windows of `trace_window` s (default:
+    `analysis.replay.read_replays`')."""
+    measured = measure_run(path, slo)
+    data, meas, metrics = measured.data, measured.meas, measured.metrics
+    server = measured.server_read.frame
     return RunSummary(
         run_id=data.run_id,
         path=path,
@@ -228,42 +183,20 @@ def summarize_run(
             if server is not None
             else None
         ),
-        client_levels=client_levels,
+        client_levels=measured.client_levels,
         personas=persona_table(meas.labelled, metrics, meas.labelled_marks),
         turns=turn_table(meas.labelled),
         conversations=conversation_summary(data.requests),
-        axis=axis,
+        axis=measured.axis,
         outcome=outcome_of(data),
-        input_notes=[*data.notes, *(r.note for r in (server_read, health_read) if r.note)],
+        input_notes=[
+            *data.notes,
+            *(r.note for r in (measured.server_read, measured.health_read) if r.note),
+        ],
         replays=read_replays(
             data.requests, data.steps, data.run, server, slo, trace_window, data.streams
         ),
         targets=read_targets(path, data, meas, metrics),
-    )
-
-
-def read_targets(
-    path: str, data: RunData, meas: LevelMeasurement, metrics: pd.DataFrame
-) -> list[TargetFigures]:
-    """Each of a run's several targets (run.json `targets`), with its own scrapes."""
-    run = data.run
-    targets = [t for t in run.get("targets") or [] if isinstance(t, dict)]
-    if len(targets) < 2:
-        return []
-    servers = [
-        read_server_metrics(os.path.join(path, target_metrics_csv(i))).frame
-        for i in range(len(targets))
-    ]
-    interval = run.get("settings", {}).get("metrics_interval")
-    return target_figures(
-        data.requests,
-        meas.labelled,
-        metrics,
-        targets,
-        servers,
-        interval,
-        meas.labelled_marks,
-        data.streams,
     )
 
 
@@ -274,17 +207,6 @@ def input_findings(runs: Sequence[RunSummary]) -> list[str]:
         for r in runs
         for note in r.input_notes
     ]
-
-
-def with_client_late(metrics: pd.DataFrame, client_levels: pd.DataFrame | None) -> pd.DataFrame:
-    """`metrics` with `client_late` (bool) and `client_late_reason` per level (False and "" where
-    the run's health does not say): whether the level's TTFT and ITL can be trusted."""
-    late = late_levels(client_levels)
-    metrics["client_late"] = [int(lv) in late for lv in metrics["level"]]
-    metrics["client_late_reason"] = [late.get(int(lv), "") for lv in metrics["level"]]
-    bound = bound_levels(client_levels)
-    metrics["client_bound_reason"] = [bound.get(int(lv), "") for lv in metrics["level"]]
-    return metrics
 
 
 def rate_findings(runs: Sequence[RunSummary], rule: RateRule = RateRule()) -> list[str]:
@@ -415,28 +337,3 @@ def build_report_data(
         slo=spec,
         generated_at=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
     )
-
-
-def diagnose_run_dir(path: str) -> tuple[SeriesDiagnosis, dict[int, str]]:
-    """One run on its own as a series: its diagnosis and each level's verdict kind by level
-    (what `vllm-load run` prints under its table)."""
-    summary = summarize_run(path)
-    curve = level_curve([summary.metrics])
-    sat = analyse(curve)
-    sat.axis = summary.axis
-    diagnosis, per_run = diagnose_runs([(summary.run, summary.metrics)], curve, sat)
-    kinds = {value: v["kind"] for value, v in per_run[0].items()}
-    return diagnosis, {
-        int(lv): kinds.get(float(v), "-")
-        for lv, v in zip(summary.metrics["level"], summary.metrics["value"])
-    }
-
-
-def diagnosis_lines(diagnosis: SeriesDiagnosis) -> list[str]:
-    """The diagnosis as the terminal prints it: the verdict, the capacity model, the advice."""
-    lines = [f"Why it saturates: {diagnosis.sentence}"]
-    if diagnosis.gap:
-        lines.append(f"  {diagnosis.gap}")
-    lines += [f"  warning: {c}" for c in diagnosis.facts.conflicts]
-    lines += [f"  advice: {a.text()}" for a in diagnosis.advice]
-    return lines

@@ -20,7 +20,6 @@ from typing import Callable, Iterator, Mapping, Sequence
 import jinja2
 
 from .. import __version__
-from ..analysis.decisions.slo import SloSpec
 from ..analysis.levels import server_queue, server_side
 from ..analysis.levels.client_side import LATE_RULE
 from ..analysis.replay.verdicts import LATE_LIMIT_S, PREFIX_TOLERANCE
@@ -28,6 +27,7 @@ from ..analysis.series.saturation import SaturationRule
 from ..load_kinds import KINDS
 from ..rundir.files import write_atomic
 from ..rundir.lost_workers import LostWorker
+from ..slo import SloSpec
 from ..target.loss import MIN_STREAK, NO_ANSWER_SHARE
 from . import charts, gpu_section, persona_charts
 from .cells import (

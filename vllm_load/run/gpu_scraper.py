@@ -17,6 +17,7 @@ import os
 import time
 import urllib.error
 import urllib.request
+from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -29,6 +30,13 @@ from ..values import SettingsError
 logger = logging.getLogger("vllm_load")
 
 NVML = "nvml"
+#: the last reads kept in memory for the live verdict (`live_verdict`), as many as the scraper's
+RECENT = 900
+
+#: one GPU's identity across sources (`analysis.levels.gpu.gpu_series`: its UUID where it has one)
+GpuKey = tuple[str, ...]
+#: one read of one source: its time, and per GPU its figures (`GpuReading`'s)
+GpuSample = tuple[float, dict[GpuKey, dict[str, float]]]
 
 
 @dataclass
@@ -131,6 +139,8 @@ class GpuTelemetry:
         self.path = ""
         self._stopped = False
         self._greenlet: Any = None
+        #: the last reads, as written, for the live verdict
+        self.recent: deque[GpuSample] = deque(maxlen=RECENT)
 
     @classmethod
     def open(cls, settings: Any, nvml: Any = None) -> "GpuTelemetry":
@@ -186,10 +196,16 @@ class GpuTelemetry:
                         for r in readings
                     )
                     source.status.samples += 1
+                    self.recent.append((at, _by_gpu(source.status.source, readings)))
                 fh.flush()
                 if last:
                     return
                 sleep(self.interval)
+
+    @property
+    def simulated(self) -> bool:
+        """Every source's GPUs are the simulator's (a verdict quoting them says so)."""
+        return bool(self.sources) and all(s.status.simulated for s in self.sources)
 
     def end(self) -> None:
         """The loop's next readings are its last."""
@@ -221,3 +237,11 @@ class GpuTelemetry:
 
 def _gpu_cells(gpu: GpuId) -> tuple[str, str, str]:
     return gpu.hostname, gpu.gpu, gpu.uuid
+
+
+def _by_gpu(source: str, readings: Sequence[GpuReading]) -> dict[GpuKey, dict[str, float]]:
+    out: dict[GpuKey, dict[str, float]] = {}
+    for r in readings:
+        key = (r.gpu.uuid,) if r.gpu.uuid else (source, r.gpu.hostname, r.gpu.gpu)
+        out.setdefault(key, {})[r.figure] = r.value
+    return out

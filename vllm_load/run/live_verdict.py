@@ -20,9 +20,11 @@ Two things differ from the report, which knows the whole ladder:
   what the user gave; `vllm:cache_config_info` from the first scrape): no sequence cap is inferred
   across levels.
 
-The GPUs' telemetry (--gpu-metrics, --gpu-nvml) is not read here: the report's `compute` reads
-it (`analysis.diagnosis.gpu_evidence`), so a level the report finds the GPU idle at may read
-`compute` live.
+The GPUs' telemetry (--gpu-metrics, --gpu-nvml) is read as the report reads it
+(`analysis.diagnosis.gpu_evidence`: a busy GPU supports `compute`, an idle one rules it out):
+from the reads the recorder keeps in memory (`gpu_scraper.GpuTelemetry.recent`) over the level
+so far, each GPU's utilisation and SM activity averaged over its reads (taken at a steady
+interval) and then over the GPUs, its power summed over them.
 
 A level with fewer than two scrapes so far has no verdict yet (`NOT_YET`). Each level's verdict
 is fixed when the next level (or the drain) starts.
@@ -35,6 +37,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Sequence
 
 from ..analysis.diagnosis.facts import ServerFacts, server_facts
+from ..analysis.diagnosis.gpu_evidence import GpuEvidence
 from ..analysis.diagnosis.verdict import (
     WAITING_MIN,
     Bottleneck,
@@ -42,8 +45,10 @@ from ..analysis.diagnosis.verdict import (
     level_verdict,
     with_baseline,
 )
+from ..target.dcgm import GPU_UTIL, POWER, SM_ACTIVE
 
 if TYPE_CHECKING:
+    from .gpu_scraper import GpuSample, GpuTelemetry
     from .server_metrics import MetricsScraper
 
 NOT_YET = "not yet"
@@ -99,6 +104,40 @@ def evidence_of(
     return evidence
 
 
+def gpu_evidence_of(
+    samples: Sequence[GpuSample], since: float, until: float, simulated: bool = False
+) -> GpuEvidence:
+    """The GPUs' figures from their reads in [since, until] (NaN where none was read), as
+    `analysis.levels.gpu.level_gpu_figures` gives a level's: utilisation (as a share) and SM
+    activity the mean over the GPUs of each one's mean, power the sum of each one's mean (NaN
+    unless every GPU read one)."""
+    per_gpu: dict[tuple, dict[str, list[float]]] = {}
+    for t, gpus in samples:
+        if since <= t <= until:
+            for key, figures in gpus.items():
+                mine = per_gpu.setdefault(key, {})
+                for figure, value in figures.items():
+                    if _finite(value):
+                        mine.setdefault(figure, []).append(value)
+
+    def means(figure: str) -> list[float]:
+        return [
+            sum(v[figure]) / len(v[figure]) if v.get(figure) else math.nan for v in per_gpu.values()
+        ]
+
+    def mean_of_known(xs: list[float]) -> float:
+        known = [x for x in xs if _finite(x)]
+        return sum(known) / len(known) if known else math.nan
+
+    power = means(POWER)
+    return GpuEvidence(
+        util=mean_of_known(means(GPU_UTIL)) / 100.0,
+        sm_active=mean_of_known(means(SM_ACTIVE)),
+        power_w=sum(power) if power and all(_finite(p) for p in power) else math.nan,
+        simulated=simulated,
+    )
+
+
 def live_verdict(lv: LevelEvidence, below: LevelEvidence | None, facts: ServerFacts) -> Bottleneck:
     """A level's verdict so far (see the module's docstring for how the knee is guessed)."""
     gain = (
@@ -122,11 +161,15 @@ def live_verdict(lv: LevelEvidence, below: LevelEvidence | None, facts: ServerFa
 
 class LiveVerdicts:
     """The verdict of every level of the test so far, from `scraper`'s scrapes (None: the run
-    does not scrape) and the facts of run.json's `header`."""
+    does not scrape), the GPUs' reads of `gpu` (None, or no sources: not recorded) and the facts
+    of run.json's `header`."""
 
-    def __init__(self, scraper: MetricsScraper | None, header: dict) -> None:
+    def __init__(
+        self, scraper: MetricsScraper | None, header: dict, gpu: GpuTelemetry | None = None
+    ) -> None:
         self.scraper = scraper
         self.header = header
+        self.gpu = gpu
         self.current: tuple[int, float, float] | None = None  # level, users, start
         self.fixed: dict[int, dict] = {}  # the levels that ended: their verdict
         self.below: LevelEvidence | None = None  # the last level that ended with evidence
@@ -168,6 +211,9 @@ class LiveVerdicts:
                 "kind": NOT_YET,
                 "reason": "fewer than two /metrics scrapes in this level so far",
             }, None
+        if self.gpu is not None:  # the GPUs' figures, as the report's `compute` reads them
+            gpu = gpu_evidence_of(list(self.gpu.recent), since, until, self.gpu.simulated)
+            evidence = replace(evidence, gpu=gpu)
         if self.lowest is not None:  # prefill steps against the lowest level's (verdict.py)
             evidence = with_baseline([self.lowest, evidence])[1]
         verdict = live_verdict(evidence, self.below, self.facts())

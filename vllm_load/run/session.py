@@ -213,7 +213,7 @@ class RunSession:
         self._exits_seen: set[str] = set()  # workers whose process was found exited
         self.abandoned_at_loss = AbandonedAtLoss()
         self.live = LiveStats()
-        self.live.verdicts = LiveVerdicts(self.scraper, self.recorder.run_info)
+        self.live.verdicts = LiveVerdicts(self.scraper, self.recorder.run_info, self.gpu)
         self.health = HealthWriter(os.path.join(run_dir, CLIENT_HEALTH_CSV))
         environment.vllm_load_live = self.live  # the web UI keeps showing the last test
         self.prometheus.serve(self)  # --prometheus: this run's own metrics

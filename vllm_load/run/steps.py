@@ -35,11 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 from ..load_kinds import CONCURRENCY, RATE, Level
-
-#: measured requests per level when --requests-per-level is not given: at least this many ...
-DEFAULT_MEASURED = 100
-#: ... and at least this many per user of a concurrency level (whole waves of its users)
-MEASURED_WAVES = 2
+from ..settings import DEFAULT_MEASURED, MEASURED_WAVES
 
 
 @dataclass(frozen=True)

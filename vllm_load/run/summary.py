@@ -6,12 +6,15 @@ need not read and measure the run again."""
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
-from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV
 from ..rundir.lost_workers import LostWorker, lost_workers
 from ..target.loss import FinalStreak, streak_in
+
+if TYPE_CHECKING:
+    from ..analysis.levels.targets import TargetFigures
+    from ..analysis.measured_run import MeasuredRun
 
 logger = logging.getLogger("vllm_load")
 
@@ -23,12 +26,16 @@ class EndChecks:
 
     failed_levels: str
     final_streak: FinalStreak | None
+    #: the targets of several (--hosts) whose requests failed to the end of the run
+    #: (`analysis.levels.targets.target_loss`): ejected, the others carried the test on
+    lost_targets: tuple[str, ...] = ()
 
     def as_json(self) -> dict:
         streak = self.final_streak
         return {
             "failed_levels": self.failed_levels,
             "final_streak": None if streak is None else asdict(streak),
+            "lost_targets": list(self.lost_targets),
         }
 
 
@@ -51,61 +58,17 @@ def print_summary(run_dir: str) -> EndChecks | None:
     checks = None
     try:
         # at call time: pandas stays out of the load processes, which import this module too
-        from ..analysis.decisions.goodput import format_goodput_table, level_goodput
-        from ..analysis.decisions.slo import parse_slo
-        from ..analysis.levels.client_side import (
-            late_levels,
-            level_client_health,
-            read_client_health,
-        )
-        from ..analysis.levels.gpu import with_gpu
-        from ..analysis.levels.measure import measure_levels
-        from ..analysis.levels.rates import rate_verdicts
-        from ..analysis.levels.server_side import read_server_metrics
-        from ..analysis.levels.table import format_level_table
-        from ..analysis.levels.targets import target_table_text
-        from ..analysis.replay.read import read_replays
-        from ..analysis.series.failures import describe_problems, level_problems
-        from ..report.model import diagnose_run_dir, diagnosis_lines, read_targets
-        from ..rundir.gpu_metrics import source_line
-        from ..rundir.load import analysis_columns, load_run, read_run_json
+        from ..analysis.measured_run import measure_run, read_targets
+        from ..rundir.load import read_run_json
 
         info = read_run_json(run_dir)
         abandoned = info.get("requests_abandoned", {}).get("total", 0)
         lost = lost_workers(info)
-        # the diagnosis first: it reads and measures the run too, and lets it go before the
-        # table's reading (which then finds requests.csv's columnar copy it wrote): one run in
-        # memory at a time
-        diagnosis, bottlenecks = diagnose_run_dir(run_dir)
-        run = load_run(run_dir, analysis_columns())
-        measurement = measure_levels(run.requests, run.steps, run.streams)
-        measurement.metrics = with_gpu(measurement.metrics, run.gpu)  # GPU telemetry
-        metrics = measurement.metrics
-        problems = level_problems(measurement)
-        checks = EndChecks(
-            describe_problems(problems) if problems else "", streak_in(run.requests, run.steps)
-        )
-        health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_CSV)).frame
-        verdicts = rate_verdicts(metrics)
-        table = format_level_table(
-            metrics,
-            late_levels(level_client_health(health, metrics, run.requests)),
-            {lv: v.unsteady_text() for lv, v in verdicts.items() if not v.steady},
-            bottlenecks,
-            lost_by_level(lost),
-        )
-        if gpu_line := source_line(run.run):  # GPU telemetry: where its figures came from
-            table += "\n" + gpu_line
-        table += "\n\n" + "\n".join(diagnosis_lines(diagnosis))
-        server = read_server_metrics(os.path.join(run_dir, SERVER_METRICS_CSV)).frame
-        for replay in read_replays(run.requests, run.steps, run.run, server, streams=run.streams):
-            table += "\n\nTrace replay:\n" + "\n".join(f"- {line.text}" for line in replay.lines())
-        if targets := read_targets(run_dir, run, measurement, metrics):
-            table += "\n\nTargets:\n" + target_table_text(targets)
-        slo = parse_slo((run.run.get("settings") or {}).get("slo") or [])
-        if slo:  # the run's --slo: goodput per level, as the report will show it
-            goodput = level_goodput(run.requests, measurement, slo)
-            table += "\n\n" + format_goodput_table(metrics, goodput, slo)
+        measured = measure_run(run_dir)  # once: the table, the diagnosis and the checks read it
+        meas = measured.meas
+        targets = read_targets(run_dir, measured.data, meas, meas.metrics)
+        checks = end_checks(measured, targets)
+        table = summary_text(measured, lost, targets)
     except Exception as e:  # a summary must never lose the run: say why it is missing instead
         logger.warning("could not summarise the run: %s", e)
         table = ""
@@ -126,3 +89,58 @@ def print_summary(run_dir: str) -> EndChecks | None:
         )
     print(f"\nRun directory: {run_dir}", flush=True)
     return checks
+
+
+def end_checks(measured: MeasuredRun, targets: list[TargetFigures]) -> EndChecks:
+    """What `vllm-load run` decides its exit status on, from the run as measured and its
+    targets' figures (`analysis.measured_run.read_targets`)."""
+    from ..analysis.series.failures import describe_problems, level_problems
+
+    problems = level_problems(measured.meas)
+    data = measured.data
+    return EndChecks(
+        describe_problems(problems) if problems else "",
+        streak_in(data.requests, data.steps),
+        tuple(t.url for t in targets if t.loss is not None),
+    )
+
+
+def summary_text(
+    measured: MeasuredRun, lost: list[LostWorker], targets: list[TargetFigures]
+) -> str:
+    """The per-level table with its verdicts, where the GPUs' figures came from, the diagnosis,
+    a trace replay's lines, each target's figures and goodput against the run's --slo."""
+    from ..analysis.decisions.goodput import format_goodput_table, level_goodput
+    from ..analysis.levels.client_side import late_levels
+    from ..analysis.levels.rates import rate_verdicts
+    from ..analysis.levels.table import format_level_table
+    from ..analysis.levels.targets import target_table_text
+    from ..analysis.measured_run import diagnose_run, diagnosis_lines
+    from ..analysis.replay.read import read_replays
+    from ..rundir.gpu_metrics import source_line
+    from ..slo import parse_slo
+
+    run, measurement = measured.data, measured.meas
+    metrics = measurement.metrics
+    diagnosis, bottlenecks = diagnose_run(measured)
+    verdicts = rate_verdicts(metrics)
+    table = format_level_table(
+        metrics,
+        late_levels(measured.client_levels),
+        {lv: v.unsteady_text() for lv, v in verdicts.items() if not v.steady},
+        bottlenecks,
+        lost_by_level(lost),
+    )
+    if gpu_line := source_line(run.run):  # GPU telemetry: where its figures came from
+        table += "\n" + gpu_line
+    table += "\n\n" + "\n".join(diagnosis_lines(diagnosis))
+    server = measured.server_read.frame
+    for replay in read_replays(run.requests, run.steps, run.run, server, streams=run.streams):
+        table += "\n\nTrace replay:\n" + "\n".join(f"- {line.text}" for line in replay.lines())
+    if targets:
+        table += "\n\nTargets:\n" + target_table_text(targets)
+    slo = parse_slo((run.run.get("settings") or {}).get("slo") or [])
+    if slo:  # the run's --slo: goodput per level, as the report will show it
+        goodput = level_goodput(run.requests, measurement, slo)
+        table += "\n\n" + format_goodput_table(metrics, goodput, slo)
+    return table

@@ -39,9 +39,6 @@ from ..gc_policy import quiet_collector
 from ..parent_death import die_with_parent, forked_from, note_forks
 from ..settings import add_arguments
 from ..values import SettingsError
-from ..web import bind
-from ..web.auth import add_arguments as add_web_arguments
-from ..web.view import install_web_ui
 from .session import DRAIN_MESSAGE, LEVEL_MESSAGE, RunSession, fail
 from .worker_loss import WorkerProcess
 
@@ -96,15 +93,10 @@ def install(events=locust_events) -> None:
     @events.init_command_line_parser.add_listener
     def _(parser, **_kw):
         add_arguments(parser)
-        add_web_arguments(parser)
-        bind.add_arguments(parser)
-        bind.loopback_defaults(parser)
 
     @events.init.add_listener
-    def _(environment, runner, web_ui=None, **_kw):
+    def _(environment, runner, **_kw):
         _quiet_ctrl_c()
-        if web_ui is not None:
-            install_web_ui(environment, web_ui)
         if isinstance(runner, WorkerRunner):
             _install_worker(environment, runner)
             return

@@ -31,13 +31,13 @@ import pandas as pd
 
 from ...figures import per_request
 from ...load_kinds import LoadKind, kind_named
+from ...slo import Objective, SloSpec, Threshold
 from ..levels import group_percentiles
 from ..levels.measure import LevelMeasurement
 from ..levels.spans import success_spans
 from ..levels.table import level_kinds
 from ..levels.window_rates import work_in_window
 from ..series.stats import Summary, summarize
-from .slo import Objective, SloSpec, Threshold
 
 #: per-level goodput figures, as_floats (averaged across runs)
 GOODPUT_METRICS: tuple[str, ...] = (

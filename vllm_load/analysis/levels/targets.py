@@ -22,8 +22,10 @@ from .breakdown import label_table
 from .server_side import TOLERANCE, level_server_figures
 from .window_rates import ChunkMarks
 
-#: a target is lost when its requests fail to the end of the run, this many at least, after its
-#: last success (a replica that stopped answering; one failure at the end is not a loss)
+#: a target is lost when its requests fail to the end of the run, this many at least, started
+#: after its last success started (a replica that stopped answering; one failure at the end is
+#: not a loss). From its start: a replica stopping refuses new connections while it finishes the
+#: streams it has, so its last success can end after the failures that got it ejected
 LOST_AFTER = 3
 
 
@@ -31,11 +33,15 @@ LOST_AFTER = 3
 class TargetLoss:
     """A target whose requests all failed from some time to the end of the run."""
 
-    last_ok: float  # wall time its last successful request ended (NaN: it never had one)
+    last_ok: float  # wall time its last successful request started (NaN: it never had one)
     first_failed: float  # start of the first of the failures that followed
     level: int  # the level that request belonged to
     failed: int  # requests that failed from then on
     errors: str  # their error categories, most frequent first ("connect 40, disconnect 2")
+    last_sent: float = np.nan  # wall time its last request started
+    #: the run's requests that started after that, all to the other targets: a target the load
+    #: processes ejected (`client.targets`) is sent nothing more while the run goes on
+    sent_after: int = 0
 
 
 @dataclass(frozen=True)
@@ -89,24 +95,23 @@ def target_figures(
                 table[table["target"] == url].reset_index(drop=True),
                 compared,
                 note,
-                target_loss(mine),
+                target_loss(mine, as_floats(requests["start_ts"])),
             )
         )
     return out
 
 
-def target_loss(requests: pd.DataFrame) -> TargetLoss | None:
+def target_loss(requests: pd.DataFrame, run_starts: np.ndarray | None = None) -> TargetLoss | None:
     """`requests` (one target's, any level) failing from some point to the end of the run, at
-    least `LOST_AFTER` of them after the last success; None otherwise."""
+    least `LOST_AFTER` of them started after the last success did; None otherwise. `run_starts`: every
+    request's start, each target's, for how many the run sent after the target's last."""
     if not len(requests):
         return None
     ok = as_floats(requests["ok"]) == 1
     start = as_floats(requests["start_ts"])
-    end = as_floats(requests["end_ts"])
-    last_ok = float(end[ok].max()) if ok.any() else np.nan
-    after = ~ok & (start >= last_ok) if ok.any() else ~ok
-    # only a tail of failures: nothing of this target's succeeded after them
-    if after.sum() < LOST_AFTER or (ok.any() and (start[ok] > start[after].min()).any()):
+    last_ok = float(start[ok].max()) if ok.any() else np.nan
+    after = ~ok & (start > last_ok) if ok.any() else ~ok  # (so nothing started after succeeded)
+    if after.sum() < LOST_AFTER:
         return None
     failed = requests[after]
     first = int(np.argmin(start[after]))
@@ -117,6 +122,8 @@ def target_loss(requests: pd.DataFrame) -> TargetLoss | None:
         int(as_floats(failed["level"])[first]),
         int(after.sum()),
         ", ".join(f"{e} {n}" for e, n in errors.items()),
+        float(start.max()),
+        int((run_starts > start.max()).sum()) if run_starts is not None else 0,
     )
 
 
@@ -167,14 +174,20 @@ def target_findings(run_id: str, targets: list[TargetFigures]) -> list[str]:
         loss = target.loss
         if loss is not None:
             since = (
-                f"after its last success at {_clock(loss.last_ok)}"
+                f"started after its last success (started {_clock(loss.last_ok)})"
                 if loss.last_ok == loss.last_ok
                 else "from its first request"
             )
+            ejected = (
+                f"; no new request went to it after {_clock(loss.last_sent)}: the "
+                f"{loss.sent_after} the run sent after that all went to the other targets"
+                if loss.sent_after
+                else ""
+            )
             lines.append(
                 f"{lead} {target.url} was lost during level {loss.level}: its {loss.failed} "
-                f"requests {since} to the end of the run failed ({loss.errors}); the other "
-                "targets' rows are their own requests'."
+                f"requests {since} to the end of the run failed ({loss.errors}){ejected}; the "
+                "other targets' rows are their own requests'."
             )
         for row in rows_of(target):
             ratio = row["client_server_ratio"]

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ...rundir.stream_columns import StreamColumns
-from ..decisions.slo import SloSpec
+from ...slo import SloSpec
 from ..levels import as_floats
 from ..levels.server_side import scrape_interval
 from ..levels.spans import own_streams, success_spans

@@ -18,8 +18,8 @@ import pandas as pd
 
 from ...figures import PERCENTILES
 from ...rundir.stream_columns import StreamColumns
+from ...slo import SloSpec
 from ..decisions.goodput import UNKNOWN, binding_text, level_goodput
-from ..decisions.slo import SloSpec
 from ..levels import as_floats
 from ..levels.measure import LevelMeasurement, measure_levels
 from .server import ServerSpan, ServerView

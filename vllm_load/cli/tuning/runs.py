@@ -13,8 +13,8 @@ import math
 import os
 from dataclasses import asdict, dataclass, field
 
-from ...analysis.decisions.slo import parse_slo
 from ...rundir.files import write_atomic
+from ...slo import parse_slo
 from ...target.process import ServerError, ServerProcess, wait_ready
 from ...values import SettingsError
 from ..errors import CommandFailed, Interrupted, server_log

@@ -36,6 +36,7 @@ from ..context import LoadContext
 from ..endpoint import Endpoint, RequestSpec, Timeouts, stats_name
 from ..pacing import PACER
 from ..request import MeasuredRequest
+from ..targets import EJECT_AFTER
 
 logger = logging.getLogger(__name__)
 
@@ -297,7 +298,13 @@ class LLMUser(FastHttpUser):
             record = self.measure(request)
         finally:
             context.in_flight -= 1
-            picker.done(target)
+            if picker.done(target, request.error):
+                logger.warning(
+                    "target %s ejected: its last %d requests found nothing to connect to; "
+                    "new requests go to the other targets",
+                    picker.hosts[target],
+                    EJECT_AFTER,
+                )
             context.streamed.ended(request)
         return Reply.of(request, record)
 
