@@ -49,6 +49,8 @@ from .values import (
     parse_think_time,
     prometheus_address_argument,
 )
+from .workload.arrivals import DEFAULT_ARRIVALS, arrivals_help
+from .workload.arrivals import PROCESSES as ARRIVAL_PROCESSES
 from .workload.datasets import dataset_argument
 from .workload.images import IMAGE_FORMATS, image_size_argument
 from .workload.lengths import length_argument
@@ -57,7 +59,6 @@ from .workload.traces.model import DEFAULT_MAX_REQUESTS, DEFAULT_MAX_TOKENS, MAX
 
 DEFAULT_LEVELS = "10,50,100,200,500,750,1000"
 ENDPOINTS = ("chat", "completions")
-ARRIVALS = ("poisson", "constant")
 #: the options that shape --images' images, refused without it (they would be ignored)
 IMAGES_ONLY = ("image_size", "image_format")
 
@@ -103,9 +104,9 @@ class Settings:
         shown_default="",
     )
     arrivals: str = option(
-        "poisson",
-        "with --rates: poisson (exponential gaps) or constant (even gaps) arrivals",
-        choices=ARRIVALS,
+        DEFAULT_ARRIVALS,
+        arrivals_help(),
+        choices=tuple(ARRIVAL_PROCESSES),
     )
     max_in_flight: int = option(
         1000,
