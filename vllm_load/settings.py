@@ -16,6 +16,7 @@ from typing import Any, Iterable
 
 from .analysis.decisions.slo import slo_argument
 from .analysis.diagnosis.facts import server_args_argument
+from .endpoints import APIS, CHAT, endpoints_help
 from .options import (
     AT_LEAST_1,
     AT_LEAST_1_OR_UNSET,
@@ -58,7 +59,6 @@ from .workload.traces import TRACE_FORMATS
 from .workload.traces.model import DEFAULT_MAX_REQUESTS, DEFAULT_MAX_TOKENS, MAX_SPAN_DAYS
 
 DEFAULT_LEVELS = "10,50,100,200,500,750,1000"
-ENDPOINTS = ("chat", "completions")
 #: the options that shape --images' images, refused without it (they would be ignored)
 IMAGES_ONLY = ("image_size", "image_format")
 
@@ -233,11 +233,7 @@ class Settings:
     spawn_rate_per_level: float = option(
         1000.0, "users started per second when a level begins", rule=POSITIVE
     )
-    endpoint: str = option(
-        "chat",
-        "chat: /v1/chat/completions; completions: /v1/completions",
-        choices=ENDPOINTS,
-    )
+    endpoint: str = option(CHAT.name, endpoints_help(), choices=tuple(APIS))
     stream: bool = option(True, "send non-streaming requests (TTFT = E2E)", flag="--no-stream")
     tokenizer: str = option(
         "",
@@ -408,10 +404,10 @@ class Settings:
                 raise SettingsError(f"{flag_of(f, spec)} must {spec.rule.must}, got {value}")
         if self.gpu_ids and not (self.gpu_metrics or self.gpu_nvml):
             raise SettingsError("--gpu-ids picks GPUs of --gpu-metrics or --gpu-nvml: give one")
-        if self.images and self.endpoint != "chat":
+        if self.images and not APIS[self.endpoint].chat:
             raise SettingsError(
-                "--images sends images as chat content parts: use --endpoint chat "
-                "(/v1/completions takes a text prompt only)"
+                f"--images sends images as chat content parts: use --endpoint {CHAT.name} "
+                f"({APIS[self.endpoint].path} takes a text prompt only)"
             )
         changed = [
             flag_of(f, spec)
