@@ -15,7 +15,7 @@ import pytest
 from vllm_load.client.bodies import BodyTemplate, request_body
 from vllm_load.client.endpoint import Endpoint, RequestSpec, Timeouts, stats_name
 from vllm_load.client.request import MeasuredRequest
-from vllm_load.client.token_counters import ServerTokenCounter
+from vllm_load.client.token_counters import LocalTokenCounter
 from vllm_load.endpoints import APIS, Api
 from vllm_load.settings import Settings
 
@@ -51,11 +51,21 @@ def test_an_endpoint_declared_once_reaches_paths_bodies_counts_and_the_stream(de
     ]
     assert orjson.loads(BodyTemplate(settings, "m", "raw", 5).fill("hi"))["input"] == "hi"
     # the prompt's tokens: counted with the chat template for a chat, raw otherwise
-    assert "messages" in ServerTokenCounter._input_body("hi", "chat-v2")
-    assert ServerTokenCounter._input_body("hi", "raw") == {
-        "prompt": "hi",
-        "add_special_tokens": True,
-    }
+    counter = LocalTokenCounter(Tokenizer())
+    assert counter.input_ids("hi", "chat-v2") == [1, 2, 3]
+    assert counter.input_ids("hi", "raw") == [9]
+
+
+class Tokenizer:
+    """Tells a chat's count (three ids: the template) from a raw prompt's (one)."""
+
+    def encode_chat(self, messages, add_generation_prompt):
+        assert messages == [{"role": "user", "content": "hi"}] and add_generation_prompt
+        return [1, 2, 3]
+
+    def encode(self, text, add_special_tokens):
+        assert text == "hi" and add_special_tokens
+        return [9]
 
 
 _OPTION = """
