@@ -14,6 +14,7 @@ import os
 from dataclasses import Field, asdict, dataclass, fields
 from typing import Any, Iterable
 
+from .endpoints import APIS, CHAT, endpoints_help
 from .options import (
     AT_LEAST_1,
     AT_LEAST_1_OR_UNSET,
@@ -48,6 +49,8 @@ from .values import (
     parse_think_time,
     prometheus_address_argument,
 )
+from .workload.arrivals import DEFAULT_ARRIVALS, arrivals_help
+from .workload.arrivals import PROCESSES as ARRIVAL_PROCESSES
 from .workload.datasets import dataset_argument
 from .workload.images import IMAGE_FORMATS, image_size_argument
 from .workload.lengths import length_argument
@@ -60,8 +63,6 @@ DEFAULT_MEASURED = 100
 MEASURED_WAVES = 2
 
 DEFAULT_LEVELS = "10,50,100,200,500,750,1000"
-ENDPOINTS = ("chat", "completions")
-ARRIVALS = ("poisson", "constant")
 #: the options that shape --images' images, refused without it (they would be ignored)
 IMAGES_ONLY = ("image_size", "image_format")
 
@@ -107,9 +108,9 @@ class Settings:
         shown_default="",
     )
     arrivals: str = option(
-        "poisson",
-        "with --rates: poisson (exponential gaps) or constant (even gaps) arrivals",
-        choices=ARRIVALS,
+        DEFAULT_ARRIVALS,
+        arrivals_help(),
+        choices=tuple(ARRIVAL_PROCESSES),
     )
     max_in_flight: int = option(
         1000,
@@ -236,11 +237,7 @@ class Settings:
     spawn_rate_per_level: float = option(
         1000.0, "users started per second when a level begins", rule=POSITIVE
     )
-    endpoint: str = option(
-        "chat",
-        "chat: /v1/chat/completions; completions: /v1/completions",
-        choices=ENDPOINTS,
-    )
+    endpoint: str = option(CHAT.name, endpoints_help(), choices=tuple(APIS))
     stream: bool = option(True, "send non-streaming requests (TTFT = E2E)", flag="--no-stream")
     tokenizer: str = option(
         "",
@@ -411,10 +408,10 @@ class Settings:
                 raise SettingsError(f"{flag_of(f, spec)} must {spec.rule.must}, got {value}")
         if self.gpu_ids and not (self.gpu_metrics or self.gpu_nvml):
             raise SettingsError("--gpu-ids picks GPUs of --gpu-metrics or --gpu-nvml: give one")
-        if self.images and self.endpoint != "chat":
+        if self.images and not APIS[self.endpoint].chat:
             raise SettingsError(
-                "--images sends images as chat content parts: use --endpoint chat "
-                "(/v1/completions takes a text prompt only)"
+                f"--images sends images as chat content parts: use --endpoint {CHAT.name} "
+                f"({APIS[self.endpoint].path} takes a text prompt only)"
             )
         changed = [
             flag_of(f, spec)

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from vllm_load.analysis.diagnosis.advice import Workload, advise
+from vllm_load.analysis.diagnosis.advice import Workload
 from vllm_load.analysis.diagnosis.capacity import fit_step_cost, predict
 from vllm_load.analysis.diagnosis.evidence import level_evidence
 from vllm_load.analysis.diagnosis.facts import (
@@ -24,6 +24,7 @@ from vllm_load.analysis.diagnosis.facts import (
     server_facts,
 )
 from vllm_load.analysis.diagnosis.inference import contradicted, infer_limits
+from vllm_load.analysis.diagnosis.kinds import advise
 from vllm_load.analysis.diagnosis.verdict import LevelEvidence, level_verdict
 from vllm_load.run.server_metrics import parse_exposition
 from vllm_load.values import SettingsError

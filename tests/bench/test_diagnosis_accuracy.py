@@ -13,7 +13,7 @@ import sys
 import pytest
 from support import ROOT
 
-from vllm_load.analysis.diagnosis.verdict import KINDS
+from vllm_load.analysis.diagnosis.kinds import KINDS
 
 BENCH = os.path.join(ROOT, "bench", "diagnosis_accuracy.py")
 

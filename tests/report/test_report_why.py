@@ -8,8 +8,7 @@ from __future__ import annotations
 import pandas as pd
 from support.reports import embedded_pngs, report, synthetic_runs, why_sections
 
-from vllm_load.analysis.diagnosis.verdict import KINDS
-from vllm_load.report.evidence_charts import KIND_COLOURS, NOTHING, PANELS, evidence_chart
+from vllm_load.report.evidence_charts import NOTHING, PANELS, evidence_chart
 from vllm_load.report.model import build_report_data
 from vllm_load.rundir.synthetic import ServerModel
 
@@ -116,10 +115,6 @@ def test_the_chart_draws_a_panel_per_figure_some_level_has_and_names_the_others(
     section, _ = why_sections(html, "## Key findings\n## Why it saturates\n## Summary")
     for note in some.skipped:
         assert f'<p class="muted evidence-note">{note}</p>' in section
-
-
-def test_every_verdict_kind_has_its_colour():
-    assert set(KIND_COLOURS) == set(KINDS)
 
 
 def test_a_given_cap_the_server_contradicts_is_flagged_and_the_measured_plateau_wins(tmp_path):

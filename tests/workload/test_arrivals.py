@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from vllm_load.workload.arrivals import ArrivalSchedule, process_share
+from vllm_load.workload.arrivals import (
+    PROCESSES,
+    ArrivalProcess,
+    ArrivalSchedule,
+    arrivals_help,
+    process_share,
+)
 
 
 def arrivals(schedule: ArrivalSchedule, n: int) -> np.ndarray:
@@ -80,3 +86,71 @@ def test_a_new_level_restarts_the_schedule_and_stop_withdraws_it():
     assert schedule.peek() == math.inf and schedule.take() == math.inf
     with pytest.raises(ValueError):
         ArrivalSchedule("bursty")
+
+
+# --- an arrival process is one class (`PROCESSES`): one declared here reaches the schedule, a
+# load process's arrivals and --arrivals, none of them edited
+
+
+class Pairs(ArrivalProcess):
+    """Two arrivals at once, then a gap of two: the same rate, in pairs."""
+
+    name, help = "pairs", "two at a time"
+
+    def __init__(self, rng) -> None:
+        super().__init__(rng)
+        self.second = False
+
+    def first(self, rate: float, phase: float) -> float:
+        self.second = False
+        return 0.0
+
+    def gap(self, rate: float) -> float:
+        self.second = not self.second
+        return 0.0 if self.second else 2.0 / rate
+
+
+def test_an_arrival_process_declared_once_reaches_the_schedule_and_a_load_process(monkeypatch):
+    from vllm_load.client.arrivals import Arrivals
+
+    monkeypatch.setitem(PROCESSES, Pairs.name, Pairs)
+    schedule = ArrivalSchedule("pairs", seed=1)
+    schedule.start(10.0, at=5.0)
+    assert arrivals(schedule, 6).tolist() == pytest.approx([5.0, 5.0, 5.2, 5.2, 5.4, 5.4])
+    process = Arrivals()
+    process.start(10.0, 0.0, "pairs")
+    assert process.rates.kind == "pairs"
+    first = process.schedule.take()
+    assert process.schedule.take() == first and process.schedule.peek() == pytest.approx(
+        first + 0.2
+    )
+    assert "pairs (two at a time)" in arrivals_help()
+    with pytest.raises(ValueError, match="arrivals must be one of poisson, constant, pairs"):
+        ArrivalSchedule("bursts")
+
+
+_OPTION = """
+import argparse
+from vllm_load.workload.arrivals import PROCESSES
+PROCESSES["pairs"] = type("Pairs", (), {"help": "two at a time"})  # declared before settings reads
+from vllm_load.settings import Settings, add_arguments
+parser = argparse.ArgumentParser()
+add_arguments(parser)
+print(Settings.from_options(parser.parse_args(["--arrivals", "pairs"])).arrivals)
+print(" ".join(parser.format_help().split()))
+"""
+
+
+def test_arrivals_option_offers_every_declared_process():
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _OPTION], capture_output=True, text=True, timeout=120, check=True
+    )
+    chosen, help_text = done.stdout.splitlines()
+    assert chosen == "pairs"
+    assert "{poisson,constant,pairs}" in help_text
+    assert (
+        "poisson (exponential gaps) or constant (even gaps) or pairs (two at a time)" in help_text
+    )

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from ..endpoints import APIS
 from ..settings import Settings
 
 # where a template's prompt goes: a string no prompt holds (NUL is never in one)
@@ -24,10 +25,10 @@ _SLOT_JSON = orjson.dumps(_SLOT)
 def request_body(
     settings: Settings, model: str | None, api: str, content: Any, max_tokens: int, stream: bool
 ) -> dict[str, Any]:
-    """The body every request starts from: the model, the messages (`chat`) or the prompt
-    (`completions`), `max_tokens`, streaming with usage, and --temperature if set."""
+    """The body every request starts from: the model, the prompt in its API's field (a chat's
+    messages, a completion's prompt), `max_tokens`, streaming with usage, and --temperature if set."""
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": stream}
-    body["messages" if api == "chat" else "prompt"] = content
+    body[APIS[api].prompt_field] = content
     if stream:
         body["stream_options"] = {"include_usage": True}
     if settings.temperature is not None:
@@ -50,7 +51,7 @@ class BodyTemplate:
     def __init__(self, settings: Settings, model: str | None, api: str, output_tokens: int) -> None:
         """The body of a request to `api` for `output_tokens` (exactly that many with
         --vllm-params), streamed as --stream says."""
-        content = [{"role": "user", "content": _SLOT}] if api == "chat" else _SLOT
+        content = APIS[api].prompt(_SLOT)
         body = request_body(settings, model, api, content, output_tokens, settings.stream)
         if settings.vllm_params:
             body.update(exact_output(output_tokens))

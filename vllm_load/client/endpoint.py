@@ -10,10 +10,9 @@ from urllib.parse import urlparse
 from geventhttpclient import HTTPClient
 
 from ..compat.geventhttpclient import PostHead, post, post_whole
+from ..endpoints import APIS
 from ..settings import Settings
 from .reader import RECV_SIZE
-
-PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +36,8 @@ class Timeouts:
 
 class Endpoint:
     """Where one user's requests go: its own connection to the server, with the headers and time
-    limits every request shares. Each request names its API (`chat` or `completions`) and
-    whether it streams."""
+    limits every request shares. Each request names its API (`endpoints.APIS`) and whether it
+    streams."""
 
     def __init__(
         self, host: str, timeouts: Timeouts, api_key: str | None = None, name: str = ""
@@ -47,7 +46,7 @@ class Endpoint:
         self.name = name
         self.timeouts = timeouts
         base = urlparse(host).path.rstrip("/")
-        self.paths = {api: base + path for api, path in PATHS.items()}
+        self.paths = {name: base + api.path for name, api in APIS.items()}
         self.headers = {
             stream: {
                 "Content-Type": "application/json",
@@ -69,7 +68,7 @@ class Endpoint:
         # it cost 30 us a request)
         self._heads = {
             (api, stream): PostHead(self.client, self.paths[api], self.headers[stream])
-            for api in PATHS
+            for api in APIS
             for stream in (True, False)
         }
 
@@ -85,12 +84,12 @@ class Endpoint:
 
 def stats_name(api: str, stream: bool) -> str:
     """A request's name in Locust's statistics: its path, and whether it streamed."""
-    return f"{PATHS[api]}{' (stream)' if stream else ''}"
+    return f"{APIS[api].path}{' (stream)' if stream else ''}"
 
 
 @dataclass(slots=True)  # (not frozen: a frozen __init__ costs twice as much, per request)
 class RequestSpec:
-    """What one request asks for: its API (`chat` or `completions`), whether it streams, its
+    """What one request asks for: its API (an `endpoints.APIS` name), whether it streams, its
     JSON body, the token counts it asked for (None where it fixed none), and what it belongs to
     (the user class, the task, the conversation and the turn in it, all carried to its record).
     `keep_text`: keep the reply's text (a conversation needs it for its next turn). `images`: the

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from ..settings import Settings
 from ..values import SettingsError
+from ..workload.arrivals import DEFAULT_ARRIVALS
 from .prompts import PromptFactory, PromptPlan
 
 if TYPE_CHECKING:  # (a run without --trace never loads them)
@@ -73,7 +74,7 @@ class LevelShare:
     value: float
     rate: float = 0.0  # a rate level: this process's share of it (requests/s) ...
     phase: float = 0.0  # ... its constant arrivals this share of a gap late ...
-    arrivals: str = "poisson"  # ... and how they are spaced
+    arrivals: str = DEFAULT_ARRIVALS  # ... and how they are spaced
     processes: int = 1  # a trace segment: this process takes every `processes`-th request ...
     index: int = 0  # ... from this one ...
     at: float = 0.0  # ... each due at this wall time plus its time in the segment

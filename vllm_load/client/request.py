@@ -35,6 +35,7 @@ from geventhttpclient.response import HTTPParseError
 
 from ..compat.gevent import raw_socket
 from ..compat.geventhttpclient import body_buffer, discard_connection, response_socket
+from ..endpoints import APIS
 from ..rundir.records import RequestRecord
 from .clock import WALL_CLOCK, enable_receive_timestamps
 from .endpoint import Endpoint, RequestSpec
@@ -111,7 +112,7 @@ class MeasuredRequest:
         self.request_id = request_id
         self.t0 = t0
         self.start_ts = WALL_CLOCK.wall(t0)
-        self.meter = SseMeter(chat=spec.api == "chat", keep_text=spec.keep_text)
+        self.meter = SseMeter(chat=APIS[spec.api].chat, keep_text=spec.keep_text)
         self.status = 0  # the HTTP status, once the headers are in
         self.error = ""  # the error category (docs/run-format.md), empty on success
         self.message = ""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from ..endpoints import APIS
 from ..target.api import HttpError, request_json
 
 
@@ -56,7 +57,7 @@ class ServerTokenCounter:
 
     @staticmethod
     def _input_body(content: str, endpoint: str) -> dict:
-        if endpoint == "chat":
+        if APIS[endpoint].chat:
             return {
                 "messages": [{"role": "user", "content": content}],
                 "add_generation_prompt": True,
@@ -101,7 +102,7 @@ class LocalTokenCounter:
         return len(self.input_ids(content, endpoint))
 
     def input_ids(self, content: str, endpoint: str) -> list[int]:
-        if endpoint == "chat":
+        if APIS[endpoint].chat:
             return list(
                 self.tokenizer.encode_chat(
                     [{"role": "user", "content": content}], add_generation_prompt=True

@@ -17,24 +17,14 @@ from typing import Any
 import numpy as np
 from matplotlib.lines import Line2D
 
+from ..analysis.diagnosis.capacity import KV_FULL
 from ..analysis.diagnosis.facts import ServerFacts
 from ..analysis.diagnosis.gpu_evidence import SM_BUSY, SM_IDLE, UTIL_BUSY, UTIL_IDLE
-from ..analysis.diagnosis.verdict import KINDS, KV_FULL
+from ..analysis.diagnosis.kinds import KINDS, UNDETERMINED, kind_named
 from ..rundir.gpu_metrics import simulated
 from .charts import STYLE, Chart, floats, log_level_axis, plt, png_base64
 from .model import SeriesReport
 
-#: a verdict kind's colour on the chart
-KIND_COLOURS = {
-    "not_saturated": "tab:green",
-    "max_num_seqs": "tab:orange",
-    "kv_cache": "tab:purple",
-    "max_num_batched_tokens": "tab:brown",
-    "compute": "tab:red",
-    "client": "tab:pink",
-    "failures": "black",
-    "undetermined": "tab:gray",
-}
 MEASURED_KNEE, PREDICTED_KNEE = "black", "tab:blue"
 #: the note of a series none of whose levels has a figure from the server
 NOTHING = "No evidence chart: no level has a figure from the server's /metrics."
@@ -194,8 +184,8 @@ def evidence_chart(s: SeriesReport, anchor: str) -> EvidenceChart:
     if d is None or not present or len(values_x) == 0:
         return EvidenceChart(None, (), (NOTHING,))
     kind_of = {v.value: v.kind for v in d.levels}
-    kinds = [kind_of.get(float(x), "undetermined") for x in values_x]
-    colours = [KIND_COLOURS.get(k, "tab:gray") for k in kinds]
+    kinds = [kind_of.get(float(x), UNDETERMINED.name) for x in values_x]
+    colours = [kind_named(k).colour for k in kinds]
     sat = s.saturation
     knees: list[tuple[float, str, Any]] = []  # where, colour, line style
     if sat.saturated and sat.saturation is not None:
@@ -214,9 +204,9 @@ def evidence_chart(s: SeriesReport, anchor: str) -> EvidenceChart:
         for ax in axes[len(present) :]:
             ax.remove()
         handles = [
-            Line2D([], [], marker="o", linestyle="", color=KIND_COLOURS[k], label=k)
-            for k in KINDS
-            if k in kinds
+            Line2D([], [], marker="o", linestyle="", color=kind.colour, label=name)
+            for name, kind in KINDS.items()
+            if name in kinds
         ]
         names = {MEASURED_KNEE: "measured knee", PREDICTED_KNEE: "predicted knee"}
         handles += [

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from ..analysis.diagnosis.advice import Advice
 from ..analysis.diagnosis.facts import SERVER_FLAGS, Fact
+from ..analysis.diagnosis.kinds import kind_named
 from ..analysis.diagnosis.series import SeriesDiagnosis
 from ..rundir.advice_record import score
 from .evidence_charts import EvidenceChart, evidence_chart
@@ -70,20 +71,8 @@ def no_advice_reason(d: SeriesDiagnosis) -> str:
     """Why a series' diagnosis advises nothing ("" when it advises something)."""
     if d.advice:
         return ""
-    if d.kind == "not_saturated":
-        return (
-            "No advice: the series does not saturate within the tested levels, so no limit binds."
-        )
     chosen = next((v for v in d.levels if v.value == d.value), None)
-    if d.kind == "undetermined":
-        why = chosen.reason if chosen is not None else d.sentence
-        return f"No advice: the limit is undetermined ({why})."
-    if d.kind == "failures":
-        return "No advice: the level at the knee was left out for its failed requests; their causes come first."
-    return (
-        f"No advice: no flag the evidence supports moves {d.kind} here (the capacity model sees "
-        "no room past it)."
-    )
+    return kind_named(d.kind).why_no_advice(chosen.reason if chosen is not None else d.sentence)
 
 
 def _score(d: SeriesDiagnosis) -> str:

@@ -38,13 +38,8 @@ from typing import TYPE_CHECKING, Sequence
 
 from ..analysis.diagnosis.facts import ServerFacts, server_facts
 from ..analysis.diagnosis.gpu_evidence import GpuEvidence
-from ..analysis.diagnosis.verdict import (
-    WAITING_MIN,
-    Bottleneck,
-    LevelEvidence,
-    level_verdict,
-    with_baseline,
-)
+from ..analysis.diagnosis.kinds import NOT_SATURATED, UNDETERMINED, Bottleneck
+from ..analysis.diagnosis.verdict import WAITING_MIN, LevelEvidence, level_verdict, with_baseline
 from ..target.dcgm import GPU_UTIL, POWER, SM_ACTIVE
 
 if TYPE_CHECKING:
@@ -147,7 +142,7 @@ def live_verdict(lv: LevelEvidence, below: LevelEvidence | None, facts: ServerFa
     )
     stalled = _finite(gain) and gain < GAIN_MIN
     verdict = level_verdict(lv, below, facts, lv.waits or lv.kv_full(facts) or stalled)
-    if verdict.kind != "not_saturated":
+    if verdict.kind != NOT_SATURATED.name:
         return verdict
     room = [
         f"{lv.queued:.1f} requests waiting (fewer than {WAITING_MIN})"
@@ -198,11 +193,11 @@ class LiveVerdicts:
 
     def _judge(self, users: float, since: float, until: float) -> tuple[dict, LevelEvidence | None]:
         if self.scraper is None:
-            return {"kind": "undetermined", "reason": NO_SCRAPING}, None
+            return {"kind": UNDETERMINED.name, "reason": NO_SCRAPING}, None
         status = self.scraper.status
         if not status.samples and status.note:
             return {
-                "kind": "undetermined",
+                "kind": UNDETERMINED.name,
                 "reason": f"no /metrics from the server: {status.note}",
             }, None
         evidence = evidence_of(list(self.scraper.recent), since, until, users)

@@ -7,6 +7,9 @@ arrivals every process spaces its arrivals P / rate apart and starts `phase` of 
 (process i of P: phase i / P), so the processes' arrivals interleave into one even stream (as
 evenly as their clocks agree on the level's start: within the few milliseconds a message takes).
 
+Each arrival process is a small class registered by name (`PROCESSES`): --arrivals' choices and
+help, and the schedule, read them from there; adding one is its class here.
+
 Times are whatever clock the caller gives (`perf_counter()` seconds in a load process); nothing
 here sleeps or reads a clock, so the schedule is tested on its own.
 """
@@ -15,8 +18,77 @@ from __future__ import annotations
 
 import math
 import random
+from typing import ClassVar
 
-KINDS = ("poisson", "constant")
+
+class ArrivalProcess:
+    """How one load process spaces its arrivals at a rate: a subclass per process, registered
+    under its `name` (`@arrival_process`), is what --arrivals chooses from (`help`: what its
+    gaps are, as the option's help says). It draws from the schedule's random generator."""
+
+    name: ClassVar[str]
+    help: ClassVar[str]
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def first(self, rate: float, phase: float) -> float:
+        """Seconds from a level's start to its first arrival (`phase`: this process's share of a
+        gap, in [0, 1): process i of P is i / P)."""
+        raise NotImplementedError
+
+    def gap(self, rate: float) -> float:
+        """Seconds from one arrival to the next."""
+        raise NotImplementedError
+
+
+#: every arrival process, by name, in the order --arrivals lists them
+PROCESSES: dict[str, type[ArrivalProcess]] = {}
+
+
+def arrival_process(cls: type[ArrivalProcess]) -> type[ArrivalProcess]:
+    """Register an arrival process under its name."""
+    PROCESSES[cls.name] = cls
+    return cls
+
+
+@arrival_process
+class Poisson(ArrivalProcess):
+    """Memoryless: each gap, the first after a level's start too, is exponential."""
+
+    name, help = "poisson", "exponential gaps"
+
+    def first(self, rate: float, phase: float) -> float:
+        return self.rng.expovariate(rate)
+
+    def gap(self, rate: float) -> float:
+        return self.rng.expovariate(rate)
+
+
+@arrival_process
+class Constant(ArrivalProcess):
+    """Even gaps, the first `phase` of a gap late, so the processes' arrivals interleave."""
+
+    name, help = "constant", "even gaps"
+
+    def first(self, rate: float, phase: float) -> float:
+        return (phase % 1.0) / rate
+
+    def gap(self, rate: float) -> float:
+        return 1.0 / rate
+
+
+#: --arrivals' default
+DEFAULT_ARRIVALS = Poisson.name
+
+
+def arrivals_help() -> str:
+    """--arrivals' help, from the processes: `poisson (exponential gaps) or constant (...)`."""
+    return (
+        "with --rates: "
+        + " or ".join(f"{n} ({c.help})" for n, c in PROCESSES.items())
+        + (" arrivals")
+    )
 
 
 class ArrivalSchedule:
@@ -27,25 +99,27 @@ class ArrivalSchedule:
     moves on. Stopped (or never started), the next arrival is at infinity.
     """
 
-    def __init__(self, kind: str = "poisson", seed: int | None = None) -> None:
-        self.kind = _checked(kind)
+    def __init__(self, kind: str = "", seed: int | None = None) -> None:
+        self._rng = random.Random(seed)
+        self.process = _process(kind or DEFAULT_ARRIVALS, self._rng)
         self.rate = 0.0
         self.epoch = 0  # counts starts and stops: a waiter can tell its arrival was withdrawn
-        self._rng = random.Random(seed)
         self._next = math.inf
+
+    @property
+    def kind(self) -> str:
+        return self.process.name
 
     def start(self, rate: float, at: float, phase: float = 0.0, kind: str | None = None) -> None:
         """Arrivals at `rate` per second from `at` on (`phase`, in [0, 1), shifts constant ones)."""
         if kind is not None:  # a new test (web UI) may change the kind
-            self.kind = _checked(kind)
+            self.process = _process(kind, self._rng)
         self.rate = rate
         self.epoch += 1
         if rate <= 0:
             self._next = math.inf
-        elif self.kind == "constant":
-            self._next = at + (phase % 1.0) / rate
-        else:  # memoryless: the first arrival after `at` is an exponential gap away
-            self._next = at + self._rng.expovariate(rate)
+        else:
+            self._next = at + self.process.first(rate, phase)
 
     def stop(self) -> None:
         """No more arrivals until the next `start`."""
@@ -62,15 +136,14 @@ class ArrivalSchedule:
         """The next arrival's time, handed out; the schedule moves on to the one after it."""
         due = self._next
         if self.rate > 0:
-            gap = 1.0 / self.rate if self.kind == "constant" else self._rng.expovariate(self.rate)
-            self._next = due + gap
+            self._next = due + self.process.gap(self.rate)
         return due
 
 
-def _checked(kind: str) -> str:
-    if kind not in KINDS:
-        raise ValueError(f"arrivals must be one of {', '.join(KINDS)}, got {kind!r}")
-    return kind
+def _process(kind: str, rng: random.Random) -> ArrivalProcess:
+    if kind not in PROCESSES:
+        raise ValueError(f"arrivals must be one of {', '.join(PROCESSES)}, got {kind!r}")
+    return PROCESSES[kind](rng)
 
 
 def process_share(rate: float, processes: int, index: int) -> tuple[float, float]:

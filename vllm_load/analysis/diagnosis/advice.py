@@ -1,15 +1,18 @@
 """The flags that move the limit a verdict names: each with its direction, the effect expected
-from the capacity model, and its cost. Advice follows the verdict's evidence and nothing else:
-`not_saturated`, `failures` and `undetermined` get none."""
+from the capacity model, and its cost. Advice follows the verdict's evidence and nothing else.
+
+One function per kind of advice, from a `Situation` (the verdict's evidence, the server's facts,
+the workload, the capacity model's answer); each kind of bottleneck names the one it gives
+(`kinds`): `not_saturated`, `failures` and `undetermined` give none."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import Mapping
 
-from .capacity import BUDGET, COMPUTE, KV, SEQS, Prediction, predict
+from .capacity import KV, KV_FULL, Prediction, predict
 from .facts import GIVEN, Fact, ServerFacts
-from .verdict import KV_FULL, Bottleneck
 
 
 @dataclass(frozen=True)
@@ -78,162 +81,185 @@ def _moves(before: float | None, after: Prediction, noun: str) -> str:
     return f"the knee moves {start}{where}"
 
 
-def advise(
-    verdict: Bottleneck,
-    facts: ServerFacts,
-    work: Workload,
-    now: Prediction,
-    noun: str = "concurrent",
-) -> tuple[Advice, ...]:
-    """The advice for a saturated level's verdict."""
-    kind, ev, knee = verdict.kind, verdict.evidence, now.knee
-    step_cost = now.step_cost
-    if kind == SEQS:
-        cap = facts.number("max_num_seqs") or ev.get("requests_in_batch", math.nan)
-        kv_room = next((lim.concurrency for lim in now.limits if lim.kind == KV), math.inf)
-        to = max(cap * 2, min(kv_room, max(work.levels, default=cap * 2)))
-        if kv_room < math.inf:
-            to = min(to, kv_room)
-        to = float(math.floor(to))
-        if to <= cap:
-            return ()
-        after = _knee_after(facts, work, "max_num_seqs", to, step_cost)
-        if _moves_nothing(knee, after):
-            return ()
-        kv_now = ev.get("kv_cache_usage_max")
-        kv_text = f" (it reached {kv_now:.0%} here)" if kv_now is not None else ""
-        return (
-            Advice(
-                "--max-num-seqs",
-                _shown(cap),
-                _shown(to),
-                f"{_moves(knee, after, noun)}, while KV-cache usage stays below {KV_FULL:.0%}{kv_text}",
-                "more sequences share each engine step: ITL and p99 latency rise at the new knee",
-            ),
-        )
-    if kind == KV:
-        out = []
-        blocks = facts.get("num_gpu_blocks")
-        overridden = facts.get("num_gpu_blocks_override") is not None or (
-            blocks is not None and blocks.source == GIVEN
-        )
-        if blocks is not None and overridden:
-            to = float(blocks.value) * 2
-            after = _knee_after(facts, work, "num_gpu_blocks", to, step_cost)
-            if not _moves_nothing(knee, after):
-                out.append(
-                    Advice(
-                        "--num-gpu-blocks-override",
-                        _shown(float(blocks.value)),
-                        _shown(to),
-                        _moves(knee, after, noun),
-                        "the blocks need the memory: only where it is free",
-                    )
-                )
-        util = facts.number("gpu_memory_utilization")
-        if util is not None and util < 0.95 and not overridden:  # the override sizes the cache
-            out.append(
-                Advice(
-                    "--gpu-memory-utilization",
-                    f"{util:g}",
-                    f"{min(0.95, util + 0.05):g}",
-                    "more KV blocks: vLLM gives the cache what memory is left after the weights and activations",
-                    "less headroom for other processes on the GPU; too high fails at start-up",
-                )
-            )
-        dtype = facts.get("cache_dtype")
-        if dtype is None or str(dtype.value) == "auto":
-            out.append(
-                Advice(
-                    "--kv-cache-dtype",
-                    str(dtype.value) if dtype is not None else None,
-                    "fp8",
-                    "about twice the tokens in the same KV-cache memory",
-                    "a small accuracy loss; check the model's quality on your task",
-                )
-            )
-        preempt = ev.get("preemptions_per_s", 0.0)
-        kv_fit = next((lim.concurrency for lim in now.limits if lim.kind == KV), None)
-        if preempt and kv_fit:
-            out.append(
-                Advice(
-                    "--max-num-seqs",
-                    None
-                    if facts.get("max_num_seqs") is None
-                    else _shown(facts.number("max_num_seqs") or 0),
-                    _shown(max(1.0, kv_fit)),
-                    f"no preemptions ({preempt:.2f}/s here, each recomputes a request's prompt): about the same throughput, lower p99",
-                    "requests wait in the queue instead of in a thrashing batch",
-                )
-            )
-        return tuple(out)
-    if kind == BUDGET:
-        budget = facts.number("max_num_batched_tokens")
-        per = work.input_tokens + work.output_tokens
-        higher = [u for u in work.levels if knee is None or u > (knee or 0)]
-        want = higher[0] if higher else max(work.levels, default=1.0) * 2
-        need = want * per / work.output_tokens if work.output_tokens else math.nan
-        base = budget * 2 if budget else need
-        budget_to: float | None = (
-            float(2 ** math.ceil(math.log2(max(base, need, 1.0)))) if need == need else None
-        )
-        budget_after = (
-            _knee_after(facts, work, "max_num_batched_tokens", budget_to, step_cost)
-            if budget_to
-            else None
-        )
-        if budget_after is not None and _moves_nothing(knee, budget_after):
-            return ()
-        return (
-            Advice(
-                "--max-num-batched-tokens",
-                _shown(budget) if budget else None,
-                _shown(budget_to) if budget_to else None,
-                (
-                    _moves(knee, budget_after, noun)
-                    if budget_after
-                    else "prefills finish in fewer steps"
-                )
-                + ": prefills take fewer engine steps",
-                "a step with a long prefill takes longer: the running requests' ITL rises (chunked prefill's trade-off)",
-            ),
-        )
-    if kind == COMPUTE:
-        tp = facts.number("tensor_parallel_size")
-        return (
-            Advice(
-                "more replicas behind a load balancer",
-                None,
-                None,
-                "throughput scales with replicas at the same latency per replica",
-                "a GPU (or set of GPUs) per replica",
-            ),
-            Advice(
-                "--tensor-parallel-size",
-                _shown(tp) if tp else None,
-                _shown((tp or 1) * 2),
-                "each step's work split over twice the GPUs: shorter steps, a higher ceiling",
-                "twice the GPUs; communication between them takes part of the gain",
-            ),
-        )
-    if kind == "client":
-        return (
-            Advice(
-                "--workers",
-                None,
-                None,
-                "more load processes: the client keeps up and the level's figures become the server's",
-                "CPU cores for the client",
-            ),
-        )
+@dataclass(frozen=True)
+class Situation:
+    """What a verdict's advice reads: the verdict's evidence (`Bottleneck.evidence`), the
+    server's facts, the workload, the capacity model's answer for the configuration as run
+    (`now`), and what a level's number counts (`noun`: "concurrent", "in the batch")."""
+
+    evidence: Mapping[str, float]
+    facts: ServerFacts
+    work: Workload
+    now: Prediction
+    noun: str = "concurrent"
+
+    @property
+    def knee(self) -> float | None:
+        return self.now.knee
+
+    def after(self, name: str, value: float) -> Prediction:
+        """The capacity model's answer with the fact `name` set to `value`."""
+        return _knee_after(self.facts, self.work, name, value, self.now.step_cost)
+
+    def kv_room(self) -> float | None:
+        """The requests the KV cache holds at full length (None where it is not placed)."""
+        return next((lim.concurrency for lim in self.now.limits if lim.kind == KV), None)
+
+
+def no_advice(s: Situation) -> tuple[Advice, ...]:
+    """A kind that names no limit to move gives no advice."""
     return ()
 
 
-def with_advice(
-    verdict: Bottleneck,
-    facts: ServerFacts,
-    work: Workload,
-    now: Prediction,
-    noun: str = "concurrent",
-) -> Bottleneck:
-    return replace(verdict, advice=advise(verdict, facts, work, now, noun))
+def more_sequences(s: Situation) -> tuple[Advice, ...]:
+    """The sequence cap: raise it (twice, or to the highest level), as far as the KV cache holds."""
+    facts, ev, work, knee = s.facts, s.evidence, s.work, s.knee
+    cap = facts.number("max_num_seqs") or ev.get("requests_in_batch", math.nan)
+    room = s.kv_room()
+    kv_room = math.inf if room is None else room
+    to = max(cap * 2, min(kv_room, max(work.levels, default=cap * 2)))
+    if kv_room < math.inf:
+        to = min(to, kv_room)
+    to = float(math.floor(to))
+    if to <= cap:
+        return ()
+    after = s.after("max_num_seqs", to)
+    if _moves_nothing(knee, after):
+        return ()
+    kv_now = ev.get("kv_cache_usage_max")
+    kv_text = f" (it reached {kv_now:.0%} here)" if kv_now is not None else ""
+    return (
+        Advice(
+            "--max-num-seqs",
+            _shown(cap),
+            _shown(to),
+            f"{_moves(knee, after, s.noun)}, while KV-cache usage stays below {KV_FULL:.0%}{kv_text}",
+            "more sequences share each engine step: ITL and p99 latency rise at the new knee",
+        ),
+    )
+
+
+def more_kv_cache(s: Situation) -> tuple[Advice, ...]:
+    """The KV cache: more blocks (where they were set), more memory for it, a smaller dtype, and
+    where requests were preempted, a sequence cap at what the cache holds."""
+    facts, ev, knee = s.facts, s.evidence, s.knee
+    out = []
+    blocks = facts.get("num_gpu_blocks")
+    overridden = facts.get("num_gpu_blocks_override") is not None or (
+        blocks is not None and blocks.source == GIVEN
+    )
+    if blocks is not None and overridden:
+        to = float(blocks.value) * 2
+        after = s.after("num_gpu_blocks", to)
+        if not _moves_nothing(knee, after):
+            out.append(
+                Advice(
+                    "--num-gpu-blocks-override",
+                    _shown(float(blocks.value)),
+                    _shown(to),
+                    _moves(knee, after, s.noun),
+                    "the blocks need the memory: only where it is free",
+                )
+            )
+    util = facts.number("gpu_memory_utilization")
+    if util is not None and util < 0.95 and not overridden:  # the override sizes the cache
+        out.append(
+            Advice(
+                "--gpu-memory-utilization",
+                f"{util:g}",
+                f"{min(0.95, util + 0.05):g}",
+                "more KV blocks: vLLM gives the cache what memory is left after the weights and activations",
+                "less headroom for other processes on the GPU; too high fails at start-up",
+            )
+        )
+    dtype = facts.get("cache_dtype")
+    if dtype is None or str(dtype.value) == "auto":
+        out.append(
+            Advice(
+                "--kv-cache-dtype",
+                str(dtype.value) if dtype is not None else None,
+                "fp8",
+                "about twice the tokens in the same KV-cache memory",
+                "a small accuracy loss; check the model's quality on your task",
+            )
+        )
+    preempt = ev.get("preemptions_per_s", 0.0)
+    kv_fit = s.kv_room()
+    if preempt and kv_fit:
+        out.append(
+            Advice(
+                "--max-num-seqs",
+                None
+                if facts.get("max_num_seqs") is None
+                else _shown(facts.number("max_num_seqs") or 0),
+                _shown(max(1.0, kv_fit)),
+                f"no preemptions ({preempt:.2f}/s here, each recomputes a request's prompt): about the same throughput, lower p99",
+                "requests wait in the queue instead of in a thrashing batch",
+            )
+        )
+    return tuple(out)
+
+
+def bigger_token_budget(s: Situation) -> tuple[Advice, ...]:
+    """The token budget: a power of two that lets the next tested level's requests into a step."""
+    facts, work, knee = s.facts, s.work, s.knee
+    budget = facts.number("max_num_batched_tokens")
+    per = work.input_tokens + work.output_tokens
+    higher = [u for u in work.levels if knee is None or u > (knee or 0)]
+    want = higher[0] if higher else max(work.levels, default=1.0) * 2
+    need = want * per / work.output_tokens if work.output_tokens else math.nan
+    base = budget * 2 if budget else need
+    budget_to: float | None = (
+        float(2 ** math.ceil(math.log2(max(base, need, 1.0)))) if need == need else None
+    )
+    budget_after = s.after("max_num_batched_tokens", budget_to) if budget_to else None
+    if budget_after is not None and _moves_nothing(knee, budget_after):
+        return ()
+    return (
+        Advice(
+            "--max-num-batched-tokens",
+            _shown(budget) if budget else None,
+            _shown(budget_to) if budget_to else None,
+            (
+                _moves(knee, budget_after, s.noun)
+                if budget_after
+                else "prefills finish in fewer steps"
+            )
+            + ": prefills take fewer engine steps",
+            "a step with a long prefill takes longer: the running requests' ITL rises (chunked prefill's trade-off)",
+        ),
+    )
+
+
+def more_compute(s: Situation) -> tuple[Advice, ...]:
+    """Compute: more replicas, or each step split over more GPUs."""
+    tp = s.facts.number("tensor_parallel_size")
+    return (
+        Advice(
+            "more replicas behind a load balancer",
+            None,
+            None,
+            "throughput scales with replicas at the same latency per replica",
+            "a GPU (or set of GPUs) per replica",
+        ),
+        Advice(
+            "--tensor-parallel-size",
+            _shown(tp) if tp else None,
+            _shown((tp or 1) * 2),
+            "each step's work split over twice the GPUs: shorter steps, a higher ceiling",
+            "twice the GPUs; communication between them takes part of the gain",
+        ),
+    )
+
+
+def more_load_processes(s: Situation) -> tuple[Advice, ...]:
+    """The client: more load processes."""
+    return (
+        Advice(
+            "--workers",
+            None,
+            None,
+            "more load processes: the client keeps up and the level's figures become the server's",
+            "CPU cores for the client",
+        ),
+    )

@@ -28,7 +28,12 @@ import numpy as np
 
 from .facts import ServerFacts
 
+#: the limits the server's configuration sets, and compute: the names of the bottleneck kinds that
+#: are the server's own (`kinds`) and of the limits here
 SEQS, KV, BUDGET, COMPUTE = "max_num_seqs", "kv_cache", "max_num_batched_tokens", "compute"
+#: KV-cache usage (0..1) at which the cache counts as full (the verdict's `kv_cache` rule, or lower:
+#: `verdict.kv_full_at`); advice that adds requests keeps usage below it
+KV_FULL = 0.90
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,20 @@ import pandas as pd
 
 from ...rundir.gpu_metrics import simulated
 from ..series.saturation import Saturation
-from .advice import Advice, Workload, with_advice
-from .capacity import BUDGET, COMPUTE, KV, SEQS, Prediction, fit_step_cost, predict
+from .advice import Advice, Workload
+from .capacity import Prediction, fit_step_cost, predict
 from .facts import GIVEN, Fact, ServerFacts, no_server_reason, server_facts
 from .inference import contradicted, infer_limits
-from .verdict import Bottleneck, LevelEvidence, level_verdict, past_useful_gain, with_baseline
-
-#: the verdicts that name a configured limit of the server
-CONFIG_KINDS = (SEQS, KV, BUDGET)
+from .kinds import (
+    COMPUTE_BOUND,
+    FAILURES,
+    NOT_SATURATED,
+    UNDETERMINED,
+    Bottleneck,
+    kind_named,
+    with_advice,
+)
+from .verdict import LevelEvidence, level_verdict, past_useful_gain, with_baseline
 
 
 @dataclass
@@ -127,13 +133,13 @@ def level_verdicts(
     verdicts, below = [], None
     for lv in evidence:
         verdict = level_verdict(lv, below, facts, knee is not None and lv.value >= knee, no_server)
-        if verdict.kind == "not_saturated":
+        if verdict.kind == NOT_SATURATED.name:
             verdict = past_useful_gain(lv, below) or verdict
         if knee is None and lv.waits and not lv.left_out:
             # no knee by throughput (still rising, or too noisy to tell), yet a level may already
             # hold requests back at a configured limit: more load there adds waiting requests
             held = level_verdict(lv, below, facts, True, no_server)
-            verdict = held if held.kind in CONFIG_KINDS else verdict
+            verdict = held if kind_named(held.kind).configured else verdict
         verdicts.append(verdict)
         if not lv.left_out:
             below = lv
@@ -179,28 +185,28 @@ def diagnose_series(
         # it is undetermined, the first of them (the knee's own verdict names what slowed its
         # growth, not what stopped it: a knee whose throughput still rose 54 % read `compute`
         # while the cap past it went unseen); a knee held at a configured limit keeps its own
-        past = [v for v in verdicts if knee is not None and v.value > knee and v.kind != "failures"]
-        fallback = past[0] if past and at_knee.kind == COMPUTE else at_knee
-        at_knee = next((v for v in past if v.kind != "undetermined"), fallback)
+        past = [
+            v for v in verdicts if knee is not None and v.value > knee and v.kind != FAILURES.name
+        ]
+        fallback = past[0] if past and at_knee.kind == COMPUTE_BOUND.name else at_knee
+        at_knee = next((v for v in past if v.kind != UNDETERMINED.name), fallback)
     advice_noun = "in the batch" if rate else noun
     verdicts = [
-        with_advice(v, facts, work, prediction, advice_noun) if v.kind != "not_saturated" else v
+        with_advice(v, facts, work, prediction, advice_noun) if v.kind != NOT_SATURATED.name else v
         for v in verdicts
     ]
-    held_first = next(
-        (v for v in verdicts if knee is None and v.kind in (*CONFIG_KINDS, COMPUTE)), None
-    )
+    held_first = next((v for v in verdicts if knee is None and kind_named(v.kind).server), None)
     if at_knee is None and held_first is not None:
         at_knee = held_first
     if at_knee is None:
-        kind = "not_saturated" if saturation.peak is not None else "undetermined"
+        kind = NOT_SATURATED if saturation.peak is not None else UNDETERMINED
         sentence = (
             "Not saturated within the tested levels: no limit to name."
-            if kind == "not_saturated"
+            if kind == NOT_SATURATED
             else "No level to judge."
         )
         return SeriesDiagnosis(
-            kind,
+            kind.name,
             None,
             sentence,
             (),
@@ -220,16 +226,16 @@ def diagnose_series(
                 _FACT_OF_FLAG[advised.flag]: Fact(float(advised.to_value.replace(",", "")), GIVEN),
             }
         )
-        advised = predict(
+        after = predict(
             changed, work.input_tokens, work.output_tokens, work.levels, step_cost, tolerance
         )
-        advised_knee = advised.knee
-        if advised_knee is None and advised.limits:  # beyond the tested levels: where it fills
-            advised_knee = advised.limits[0].concurrency
+        advised_knee = after.knee
+        if advised_knee is None and after.limits:  # beyond the tested levels: where it fills
+            advised_knee = after.limits[0].concurrency
     if knee is None:
         held = (
             "the server is compute-bound past the point of useful gain"
-            if chosen.kind == COMPUTE
+            if chosen.kind == COMPUTE_BOUND.name
             else "requests wait at a configured limit"
         )
         sentence = (
@@ -261,21 +267,9 @@ _FACT_OF_FLAG = {
     "--num-gpu-blocks-override": "num_gpu_blocks",
 }
 
-_NAMES = {
-    "max_num_seqs": "the sequence cap (--max-num-seqs)",
-    "kv_cache": "the KV cache",
-    "max_num_batched_tokens": "the token budget (--max-num-batched-tokens)",
-    "compute": "compute",
-    "client": "the client",
-    "failures": "failures",
-    "undetermined": "undetermined",
-}
-
 
 def _describe(v: Bottleneck) -> str:
-    if v.kind == "undetermined":
-        return f"the limit is undetermined: {v.reason}"
-    return f"limited by {_NAMES.get(v.kind, v.kind)}: {v.reason}"
+    return kind_named(v.kind).sentence(v.reason)
 
 
 def _gap(prediction: Prediction, knee: float | None, noun: str, plural: str = "") -> str:
@@ -311,13 +305,7 @@ def _gap(prediction: Prediction, knee: float | None, noun: str, plural: str = ""
 
 def _later(first: str) -> str:
     """Why a limit may bind at a higher level than the capacity model put it, for its kind."""
-    why = {
-        KV: "vLLM allocates a request's KV blocks as it generates, so more requests run at once "
-        "than fit at full length",
-        SEQS: "throughput keeps rising a little past a full batch while the waiting requests' "
-        "prefills fill the steps",
-        BUDGET: "the model assumes every step is full; steps with room left carry more requests",
-    }.get(first)
+    why = kind_named(first).binds_later
     return "the limit binds later than the model assumes" + (f" ({why})" if why else "")
 
 

@@ -1,5 +1,6 @@
 """The resource that limited each level, from the server's evidence (`evidence`) and what is
-known of its configuration (`facts`). A verdict never goes beyond its evidence: every kind names
+known of its configuration (`facts`); the kinds a verdict can name are declared in `kinds`. A
+verdict never goes beyond its evidence: every kind names
 the figures it stands on, and where they are missing or contradict each other it is
 `undetermined` with the reason.
 
@@ -45,13 +46,22 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from .capacity import BUDGET, COMPUTE, KV, SEQS
+from .capacity import KV_FULL
 from .facts import ServerFacts
 from .gpu_evidence import BUSY, IDLE, GpuEvidence, compute_support, not_compute
+from .kinds import (
+    CLIENT,
+    COMPUTE_BOUND,
+    FAILURES,
+    KV_CACHE,
+    NOT_SATURATED,
+    SEQUENCE_CAP,
+    TOKEN_BUDGET,
+    UNDETERMINED,
+    Bottleneck,
+    BottleneckKind,
+)
 
-KINDS = (SEQS, KV, BUDGET, COMPUTE, "client", "failures", "not_saturated", "undetermined")
-
-KV_FULL = 0.90  # KV-cache usage (0..1) at which the cache counts as full (or lower: `kv_full_at`)
 KV_MIN_FULL = 0.5  # ... but never below this
 CAP_SHARE = 0.90  # the batch at this share of the sequence cap counts as pinned at it
 BUDGET_SHARE = 0.90  # engine steps this full of the token budget count as full
@@ -200,26 +210,6 @@ class LevelEvidence:
         return {**{k: v for k, v in named.items() if v == v}, **self.gpu.figures()}
 
 
-@dataclass(frozen=True)
-class Bottleneck:
-    """A level's verdict: its kind (`KINDS`), the figures it stands on, the sentence that
-    says it with them, and (filled by `advice`) what to change."""
-
-    kind: str
-    value: float
-    reason: str
-    evidence: dict[str, float] = field(default_factory=dict)
-    advice: tuple = ()
-
-    def as_json(self) -> dict:
-        return {
-            "kind": self.kind,
-            "reason": self.reason,
-            "evidence": self.evidence,
-            "advice": [a.as_json() for a in self.advice],
-        }
-
-
 def kv_full_at(facts: ServerFacts, prompt_tokens: float) -> float:
     """The KV-cache usage at which the cache counts as full: `KV_FULL`, or lower where the
     server's blocks are known and what is left could not hold one more request's prompt (vLLM
@@ -259,15 +249,15 @@ def level_verdict(
     gave no evidence ("" to let the evidence say)."""
     ev = lv.figures()
 
-    def verdict(kind: str, reason: str) -> Bottleneck:
-        return Bottleneck(kind, lv.value, reason, ev)
+    def verdict(kind: BottleneckKind, reason: str) -> Bottleneck:
+        return Bottleneck(kind.name, lv.value, reason, ev)
 
     if lv.left_out:
-        return verdict("failures", "the level was left out for its failed requests")
+        return verdict(FAILURES, "the level was left out for its failed requests")
     if not saturated:
-        return verdict("not_saturated", "below the knee: throughput still grows with concurrency")
+        return verdict(NOT_SATURATED, "below the knee: throughput still grows with concurrency")
     client = verdict(
-        "client",
+        CLIENT,
         f"a load process was possibly client-bound ({lv.client_bound}) and the server shows no "
         "limit of its own: the client may be what held throughput",
     )
@@ -275,7 +265,7 @@ def level_verdict(
         if lv.client_bound:
             return client
         return verdict(
-            "undetermined", no_server or "the server's /metrics gave no figures for this level"
+            UNDETERMINED, no_server or "the server's /metrics gave no figures for this level"
         )
     if lv.kv_full(facts):
         parts = []
@@ -289,13 +279,13 @@ def level_verdict(
             parts.append(f"{lv.preemptions_per_s:.2f} preemptions/s (vllm:num_preemptions_total)")
         if lv.waits:
             parts.append(f"{lv.queued:.1f} requests waiting")
-        return verdict(KV, "the KV cache is full: " + ", ".join(parts))
+        return verdict(KV_CACHE, "the KV cache is full: " + ", ".join(parts))
     cap_fact = facts.get("max_num_seqs")
     cap = facts.number("max_num_seqs")
     if cap and lv.waits and lv.batch == lv.batch and lv.batch >= CAP_SHARE * cap:
         kv = f", KV-cache usage at most {_pct(lv.kv_max)}" if lv.kv_max == lv.kv_max else ""
         return verdict(
-            SEQS,
+            SEQUENCE_CAP,
             f"the batch is full: {lv.batch:.1f} requests in it against --max-num-seqs "
             f"{cap_fact.text() if cap_fact else cap}, {lv.queued:.1f} waiting{kv}",
         )
@@ -303,7 +293,7 @@ def level_verdict(
     budget = facts.number("max_num_batched_tokens")
     if budget and lv.waits and lv.steps_full(budget):
         return verdict(
-            BUDGET,
+            TOKEN_BUDGET,
             f"engine steps are full: {lv.step_tokens:,.0f} tokens per step against "
             f"--max-num-batched-tokens {budget_fact.text() if budget_fact else budget}, "
             f"{lv.queued:.1f} waiting"
@@ -316,7 +306,7 @@ def level_verdict(
     if lv.waits and not budget and lv.spread and (cap or not lv.batch_full(None)):
         below_cap = f" below --max-num-seqs {cap_fact.text()}" if cap_fact else ""
         return verdict(
-            BUDGET,
+            TOKEN_BUDGET,
             f"requests wait ({lv.queued:.1f} on average) with {lv.batch:.1f} in the batch{below_cap} "
             f"and the KV cache at most {_pct(lv.kv_max) if lv.kv_max == lv.kv_max else 'unknown'}, "
             f"while a prefill spans {lv.prefill_spread:.1f}x the engine steps it spans at the lowest "
@@ -324,7 +314,7 @@ def level_verdict(
         )
     if cap and not lv.waits and lv.batch == lv.batch and lv.batch >= CAP_SHARE * cap:
         return verdict(
-            "undetermined",
+            UNDETERMINED,
             f"the batch is at the cap ({lv.batch:.1f} against --max-num-seqs "
             f"{cap_fact.text() if cap_fact else cap}) with nothing waiting yet: the cap binds from "
             "the next level on, and this level's throughput says nothing of compute",
@@ -341,11 +331,11 @@ def level_verdict(
                 f"only {gain:.2f}x, with nothing waiting{step}"
             )
             if lv.gpu.state() == IDLE:
-                return verdict("undetermined", grew + not_compute(lv.gpu, below.gpu))
+                return verdict(UNDETERMINED, grew + not_compute(lv.gpu, below.gpu))
             kept = _decode_rate_kept(lv, below)
             if kept == kept and kept < FALL ** math.log2(growth):
                 return verdict(
-                    "undetermined",
+                    UNDETERMINED,
                     grew + f": the server's decode rate (requests in the batch per step-second) "
                     f"fell {1 - kept:.0%}, more than compute alone does (a busy machine, a stall, a "
                     "limit that shows no figure); a quieter rerun would tell",
@@ -356,7 +346,7 @@ def level_verdict(
                 if lv.client_bound
                 else ""
             )
-            return verdict(COMPUTE, grew + compute_support(lv.gpu, below.gpu) + also)
+            return verdict(COMPUTE_BOUND, grew + compute_support(lv.gpu, below.gpu) + also)
     if lv.client_bound and not lv.waits:
         return client
     unsettled = []
@@ -372,7 +362,7 @@ def level_verdict(
     if gpu:  # where to look next; alone it settles nothing (`gpu_evidence`)
         state = lv.gpu.state()
         unsettled.append(f"the GPU was {state}: {gpu}" if state in (BUSY, IDLE) else f"GPU: {gpu}")
-    return verdict("undetermined", "; ".join(unsettled))
+    return verdict(UNDETERMINED, "; ".join(unsettled))
 
 
 def _decode_rate_kept(lv: LevelEvidence, below: LevelEvidence) -> float:
@@ -399,7 +389,7 @@ def past_useful_gain(lv: LevelEvidence, below: LevelEvidence | None) -> Bottlene
     if growth < USEFUL_BATCH or gain > USEFUL_GAIN or steps < 0.8 * growth / gain:
         return None
     return Bottleneck(
-        COMPUTE,
+        COMPUTE_BOUND.name,
         lv.value,
         f"past the point of useful gain: the batch grew {growth:.2f}x ({below.batch:.1f} → "
         f"{lv.batch:.1f}) for {gain - 1:+.0%} throughput, an engine step {below.step_time * 1000:.1f}"

@@ -16,29 +16,8 @@ import math
 import os
 from dataclasses import dataclass
 
+from ...analysis.diagnosis.kinds import KINDS
 from ...values import SettingsError
-
-#: the verdicts a diagnosis can give (docs/diagnosis.md)
-KINDS = (
-    "max_num_seqs",
-    "kv_cache",
-    "max_num_batched_tokens",
-    "compute",
-    "client",
-    "failures",
-    "not_saturated",
-    "undetermined",
-)
-#: the kinds whose advice, if any, no server flag carries out: why the loop has nothing to prove
-NOTHING_TO_MOVE = {
-    "not_saturated": "the series did not saturate within its levels: no limit to move and no "
-    "advice to prove (test higher levels first)",
-    "undetermined": "the diagnosis could not name the limit (its signals were missing or "
-    "contradicted each other): no advice to prove",
-    "client": "the load generator, not the server, was the limit: run again with more load "
-    "processes (--workers); no server flag to prove",
-    "failures": "its levels failed: find why (the report's failures) before tuning the server",
-}
 
 
 @dataclass(frozen=True)
@@ -193,10 +172,10 @@ def parse_diagnosis(series: dict, source: str) -> Diagnosis:
     if not isinstance(raw, dict):
         raise SettingsError(f"{where}: its diagnosis is not an object")
     kind = raw.get("kind")
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         raise SettingsError(f"{where}: unknown diagnosis kind {kind!r} (known: {', '.join(KINDS)})")
-    if kind in NOTHING_TO_MOVE:
-        raise SettingsError(f"{where} is diagnosed {kind}: {NOTHING_TO_MOVE[kind]}")
+    if KINDS[kind].nothing_to_prove:
+        raise SettingsError(f"{where} is diagnosed {kind}: {KINDS[kind].nothing_to_prove}")
     items = raw.get("advice")
     if not isinstance(items, list):
         raise SettingsError(f"{where}: the diagnosis has no advice list")

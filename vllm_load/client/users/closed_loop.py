@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from locust import task
 
 from ...compat.locust import user_stopping
+from ...endpoints import APIS, CHAT, COMPLETIONS
 from ...settings import Settings
 from ...values import SettingsError
 from ...workload.images import user_content
@@ -81,10 +82,11 @@ class ClosedLoopUser(LLMUser):
 
     @classmethod
     def prepare_run(cls, settings: Settings, host: str, model: str) -> dict | None:
-        if settings.images and (cls.endpoint or settings.endpoint) != "chat":
+        api = APIS[cls.endpoint or settings.endpoint]
+        if settings.images and not api.chat:
             raise SettingsError(
                 f"--images sends images as chat content parts; {cls.__name__} sends to "
-                "/v1/completions, which takes a text prompt only"
+                f"{api.path}, which takes a text prompt only"
             )
         return None
 
@@ -131,7 +133,7 @@ class ClosedLoopUser(LLMUser):
         settings = context.settings
         prompts = context.prompts
         assert prompts is not None and context.plan is not None  # on_start calibrated them
-        api = self.endpoint or settings.endpoint
+        api = APIS[self.endpoint or settings.endpoint]
         if replayed is not None and context.replay is not None:
             content, input_tokens = context.replay.prompt(replayed, prompts, context.plan)
             output_tokens = replayed.output_tokens
@@ -140,16 +142,16 @@ class ClosedLoopUser(LLMUser):
             input_tokens = lengths.draw_input(prompts.min_tokens)
             output_tokens = lengths.draw_output()
             content = prompts.next_content(input_tokens)
-        images = context.images if api == "chat" else None  # (prepare_run refused the rest)
+        images = context.images if api.chat else None  # (prepare_run refused the rest)
         urls, image_bytes = images.next_urls(settings.images) if images is not None else ([], 0)
         templates = context.extras.get(BodyTemplates.KEY)
         if not isinstance(templates, BodyTemplates):  # (the test's first request in this process)
             templates = context.extras[BodyTemplates.KEY] = BodyTemplates(settings, context.model)
         body = templates.body(
-            api, output_tokens, user_content(content, urls) if api == "chat" else content
+            api.name, output_tokens, user_content(content, urls) if api.chat else content
         )
         return RequestSpec(
-            api,
+            api.name,
             settings.stream,
             body,
             input_tokens,
@@ -177,10 +179,10 @@ class ClosedLoopUser(LLMUser):
 class ChatCompletionUser(ClosedLoopUser):
     """Always /v1/chat/completions, whatever --endpoint says."""
 
-    endpoint = "chat"
+    endpoint = CHAT.name
 
 
 class CompletionUser(ClosedLoopUser):
     """Always /v1/completions, whatever --endpoint says."""
 
-    endpoint = "completions"
+    endpoint = COMPLETIONS.name

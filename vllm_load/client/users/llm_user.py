@@ -26,6 +26,7 @@ import orjson
 from gevent import GreenletExit
 from locust import FastHttpUser, constant
 
+from ...endpoints import APIS, CHAT, COMPLETIONS
 from ...rundir.records import RequestRecord
 from ...settings import Settings
 from ...workload.images import count_images, user_content
@@ -200,14 +201,14 @@ class LLMUser(FastHttpUser):
         the records (default: the calling method's name); `conversation` and `turn` place the
         request in a conversation (`Conversation.say` passes them)."""
         return self._ask(
-            "chat", messages, max_tokens, task or _caller(), conversation, turn, fields
+            CHAT.name, messages, max_tokens, task or _caller(), conversation, turn, fields
         )
 
     def complete(
         self, prompt: str, *, max_tokens: int | None = None, task: str | None = None, **fields: Any
     ) -> Reply:
         """Send one /v1/completions request with this prompt; as `chat()` otherwise."""
-        return self._ask("completions", prompt, max_tokens, task or _caller(), "", 0, fields)
+        return self._ask(COMPLETIONS.name, prompt, max_tokens, task or _caller(), "", 0, fields)
 
     def conversation(self, system: str | None = None, task: str | None = None) -> Conversation:
         """A new conversation (optionally with a system message), named after the calling task."""
@@ -245,7 +246,7 @@ class LLMUser(FastHttpUser):
         body = request_body(settings, self.load_context.model, api, content, limit, stream)
         body.update(fields)
         forced = fields.get("ignore_eos") is True and fields.get("min_tokens") == limit
-        images, image_bytes = count_images(content) if api == "chat" else (0, 0)
+        images, image_bytes = count_images(content) if APIS[api].chat else (0, 0)
         spec = RequestSpec(
             api,
             stream,
