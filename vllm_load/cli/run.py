@@ -17,6 +17,7 @@ import sys
 from ..client.prompts import handed_over
 from ..run.outcomes import EXIT_CODES, exit_status_help
 from ..run.recorder import new_run_dir, refuse_existing_run
+from ..rundir.claim import CLAIM_ENV, claim
 from ..rundir.lost_workers import lost_workers
 from ..settings import Settings, add_arguments
 from ..target.loss import still_answers, target_lost
@@ -30,7 +31,7 @@ from .common import (
     add_workers_argument,
     declared_defaults,
 )
-from .errors import CommandFailed
+from .errors import CommandFailed, Interrupted
 from .locust_process import Launch, api_key_env, locust_command
 from .preflight import (
     check_gpu_sources,
@@ -181,12 +182,15 @@ def prepare(args: argparse.Namespace) -> Launch:
     # the web UI may run several tests, each in its own directory; headless runs get theirs now
     run_dir = None if args.web else (settings.run_dir or new_run_dir(settings.out, model))
     check_writable(settings)
-    if run_dir:
-        args.run_dir = run_dir
     env = api_key_env(settings.api_key)
     if plan is not None:
         env.update(handed_over(plan, args.host, model, settings))
-    return Launch(locust_command(args), run_dir, settings, env)
+    if not run_dir:
+        return Launch(locust_command(args), run_dir, settings, env)
+    args.run_dir = run_dir
+    claimed = claim(run_dir)  # last: a refusal before it leaves nothing behind
+    env[CLAIM_ENV] = claimed.token
+    return Launch(locust_command(args), run_dir, settings, env, claim=claimed)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -200,23 +204,39 @@ def main(args: argparse.Namespace) -> int:
         )
     run_dir, settings = launch.run_dir, launch.settings
     api_key = (settings.api_key if settings else getattr(args, "api_key", "")) or ""
-    code = launch.run()
-    if run_dir and not os.path.exists(os.path.join(run_dir, "run.json")):
-        raise CommandFailed(
-            f"the test did not start (Locust exited with code {code}); see Locust's errors above"
-        )
-    if launch.closed_by:
-        raise CommandFailed(
-            f"{launch.closed_by}; {run_dir} is marked interrupted and holds what was recorded"
-        )
-    if not run_dir or code not in (0, EXIT_CODES["client_limit"]):
-        return code  # a worker, the web UI, or Locust's own error (said above)
-    outcome, why = conclude(run_dir, args.host, api_key or None)
+    try:
+        code = launch.run()
+        if run_dir and launch.stop_signals:  # however Locust ended, the command was stopped
+            raise Interrupted(stopped_run(run_dir, launch.kept()))
+        if run_dir and not os.path.exists(os.path.join(run_dir, "run.json")):
+            raise CommandFailed(
+                f"the test did not start (Locust exited with code {code}); see Locust's errors above"
+            )
+        if launch.closed_by:
+            raise CommandFailed(
+                f"{launch.closed_by}; {run_dir} is marked interrupted and holds what was recorded"
+            )
+        if not run_dir or code not in (0, EXIT_CODES["client_limit"]):
+            return code  # a worker, the web UI, or Locust's own error (said above)
+        outcome, why = conclude(run_dir, args.host, api_key or None)
+    except Interrupted:
+        raise
+    except KeyboardInterrupt:  # a stop signal once Locust had ended: the run is as it left it
+        raise Interrupted(stopped_run(run_dir, launch.kept())) from None
     if outcome != "completed":
         # the run directory is complete and analysable, but a pipeline must not take it for a
         # good run
         print(f"vllm-load {args.command}: {why} (exit {EXIT_CODES[outcome]})", file=sys.stderr)
     return EXIT_CODES[outcome]
+
+
+def stopped_run(run_dir: str | None, kept: str) -> str:
+    """What a run stopped by a signal left: `kept` (`Launch.kept`), and whether it had ended
+    first (then it is whole: its outcome)."""
+    outcome = read_run_json(run_dir).get("outcome") if run_dir else None
+    if outcome in EXIT_CODES and outcome != "interrupted":
+        return f"{kept.lstrip('; ')} (the run had ended first: outcome {outcome})"
+    return kept.lstrip("; ")
 
 
 def conclude(run_dir: str, host: str, api_key: str | None) -> tuple[str, str]:
