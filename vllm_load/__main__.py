@@ -8,20 +8,16 @@ from .stop_signals import COMMAND_STOP, EXIT_STOPPED, command_named
 
 
 def main() -> int:
-    COMMAND_STOP.install()
-    try:
-        return _command()
-    finally:
-        COMMAND_STOP.done()
-
-
-def _command() -> int:
-    try:
+    try:  # (a signal during `install` itself is caught here too)
+        COMMAND_STOP.install()
         from .cli.main import main as command
-    except KeyboardInterrupt:  # (cli.main's own line, before it could be imported)
+
+        return command()
+    except KeyboardInterrupt:  # cli.main's own line, where it could not say it itself
         print(f"vllm-load {command_named(sys.argv[1:])}: interrupted", file=sys.stderr)
         return EXIT_STOPPED
-    return command()
+    finally:
+        COMMAND_STOP.done()
 
 
 if __name__ == "__main__":

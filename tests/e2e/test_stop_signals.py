@@ -4,6 +4,7 @@ without workers: exit 130, no traceback, one last line, and the run directory it
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import signal
 
@@ -20,8 +21,14 @@ def check(tries: list[Try], sim_url: str, tmp_path, seed: int) -> None:
     failed = []
     for i, attempt in enumerate(tries):
         out = str(tmp_path / f"try{i}")
-        stop_a_run(sim_url, out, attempt, rng)
-        assert attempt.sent, f"{attempt.describe()}: the run ended before a signal was sent"
+        for again in range(3):  # a run that ended before any signal was sent tells nothing
+            if again:
+                attempt = dataclasses.replace(attempt, code=None, stderr="", sent=0)
+                out = str(tmp_path / f"try{i}-{again}")
+            stop_a_run(sim_url, out, attempt, rng)
+            if attempt.sent:
+                break
+        assert attempt.sent, f"{attempt.describe()}: the run ended before a signal, 3 times"
         problems = attempt.problems(out)
         if problems:
             failed.append(f"{attempt.describe()}: {problems}\n{attempt.stderr[-2000:]}")

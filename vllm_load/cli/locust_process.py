@@ -104,6 +104,7 @@ def run_locust(
     stopper = stopper or Stopper(group=group)
     # taken over before the child exists: a signal from here on is the child's to act on
     previous = {sig: signal.signal(sig, stopper.on_signal) for sig in listened()}
+    stopper.take(COMMAND_STOP.take(), COMMAND_STOP.first)  # those the command deferred
     child = None
     try:
         child = subprocess.Popen(
@@ -169,6 +170,14 @@ class Stopper:
         self.child = child
         self._catch_up()
 
+    def take(self, count: int, first: int) -> None:
+        """`count` signals the command received before this took them over (`first`: the
+        first of them), to act on as its own, not counted again."""
+        if count:
+            self.signals += count
+            self.first = self.first or first
+            self._catch_up()
+
     def on_signal(self, signum: int, _frame) -> None:
         self.signals += 1
         COMMAND_STOP.received += 1
@@ -216,22 +225,30 @@ class Launch:
     env: dict[str, str] = field(default_factory=dict)
     closed_by: str = ""  # why `run` closed the run Locust left open ("" when it did not)
     signal_group: bool = False  # stop signals go to Locust's whole process group
-    stop_signals: int = 0  # stop signals received while Locust ran
+    stop_signals: int = 0  # stop signals received from the claim until Locust ended
     claim: Claim | None = None  # the run directory's claim (`rundir.claim`), Locust's to take over
 
     def run(self) -> int:
         """Run Locust (`run_locust`); its exit code. A run Locust did not close (it was killed
-        outright, or on a third stop signal) is closed here as interrupted."""
+        outright, or on a third stop signal) is closed here as interrupted. The stop signals the
+        command deferred when it claimed the run directory (`prepare`) are acted on here: one
+        that came before Locust is started leaves it unstarted (`Interrupted`), the claim given
+        back in every case before they are raised again."""
         stopper = Stopper(group=self.signal_group)
+        code: int | None = None
         killed = False
         try:
-            code = run_locust(self.cmd, self.env, self.signal_group, stopper)
+            if not COMMAND_STOP.unacted:
+                code = run_locust(self.cmd, self.env, self.signal_group, stopper)
         except Stopped as stopped:
             code, killed = stopped.code, True
         finally:
-            self.stop_signals = stopper.signals
+            self.stop_signals = stopper.signals + COMMAND_STOP.take()
             if self.claim is not None:  # a Locust that never started its run leaves nothing
                 self.claim.give_back()
+            COMMAND_STOP.resume()
+        if code is None:
+            raise Interrupted(self.kept().lstrip("; "))
         self.close_unfinished(code)
         if killed:
             raise Interrupted(f"stopped at once{self.kept()}")

@@ -137,8 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     as the command, a stop signal that comes as it exits is still taken in."""
     # first: a stop signal while the subcommands are imported is one line too, not a traceback
     COMMAND_STOP.install()
-    name = command_named(sys.argv[1:] if argv is None else argv)
+    name = "-"
     try:
+        name = command_named(sys.argv[1:] if argv is None else argv)
         numpy_without_huge_pages()  # before any subcommand imports NumPy
         parser = build_parser()
         args = parser.parse_args(joined_negative_percents(sys.argv[1:] if argv is None else argv))

@@ -20,6 +20,7 @@ from ..run.recorder import new_run_dir, refuse_existing_run
 from ..rundir.claim import CLAIM_ENV, claim
 from ..rundir.lost_workers import lost_workers
 from ..settings import Settings, add_arguments
+from ..stop_signals import COMMAND_STOP
 from ..target.loss import still_answers, target_lost
 from ..values import SettingsError, master_host_argument, port_argument
 from ..web import bind
@@ -188,7 +189,14 @@ def prepare(args: argparse.Namespace) -> Launch:
     if not run_dir:
         return Launch(locust_command(args), run_dir, settings, env)
     args.run_dir = run_dir
-    claimed = claim(run_dir)  # last: a refusal before it leaves nothing behind
+    # from the claim on, a stop signal is counted, not raised, until Launch.run acts on it: a
+    # raise before Launch.run could give the claim back would leave it behind
+    COMMAND_STOP.defer()
+    try:
+        claimed = claim(run_dir)  # last: a refusal before it leaves nothing behind
+    except BaseException:
+        COMMAND_STOP.resume()
+        raise
     env[CLAIM_ENV] = claimed.token
     return Launch(locust_command(args), run_dir, settings, env, claim=claimed)
 
