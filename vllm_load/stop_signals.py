@@ -51,9 +51,11 @@ class StopSignal(KeyboardInterrupt):
 class CommandStop:
     """The stop signals a command has received, and its handler for them (`install`).
 
-    The first raises `StopSignal` where the command is, unless they are `deferred`: from the
-    moment the command claims a run directory until its Locust takes them over, a raise would
-    leave the claim behind (`cli.locust_process.Launch` acts on those counted meanwhile)."""
+    The first raises `StopSignal` where the command is, unless they are `deferred`: while the
+    command imports its modules (raised inside a C extension's import, it crashed the process:
+    `import orjson` interrupted so segfaulted in 3 of 59 tries), and from the moment the command
+    claims a run directory until its Locust takes them over (a raise there would leave the claim
+    behind; `cli.locust_process.Launch` acts on those counted meanwhile)."""
 
     def __init__(self) -> None:
         self.received = 0
@@ -87,8 +89,16 @@ class CommandStop:
         self.deferred = True
 
     def resume(self) -> None:
+        """Raise the stop signals again; those counted meanwhile are the caller's to act on."""
         self.deferred = False
         self.unacted = 0
+
+    def proceed(self) -> None:
+        """Raise the stop signals again, and `StopSignal` now if one came while deferred."""
+        came = self.deferred and self.unacted
+        self.resume()
+        if came:
+            raise StopSignal
 
     def take(self) -> int:
         """The signals counted while deferred since the last `take` (whoever takes them acts

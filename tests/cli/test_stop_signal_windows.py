@@ -16,7 +16,7 @@ from vllm_load.cli import run as cli_run
 from vllm_load.cli.errors import Interrupted
 from vllm_load.cli.run import prepare, run_options
 from vllm_load.sim.process import SimulatorProcess
-from vllm_load.stop_signals import COMMAND_STOP
+from vllm_load.stop_signals import COMMAND_STOP, CommandStop
 from vllm_load.values import SettingsError
 
 # the command's handler, a SIGTERM that arrives inside exec'd code (as one arrives while a
@@ -84,3 +84,45 @@ def test_a_refused_claim_leaves_the_stop_signals_raised_again(tmp_path, command_
     assert not command_stop.deferred
     with pytest.raises(KeyboardInterrupt):
         command_stop.on_signal(signal.SIGTERM, None)
+
+
+def test_a_stop_while_the_command_imports_is_raised_once_the_imports_are_done():
+    """`__main__` defers the stop signals while the command imports (an `import orjson`
+    interrupted by a raise segfaulted); `cli.main` raises the one that came, after them."""
+    stop = CommandStop()
+    stop.defer()
+    stop.on_signal(signal.SIGHUP, None)  # (inside an import: not raised there)
+    stop.on_signal(signal.SIGTERM, None)
+    with pytest.raises(KeyboardInterrupt):
+        stop.proceed()
+    assert not stop.deferred
+    stop.on_signal(signal.SIGTERM, None)  # a later one: the command is already stopping
+    quiet = CommandStop()
+    quiet.defer()
+    quiet.proceed()  # none came: nothing raised
+
+
+def test_the_command_defers_the_stop_signals_until_its_modules_are_imported():
+    done = subprocess.run(
+        [sys.executable, "-c", DEFERRED_IN_IMPORTS], capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.splitlines() == ["deferred True", "cli.main imported"], done.stderr
+
+
+# `__main__.main` with cli.main's import swapped for a probe: the stop signals are deferred
+# while the command's modules are imported
+DEFERRED_IN_IMPORTS = "\n".join(
+    [
+        "import sys, types",
+        "from vllm_load import __main__ as entry",
+        "from vllm_load.stop_signals import COMMAND_STOP",
+        "probe = types.ModuleType('vllm_load.cli.main')",
+        "def main():",
+        "    print('deferred', COMMAND_STOP.deferred)",
+        "    print('cli.main imported')",
+        "    return 0",
+        "probe.main = main",
+        "sys.modules['vllm_load.cli.main'] = probe",
+        "entry.main()",
+    ]
+)

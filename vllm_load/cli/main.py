@@ -150,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return 2
         module = importlib.import_module(args._module)
+        COMMAND_STOP.proceed()  # imported: a stop deferred meanwhile (`__main__`) is raised here
         honour_ctrl_c()
         # the one error path of every subcommand: one line, and the exit status chosen here
         return int(module.main(args) or 0)
