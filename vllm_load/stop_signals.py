@@ -5,10 +5,12 @@ A stop signal may come at any time: while the command imports and checks the tar
 Locust starts, during a level, while the run closes. Its default effect at most of those moments
 was a traceback (SIGINT raised in an import), or death with nothing said (SIGTERM, SIGHUP).
 
-- The command (`CommandStop`): the first stop signal is a KeyboardInterrupt (the command's own
-  `finally` blocks run, `cli.main` prints one line and exits 130); later ones are counted, not
-  raised into the clean-up of the first. While Locust runs, `cli.locust_process.Stopper` takes
-  them over and counts into the same tally.
+- The command (`CommandStop`): the first stop signal is a KeyboardInterrupt (`StopSignal`: the
+  command's own `finally` blocks run, `cli.main` prints one line and exits 130); later ones are
+  counted, not raised into the clean-up of the first. It is deferred (counted, raised later)
+  while the command imports its modules, and from the claim of the run directory until Locust
+  is started. While Locust runs, `cli.locust_process.Stopper` takes them over and counts into
+  the same tally.
 - The Locust child: `cli.locust_process` starts it with the stop signals blocked, so none can
   kill it or raise in its imports before `hold` (in `locust_main`, before Locust is imported)
   notes them instead; the wiring takes them over once Locust's environment exists (`release`),
