@@ -45,8 +45,10 @@ def test_a_stop_caught_after_it_left_an_exec_of_a_string_does_not_kill_the_proce
 
 @pytest.fixture
 def command_stop():
-    """The process's `COMMAND_STOP` as this test found it, put back after it."""
+    """The process's `COMMAND_STOP`, as a command's before any signal (other tests count
+    into it), put back as it was after the test."""
     saved = dict(vars(COMMAND_STOP))
+    vars(COMMAND_STOP).update({k: v for k, v in vars(CommandStop()).items() if k != "_previous"})
     yield COMMAND_STOP
     vars(COMMAND_STOP).clear()
     vars(COMMAND_STOP).update(saved)
