@@ -4,6 +4,7 @@ public without a login (every port is published on the host's loopback only, the
 UI included; `docker compose config` shows the same)."""
 
 import configparser
+import importlib
 import os
 import re
 import shlex
@@ -74,7 +75,10 @@ def test_image_entry_point_is_the_installed_console_script():
         name.strip(): target.strip() for name, target in (line.split("=", 1) for line in lines)
     }
     assert entry in {k.strip() for k in scripts}
-    assert scripts[entry].strip() == "vllm_load.cli.main:main"
+    # the command takes the stop signals before it imports the subcommands (`stop_signals`)
+    assert scripts[entry].strip() == "vllm_load.__main__:main"
+    module, _, name = scripts[entry].strip().partition(":")
+    assert callable(getattr(importlib.import_module(module), name))
     for path in re.findall(r"^COPY (\S+) ", dockerfile, re.M):
         assert os.path.exists(os.path.join(ROOT, path)), path
 

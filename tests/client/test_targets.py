@@ -141,7 +141,7 @@ def test_the_findings_say_when_new_requests_stopped_going_to_a_lost_target():
 
 def test_a_lost_target_that_does_not_answer_at_the_end_fails_the_run(monkeypatch):
     """Ejected, a lost target leaves the levels whole: the run said nothing of it and exited 0."""
-    from vllm_load.cli import run as run_cli
+    from vllm_load.cli import run_end as run_cli
 
     monkeypatch.setattr(run_cli, "still_answers", lambda url, api_key: url == A)
     run = {"targets": [{"url": A}, {"url": B}, {"url": C}], "end_checks": {"lost_targets": [B]}}

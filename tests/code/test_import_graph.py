@@ -208,8 +208,8 @@ FLOORS: tuple[frozenset[str], ...] = (
         | {"gc_policy", "parent_death", "huge_pages"}
     ),
     # contracts and pure inputs: the option machinery, the SLO grammar, the run directory, the
-    # workload, the server outside the load
-    frozenset({"options", "slo", "rundir", "workload", "target"}),
+    # workload, the server outside the load; how a process takes its stop signals
+    frozenset({"options", "slo", "rundir", "workload", "target", "stop_signals"}),
     # every option, declared once
     frozenset({"settings"}),
     # the load and the figures: neither knows the other

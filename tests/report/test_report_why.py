@@ -43,7 +43,7 @@ def test_a_capped_server_gets_the_sequence_cap_its_advice_and_a_verdict_per_leve
     # a limit nobody gave, with no default for this server's version, says why
     assert (
         '<td class="l"><code>max_num_batched_tokens</code></td><td class="l"><code>'
-        '--max-num-batched-tokens</code></td><td>unknown</td><td class="l">not given, and no '
+        '--max-num-batched-tokens</code></td><td>not known</td><td class="l">not given, and no '
         "default: vLLM synthetic has no defaults table here (known: 0.32)</td>"
     ) in section
     # the advice: flag, from -> to, expected, cost

@@ -39,10 +39,12 @@ def test_locust_is_told_by_the_kernel_when_we_die(capfd):
     assert int(capfd.readouterr().out) == signal.SIGTERM
 
 
-# a child that reports each SIGINT it gets and otherwise waits
+# a child that reports each SIGINT it gets and otherwise waits (it unblocks them, as
+# `stop_signals.locust_main` does once it can take them)
 COUNT_SIGINTS = (
     "import signal, sys, time\n"
     "signal.signal(signal.SIGINT, lambda *a: print('SIGINT', flush=True))\n"
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\n"
     "print('ready', flush=True)\n"
     "time.sleep(60)\n"
 )
@@ -63,6 +65,65 @@ def test_only_the_first_stop_signal_is_passed_on_and_the_third_kills():
         stopper.on_signal(signal.SIGINT, None)  # the third: at once
         assert child.wait(timeout=10) == -signal.SIGKILL and stopper.killed
         assert child.stdout.read() == ""  # never got the second
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+# a child that says which stop signals it was started with blocked, then waits for a SIGTERM
+# while they stay blocked, and takes it when it unblocks them
+BLOCKED_THEN_TAKEN = (
+    "import signal, sys, time\n"
+    "print(*sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])), flush=True)\n"
+    "signal.signal(signal.SIGTERM, lambda *a: print('SIGTERM', flush=True))\n"
+    "sys.stdin.readline()\n"
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])\n"
+    "time.sleep(0.5)\n"
+)
+
+
+def test_locust_starts_with_the_stop_signals_blocked_so_an_early_one_waits_for_it():
+    """A stop signal sent while Locust imports neither kills it nor raises there: it waits until
+    the child can take it (`stop_signals.hold`)."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", BLOCKED_THEN_TAKEN],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        **child_options(),
+    )
+    try:
+        blocked = {int(s) for s in child.stdout.readline().split()}
+        assert {signal.SIGINT, signal.SIGTERM, signal.SIGHUP} <= blocked
+        child.send_signal(signal.SIGTERM)  # blocked: it waits
+        time.sleep(0.2)
+        assert child.poll() is None
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline() == "SIGTERM\n"
+        assert child.wait(timeout=10) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def test_stop_signals_before_locust_exists_are_acted_on_when_it_starts():
+    """Signals caught between taking them over and the child's start: the first is passed on
+    then, and a third still kills."""
+    stopper = Stopper()
+    stopper.on_signal(signal.SIGHUP, None)
+    child = subprocess.Popen(
+        [sys.executable, "-c", COUNT_SIGINTS], stdout=subprocess.PIPE, text=True, **child_options()
+    )
+    try:
+        assert child.stdout.readline() == "ready\n"
+        stopper.started(child)
+        assert child.stdout.readline() == "SIGINT\n"  # the hangup, as Ctrl-C
+        stopper.on_signal(signal.SIGTERM, None)
+        stopper.on_signal(signal.SIGTERM, None)
+        assert child.wait(timeout=10) == -signal.SIGKILL and stopper.killed
     finally:
         if child.poll() is None:
             child.kill()

@@ -12,7 +12,7 @@ import sys
 import pytest
 from support.reports import synthetic_runs
 
-from vllm_load.cli.run import failed_levels
+from vllm_load.cli.run_end import failed_levels
 from vllm_load.run.summary import print_summary
 from vllm_load.rundir.synthetic import ServerModel
 from vllm_load.target.loss import final_streak

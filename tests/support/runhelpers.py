@@ -134,15 +134,33 @@ TWO_SHORT_LEVELS = (
 
 
 def start_run(host: str, *args: str, env: dict | None = None, **popen) -> subprocess.Popen:
-    """`vllm-load run --host HOST ARGS...` in a session of its own (end it with `stop_group`);
+    """`vllm-load run --host HOST ARGS...` in a session of its own (end it with `stop_group`),
+    with the stop signals at their defaults (`as_from_a_terminal`, then `popen`'s preexec_fn);
     `env` is added to ours, `popen` goes to Popen (where its output goes, and so on)."""
+    then = popen.pop("preexec_fn", None)
+
+    def setup() -> None:
+        as_from_a_terminal()
+        if then is not None:
+            then()
+
     return subprocess.Popen(
         [sys.executable, "-m", "vllm_load", "run", "--host", host, *args],
         stdin=subprocess.DEVNULL,
         env={**os.environ, **(env or {})},
         start_new_session=True,
+        preexec_fn=setup,
         **popen,
     )
+
+
+def as_from_a_terminal() -> None:
+    """(In a child, before exec.) SIGINT, SIGTERM and SIGHUP at their defaults, as a shell on a
+    terminal starts a command. The test runner may have been started with some ignored (under
+    `nohup`, SIGHUP), and an ignored signal stays ignored through exec, where vllm-load leaves
+    it ignored as asked: a hangup test then waited for a run of minutes (CI, 30 s timeout)."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def start_web_run(host: str, port: int, *args: str, **kwargs) -> subprocess.Popen:

@@ -11,17 +11,21 @@ import sys
 from dataclasses import dataclass, field
 
 from ..parent_death import preexec
+from ..rundir.claim import Claim
 from ..rundir.unfinished import close_unfinished
 from ..settings import Settings, option_argv
 from ..sim.process import free_port
+from ..stop_signals import COMMAND_STOP, block_in_child, listened
 from .errors import Interrupted
 
 
 def locust_command(args: argparse.Namespace) -> list[str]:
+    # Locust's command, with the stop signals safe while it starts (a worker: while it imports)
+    until_init = args.command != "worker"
     cmd = [
         sys.executable,
-        "-m",
-        "locust",
+        "-c",
+        f"from vllm_load.stop_signals import locust_main; locust_main({until_init})",
         "-f",
         args.locustfile,
         "--loglevel",
@@ -76,7 +80,12 @@ def locust_command(args: argparse.Namespace) -> list[str]:
     return cmd + option_argv(args)  # includes --run-dir when prepare() chose one
 
 
-def run_locust(cmd: list[str], env: dict[str, str] | None = None, group: bool = False) -> int:
+def run_locust(
+    cmd: list[str],
+    env: dict[str, str] | None = None,
+    group: bool = False,
+    stopper: "Stopper | None" = None,
+) -> int:
     """Run Locust as a child, its environment ours with `env` added (the API key goes that way,
     never on a command line); its exit code (negative: the signal that killed it).
 
@@ -89,19 +98,24 @@ def run_locust(cmd: list[str], env: dict[str, str] | None = None, group: bool = 
     however we die (`parent_death`), so a `kill -9` of this command never leaves a test running.
     Stop signals go through `Stopper` (to Locust's whole process group with `group`, as a
     terminal sends them: Locust's `--processes` parent waits for its children to stop on theirs);
-    after the third, `Stopped` is raised.
+    after the third, `Stopped` is raised. `stopper`, when given, is the one to use (the caller
+    reads from it whether a stop signal came).
     """
-    child = subprocess.Popen(
-        cmd, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL, **child_options()
-    )
-    stopper = Stopper(child, group)
-    previous = {sig: signal.signal(sig, stopper.on_signal) for sig in Stopper.SIGNALS}
+    stopper = stopper or Stopper(group=group)
+    # taken over before the child exists: a signal from here on is the child's to act on
+    previous = {sig: signal.signal(sig, stopper.on_signal) for sig in listened()}
+    stopper.take(COMMAND_STOP.take(), COMMAND_STOP.first)  # those the command deferred
+    child = None
     try:
+        child = subprocess.Popen(
+            cmd, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL, **child_options()
+        )
+        stopper.started(child)
         code = child.wait()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        if child.poll() is None:
+        if child is not None and child.poll() is None:
             child.kill()
             child.wait()
     if stopper.killed:
@@ -111,10 +125,16 @@ def run_locust(cmd: list[str], env: dict[str, str] | None = None, group: bool = 
 
 def child_options() -> dict:
     """Popen's arguments for a Locust child: a process group of its own, in our session
-    (Popen's process_group is Python >= 3.11), that dies with us."""
-    if sys.version_info >= (3, 11):
-        return {"process_group": 0, "preexec_fn": preexec(os.getpid(), own_process_group=False)}
-    return {"preexec_fn": preexec(os.getpid(), own_process_group=True)}
+    (Popen's process_group is Python >= 3.11), that dies with us, and starts with the stop
+    signals blocked (`stop_signals.block_in_child`: its `locust_main` unblocks them)."""
+    new_group = sys.version_info < (3, 11)
+    dies_with_us = preexec(os.getpid(), own_process_group=new_group)
+
+    def setup() -> None:
+        dies_with_us()
+        block_in_child()
+
+    return {"preexec_fn": setup} if new_group else {"process_group": 0, "preexec_fn": setup}
 
 
 class Stopped(Exception):
@@ -133,28 +153,53 @@ class Stopper:
     exits. SIGINT is forwarded explicitly, so it works even where the caller started us with it
     ignored (`main.honour_ctrl_c`). A second is not passed on (it would cut Locust's closing of
     the run short): it says the run is being closed. A third kills Locust and its workers at
-    once; the caller then closes the run Locust left open (`rundir.unfinished`)."""
+    once; the caller then closes the run Locust left open (`rundir.unfinished`). Each one counts
+    as one the command received (`stop_signals.COMMAND_STOP`): after Locust, one more is not
+    a first."""
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-    def __init__(self, child: subprocess.Popen, group: bool = False) -> None:
+    def __init__(self, child: subprocess.Popen | None = None, group: bool = False) -> None:
         self.child = child
         self.group = group
         self.signals = 0
+        self.first = 0  # the first stop signal's number
+        self.acted = 0  # signals acted on (those before the child existed wait for it)
         self.killed = False
+
+    def started(self, child: subprocess.Popen) -> None:
+        """The child exists: the signals that came before it are acted on now."""
+        self.child = child
+        self._catch_up()
+
+    def take(self, count: int, first: int) -> None:
+        """`count` signals the command received before this took them over (`first`: the
+        first of them), to act on as its own, not counted again."""
+        if count:
+            self.signals += count
+            self.first = self.first or first
+            self._catch_up()
 
     def on_signal(self, signum: int, _frame) -> None:
         self.signals += 1
-        if self.signals == 1:
-            forward = signal.SIGINT if signum == signal.SIGHUP else signum
+        COMMAND_STOP.received += 1
+        self.first = self.first or signum
+        self._catch_up()
+
+    def _catch_up(self) -> None:
+        while self.child is not None and self.acted < self.signals:
+            self.acted += 1
+            self._act(self.child, self.acted)
+
+    def _act(self, child: subprocess.Popen, nth: int) -> None:
+        if nth == 1:
+            forward = signal.SIGINT if self.first == signal.SIGHUP else self.first
             try:
                 if self.group:
-                    os.killpg(self.child.pid, forward)
+                    os.killpg(child.pid, forward)
                 else:
-                    self.child.send_signal(forward)
+                    child.send_signal(forward)
             except ProcessLookupError:
                 pass
-        elif self.signals == 2:
+        elif nth == 2:
             print(
                 "vllm-load: already stopping (the run is being closed: a few seconds); "
                 "press Ctrl-C again to stop at once",
@@ -164,7 +209,7 @@ class Stopper:
         elif not self.killed:
             self.killed = True
             try:
-                os.killpg(self.child.pid, signal.SIGKILL)  # Locust and the workers it forked
+                os.killpg(child.pid, signal.SIGKILL)  # Locust and the workers it forked
             except ProcessLookupError:
                 pass
 
@@ -180,18 +225,43 @@ class Launch:
     env: dict[str, str] = field(default_factory=dict)
     closed_by: str = ""  # why `run` closed the run Locust left open ("" when it did not)
     signal_group: bool = False  # stop signals go to Locust's whole process group
+    stop_signals: int = 0  # stop signals received from the claim until Locust ended
+    claim: Claim | None = None  # the run directory's claim (`rundir.claim`), Locust's to take over
 
     def run(self) -> int:
         """Run Locust (`run_locust`); its exit code. A run Locust did not close (it was killed
-        outright, or on a third stop signal) is closed here as interrupted."""
+        outright, or on a third stop signal) is closed here as interrupted. The stop signals the
+        command deferred when it claimed the run directory (`prepare`) are acted on here: one
+        that came before Locust is started leaves it unstarted (`Interrupted`), the claim given
+        back in every case before they are raised again."""
+        stopper = Stopper(group=self.signal_group)
+        code: int | None = None
+        killed = False
         try:
-            code = run_locust(self.cmd, self.env, self.signal_group)
+            if not COMMAND_STOP.unacted:
+                code = run_locust(self.cmd, self.env, self.signal_group, stopper)
         except Stopped as stopped:
-            self.close_unfinished(stopped.code)
-            kept = f"; {self.run_dir} holds what was recorded" if self.run_dir else ""
-            raise Interrupted(f"stopped at once{kept}") from None
+            code, killed = stopped.code, True
+        finally:
+            self.stop_signals = stopper.signals + COMMAND_STOP.take()
+            if self.claim is not None:  # a Locust that never started its run leaves nothing
+                self.claim.give_back()
+            COMMAND_STOP.resume()
+        if code is None:
+            raise Interrupted(self.kept().lstrip("; "))
         self.close_unfinished(code)
+        if killed:
+            raise Interrupted(f"stopped at once{self.kept()}")
         return code
+
+    def kept(self) -> str:
+        """`; DIR holds what was recorded` when the run directory exists, else that nothing was
+        written (a test stopped before Locust made it)."""
+        if not self.run_dir:
+            return ""
+        if not os.path.isdir(self.run_dir):
+            return "; the test had not started, nothing was written"
+        return f"; {self.run_dir} holds what was recorded"
 
     def close_unfinished(self, code: int) -> None:
         ended = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"

@@ -17,12 +17,17 @@ import sys
 from .. import __version__
 from ..compat.argparse import DefaultsHelpFormatter
 from ..huge_pages import numpy_without_huge_pages
+from ..stop_signals import COMMAND_STOP, EXIT_STOPPED, command_named
 from ..values import SettingsError
 from .errors import CommandFailed
 
 #: exit status of a subcommand that raised: a bad option or unusable target, a failure while
 #: running, Ctrl-C (a subcommand's own result, e.g. a run that ended early, is what it returns)
-EXIT_USAGE, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, 130
+EXIT_USAGE, EXIT_FAILED, EXIT_INTERRUPTED = 2, 1, EXIT_STOPPED
+
+#: the commands a SIGTERM or SIGHUP stops as Ctrl-C does, at any moment (`stop_signals`); the
+#: others keep their default
+STOP_AS_CTRL_C = frozenset({"run", "master", "worker"})
 
 #: subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -127,27 +132,41 @@ def joined_negative_percents(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    numpy_without_huge_pages()  # before any subcommand imports NumPy
-    parser = build_parser()
-    args = parser.parse_args(joined_negative_percents(sys.argv[1:] if argv is None else argv))
-    if not getattr(args, "command", None):
-        parser.print_help()
-        return 2
-    module = importlib.import_module(args._module)
-    honour_ctrl_c()
-    # the one error path of every subcommand: one line, and the exit status chosen here
+    """The `vllm-load` command (`argv`: sys.argv's arguments), its exit status. Called with
+    `argv`, from a program of its own, it leaves that program's signal handlers as it found them;
+    as the command, a stop signal that comes as it exits is still taken in."""
+    # first: a stop signal while the subcommands are imported is one line too, not a traceback
+    COMMAND_STOP.install()
+    name = "-"
     try:
+        name = command_named(sys.argv[1:] if argv is None else argv)
+        numpy_without_huge_pages()  # before any subcommand imports NumPy
+        parser = build_parser()
+        args = parser.parse_args(joined_negative_percents(sys.argv[1:] if argv is None else argv))
+        name = args.command or name
+        if args.command not in STOP_AS_CTRL_C:
+            COMMAND_STOP.restore()
+        if not args.command:
+            parser.print_help()
+            return 2
+        module = importlib.import_module(args._module)
+        COMMAND_STOP.proceed()  # imported: a stop deferred meanwhile (`__main__`) is raised here
+        honour_ctrl_c()
+        # the one error path of every subcommand: one line, and the exit status chosen here
         return int(module.main(args) or 0)
     except SettingsError as e:  # a bad option or an unusable target
-        print(f"vllm-load {args.command}: error: {e}", file=sys.stderr)
+        print(f"vllm-load {name}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except CommandFailed as e:  # work that was started and could not be done
-        print(f"vllm-load {args.command}: error: {e}", file=sys.stderr)
+        print(f"vllm-load {name}: error: {e}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt as e:  # an `errors.Interrupted` says how to carry on
         how = f"; {e}" if str(e) else ""
-        print(f"vllm-load {args.command}: interrupted{how}", file=sys.stderr)
+        print(f"vllm-load {name}: interrupted{how}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        if argv is not None:
+            COMMAND_STOP.restore()
 
 
 if __name__ == "__main__":

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import os
 import sys
 
 from ..client.prompts import handed_over
 from ..run.outcomes import EXIT_CODES, exit_status_help
 from ..run.recorder import new_run_dir, refuse_existing_run
-from ..rundir.lost_workers import lost_workers
+from ..rundir.claim import CLAIM_ENV, claim
 from ..settings import Settings, add_arguments
-from ..target.loss import still_answers, target_lost
+from ..stop_signals import COMMAND_STOP
+from ..target.loss import target_lost
 from ..values import SettingsError, master_host_argument, port_argument
 from ..web import bind
 from ..web.auth import MISSING_PASSWORD, PASSWORD_ENV, web_password
@@ -30,13 +30,21 @@ from .common import (
     add_workers_argument,
     declared_defaults,
 )
-from .errors import CommandFailed
+from .errors import CommandFailed, Interrupted
 from .locust_process import Launch, api_key_env, locust_command
 from .preflight import (
     check_gpu_sources,
     check_input_files,
     check_prometheus_port,
     check_writable,
+)
+from .run_end import (
+    TARGET_LOST,
+    conclude,
+    lost_workers_line,
+    read_run_json,
+    run_outcome,
+    stopped_run,
 )
 from .target_check import check_other_targets, check_target
 
@@ -181,12 +189,22 @@ def prepare(args: argparse.Namespace) -> Launch:
     # the web UI may run several tests, each in its own directory; headless runs get theirs now
     run_dir = None if args.web else (settings.run_dir or new_run_dir(settings.out, model))
     check_writable(settings)
-    if run_dir:
-        args.run_dir = run_dir
     env = api_key_env(settings.api_key)
     if plan is not None:
         env.update(handed_over(plan, args.host, model, settings))
-    return Launch(locust_command(args), run_dir, settings, env)
+    if not run_dir:
+        return Launch(locust_command(args), run_dir, settings, env)
+    args.run_dir = run_dir
+    # from the claim on, a stop signal is counted, not raised, until Launch.run acts on it: a
+    # raise before Launch.run could give the claim back would leave it behind
+    COMMAND_STOP.defer()
+    try:
+        claimed = claim(run_dir)  # last: a refusal before it leaves nothing behind
+    except BaseException:
+        COMMAND_STOP.resume()
+        raise
+    env[CLAIM_ENV] = claimed.token
+    return Launch(locust_command(args), run_dir, settings, env, claim=claimed)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -200,112 +218,30 @@ def main(args: argparse.Namespace) -> int:
         )
     run_dir, settings = launch.run_dir, launch.settings
     api_key = (settings.api_key if settings else getattr(args, "api_key", "")) or ""
-    code = launch.run()
-    if run_dir and not os.path.exists(os.path.join(run_dir, "run.json")):
-        raise CommandFailed(
-            f"the test did not start (Locust exited with code {code}); see Locust's errors above"
-        )
-    if launch.closed_by:
-        raise CommandFailed(
-            f"{launch.closed_by}; {run_dir} is marked interrupted and holds what was recorded"
-        )
-    if not run_dir or code not in (0, EXIT_CODES["client_limit"]):
-        return code  # a worker, the web UI, or Locust's own error (said above)
-    outcome, why = conclude(run_dir, args.host, api_key or None)
+    try:
+        code = launch.run()
+        if run_dir and launch.stop_signals:  # however Locust ended, the command was stopped
+            raise Interrupted(stopped_run(run_dir, launch.kept()))
+        if run_dir and not os.path.exists(os.path.join(run_dir, "run.json")):
+            raise CommandFailed(
+                f"the test did not start (Locust exited with code {code}); see Locust's errors above"
+            )
+        if launch.closed_by:
+            raise CommandFailed(
+                f"{launch.closed_by}; {run_dir} is marked interrupted and holds what was recorded"
+            )
+        if not run_dir or code not in (0, EXIT_CODES["client_limit"]):
+            return code  # a worker, the web UI, or Locust's own error (said above)
+        outcome, why = conclude(run_dir, args.host, api_key or None)
+    except Interrupted:
+        raise
+    except KeyboardInterrupt:  # a stop signal once Locust had ended: the run is as it left it
+        raise Interrupted(stopped_run(run_dir, launch.kept())) from None
     if outcome != "completed":
         # the run directory is complete and analysable, but a pipeline must not take it for a
         # good run
         print(f"vllm-load {args.command}: {why} (exit {EXIT_CODES[outcome]})", file=sys.stderr)
     return EXIT_CODES[outcome]
-
-
-def conclude(run_dir: str, host: str, api_key: str | None) -> tuple[str, str]:
-    """How a headless run that Locust ended went (`run.outcomes`), and one line saying why when
-    it is not `completed`: run.json's outcome, then whether the target was lost, then whether
-    any level failed more of its measured requests than allowed or measured none."""
-    run = read_run_json(run_dir)
-    outcome = str(run.get("outcome") or "unknown")
-    if outcome == "client_limit":
-        limit = run.get("client_limit") or {}
-        return outcome, f"{limit.get('message', 'a client-side limit')}; the test was stopped"
-    if outcome != "completed":
-        return (
-            outcome if outcome in EXIT_CODES else "interrupted",
-            f"the run ended early (outcome {outcome}); {run_dir} holds what was measured",
-        )
-    lost = target_lost(run_dir, host, api_key)
-    if lost:  # every level ran, but against a server that was gone
-        return TARGET_LOST, lost
-    if gone := lost_targets_line(run, api_key):  # the others carried the test on without it
-        return TARGET_LOST, f"{gone}; {run_dir} holds what was measured"
-    if workers := lost_workers_line(run):  # every level ran, but not at the load it was to hold
-        return "workers_lost", f"{workers}; {run_dir} holds what was measured"
-    failed = failed_levels(run_dir)
-    if failed:
-        silent = [
-            str(t.get("url"))
-            for t in run.get("targets") or []
-            if isinstance(t, dict) and not still_answers(str(t.get("url", "")), api_key)
-        ]
-        gone = f"; {', '.join(silent)} does not answer now" if silent else ""
-        return "levels_failed", f"{failed}{gone}; the run is in {run_dir}"
-    return "completed", ""
-
-
-def lost_targets_line(run: dict, api_key: str | None) -> str:
-    """One line naming the targets of several that the run lost (run.json's `end_checks`; every
-    target where the checks are not recorded) and that do not answer now ("" when none)."""
-    targets = [str(t.get("url", "")) for t in run.get("targets") or [] if isinstance(t, dict)]
-    if len(targets) < 2:
-        return ""
-    checks = run.get("end_checks")
-    recorded = checks.get("lost_targets") if isinstance(checks, dict) else None
-    if isinstance(recorded, list) and all(isinstance(url, str) for url in recorded):
-        targets = recorded
-    silent = [url for url in targets if not still_answers(url, api_key)]
-    if not silent:
-        return ""
-    return (
-        f"target {', '.join(silent)} was lost during the run and does not answer now (new "
-        "requests went to the other targets)"
-    )
-
-
-def lost_workers_line(run: dict) -> str:
-    """One line naming the load workers a run lost and what went with them ("" when none)."""
-    lost = lost_workers(run)
-    return "; ".join(
-        f"{w.named()} was lost"
-        + (f" during level {w.level}" if w.level is not None else "")
-        + (f" ({what})" if (what := w.what_was_lost()) else "")
-        for w in lost
-    )
-
-
-def failed_levels(run_dir: str) -> str:
-    """One line naming the run's levels that failed (`analysis.series.failures`), "" if none: as
-    the run's own process found them (run.json's `end_checks`), else measured here."""
-    checks = read_run_json(run_dir).get("end_checks")
-    recorded = checks.get("failed_levels") if isinstance(checks, dict) else None
-    if isinstance(recorded, str):
-        return recorded
-    # at call time: pandas stays out of the commands that never read a run
-    from ..analysis.levels.measure import measure_levels
-    from ..analysis.series.failures import describe_problems, level_problems
-    from ..rundir.load import analysis_columns, load_run
-
-    run = load_run(run_dir, analysis_columns())
-    problems = level_problems(measure_levels(run.requests, run.steps, run.streams))
-    return describe_problems(problems) if problems else ""
-
-
-def read_run_json(run_dir: str) -> dict:
-    try:
-        with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
-        return {"outcome": "failed"}
-    return data if isinstance(data, dict) else {"outcome": "failed"}
 
 
 # --- runs started by other commands (campaign, tune) ----------------------------------------------
@@ -337,16 +273,6 @@ def run_options(host: str, **options) -> argparse.Namespace:
         raise TypeError(f"vllm-load run has no option {', '.join(unknown)}")
     vars(args).update(options, command="run")
     return args
-
-
-TARGET_LOST = (
-    "target_lost"  # what campaign and tune see for such a run (run.json keeps "completed")
-)
-
-
-def run_outcome(run_dir: str | None) -> str:
-    """A run's outcome from its run.json; `failed` when it has none."""
-    return str(read_run_json(run_dir or "").get("outcome") or "unknown")
 
 
 def run_headless(

@@ -116,7 +116,7 @@ def why_view(s: SeriesReport, anchor: str, draw: bool = True) -> WhyView | None:
             for name, fact in sorted(d.facts.facts.items())
         ]
         + [
-            FactRow(name, _FLAG_OF_FACT.get(name, ""), "unknown", why)
+            FactRow(name, _FLAG_OF_FACT.get(name, ""), "not known", why)
             for name, why in sorted(d.facts.still_unknown().items())
         ],
         conflicts=d.facts.conflicts,

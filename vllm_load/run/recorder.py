@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from typing import Iterable
 
 from ..load_kinds import Level
+from ..rundir.claim import claim, claimed_for_us
 from ..rundir.files import RUN_JSON, STEPS_CSV, run_files_in, safe_name, write_atomic
 from ..rundir.records import (
     LEVEL_INDEX,
@@ -98,8 +99,9 @@ class RunRecorder:
 
     def __init__(self, run_dir: str, run_info: dict) -> None:
         self.run_dir = run_dir
-        refuse_existing_run(run_dir)
-        os.makedirs(run_dir, exist_ok=True)
+        if not claimed_for_us(run_dir):  # (a writer started on its own claims it here)
+            refuse_existing_run(run_dir)
+            claim(run_dir)
         self.run_info = dict(run_info)
         self.run_info.setdefault("outcome", "running")
         self.run_info.setdefault("started_at", utc_iso())

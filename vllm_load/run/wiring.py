@@ -19,11 +19,13 @@ import signal
 import sys
 import time
 from dataclasses import asdict
+from typing import Any
 
 import gevent
 from locust import events as locust_events
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import STATE_INIT, MasterRunner, WorkerRunner
 
+from .. import stop_signals
 from ..client.context import LoadContext
 from ..client.health import HealthProbe
 from ..client.prompts import CalibrationError
@@ -39,6 +41,7 @@ from ..gc_policy import quiet_collector
 from ..parent_death import die_with_parent, forked_from, note_forks
 from ..settings import add_arguments
 from ..values import SettingsError
+from .outcomes import EXIT_CODES
 from .session import DRAIN_MESSAGE, LEVEL_MESSAGE, RunSession, fail
 from .worker_loss import WorkerProcess
 
@@ -81,6 +84,8 @@ def install(events=locust_events) -> None:
     if _installed:
         return
     _installed = True
+    if stop_signals.imported() is not None:  # a stop while Locust imported: nothing has started
+        sys.exit(EXIT_CODES["interrupted"])
     # records ride on worker reports: report every second so levels end promptly
     set_worker_report_interval(1.0)
     set_master_heartbeat_timeout(MASTER_GONE_AFTER)
@@ -97,6 +102,10 @@ def install(events=locust_events) -> None:
     @events.init.add_listener
     def _(environment, runner, **_kw):
         _quiet_ctrl_c()
+        if not isinstance(runner, WorkerRunner):
+            _stop_signals.install(environment)
+        if stop_signals.release() is not None:  # a stop while Locust started: nothing is written
+            sys.exit(EXIT_CODES["interrupted"])
         if isinstance(runner, WorkerRunner):
             _install_worker(environment, runner)
             return
@@ -104,7 +113,6 @@ def install(events=locust_events) -> None:
             _install_master(environment)
         else:
             _install_local(environment)
-        _stop_signals.install()
 
     events.spawning_complete.add_listener(_quiet_collector)
 
@@ -152,7 +160,8 @@ def _quiet_collector(**_kw) -> None:
 
 
 class StopSignals:
-    """SIGINT and SIGTERM in a process that writes a run (the master, or a local run).
+    """SIGINT, SIGTERM and SIGHUP (`stop_signals.listened`) in a process that writes a run (the
+    master, or a local run).
 
     The first stops the test as Ctrl-C does (a KeyboardInterrupt: Locust stops the users, the run
     is closed as interrupted). Once the run is being closed (`closing`: a headless test stopped,
@@ -160,13 +169,25 @@ class StopSignals:
     process with a traceback and leave run.json `running`. Locust installs its own SIGTERM
     handler only after a headless shape test has ended (until then SIGTERM would kill the process
     with every file unclosed), and that handler starts a second shutdown; `closing` takes SIGTERM
-    back."""
+    back.
+
+    The KeyboardInterrupt is not raised where the signal found the process: that is any
+    greenlet (the master's listener of worker reports, which died of it, and the master, deaf
+    to its workers, exited 2 with no run closed). It is thrown into the main greenlet from the
+    event loop, where a Ctrl-C arrives when the loop waits: Locust there waits for the test and
+    stops it on a KeyboardInterrupt. Before a headless test has started (a master waiting for
+    its workers) Locust does not catch one there, and there is nothing to close: the process
+    exits with the status of an interrupted run."""
 
     def __init__(self) -> None:
         self.stopping = False
+        self.environment = None
+        self.main: Any = None  # the main greenlet
 
-    def install(self) -> None:
-        for signum in (signal.SIGINT, signal.SIGTERM):
+    def install(self, environment=None) -> None:
+        if environment is not None:  # (Locust's init runs in the main greenlet)
+            self.environment, self.main = environment, gevent.getcurrent()
+        for signum in stop_signals.listened():
             signal.signal(signum, self.on_signal)
 
     def closing(self) -> None:
@@ -178,7 +199,27 @@ class StopSignals:
             logger.warning("%s: already stopping, closing the run", signal.Signals(signum).name)
             return
         self.stopping = True
-        raise KeyboardInterrupt
+        gevent.get_hub().loop.run_callback(self._stop)
+
+    def _stop(self) -> None:
+        """(In the event loop.) Stop the test in the main greenlet."""
+        main = self.main
+        if main is None or main.dead:
+            raise KeyboardInterrupt  # (the hub hands it to the main greenlet)
+        main.throw(
+            SystemExit(EXIT_CODES["interrupted"]) if self._not_started() else KeyboardInterrupt
+        )
+
+    def _not_started(self) -> bool:
+        environment = self.environment
+        options = getattr(environment, "parsed_options", None)
+        runner = getattr(environment, "runner", None)
+        return (
+            bool(getattr(options, "headless", False))
+            and runner is not None
+            and runner.state == STATE_INIT
+            and getattr(runner, "shape_greenlet", None) is None
+        )
 
 
 _stop_signals = StopSignals()

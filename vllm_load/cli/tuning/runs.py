@@ -18,7 +18,8 @@ from ...slo import parse_slo
 from ...target.process import ServerError, ServerProcess, wait_ready
 from ...values import SettingsError
 from ..errors import CommandFailed, Interrupted, server_log
-from ..run import failed_levels, run_headless
+from ..run import run_headless
+from ..run_end import failed_levels
 
 STATE_FILE = "tune.json"
 RESUME = "run the same command again to do the remaining runs (completed ones are kept)"
