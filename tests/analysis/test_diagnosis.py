@@ -281,7 +281,7 @@ def test_advice_for_a_sequence_cap_raises_it_to_what_the_kv_cache_holds():
     assert (advice.flag, advice.from_value, advice.to_value) == ("--max-num-seqs", "4", "10")
     # 100 blocks of 16 tokens hold 10 requests of 160 tokens: the batch is 10 at 16 and at 32 users
     assert (
-        "the knee moves from ~4 to ~16 concurrent (then limited by max_num_seqs and kv_cache)"
+        "the capacity model moves the knee from its ~4 to ~16 concurrent (then limited by max_num_seqs and kv_cache)"
         in advice.expected
     )
     assert "KV-cache usage stays below 90% (it reached 40% here)" in advice.expected

@@ -38,7 +38,10 @@ def pct(share) -> str:
 
 
 def signed_pct(share) -> str:
-    return "-" if _missing(share) else f"{share * 100:+.0f}%"
+    """A change as a signed whole percentage; "±0%" where it rounds to nothing (never "-0%")."""
+    if _missing(share):
+        return "-"
+    return "±0%" if round(share * 100) == 0 else f"{share * 100:+.0f}%"
 
 
 # what Markdown (CommonMark, GitHub's tables and strikethrough) reads as markup inside a line:

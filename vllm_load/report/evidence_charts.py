@@ -34,6 +34,7 @@ KIND_COLOURS = {
     "client": "tab:pink",
     "failures": "black",
     "undetermined": "tab:gray",
+    "not_measured": "white",  # no point: a level with no measured request has no figures
 }
 MEASURED_KNEE, PREDICTED_KNEE = "black", "tab:blue"
 #: the note of a series none of whose levels has a figure from the server

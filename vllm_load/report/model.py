@@ -58,6 +58,7 @@ from ..rundir.load import (
     read_client_validation,
     read_run_json,
 )
+from .headline import Headline, headline
 
 
 @dataclass
@@ -120,6 +121,7 @@ class SeriesReport:
     outcome_findings: list[str] = field(default_factory=list)  # how its runs ended (first)
     diagnosis: SeriesDiagnosis | None = None  # why it saturates, and what to change
     slo_finding: str = ""  # the SLO headline as a finding (after those)
+    headline: Headline | None = None  # the five answers first in the report (`headline`)
 
     @property
     def label(self) -> str:
@@ -393,6 +395,7 @@ def build_report_data(
         )
         for r, bottlenecks in zip(members, verdicts):
             r.bottlenecks = bottlenecks
+        report.headline = headline(sat, report.diagnosis)
         if spec:
             report.slo_headline = slo_headline([r.metrics for r in members], spec)
             report.slo_finding = report.slo_headline.sentence(sat.axis, spec)
@@ -417,19 +420,20 @@ def build_report_data(
     )
 
 
-def diagnose_run_dir(path: str) -> tuple[SeriesDiagnosis, dict[int, str]]:
-    """One run on its own as a series: its diagnosis and each level's verdict kind by level
-    (what `vllm-load run` prints under its table)."""
+def diagnose_run_dir(path: str) -> tuple[SeriesDiagnosis, dict[int, str], Headline]:
+    """One run on its own as a series: its diagnosis, each level's verdict kind by level and its
+    headline (what `vllm-load run` prints under its table)."""
     summary = summarize_run(path)
     curve = level_curve([summary.metrics])
     sat = analyse(curve)
     sat.axis = summary.axis
     diagnosis, per_run = diagnose_runs([(summary.run, summary.metrics)], curve, sat)
     kinds = {value: v["kind"] for value, v in per_run[0].items()}
-    return diagnosis, {
+    levels = {
         int(lv): kinds.get(float(v), "-")
         for lv, v in zip(summary.metrics["level"], summary.metrics["value"])
     }
+    return diagnosis, levels, headline(sat, diagnosis)
 
 
 def diagnosis_lines(diagnosis: SeriesDiagnosis) -> list[str]:

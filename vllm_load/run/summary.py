@@ -76,7 +76,7 @@ def print_summary(run_dir: str) -> EndChecks | None:
         # the diagnosis first: it reads and measures the run too, and lets it go before the
         # table's reading (which then finds requests.csv's columnar copy it wrote): one run in
         # memory at a time
-        diagnosis, bottlenecks = diagnose_run_dir(run_dir)
+        diagnosis, bottlenecks, head = diagnose_run_dir(run_dir)
         run = load_run(run_dir, analysis_columns())
         measurement = measure_levels(run.requests, run.steps, run.streams)
         measurement.metrics = with_gpu(measurement.metrics, run.gpu)  # GPU telemetry
@@ -96,6 +96,8 @@ def print_summary(run_dir: str) -> EndChecks | None:
         )
         if gpu_line := source_line(run.run):  # GPU telemetry: where its figures came from
             table += "\n" + gpu_line
+        # the headline, from the same figures as the table above and the report
+        table += "\n\nHeadline:\n" + "\n".join(f"  {line}" for line in head.lines())
         table += "\n\n" + "\n".join(diagnosis_lines(diagnosis))
         server = read_server_metrics(os.path.join(run_dir, SERVER_METRICS_CSV)).frame
         for replay in read_replays(run.requests, run.steps, run.run, server, streams=run.streams):

@@ -15,7 +15,25 @@ from .advice import Advice, Workload, with_advice
 from .capacity import BUDGET, COMPUTE, KV, SEQS, Prediction, fit_step_cost, predict
 from .facts import GIVEN, Fact, ServerFacts, no_server_reason, server_facts
 from .inference import contradicted, infer_limits
-from .verdict import Bottleneck, LevelEvidence, level_verdict, past_useful_gain, with_baseline
+from .verdict import (
+    NOT_MEASURED,
+    Bottleneck,
+    LevelEvidence,
+    level_verdict,
+    past_useful_gain,
+    with_baseline,
+)
+
+#: requests the batch at the model's knee holds fewer than the model fills it to, at least, for
+#: the measured knee's lying past it to be put down to an unfilled batch (half a request: the
+#: batch's mean is over engine steps, and a closed loop at its cap leaves a slot empty now and then)
+UNFILLED = 0.5
+
+#: what a level none of whose requests was measured reads instead of a verdict
+NOT_MEASURED_REASON = (
+    "not measured: the level ended before any of its measured requests had (its stop reason "
+    "says why), so there is nothing to judge"
+)
 
 #: the verdicts that name a configured limit of the server
 CONFIG_KINDS = (SEQS, KV, BUDGET)
@@ -34,6 +52,8 @@ class SeriesDiagnosis:
     gap: str  # the predicted knee against the measured one
     facts: ServerFacts
     levels: list[Bottleneck] = field(default_factory=list)  # one per curve row
+    #: the level whose figures the sentence quotes (the knee, or the first level past it)
+    at: float | None = None
 
     def as_json(self) -> dict:
         return {
@@ -116,16 +136,22 @@ def level_verdicts(
     `gpu_simulated`: the rows' GPU figures came from the simulator (a verdict says so)."""
     knee, left = _knee(saturation), _left_out(saturation)
     evidence = []
+    unmeasured = set()
     for row in sorted(rows, key=lambda r: float(r["value"])):
         lv = LevelEvidence.of(row, suffix)
         gpu = replace(lv.gpu, simulated=gpu_simulated)
         evidence.append(replace(lv, left_out=lv.value in left, gpu=gpu))
+        if _not_measured(row, suffix):
+            unmeasured.add(lv.value)
     evidence = with_baseline(evidence)
-    kept = [lv for lv in evidence if not lv.left_out]
+    kept = [lv for lv in evidence if not lv.left_out and lv.value not in unmeasured]
     past = [lv for lv in kept if knee is None or lv.value >= knee]
     facts = infer_limits(past, contradicted(kept, facts))
     verdicts, below = [], None
     for lv in evidence:
+        if lv.value in unmeasured:  # nothing to judge: its figures are no level's
+            verdicts.append(Bottleneck(NOT_MEASURED, lv.value, NOT_MEASURED_REASON))
+            continue
         verdict = level_verdict(lv, below, facts, knee is not None and lv.value >= knee, no_server)
         if verdict.kind == "not_saturated":
             verdict = past_useful_gain(lv, below) or verdict
@@ -138,6 +164,16 @@ def level_verdicts(
         if not lv.left_out:
             below = lv
     return verdicts, facts
+
+
+def _not_measured(row: dict, suffix: str) -> bool:
+    """A level none of whose requests was measured (in every run of a curve row): it ended
+    before any of them had (a time cap, an interruption, a lost worker)."""
+    try:
+        measured = float(row.get(f"measured{suffix}", math.nan))
+    except (TypeError, ValueError):
+        return False
+    return measured == 0
 
 
 def diagnose_series(
@@ -206,7 +242,7 @@ def diagnose_series(
             (),
             prediction,
             None,
-            _gap(prediction, None, noun, saturation.axis.plural if rate else ""),
+            _gap(prediction, None, noun, saturation.axis.plural if rate else "", verdicts),
             facts,
             verdicts,
         )
@@ -249,9 +285,10 @@ def diagnose_series(
         chosen.advice,
         prediction,
         advised_knee,
-        _gap(prediction, knee, noun, saturation.axis.plural if rate else ""),
+        _gap(prediction, knee, noun, saturation.axis.plural if rate else "", verdicts),
         facts,
         verdicts,
+        chosen.value,
     )
 
 
@@ -272,15 +309,27 @@ _NAMES = {
 }
 
 
+def limit_name(kind: str) -> str:
+    """A verdict kind as a sentence names the limit: "the sequence cap (--max-num-seqs)"."""
+    return _NAMES.get(kind, kind)
+
+
 def _describe(v: Bottleneck) -> str:
     if v.kind == "undetermined":
         return f"the limit is undetermined: {v.reason}"
-    return f"limited by {_NAMES.get(v.kind, v.kind)}: {v.reason}"
+    return f"limited by {limit_name(v.kind)}: {v.reason}"
 
 
-def _gap(prediction: Prediction, knee: float | None, noun: str, plural: str = "") -> str:
-    """How far the measured knee is from the predicted one; `plural` names an open-loop series'
-    levels (they are no numbers of requests in the batch)."""
+def _gap(
+    prediction: Prediction,
+    knee: float | None,
+    noun: str,
+    plural: str = "",
+    verdicts: Sequence[Bottleneck] = (),
+) -> str:
+    """How far the measured knee is from the predicted one, and why, from the `verdicts`'
+    evidence where it shows; `plural` names an open-loop series' levels (they are no numbers of
+    requests in the batch)."""
     if plural:
         first = prediction.limits[0] if prediction.limits else None
         return (
@@ -303,9 +352,30 @@ def _gap(prediction: Prediction, knee: float | None, noun: str, plural: str = ""
         + (
             "a limit it does not know binds first"
             if knee < prediction.knee
-            else _later(prediction.first)
+            else _unfilled(prediction, verdicts, knee, noun) or _later(prediction.first)
         )
-        + "."
+        + ". The headline and the tables use the measured knee: it is what the runs show, the "
+        "model's is where a configured limit could first bind."
+    )
+
+
+def _unfilled(
+    prediction: Prediction, verdicts: Sequence[Bottleneck], knee: float, noun: str
+) -> str:
+    """Why the measured knee lies past the model's where the evidence shows it: at the model's
+    knee the batch held fewer requests than the limit the model fills it to ("" where it did not
+    show, or held as many)."""
+    at = next((v for v in verdicts if v.value == prediction.knee), None)
+    batch = at.evidence.get("requests_in_batch", math.nan) if at is not None else math.nan
+    full = min((lim.concurrency for lim in prediction.limits), default=math.nan)
+    full = min(full, prediction.knee or math.nan)
+    if not (batch == batch and full == full) or batch >= full - UNFILLED:
+        return ""
+    return (
+        f"at ~{prediction.knee:,.0f} {noun} the batch held {batch:,.1f} requests on average, not "
+        f"the ~{full:,.0f} the model fills it to: a closed-loop user's "
+        "place in the batch stays empty between its request's end and its next one's admission, "
+        f"so the batch stays full, and throughput flat, only with users to spare (~{knee:,.0f})"
     )
 
 

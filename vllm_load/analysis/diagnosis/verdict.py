@@ -49,7 +49,10 @@ from .capacity import BUDGET, COMPUTE, KV, SEQS
 from .facts import ServerFacts
 from .gpu_evidence import BUSY, IDLE, GpuEvidence, compute_support, not_compute
 
-KINDS = (SEQS, KV, BUDGET, COMPUTE, "client", "failures", "not_saturated", "undetermined")
+NOT_MEASURED = "not_measured"  # a level with no measured request: no verdict
+KINDS = (
+    SEQS, KV, BUDGET, COMPUTE, "client", "failures", "not_saturated", "undetermined", NOT_MEASURED
+)  # fmt: skip
 
 KV_FULL = 0.90  # KV-cache usage (0..1) at which the cache counts as full (or lower: `kv_full_at`)
 KV_MIN_FULL = 0.5  # ... but never below this
