@@ -423,6 +423,10 @@ def test_the_capacity_model_reads_the_configured_lengths_where_they_are_exact():
         run = {"settings": {**exact["settings"], **varying}}
         assert configured_lengths(run) is None, varying
     assert configured_lengths({}) is None and configured_lengths({"settings": "x"}) is None
+    # with images: the text plus what the server charged for as many images (issue 46)
+    images = {"settings": {**exact["settings"], "images": 2}}
+    assert configured_lengths(images, {2: 516}) == (512.0 + 516, 128.0)
+    assert configured_lengths(images, {1: 258}) is None  # not that many images' charge
 
 
 def test_a_waiting_level_that_fits_a_cap_and_a_budget_names_both_and_what_settles_it():

@@ -33,7 +33,7 @@ from ..analysis.levels.client_side import (
 )
 from ..analysis.levels.gpu import gpu_findings, with_gpu
 from ..analysis.levels.hist import pad_columns
-from ..analysis.levels.measure import LevelMeasurement, measure_levels
+from ..analysis.levels.measure import LevelMeasurement, image_charges, measure_levels
 from ..analysis.levels.rates import RateRule, rate_verdicts
 from ..analysis.levels.server_queue import level_queue
 from ..analysis.levels.server_side import level_server_figures, read_server_metrics
@@ -99,6 +99,8 @@ class RunSummary:
         values = dict(zip(self.metrics["level"], self.metrics["value"]))
         return errors.assign(value=errors["level"].map(values)).dropna(subset=["value"])
 
+    #: the prompt tokens the server charged per image count (`measure.image_charges`)
+    image_charges: dict[int, int] = field(default_factory=dict)
     input_notes: list[str] = field(default_factory=list)  # what was left out of its files, why
     replays: list[Replay] = field(default_factory=list)  # its trace replays, read over time
     targets: list[TargetFigures] = field(default_factory=list)  # each of several targets'
@@ -236,6 +238,7 @@ def summarize_run(
         conversations=conversation_summary(data.requests),
         axis=axis,
         outcome=outcome_of(data),
+        image_charges=image_charges(data.requests),
         input_notes=[*data.notes, *(r.note for r in (server_read, health_read) if r.note)],
         replays=read_replays(
             data.requests, data.steps, data.run, server, slo, trace_window, data.streams
@@ -391,7 +394,11 @@ def build_report_data(
             outcome_findings=[text for o in outcomes for text in o.sentences()],
         )
         report.diagnosis, verdicts = diagnose_runs(
-            [(r.run, r.metrics) for r in members], curve, sat, rule.tolerance
+            [(r.run, r.metrics) for r in members],
+            curve,
+            sat,
+            rule.tolerance,
+            members[0].image_charges,
         )
         for r, bottlenecks in zip(members, verdicts):
             r.bottlenecks = bottlenecks
@@ -427,7 +434,9 @@ def diagnose_run_dir(path: str) -> tuple[SeriesDiagnosis, dict[int, str], Headli
     curve = level_curve([summary.metrics])
     sat = analyse(curve)
     sat.axis = summary.axis
-    diagnosis, per_run = diagnose_runs([(summary.run, summary.metrics)], curve, sat)
+    diagnosis, per_run = diagnose_runs(
+        [(summary.run, summary.metrics)], curve, sat, image_charges=summary.image_charges
+    )
     kinds = {value: v["kind"] for value, v in per_run[0].items()}
     levels = {
         int(lv): kinds.get(float(v), "-")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import pandas as pd
 
@@ -87,29 +87,33 @@ def _workload(curve: pd.DataFrame, suffix: str) -> Workload:
     return Workload(float(per_in), float(per_out), levels)
 
 
-def configured_lengths(run: dict) -> tuple[float, float] | None:
+def configured_lengths(
+    run: dict, image_charges: Mapping[int, int] | None = None
+) -> tuple[float, float] | None:
     """The prompt and output lengths every request of a run was sent with, where they are exact
-    (prompts calibrated to `--input-tokens`, outputs forced to `--output-tokens`); None for a
-    workload whose lengths vary (a trace, a dataset, length distributions, images, approximate
-    prompts, outputs not forced). The capacity model reads these rather than the levels' means:
-    a mean a token over 640 moved a KV limit from 819 to 682 requests between two runs."""
+    (prompts calibrated to `--input-tokens`, outputs forced to `--output-tokens`); with `--images`
+    the prompt is its text plus what the server charged for that many images (`image_charges`,
+    `analysis.levels.measure.image_charges`: the client cannot count it beforehand). None for a
+    workload whose lengths vary (a trace, a dataset, length distributions, approximate prompts,
+    outputs not forced) or images whose charge is unknown. The capacity model reads these rather
+    than the levels' means: a mean a token over 640 moved a KV limit from 819 to 682 requests
+    between two runs, and the means put 2,344 tokens on requests of 2,370 with an image."""
     settings = run.get("settings")
     if not isinstance(settings, dict):
         return None
-    varying = (
-        "trace",
-        "dataset",
-        "input_lengths",
-        "output_lengths",
-        "images",
-        "approximate_prompts",
-    )
+    varying = ("trace", "dataset", "input_lengths", "output_lengths", "approximate_prompts")
     if any(settings.get(k) for k in varying) or settings.get("vllm_params") is False:
         return None
     try:
         prompt, output = float(settings["input_tokens"]), float(settings["output_tokens"])
+        images = int(settings.get("images") or 0)
     except (KeyError, TypeError, ValueError):
         return None
+    if images:
+        charge = (image_charges or {}).get(images)
+        if charge is None:
+            return None
+        prompt += charge
     shared = float(settings.get("shared_prefix_tokens") or 0)
     return (prompt, output) if prompt > 0 and output > 0 and shared <= prompt else None
 
@@ -396,10 +400,12 @@ def diagnose_runs(
     curve: pd.DataFrame,
     saturation: Saturation,
     tolerance: float = 0.05,
+    image_charges: Mapping[int, int] | None = None,
 ) -> tuple[SeriesDiagnosis, list[dict[float, dict]]]:
     """A series' diagnosis from its runs (run.json, per-level table) and curve, and each run's own
     level verdicts on the series' knee, as JSON by level. A run's level shares the series' advice
-    where it has the same limit."""
+    where it has the same limit. `image_charges`: the prompt tokens the server charged per image
+    count (the first run's; `configured_lengths`)."""
     facts = server_facts(runs[0][0])
     no_server = next((why for run, _ in runs if (why := no_server_reason(run))), "")
     diagnosis = diagnose_series(
@@ -410,7 +416,7 @@ def diagnose_runs(
         saturation.axis.noun,
         tolerance,
         any(simulated(run) for run, _ in runs),
-        configured_lengths(runs[0][0]),
+        configured_lengths(runs[0][0], image_charges),
     )
     series_levels = {v.value: v for v in diagnosis.levels}
     per_run = []
