@@ -144,19 +144,29 @@ def test_the_capacity_model_counts_the_tokens_images_add_to_a_prompt(tmp_path):
     assert kv.concurrency == 4096 // -(-per_request // 128)
 
 
-def test_a_measured_knee_past_the_models_says_the_batch_it_found_unfilled():
+def test_a_measured_knee_past_the_models_says_what_the_runs_measured_there():
     prediction = Prediction(
         (Limit("max_num_seqs", 16.0, "--max-num-seqs 16 (given)"),), (), 16.0, "max_num_seqs"
     )
     levels = [
-        Bottleneck("not_saturated", 16.0, "", {"requests_in_batch": 14.3}),
-        Bottleneck("max_num_seqs", 32.0, "", {"requests_in_batch": 15.8}),
+        Bottleneck(
+            "not_saturated", 16.0, "", {"requests_in_batch": 14.3, "total_tok_per_s": 38747}
+        ),
+        Bottleneck("max_num_seqs", 32.0, "", {"requests_in_batch": 15.8, "total_tok_per_s": 43061}),
     ]
     gap = _gap(prediction, 32.0, "concurrent", "", levels)
-    assert "at ~16 concurrent the batch held 14.3 requests on average, not the ~16" in gap
+    assert "at ~16 concurrent, where the model has throughput at its top already, the runs " in gap
+    assert "measured 38,747 tok/s, 90% of the peak" in gap
+    assert "the batch held 14.3 requests on average there against 15.8 at ~32" in gap
     assert "The headline and the tables use the measured knee" in gap
-    # a batch the model's knee filled: the old reason, for the limit's kind
-    full = [Bottleneck("max_num_seqs", 16.0, "", {"requests_in_batch": 15.9}), levels[1]]
+    # a batch as full as at the knee: the throughput, and no mechanism the figures do not show
+    full = [
+        Bottleneck("not_saturated", 16.0, "", {**levels[0].evidence, "requests_in_batch": 15.6}),
+        levels[1],
+    ]
+    gap = _gap(prediction, 32.0, "concurrent", "", full)
+    assert "90% of the peak" in gap and "the batch held" not in gap
+    # no figures at the model's knee: the reason for the limit's kind, as before
     assert "throughput keeps rising a little past a full batch" in _gap(
-        prediction, 32.0, "concurrent", "", full
+        prediction, 32.0, "concurrent", "", levels[1:]
     )

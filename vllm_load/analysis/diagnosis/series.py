@@ -24,9 +24,9 @@ from .verdict import (
     with_baseline,
 )
 
-#: requests the batch at the model's knee holds fewer than the model fills it to, at least, for
-#: the measured knee's lying past it to be put down to an unfilled batch (half a request: the
-#: batch's mean is over engine steps, and a closed loop at its cap leaves a slot empty now and then)
+#: requests the batch at the model's knee held fewer than at the measured knee, at least, for the
+#: gap between them to be put down to an unfilled batch (half a request: more than the noise of a
+#: mean over engine steps)
 UNFILLED = 0.5
 
 #: what a level none of whose requests was measured reads instead of a verdict
@@ -366,21 +366,31 @@ def _gap(
 def _unfilled(
     prediction: Prediction, verdicts: Sequence[Bottleneck], knee: float, noun: str
 ) -> str:
-    """Why the measured knee lies past the model's where the evidence shows it: at the model's
-    knee the batch held fewer requests than the limit the model fills it to ("" where it did not
-    show, or held as many)."""
-    at = next((v for v in verdicts if v.value == prediction.knee), None)
-    batch = at.evidence.get("requests_in_batch", math.nan) if at is not None else math.nan
-    full = min((lim.concurrency for lim in prediction.limits), default=math.nan)
-    full = min(full, prediction.knee or math.nan)
-    if not (batch == batch and full == full) or batch >= full - UNFILLED:
+    """Why the measured knee lies past the model's, from the evidence at both: the throughput the
+    runs measured where the model has it at its top already, and, where the batch there held
+    fewer requests than at the measured knee, that ("" where the figures are missing)."""
+    by_value = {v.value: v.evidence for v in verdicts}
+    at, there = by_value.get(prediction.knee or math.nan), by_value.get(knee)
+    tops = [e.get("total_tok_per_s", math.nan) for e in by_value.values()]
+    peak = max((t for t in tops if t == t), default=math.nan)
+    if at is None or there is None or not peak == peak:
         return ""
-    return (
-        f"at ~{prediction.knee:,.0f} {noun} the batch held {batch:,.1f} requests on average, not "
-        f"the ~{full:,.0f} the model fills it to: a closed-loop user's "
-        "place in the batch stays empty between its request's end and its next one's admission, "
-        f"so the batch stays full, and throughput flat, only with users to spare (~{knee:,.0f})"
+    rate = at.get("total_tok_per_s", math.nan)
+    if not rate == rate:
+        return ""
+    text = (
+        f"at ~{prediction.knee:,.0f} {noun}, where the model has throughput at its top already, "
+        f"the runs measured {rate:,.0f} tok/s, {rate / peak:.0%} of the peak, short of the "
+        f"saturation rule's tolerance; the knee is the next tested level, ~{knee:,.0f}"
     )
+    batch, full = at.get("requests_in_batch", math.nan), there.get("requests_in_batch", math.nan)
+    if batch == batch and full == full and batch < full - UNFILLED:
+        text += (
+            f" (the batch held {batch:,.1f} requests on average there against {full:,.1f} at "
+            f"~{knee:,.0f}: a closed-loop user's place in it stays empty between its request's "
+            "end and its next one's admission, so it stays full only with users to spare)"
+        )
+    return text
 
 
 def _later(first: str) -> str:
