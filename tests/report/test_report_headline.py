@@ -12,7 +12,7 @@ import pandas as pd
 from support.reports import report, synthetic_runs
 
 from vllm_load.analysis.diagnosis.capacity import Limit, Prediction
-from vllm_load.analysis.diagnosis.series import _gap
+from vllm_load.analysis.diagnosis.gap import knee_gap
 from vllm_load.analysis.diagnosis.verdict import Bottleneck
 from vllm_load.analysis.series.findings import _pct
 from vllm_load.report.cells import signed_pct
@@ -154,7 +154,7 @@ def test_a_measured_knee_past_the_models_says_what_the_runs_measured_there():
         ),
         Bottleneck("max_num_seqs", 32.0, "", {"requests_in_batch": 15.8, "total_tok_per_s": 43061}),
     ]
-    gap = _gap(prediction, 32.0, "concurrent", "", levels)
+    gap = knee_gap(prediction, 32.0, "concurrent", "", levels)
     assert "at ~16 concurrent, where the model has throughput at its top already, the runs " in gap
     assert "measured 38,747 tok/s, 90% of the peak" in gap
     assert "the batch held 14.3 requests on average there against 15.8 at ~32" in gap
@@ -164,9 +164,9 @@ def test_a_measured_knee_past_the_models_says_what_the_runs_measured_there():
         Bottleneck("not_saturated", 16.0, "", {**levels[0].evidence, "requests_in_batch": 15.6}),
         levels[1],
     ]
-    gap = _gap(prediction, 32.0, "concurrent", "", full)
+    gap = knee_gap(prediction, 32.0, "concurrent", "", full)
     assert "90% of the peak" in gap and "the batch held" not in gap
     # no figures at the model's knee: the reason for the limit's kind, as before
-    assert "throughput keeps rising a little past a full batch" in _gap(
+    assert "throughput keeps rising a little past a full batch" in knee_gap(
         prediction, 32.0, "concurrent", "", levels[1:]
     )

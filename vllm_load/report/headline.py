@@ -112,9 +112,6 @@ def _flag(sat: Saturation, d: SeriesDiagnosis | None) -> tuple[HeadlineItem, Hea
                 HeadlineItem("The flag", first.flag, f"Cost: {first.cost}."),
                 HeadlineItem("Expected effect", "not placed", _sentence(first.expected)),
             )
-        # at call time: `why` reads the report's model, which builds the headline
-        from .why import no_advice_reason
-
         why = no_advice_reason(d) if d is not None else "No advice: no diagnosis."
         return (
             HeadlineItem("The flag", "none", _sentence(why.removeprefix("No advice: "))),
@@ -129,6 +126,26 @@ def _flag(sat: Saturation, d: SeriesDiagnosis | None) -> tuple[HeadlineItem, Hea
         f"knee ~{num(d.advised_knee, ',.0f')} {sat.axis.noun}",
         f"Where the capacity model puts the knee with {advice.flag} {advice.to_value}: "
         f"{advice.expected}.",
+    )
+
+
+def no_advice_reason(d: SeriesDiagnosis) -> str:
+    """Why a series' diagnosis advises nothing ("" when it advises something)."""
+    if d.advice:
+        return ""
+    if d.kind == "not_saturated":
+        return (
+            "No advice: the series does not saturate within the tested levels, so no limit binds."
+        )
+    chosen = next((v for v in d.levels if v.value == d.value), None)
+    if d.kind == "undetermined":
+        why = chosen.reason if chosen is not None else d.sentence
+        return f"No advice: the limit is undetermined ({why})."
+    if d.kind == "failures":
+        return "No advice: the level at the knee was left out for its failed requests; their causes come first."
+    return (
+        f"No advice: no flag the evidence supports moves {d.kind} here (the capacity model sees "
+        "no room past it)."
     )
 
 

@@ -12,6 +12,7 @@ from ..analysis.diagnosis.facts import SERVER_FLAGS, Fact
 from ..analysis.diagnosis.series import SeriesDiagnosis
 from ..rundir.advice_record import score
 from .evidence_charts import EvidenceChart, evidence_chart
+from .headline import no_advice_reason
 from .model import SeriesReport
 
 _FLAG_OF_FACT = {name: flag for flag, name in SERVER_FLAGS.items()}
@@ -81,26 +82,6 @@ def _source(name: str, fact: Fact, d: SeriesDiagnosis) -> str:
         f"; for this workload's requests the capacity model's {kv.text()}" if kv is not None else ""
     )
     return f"{known}: vLLM's figure, for requests{per}{model}"
-
-
-def no_advice_reason(d: SeriesDiagnosis) -> str:
-    """Why a series' diagnosis advises nothing ("" when it advises something)."""
-    if d.advice:
-        return ""
-    if d.kind == "not_saturated":
-        return (
-            "No advice: the series does not saturate within the tested levels, so no limit binds."
-        )
-    chosen = next((v for v in d.levels if v.value == d.value), None)
-    if d.kind == "undetermined":
-        why = chosen.reason if chosen is not None else d.sentence
-        return f"No advice: the limit is undetermined ({why})."
-    if d.kind == "failures":
-        return "No advice: the level at the knee was left out for its failed requests; their causes come first."
-    return (
-        f"No advice: no flag the evidence supports moves {d.kind} here (the capacity model sees "
-        "no room past it)."
-    )
 
 
 def _score(d: SeriesDiagnosis) -> str:
