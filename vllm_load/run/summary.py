@@ -54,6 +54,7 @@ def print_summary(run_dir: str) -> EndChecks | None:
         from ..analysis.decisions.goodput import format_goodput_table, level_goodput
         from ..analysis.decisions.slo import parse_slo
         from ..analysis.levels.client_side import (
+            headroom_text,
             late_levels,
             level_client_health,
             read_client_health,
@@ -65,6 +66,7 @@ def print_summary(run_dir: str) -> EndChecks | None:
         from ..analysis.levels.table import format_level_table
         from ..analysis.levels.targets import target_table_text
         from ..analysis.replay.read import read_replays
+        from ..analysis.series.curve import axis_of
         from ..analysis.series.failures import describe_problems, level_problems
         from ..report.model import diagnose_run_dir, diagnosis_lines, read_targets
         from ..rundir.gpu_metrics import source_line
@@ -87,13 +89,16 @@ def print_summary(run_dir: str) -> EndChecks | None:
         )
         health = read_client_health(os.path.join(run_dir, CLIENT_HEALTH_CSV)).frame
         verdicts = rate_verdicts(metrics)
+        client_levels = level_client_health(health, metrics, run.requests)
         table = format_level_table(
             metrics,
-            late_levels(level_client_health(health, metrics, run.requests)),
+            late_levels(client_levels),
             {lv: v.unsteady_text() for lv, v in verdicts.items() if not v.steady},
             bottlenecks,
             lost_by_level(lost),
         )
+        if headroom := headroom_text(client_levels, axis_of(run.run, run.steps).unit):
+            table += "\n" + headroom  # how close the client came to its limits
         if gpu_line := source_line(run.run):  # GPU telemetry: where its figures came from
             table += "\n" + gpu_line
         # the headline, from the same figures as the table above and the report
