@@ -47,7 +47,7 @@ def test_the_headline_comes_first_with_the_tables_own_figures(tmp_path):
     assert markdown.index("## Headline") < markdown.index("## Key findings")
     items = {
         k: v.replace("\\", "")  # Markdown's escapes
-        for k, v in re.findall(r"^- \*\*([^:]+): (.+?)\.\*\* ", head, re.M)
+        for k, v in re.findall(r"^- ([^:\n]+): (.+?)\. ", head, re.M)
     }
     assert list(items) == [
         "Peak throughput",
