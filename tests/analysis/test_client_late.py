@@ -318,3 +318,22 @@ def test_a_merged_share_just_over_the_limit_reads_over_it():
         "5.1% of chunks merged in reads > 5%; run-queue wait 100.4 ms/s > 100 ms/s"
     )
     assert row["reason"] == "CPU 80.3% > 80%; loop lag 10.04 ms > 10 ms"
+
+
+def test_the_headroom_says_each_figure_at_its_highest_level_against_its_limit():
+    # issue 46.4: a demo on time says by how much; one late says by how much too
+    from vllm_load.analysis.levels.client_side import headroom_text
+
+    levels = pd.DataFrame(
+        {
+            "value": [2.0, 32.0],
+            "merged_share": [0.01, 0.021],
+            "runqueue_wait_ms_per_s_max": [30.0, 12.0],
+            "cpu_percent_max": [float("nan")] * 2,  # no client_health.csv: not said
+        }
+    )
+    assert headroom_text(levels) == (
+        "Client headroom, each figure at its highest level: chunks merged in reads 2.1% "
+        "(32 users; late above 5%), run-queue wait 30.0 ms/s (2 users; late above 100 ms/s)."
+    )
+    assert headroom_text(None) == "" and headroom_text(levels.iloc[:0]) == ""

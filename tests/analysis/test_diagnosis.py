@@ -282,7 +282,7 @@ def test_advice_for_a_sequence_cap_raises_it_to_what_the_kv_cache_holds():
     assert (advice.flag, advice.from_value, advice.to_value) == ("--max-num-seqs", "4", "10")
     # 100 blocks of 16 tokens hold 10 requests of 160 tokens: the batch is 10 at 16 and at 32 users
     assert (
-        "the knee moves from ~4 to ~16 concurrent (then limited by max_num_seqs and kv_cache)"
+        "the capacity model moves the knee from its ~4 to ~16 concurrent (then limited by max_num_seqs and kv_cache)"
         in advice.expected
     )
     assert "KV-cache usage stays below 90% (it reached 40% here)" in advice.expected
@@ -431,6 +431,10 @@ def test_the_capacity_model_reads_the_configured_lengths_where_they_are_exact():
         run = {"settings": {**exact["settings"], **varying}}
         assert configured_lengths(run) is None, varying
     assert configured_lengths({}) is None and configured_lengths({"settings": "x"}) is None
+    # with images: the text plus what the server charged for as many images (issue 46)
+    images = {"settings": {**exact["settings"], "images": 2}}
+    assert configured_lengths(images, {2: 516}) == (512.0 + 516, 128.0)
+    assert configured_lengths(images, {1: 258}) is None  # not that many images' charge
 
 
 def test_a_waiting_level_that_fits_a_cap_and_a_budget_names_both_and_what_settles_it():

@@ -56,3 +56,9 @@ def test_demo_writes_a_report_that_finds_the_simulators_saturation(tmp_path):
         and diagnosis["advice"][0]["from"] == "16"
     )
     assert "Why it saturates: " in first.stdout and "--max-num-seqs 16 (given)" in first.stdout
+    # issue 46: the headline under the table, with the table's peak; the client's headroom
+    peak = max(means.values())
+    assert f"Headline:\n  Peak throughput: {peak:,.0f} tok/s." in first.stdout
+    assert "Client headroom, each figure at its highest level: chunks merged in reads " in (
+        first.stdout
+    )

@@ -17,10 +17,11 @@ from ..rundir.optional_csv import CsvRead
 from ..slo import SloSpec
 from .decisions.goodput import binding_text, level_goodput
 from .diagnosis.evidence import level_evidence
+from .diagnosis.headline import Headline, headline
 from .diagnosis.series import SeriesDiagnosis, diagnose_runs
 from .levels.client_side import bound_levels, late_levels, level_client_health, read_client_health
 from .levels.gpu import with_gpu
-from .levels.measure import LevelMeasurement, measure_levels
+from .levels.measure import LevelMeasurement, image_charges, measure_levels
 from .levels.rates import rate_verdicts
 from .levels.server_queue import level_queue
 from .levels.server_side import read_server_metrics
@@ -125,18 +126,21 @@ def read_targets(
     )
 
 
-def diagnose_run(run: MeasuredRun) -> tuple[SeriesDiagnosis, dict[int, str]]:
-    """One run on its own as a series: its diagnosis and each level's verdict kind by level
-    (what `vllm-load run` prints under its table)."""
+def diagnose_run(run: MeasuredRun) -> tuple[SeriesDiagnosis, dict[int, str], Headline]:
+    """One run on its own as a series: its diagnosis, each level's verdict kind by level and its
+    headline (what `vllm-load run` prints under its table)."""
     metrics = run.metrics
     curve = level_curve([metrics])
     sat = analyse(curve)
     sat.axis = run.axis
-    diagnosis, per_run = diagnose_runs([(run.data.run, metrics)], curve, sat)
+    diagnosis, per_run = diagnose_runs(
+        [(run.data.run, metrics)], curve, sat, image_charges=image_charges(run.data.requests)
+    )
     kinds = {value: v["kind"] for value, v in per_run[0].items()}
-    return diagnosis, {
+    levels = {
         int(lv): kinds.get(float(v), "-") for lv, v in zip(metrics["level"], metrics["value"])
     }
+    return diagnosis, levels, headline(sat, diagnosis)
 
 
 def diagnosis_lines(diagnosis: SeriesDiagnosis) -> list[str]:

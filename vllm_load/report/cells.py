@@ -8,29 +8,13 @@ import math
 import re
 from typing import Mapping
 
-from ..analysis.levels.table import present
+from ..analysis.levels.table import missing as _missing
+from ..analysis.levels.table import num, present, secs
 from ..figures import REPORT, Figure, shown_in
-
-
-def _missing(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def num(value, spec: str = ",.2f") -> str:
-    if _missing(value):
-        return "-"
-    try:
-        return format(value, spec)
-    except (TypeError, ValueError):
-        return str(value)
 
 
 def ms(seconds) -> str:
     return "-" if _missing(seconds) else f"{seconds * 1000:,.1f} ms"
-
-
-def secs(seconds) -> str:
-    return "-" if _missing(seconds) else f"{seconds:,.3f} s"
 
 
 def pct(share) -> str:
@@ -38,7 +22,10 @@ def pct(share) -> str:
 
 
 def signed_pct(share) -> str:
-    return "-" if _missing(share) else f"{share * 100:+.0f}%"
+    """A change as a signed whole percentage; "±0%" where it rounds to nothing (never "-0%")."""
+    if _missing(share):
+        return "-"
+    return "±0%" if round(share * 100) == 0 else f"{share * 100:+.0f}%"
 
 
 # what Markdown (CommonMark, GitHub's tables and strikethrough) reads as markup inside a line:

@@ -18,10 +18,12 @@ from ..analysis.decisions.goodput import (
     SloHeadline,
     slo_headline,
 )
+from ..analysis.diagnosis.headline import Headline, headline
 from ..analysis.diagnosis.series import SeriesDiagnosis, diagnose_runs
 from ..analysis.levels.breakdown import conversation_summary, persona_table, turn_table
 from ..analysis.levels.gpu import gpu_findings
 from ..analysis.levels.hist import pad_columns
+from ..analysis.levels.measure import image_charges
 from ..analysis.levels.rates import RateRule
 from ..analysis.levels.server_side import level_server_figures
 from ..analysis.levels.table import error_counts
@@ -82,6 +84,8 @@ class RunSummary:
         values = dict(zip(self.metrics["level"], self.metrics["value"]))
         return errors.assign(value=errors["level"].map(values)).dropna(subset=["value"])
 
+    #: the prompt tokens the server charged per image count (`measure.image_charges`)
+    image_charges: dict[int, int] = field(default_factory=dict)
     input_notes: list[str] = field(default_factory=list)  # what was left out of its files, why
     replays: list[Replay] = field(default_factory=list)  # its trace replays, read over time
     targets: list[TargetFigures] = field(default_factory=list)  # each of several targets'
@@ -104,6 +108,7 @@ class SeriesReport:
     outcome_findings: list[str] = field(default_factory=list)  # how its runs ended (first)
     diagnosis: SeriesDiagnosis | None = None  # why it saturates, and what to change
     slo_finding: str = ""  # the SLO headline as a finding (after those)
+    headline: Headline | None = None  # the five answers first in the report (`headline`)
 
     @property
     def label(self) -> str:
@@ -189,6 +194,7 @@ def summarize_run(
         conversations=conversation_summary(data.requests),
         axis=measured.axis,
         outcome=outcome_of(data),
+        image_charges=image_charges(data.requests),
         input_notes=[
             *data.notes,
             *(r.note for r in (measured.server_read, measured.health_read) if r.note),
@@ -311,10 +317,15 @@ def build_report_data(
             outcome_findings=[text for o in outcomes for text in o.sentences()],
         )
         report.diagnosis, verdicts = diagnose_runs(
-            [(r.run, r.metrics) for r in members], curve, sat, rule.tolerance
+            [(r.run, r.metrics) for r in members],
+            curve,
+            sat,
+            rule.tolerance,
+            members[0].image_charges,
         )
         for r, bottlenecks in zip(members, verdicts):
             r.bottlenecks = bottlenecks
+        report.headline = headline(sat, report.diagnosis)
         if spec:
             report.slo_headline = slo_headline([r.metrics for r in members], spec)
             report.slo_finding = report.slo_headline.sentence(sat.axis, spec)

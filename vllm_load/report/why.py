@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..analysis.diagnosis.advice import Advice
+from ..analysis.diagnosis.capacity import KV
 from ..analysis.diagnosis.facts import SERVER_FLAGS, Fact
-from ..analysis.diagnosis.kinds import kind_named
+from ..analysis.diagnosis.headline import no_advice_reason
 from ..analysis.diagnosis.series import SeriesDiagnosis
 from ..rundir.advice_record import score
 from .evidence_charts import EvidenceChart, evidence_chart
@@ -67,12 +68,20 @@ def _value(fact: Fact) -> str:
     )
 
 
-def no_advice_reason(d: SeriesDiagnosis) -> str:
-    """Why a series' diagnosis advises nothing ("" when it advises something)."""
-    if d.advice:
-        return ""
-    chosen = next((v for v in d.levels if v.value == d.value), None)
-    return kind_named(d.kind).why_no_advice(chosen.reason if chosen is not None else d.sentence)
+def _source(name: str, fact: Fact, d: SeriesDiagnosis) -> str:
+    """How a fact is known; vLLM's KV-cache concurrency with what it counts, beside the capacity
+    model's for this workload (48 read against "kv_cache allows ~664" looked like two answers to
+    one question: vLLM's is for requests of max_model_len tokens)."""
+    known = f"{fact.source}: {fact.where}" if fact.where else fact.source
+    if name != "kv_cache_max_concurrency":
+        return known
+    length = d.facts.number("max_model_len")
+    per = f" of max_model_len ({length:,.0f} tokens)" if length else " of max_model_len"
+    kv = next((lim for lim in d.prediction.limits if lim.kind == KV), None)
+    model = (
+        f"; for this workload's requests the capacity model's {kv.text()}" if kv is not None else ""
+    )
+    return f"{known}: vLLM's figure, for requests{per}{model}"
 
 
 def _score(d: SeriesDiagnosis) -> str:
@@ -111,7 +120,7 @@ def why_view(s: SeriesReport, anchor: str, draw: bool = True) -> WhyView | None:
                 name,
                 _FLAG_OF_FACT.get(name, ""),
                 _value(fact),
-                f"{fact.source}: {fact.where}" if fact.where else fact.source,
+                _source(name, fact, d),
             )
             for name, fact in sorted(d.facts.facts.items())
         ]

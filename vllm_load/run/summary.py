@@ -111,7 +111,7 @@ def summary_text(
     """The per-level table with its verdicts, where the GPUs' figures came from, the diagnosis,
     a trace replay's lines, each target's figures and goodput against the run's --slo."""
     from ..analysis.decisions.goodput import format_goodput_table, level_goodput
-    from ..analysis.levels.client_side import late_levels
+    from ..analysis.levels.client_side import headroom_text, late_levels
     from ..analysis.levels.rates import rate_verdicts
     from ..analysis.levels.table import format_level_table
     from ..analysis.levels.targets import target_table_text
@@ -122,7 +122,7 @@ def summary_text(
 
     run, measurement = measured.data, measured.meas
     metrics = measurement.metrics
-    diagnosis, bottlenecks = diagnose_run(measured)
+    diagnosis, bottlenecks, head = diagnose_run(measured)
     verdicts = rate_verdicts(metrics)
     table = format_level_table(
         metrics,
@@ -131,8 +131,12 @@ def summary_text(
         bottlenecks,
         lost_by_level(lost),
     )
+    if headroom := headroom_text(measured.client_levels, measured.axis.unit):
+        table += "\n" + headroom  # how close the client came to its limits
     if gpu_line := source_line(run.run):  # GPU telemetry: where its figures came from
         table += "\n" + gpu_line
+    # the headline, from the same figures as the table above and the report
+    table += "\n\nHeadline:\n" + "\n".join(f"  {line}" for line in head.lines())
     table += "\n\n" + "\n".join(diagnosis_lines(diagnosis))
     server = measured.server_read.frame
     for replay in read_replays(run.requests, run.steps, run.run, server, streams=run.streams):

@@ -77,8 +77,9 @@ def _moves(before: float | None, after: Prediction, noun: str) -> str:
         where = "beyond the tested levels"
     else:
         where = f"to ~{_shown(after.knee)} {noun} (then limited by {after.first})"
-    start = f"from ~{_shown(before)} " if before is not None else ""
-    return f"the knee moves {start}{where}"
+    # the model's own knee before and after: the measured one may lie past it (`gap.knee_gap`)
+    start = f"from its ~{_shown(before)} " if before is not None else ""
+    return f"the capacity model moves the knee {start}{where}"
 
 
 @dataclass(frozen=True)

@@ -102,12 +102,19 @@ UNDETERMINED = BottleneckKind(
     says="the limit is undetermined: {reason}",
 )  # fmt: skip
 
+NOT_MEASURED = BottleneckKind(
+    "not_measured", "not_measured", "white",  # no point: a level with no measured request
+    nothing_to_prove="its knee level measured no request: nothing to judge or prove",
+    no_advice="No advice: {reason}.",
+    says="{reason}",
+)  # fmt: skip
+
 #: every kind, by name, in the order a legend lists them
 KINDS: Mapping[str, BottleneckKind] = {
     kind.name: kind
     for kind in (
         SEQUENCE_CAP, KV_CACHE, TOKEN_BUDGET, COMPUTE_BOUND, CLIENT, FAILURES, NOT_SATURATED,
-        UNDETERMINED,
+        UNDETERMINED, NOT_MEASURED,
     )
 }  # fmt: skip
 

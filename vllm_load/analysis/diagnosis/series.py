@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import pandas as pd
 
@@ -14,10 +14,12 @@ from ..series.saturation import Saturation
 from .advice import Advice, Workload
 from .capacity import Prediction, fit_step_cost, predict
 from .facts import GIVEN, Fact, ServerFacts, no_server_reason, server_facts
+from .gap import knee_gap
 from .inference import contradicted, infer_limits
 from .kinds import (
     COMPUTE_BOUND,
     FAILURES,
+    NOT_MEASURED,
     NOT_SATURATED,
     UNDETERMINED,
     Bottleneck,
@@ -25,6 +27,12 @@ from .kinds import (
     with_advice,
 )
 from .verdict import LevelEvidence, level_verdict, past_useful_gain, with_baseline
+
+#: what a level none of whose requests was measured reads instead of a verdict
+NOT_MEASURED_REASON = (
+    "not measured: the level ended before any of its measured requests had (its stop reason "
+    "says why), so there is nothing to judge"
+)
 
 
 @dataclass
@@ -40,6 +48,8 @@ class SeriesDiagnosis:
     gap: str  # the predicted knee against the measured one
     facts: ServerFacts
     levels: list[Bottleneck] = field(default_factory=list)  # one per curve row
+    #: the level whose figures the sentence quotes (the knee, or the first level past it)
+    at: float | None = None
 
     def as_json(self) -> dict:
         return {
@@ -73,29 +83,33 @@ def _workload(curve: pd.DataFrame, suffix: str) -> Workload:
     return Workload(float(per_in), float(per_out), levels)
 
 
-def configured_lengths(run: dict) -> tuple[float, float] | None:
+def configured_lengths(
+    run: dict, image_charges: Mapping[int, int] | None = None
+) -> tuple[float, float] | None:
     """The prompt and output lengths every request of a run was sent with, where they are exact
-    (prompts calibrated to `--input-tokens`, outputs forced to `--output-tokens`); None for a
-    workload whose lengths vary (a trace, a dataset, length distributions, images, approximate
-    prompts, outputs not forced). The capacity model reads these rather than the levels' means:
-    a mean a token over 640 moved a KV limit from 819 to 682 requests between two runs."""
+    (prompts calibrated to `--input-tokens`, outputs forced to `--output-tokens`); with `--images`
+    the prompt is its text plus what the server charged for that many images (`image_charges`,
+    `analysis.levels.measure.image_charges`: the client cannot count it beforehand). None for a
+    workload whose lengths vary (a trace, a dataset, length distributions, approximate prompts,
+    outputs not forced) or images whose charge is unknown. The capacity model reads these rather
+    than the levels' means: a mean a token over 640 moved a KV limit from 819 to 682 requests
+    between two runs, and the means put 2,344 tokens on requests of 2,370 with an image."""
     settings = run.get("settings")
     if not isinstance(settings, dict):
         return None
-    varying = (
-        "trace",
-        "dataset",
-        "input_lengths",
-        "output_lengths",
-        "images",
-        "approximate_prompts",
-    )
+    varying = ("trace", "dataset", "input_lengths", "output_lengths", "approximate_prompts")
     if any(settings.get(k) for k in varying) or settings.get("vllm_params") is False:
         return None
     try:
         prompt, output = float(settings["input_tokens"]), float(settings["output_tokens"])
+        images = int(settings.get("images") or 0)
     except (KeyError, TypeError, ValueError):
         return None
+    if images:
+        charge = (image_charges or {}).get(images)
+        if charge is None:
+            return None
+        prompt += charge
     shared = float(settings.get("shared_prefix_tokens") or 0)
     return (prompt, output) if prompt > 0 and output > 0 and shared <= prompt else None
 
@@ -122,16 +136,22 @@ def level_verdicts(
     `gpu_simulated`: the rows' GPU figures came from the simulator (a verdict says so)."""
     knee, left = _knee(saturation), _left_out(saturation)
     evidence = []
+    unmeasured = set()
     for row in sorted(rows, key=lambda r: float(r["value"])):
         lv = LevelEvidence.of(row, suffix)
         gpu = replace(lv.gpu, simulated=gpu_simulated)
         evidence.append(replace(lv, left_out=lv.value in left, gpu=gpu))
+        if _not_measured(row, suffix):
+            unmeasured.add(lv.value)
     evidence = with_baseline(evidence)
-    kept = [lv for lv in evidence if not lv.left_out]
+    kept = [lv for lv in evidence if not lv.left_out and lv.value not in unmeasured]
     past = [lv for lv in kept if knee is None or lv.value >= knee]
     facts = infer_limits(past, contradicted(kept, facts))
     verdicts, below = [], None
     for lv in evidence:
+        if lv.value in unmeasured:  # nothing to judge: its figures are no level's
+            verdicts.append(Bottleneck(NOT_MEASURED.name, lv.value, NOT_MEASURED_REASON))
+            continue
         verdict = level_verdict(lv, below, facts, knee is not None and lv.value >= knee, no_server)
         if verdict.kind == NOT_SATURATED.name:
             verdict = past_useful_gain(lv, below) or verdict
@@ -144,6 +164,16 @@ def level_verdicts(
         if not lv.left_out:
             below = lv
     return verdicts, facts
+
+
+def _not_measured(row: dict, suffix: str) -> bool:
+    """A level none of whose requests was measured (in every run of a curve row): it ended
+    before any of them had (a time cap, an interruption, a lost worker)."""
+    try:
+        measured = float(row.get(f"measured{suffix}", math.nan))
+    except (TypeError, ValueError):
+        return False
+    return measured == 0
 
 
 def diagnose_series(
@@ -212,7 +242,7 @@ def diagnose_series(
             (),
             prediction,
             None,
-            _gap(prediction, None, noun, saturation.axis.plural if rate else ""),
+            knee_gap(prediction, None, noun, saturation.axis.plural if rate else "", verdicts),
             facts,
             verdicts,
         )
@@ -255,9 +285,10 @@ def diagnose_series(
         chosen.advice,
         prediction,
         advised_knee,
-        _gap(prediction, knee, noun, saturation.axis.plural if rate else ""),
+        knee_gap(prediction, knee, noun, saturation.axis.plural if rate else "", verdicts),
         facts,
         verdicts,
+        chosen.value,
     )
 
 
@@ -268,45 +299,13 @@ _FACT_OF_FLAG = {
 }
 
 
+def limit_name(kind: str) -> str:
+    """A verdict kind as a sentence names the limit: "the sequence cap (--max-num-seqs)"."""
+    return kind_named(kind).label
+
+
 def _describe(v: Bottleneck) -> str:
     return kind_named(v.kind).sentence(v.reason)
-
-
-def _gap(prediction: Prediction, knee: float | None, noun: str, plural: str = "") -> str:
-    """How far the measured knee is from the predicted one; `plural` names an open-loop series'
-    levels (they are no numbers of requests in the batch)."""
-    if plural:
-        first = prediction.limits[0] if prediction.limits else None
-        return (
-            f"The capacity model's first limit, {first.text()}, counts requests in the batch; this "
-            f"series' levels are {plural}, so it is not placed on them."
-            if first
-            else ""
-        )
-    if prediction.knee is None and knee is None:
-        return ""
-    if prediction.knee is None:
-        return f"The capacity model could not place the knee ({'; '.join(prediction.unknown) or 'no limit within the tested levels'}); measured ~{knee:,.0f} {noun}."
-    if knee is None:
-        return f"The capacity model put the knee at ~{prediction.knee:,.0f} {noun} ({prediction.first}); the runs did not saturate."
-    if prediction.knee == knee:
-        return f"The measured knee (~{knee:,.0f} {noun}) is where the capacity model put it ({prediction.first})."
-    return (
-        f"The measured knee (~{knee:,.0f} {noun}) differs from the capacity model's ~{prediction.knee:,.0f} "
-        f"({prediction.first}): "
-        + (
-            "a limit it does not know binds first"
-            if knee < prediction.knee
-            else _later(prediction.first)
-        )
-        + "."
-    )
-
-
-def _later(first: str) -> str:
-    """Why a limit may bind at a higher level than the capacity model put it, for its kind."""
-    why = kind_named(first).binds_later
-    return "the limit binds later than the model assumes" + (f" ({why})" if why else "")
 
 
 def diagnose_runs(
@@ -314,10 +313,12 @@ def diagnose_runs(
     curve: pd.DataFrame,
     saturation: Saturation,
     tolerance: float = 0.05,
+    image_charges: Mapping[int, int] | None = None,
 ) -> tuple[SeriesDiagnosis, list[dict[float, dict]]]:
     """A series' diagnosis from its runs (run.json, per-level table) and curve, and each run's own
     level verdicts on the series' knee, as JSON by level. A run's level shares the series' advice
-    where it has the same limit."""
+    where it has the same limit. `image_charges`: the prompt tokens the server charged per image
+    count (the first run's; `configured_lengths`)."""
     facts = server_facts(runs[0][0])
     no_server = next((why for run, _ in runs if (why := no_server_reason(run))), "")
     diagnosis = diagnose_series(
@@ -328,7 +329,7 @@ def diagnose_runs(
         saturation.axis.noun,
         tolerance,
         any(simulated(run) for run, _ in runs),
-        configured_lengths(runs[0][0]),
+        configured_lengths(runs[0][0], image_charges),
     )
     series_levels = {v.value: v for v in diagnosis.levels}
     per_run = []

@@ -177,6 +177,36 @@ def level_client_health(
     return pd.DataFrame(rows)
 
 
+#: (column, what it is, its limit, the unit it is shown in, its scale, what passing it makes the
+#: level) of the client's headroom
+_HEADROOM = (
+    ("merged_share", "chunks merged in reads", MERGED_LIMIT, "%", 100.0, "late"),
+    ("runqueue_wait_ms_per_s_max", "run-queue wait", RUNQUEUE_LIMIT_MS, " ms/s", 1.0, "late"),
+    ("cpu_percent_max", "load-process CPU", CPU_LIMIT, "% of a core", 1.0, "client-bound"),
+)
+
+
+def headroom_text(client_levels: pd.DataFrame | None, unit: str = "users") -> str:
+    """How close the client came to being late or bound: each figure at its highest level
+    against its limit ("" without client figures), so that a run on time says by how much."""
+    if client_levels is None or not len(client_levels):
+        return ""
+    parts = []
+    for column, name, limit, shown, scale, past in _HEADROOM:
+        values = as_floats(client_levels, column)
+        if np.isnan(values).all():
+            continue
+        i = int(np.nanargmax(values))
+        at = f"{float(client_levels['value'].iloc[i]):,.4g} {unit}"
+        parts.append(
+            f"{name} {float(values[i]) * scale:,.1f}{shown} ({at}; {past} above "
+            f"{limit * scale:g}{shown})"
+        )
+    if not parts:
+        return ""
+    return "Client headroom, each figure at its highest level: " + ", ".join(parts) + "."
+
+
 def bound_levels(client_levels: pd.DataFrame | None) -> dict[int, str]:
     """{level: why} for the possibly client-bound levels of `level_client_health`."""
     if client_levels is None or not len(client_levels):

@@ -22,7 +22,11 @@ from .saturation import Saturation, SaturationRule, level_point
 
 
 def _pct(x: float) -> str:
-    return f"{x * 100:+.0f}%" if x == x else "n/a"
+    """A change as a signed whole percentage; one that rounds to nothing is "±0%", never "-0%"
+    (a throughput 0.2 % lower past the knee read "for -0% throughput")."""
+    if x != x:
+        return "n/a"
+    return "±0%" if round(x * 100) == 0 else f"{x * 100:+.0f}%"
 
 
 def _figure(x: float) -> str:
