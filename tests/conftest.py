@@ -8,6 +8,7 @@ import shutil
 import tempfile
 
 import pytest
+from support.shared_runs import LOCK_DIR_ENV
 
 
 @pytest.fixture
@@ -26,9 +27,6 @@ def hf_tokenizer_dir(tmp_path) -> str:
 # beside it: every test holds a shared lock on one file for its whole protocol (module fixtures
 # included), an `alone` one (and every `slow` or `real_vllm` one) an exclusive lock. A turnstile
 # taken around the acquiring keeps the other worker's next tests from starving an exclusive one.
-
-
-LOCK_DIR_ENV = "VLLM_LOAD_TEST_LOCK_DIR"  # made by the xdist controller, inherited by its workers
 
 
 def pytest_configure(config):
