@@ -53,9 +53,9 @@ def _lock_paths() -> tuple[str, str] | None:
 
 
 def is_alone(item) -> bool:
-    """Whether `item` runs with no other test beside it: marked `alone`, or slow or real-vLLM
-    (holds, the benches' quick modes, pinned cores)."""
-    return any(item.get_closest_marker(m) for m in ("alone", "slow", "real_vllm"))
+    """Whether `item` runs with no other test beside it: marked `alone`, or slow, timing or
+    real-vLLM (holds, the benches' quick modes, long timing tolerances, pinned cores)."""
+    return any(item.get_closest_marker(m) for m in ("alone", "slow", "real_vllm", "timing"))
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's own reordering by fixture scope

@@ -50,6 +50,27 @@ def load_run_files(run_dir: str):
     return requests, steps, run, stats
 
 
+def client_flags(run_dir: str) -> dict[int, str]:
+    """{level: why} for the levels the run itself found possibly client-bound or client-late
+    (its client_health.csv against its records): where a timing tolerance may not hold, and why."""
+    from vllm_load.analysis.levels.client_side import (
+        bound_levels,
+        late_levels,
+        level_client_health,
+        read_client_health,
+    )
+    from vllm_load.analysis.levels.measure import level_metrics
+
+    requests, steps, _, _ = load_run_files(run_dir)
+    metrics = level_metrics(requests, steps)
+    health = read_client_health(os.path.join(run_dir, "client_health.csv")).frame
+    levels = level_client_health(health, metrics, requests)
+    flags = bound_levels(levels)
+    for level, why in late_levels(levels).items():
+        flags[level] = f"{flags[level]}; {why}" if level in flags else why
+    return flags
+
+
 def wait_for_rows(out: str, rows: int, proc: subprocess.Popen, timeout: float = 60.0) -> str:
     """The run directory once its requests.csv has `rows` records."""
     deadline = time.monotonic() + timeout
