@@ -51,8 +51,10 @@ def load_run_files(run_dir: str):
 
 
 def client_flags(run_dir: str) -> dict[int, str]:
-    """{level: why} for the levels the run itself found possibly client-bound or client-late
-    (its client_health.csv against its records): where a timing tolerance may not hold, and why."""
+    """{level: why} for the levels the run itself found its client busy (its client_health.csv):
+    possibly client-bound (CPU, loop lag) or client-late by the run-queue wait, where a timing
+    tolerance may not hold. Chunks merged in reads are left out: a fast stream merges them on
+    a quiet machine too, and they say how a level's ITL is dated, not that its client was late."""
     from vllm_load.analysis.levels.client_side import (
         bound_levels,
         late_levels,
@@ -64,7 +66,7 @@ def client_flags(run_dir: str) -> dict[int, str]:
     requests, steps, _, _ = load_run_files(run_dir)
     metrics = level_metrics(requests, steps)
     health = read_client_health(os.path.join(run_dir, "client_health.csv")).frame
-    levels = level_client_health(health, metrics, requests)
+    levels = level_client_health(health, metrics)  # without the records: no merged share
     flags = bound_levels(levels)
     for level, why in late_levels(levels).items():
         flags[level] = f"{flags[level]}; {why}" if level in flags else why
