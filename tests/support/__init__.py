@@ -7,6 +7,7 @@ tests/conftest.py. Test modules never import each other.
 - `runhelpers`: running vllm-load as a child process, reading a run directory back
 - `sim_http`: blocking HTTP calls to the simulator, SSE bodies, /metrics values
 - `sse_chunks`: chat-completion SSE chunks as vLLM streams them
+- `shared_runs`: one run made once per pytest session for every test that asserts on it
 - `reports`: synthetic run directories and the PNGs embedded in a report
 - `hf_tokenizer`: a small, real Hugging Face tokenizer directory built locally
 - `netns`: test hosts in network namespaces (root only)

@@ -50,6 +50,29 @@ def load_run_files(run_dir: str):
     return requests, steps, run, stats
 
 
+def client_flags(run_dir: str) -> dict[int, str]:
+    """{level: why} for the levels the run itself found its client busy (its client_health.csv):
+    possibly client-bound (CPU, loop lag) or client-late by the run-queue wait, where a timing
+    tolerance may not hold. Chunks merged in reads are left out: a fast stream merges them on
+    a quiet machine too, and they say how a level's ITL is dated, not that its client was late."""
+    from vllm_load.analysis.levels.client_side import (
+        bound_levels,
+        late_levels,
+        level_client_health,
+        read_client_health,
+    )
+    from vllm_load.analysis.levels.measure import level_metrics
+
+    requests, steps, _, _ = load_run_files(run_dir)
+    metrics = level_metrics(requests, steps)
+    health = read_client_health(os.path.join(run_dir, "client_health.csv")).frame
+    levels = level_client_health(health, metrics)  # without the records: no merged share
+    flags = bound_levels(levels)
+    for level, why in late_levels(levels).items():
+        flags[level] = f"{flags[level]}; {why}" if level in flags else why
+    return flags
+
+
 def wait_for_rows(out: str, rows: int, proc: subprocess.Popen, timeout: float = 60.0) -> str:
     """The run directory once its requests.csv has `rows` records."""
     deadline = time.monotonic() + timeout
