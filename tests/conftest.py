@@ -39,6 +39,8 @@ def pytest_configure(config):
         os.environ["VLLM_LOAD_ADVICE_RECORD"] = os.path.join(
             os.environ[LOCK_DIR_ENV], "advice-record.jsonl"
         )
+        # every `vllm-load run` writes its run to the results store: never the user's
+        os.environ["VLLM_LOAD_STORE"] = os.path.join(os.environ[LOCK_DIR_ENV], "results.sqlite")
 
 
 def pytest_unconfigure(config):

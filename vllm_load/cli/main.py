@@ -42,6 +42,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "build the HTML report (with multi-run statistics) from run directories",
     ),
     "compare": ("vllm_load.cli.compare", "is configuration B really better than A, or noise?"),
+    "store": (
+        "vllm_load.store.cli",
+        "the results store every run is written to: import existing run directories",
+    ),
+    "history": ("vllm_load.store.cli", "list the runs in the results store, filtered"),
     "sim": ("vllm_load.sim.cli", "serve the simulated vLLM OpenAI server"),
     "validate-client": (
         "vllm_load.cli.validate_client",

@@ -19,6 +19,7 @@ from ..run.outcomes import EXIT_CODES, exit_status_help
 from ..run.recorder import new_run_dir, refuse_existing_run
 from ..rundir.lost_workers import lost_workers
 from ..settings import Settings, add_arguments
+from ..store.cli import add_store_argument, remember
 from ..target.loss import still_answers, target_lost
 from ..values import SettingsError, master_host_argument, port_argument
 from ..web import bind
@@ -73,6 +74,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         bind.add_arguments(parser)
     if name in ("run", "master"):
         parser.epilog = exit_status_help()
+        add_store_argument(parser)
     if name == "run":
         add_workers_argument(parser)
     if name == "master":
@@ -216,7 +218,7 @@ def main(args: argparse.Namespace) -> int:
         # the run directory is complete and analysable, but a pipeline must not take it for a
         # good run
         print(f"vllm-load {args.command}: {why} (exit {EXIT_CODES[outcome]})", file=sys.stderr)
-    return EXIT_CODES[outcome]
+    return remember(run_dir, getattr(args, "store", None), EXIT_CODES[outcome])
 
 
 def conclude(run_dir: str, host: str, api_key: str | None) -> tuple[str, str]:
