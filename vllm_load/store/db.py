@@ -14,9 +14,13 @@ from __future__ import annotations
 import datetime as _dt
 import os
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from .location import StoreLocation
 from .record import StoredLevel, StoredRun
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
 
 #: how long a write waits for another process's transaction on the same SQLite file
 BUSY_S = 120.0
@@ -92,10 +96,10 @@ class Store:
     """An open results store, at the newest schema."""
 
     location: StoreLocation
-    engine: object
+    engine: Engine
 
     def close(self) -> None:
-        self.engine.dispose()  # type: ignore[attr-defined]
+        self.engine.dispose()
 
     def write(self, run: StoredRun) -> bool:
         """Store `run` whole, in one transaction; False (nothing written) when its run_id is
@@ -106,7 +110,7 @@ class Store:
         from .schema import RUNS
 
         try:
-            with self.engine.begin() as conn:  # type: ignore[attr-defined]
+            with self.engine.begin() as conn:
                 if conn.execute(select(RUNS.c.id).where(RUNS.c.run_id == run.run_id)).first():
                     return False
                 _insert(conn, run)

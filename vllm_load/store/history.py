@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from ..figures import Figure, level_figures
 from ..values import SettingsError
+from .db import Store
 from .record import StoredLevel
 from .schema import FILTER_COLUMNS
 
@@ -102,7 +103,7 @@ def pick(levels: list[StoredLevel], figure: Figure, at: float | None) -> StoredL
 
 
 def stored_runs(
-    store, model: str, conditions: list[Condition]
+    store: Store, model: str, conditions: list[Condition]
 ) -> list[tuple[dict, list[StoredLevel]]]:
     """The runs matching, oldest first, with their levels."""
     from sqlalchemy import select
@@ -128,7 +129,7 @@ def _cell(level: StoredLevel | None, figure: Figure) -> str:
     return f"{shown} at {level.value:g}"
 
 
-def show_history(args: argparse.Namespace, store) -> int:
+def show_history(args: argparse.Namespace, store: Store) -> int:
     conditions = parse_where(args.where)
     figure = figure_named(args.figure)
     try:
