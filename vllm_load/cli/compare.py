@@ -10,6 +10,7 @@ import sys
 
 from ..report.partial_runs import add_allow_partial, refuse_partial
 from ..values import SettingsError
+from .common import add_alpha_argument
 from .errors import CommandFailed
 
 #: the word that separates A's runs from B's when a side names more than one
@@ -56,12 +57,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         help="HTML file to write, with .md and .json beside it "
         "(default: reports/compare-<UTC time>.html)",
     )
-    parser.add_argument(
-        "--alpha",
-        type=float,
-        default=0.05,
-        help="significance level, after the multiple-comparison correction (default 0.05)",
-    )
+    add_alpha_argument(parser)
     parser.add_argument(
         "--correction",
         choices=("level", "all", "none"),

@@ -47,6 +47,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "the results store every run is written to: import existing run directories",
     ),
     "history": ("vllm_load.store.cli", "list the runs in the results store, filtered"),
+    "regress": (
+        "vllm_load.store.cli",
+        "has a stored configuration regressed against a baseline? A CI gate across stored runs",
+    ),
     "sim": ("vllm_load.sim.cli", "serve the simulated vLLM OpenAI server"),
     "validate-client": (
         "vllm_load.cli.validate_client",

@@ -22,10 +22,11 @@ def add_store_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
-    if name == "history":
+    if name in ("history", "regress"):
         from .history import configure_history
+        from .regress import configure_regress
 
-        configure_history(parser)
+        (configure_history if name == "history" else configure_regress)(parser)
         add_store_argument(parser)
         return
     actions = parser.add_subparsers(dest="store_action", metavar="ACTION", required=True)
@@ -93,6 +94,10 @@ def main(args: argparse.Namespace) -> int:
         from .history import show_history
 
         return show_history(args, _open(locate(args.store)))
+    if args.command == "regress":
+        from .regress import regress
+
+        return regress(args, _open(locate(args.store)))
     return import_runs(args)
 
 

@@ -23,15 +23,7 @@ def configure_history(parser: argparse.ArgumentParser) -> None:
         "List the runs in the results store, oldest first: when, which run, model, vLLM version, "
         "GPUs, outcome, and a figure (--figure) at its best level or at --level."
     )
-    parser.add_argument("--model", default="", help="only this model's runs")
-    parser.add_argument(
-        "--where",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help=f"only runs whose KEY is VALUE (repeatable, all must hold); KEY: "
-        f"{', '.join(FILTER_COLUMNS)}, meta.NAME (--meta) or settings.NAME",
-    )
+    add_selection_arguments(parser)
     parser.add_argument(
         "--figure",
         default="total_tok_per_s",
@@ -45,6 +37,19 @@ def configure_history(parser: argparse.ArgumentParser) -> None:
         "(highest where higher is better, else the run's highest level)",
     )
     parser.add_argument("--json", action="store_true", help="print the runs as JSON lines")
+
+
+def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
+    """--model and --where: which stored runs a command reads."""
+    parser.add_argument("--model", default="", help="only this model's runs")
+    parser.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"only runs whose KEY is VALUE (repeatable, all must hold); KEY: "
+        f"{', '.join(FILTER_COLUMNS)}, meta.NAME (--meta) or settings.NAME",
+    )
 
 
 @dataclass(frozen=True)
