@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from support.runhelpers import only_run_dir, run_vllm_load
+from support.runhelpers import every_file_text, only_run_dir, run_vllm_load
 
 from vllm_load.sim.process import SimulatorProcess
 
@@ -45,6 +45,7 @@ def test_a_run_is_in_the_store_when_it_ends_and_history_lists_it(tmp_path):
     ]
     values = db.execute("SELECT value FROM levels ORDER BY level").fetchall()
     assert values == [(2.0,), (4.0,)]
+    assert str(store) not in every_file_text(run_dir)  # where the store is: not the run's
     listed = run_vllm_load(
         "history", "--where", "meta.gpu=simulated", "--json", "--store", str(store)
     )
