@@ -123,6 +123,23 @@ def test_a_store_at_a_newer_schema_is_refused_in_one_line_and_nothing_is_written
     assert hashlib.sha256(store.read_bytes()).hexdigest() == before
 
 
+def test_a_store_at_a_newer_schema_at_a_runs_end_keeps_both_and_says_how_to_import_later(
+    tmp_path, capsys
+):
+    store = tmp_path / "results.sqlite"
+    first, second = _runs(tmp_path / "runs", 2)
+    assert main(["store", "import", first, "--store", str(store)]) == 0
+    with _db(store) as db:
+        db.execute("UPDATE alembic_version SET version_num = '0099'")
+    before = hashlib.sha256(store.read_bytes()).hexdigest()
+    capsys.readouterr()
+    assert remember(second, str(store), 0) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "schema revision 0099" in err[0], err
+    assert f"`vllm-load store import {second} --store sqlite:///{store}`" in err[0]
+    assert hashlib.sha256(store.read_bytes()).hexdigest() == before
+
+
 def _tree(path: str) -> dict[str, str]:
     out = {}
     for dirpath, _, names in os.walk(path):

@@ -11,14 +11,18 @@ from ..values import SettingsError
 from .location import OFF, STORE_ENV, StoreLocation, locate
 
 STORE_HELP = (
-    f"the results store every run is written to when it ends: an SQLite file's path, a "
-    f"SQLAlchemy URL (postgresql://user@host/db), or '{OFF}' (default: ${STORE_ENV}, else "
-    "$XDG_DATA_HOME/vllm-load/results.sqlite); a password in the URL is never printed or written"
+    "an SQLite file's path, a SQLAlchemy URL (postgresql://user@host/db), or '{off}' (default: "
+    "${env}, else $XDG_DATA_HOME/vllm-load/results.sqlite); a password in the URL is never "
+    "printed or written"
 )
 
 
-def add_store_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", default=None, metavar="URL", help=STORE_HELP)
+def add_store_argument(
+    parser: argparse.ArgumentParser,
+    what: str = "the results store the run is written to when it ends",
+) -> None:
+    text = STORE_HELP.format(off=OFF, env=STORE_ENV)
+    parser.add_argument("--store", default=None, metavar="URL", help=f"{what}: {text}")
 
 
 def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
@@ -27,7 +31,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         from .regress import configure_regress
 
         (configure_history if name == "history" else configure_regress)(parser)
-        add_store_argument(parser)
+        add_store_argument(parser, "the results store to read")
         return
     actions = parser.add_subparsers(dest="store_action", metavar="ACTION", required=True)
     imports = actions.add_parser(
@@ -43,7 +47,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         metavar="RUN_DIR",
         help="run directories, directories holding runs, or globs",
     )
-    add_store_argument(imports)
+    add_store_argument(imports, "the results store to write to")
 
 
 def _open(location: StoreLocation | None):
