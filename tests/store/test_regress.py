@@ -106,3 +106,19 @@ def test_a_side_matching_no_run_is_one_line_and_exit_2(store, capsys):
     assert out.strip().splitlines() == [
         "vllm-load regress: error: --baseline: no stored run matches (see vllm-load history)"
     ]
+
+
+def test_sides_that_sent_different_workloads_are_refused(tmp_path, capsys):
+    for seed, (version, tokens) in enumerate([("0.31.0", 32), ("0.32.0", 64)]):
+        path = _run(tmp_path / "runs", version, seed, 0.012)
+        with open(os.path.join(path, "run.json"), encoding="utf-8") as fh:
+            run = json.load(fh)
+        run["settings"]["output_tokens"] = tokens
+        with open(os.path.join(path, "run.json"), "w", encoding="utf-8") as fh:
+            json.dump(run, fh)
+    store = str(tmp_path / "results.sqlite")
+    assert main(["store", "import", str(tmp_path / "runs"), "--store", store]) == 0
+    code, out = _regress(store, capsys, "--baseline", "vllm_version=0.31.0")
+    assert code == 2
+    (line,) = out.strip().splitlines()
+    assert "different workloads: output_tokens" in line, line

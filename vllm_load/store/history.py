@@ -81,7 +81,7 @@ def figure_named(key: str) -> Figure:
     return found[key]
 
 
-def _matches(row: dict, conditions: list[Condition]) -> bool:
+def matches(row: dict, conditions: list[Condition]) -> bool:
     for c in conditions:
         if c.key.startswith(JSON_PREFIXES):
             section, _, name = c.key.partition(".")
@@ -121,7 +121,7 @@ def stored_runs(
         query = query.where(RUNS.c.model == model)
     with store.engine.begin() as conn:
         rows = [dict(r) for r in conn.execute(query).mappings()]
-        rows = [r for r in rows if _matches(r, conditions)]
+        rows = [r for r in rows if matches(r, conditions)]
         levels = read_levels(conn, [r["id"] for r in rows])
     return [(r, levels.get(r["id"], [])) for r in rows]
 

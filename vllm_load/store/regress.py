@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..cli.common import add_alpha_argument
 from ..values import SettingsError
-from .history import Condition, add_selection_arguments, parse_where, stored_runs
+from .history import Condition, add_selection_arguments, matches, parse_where, stored_runs
 from .record import StoredLevel
 
 LATEST = "latest"
@@ -64,9 +64,7 @@ class Side:
 
 
 def _side(runs: list[tuple[dict, list[StoredLevel]]], conditions: list[Condition]) -> Side:
-    from .history import _matches
-
-    kept = [(row, levels) for row, levels in runs if _matches(row, conditions)]
+    kept = [(row, levels) for row, levels in runs if matches(row, conditions)]
     return Side([r for r, _ in kept], [lv for _, lv in kept])
 
 
