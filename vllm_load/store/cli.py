@@ -51,26 +51,26 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
 
 
 def _open(location: StoreLocation | None):
-    from .db import open_store
+    """The store a command reads or writes: bad or unreachable, one line and exit 2."""
+    from .db import StoreError, open_store
 
     if location is None:
         raise SettingsError(f"--store {OFF} stores nothing: name a store to use")
-    return open_store(location)
+    try:
+        return open_store(location)
+    except StoreError as e:
+        raise SettingsError(str(e)) from None
 
 
 def import_runs(args: argparse.Namespace) -> int:
     from ..rundir.load import expand_run_paths
-    from .db import StoreError
     from .record import stored_run
 
     try:
         paths = expand_run_paths(args.runs)
     except ValueError as e:
         raise SettingsError(str(e)) from None
-    try:
-        store = _open(locate(args.store))
-    except StoreError as e:
-        raise SettingsError(str(e)) from None
+    store = _open(locate(args.store))
     refused = 0
     try:
         for path in paths:

@@ -5,8 +5,9 @@ nothing written), and upgrades an older one (or a new, empty one) to the newest 
 Alembic, in the same transaction as the check. On SQLite every transaction takes the write lock
 when it begins (`BEGIN IMMEDIATE`) and waits up to `BUSY_S` for another process's: two runs
 ending at once write one after the other, and two processes opening a new file create its tables
-once. A run is written whole (its row, its levels, their figures) in one transaction, or not at
-all; a run already stored (its run_id) is left as it is.
+once; on PostgreSQL an advisory lock does the same for the opening (its rows need none). A run
+is written whole (its row, its levels, their figures) in one transaction, or not at all; a run
+already stored (its run_id) is left as it is.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
 
 #: how long a write waits for another process's transaction on the same SQLite file
 BUSY_S = 120.0
+#: the PostgreSQL advisory lock a store's opening holds while it checks and migrates the schema
+MIGRATION_LOCK = 5050
 MIGRATIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "migrations")
 
 
@@ -156,6 +159,8 @@ def open_store(location: StoreLocation) -> Store:
         raise StoreError(f"the results store {location.shown}: {_reason(e)}") from None
     try:
         with engine.begin() as conn:
+            if conn.dialect.name == "postgresql":  # two masters opening a new store: one creates it
+                conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
             _check_revision(conn, location)
             command.upgrade(_alembic_config(conn), "head")
     except SQLAlchemyError as e:

@@ -1,7 +1,7 @@
 """Where the results store is: `--store`, else `$VLLM_LOAD_STORE`, else an SQLite file in the
 user's data directory (`$XDG_DATA_HOME/vllm-load/results.sqlite`, default `~/.local/share/...`),
 as the advice record (`rundir.advice_record`). A plain path is an SQLite file; a URL
-(`postgresql://user@host/db`) is given to SQLAlchemy as it is; `none` stores nothing.
+(`postgresql://user@host/db`, read with psycopg 3) is given to SQLAlchemy; `none` stores nothing.
 
 A URL's password is never printed or written: `shown` is the URL as every message names it.
 """
@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 STORE_ENV = "VLLM_LOAD_STORE"
 OFF = "none"
+#: PostgreSQL's plain URL: SQLAlchemy would take it for psycopg2; vllm-load[postgresql] is psycopg 3
+_POSTGRES = re.compile(r"^postgres(?:ql)?://", re.IGNORECASE)
 _SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
 #: `scheme://user:password@` -> the password
 _PASSWORD = re.compile(r"^([a-z][a-z0-9+.-]*://[^/@:]*):([^/@]*)@", re.IGNORECASE)
@@ -53,6 +55,7 @@ def locate(given: str | None) -> StoreLocation | None:
     if text.strip().lower() == OFF:
         return None
     if _SCHEME.match(text):
+        text = _POSTGRES.sub("postgresql+psycopg://", text)
         sqlite = text.startswith("sqlite:///")
         return StoreLocation(text, explicit, text[len("sqlite:///") :] if sqlite else "")
     path = os.path.abspath(os.path.expanduser(text))
