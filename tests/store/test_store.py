@@ -167,14 +167,20 @@ def test_a_store_that_cannot_be_written_at_a_runs_end_keeps_the_run_and_says_how
     assert remember(path, str(blocked / "results.sqlite"), 5) == 5
 
 
-def test_a_password_in_the_stores_url_is_never_printed(tmp_path, capsys):
+def test_an_unreachable_postgresql_at_a_runs_end_is_one_line_without_its_password(tmp_path, capsys):
     (path,) = _runs(tmp_path / "runs", 1)
-    url = "postgresql://bench:s3cr3t-pw@127.0.0.1:9/results"
+    before = _tree(path)
+    url = "postgresql://bench:s3cr3t-pw@127.0.0.1:9/results"  # nothing listens on port 9
     assert remember(path, url, 0) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "the run was not stored" in line and "Connection refused" in line
+    shown = "postgresql+psycopg://bench:***@127.0.0.1:9/results"
+    assert f"`vllm-load store import {path} --store {shown}`" in line
+    assert _tree(path) == before
     assert main(["store", "import", path, "--store", url]) == 2
     out = capsys.readouterr()
-    assert "s3cr3t" not in out.out + out.err
-    assert "postgresql://bench:***@127.0.0.1:9/results" in out.err
+    assert "s3cr3t" not in line + out.out + out.err
+    assert shown in out.err
 
 
 def test_the_default_store_is_in_the_data_directory_and_the_environment_overrides_it(
