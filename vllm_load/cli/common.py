@@ -99,13 +99,3 @@ def add_name_argument(parser: Any, default: str, help: str) -> None:
 def add_no_report_argument(parser: Any, help: str = "do not write the HTML report") -> None:
     """--no-report: skip the HTML report at the end."""
     parser.add_argument("--no-report", action="store_true", help=help)
-
-
-def add_alpha_argument(parser: Any) -> None:
-    """The significance level of an A/B decision (`compare`, `regress`)."""
-    parser.add_argument(
-        "--alpha",
-        type=float,
-        default=0.05,
-        help="significance level, after the multiple-comparison correction (default 0.05)",
-    )

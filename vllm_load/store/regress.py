@@ -11,18 +11,20 @@ import argparse
 import math
 from dataclasses import dataclass
 
-from ..cli.common import add_alpha_argument
-from ..values import SettingsError
+from ..values import SettingsError, parse_share
 from .history import Condition, add_selection_arguments, matches, parse_where, stored_runs
 from .record import StoredLevel
 
 LATEST = "latest"
+#: the significance level, after Holm's correction: `compare`'s default
+ALPHA = 0.05
 
 
 def configure_regress(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Compare a candidate's stored runs with a baseline's, level by level, with the test "
-        "`vllm-load compare` uses (Welch's t-test across runs, Holm-corrected): per figure "
+        "`vllm-load compare` uses (Welch's t-test across runs, Holm-corrected, alpha 0.05): per "
+        "figure "
         "better, worse or no significant difference. Exit 1 when the candidate is "
         "significantly worse beyond --max-regression on any figure, or when nothing could be tested "
         "(one run on a side); 2 on bad input."
@@ -47,7 +49,6 @@ def configure_regress(parser: argparse.ArgumentParser) -> None:
         metavar="PCT",
         help="a significant regression smaller than this passes, e.g. 5%% (default 0%%)",
     )
-    add_alpha_argument(parser)
 
 
 def _conditions(text: str, flag: str) -> list[Condition]:
@@ -98,16 +99,8 @@ def _word(verdict: str) -> str:
 def regress(args: argparse.Namespace, store) -> int:
     from ..analysis.decisions.ab import compare_runs, worse_by
     from ..analysis.decisions.workload import workload_differences
-    from ..cli.compare import parse_share
 
-    if not 0 < args.alpha < 1:
-        raise SettingsError(f"--alpha must be between 0 and 1, got {args.alpha}")
-    try:
-        tolerance = parse_share(args.max_regression)
-    except SettingsError:  # (its line names compare's flag)
-        raise SettingsError(
-            f"--max-regression takes a share such as 5% or 0.05, got {args.max_regression!r}"
-        ) from None
+    tolerance = parse_share(args.max_regression, "--max-regression")
     baseline = _conditions(args.baseline, "--baseline")
     try:
         runs = stored_runs(store, args.model, parse_where(args.where))
@@ -139,7 +132,7 @@ def regress(args: argparse.Namespace, store) -> int:
     result = compare_runs(
         [_run_levels(r, lv) for r, lv in zip(base.rows, base.levels)],
         [_run_levels(r, lv) for r, lv in zip(cand.rows, cand.levels)],
-        alpha=args.alpha,
+        alpha=ALPHA,
     )
     _print(result, base, cand)
     if not result.n_tested:
