@@ -37,6 +37,10 @@ def pytest_configure(config):
         os.environ["VLLM_LOAD_ADVICE_RECORD"] = os.path.join(
             os.environ[LOCK_DIR_ENV], "advice-record.jsonl"
         )
+        # every `vllm-load run` writes its run to the results store as it ends: never the user's,
+        # and none at all unless a test names one (`--store`): storing measures the run again
+        # (about 0.3 s, 3 s with the first imports), which every run of the suite would pay
+        os.environ["VLLM_LOAD_STORE"] = "none"
 
 
 def pytest_unconfigure(config):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import tempfile
 from urllib.parse import urlsplit
 
@@ -338,3 +339,16 @@ def gpu_ids_argument(value: object) -> list[int]:
     if any(i < 0 for i in ids):
         raise SettingsError(f"--gpu-ids must not be negative, got {text!r}")
     return ids
+
+
+def parse_share(text: str, flag: str) -> float:
+    """`5%` or `0.05` as a fraction; a one-line error otherwise. A sign is the reader's: `-5%`
+    (a 5 % drop) is 5 %: a worse-by threshold (`compare --fail-if-worse`, `regress
+    --max-regression`) is always in the bad direction (throughput lower, latency higher)."""
+    match = re.fullmatch(r"\s*[-+]?(\d+(?:\.\d*)?|\.\d+)\s*(%?)\s*", text)
+    if not match:
+        raise SettingsError(f"{flag} takes a share such as 5% or 0.05, got {text!r}")
+    value = float(match.group(1)) / (100.0 if match.group(2) else 1.0)
+    if value >= 1 and not match.group(2):
+        raise SettingsError(f"{flag} {text}: write a percentage with %, e.g. {text}%")
+    return value

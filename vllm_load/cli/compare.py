@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import os
-import re
 import sys
 
 from ..report.partial_runs import add_allow_partial, refuse_partial
-from ..values import SettingsError
+from ..values import SettingsError, parse_share
 from .errors import CommandFailed
 
 #: the word that separates A's runs from B's when a side names more than one
@@ -111,19 +110,6 @@ def split_sides(runs: list[str]) -> tuple[list[str], list[str]]:
     return [runs[0]], [runs[1]]
 
 
-def parse_share(text: str) -> float:
-    """`5%` or `0.05` as a fraction; a one-line error otherwise. A sign is the reader's: `-5%`
-    (a 5 % drop) is 5 %, as worse is always B's bad direction (throughput lower, latency
-    higher)."""
-    match = re.fullmatch(r"\s*[-+]?(\d+(?:\.\d*)?|\.\d+)\s*(%?)\s*", text)
-    if not match:
-        raise SettingsError(f"--fail-if-worse takes a share such as 5% or 0.05, got {text!r}")
-    value = float(match.group(1)) / (100.0 if match.group(2) else 1.0)
-    if value >= 1 and not match.group(2):
-        raise SettingsError(f"--fail-if-worse {text}: write a percentage with %, e.g. {text}%")
-    return value
-
-
 def main(args: argparse.Namespace) -> int:
     # at call time: keeps pandas, scipy and matplotlib out of every command's start (cli.main)
     from ..analysis.decisions.ab import BETTER, WORSE
@@ -137,7 +123,11 @@ def main(args: argparse.Namespace) -> int:
         raise SettingsError(f"--resamples must be at least 100, got {args.resamples}")
     if args.a_name == args.b_name:
         raise SettingsError(f"--a-name and --b-name are both {args.a_name!r}")
-    threshold = parse_share(args.fail_if_worse) if args.fail_if_worse is not None else None
+    threshold = (
+        parse_share(args.fail_if_worse, "--fail-if-worse")
+        if args.fail_if_worse is not None
+        else None
+    )
     a_patterns, b_patterns = split_sides(list(args.runs))
     try:
         a_paths, b_paths = expand_run_paths(a_patterns), expand_run_paths(b_patterns)

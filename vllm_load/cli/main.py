@@ -47,6 +47,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "build the HTML report (with multi-run statistics) from run directories",
     ),
     "compare": ("vllm_load.cli.compare", "is configuration B really better than A, or noise?"),
+    "store": (
+        "vllm_load.store.cli",
+        "the results store every run is written to: import existing run directories",
+    ),
+    "history": ("vllm_load.store.cli", "list the runs in the results store, filtered"),
+    "regress": (
+        "vllm_load.store.cli",
+        "has a stored configuration regressed against a baseline? A CI gate across stored runs",
+    ),
     "sim": ("vllm_load.sim.cli", "serve the simulated vLLM OpenAI server"),
     "validate-client": (
         "vllm_load.cli.validate_client",

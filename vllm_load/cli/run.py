@@ -19,6 +19,7 @@ from ..run.recorder import new_run_dir, refuse_existing_run
 from ..rundir.claim import CLAIM_ENV, claim
 from ..settings import Settings, add_arguments
 from ..stop_signals import COMMAND_STOP
+from ..store.cli import add_store_argument, remember
 from ..target.loss import target_lost
 from ..values import SettingsError, master_host_argument, port_argument
 from ..web import bind
@@ -81,6 +82,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         bind.add_arguments(parser)
     if name in ("run", "master"):
         parser.epilog = exit_status_help()
+        add_store_argument(parser)
     if name == "run":
         add_workers_argument(parser)
     if name == "master":
@@ -241,7 +243,7 @@ def main(args: argparse.Namespace) -> int:
         # the run directory is complete and analysable, but a pipeline must not take it for a
         # good run
         print(f"vllm-load {args.command}: {why} (exit {EXIT_CODES[outcome]})", file=sys.stderr)
-    return EXIT_CODES[outcome]
+    return remember(run_dir, getattr(args, "store", None), EXIT_CODES[outcome])
 
 
 # --- runs started by other commands (campaign, tune) ----------------------------------------------
