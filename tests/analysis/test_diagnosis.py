@@ -223,6 +223,23 @@ def test_a_plateau_that_fits_a_cap_and_a_budget_alike_infers_neither():
     assert infer_limits(held, budget_known).get("max_num_seqs") is None
 
 
+def test_a_batch_full_at_a_given_cap_explains_pinned_steps_even_with_prefills_spread():
+    """The demo at --max-num-seqs 16 (given): its full batch's steps were pinned at ~139 tokens
+    and its prefills spread, and a budget of 139 was inferred; the given cap explains the pin."""
+    held = [
+        replace(w, step_tokens=139.0, batch=15.8, running_max=16.0, prefill_spread=3.0)
+        for w in _saturated()
+    ]
+    told = ServerFacts({"max_num_seqs": Fact(16.0, GIVEN)})
+    assert all(lv.spread and lv.batch_full(16.0) for lv in held)
+    assert infer_limits(held, told).get("max_num_batched_tokens") is None
+    # the cap unknown, a batch at its own peak with prefills spread at every level still points
+    # to a budget (43b78d2)
+    assert all(lv.batch_full(None) for lv in held)
+    unknown = infer_limits(held, ServerFacts())
+    assert unknown.get("max_num_batched_tokens") == Fact(139.0, INFERRED)
+
+
 def test_a_default_gives_way_to_an_inference_and_an_inference_to_what_was_given():
     default = ServerFacts({"max_num_seqs": Fact(128.0, DEFAULT, "vLLM 0.32.0 on CPU")})
     assert infer_limits(_saturated(), default).get("max_num_seqs") == Fact(4.0, INFERRED)

@@ -73,7 +73,10 @@ def budget_pin(levels: list[LevelEvidence], facts: ServerFacts) -> float | None:
     """A token budget the saturated `levels` show, or None: the mean tokens per engine step, the
     same within `BUDGET_PIN` at `PLATEAU_LEVELS` levels or more where requests wait with room in
     the KV cache, while the batch is not held at a cap (a full batch pins the tokens a step
-    carries just as a spent budget does) unless prefills are spread at every one of them."""
+    carries just as a spent budget does) unless, the cap unknown, prefills are spread at every
+    one of them. A batch held at a cap the server or the user gave explains the pin outright: the
+    demo at a given --max-num-seqs 16 had a budget of ~139 inferred from its full batch's steps,
+    and its advice dropped, as a budget that small left the cap nothing to move."""
     cap = _sure(facts, "max_num_seqs")
     held = [
         lv
@@ -85,7 +88,7 @@ def budget_pin(levels: list[LevelEvidence], facts: ServerFacts) -> float | None:
     tokens = [lv.step_tokens for lv in held]
     if max(tokens) - min(tokens) > BUDGET_PIN * max(tokens):
         return None
-    if any(lv.batch_full(cap) for lv in held) and not all(lv.spread for lv in held):
+    if any(lv.batch_full(cap) for lv in held) and (cap or not all(lv.spread for lv in held)):
         return None
     return float(round(sum(tokens) / len(tokens)))
 
