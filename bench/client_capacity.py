@@ -51,8 +51,8 @@ import pandas as pd  # noqa: E402
 
 from vllm_load.analysis.levels.measure import measure_levels  # noqa: E402
 from vllm_load.cli.validate_client import chunk_rates  # noqa: E402
-from vllm_load.rundir.records import read_requests  # noqa: E402
-from vllm_load.sim.process import SimulatorProcess  # noqa: E402
+from vllm_load.run_format.records import read_requests  # noqa: E402
+from vllm_load.sim.child import SimulatorProcess  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_MIB = os.sysconf("SC_PAGE_SIZE") / 2**20

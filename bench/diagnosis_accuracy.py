@@ -53,8 +53,8 @@ from dataclasses import asdict, dataclass, field
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from vllm_load.sim.process import SimulatorProcess  # noqa: E402
-from vllm_load.sim.stats import (  # noqa: E402
+from vllm_load.sim.child import SimulatorProcess  # noqa: E402
+from vllm_load.sim.counters import (  # noqa: E402
     BLOCKED_BY,
     KV_CACHE,
     MAX_NUM_BATCHED_TOKENS,
@@ -453,7 +453,7 @@ def verdicts(run_dir: str) -> dict[float, dict]:
     """{level value: its `bottleneck`} as `vllm-load report` writes them in NAME.summary.json
     (the same `summary_dict`, without the report's charts: 0.3 s a run instead of 7)."""
     from vllm_load.report.model import build_report_data
-    from vllm_load.report.summary import summary_dict
+    from vllm_load.report.summary_files import summary_dict
 
     series = summary_dict(build_report_data([run_dir]))["series"][0]
     return {float(lv["value"]): lv["bottleneck"] for lv in series["levels"]}

@@ -58,8 +58,8 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 
 from vllm_load.analysis.levels.client_side import read_client_health  # noqa: E402
 from vllm_load.analysis.levels.measure import measure_levels  # noqa: E402
-from vllm_load.rundir.records import read_requests  # noqa: E402
-from vllm_load.sim.process import SimulatorProcess  # noqa: E402
+from vllm_load.run_format.records import read_requests  # noqa: E402
+from vllm_load.sim.child import SimulatorProcess  # noqa: E402
 
 NEVER = 10**9  # requests per level: only the time cap ends the level
 BLOCK_SIZE = 16  # the simulator's default KV block size

@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.sse_parse import chat_stream  # noqa: E402
 from vllm_load.client import request as after  # noqa: E402
 from vllm_load.client.endpoint import Endpoint, RequestSpec, Timeouts  # noqa: E402
-from vllm_load.rundir.records import RequestsCsvWriter  # noqa: E402
+from vllm_load.run_format.records import RequestsCsvWriter  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REQUEST_PY = "vllm_load/client/request.py"

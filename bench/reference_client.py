@@ -205,7 +205,7 @@ def write_run_dir(
     `client` is run.json's client (this one's by default; `locust_peer.py` names itself)."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     from vllm_load.client.sse import itl_summary
-    from vllm_load.rundir.records import RequestRecord, RequestsCsvWriter
+    from vllm_load.run_format.records import RequestRecord, RequestsCsvWriter
 
     os.makedirs(run_dir, exist_ok=True)
     writer = RequestsCsvWriter(os.path.join(run_dir, "requests.csv"))

@@ -4,7 +4,7 @@ The rows are as a real run writes them: every stream's `chunk_marks` and ITL his
 personas (one of them conversations), 1 % failures, seven levels, four load workers.
 
 The report is timed on the run directory as `vllm-load run` leaves it: a run's own end
-(`run.summary.print_summary`: the per-level table it prints) parses requests.csv and writes its
+(`run.end_summary.print_summary`: the per-level table it prints) parses requests.csv and writes its
 columnar copy (requests.columns.npz) beside it, so this bench does the same first, in a process
 of its own, and prints what that cost. Then the report's wall time, CPU time and peak RSS,
 measured on the `vllm-load report` child process, against issue 40's targets (<= 10 s,
@@ -32,19 +32,21 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from vllm_load.rundir.files import REQUESTS_COPY, REQUESTS_CSV  # names only: no pandas here
+from vllm_load.run_format.files import REQUESTS_COPY, REQUESTS_CSV  # names only: no pandas here
 
 LEVELS = (10, 50, 100, 200, 500, 750, 1000)
 TARGET_WALL_S = 10.0
 TARGET_RSS_MIB = 1024.0
 #: what `vllm-load run` does as it ends, in its own process
-RUN_END = "import sys; from vllm_load.run.summary import print_summary; print_summary(sys.argv[1])"
+RUN_END = (
+    "import sys; from vllm_load.run.end_summary import print_summary; print_summary(sys.argv[1])"
+)
 
 
 def realistic_run(rows: int, seed: int = 0):
     """About `rows` request rows as a real run writes them (see the module docstring)."""
-    from vllm_load.rundir.synthetic import ServerModel, SyntheticRun
-    from vllm_load.rundir.synthetic_personas import Persona
+    from vllm_load.run_format.synthetic import ServerModel, SyntheticRun
+    from vllm_load.run_format.synthetic_personas import Persona
 
     return SyntheticRun(
         levels=LEVELS,
@@ -110,7 +112,7 @@ def main() -> int:
     parser.add_argument("--write-to", default="", help=argparse.SUPPRESS)  # the generating child
     args = parser.parse_args()
     if args.write_to:
-        from vllm_load.rundir.synthetic import write_synthetic_run
+        from vllm_load.run_format.synthetic import write_synthetic_run
 
         print(write_synthetic_run(args.write_to, realistic_run(args.rows)))
         return 0

@@ -24,7 +24,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from vllm_load.sim.process import SimulatorProcess  # noqa: E402
+from vllm_load.sim.child import SimulatorProcess  # noqa: E402
 
 PATH = "/v1/chat/completions"
 

@@ -63,9 +63,9 @@ from client_capacity import (  # noqa: E402
     start_profile,
 )
 
-from vllm_load.rundir.histogram import LogHistogram  # noqa: E402
-from vllm_load.rundir.records import read_requests  # noqa: E402
-from vllm_load.sim.process import SimulatorProcess  # noqa: E402
+from vllm_load.run_format.histogram import LogHistogram  # noqa: E402
+from vllm_load.run_format.records import read_requests  # noqa: E402
+from vllm_load.sim.child import SimulatorProcess  # noqa: E402
 from vllm_load.sim.trace import TraceRecord, read_trace  # noqa: E402
 
 PREMISE_TOGETHER = (

@@ -14,7 +14,7 @@ Everything reads them through `level_figures()` and the functions beside it, at 
 them, and run.json-based outputs (JSON, CSV) carry every level column; the web UI's live view
 (`run.live_figures`) keeps a running histogram or sum for each per-request figure it shows.
 Adding a per-request figure is its declaration here, the column that records it
-(`rundir.records`), and docs. The GPUs' own figures (`GPU`: utilisation, memory, power, energy
+(`run_format.records`), and docs. The GPUs' own figures (`GPU`: utilisation, memory, power, energy
 and joules per token, from --gpu-metrics or --gpu-nvml) are computed apart, from
 gpu_metrics.csv (`analysis.levels.gpu`). The module is long because every figure is declared
 here, in one place, on purpose.

@@ -3,7 +3,7 @@
 The same options work with `vllm-load run` and with plain `locust -f locustfiles/...`: they
 are registered on Locust's own parser (`add_arguments`), so Locust ships them to workers and
 shows them in its web UI; `Settings.from_options` reads them back, checked. Reading a value
-as typed (levels, a URL, metadata) is `values`. The module is long because every option is
+as typed (levels, a URL, metadata) is `user_values`. The module is long because every option is
 declared here, once, with its help: splitting them would make two places to look for one.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import Field, asdict, dataclass, fields
 from typing import Any, Iterable
 
 from .endpoints import APIS, CHAT, endpoints_help
-from .options import (
+from .option_spec import (
     AT_LEAST_1,
     AT_LEAST_1_OR_UNSET,
     FORM_API_KEY,
@@ -33,9 +33,9 @@ from .options import (
     option,
     value_of,
 )
+from .server.server_args import server_args_argument
 from .slo import slo_argument
-from .target.server_args import server_args_argument
-from .values import (
+from .user_values import (
     SettingsError,
     count_argument,
     gpu_ids_argument,
@@ -55,7 +55,7 @@ from .workload.datasets import dataset_argument
 from .workload.images import IMAGE_FORMATS, image_size_argument
 from .workload.lengths import length_argument
 from .workload.traces import TRACE_FORMATS
-from .workload.traces.model import DEFAULT_MAX_REQUESTS, DEFAULT_MAX_TOKENS, MAX_SPAN_DAYS
+from .workload.traces.replay_plan import DEFAULT_MAX_REQUESTS, DEFAULT_MAX_TOKENS, MAX_SPAN_DAYS
 
 #: measured requests per level when --requests-per-level is not given: at least this many ...
 DEFAULT_MEASURED = 100
@@ -76,7 +76,7 @@ class Settings:
     on (`option_argv`) and run.json's settings (`public`, secrets excluded)."""
 
     model: str = option("", "model id to request (default: the first id in /v1/models)")
-    # several targets (client/targets.py, docs/run-format.md `target`)
+    # several targets (client/target_picker.py, docs/run-format.md `target`)
     hosts: list[str] = option(
         [],
         "several targets in one test: the base URLs of the replicas to spread requests over, "

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from .figures import PERCENTILES, slo_quantities
-from .values import SettingsError
+from .user_values import SettingsError
 
 DEFAULT_ATTAINMENT = 0.99
 #: a per-request threshold on a request's longest token gap (requests.csv `itl_max`): ITL itself

@@ -98,8 +98,8 @@ def main() -> int:
     sys.path[:0] = path
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), "PYTHONUNBUFFERED": "1"}
 
-    from vllm_load.sim.process import SimulatorProcess
-    from vllm_load.target.nvml import NvmlGpus, NvmlUnavailable
+    from vllm_load.server.nvml import NvmlGpus, NvmlUnavailable
+    from vllm_load.sim.child import SimulatorProcess
 
     try:
         gpus = NvmlGpus.open()
@@ -140,7 +140,7 @@ def report(runs: str, out: str) -> int:
     """Print the run's GPU figures per level; 1 when NVML recorded nothing or the report failed."""
     from vllm_load.analysis.levels.gpu import with_gpu
     from vllm_load.analysis.levels.measure import measure_levels
-    from vllm_load.rundir.load import load_run
+    from vllm_load.run_format.load import load_run
 
     run_dir = sorted(glob.glob(os.path.join(runs, "*", "*")))[-1]
     data = load_run(run_dir)

@@ -26,7 +26,7 @@ from metrics_window import load  # noqa: E402
 
 from vllm_load.analysis.levels.measure import success_spans  # noqa: E402
 from vllm_load.analysis.levels.window_rates import work_in_window  # noqa: E402
-from vllm_load.rundir.load import read_requests_frame  # noqa: E402
+from vllm_load.run_format.load import read_requests_frame  # noqa: E402
 
 
 def main(summary: str, metrics: str) -> None:

@@ -21,8 +21,8 @@ from vllm_load.analysis.levels.client_side import (
     read_client_health,
 )
 from vllm_load.analysis.levels.measure import measure_levels
-from vllm_load.rundir.files import CLIENT_HEALTH_CSV
-from vllm_load.rundir.load import load_run
+from vllm_load.run_format.files import CLIENT_HEALTH_CSV
+from vllm_load.run_format.load import load_run
 
 
 def level_comparison(run_dir: str) -> tuple[pd.DataFrame, dict]:

@@ -96,7 +96,7 @@ def counters(text: str) -> dict[str, float | None]:
 def measure(run_dir: str) -> dict:
     """The client's side: per-request charges, the learned charge, per-level exactness."""
     from vllm_load.analysis.levels.measure import image_charges, measure_levels
-    from vllm_load.rundir.load import load_run
+    from vllm_load.run_format.load import load_run
 
     data = load_run(run_dir)
     req = data.requests

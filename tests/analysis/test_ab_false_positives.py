@@ -1,7 +1,7 @@
 """`vllm-load compare` calls a difference significant about as often as alpha says when there is
 none: runs of one configuration, split at random into A and B, again and again.
 
-The runs are synthetic (`rundir.synthetic`), so their run-to-run noise is known; the splits are
+The runs are synthetic (`run_format.synthetic`), so their run-to-run noise is known; the splits are
 seeded, so the shares below are the same on every machine.
 """
 
@@ -10,8 +10,8 @@ import pytest
 
 from vllm_load.analysis.decisions import ab, significance
 from vllm_load.analysis.levels.measure import measure_levels
-from vllm_load.rundir.load import ANALYSIS_COLUMNS, load_run
-from vllm_load.rundir.synthetic import ServerModel, SyntheticRun, write_synthetic_run
+from vllm_load.run_format.load import ANALYSIS_COLUMNS, load_run
+from vllm_load.run_format.synthetic import ServerModel, SyntheticRun, write_synthetic_run
 
 RUNS = 24
 SPLITS = 120

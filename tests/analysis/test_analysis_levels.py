@@ -13,7 +13,7 @@ from support.level_frames import make_requests, make_steps, ok
 from vllm_load.analysis.levels.hist import hist_percentiles, merge_hist_column
 from vllm_load.analysis.levels.measure import level_metrics, measure_levels
 from vllm_load.analysis.levels.table import format_level_table
-from vllm_load.rundir.histogram import LogHistogram, bucket_value
+from vllm_load.run_format.histogram import LogHistogram, bucket_value
 
 
 @pytest.fixture
@@ -337,7 +337,7 @@ def test_a_window_weighs_whole_lives_as_it_weighs_them_segment_by_segment():
         _work_per_request,
         work_in_window,
     )
-    from vllm_load.rundir.stream_columns import MarkTable
+    from vllm_load.run_format.stream_columns import MarkTable
 
     rng = np.random.default_rng(3)
     n = 3000

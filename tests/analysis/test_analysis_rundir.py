@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from vllm_load.rundir.load import expand_run_paths, load_run
-from vllm_load.rundir.records import COLUMNS
+from vllm_load.run_format.load import expand_run_paths, load_run
+from vllm_load.run_format.records import COLUMNS
 
 
 def write_run(path, model="m", rows=()):

@@ -14,8 +14,8 @@ from vllm_load.analysis.diagnosis import kinds, series
 from vllm_load.analysis.diagnosis.advice import Advice, Situation
 from vllm_load.analysis.diagnosis.kinds import SEQUENCE_CAP, BottleneckKind
 from vllm_load.report import evidence_charts
-from vllm_load.rundir.synthetic import ServerModel
-from vllm_load.values import SettingsError
+from vllm_load.run_format.synthetic import ServerModel
+from vllm_load.user_values import SettingsError
 
 
 def _bigger_prefix_cache(s: Situation) -> tuple[Advice, ...]:

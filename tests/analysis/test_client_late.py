@@ -48,7 +48,7 @@ def test_an_unmarked_table_is_as_before():
 
 def _late_synthetic_run(base) -> str:
     """A synthetic run whose second level (50 users) had every chunk merged in reads."""
-    from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
+    from vllm_load.run_format.synthetic import SyntheticRun, write_synthetic_run
 
     run = write_synthetic_run(
         str(base),
@@ -138,7 +138,7 @@ def _validate_against(tmp_path, run, capsys, monkeypatch):
     import json
 
     from vllm_load.cli import validate_client
-    from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
+    from vllm_load.run_format.synthetic import SyntheticRun, write_synthetic_run
 
     echo = write_synthetic_run(
         str(tmp_path / "echo"),
@@ -166,7 +166,7 @@ def _validate_against(tmp_path, run, capsys, monkeypatch):
 
 
 def test_validate_client_never_proves_a_run_its_own_health_marked(tmp_path, capsys, monkeypatch):
-    from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
+    from vllm_load.run_format.synthetic import SyntheticRun, write_synthetic_run
 
     healthy = write_synthetic_run(
         str(tmp_path / "ok"),
@@ -190,8 +190,8 @@ def test_validate_client_never_proves_a_run_its_own_health_marked_client_bound(
     tmp_path, capsys, monkeypatch
 ):
     from vllm_load.analysis.levels.measure import level_metrics
-    from vllm_load.rundir.load import load_run
-    from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
+    from vllm_load.run_format.load import load_run
+    from vllm_load.run_format.synthetic import SyntheticRun, write_synthetic_run
 
     run = write_synthetic_run(
         str(tmp_path / "bound"),
@@ -227,7 +227,7 @@ def test_a_run_writes_chunks_merged_and_run_queue_wait(tmp_path):
 
     from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
 
-    from vllm_load.sim.process import SimulatorProcess
+    from vllm_load.sim.child import SimulatorProcess
 
     with SimulatorProcess("--ttft", "0.05", "--itl", "0.02") as sim:
         run_vllm_load(
@@ -263,7 +263,7 @@ def test_a_run_whose_chunks_all_came_at_once_prints_its_latencies_marked(tmp_pat
     table `vllm-load run` prints must not show the zero ITL as a measurement."""
     from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
 
-    from vllm_load.sim.process import SimulatorProcess
+    from vllm_load.sim.child import SimulatorProcess
 
     with SimulatorProcess("--echo") as sim:
         done = run_vllm_load(

@@ -1,4 +1,4 @@
-"""requests.csv's columnar copy (`rundir.columnar`): the first whole read writes it, later reads
+"""requests.csv's columnar copy (`run_format.columnar`): the first whole read writes it, later reads
 take the same frame and stream columns from it without parsing the CSV, and a copy that no
 longer stands for the CSV (appended to, rewritten, cut, damaged, another format) is refused."""
 
@@ -12,13 +12,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vllm_load.rundir import columnar, load, requests_csv
-from vllm_load.rundir.checks import DamagedRun
-from vllm_load.rundir.files import REQUESTS_COPY
-from vllm_load.rundir.load import analysis_columns, load_run
-from vllm_load.rundir.stream_columns import ItlHistograms, MarkTable, StreamColumns, parse_marks
-from vllm_load.rundir.synthetic import ServerModel, SyntheticRun, write_synthetic_run
-from vllm_load.rundir.synthetic_personas import Persona
+from vllm_load.run_format import columnar, load, requests_csv
+from vllm_load.run_format.checks import DamagedRun
+from vllm_load.run_format.files import REQUESTS_COPY
+from vllm_load.run_format.load import analysis_columns, load_run
+from vllm_load.run_format.stream_columns import ItlHistograms, MarkTable, StreamColumns, parse_marks
+from vllm_load.run_format.synthetic import ServerModel, SyntheticRun, write_synthetic_run
+from vllm_load.run_format.synthetic_personas import Persona
 
 SPEC = SyntheticRun(
     levels=(4, 16),
@@ -281,7 +281,7 @@ def test_a_batch_at_a_time_reads_what_the_whole_file_gives(run_dir, monkeypatch,
 
 
 def test_a_file_written_whole_or_not_at_all_under_a_name_of_its_writer(tmp_path):
-    from vllm_load.rundir.files import atomic_file
+    from vllm_load.run_format.files import atomic_file
 
     path = str(tmp_path / "copy.npz")
     with atomic_file(path) as fh:

@@ -27,7 +27,7 @@ from vllm_load.analysis.diagnosis.inference import contradicted, infer_limits
 from vllm_load.analysis.diagnosis.kinds import advise
 from vllm_load.analysis.diagnosis.verdict import LevelEvidence, level_verdict
 from vllm_load.run.server_metrics import parse_exposition
-from vllm_load.values import SettingsError
+from vllm_load.user_values import SettingsError
 
 
 def _real_cache_config() -> dict:
@@ -66,7 +66,7 @@ def test_server_args_are_parsed_in_both_spellings_and_a_flag_without_value_is_re
     }
     with pytest.raises(ValueError, match="--max-num-seqs has no value"):
         parse_server_args("--max-num-seqs --block-size 16")
-    from vllm_load.target.server_args import server_args_argument
+    from vllm_load.server.server_args import server_args_argument
 
     with pytest.raises(SettingsError, match="no value"):
         server_args_argument("--max-num-seqs")

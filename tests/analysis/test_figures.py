@@ -16,8 +16,8 @@ from vllm_load.analysis.levels.table import format_level_table
 from vllm_load.cli.main import main
 from vllm_load.figures import COMPARE, REPORT, TABLE, PerRequest, shown_in
 from vllm_load.report.render import build_report
-from vllm_load.rundir.load import load_run
-from vllm_load.rundir.synthetic import ServerModel, SyntheticRun, write_synthetic_run
+from vllm_load.run_format.load import load_run
+from vllm_load.run_format.synthetic import ServerModel, SyntheticRun, write_synthetic_run
 
 #: a per-request figure no consumer names: each request's longest token gap, as a level p99
 LONGEST_GAP = PerRequest(

@@ -19,7 +19,7 @@ from vllm_load.analysis.decisions.goodput import (
 from vllm_load.analysis.levels.measure import measure_levels
 from vllm_load.load_kinds import CONCURRENCY, RATE
 from vllm_load.slo import Objective, SloSpec, Threshold, parse_slo
-from vllm_load.values import SettingsError
+from vllm_load.user_values import SettingsError
 
 
 def test_parse_every_form_and_units():
@@ -213,8 +213,8 @@ def test_the_slo_line_reads_the_tables_percentile(tmp_path):
     """One percentile method: a threshold's value at its attainment percentile is, where every
     request succeeded, the level table's percentile (issue 46: 13.2 ms against the table's 12.4
     ms, the SLO line by the inverted CDF, the table by linear interpolation)."""
-    from vllm_load.rundir.load import load_run
-    from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
+    from vllm_load.run_format.load import load_run
+    from vllm_load.run_format.synthetic import SyntheticRun, write_synthetic_run
 
     spec = SyntheticRun(levels=(4, 16), warmup_requests=4, requests_per_level=37)
     run = load_run(write_synthetic_run(str(tmp_path), spec))

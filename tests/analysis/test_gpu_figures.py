@@ -13,7 +13,7 @@ from vllm_load.analysis.levels.gpu import gpu_findings, level_gpu_figures, with_
 from vllm_load.analysis.levels.measure import metric_columns
 from vllm_load.analysis.levels.table import table_columns
 from vllm_load.figures import COMPARE, REPORT, gpu_columns, shown_in
-from vllm_load.target.dcgm import ENERGY, FB_USED, GPU_UTIL, POWER, SM_ACTIVE
+from vllm_load.server.dcgm import ENERGY, FB_USED, GPU_UTIL, POWER, SM_ACTIVE
 
 
 def _readings(ts, source="nvml", gpu="0", uuid="GPU-a", **figures) -> list[dict]:

@@ -20,7 +20,7 @@ from vllm_load.analysis.levels.locust_csv import (
     parse_warmup,
     row_dates,
 )
-from vllm_load.rundir.locust_files import LocustCsvError, locust_prefix, read_history
+from vllm_load.run_format.locust_files import LocustCsvError, locust_prefix, read_history
 
 HEADER = (
     "Timestamp,User Count,Type,Name,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,98%,99%,"

@@ -12,8 +12,8 @@ import pytest
 from vllm_load.analysis.levels.measure import level_metrics
 from vllm_load.analysis.levels.rates import RateRule, delay_slope, rate_verdicts
 from vllm_load.analysis.levels.table import format_level_table
-from vllm_load.rundir.load import read_requests_frame, read_steps
-from vllm_load.rundir.records import COLUMNS, PANDAS_DTYPES
+from vllm_load.run_format.load import read_requests_frame, read_steps
+from vllm_load.run_format.records import COLUMNS, PANDAS_DTYPES
 
 STEPS = ["level", "users", "start_ts", "end_ts", "warmup_requests", "target_requests"]
 STEPS += ["time_cap", "stop_reason", "rate"]

@@ -15,9 +15,9 @@ from vllm_load.analysis.replay.plan import replay_levels
 from vllm_load.analysis.replay.read import read_replays
 from vllm_load.analysis.replay.verdicts import PrefixCacheCheck, lateness, prefix_cache
 from vllm_load.analysis.replay.windows import window_length
-from vllm_load.rundir.load import analysis_columns, load_run
-from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
-from vllm_load.rundir.synthetic_trace import TraceRequest, TraceRun, write_trace_run
+from vllm_load.run_format.load import analysis_columns, load_run
+from vllm_load.run_format.synthetic import SyntheticRun, write_synthetic_run
+from vllm_load.run_format.synthetic_trace import TraceRequest, TraceRun, write_trace_run
 from vllm_load.slo import parse_slo
 
 #: five requests (times from the replay's start; TTFT and E2E from their schedule)

@@ -9,9 +9,9 @@ import os
 import pandas as pd
 import pytest
 
-from vllm_load.rundir.checks import DamagedRun
-from vllm_load.rundir.load import load_run
-from vllm_load.rundir.synthetic_trace import TraceRequest, TraceRun, write_trace_run
+from vllm_load.run_format.checks import DamagedRun
+from vllm_load.run_format.load import load_run
+from vllm_load.run_format.synthetic_trace import TraceRequest, TraceRun, write_trace_run
 
 REQUESTS = tuple(TraceRequest(at=0.5 * i) for i in range(5))
 

@@ -15,7 +15,7 @@ import pytest
 from support.runhelpers import run_vllm_load
 
 from vllm_load.cli.campaign import _compared_options, _nice_step, configure_parser, refine_levels
-from vllm_load.sim.process import free_port
+from vllm_load.sim.child import free_port
 
 RUN_ARGS = (
     "--levels",
@@ -188,7 +188,7 @@ def test_resume_with_other_options_is_refused(tmp_path, restartable_sim):
 
 @pytest.mark.slow  # ~30 s of runs; the refined levels' rule is unit-tested (test_refine_levels_bracket_the_knee)
 def test_refine_runs_a_fine_sweep_around_the_knee(tmp_path):
-    from vllm_load.sim.process import SimulatorProcess
+    from vllm_load.sim.child import SimulatorProcess
 
     with SimulatorProcess("--time-scale", "0.02", "--max-num-seqs", "8") as sim:
         run_vllm_load(

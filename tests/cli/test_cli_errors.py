@@ -11,8 +11,8 @@ import sys
 import pytest
 from support import ROOT
 
-from vllm_load.sim.process import free_port
-from vllm_load.values import SettingsError, parse_host
+from vllm_load.sim.child import free_port
+from vllm_load.user_values import SettingsError, parse_host
 
 BAD_HOSTS = {
     "notaurl": "is not a URL",

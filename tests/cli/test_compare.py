@@ -7,7 +7,7 @@ import os
 import pytest
 
 from vllm_load.cli.main import main
-from vllm_load.rundir.synthetic import ServerModel, SyntheticRun, write_synthetic_run
+from vllm_load.run_format.synthetic import ServerModel, SyntheticRun, write_synthetic_run
 
 
 def _runs(base, max_num_seqs: int, n: int, levels=(8, 64), seed0: int = 0) -> list[str]:

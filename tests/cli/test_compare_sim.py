@@ -12,7 +12,7 @@ import pytest
 from support.runhelpers import run_vllm_load
 
 from vllm_load.cli.main import main
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 
 RUN_ARGS = (
     "--levels",

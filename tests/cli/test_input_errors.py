@@ -18,9 +18,9 @@ import psutil
 import pytest
 from support import ROOT
 
-from vllm_load.rundir.synthetic import write_synthetic_run
-from vllm_load.sim.process import SimulatorProcess, free_port
-from vllm_load.values import SettingsError
+from vllm_load.run_format.synthetic import write_synthetic_run
+from vllm_load.sim.child import SimulatorProcess, free_port
+from vllm_load.user_values import SettingsError
 
 #: nothing listens there: a check that came after the target's would fail on the target instead
 NO_TARGET = "http://127.0.0.1:9"

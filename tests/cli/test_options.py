@@ -6,9 +6,9 @@ from dataclasses import fields
 
 import pytest
 
-from vllm_load.options import META_FILE, dest_of, flag_of
+from vllm_load.option_spec import META_FILE, dest_of, flag_of
 from vllm_load.settings import Settings, add_arguments, option_argv, settings_options
-from vllm_load.values import SettingsError
+from vllm_load.user_values import SettingsError
 
 
 def parse(argv: list[str], **kwargs) -> argparse.Namespace:

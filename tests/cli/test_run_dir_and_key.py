@@ -15,10 +15,10 @@ from support.runhelpers import every_file_text, only_run_dir, run_vllm_load
 
 from vllm_load.cli.campaign import _campaign_name
 from vllm_load.run.recorder import RunRecorder, new_run_dir, redacted_argv
-from vllm_load.rundir.files import safe_name
-from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
-from vllm_load.sim.process import SimulatorProcess
-from vllm_load.values import SettingsError
+from vllm_load.run_format.files import safe_name
+from vllm_load.run_format.synthetic import SyntheticRun, write_synthetic_run
+from vllm_load.sim.child import SimulatorProcess
+from vllm_load.user_values import SettingsError
 
 KEY = "sk-test-9e1d7c3b5a2f4860"
 

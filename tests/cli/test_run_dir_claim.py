@@ -1,5 +1,5 @@
 """Two runs started at once on one new --run-dir: the second is refused before it changes
-anything there (`rundir.claim`), and never closes the first's live run."""
+anything there (`run_format.claim`), and never closes the first's live run."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from support.stop_signals import TINY_RUN
 from vllm_load.cli import run as cli_run
 from vllm_load.cli.run import prepare, run_options
 from vllm_load.run.recorder import RunRecorder
-from vllm_load.rundir.claim import CLAIM_ENV, CLAIMED, claim
-from vllm_load.sim.process import SimulatorProcess
-from vllm_load.values import SettingsError
+from vllm_load.run_format.claim import CLAIM_ENV, CLAIMED, claim
+from vllm_load.sim.child import SimulatorProcess
+from vllm_load.user_values import SettingsError
 
 
 def snapshot(path) -> dict[str, bytes]:

@@ -12,7 +12,7 @@ import pytest
 from support.runhelpers import every_file_text, only_run_dir, run_vllm_load
 
 from vllm_load.run.server_metrics import parse_metrics
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 
 KEY = "sk-test-4f9c2e7d1b8a6053"
 #: one short level: where a key or a name goes does not depend on the users

@@ -1,4 +1,4 @@
-"""Setting one flag of a server command (`target/server_command.py`), as `tune --advice` makes
+"""Setting one flag of a server command (`server/server_command.py`), as `tune --advice` makes
 configuration B: `--flag V` and `--flag=V` replaced, an absent flag appended, and the lines
 where either would run something else than meant refused."""
 
@@ -8,7 +8,7 @@ import shlex
 
 import pytest
 
-from vllm_load.target.server_command import flag_value, shell_words, with_flag
+from vllm_load.server.server_command import flag_value, shell_words, with_flag
 
 FLAG = "--max-num-seqs"
 
@@ -94,7 +94,7 @@ def test_stopping_a_server_waits_for_every_process_of_its_group_not_only_the_she
     import sys
     import time
 
-    from vllm_load.target.process import ServerProcess
+    from vllm_load.server.process import ServerProcess
 
     pid_file = tmp_path / "child.pid"
     child = (

@@ -3,7 +3,7 @@
 import pytest
 
 from vllm_load.settings import Settings
-from vllm_load.values import SettingsError, load_meta_file
+from vllm_load.user_values import SettingsError, load_meta_file
 
 
 class Options:

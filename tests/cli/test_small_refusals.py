@@ -17,7 +17,7 @@ from vllm_load.client import prompts
 from vllm_load.client.prompts import PromptPlan, prompt_plan
 from vllm_load.settings import Settings
 from vllm_load.sim.cli import ConfigError, build_config
-from vllm_load.values import SettingsError
+from vllm_load.user_values import SettingsError
 
 #: nothing listens there: a command that took it as its target fails on it
 NO_TARGET = "http://127.0.0.1:9"

@@ -15,9 +15,9 @@ import pytest
 from vllm_load.cli import run as cli_run
 from vllm_load.cli.errors import Interrupted
 from vllm_load.cli.run import prepare, run_options
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 from vllm_load.stop_signals import COMMAND_STOP, CommandStop
-from vllm_load.values import SettingsError
+from vllm_load.user_values import SettingsError
 
 # the command's handler, a SIGTERM that arrives inside exec'd code (as one arrives while a
 # dataclass is made during an import), caught; the program then ends as `python -m vllm_load`

@@ -11,8 +11,8 @@ from support.runhelpers import run_vllm_load
 
 from vllm_load.cli.tune import combinations, format_table, parse_matrix, rank
 from vllm_load.cli.tuning.runs import ConfigResult
-from vllm_load.sim.process import free_port
-from vllm_load.values import SettingsError
+from vllm_load.sim.child import free_port
+from vllm_load.user_values import SettingsError
 
 
 def test_matrix_parsing_and_ranking():
@@ -184,7 +184,7 @@ def test_a_tune_directory_of_the_first_format_resumes(tmp_path, capsys):
     """tune.json from before --runs (one run per configuration, in its result) is read as
     completed runs: nothing is run again; an --advice loop is refused there, not mixed in."""
     from vllm_load.cli.main import main
-    from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
+    from vllm_load.run_format.synthetic import SyntheticRun, write_synthetic_run
 
     run_dir = write_synthetic_run(
         str(tmp_path / "t" / "runs"), SyntheticRun(levels=(4, 8), requests_per_level=20)

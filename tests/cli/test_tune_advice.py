@@ -11,8 +11,8 @@ import pytest
 from support.runhelpers import only_run_dir, run_vllm_load
 
 from vllm_load.cli.main import main
-from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
-from vllm_load.sim.process import SimulatorProcess, free_port
+from vllm_load.run_format.synthetic import SyntheticRun, write_synthetic_run
+from vllm_load.sim.child import SimulatorProcess, free_port
 
 SIM = f"{sys.executable} -m vllm_load sim --time-scale 0.1"
 #: small and quick: the sequence cap of 2 saturates at 2-4 users, 8 does not up to 8
@@ -288,7 +288,7 @@ def test_options_the_loop_cannot_use_are_refused(tmp_path, capsys):
 
 
 def test_the_command_as_run_is_configuration_a_even_where_the_report_says_otherwise():
-    from vllm_load.cli.tuning.advice import advised_configurations
+    from vllm_load.cli.tuning.advice_loop import advised_configurations
     from vllm_load.cli.tuning.source import parse_diagnosis
 
     d = parse_diagnosis(one_series(), "r.json")

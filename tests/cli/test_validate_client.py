@@ -9,7 +9,7 @@ import sys
 from support.runhelpers import run_vllm_load
 
 from vllm_load.cli.validate_client import EchoLevel, judge
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 
 ARGS = ("--levels", "10,40", "--requests-per-level", "150", "--output-tokens", "32")
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import gevent
 import pytest
 
-from vllm_load.client import arrivals as arrivals_module
-from vllm_load.client.arrivals import POLL_GRAIN, WAKE_AHEAD, WAKE_STEP, Arrivals
+from vllm_load.client import arrival_clock
+from vllm_load.client.arrival_clock import POLL_GRAIN, WAKE_AHEAD, WAKE_STEP, Arrivals
 from vllm_load.client.steal import StealSample
 
 
@@ -111,7 +111,7 @@ def test_an_arrival_due_during_another_ones_wait_counts_the_hosts_steal_from_its
                 reads.append(now)
             return StealSample(0, (float(len(reads)),), reads[-1])
 
-    monkeypatch.setattr(arrivals_module, "STEAL", Clock())
+    monkeypatch.setattr(arrival_clock, "STEAL", Clock())
     arrivals = Arrivals()
     start = time.perf_counter() + 0.05
     arrivals.start_trace([Due(0.0, "a"), Due(0.0, "b"), Due(0.06, "c")], start)

@@ -12,9 +12,9 @@ from vllm_load.client.block_prompts import BlockPrompts, atom_blocks, predicted_
 from vllm_load.client.prompts import approximate_plan, calibrate
 from vllm_load.client.token_counters import LocalTokenCounter, ServerTokenCounter
 from vllm_load.run.capacity_note import cache_config
+from vllm_load.sim.child import SimulatorProcess
 from vllm_load.sim.config import DEFAULT_MODEL
-from vllm_load.sim.process import SimulatorProcess
-from vllm_load.tokenization.load import load_tokenizer
+from vllm_load.tokenization.choose import load_tokenizer
 from vllm_load.tokenization.sim import SimTokenizer
 
 ENDPOINTS = ("chat", "completions")

@@ -17,7 +17,7 @@ from vllm_load.analysis.levels.client_side import (
 )
 from vllm_load.analysis.levels.measure import level_metrics
 from vllm_load.client.health import HealthProbe, parse_schedstat, runqueue_wait_s
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 
 
 class FakeClock:

@@ -73,7 +73,7 @@ import argparse
 from vllm_load.endpoints import APIS, Api
 APIS["raw"] = Api("raw", "/v1/raw", "input", chat=False)  # declared before settings reads it
 from vllm_load.settings import Settings, add_arguments
-from vllm_load.values import SettingsError
+from vllm_load.user_values import SettingsError
 parser = argparse.ArgumentParser()
 add_arguments(parser)
 print(Settings.from_options(parser.parse_args(["--endpoint", "raw"])).endpoint)

@@ -98,7 +98,7 @@ SCRIPT = textwrap.dedent("""
 
     # a locustfile's CompletionUser cannot carry them: refused before any load
     from vllm_load.client.users.closed_loop import ChatCompletionUser, CompletionUser
-    from vllm_load.values import SettingsError
+    from vllm_load.user_values import SettingsError
 
     assert ChatCompletionUser.prepare_run(Settings(images=1), HOST, "m") is None
     try:

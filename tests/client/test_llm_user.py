@@ -39,7 +39,7 @@ REPLY = textwrap.dedent("""
     from types import SimpleNamespace
 
     from vllm_load.client.users.llm_user import Reply
-    from vllm_load.rundir.records import COLUMNS, RequestRecord
+    from vllm_load.run_format.records import COLUMNS, RequestRecord
 
     values = dict.fromkeys(COLUMNS, None)
     values.update(ok=0, prompt_tokens=41, completion_tokens=7, ttft=0.25, e2e=1.5,

@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 
 SCRIPT = r"""
 import json, sys, time, types

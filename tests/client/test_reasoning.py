@@ -12,7 +12,7 @@ from support.sse_chunks import STREAM, chat_chunk
 from vllm_load.client.sse import REASONING_COUNTED as COUNTED
 from vllm_load.client.sse import REASONING_FROM_USAGE as USAGE
 from vllm_load.client.sse import SseMeter, chunk_summary, split_completion
-from vllm_load.rundir.histogram import LogHistogram
+from vllm_load.run_format.histogram import LogHistogram
 
 
 def feed(meter: SseMeter, pieces, times):

@@ -18,7 +18,7 @@ from gevent.server import StreamServer
 
 from vllm_load.client.endpoint import Endpoint, RequestSpec, Timeouts
 from vllm_load.client.request import MeasuredRequest
-from vllm_load.rundir.histogram import LogHistogram
+from vllm_load.run_format.histogram import LogHistogram
 
 HEADERS = (
     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"

@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vllm_load.analysis.levels.targets import TargetFigures, target_findings, target_loss
+from vllm_load.analysis.levels.per_target import TargetFigures, target_findings, target_loss
 from vllm_load.cli.run import configure_parser
-from vllm_load.client.targets import EJECT_AFTER, TargetPicker, target_list
-from vllm_load.values import SettingsError, hosts_argument
+from vllm_load.client.target_picker import EJECT_AFTER, TargetPicker, target_list
+from vllm_load.user_values import SettingsError, hosts_argument
 
 A, B, C = "http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8003"
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 from vllm_load.client.prompts import PromptFactory, calibrate
-from vllm_load.client.replay import LevelShare, TraceReplay, replay_header
+from vllm_load.client.replay_share import LevelShare, TraceReplay, replay_header
 from vllm_load.client.token_counters import LocalTokenCounter
 from vllm_load.settings import Settings
 from vllm_load.tokenization.sim import SimTokenizer
-from vllm_load.workload.traces.model import TraceRequest
+from vllm_load.workload.traces.replay_plan import TraceRequest
 
 
 def test_the_header_counts_the_prompt_tokens_each_request_is_sent_with(tmp_path):

@@ -411,7 +411,7 @@ from vllm_load.compat.locust import rewrite_csv_files, send_worker_report, set_w
 from vllm_load.compat.locust import master_silent_for, set_master_heartbeat_timeout
 from vllm_load.compat.locust import declare_missing
 from vllm_load.compat.locust import WEB_INDEX_ENDPOINT, WEB_STATS_ENDPOINT
-from vllm_load.sim.process import free_port
+from vllm_load.sim.child import free_port
 
 LIB = f"locust {locust.__version__}"
 

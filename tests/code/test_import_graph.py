@@ -204,12 +204,12 @@ def test_vllm_load_has_no_import_cycle():
 FLOORS: tuple[frozenset[str], ...] = (
     # foundations: values a user types, declarations, other libraries' internals, process set-up
     frozenset(
-        {"vllm_load", "values", "figures", "load_kinds", "endpoints", "compat", "tokenization"}
+        {"vllm_load", "user_values", "figures", "load_kinds", "endpoints", "compat", "tokenization"}
         | {"gc_policy", "parent_death", "huge_pages"}
     ),
     # contracts and pure inputs: the option machinery, the SLO grammar, the run directory, the
     # workload, the server outside the load; how a process takes its stop signals
-    frozenset({"options", "slo", "rundir", "workload", "target", "stop_signals"}),
+    frozenset({"option_spec", "slo", "run_format", "workload", "server", "stop_signals"}),
     # every option, declared once
     frozenset({"settings"}),
     # the load and the figures: neither knows the other
@@ -309,7 +309,7 @@ def test_the_graph_sees_the_package():
     # `from .. import name`, an import inside a function, `from ..pkg import name`
     assert "vllm_load" in graph["vllm_load.cli.main"]
     assert "vllm_load.report.render" in graph["vllm_load.cli.demo"]
-    assert "vllm_load.sim.process" in graph["vllm_load.cli.locust_process"]
+    assert "vllm_load.sim.child" in graph["vllm_load.cli.locust_process"]
     assert "vllm_load.cli.validate_client" in graph["vllm_load.cli.main"]  # by importlib
 
 

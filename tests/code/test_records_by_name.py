@@ -3,7 +3,7 @@
 43 values in a row are easy to put one place off, and a positional call gives no error when they
 are: two columns of one type swap silently. `RequestRecord` is built by keyword, or (on the client's
 hot path, where 43 keywords cost 2.3 us a request) stored field by field into
-`RequestRecord.unset()`; a row is read with the indexes `rundir/records.py` takes from `COLUMNS`.
+`RequestRecord.unset()`; a row is read with the indexes `run_format/records.py` takes from `COLUMNS`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 
 from support import ROOT, parse_file, python_files
 
-from vllm_load.rundir.records import COLUMNS
+from vllm_load.run_format.records import COLUMNS
 
 REQUEST_PY = os.path.join(ROOT, "vllm_load", "client", "request.py")
 

@@ -25,7 +25,7 @@ from vllm_load.cli.main import build_parser
 from vllm_load.compat.argparse import parser_actions, subcommand_parsers
 from vllm_load.run.prometheus_export import METRICS_PATH
 from vllm_load.settings import Settings
-from vllm_load.values import SettingsError, split_listen_address
+from vllm_load.user_values import SettingsError, split_listen_address
 from vllm_load.web.bind import is_loopback, open_web_ui_refusal
 
 DEPLOY = os.path.join(ROOT, "deploy", "kubernetes")

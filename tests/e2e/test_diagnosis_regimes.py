@@ -14,8 +14,8 @@ from support.runhelpers import only_run_dir, run_vllm_load
 from support.shared_runs import shared_run
 
 from vllm_load.analysis.diagnosis.gpu_evidence import UTIL_BUSY
-from vllm_load.sim.dcgm import DCGM_PATH
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
+from vllm_load.sim.dcgm_exporter import DCGM_PATH
 
 SHORT = ("--input-tokens", "128", "--output-tokens", "32")  # 160 tokens: 10 blocks of 16
 

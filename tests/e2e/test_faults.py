@@ -15,7 +15,7 @@ import pytest
 from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
 
 from vllm_load.analysis.levels.measure import level_metrics
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 
 RATE = "0.2"
 OUTPUT_TOKENS = 16

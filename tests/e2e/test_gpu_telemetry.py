@@ -17,9 +17,9 @@ from support.shared_runs import shared_run
 
 from vllm_load.analysis.levels.spans import success_spans
 from vllm_load.analysis.levels.window_rates import work_in_window
-from vllm_load.sim.dcgm import DCGM_PATH
-from vllm_load.sim.process import SimulatorProcess
-from vllm_load.target.dcgm import ENERGY
+from vllm_load.server.dcgm import ENERGY
+from vllm_load.sim.child import SimulatorProcess
+from vllm_load.sim.dcgm_exporter import DCGM_PATH
 
 INTERVAL = 0.1
 

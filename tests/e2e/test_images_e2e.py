@@ -11,7 +11,7 @@ from PIL import Image
 from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
 
 from vllm_load.analysis.levels.measure import image_charges, level_metrics
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 
 
 def images_run(tmp_path, *sim_args: str) -> tuple:

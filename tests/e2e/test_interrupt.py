@@ -19,8 +19,8 @@ from support.runhelpers import (
 )
 
 from vllm_load.analysis.levels.measure import level_metrics
-from vllm_load.rundir.load import load_run
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.run_format.load import load_run
+from vllm_load.sim.child import SimulatorProcess
 
 EXIT_WITHIN = 10.0
 

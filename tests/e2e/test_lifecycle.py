@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 from support.runhelpers import TWO_SHORT_LEVELS, start_run, stop_group, wait_for_rows
 
-from vllm_load.sim.process import SimulatorProcess, free_port
+from vllm_load.sim.child import SimulatorProcess, free_port
 
 GONE_WITHIN = 10.0
 

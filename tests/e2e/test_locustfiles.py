@@ -11,7 +11,7 @@ import pytest
 from support import ROOT
 from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
 
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 
 #: each file, the options its docstring runs it with, and its user classes; the files that only
 #: import the built-in tests (run end to end by test_run_e2e and test_workloads) are checked by

@@ -12,7 +12,7 @@ import pytest
 from support import ROOT
 from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
 
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 
 
 def readme_locustfile() -> str:

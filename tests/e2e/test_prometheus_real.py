@@ -24,8 +24,8 @@ from support.prometheus_scrape import dashboard, phase, queries, scrape, wait_un
 from support.runhelpers import load_run_files, only_run_dir, start_web_run, terminate, wait_for_ui
 
 from vllm_load.run.prometheus_tallies import BUCKET_GROWTH, LATENCY_BOUNDS
-from vllm_load.rundir.histogram import LogHistogram
-from vllm_load.sim.process import SimulatorProcess, free_port
+from vllm_load.run_format.histogram import LogHistogram
+from vllm_load.sim.child import SimulatorProcess, free_port
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.timeout(300)]
 

@@ -43,7 +43,7 @@ from support.runhelpers import (
     wait_for_ui,
 )
 
-from vllm_load.sim.process import SimulatorProcess, free_port
+from vllm_load.sim.child import SimulatorProcess, free_port
 
 LEVELS = (*TWO_SHORT_LEVELS, "--requests-per-level", "24")
 

@@ -19,7 +19,7 @@ from support.runhelpers import client_flags, load_run_files, only_run_dir, run_v
 from vllm_load.analysis.levels.measure import level_metrics
 from vllm_load.analysis.levels.rates import rate_verdicts
 from vllm_load.analysis.replay.verdicts import lateness
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 
 #: timing and rates within a tolerance: no other test's load beside them (tests/conftest.py)
 alone = pytest.mark.alone

@@ -10,7 +10,7 @@ from support.runhelpers import client_flags, load_run_files, only_run_dir, run_v
 
 from vllm_load.analysis.decisions.goodput import level_goodput
 from vllm_load.analysis.levels.measure import measure_levels
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 from vllm_load.slo import parse_slo
 
 SCALE = 0.1

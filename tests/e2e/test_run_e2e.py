@@ -8,7 +8,7 @@ import pytest
 from support.runhelpers import client_flags, load_run_files, only_run_dir, run_vllm_load
 
 from vllm_load.analysis.levels.measure import level_metrics
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 from vllm_load.sim.trace import read_trace
 
 

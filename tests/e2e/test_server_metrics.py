@@ -24,7 +24,7 @@ from vllm_load.analysis.levels.server_side import (
     run_token_check,
 )
 from vllm_load.run.server_metrics import MetricsScraper, parse_exposition, parse_metrics
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 
 EXPOSITION = """\
 # TYPE vllm:num_requests_running gauge

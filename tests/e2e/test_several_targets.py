@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from support.runhelpers import load_run_files, only_run_dir, run_vllm_load, wait_for_level
 
-from vllm_load.client.targets import EJECT_AFTER
+from vllm_load.client.target_picker import EJECT_AFTER
 from vllm_load.run.outcomes import EXIT_CODES
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 
 #: the closed loop's requests end every few ms at 16 users: with 512-token outputs the scrapes
 #: (every 0.25 s) can be dated apart from them, so every level's window is compared (with 96

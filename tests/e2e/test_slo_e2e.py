@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from support.runhelpers import only_run_dir, run_vllm_load
 
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 
 #: timing and rates within a tolerance: no other test's load beside them (tests/conftest.py)
 pytestmark = pytest.mark.alone

@@ -11,7 +11,7 @@ import signal
 import pytest
 from support.stop_signals import Try, random_tries, run_dirs, stop_a_run
 
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 
 SEED = 46
 

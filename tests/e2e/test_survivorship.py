@@ -22,7 +22,7 @@ from support.runhelpers import (
 
 from vllm_load.analysis.levels.measure import measure_levels
 from vllm_load.run.outcomes import EXIT_CODES
-from vllm_load.sim.process import SimulatorProcess, free_port
+from vllm_load.sim.child import SimulatorProcess, free_port
 
 SHORT = ("--input-tokens", "128", "--output-tokens", "32")
 

@@ -1,6 +1,6 @@
 """A target that stops answering mid-run: the run still walks every level and records every
 failure, but `vllm-load run` exits 4 with one line saying when it happened, and a campaign counts
-the run as failed. The rule (`vllm_load.target.loss`) is checked on hand-made run directories;
+the run as failed. The rule (`vllm_load.server.loss`) is checked on hand-made run directories;
 the end-to-end tests kill the built-in simulator (SIGKILL) during the second level."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import pandas as pd
 import pytest
 from support.runhelpers import stop_group, wait_for_level, wait_for_rows
 
-from vllm_load.rundir.records import COLUMNS
-from vllm_load.sim.process import SimulatorProcess, free_port
-from vllm_load.target.loss import MIN_STREAK, final_streak, target_lost
+from vllm_load.run_format.records import COLUMNS
+from vllm_load.server.loss import MIN_STREAK, final_streak, target_lost
+from vllm_load.sim.child import SimulatorProcess, free_port
 
 RUN_ARGS = (
     "--levels",

@@ -23,7 +23,7 @@ from support.runhelpers import client_flags, load_run_files, only_run_dir, run_v
 from vllm_load.analysis.levels.server_side import read_server_metrics
 from vllm_load.analysis.replay.read import Replay, read_replays
 from vllm_load.client import steal
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 
 #: the simulator stands in for a server on other machines, but here it shares the client's two
 #: cores: its bursts of prompt processing held a load process's wake-up past 5 ms at p99 (p99

@@ -20,7 +20,7 @@ from support.runhelpers import (
 )
 
 from vllm_load.analysis.levels.measure import level_metrics
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 
 
 def start_two_worker_run(sim_url: str, out: str, *args: str) -> subprocess.Popen:

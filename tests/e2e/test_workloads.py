@@ -10,7 +10,7 @@ import numpy as np
 from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
 
 from vllm_load.analysis.levels.measure import level_metrics
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 
 
 def test_dataset_conversations_carry_history_and_hit_the_prefix_cache(tmp_path):

@@ -14,10 +14,10 @@ import pandas as pd
 import pytest
 from support.reports import LEVELS, embedded_pngs, synthetic_runs
 
-from vllm_load.analysis.levels.timeline import work_timeline
 from vllm_load.analysis.levels.window_rates import RequestSpans, work_in_window
+from vllm_load.analysis.levels.work_timeline import work_timeline
 from vllm_load.report.render import build_report, interval, mean_ci
-from vllm_load.rundir.synthetic import ServerModel
+from vllm_load.run_format.synthetic import ServerModel
 
 
 @pytest.fixture(scope="module")

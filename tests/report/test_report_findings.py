@@ -127,7 +127,7 @@ def test_a_killed_server_is_said_and_its_level_explained_by_its_failures(tmp_pat
     counts = failed["error"].value_counts()
     findings = summary["series"][0]["findings"]
     run_id = summary["runs"][0]["run_id"]
-    # what target/loss.py's rule sees in the requests opens the findings
+    # what server/loss.py's rule sees in the requests opens the findings
     assert findings[0] == (
         f"Run {run_id}: the target stopped answering during level 200 concurrent: the run ended on "
         f"{counts['connect']:,} connect failures, {counts['disconnect']:,} disconnect failures with "

@@ -17,7 +17,7 @@ from vllm_load.analysis.diagnosis.verdict import Bottleneck
 from vllm_load.analysis.series.findings import _pct
 from vllm_load.report.cells import signed_pct
 from vllm_load.report.model import build_report_data
-from vllm_load.rundir.synthetic import ServerModel
+from vllm_load.run_format.synthetic import ServerModel
 
 #: a server whose sequence cap (50) binds inside the synthetic ladder (10, 50, 100, 200)
 CAPPED = ServerModel(max_num_seqs=50)

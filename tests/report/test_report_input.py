@@ -1,5 +1,5 @@
 """A run directory whose files are not what they claim: refused in one line naming the file, or
-analysed over what is sound with the report saying what it left out (rundir/checks.py)."""
+analysed over what is sound with the report saying what it left out (run_format/checks.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from vllm_load.report.render import build_report
-from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
+from vllm_load.run_format.synthetic import SyntheticRun, write_synthetic_run
 
 
 def small_run(base) -> str:

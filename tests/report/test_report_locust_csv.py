@@ -13,7 +13,7 @@ import sys
 
 from support.runhelpers import run_vllm_load
 
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 
 STEPS = (1, 2, 4, 8)
 HOLD_S = 6

@@ -13,8 +13,8 @@ from support.reports import persona_runs, synthetic_runs
 
 from vllm_load.cli.main import main
 from vllm_load.report.render import build_report, md, md_code
-from vllm_load.rundir.synthetic import ServerModel
-from vllm_load.rundir.synthetic_personas import Persona
+from vllm_load.run_format.synthetic import ServerModel
+from vllm_load.run_format.synthetic_personas import Persona
 
 IMG_MODEL = "<img src=x onerror=alert(1)>"
 LINK_MODEL = "[click](javascript:alert(2))|**loud**"

@@ -10,8 +10,8 @@ import pytest
 
 from vllm_load.report import parallel, render
 from vllm_load.report.model import build_report_data
-from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
-from vllm_load.rundir.synthetic_personas import Persona
+from vllm_load.run_format.synthetic import SyntheticRun, write_synthetic_run
+from vllm_load.run_format.synthetic_personas import Persona
 
 two_cores = pytest.mark.skipif(
     parallel.usable_cores() < 2 or not hasattr(os, "fork"), reason="one usable core: no child"

@@ -18,8 +18,8 @@ from vllm_load.analysis.levels.breakdown import conversation_summary, persona_ta
 from vllm_load.analysis.levels.measure import measure_levels
 from vllm_load.report.charts import slug
 from vllm_load.report.render import build_report
-from vllm_load.rundir.load import load_run
-from vllm_load.rundir.synthetic_personas import Persona
+from vllm_load.run_format.load import load_run
+from vllm_load.run_format.synthetic_personas import Persona
 
 
 @pytest.fixture(scope="module")

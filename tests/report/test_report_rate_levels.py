@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from vllm_load.report.render import build_report
-from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
+from vllm_load.run_format.synthetic import SyntheticRun, write_synthetic_run
 from vllm_load.slo import parse_slo
 
 #: the Locust users of each level (its cap on requests in flight) and its requested rate

@@ -13,7 +13,12 @@ import pytest
 from markupsafe import escape
 from support.reports import embedded_pngs, report, synthetic_runs
 
-from vllm_load.rundir.synthetic_trace import TraceRequest, TraceRun, bursty_trace, write_trace_run
+from vllm_load.run_format.synthetic_trace import (
+    TraceRequest,
+    TraceRun,
+    bursty_trace,
+    write_trace_run,
+)
 
 
 @pytest.fixture(scope="module")

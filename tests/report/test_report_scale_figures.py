@@ -18,12 +18,12 @@ import pytest
 
 from vllm_load.client import sse
 from vllm_load.report.render import build_report
-from vllm_load.rundir import synthetic
-from vllm_load.rundir.files import REQUESTS_COPY
-from vllm_load.rundir.stream_columns import MARKS_BATCH, parse_marks
-from vllm_load.rundir.synthetic import ServerModel, SyntheticRun, write_synthetic_run
-from vllm_load.rundir.synthetic_personas import Persona
-from vllm_load.rundir.synthetic_trace import TraceRun, bursty_trace, write_trace_run
+from vllm_load.run_format import synthetic
+from vllm_load.run_format.files import REQUESTS_COPY
+from vllm_load.run_format.stream_columns import MARKS_BATCH, parse_marks
+from vllm_load.run_format.synthetic import ServerModel, SyntheticRun, write_synthetic_run
+from vllm_load.run_format.synthetic_personas import Persona
+from vllm_load.run_format.synthetic_trace import TraceRun, bursty_trace, write_trace_run
 from vllm_load.slo import parse_slo
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data")

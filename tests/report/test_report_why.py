@@ -10,7 +10,7 @@ from support.reports import embedded_pngs, report, synthetic_runs, why_sections
 
 from vllm_load.report.evidence_charts import NOTHING, PANELS, evidence_chart
 from vllm_load.report.model import build_report_data
-from vllm_load.rundir.synthetic import ServerModel
+from vllm_load.run_format.synthetic import ServerModel
 
 #: a server whose sequence cap (50) binds inside the synthetic ladder (10, 50, 100, 200)
 CAPPED = ServerModel(max_num_seqs=50)

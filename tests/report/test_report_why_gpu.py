@@ -15,8 +15,8 @@ from support.reports import embedded_pngs, report, synthetic_runs, why_sections
 
 from vllm_load.report.evidence_charts import PANELS, evidence_chart
 from vllm_load.report.model import build_report_data
-from vllm_load.rundir.synthetic import ServerModel
-from vllm_load.target.dcgm import GPU_UTIL, POWER, SIMULATED_MODEL, SM_ACTIVE
+from vllm_load.run_format.synthetic import ServerModel
+from vllm_load.server.dcgm import GPU_UTIL, POWER, SIMULATED_MODEL, SM_ACTIVE
 
 #: every step 20 % longer per sequence in the batch, no cap within the ladder: `compute`
 SLOWING = ServerModel(max_num_seqs=1000, itl_growth_per_seq=0.2)

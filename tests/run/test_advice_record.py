@@ -1,4 +1,4 @@
-"""The record of `tune --advice` loops (vllm_load/rundir/advice_record.py) and the sentence a
+"""The record of `tune --advice` loops (vllm_load/run_format/advice_record.py) and the sentence a
 report gives from it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import pytest
 from support.reports import report, synthetic_runs, why_sections
 
-from vllm_load.rundir.advice_record import (
+from vllm_load.run_format.advice_record import (
     DID_NOT,
     PAID_OFF,
     RECORD_ENV,
@@ -17,7 +17,7 @@ from vllm_load.rundir.advice_record import (
     record_path,
     score,
 )
-from vllm_load.rundir.synthetic import ServerModel
+from vllm_load.run_format.synthetic import ServerModel
 
 
 def test_loops_are_counted_per_verdict_kind_and_damaged_lines_skipped(tmp_path):

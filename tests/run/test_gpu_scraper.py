@@ -1,5 +1,5 @@
-"""GPU telemetry's sources: dcgm-exporter's text parsed per GPU (`target.dcgm`), NVML read in the
-recorded units (`target.nvml`), and the scraper that writes gpu_metrics.csv (`run.gpu_scraper`).
+"""GPU telemetry's sources: dcgm-exporter's text parsed per GPU (`server.dcgm`), NVML read in the
+recorded units (`server.nvml`), and the scraper that writes gpu_metrics.csv (`run.gpu_scraper`).
 
 tests/data/dcgm_exporter_2xh100.txt is the text dcgm-exporter's template
 (internal/pkg/rendermetrics/render_metrics.go) writes for its default counters plus the
@@ -21,8 +21,8 @@ import pytest
 from support import DATA
 
 from vllm_load.run.gpu_scraper import DcgmSource, GpuTelemetry, NvmlSource
-from vllm_load.rundir.gpu_metrics import HEADER, read_gpu_metrics, simulated, source_line
-from vllm_load.target.dcgm import (
+from vllm_load.run_format.gpu_metrics import HEADER, read_gpu_metrics, simulated, source_line
+from vllm_load.server.dcgm import (
     ENERGY,
     FB_USED,
     GPU_UTIL,
@@ -31,7 +31,7 @@ from vllm_load.target.dcgm import (
     GpuId,
     parse_dcgm,
 )
-from vllm_load.values import SettingsError
+from vllm_load.user_values import SettingsError
 
 with open(os.path.join(DATA, "dcgm_exporter_2xh100.txt"), encoding="utf-8") as _fh:
     DCGM_TEXT = _fh.read()

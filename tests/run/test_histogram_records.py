@@ -3,8 +3,8 @@ import random
 
 import pytest
 
-from vllm_load.rundir.histogram import LogHistogram, bucket_of, bucket_value
-from vllm_load.rundir.records import (
+from vllm_load.run_format.histogram import LogHistogram, bucket_of, bucket_value
+from vllm_load.run_format.records import (
     COLUMNS,
     FLOAT_INDEXES,
     RequestRecord,
@@ -138,7 +138,7 @@ def test_every_seconds_column_is_written_to_7_decimals(tmp_path):
 def test_vectorised_buckets_and_text_agree_with_the_scalar_rule():
     import numpy as np
 
-    from vllm_load.rundir.histogram import buckets_of, format_sorted
+    from vllm_load.run_format.histogram import buckets_of, format_sorted
 
     rng = random.Random(7)
     values = [0.0, 1e-7, 1e-6, 2e-6] + [rng.lognormvariate(-4, 1.5) for _ in range(5000)]
@@ -155,7 +155,7 @@ def test_a_column_is_typed_by_its_annotation_however_it_is_spelled():
     was one, `float | None` silently was not (and went to requests.csv unformatted)."""
     from typing import Optional
 
-    from vllm_load.rundir.records import column_type
+    from vllm_load.run_format.records import column_type
 
     assert column_type(Optional[float]) is float
     assert column_type(float | None) is float

@@ -10,9 +10,9 @@ from vllm_load.client.endpoint import RequestSpec
 from vllm_load.client.sse import SseMeter
 from vllm_load.client.streamed import StreamedTokens
 from vllm_load.run.live import LiveStats
-from vllm_load.run.timeline import FIGURES, PERSONA_FIGURES
-from vllm_load.rundir.histogram import LogHistogram
-from vllm_load.rundir.records import RequestRecord
+from vllm_load.run.live_series import FIGURES, PERSONA_FIGURES
+from vllm_load.run_format.histogram import LogHistogram
+from vllm_load.run_format.records import RequestRecord
 
 
 def row(level, start, e2e, ok=1, ttft=0.1, out=10, user_class="ClosedLoopUser", target=""):

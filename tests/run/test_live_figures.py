@@ -9,8 +9,8 @@ import pytest
 from vllm_load import figures
 from vllm_load.figures import PerRequest
 from vllm_load.run.live import LiveStats
-from vllm_load.rundir.histogram import LogHistogram
-from vllm_load.rundir.records import RequestRecord
+from vllm_load.run_format.histogram import LogHistogram
+from vllm_load.run_format.records import RequestRecord
 from vllm_load.web.columns import extended_tables, table_columns
 
 #: the live table's figures before reasoning, as the web UI has always had them

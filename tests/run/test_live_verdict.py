@@ -25,7 +25,7 @@ from vllm_load.run.live_verdict import (
     gpu_evidence_of,
 )
 from vllm_load.run.server_metrics import MetricsScraper
-from vllm_load.target.dcgm import GPU_UTIL, POWER, SM_ACTIVE
+from vllm_load.server.dcgm import GPU_UTIL, POWER, SM_ACTIVE
 
 RECORDED = os.path.join(DATA, "sim_max_num_seqs_4_server_metrics.csv")
 LEVEL_STARTS = (

@@ -14,7 +14,7 @@ from vllm_load.run.measured_set import LevelFollower
 from vllm_load.run.recorder import RunRecorder
 from vllm_load.run.steps import LevelPlan, LevelProgress, StepController
 from vllm_load.run.worker_loss import AbandonedAtLoss, WorkerProcess, child_exited
-from vllm_load.rundir.lost_workers import LostWorker, lost_workers
+from vllm_load.run_format.lost_workers import LostWorker, lost_workers
 
 
 def follower_with(levels: int, selected: int) -> LevelFollower:

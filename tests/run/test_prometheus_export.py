@@ -32,9 +32,9 @@ from vllm_load.run.prometheus_tallies import (
     RequestTallies,
     target_lookup,
 )
-from vllm_load.rundir.records import COLUMNS
+from vllm_load.run_format.records import COLUMNS
 from vllm_load.settings import Settings
-from vllm_load.values import SettingsError
+from vllm_load.user_values import SettingsError
 
 
 def buckets(samples: dict, name: str, **labels) -> dict[float, float]:

@@ -13,13 +13,13 @@ import pytest
 from support.reports import synthetic_runs
 
 from vllm_load.cli.run_end import failed_levels
-from vllm_load.run.summary import print_summary
-from vllm_load.rundir.synthetic import ServerModel
-from vllm_load.target.loss import final_streak
+from vllm_load.run.end_summary import print_summary
+from vllm_load.run_format.synthetic import ServerModel
+from vllm_load.server.loss import final_streak
 
 #: prints the summary of the run directory argv[1], then whether scipy was imported for it
 _SUMMARY_AND_SCIPY = (
-    "import sys; from vllm_load.run.summary import print_summary; print_summary(sys.argv[1]); "
+    "import sys; from vllm_load.run.end_summary import print_summary; print_summary(sys.argv[1]); "
     "print('scipy imported:', 'scipy' in sys.modules)"
 )
 

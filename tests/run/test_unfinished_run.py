@@ -1,12 +1,12 @@
 """A run whose writer was killed before it closed it is closed by whoever started it: run.json
-never says `running` for a run that is over (`rundir.unfinished`)."""
+never says `running` for a run that is over (`run_format.unfinished`)."""
 
 from __future__ import annotations
 
 import json
 import os
 
-from vllm_load.rundir.unfinished import close_unfinished
+from vllm_load.run_format.unfinished import close_unfinished
 
 STEPS = (
     "level,users,start_ts,end_ts,warmup_requests,target_requests,time_cap,stop_reason,rate\r\n"

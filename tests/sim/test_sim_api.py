@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from support.sim_http import call, metric_value, sse_events
 
+from vllm_load.sim.child import SimulatorProcess
 from vllm_load.sim.config import IMITATED_VLLM
-from vllm_load.sim.process import SimulatorProcess
 from vllm_load.tokenization.sim import SimTokenizer
 
 MODEL = "sim-llama-8b"

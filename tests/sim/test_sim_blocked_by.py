@@ -6,15 +6,15 @@ from __future__ import annotations
 from prometheus_client.parser import text_string_to_metric_families
 
 from vllm_load.sim.config import EngineConfig, StepCost
-from vllm_load.sim.engine import Engine, Sequence
-from vllm_load.sim.exposition import MetricsExporter
-from vllm_load.sim.stats import (
+from vllm_load.sim.counters import (
     KV_CACHE,
     MAX_NUM_BATCHED_TOKENS,
     MAX_NUM_SEQS,
     PREEMPTION,
     ServerStats,
 )
+from vllm_load.sim.engine import Engine, Sequence
+from vllm_load.sim.exposition import MetricsExporter
 
 
 def run(*sizes: tuple[int, int], **config) -> Engine:

@@ -1,4 +1,4 @@
-"""The simulator's GPU (`vllm-load sim --dcgm`, sim/dcgm.py): figures that follow the engine, in
+"""The simulator's GPU (`vllm-load sim --dcgm`, sim/dcgm_exporter.py): figures that follow the engine, in
 dcgm-exporter's format, labelled as simulated."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ import pytest
 from support.sim_http import call
 
 from vllm_load.cli.main import build_parser
+from vllm_load.server.dcgm import ENERGY, FB_USED, GPU_UTIL, POWER, SIMULATED_MODEL, parse_dcgm
+from vllm_load.sim.child import SimulatorProcess
 from vllm_load.sim.cli import ConfigError, build_config
 from vllm_load.sim.config import EngineConfig, GpuModel, StepCost
-from vllm_load.sim.dcgm import DCGM_PATH, MIN_PERIOD, SimulatedGpu
+from vllm_load.sim.counters import ServerStats
+from vllm_load.sim.dcgm_exporter import DCGM_PATH, MIN_PERIOD, SimulatedGpu
 from vllm_load.sim.engine import Engine, Sequence
-from vllm_load.sim.process import SimulatorProcess
-from vllm_load.sim.stats import ServerStats
-from vllm_load.target.dcgm import ENERGY, FB_USED, GPU_UTIL, POWER, SIMULATED_MODEL, parse_dcgm
 
 MODEL = GpuModel(idle_watts=100.0, max_watts=500.0, memory_mib=1000.0, weights_mib=200.0)
 

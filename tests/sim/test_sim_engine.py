@@ -6,8 +6,8 @@ import asyncio
 import time
 
 from vllm_load.sim.config import EngineConfig, StepCost
+from vllm_load.sim.counters import ServerStats
 from vllm_load.sim.engine import Engine, Sequence
-from vllm_load.sim.stats import ServerStats
 
 
 def make_engine(**overrides) -> Engine:

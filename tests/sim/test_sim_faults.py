@@ -10,10 +10,10 @@ from dataclasses import dataclass
 import pytest
 
 from vllm_load.cli.main import build_parser
+from vllm_load.sim.child import SimulatorProcess
 from vllm_load.sim.cli import ConfigError, build_config
 from vllm_load.sim.config import FaultConfig
 from vllm_load.sim.faults import FaultPlan
-from vllm_load.sim.process import SimulatorProcess
 
 
 def sim_args(*argv: str):

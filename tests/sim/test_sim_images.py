@@ -11,6 +11,7 @@ import pytest
 from PIL import Image as PILImage
 from support.sim_http import call, metric_value, sse_events
 
+from vllm_load.sim.child import SimulatorProcess
 from vllm_load.sim.content import (
     ContentError,
     ContentReader,
@@ -19,7 +20,6 @@ from vllm_load.sim.content import (
     place_images,
     qwen_vl_tokens,
 )
-from vllm_load.sim.process import SimulatorProcess
 from vllm_load.tokenization.sim import SimTokenizer
 
 MODEL = "sim-llama-8b"

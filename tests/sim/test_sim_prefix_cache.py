@@ -7,11 +7,11 @@ import random
 import pytest
 from support.sim_http import call, metric_value, sse_events
 
+from vllm_load.sim.child import SimulatorProcess
 from vllm_load.sim.config import EngineConfig, StepCost
+from vllm_load.sim.counters import ServerStats
 from vllm_load.sim.engine import Engine, Sequence
 from vllm_load.sim.prefix_cache import PrefixCache, block_hashes
-from vllm_load.sim.process import SimulatorProcess
-from vllm_load.sim.stats import ServerStats
 from vllm_load.sim.trace import read_trace
 
 BS = 16

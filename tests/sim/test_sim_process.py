@@ -9,7 +9,7 @@ import pytest
 from support import ROOT
 from support.sim_http import call
 
-from vllm_load.sim.process import SimulatorProcess, free_port
+from vllm_load.sim.child import SimulatorProcess, free_port
 
 
 def _group_members(pgid: int) -> list[int]:

@@ -9,7 +9,7 @@ import pytest
 
 from vllm_load.sim.backends import TIMER_LEAD, FixedLatencyBackend
 from vllm_load.sim.config import FixedLatency
-from vllm_load.sim.stats import ServerStats
+from vllm_load.sim.counters import ServerStats
 
 TTFT, ITL = 0.05, 0.01
 

@@ -9,7 +9,7 @@ import pytest
 from support.sim_http import call, sse_events
 
 from vllm_load.client.sse import SseMeter
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 from vllm_load.sim.trace import read_trace
 from vllm_load.tokenization.sim import SimTokenizer
 

@@ -10,9 +10,9 @@ import pytest
 
 from vllm_load.sim.backends import FixedLatencyBackend
 from vllm_load.sim.config import EngineConfig, FixedLatency, StepCost
+from vllm_load.sim.counters import ServerStats
 from vllm_load.sim.engine import Engine, Sequence
 from vllm_load.sim.prefix_cache import block_hashes
-from vllm_load.sim.stats import ServerStats
 
 COST = StepCost(base=0.01, prefill_per_token=0.0001, decode_per_seq=0.001)
 

@@ -10,7 +10,7 @@ import orjson
 import pytest
 from support.sim_http import metric_value
 
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 
 MAX_NUM_SEQS = 64
 # (users, warm-up seconds, measured seconds): long enough at 1000 users for the queue to turn over

@@ -9,7 +9,7 @@ import statistics
 import orjson
 import pytest
 
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 from vllm_load.tokenization.sim import SimTokenizer
 
 #: timing and rates within a tolerance: no other test's load beside them (tests/conftest.py)

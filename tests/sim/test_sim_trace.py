@@ -3,7 +3,7 @@
 import json
 import urllib.request
 
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 from vllm_load.sim.trace import TraceRecord, TraceWriter, read_trace
 
 

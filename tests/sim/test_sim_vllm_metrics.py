@@ -12,9 +12,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from support.sim_http import call
 
+from vllm_load.sim.child import SimulatorProcess
 from vllm_load.sim.config import EngineConfig
 from vllm_load.sim.exposition import cache_config_labels
-from vllm_load.sim.process import SimulatorProcess
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "data", "vllm_0.32.0_cpu_metrics_full.txt")
 MODEL = "sim-llama-8b"

@@ -10,7 +10,7 @@ import pytest
 from support.postgres import available, create_database, postgres_server
 
 from vllm_load.cli.main import main
-from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
+from vllm_load.run_format.synthetic import SyntheticRun, write_synthetic_run
 from vllm_load.store.cli import remember
 
 pytestmark = pytest.mark.skipif(bool(available()), reason=available() or "available")

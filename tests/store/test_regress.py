@@ -10,7 +10,7 @@ import os
 import pytest
 
 from vllm_load.cli.main import main
-from vllm_load.rundir.synthetic import ServerModel, SyntheticRun, write_synthetic_run
+from vllm_load.run_format.synthetic import ServerModel, SyntheticRun, write_synthetic_run
 
 SPEC = dict(levels=(4, 8), warmup_requests=4, requests_per_level=20, output_tokens=32)
 

@@ -8,7 +8,7 @@ import sqlite3
 
 from support.runhelpers import every_file_text, only_run_dir, run_vllm_load
 
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
 
 
 def test_a_run_is_in_the_store_when_it_ends_and_history_lists_it(tmp_path):

@@ -16,8 +16,8 @@ from vllm_load import figures
 from vllm_load.analysis.levels.measure import measure_levels
 from vllm_load.cli.main import main
 from vllm_load.figures import PerRequest
-from vllm_load.rundir.load import load_run
-from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
+from vllm_load.run_format.load import load_run
+from vllm_load.run_format.synthetic import SyntheticRun, write_synthetic_run
 from vllm_load.store.cli import remember
 
 SPEC = dict(levels=(4, 8), warmup_requests=4, requests_per_level=20, output_tokens=32)

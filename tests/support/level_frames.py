@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from vllm_load.rundir.records import COLUMNS, PANDAS_DTYPES, STEPS_COLUMNS
+from vllm_load.run_format.records import COLUMNS, PANDAS_DTYPES, STEPS_COLUMNS
 
 
 def make_requests(rows: list[dict]) -> pd.DataFrame:

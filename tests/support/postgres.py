@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 from typing import Iterator
 
-from vllm_load.sim.process import free_port
+from vllm_load.sim.child import free_port
 
 
 def _binary(name: str) -> str:

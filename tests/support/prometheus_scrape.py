@@ -16,8 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from vllm_load.run.live import parse_counts
 from vllm_load.run.prometheus_export import PrometheusExport, RunState
 from vllm_load.run.prometheus_tallies import RequestTallies
-from vllm_load.rundir.histogram import LogHistogram
-from vllm_load.rundir.records import COLUMNS, RequestRecord
+from vllm_load.run_format.histogram import LogHistogram
+from vllm_load.run_format.records import COLUMNS, RequestRecord
 
 from . import ROOT
 

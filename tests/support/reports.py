@@ -9,8 +9,8 @@ import re
 
 from PIL import Image
 
-from vllm_load.rundir.synthetic import SyntheticRun, write_synthetic_run
-from vllm_load.rundir.synthetic_personas import Persona
+from vllm_load.run_format.synthetic import SyntheticRun, write_synthetic_run
+from vllm_load.run_format.synthetic_personas import Persona
 
 #: the levels of every synthetic run
 LEVELS = (10, 50, 100, 200)

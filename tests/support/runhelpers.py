@@ -14,7 +14,7 @@ import time
 import pandas as pd
 import requests
 
-from vllm_load.rundir.records import read_requests
+from vllm_load.run_format.records import read_requests
 
 
 def run_vllm_load(

@@ -8,9 +8,9 @@ import random
 import pytest
 from support.sim_http import call
 
-from vllm_load.sim.process import SimulatorProcess
+from vllm_load.sim.child import SimulatorProcess
+from vllm_load.tokenization.choose import load_tokenizer
 from vllm_load.tokenization.hf import HFTokenizer
-from vllm_load.tokenization.load import load_tokenizer
 from vllm_load.tokenization.sim import SimTokenizer
 
 

@@ -23,7 +23,7 @@ import requests
 from support import ROOT
 from support.runhelpers import every_file_text, start_web_run, stop_group, wait_for_ui
 
-from vllm_load.sim.process import SimulatorProcess, free_port
+from vllm_load.sim.child import SimulatorProcess, free_port
 from vllm_load.web.auth import PASSWORD_ENV
 
 PASSWORD = "pw-7c1e9a53f0d2-web"

@@ -19,7 +19,7 @@ import pytest
 from support import ROOT
 from support.runhelpers import stop_group
 
-from vllm_load.sim.process import SimulatorProcess, free_port
+from vllm_load.sim.child import SimulatorProcess, free_port
 from vllm_load.web.auth import PASSWORD_ENV
 from vllm_load.web.bind import is_loopback, open_web_ui_refusal
 

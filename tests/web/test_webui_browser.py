@@ -27,7 +27,7 @@ from support import ROOT
 from support.browser import BROWSER_MARKS, click_start, log_in, new_browser
 from support.runhelpers import start_web_run, terminate
 
-from vllm_load.sim.process import SimulatorProcess, free_port
+from vllm_load.sim.child import SimulatorProcess, free_port
 from vllm_load.web.auth import PASSWORD_ENV
 
 ARTIFACTS = os.path.join(ROOT, "test-artifacts")

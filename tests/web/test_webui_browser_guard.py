@@ -26,7 +26,7 @@ import pytest
 from support.browser import BROWSER_MARKS, click_start, log_in, new_browser, start_button
 from support.runhelpers import start_web_run, stop_group, wait_for_ui
 
-from vllm_load.sim.process import SimulatorProcess, free_port
+from vllm_load.sim.child import SimulatorProcess, free_port
 from vllm_load.web.auth import PASSWORD_ENV
 
 PASSWORD = "pw-guard-browser-8c2d"

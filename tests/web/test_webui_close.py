@@ -20,7 +20,7 @@ import time
 import requests
 from support.runhelpers import load_run_files, only_run_dir, start_web_run, stop_group, wait_for_ui
 
-from vllm_load.sim.process import SimulatorProcess, free_port
+from vllm_load.sim.child import SimulatorProcess, free_port
 
 WEB_UI_CLOSE_GRACE = 5.0  # vllm_load.run.wiring: the run is closed this long after a stop in the UI
 METRICS_INTERVAL = 3.0  # a frozen target holds the last scrape for 5 intervals (its timeout)

@@ -24,7 +24,7 @@ import pytest
 import requests
 from support.runhelpers import start_web_run, stop_group, wait_for_ui
 
-from vllm_load.sim.process import SimulatorProcess, free_port
+from vllm_load.sim.child import SimulatorProcess, free_port
 
 KEY = "sk-guard-5f1c0d9e"
 SMALL = ("--levels", "2", "--input-tokens", "64", "--output-tokens", "8")

@@ -20,7 +20,7 @@ import pytest
 from support.browser import BROWSER_MARKS, chart_lines, click_start, new_browser
 from support.runhelpers import start_web_run, terminate, wait_for_ui
 
-from vllm_load.sim.process import SimulatorProcess, free_port
+from vllm_load.sim.child import SimulatorProcess, free_port
 
 USERS = 8
 # the simulator's engine at real time: 190 output tokens at ~10.4 ms a step, ~1.98 s a request,

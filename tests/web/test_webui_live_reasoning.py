@@ -14,7 +14,7 @@ import time
 import requests
 from support.runhelpers import start_web_run, terminate, wait_for_ui
 
-from vllm_load.sim.process import SimulatorProcess, free_port
+from vllm_load.sim.child import SimulatorProcess, free_port
 
 TTFAT = [("ttfat_p50_ms", "TTFAT p50 (ms)"), ("ttfat_p99_ms", "TTFAT p99 (ms)")]
 

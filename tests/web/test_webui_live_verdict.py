@@ -14,7 +14,7 @@ import time
 import requests
 from support.runhelpers import start_web_run, terminate, wait_for_ui
 
-from vllm_load.sim.process import SimulatorProcess, free_port
+from vllm_load.sim.child import SimulatorProcess, free_port
 
 
 def test_the_live_json_carries_each_levels_verdict_from_the_servers_metrics(tmp_path):

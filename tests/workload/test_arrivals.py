@@ -111,7 +111,7 @@ class Pairs(ArrivalProcess):
 
 
 def test_an_arrival_process_declared_once_reaches_the_schedule_and_a_load_process(monkeypatch):
-    from vllm_load.client.arrivals import Arrivals
+    from vllm_load.client.arrival_clock import Arrivals
 
     monkeypatch.setitem(PROCESSES, Pairs.name, Pairs)
     schedule = ArrivalSchedule("pairs", seed=1)

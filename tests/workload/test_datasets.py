@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from vllm_load.values import SettingsError
+from vllm_load.user_values import SettingsError
 from vllm_load.workload.datasets import Conversation, Turn, load_dataset
 
 

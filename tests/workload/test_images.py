@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from vllm_load.values import SettingsError
+from vllm_load.user_values import SettingsError
 from vllm_load.workload.images import (
     ImageFiles,
     ImageSize,

@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from vllm_load.values import SettingsError
+from vllm_load.user_values import SettingsError
 from vllm_load.workload.lengths import LengthDistribution, parse_length
 
 DRAWS = 20_000

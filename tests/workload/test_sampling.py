@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from vllm_load.values import SettingsError
+from vllm_load.user_values import SettingsError
 from vllm_load.workload.datasets import Conversation, Dataset, Turn
 from vllm_load.workload.sampling import DatasetSampler, filter_by_length
 

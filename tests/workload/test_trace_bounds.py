@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from vllm_load.workload.traces import TraceError, TraceLimits, read_trace
-from vllm_load.workload.traces.model import MAX_SPAN_DAYS
+from vllm_load.workload.traces.replay_plan import MAX_SPAN_DAYS
 
 BURSTGPT_HEADER = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type"
 GOOD = '{"timestamp": 0, "input_length": 100, "output_length": 10, "hash_ids": [1]}'
@@ -177,7 +177,7 @@ def test_a_request_longer_than_the_models_context_is_refused_before_any_load(
     from vllm_load.cli.preflight import check_input_files
     from vllm_load.cli.target_check import check_target
     from vllm_load.settings import Settings
-    from vllm_load.values import SettingsError
+    from vllm_load.user_values import SettingsError
 
     path = write(tmp_path, [GOOD, line(3, 4000, 100), GOOD])
     settings = Settings(trace=path, model="m")
@@ -193,9 +193,9 @@ def test_a_request_longer_than_the_models_context_is_refused_before_any_load(
 
 
 def test_the_ceiling_is_an_option(tmp_path):
-    from vllm_load.client.replay import trace_segment
+    from vllm_load.client.replay_share import trace_segment
     from vllm_load.settings import Settings
-    from vllm_load.values import SettingsError
+    from vllm_load.user_values import SettingsError
 
     path = write(tmp_path, [GOOD, line(3, 4000, 100), GOOD])
     with pytest.raises(SettingsError, match=f"{path}:2: 4100 tokens .* --trace-max-tokens 4000"):

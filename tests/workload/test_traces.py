@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from vllm_load.values import SettingsError
+from vllm_load.user_values import SettingsError
 from vllm_load.workload.traces import TRACE_FORMATS, TraceError, TraceRequest, read_trace
 
 BURSTGPT_HEADER = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type"

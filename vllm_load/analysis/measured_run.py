@@ -1,6 +1,6 @@
 """One run directory read and measured once, with what a level's judgement adds to its figures:
 the typed result both the report (`report/model.py`'s `summarize_run`) and the summary a
-finished run prints (`run/summary.py`) build on, so neither reads and measures a run twice.
+finished run prints (`run/end_summary.py`) build on, so neither reads and measures a run twice.
 Also that run judged on its own as a series: its diagnosis, and each level's verdict."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..load_kinds import LoadKind
-from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV, target_metrics_csv
-from ..rundir.load import RunData, analysis_columns, load_run
-from ..rundir.optional_csv import CsvRead
+from ..run_format.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV, target_metrics_csv
+from ..run_format.load import RunData, analysis_columns, load_run
+from ..run_format.optional_csv import CsvRead
 from ..slo import SloSpec
 from .decisions.goodput import binding_text, level_goodput
 from .diagnosis.evidence import level_evidence
@@ -22,10 +22,10 @@ from .diagnosis.series import SeriesDiagnosis, diagnose_runs
 from .levels.client_side import bound_levels, late_levels, level_client_health, read_client_health
 from .levels.gpu import with_gpu
 from .levels.measure import LevelMeasurement, image_charges, measure_levels
+from .levels.per_target import TargetFigures, target_figures
 from .levels.rates import rate_verdicts
 from .levels.server_queue import level_queue
 from .levels.server_side import read_server_metrics
-from .levels.targets import TargetFigures, target_figures
 from .series.curve import axis_of
 from .series.level_curve import level_curve
 from .series.saturation import analyse

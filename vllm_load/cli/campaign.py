@@ -16,11 +16,11 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 
-from ..rundir.files import safe_name, write_atomic
+from ..run_format.files import safe_name, write_atomic
+from ..server.process import ServerError, ServerProcess, run_restart_command, wait_ready
 from ..settings import Settings
 from ..slo import parse_slo
-from ..target.process import ServerError, ServerProcess, run_restart_command, wait_ready
-from ..values import SettingsError, parse_levels
+from ..user_values import SettingsError, parse_levels
 from .common import (
     add_name_argument,
     add_no_report_argument,

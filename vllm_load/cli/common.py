@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..values import host_argument
+from ..user_values import host_argument
 
 #: the help of --workers where it is not worded for the command
 WORKERS_HELP = "local Locust worker processes (0: a single process)"

@@ -8,7 +8,7 @@ import os
 import sys
 
 from ..report.partial_runs import add_allow_partial, refuse_partial
-from ..values import SettingsError, parse_share
+from ..user_values import SettingsError, parse_share
 from .errors import CommandFailed
 
 #: the word that separates A's runs from B's when a side names more than one
@@ -115,7 +115,7 @@ def main(args: argparse.Namespace) -> int:
     from ..analysis.decisions.ab import BETTER, WORSE
     from ..report.compare_model import build_compare_data, dropped_text, outcome_text
     from ..report.compare_render import write_comparison
-    from ..rundir.load import expand_run_paths
+    from ..run_format.load import expand_run_paths
 
     if not 0 < args.alpha < 1:
         raise SettingsError(f"--alpha must be between 0 and 1, got {args.alpha}")

@@ -11,7 +11,7 @@ import argparse
 import os
 
 from ..settings import add_arguments
-from ..sim.process import SimulatorProcess
+from ..sim.child import SimulatorProcess
 from . import run as run_cli
 from .common import add_no_report_argument, add_workers_argument
 from .errors import CommandFailed

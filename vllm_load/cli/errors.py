@@ -1,6 +1,6 @@
 """How a subcommand says it failed: `cli.main` prints the one line and chooses the exit status.
 
-A bad option or an unusable target is a `values.SettingsError` (exit 2); work that was started
+A bad option or an unusable target is a `user_values.SettingsError` (exit 2); work that was started
 and could not be done (a server that could not be started, restarted or reached, a failed echo
 run, a test that did not start) is a `CommandFailed` (exit 1); Ctrl-C is a `KeyboardInterrupt`
 (exit 130), an `Interrupted` when the command can say how to carry on. A subcommand prints

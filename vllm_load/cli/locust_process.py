@@ -11,10 +11,10 @@ import sys
 from dataclasses import dataclass, field
 
 from ..parent_death import preexec
-from ..rundir.claim import Claim
-from ..rundir.unfinished import close_unfinished
+from ..run_format.claim import Claim
+from ..run_format.unfinished import close_unfinished
 from ..settings import Settings, option_argv
-from ..sim.process import free_port
+from ..sim.child import free_port
 from ..stop_signals import COMMAND_STOP, block_in_child, listened
 from .errors import Interrupted
 
@@ -153,7 +153,7 @@ class Stopper:
     exits. SIGINT is forwarded explicitly, so it works even where the caller started us with it
     ignored (`main.honour_ctrl_c`). A second is not passed on (it would cut Locust's closing of
     the run short): it says the run is being closed. A third kills Locust and its workers at
-    once; the caller then closes the run Locust left open (`rundir.unfinished`). Each one counts
+    once; the caller then closes the run Locust left open (`run_format.unfinished`). Each one counts
     as one the command received (`stop_signals.COMMAND_STOP`): after Locust, one more is not
     a first."""
 
@@ -226,7 +226,9 @@ class Launch:
     closed_by: str = ""  # why `run` closed the run Locust left open ("" when it did not)
     signal_group: bool = False  # stop signals go to Locust's whole process group
     stop_signals: int = 0  # stop signals received from the claim until Locust ended
-    claim: Claim | None = None  # the run directory's claim (`rundir.claim`), Locust's to take over
+    claim: Claim | None = (
+        None  # the run directory's claim (`run_format.claim`), Locust's to take over
+    )
 
     def run(self) -> int:
         """Run Locust (`run_locust`); its exit code. A run Locust did not close (it was killed

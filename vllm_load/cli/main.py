@@ -18,7 +18,7 @@ from .. import __version__
 from ..compat.argparse import DefaultsHelpFormatter
 from ..huge_pages import numpy_without_huge_pages
 from ..stop_signals import COMMAND_STOP, EXIT_STOPPED, command_named
-from ..values import SettingsError
+from ..user_values import SettingsError
 from .errors import CommandFailed
 
 #: exit status of a subcommand that raised: a bad option or unusable target, a failure while

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 
-from ..client.replay import trace_segment
+from ..client.replay_share import trace_segment
 from ..settings import Settings
-from ..tokenization.load import load_tokenizer
-from ..values import SettingsError, writable_directory
+from ..tokenization.choose import load_tokenizer
+from ..user_values import SettingsError, writable_directory
 from ..workload.datasets import dataset_path, load_dataset
 from ..workload.traces import Trace
 

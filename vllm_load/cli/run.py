@@ -16,12 +16,12 @@ import sys
 from ..client.prompts import handed_over
 from ..run.outcomes import EXIT_CODES, exit_status_help
 from ..run.recorder import new_run_dir, refuse_existing_run
-from ..rundir.claim import CLAIM_ENV, claim
+from ..run_format.claim import CLAIM_ENV, claim
+from ..server.loss import target_lost
 from ..settings import Settings, add_arguments
 from ..stop_signals import COMMAND_STOP
 from ..store.cli import add_store_argument, remember
-from ..target.loss import target_lost
-from ..values import SettingsError, master_host_argument, port_argument
+from ..user_values import SettingsError, master_host_argument, port_argument
 from ..web import bind
 from ..web.auth import MISSING_PASSWORD, PASSWORD_ENV, web_password
 from ..web.auth import add_arguments as add_web_user_argument

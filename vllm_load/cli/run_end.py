@@ -7,8 +7,8 @@ import json
 import os
 
 from ..run.outcomes import EXIT_CODES
-from ..rundir.lost_workers import lost_workers
-from ..target.loss import still_answers, target_lost
+from ..run_format.lost_workers import lost_workers
+from ..server.loss import still_answers, target_lost
 
 TARGET_LOST = (
     "target_lost"  # what campaign and tune see for such a run (run.json keeps "completed")
@@ -102,7 +102,7 @@ def failed_levels(run_dir: str) -> str:
     # at call time: pandas stays out of the commands that never read a run
     from ..analysis.levels.measure import measure_levels
     from ..analysis.series.failures import describe_problems, level_problems
-    from ..rundir.load import analysis_columns, load_run
+    from ..run_format.load import analysis_columns, load_run
 
     run = load_run(run_dir, analysis_columns())
     problems = level_problems(measure_levels(run.requests, run.steps, run.streams))

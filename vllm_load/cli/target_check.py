@@ -6,11 +6,11 @@ from __future__ import annotations
 import dataclasses
 
 from ..client.prompts import CalibrationError, PromptPlan, prompt_plan
-from ..client.replay import check_trace_fits
-from ..client.targets import target_list
+from ..client.replay_share import check_trace_fits
+from ..client.target_picker import target_list
+from ..server.control import HttpError, max_model_len, model_ids, request_json
 from ..settings import Settings
-from ..target.api import HttpError, max_model_len, model_ids, request_json
-from ..values import SettingsError
+from ..user_values import SettingsError
 from ..workload.traces import Trace
 
 

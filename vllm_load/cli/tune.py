@@ -1,5 +1,5 @@
 """`vllm-load tune`: the stepped test over a matrix of server settings, ranked; or a report's
-advice proved (`--advice`, in `tuning/advice.py`).
+advice proved (`--advice`, in `tuning/advice_loop.py`).
 
 For every combination of `--matrix NAME=V1,V2,...` values, the server command (a template with
 `{NAME}` fields) is started, the stepped test runs once it is ready, and the server is stopped,
@@ -20,9 +20,9 @@ import os
 import re
 import string
 
-from ..rundir.files import safe_name
+from ..run_format.files import safe_name
 from ..settings import Settings
-from ..values import SettingsError
+from ..user_values import SettingsError
 from .common import (
     add_name_argument,
     add_ready_timeout_argument,
@@ -241,7 +241,7 @@ def main(args: argparse.Namespace) -> int:
                 "schedule: compare configurations on it with --matrix instead"
             )
         # at call time: its verdict's statistics keep numpy and pandas out of every command's start
-        from .tuning.advice import prove_advice
+        from .tuning.advice_loop import prove_advice
 
         return prove_advice(args, runs)
     if args.series:

@@ -22,10 +22,10 @@ import math
 import os
 from dataclasses import asdict, dataclass, field
 
-from ..rundir.files import CLIENT_HEALTH_CSV, CLIENT_VALIDATION_JSON
+from ..run_format.files import CLIENT_HEALTH_CSV, CLIENT_VALIDATION_JSON
 from ..settings import add_arguments
-from ..sim.process import SimulatorProcess
-from ..values import SettingsError, count_argument, parse_levels
+from ..sim.child import SimulatorProcess
+from ..user_values import SettingsError, count_argument, parse_levels
 from . import run as run_cli
 from .common import add_host_argument, add_workers_argument
 from .errors import CommandFailed
@@ -175,7 +175,7 @@ def run_peaks(run_dir: str) -> tuple[float, float, list[str]]:
         read_client_health,
     )
     from ..analysis.levels.measure import level_metrics
-    from ..rundir.load import load_run
+    from ..run_format.load import load_run
 
     data = load_run(run_dir)
     metrics = level_metrics(data.requests, data.steps, data.streams)
@@ -289,8 +289,8 @@ def main(args: argparse.Namespace) -> int:
         args.warmup_requests = min(max(levels), 100)
     # at call time: keeps pandas out of every command's start (cli.main imports this module)
     from ..analysis.levels.measure import level_metrics
-    from ..report.summary import clean
-    from ..rundir.load import load_run
+    from ..report.summary_files import clean
+    from ..run_format.load import load_run
 
     try:  # first: a run directory whose files are not what they claim is one line, before any load
         peak_req, peak_chunks, run_health = run_peaks(args.run) if args.run else (None, None, [])

@@ -23,13 +23,13 @@ from geventhttpclient import HTTPClient
 from ..compat.geventhttpclient import resolve_with
 from ..gc_policy import quiet_collector
 from ..load_kinds import CONCURRENCY, RATE, TRACE, LoadKind, kind_named
-from ..rundir.records import RequestRecord
+from ..run_format.records import RequestRecord
+from ..server.control import HttpError, model_ids, request_json
 from ..settings import Settings
-from ..target.api import HttpError, model_ids, request_json
-from ..values import SettingsError
+from ..user_values import SettingsError
 from ..workload.images import parse_image_size
 from ..workload.lengths import LengthDraws
-from .arrivals import Arrivals
+from .arrival_clock import Arrivals
 from .clock import WALL_CLOCK, hold_receive_timestamps
 from .prompts import (
     CalibrationError,
@@ -37,9 +37,9 @@ from .prompts import (
     PromptPlan,
     prompt_plan,
 )
-from .replay import LevelShare, TraceReplay
+from .replay_share import LevelShare, TraceReplay
 from .streamed import StreamedTokens
-from .targets import TargetPicker, target_list
+from .target_picker import TargetPicker, target_list
 
 if TYPE_CHECKING:
     from ..workload.synthetic_images import SyntheticImages
@@ -275,7 +275,7 @@ class LoadContext:
         return self.model
 
     def ensure_targets(self, host: str) -> TargetPicker:
-        """Where this process's requests go: `host` (Locust's), or --hosts (`client/targets.py`)."""
+        """Where this process's requests go: `host` (Locust's), or --hosts (`client/target_picker.py`)."""
         if self.targets is None:
             settings = self.settings
             self.targets = TargetPicker(target_list(host, settings.hosts), settings.balance)

@@ -42,7 +42,7 @@ class Endpoint:
     def __init__(
         self, host: str, timeouts: Timeouts, api_key: str | None = None, name: str = ""
     ) -> None:
-        """`name`: the target as its records name it (`client/targets.py`; "" with one)."""
+        """`name`: the target as its records name it (`client/target_picker.py`; "" with one)."""
         self.name = name
         self.timeouts = timeouts
         base = urlparse(host).path.rstrip("/")

@@ -21,7 +21,7 @@ import random
 from dataclasses import dataclass, field
 
 from ..settings import Settings
-from ..tokenization.load import load_tokenizer
+from ..tokenization.choose import load_tokenizer
 from .token_counters import CalibrationError, LocalTokenCounter, ServerTokenCounter, TokenCounter
 
 logger = logging.getLogger(__name__)

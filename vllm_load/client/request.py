@@ -36,7 +36,7 @@ from geventhttpclient.response import HTTPParseError
 from ..compat.gevent import raw_socket
 from ..compat.geventhttpclient import body_buffer, discard_connection, response_socket
 from ..endpoints import APIS
-from ..rundir.records import RequestRecord
+from ..run_format.records import RequestRecord
 from .clock import WALL_CLOCK, enable_receive_timestamps
 from .endpoint import Endpoint, RequestSpec
 from .health import CLIENT_LIMIT, client_limit

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 import orjson
 
-from ..rundir.histogram import format_sorted
+from ..run_format.histogram import format_sorted
 
 _DONE = b"data: [DONE]"
 _DONE_NOSPACE = b"data:[DONE]"

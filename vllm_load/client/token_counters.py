@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from ..endpoints import APIS
-from ..target.api import HttpError, request_json
+from ..server.control import HttpError, request_json
 
 
 class CalibrationError(Exception):

@@ -8,8 +8,8 @@ import math
 import os
 import sys
 
-from ..rundir.files import safe_name
-from ..values import SettingsError, writable_directory
+from ..run_format.files import safe_name
+from ..user_values import SettingsError, writable_directory
 from .partial_runs import add_allow_partial, refuse_partial
 
 
@@ -163,7 +163,7 @@ def _scaling(text: str) -> tuple[float, float]:
 def main(args: argparse.Namespace) -> int:
     # at call time: keeps pandas and matplotlib out of every command's start (cli.main)
     from ..analysis.series.saturation import SaturationRule
-    from ..rundir.load import expand_run_paths
+    from ..run_format.load import expand_run_paths
     from ..slo import parse_slo
     from .render import build_report
 
@@ -214,7 +214,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _locust_prefixes(args: list[str]) -> list[str]:
     """The Locust --csv prefixes the arguments name, all of them or none (one line otherwise)."""
-    from ..rundir.locust_files import locust_prefix
+    from ..run_format.locust_files import locust_prefix
 
     found = [locust_prefix(a) for a in args]
     prefixes = [p for p in found if p is not None]

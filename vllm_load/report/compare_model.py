@@ -28,8 +28,8 @@ from ..analysis.levels.gpu import with_gpu
 from ..analysis.levels.measure import measure_levels
 from ..analysis.series.curve import axis_of
 from ..load_kinds import CONCURRENCY, LoadKind
-from ..rundir.gpu_metrics import source_line
-from ..rundir.load import analysis_columns, load_run
+from ..run_format.gpu_metrics import source_line
+from ..run_format.load import analysis_columns, load_run
 
 
 @dataclass

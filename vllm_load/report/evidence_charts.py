@@ -21,7 +21,7 @@ from ..analysis.diagnosis.capacity import KV_FULL
 from ..analysis.diagnosis.facts import ServerFacts
 from ..analysis.diagnosis.gpu_evidence import SM_BUSY, SM_IDLE, UTIL_BUSY, UTIL_IDLE
 from ..analysis.diagnosis.kinds import KINDS, UNDETERMINED, kind_named
-from ..rundir.gpu_metrics import simulated
+from ..run_format.gpu_metrics import simulated
 from .charts import STYLE, Chart, floats, log_level_axis, plt, png_base64
 from .model import SeriesReport
 

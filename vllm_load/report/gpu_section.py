@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..rundir.gpu_metrics import gpu_record, simulated, source_line
+from ..run_format.gpu_metrics import gpu_record, simulated, source_line
 from .charts import STYLE, Chart, figure, floats, log_level_axis, plt, png_base64, slug
 from .model import RunSummary
 

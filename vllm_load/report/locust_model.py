@@ -27,7 +27,7 @@ from ..analysis.series.findings import findings
 from ..analysis.series.level_curve import level_curve
 from ..analysis.series.saturation import SaturationRule, Throughput, analyse
 from ..analysis.series.stats import Series
-from ..rundir.locust_files import LocustCsvError, LocustHistory, read_history
+from ..run_format.locust_files import LocustCsvError, LocustHistory, read_history
 from .model import SeriesReport
 
 REQUESTS = Throughput("req_per_s", "req/s", "request throughput (successful requests/s)")

@@ -18,7 +18,7 @@ from .charts import STYLE, Chart, figure, floats, log_level_axis, plot_with_ci, 
 from .locust_model import LocustReportData, LocustRun, build_locust_data
 from .model import SeriesReport
 from .render import Progress, ReportPaths, side_paths, write_documents
-from .summary import clean, records, saturation_json
+from .summary_files import clean, records, saturation_json
 
 SOURCE = "locust_csv"
 

@@ -1,6 +1,6 @@
 """The numbers of a report: runs loaded and measured, grouped into series, aggregated, analysed.
 
-`build_report_data` is the only step that reads files (through `rundir.load`); what it
+`build_report_data` is the only step that reads files (through `run_format.load`); what it
 returns is everything the templates, charts and summary files show. The module is long because
 every section of a report (levels, servers, replays, GPUs, findings) meets in its one model.
 """
@@ -24,22 +24,22 @@ from ..analysis.levels.breakdown import conversation_summary, persona_table, tur
 from ..analysis.levels.gpu import gpu_findings
 from ..analysis.levels.hist import pad_columns
 from ..analysis.levels.measure import image_charges
+from ..analysis.levels.per_target import TargetFigures, target_findings
 from ..analysis.levels.rates import RateRule
 from ..analysis.levels.server_side import level_server_figures
 from ..analysis.levels.table import error_counts
-from ..analysis.levels.targets import TargetFigures, target_findings
-from ..analysis.levels.timeline import work_timeline
+from ..analysis.levels.work_timeline import work_timeline
 from ..analysis.measured_run import measure_run, read_targets
 from ..analysis.replay.read import Replay, read_replays
-from ..analysis.series.compare import ModelRow, compare, comparison_findings
 from ..analysis.series.failures import failure_kinds
 from ..analysis.series.findings import findings
 from ..analysis.series.level_curve import level_curve
+from ..analysis.series.model_comparison import ModelRow, compare, comparison_findings
 from ..analysis.series.outcome import RunOutcome, outcome_of
 from ..analysis.series.saturation import Saturation, SaturationRule, analyse
 from ..analysis.series.stats import Series, group_runs
 from ..load_kinds import CONCURRENCY, LoadKind
-from ..rundir.load import (
+from ..run_format.load import (
     read_client_validation,
     read_run_json,
 )

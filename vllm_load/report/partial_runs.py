@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Sequence
 
-from ..values import SettingsError
+from ..user_values import SettingsError
 
 FLAG = "--allow-partial"
 

@@ -25,10 +25,10 @@ from ..analysis.levels.client_side import LATE_RULE
 from ..analysis.replay.verdicts import LATE_LIMIT_S, PREFIX_TOLERANCE
 from ..analysis.series.saturation import SaturationRule
 from ..load_kinds import KINDS
-from ..rundir.files import write_atomic
-from ..rundir.lost_workers import LostWorker
+from ..run_format.files import write_atomic
+from ..run_format.lost_workers import LostWorker
+from ..server.loss import MIN_STREAK, NO_ANSWER_SHARE
 from ..slo import SloSpec
-from ..target.loss import MIN_STREAK, NO_ANSWER_SHARE
 from . import charts, gpu_section, persona_charts
 from .cells import (
     figure_value,
@@ -45,9 +45,9 @@ from .cells import (
 )
 from .model import ReportData, RunSummary, SeriesReport, build_report_data
 from .parallel import in_two_processes
-from .replay import ReplayView, replay_views
-from .summary import summary_dict, write_summary_csv
-from .targets import target_rows
+from .replay_section import ReplayView, replay_views
+from .summary_files import summary_dict, write_summary_csv
+from .target_section import target_rows
 from .why import WhyView, why_view
 
 

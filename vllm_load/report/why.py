@@ -11,7 +11,7 @@ from ..analysis.diagnosis.capacity import KV
 from ..analysis.diagnosis.facts import SERVER_FLAGS, Fact
 from ..analysis.diagnosis.headline import no_advice_reason
 from ..analysis.diagnosis.series import SeriesDiagnosis
-from ..rundir.advice_record import score
+from ..run_format.advice_record import score
 from .evidence_charts import EvidenceChart, evidence_chart
 from .model import SeriesReport
 

@@ -11,8 +11,8 @@ from typing import Sequence
 from ..analysis.diagnosis.capacity import predict
 from ..analysis.diagnosis.facts import server_facts
 from ..load_kinds import Level
+from ..server.control import auth_headers
 from ..settings import Settings
-from ..target.api import auth_headers
 from ..workload.lengths import parse_length
 from .server_metrics import parse_exposition
 

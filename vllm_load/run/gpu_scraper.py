@@ -1,6 +1,6 @@
-"""Recording the GPUs' own figures during a run into gpu_metrics.csv (`rundir.gpu_metrics`):
-every `--gpu-metrics URL` (a DCGM exporter's /metrics, `target.dcgm`) and, with `--gpu-nvml`,
-NVML on this host (`target.nvml`), read every `--metrics-interval` seconds (1 s when that is 0,
+"""Recording the GPUs' own figures during a run into gpu_metrics.csv (`run_format.gpu_metrics`):
+every `--gpu-metrics URL` (a DCGM exporter's /metrics, `server.dcgm`) and, with `--gpu-nvml`,
+NVML on this host (`server.nvml`), read every `--metrics-interval` seconds (1 s when that is 0,
 which turns off only the server's /metrics).
 
 The user asked for each source, so one that cannot be read when the run starts refuses the run
@@ -21,11 +21,11 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
-from ..rundir.files import GPU_METRICS_CSV
-from ..rundir.gpu_metrics import HEADER
-from ..target.dcgm import FIGURES, SIMULATED_MODEL, GpuId, GpuReading, parse_dcgm
-from ..target.nvml import NvmlGpus, NvmlUnavailable
-from ..values import SettingsError
+from ..run_format.files import GPU_METRICS_CSV
+from ..run_format.gpu_metrics import HEADER
+from ..server.dcgm import FIGURES, SIMULATED_MODEL, GpuId, GpuReading, parse_dcgm
+from ..server.nvml import NvmlGpus, NvmlUnavailable
+from ..user_values import SettingsError
 
 logger = logging.getLogger("vllm_load")
 

@@ -16,11 +16,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..figures import Figure
-from ..rundir.histogram import LogHistogram, bucket_of
-from ..rundir.records import COLUMNS
+from ..run_format.histogram import LogHistogram, bucket_of
+from ..run_format.records import COLUMNS
 from .live_figures import LivePlan
+from .live_series import Timeline
 from .live_verdict import LiveVerdicts
-from .timeline import Timeline
 
 _I = {name: COLUMNS.index(name) for name in COLUMNS}
 _START, _END, _OK = (_I[c] for c in ("start_ts", "end_ts", "ok"))

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..figures import LIVE, Figure, PerRequest, level_figures
-from ..rundir.records import COLUMNS
+from ..run_format.records import COLUMNS
 
-#: the per-request quantities the live time series (`run.timeline`) takes, whatever the table shows
+#: the per-request quantities the live time series (`run.live_series`) takes, whatever the table shows
 SERIES_SOURCES = ("ttft", "itl")
 #: the level figures the live view computes itself (`run.live.LiveLevel.level_figure`)
 LEVEL_KEYS = frozenset({"req_per_s", "total_tok_per_s", "output_tok_per_s", "success_rate"})

@@ -40,7 +40,7 @@ from ..analysis.diagnosis.facts import ServerFacts, server_facts
 from ..analysis.diagnosis.gpu_evidence import GpuEvidence
 from ..analysis.diagnosis.kinds import NOT_SATURATED, UNDETERMINED, Bottleneck
 from ..analysis.diagnosis.verdict import WAITING_MIN, LevelEvidence, level_verdict, with_baseline
-from ..target.dcgm import GPU_UTIL, POWER, SM_ACTIVE
+from ..server.dcgm import GPU_UTIL, POWER, SM_ACTIVE
 
 if TYPE_CHECKING:
     from .gpu_scraper import GpuSample, GpuTelemetry

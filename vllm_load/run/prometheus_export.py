@@ -30,7 +30,7 @@ from prometheus_client import generate_latest as library_text
 from prometheus_client.utils import floatToGoString
 
 from ..settings import Settings
-from ..values import SettingsError, split_listen_address
+from ..user_values import SettingsError, split_listen_address
 from .live import Finished
 from .live_figures import LivePlan
 from .prometheus_tallies import LATENCY_BOUNDS, RequestTallies

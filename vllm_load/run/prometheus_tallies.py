@@ -9,7 +9,7 @@ The histograms' bounds are `LATENCY_BOUNDS`: 20 per decade from 0.1 ms to 1000 s
 above the one before. `histogram_quantile` interpolates inside the bucket that holds the
 quantile's rank, and the same requests' exact quantile lies in that bucket too, so the two
 differ by less than one bucket: 12.2 % of the value. ITL comes from each row's own histogram
-(`rundir.histogram`, 1 % buckets), each of its buckets counted at the value it stands for; the
+(`run_format.histogram`, 1 % buckets), each of its buckets counted at the value it stands for; the
 live figures parse it, and hand the parse on (`RunSession.add_rows`), so a row is parsed once.
 """
 
@@ -18,8 +18,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Callable, Sequence
 
-from ..rundir.histogram import bucket_value
-from ..rundir.records import COLUMNS
+from ..run_format.histogram import bucket_value
+from ..run_format.records import COLUMNS
 
 BOUNDS_PER_DECADE = 20
 LOWEST_BOUND_EXPONENT = -4  # 0.1 ms

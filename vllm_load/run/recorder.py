@@ -18,9 +18,9 @@ from datetime import datetime, timezone
 from typing import Iterable
 
 from ..load_kinds import Level
-from ..rundir.claim import claim, claimed_for_us
-from ..rundir.files import RUN_JSON, STEPS_CSV, run_files_in, safe_name, write_atomic
-from ..rundir.records import (
+from ..run_format.claim import claim, claimed_for_us
+from ..run_format.files import RUN_JSON, STEPS_CSV, run_files_in, safe_name, write_atomic
+from ..run_format.records import (
     LEVEL_INDEX,
     START_INDEX,
     STEPS_COLUMNS,
@@ -28,7 +28,7 @@ from ..rundir.records import (
     WORKER_INDEX,
     RequestsCsvWriter,
 )
-from ..values import SettingsError
+from ..user_values import SettingsError
 
 
 def utc_iso(ts: float | None = None) -> str:
@@ -79,7 +79,7 @@ class LevelRecord:
     stop_reason: str = ""
 
     def row(self) -> list:
-        """steps.csv's row (`rundir.records.STEPS_COLUMNS`)."""
+        """steps.csv's row (`run_format.records.STEPS_COLUMNS`)."""
         return [
             self.level,
             self.kind,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from ..target.api import auth_headers
+from ..server.control import auth_headers
 
 #: column -> sample names, newest vLLM name first (older releases called KV usage gpu_cache_usage_perc).
 #: Sample names, not family names: prometheus-client's parser strips `_total` from a counter's

@@ -26,23 +26,24 @@ from locust.runners import STATE_MISSING, LocalRunner, MasterRunner
 
 from ..client.context import LoadContext
 from ..client.health import CLIENT_LIMIT, HealthSample, HealthWriter
-from ..client.replay import LevelShare, check_trace_fits, replay_header, trace_segment
-from ..client.targets import target_list
+from ..client.replay_share import LevelShare, check_trace_fits, replay_header, trace_segment
+from ..client.target_picker import target_list
 from ..compat.locust import declare_missing, rewrite_csv_files
 from ..load_kinds import RATE, TRACE, Level
-from ..rundir.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV, target_metrics_csv
-from ..rundir.records import (
+from ..run_format.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV, target_metrics_csv
+from ..run_format.records import (
     ERROR_INDEX,
     ERROR_MESSAGE_INDEX,
     LEVEL_INDEX,
     START_INDEX,
     WORKER_INDEX,
 )
+from ..server.control import max_model_len, model_ids, target_info
 from ..settings import Settings
-from ..target.api import max_model_len, model_ids, target_info
-from ..values import SettingsError, parse_host
+from ..user_values import SettingsError, parse_host
 from ..workload.arrivals import process_share
 from .capacity_note import cache_config, capacity_note
+from .end_summary import print_summary
 from .gpu_scraper import GpuTelemetry
 from .live import LiveStats
 from .live_verdict import LiveVerdicts
@@ -53,7 +54,6 @@ from .recorder import RunRecorder, new_run_dir
 from .server_metrics import MetricsScraper
 from .start import exact_prompts_plan, run_header, wanted_classes
 from .steps import LevelChange, LevelPlan, LevelProgress, StepController
-from .summary import print_summary
 from .worker_loss import (
     MISSING_HEARTBEATS,
     PROCESS_EXITED,

@@ -11,7 +11,7 @@ import time
 from locust import LoadTestShape
 
 from ..client.prompts import CalibrationError
-from ..values import SettingsError
+from ..user_values import SettingsError
 from .session import RunSession, fail
 
 

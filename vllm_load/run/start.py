@@ -15,9 +15,9 @@ from locust.runners import MasterRunner
 
 from .. import __version__
 from ..client.prompts import PromptPlan, prompt_plan
+from ..server.control import max_model_len
 from ..settings import Settings
-from ..target.api import max_model_len
-from ..values import SettingsError
+from ..user_values import SettingsError
 from .recorder import redacted_argv, utc_iso
 
 

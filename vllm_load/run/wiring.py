@@ -29,7 +29,7 @@ from .. import stop_signals
 from ..client.context import LoadContext
 from ..client.health import HealthProbe
 from ..client.prompts import CalibrationError
-from ..client.replay import LevelShare
+from ..client.replay_share import LevelShare
 from ..compat.locust import (
     master_silent_for,
     send_worker_report,
@@ -40,7 +40,7 @@ from ..compat.locust import (
 from ..gc_policy import quiet_collector
 from ..parent_death import die_with_parent, forked_from, note_forks
 from ..settings import add_arguments
-from ..values import SettingsError
+from ..user_values import SettingsError
 from .outcomes import EXIT_CODES
 from .session import DRAIN_MESSAGE, LEVEL_MESSAGE, RunSession, fail
 from .worker_loss import WorkerProcess

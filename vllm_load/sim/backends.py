@@ -12,9 +12,9 @@ from collections.abc import Sequence as Ids
 from typing import Callable, Protocol
 
 from .config import EngineConfig, FixedLatency
+from .counters import Occupancy, ServerStats
 from .engine import Engine, Sequence
 from .prefix_cache import block_hashes
-from .stats import Occupancy, ServerStats
 
 
 class TokenSource(Protocol):

@@ -13,8 +13,9 @@ import os
 import signal
 
 from ..parent_death import die_with_parent
-from ..tokenization.load import load_tokenizer
-from ..values import SettingsError, port_argument
+from ..tokenization.choose import load_tokenizer
+from ..user_values import SettingsError, port_argument
+from .child import listen_error
 from .config import (
     DEFAULT_MODEL,
     REASONING_FIELDS,
@@ -27,8 +28,7 @@ from .config import (
     SimConfig,
     StepCost,
 )
-from .dcgm import DCGM_PATH
-from .process import listen_error
+from .dcgm_exporter import DCGM_PATH
 
 _E = EngineConfig()
 _C = StepCost()

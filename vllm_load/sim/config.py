@@ -122,7 +122,7 @@ class FaultConfig:
 
 @dataclass(frozen=True)
 class GpuModel:
-    """The simulated GPU behind `--dcgm` (dcgm.py): its power at idle and at full utilisation
+    """The simulated GPU behind `--dcgm` (dcgm_exporter.py): its power at idle and at full utilisation
     (an H100 SXM's 700 W board limit), and its framebuffer as vLLM fills it: the weights, then
     KV blocks in use out of the pool --gpu-memory-utilization leaves them."""
 

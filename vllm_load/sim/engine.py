@@ -26,8 +26,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from .config import EngineConfig
-from .prefix_cache import PrefixCache
-from .stats import (
+from .counters import (
     KV_CACHE,
     MAX_NUM_BATCHED_TOKENS,
     MAX_NUM_SEQS,
@@ -35,6 +34,7 @@ from .stats import (
     Occupancy,
     ServerStats,
 )
+from .prefix_cache import PrefixCache
 
 # How far (real seconds) the step chain may lag behind its deadlines before it gives up
 # catching up and restarts from "now" (a stalled process should not burst afterwards).
@@ -105,7 +105,9 @@ class Engine:
         self._rng = random.Random(seed)
         self._loop: asyncio.AbstractEventLoop | None = None
         self.cache: PrefixCache | None = PrefixCache() if config.enable_prefix_caching else None
-        self._busy_done = 0.0  # seconds of finished steps: the simulated GPU's busy time (dcgm.py)
+        self._busy_done = (
+            0.0  # seconds of finished steps: the simulated GPU's busy time (dcgm_exporter.py)
+        )
         self._step_start = 0.0
 
     # --- API for the HTTP layer -----------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The simulator's `/metrics`: its counts (stats.py) as vLLM 0.32 names them.
+"""The simulator's `/metrics`: its counts (counters.py) as vLLM 0.32 names them.
 
 Names, types, label names, HELP texts and bucket boundaries are those of a real vLLM 0.32.0
 (tests/data/vllm_0.32.0_cpu_metrics_full.txt; tests/sim/test_sim_vllm_metrics.py compares
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from .config import EngineConfig
-from .stats import BLOCKED_BY, Histogram, Occupancy, ServerStats, StepCounts
+from .counters import BLOCKED_BY, Histogram, Occupancy, ServerStats, StepCounts
 
 # What a vLLM server started without cache options prints for the CacheConfig fields the
 # simulator has no notion of (mamba, offloading, sliding windows...), as vLLM 0.32 does.

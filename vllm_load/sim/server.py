@@ -16,10 +16,11 @@ import orjson
 from aiohttp import web
 from aiohttp.http_writer import StreamWriter
 
-from ..tokenization.load import load_tokenizer
+from ..tokenization.choose import load_tokenizer
 from .backends import Backend, EchoBackend, EngineBackend, FixedLatencyBackend, TokenSource
 from .config import IMITATED_VLLM, SimConfig
-from .dcgm import DCGM_PATH, SimulatedGpu
+from .counters import ServerStats
+from .dcgm_exporter import DCGM_PATH, SimulatedGpu
 from .exposition import MetricsExporter, cache_config_labels
 from .faults import (
     STREAM_STRIKES,
@@ -42,7 +43,6 @@ from .protocol import (
     render_chat,
 )
 from .responses import BodyWriter, ResponseRenderer, model_card
-from .stats import ServerStats
 from .trace import TraceRecord, TraceWriter
 
 _DONE = b"data: [DONE]\n\n"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..values import SettingsError
+from ..user_values import SettingsError
 from .location import OFF, STORE_ENV, StoreLocation, locate
 
 STORE_HELP = (
@@ -63,7 +63,7 @@ def _open(location: StoreLocation | None):
 
 
 def import_runs(args: argparse.Namespace) -> int:
-    from ..rundir.load import expand_run_paths
+    from ..run_format.load import expand_run_paths
     from .record import stored_run
 
     try:

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 
 from ..figures import Figure, level_figures
-from ..values import SettingsError
+from ..user_values import SettingsError
 from .db import Store
 from .record import StoredLevel
 from .schema import FILTER_COLUMNS

@@ -1,6 +1,6 @@
 """Where the results store is: `--store`, else `$VLLM_LOAD_STORE`, else an SQLite file in the
 user's data directory (`$XDG_DATA_HOME/vllm-load/results.sqlite`, default `~/.local/share/...`),
-as the advice record (`rundir.advice_record`). A plain path is an SQLite file; a URL
+as the advice record (`run_format.advice_record`). A plain path is an SQLite file; a URL
 (`postgresql://user@host/db`, read with psycopg 3) is given to SQLAlchemy; `none` stores nothing.
 
 A URL's password is never printed or written: `shown` is the URL as every message names it.

@@ -135,7 +135,7 @@ def stored_run(path: str) -> StoredRun:
 
     from ..analysis.levels.gpu import with_gpu
     from ..analysis.levels.measure import measure_levels
-    from ..rundir.load import analysis_columns, load_run
+    from ..run_format.load import analysis_columns, load_run
 
     data = load_run(path, analysis_columns())
     measured = measure_levels(data.requests, data.steps, data.streams)

@@ -11,7 +11,7 @@ import argparse
 import math
 from dataclasses import dataclass
 
-from ..values import SettingsError, parse_share
+from ..user_values import SettingsError, parse_share
 from .history import Condition, add_selection_arguments, matches, parse_where, stored_runs
 from .record import StoredLevel
 

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 from flask import Response, jsonify, request
 from flask_login import current_user
 
-from ..options import FORM_API_KEY
+from ..option_spec import FORM_API_KEY
 from .bind import is_loopback
 
 #: the fields of Locust's start form (its React form, names in snake case) besides the options

@@ -2,7 +2,7 @@
 
 Served by the master's web UI, so the numbers are the aggregate of every worker, and nothing
 is loaded from outside it. Two places show the same charts (`static/llm-charts.js`, drawn from
-`/llm/stats`, whose time series is `run.timeline`'s):
+`/llm/stats`, whose time series is `run.live_series`'s):
 
 - the "LLM" and "LLM by persona" tabs of Locust's own UI: their tables (per level; per level
   and persona) are Locust's extended tabs (rows carried in `/stats/requests`'
@@ -32,7 +32,7 @@ from flask import Blueprint, Response, jsonify, request, send_from_directory
 
 from ..compat.locust import WEB_INDEX_ENDPOINT, WEB_STATS_ENDPOINT
 from ..run.live_figures import LivePlan
-from ..run.timeline import Timeline
+from ..run.live_series import Timeline
 from .auth import install_login
 from .bind import open_web_ui_refusal, warn_if_open
 from .columns import TAB_ROWS, extended_tables, table_columns

@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 
 from ..tokenization.base import message_text
-from ..values import SettingsError
+from ..user_values import SettingsError
 from .images import ImageFiles
 
 

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from ..values import SettingsError
+from ..user_values import SettingsError
 
 #: what --image-format offers, and each one's type in a `data:` URL
 IMAGE_FORMATS = ("jpeg", "png")

@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from ..values import SettingsError
+from ..user_values import SettingsError
 
 KINDS = ("fixed", "uniform", "normal", "lognormal")
 

@@ -8,7 +8,7 @@ import random
 from collections import Counter
 from typing import Callable, Sequence
 
-from ..values import SettingsError
+from ..user_values import SettingsError
 from .datasets import Conversation, Dataset, Turn
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ...rundir.gpu_metrics import gpu_record
-from ...target.server_args import SERVER_FLAGS, parse_server_args
+from ...run_format.gpu_metrics import gpu_record
+from ...server.server_args import SERVER_FLAGS, parse_server_args
 from .vllm_defaults import BatchDefaults, batch_defaults
 
 READ, GIVEN, INFERRED, DEFAULT = "read", "given", "inferred", "default"

@@ -9,7 +9,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from ...rundir.gpu_metrics import simulated
+from ...run_format.gpu_metrics import simulated
 from ..series.saturation import Saturation
 from .advice import Advice, Workload
 from .capacity import Prediction, fit_step_cost, predict

@@ -5,7 +5,7 @@
   them.
 - `window_rates`: throughput inside a window, independent of where requests happen to finish;
   `spans`: the successful requests' lives and tokens it weighs, from a requests frame.
-- `hist`: merged ITL histograms (`rundir.stream_columns` parses the column) and their
+- `hist`: merged ITL histograms (`run_format.stream_columns` parses the column) and their
   percentiles.
 - `rates`: open-loop levels: the rate offered and achieved, queueing, whether the target kept up.
 - `breakdown`: per persona, per turn of a conversation, conversations as wholes.

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ...load_kinds import kind_named
-from ...rundir.optional_csv import CsvRead, read_optional_csv
+from ...run_format.optional_csv import CsvRead, read_optional_csv
 
 CPU_LIMIT = 80.0  # percent of one core
 LAG_LIMIT_MS = 10.0

@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 
 from ...figures import gpu_columns
-from ...rundir.gpu_metrics import source_line
-from ...target.dcgm import ENERGY, FB_USED, GPU_UTIL, POWER, SM_ACTIVE
+from ...run_format.gpu_metrics import source_line
+from ...server.dcgm import ENERGY, FB_USED, GPU_UTIL, POWER, SM_ACTIVE
 from .server_side import counter_delta, gauge_mean
 
 #: a window must span this many updates of the energy counter for its growth to be read

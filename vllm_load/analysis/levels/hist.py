@@ -1,8 +1,8 @@
 """Vectorised reading of the `itl_hist` column and percentiles of merged log histograms.
 
-`vllm_load.rundir.histogram.LogHistogram` is the reference (one request at a time); this module
+`vllm_load.run_format.histogram.LogHistogram` is the reference (one request at a time); this module
 does the same over a whole column at once: the selected rows' histograms (parsed once,
-`rundir.stream_columns.ItlHistograms`) are summed into a dense (groups x buckets) count matrix.
+`run_format.stream_columns.ItlHistograms`) are summed into a dense (groups x buckets) count matrix.
 Percentiles follow `LogHistogram.percentile` exactly (nearest rank).
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...rundir.histogram import BASE_SECONDS, GROWTH
-from ...rundir.stream_columns import ItlHistograms
+from ...run_format.histogram import BASE_SECONDS, GROWTH
+from ...run_format.stream_columns import ItlHistograms
 
 
 def bucket_values(n_buckets: int) -> np.ndarray:

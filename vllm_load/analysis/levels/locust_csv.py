@@ -49,7 +49,7 @@ measured:
 Locust counts a request when it ends, so a steady part should span several request durations.
 In a distributed test the master's counts grow as the workers' reports arrive (every 3 s by
 default), so a short steady part is measured coarsely there.
-The module is pure: `vllm_load.rundir.locust_files` reads the files.
+The module is pure: `vllm_load.run_format.locust_files` reads the files.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ import numpy as np
 import pandas as pd
 
 from ...load_kinds import CONCURRENCY
-from ...rundir.locust_files import AGGREGATED, HISTORY_SUFFIX, LocustCsvError
+from ...run_format.locust_files import AGGREGATED, HISTORY_SUFFIX, LocustCsvError
 
 #: Locust's CURRENT_RESPONSE_TIME_PERCENTILE_WINDOW (s): what its current percentiles cover
 PERCENTILE_WINDOW_S = 10.0

@@ -28,7 +28,7 @@ import pandas as pd
 
 from ... import figures as declared
 from ...figures import gpu_columns, statistic_columns
-from ...rundir.stream_columns import StreamColumns
+from ...run_format.stream_columns import StreamColumns
 from . import as_floats, group_percentiles
 from .hist import hist_percentiles
 from .rates import RATE_COLUMNS, rate_figures
@@ -120,7 +120,7 @@ LABELLED_COLUMNS: tuple[str, ...] = (
     "conversation",
     "turn",
     "cached_tokens",
-    "target",  # several targets: each one's figures (`analysis.levels.targets`)
+    "target",  # several targets: each one's figures (`analysis.levels.per_target`)
 )
 
 

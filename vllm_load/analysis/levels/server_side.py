@@ -35,8 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ...rundir.optional_csv import CsvRead, read_optional_csv
-from ...rundir.stream_columns import StreamColumns
+from ...run_format.optional_csv import CsvRead, read_optional_csv
+from ...run_format.stream_columns import StreamColumns
 from .spans import success_spans
 from .window_rates import RequestSpans, work_in_window
 

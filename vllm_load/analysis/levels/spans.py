@@ -1,12 +1,12 @@
 """The successful requests' lives and token counts (`window_rates.RequestSpans`), from a
-requests frame and its parsed stream columns (`rundir.stream_columns`)."""
+requests frame and its parsed stream columns (`run_format.stream_columns`)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from ...rundir.stream_columns import ITL_HIST, STREAM_COLUMNS, StreamColumns
+from ...run_format.stream_columns import ITL_HIST, STREAM_COLUMNS, StreamColumns
 from . import as_floats
 from .window_rates import ChunkMarks, RequestSpans
 

@@ -31,13 +31,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...rundir.stream_columns import MarkTable, parse_marks
+from ...run_format.stream_columns import MarkTable, parse_marks
 
 
 @dataclass(frozen=True)
 class ChunkMarks:
     """Some requests' chunk marks: request i's are row `rows[i]` of `table`, ms since its start
-    (`rundir.stream_columns.MarkTable`). The table is a run's whole parse, shared and never
+    (`run_format.stream_columns.MarkTable`). The table is a run's whole parse, shared and never
     written: a million requests' marks are 136 MB a copy as floats, so a selection of requests
     selects rows, and the marks become times only for the requests a window weighs."""
 

@@ -37,7 +37,7 @@ class TraceRecord:
     @classmethod
     def of(cls, run: dict) -> "TraceRecord | None":
         """The run's trace record (its field types are checked with run.json,
-        `rundir.checks`); None for a run that replayed no trace."""
+        `run_format.checks`); None for a run that replayed no trace."""
         trace = run.get("trace")
         if not isinstance(trace, dict):
             return None

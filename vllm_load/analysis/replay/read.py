@@ -12,13 +12,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ...rundir.stream_columns import StreamColumns
+from ...run_format.stream_columns import StreamColumns
 from ...slo import SloSpec
 from ..levels import as_floats
 from ..levels.server_side import scrape_interval
 from ..levels.spans import own_streams, success_spans
 from .plan import ReplayLevel, TraceRecord, replay_levels
-from .server import NOT_SCRAPED, ServerView
+from .server_rate import NOT_SCRAPED, ServerView
 from .verdicts import Lateness, PrefixCacheCheck, lateness, prefix_cache
 from .whole import ReplayTotals, ratio_range, replay_totals
 from .windows import ReplayWindow, replay_windows, window_edges, window_length

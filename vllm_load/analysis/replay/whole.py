@@ -17,12 +17,12 @@ import numpy as np
 import pandas as pd
 
 from ...figures import PERCENTILES
-from ...rundir.stream_columns import StreamColumns
+from ...run_format.stream_columns import StreamColumns
 from ...slo import SloSpec
 from ..decisions.goodput import UNKNOWN, binding_text, level_goodput
 from ..levels import as_floats
 from ..levels.measure import LevelMeasurement, measure_levels
-from .server import ServerSpan, ServerView
+from .server_rate import ServerSpan, ServerView
 from .windows import in_flight_mean, sent_spans
 
 #: the per-request figures whose percentiles the replay's totals show

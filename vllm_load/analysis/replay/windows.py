@@ -27,12 +27,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ...rundir.stream_columns import StreamColumns
+from ...run_format.stream_columns import StreamColumns
 from ..levels import as_floats, group_percentiles
 from ..levels.hist import hist_percentiles
 from ..levels.spans import own_streams, success_spans
 from ..levels.window_rates import work_in_window
-from .server import ServerSpan, ServerView
+from .server_rate import ServerSpan, ServerView
 
 #: window lengths a replay is cut into, seconds: about a twelfth of it, rounded down to one
 NICE_SECONDS: tuple[float, ...] = (1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)

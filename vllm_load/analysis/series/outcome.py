@@ -3,7 +3,7 @@
 A run's figures say what was measured, not whether the test went as planned: an interrupted run
 (run.json `outcome` `interrupted`), one that lost every load worker (`workers_lost`) or never
 closed (`running`) has levels it never reached, and its highest level can look like the top of a
-rising curve; a run whose target stopped answering (`vllm_load.target.loss`: it ended on a streak
+rising curve; a run whose target stopped answering (`vllm_load.server.loss`: it ended on a streak
 of failures with no answer and no success after them) keeps outcome `completed` while its last
 levels measured nothing but failures; a run that lost some of its workers moved their users to
 the others and abandoned their requests in flight, so the level it lost one during held less
@@ -19,9 +19,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from ...rundir.load import RunData
-from ...rundir.lost_workers import LostWorker, lost_workers
-from ...target.loss import ended_unanswered, streak_in
+from ...run_format.load import RunData
+from ...run_format.lost_workers import LostWorker, lost_workers
+from ...server.loss import ended_unanswered, streak_in
 from ..levels.recorded_levels import kinds_and_values
 from .curve import axis_of, value_text
 
@@ -31,7 +31,7 @@ CUT_SHORT = frozenset({"interrupted", "workers_lost", "client_limit"})
 
 @dataclass(frozen=True)
 class Silence:
-    """The failures a run ended on, when they are the target-lost rule's (`target.loss`)."""
+    """The failures a run ended on, when they are the target-lost rule's (`server.loss`)."""
 
     level: int  # the level during which the first of them ended
     failures: str  # e.g. `4,062 connect failures, 16 disconnect failures`
@@ -197,7 +197,7 @@ def unreached(outcomes: Sequence[RunOutcome]) -> tuple[float, ...]:
 
 def outcome_of(data: RunData) -> RunOutcome:
     """How a run ended: run.json's outcome, its steps, and whether it ended on the target-lost
-    rule's failures (`target.loss`; the report cannot probe the target, so it says what the
+    rule's failures (`server.loss`; the report cannot probe the target, so it says what the
     requests show)."""
     streak = streak_in(data.requests, data.steps)
     silence = (

@@ -13,10 +13,10 @@ import math
 import os
 from dataclasses import asdict, dataclass, field
 
-from ...rundir.files import write_atomic
+from ...run_format.files import write_atomic
+from ...server.process import ServerError, ServerProcess, wait_ready
 from ...slo import parse_slo
-from ...target.process import ServerError, ServerProcess, wait_ready
-from ...values import SettingsError
+from ...user_values import SettingsError
 from ..errors import CommandFailed, Interrupted, server_log
 from ..run import run_headless
 from ..run_end import failed_levels

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass
 
 from ...analysis.diagnosis.kinds import KINDS
-from ...values import SettingsError
+from ...user_values import SettingsError
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ def read_summary(source: str) -> dict:
             )
         # at call time: keeps pandas and matplotlib out of every command's start (cli.main)
         from ...report.model import build_report_data
-        from ...report.summary import summary_dict
+        from ...report.summary_files import summary_dict
 
         try:
             return summary_dict(build_report_data([source]))

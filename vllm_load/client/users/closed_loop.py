@@ -15,7 +15,7 @@ from locust import task
 from ...compat.locust import user_stopping
 from ...endpoints import APIS, CHAT, COMPLETIONS
 from ...settings import Settings
-from ...values import SettingsError
+from ...user_values import SettingsError
 from ...workload.images import user_content
 from ..bodies import BodyTemplates
 from ..endpoint import RequestSpec

@@ -6,7 +6,7 @@ before any repeats), sends its turns one after another with the history of the t
 and between conversations, and gives up on a conversation at its first failed turn (the failure
 is recorded). A one-turn entry (a file of prompts) is one request.
 
-With --rates, conversations start at the process's arrivals (`arrivals.py`) instead of after
+With --rates, conversations start at the process's arrivals (`arrival_clock.py`) instead of after
 the think time: only a conversation's first turn arrives at the rate; its later turns follow
 it after --think-time each, as people do, so a multi-turn dataset sends more requests per
 second than the rate says.
@@ -28,8 +28,8 @@ import gevent.lock
 from locust import task
 
 from ...settings import Settings
-from ...tokenization.load import load_tokenizer
-from ...values import SettingsError, think_range
+from ...tokenization.choose import load_tokenizer
+from ...user_values import SettingsError, think_range
 from ...workload.datasets import Conversation, Dataset, dataset_path, load_dataset
 from ...workload.sampling import DatasetSampler, filter_by_length
 from ..bodies import exact_output

@@ -27,7 +27,7 @@ from gevent import GreenletExit
 from locust import FastHttpUser, constant
 
 from ...endpoints import APIS, CHAT, COMPLETIONS
-from ...rundir.records import RequestRecord
+from ...run_format.records import RequestRecord
 from ...settings import Settings
 from ...workload.images import count_images, user_content
 from .. import steal
@@ -37,7 +37,7 @@ from ..context import LoadContext
 from ..endpoint import Endpoint, RequestSpec, Timeouts, stats_name
 from ..pacing import PACER
 from ..request import MeasuredRequest
-from ..targets import EJECT_AFTER
+from ..target_picker import EJECT_AFTER
 
 logger = logging.getLogger(__name__)
 
@@ -218,7 +218,7 @@ class LLMUser(FastHttpUser):
         )
 
     def arrive(self, prepare: Callable[[Any], Any] | None = None) -> Any:
-        """Wait for the process's next arrival (--rates, --trace: `arrivals.py`): the next request
+        """Wait for the process's next arrival (--rates, --trace: `arrival_clock.py`): the next request
         this user sends starts its clock at the arrival's time, so any wait for a free user is
         inside it. Returns what the arrival asks to send (a trace's request; None for a rate), or
         with `prepare`, what `prepare` made of it before the arrival was due."""

@@ -6,7 +6,7 @@ and small generated samples shipped in `samples/`. Pure, like the rest of `workl
   `mooncake.py` and `tables.py`, one value checked in `fields.py`); `TraceError` on a bad file,
   one line naming file and line
 - `Trace.window(start, duration)`, `Trace.faster(speed)`, `Trace.share(processes, index)`
-  (`model.py`)
+  (`replay_plan.py`)
 - `resolve_trace("sample:mooncake_60s")` -> the shipped sample's path (`samples.py`)
 - `reused_blocks(requests)`, `reuse_summary(trace)`: the prefix reuse a trace's hash_ids imply
   (`reuse.py`)
@@ -15,7 +15,7 @@ and small generated samples shipped in `samples/`. Pure, like the rest of `workl
 from __future__ import annotations
 
 from .formats import TRACE_FORMATS, detect_format, read_trace
-from .model import MOONCAKE_BLOCK_TOKENS, Trace, TraceError, TraceLimits, TraceRequest
+from .replay_plan import MOONCAKE_BLOCK_TOKENS, Trace, TraceError, TraceLimits, TraceRequest
 from .reuse import reuse_summary, reused_blocks
 from .samples import SAMPLE_PREFIX, SAMPLE_TRACES, resolve_trace, sample_path
 

@@ -16,8 +16,8 @@ import operator
 import os
 from typing import Callable, Iterator
 
-from .model import Trace, TraceError, TraceLimits, TraceRequest
 from .mooncake import read_mooncake
+from .replay_plan import Trace, TraceError, TraceLimits, TraceRequest
 from .rows import Rows
 from .tables import AZURE_COLUMNS, BURSTGPT_COLUMNS, header_names, read_azure, read_burstgpt
 

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from .fields import BadValue, json_time, shown, token_count
-from .model import MOONCAKE_BLOCK_TOKENS, TraceError, TraceLimits
+from .replay_plan import MOONCAKE_BLOCK_TOKENS, TraceError, TraceLimits
 from .rows import Rows
 
 FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .model import Trace, TraceRequest
+from .replay_plan import Trace, TraceRequest
 
 
 def reused_blocks(requests: Sequence[TraceRequest]) -> list[int]:

@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .fields import BadValue, shown
-from .model import MAX_SPAN_DAYS, MAX_SPAN_SECONDS, TraceLimits
+from .replay_plan import MAX_SPAN_DAYS, MAX_SPAN_SECONDS, TraceLimits
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from .model import TraceError
+from .replay_plan import TraceError
 
 SAMPLE_PREFIX = "sample:"
 SAMPLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "samples")

@@ -20,7 +20,7 @@ import operator
 from typing import Callable, Iterator
 
 from .fields import BadValue, Datetimes, shown, text_time, token_text
-from .model import TraceError, TraceLimits
+from .replay_plan import TraceError, TraceLimits
 from .rows import Rows
 
 BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens")

@@ -3,10 +3,10 @@
 The diagnosis of SOURCE (`source.py`) advises flags and values. Configuration A is the server
 command as it was run (`--server-cmd`); B is the same command with each advised flag set to its
 advised value (replaced where the command gives it, appended where it does not:
-`target/server_command.py`). Both run `--runs` times (at least two: the verdict is a test
+`server/server_command.py`). Both run `--runs` times (at least two: the verdict is a test
 across runs) in rounds, A B A B, with `tune`'s machinery (`runs.py`: the server started and
 stopped around every run, runs tagged `config.NAME=value`, completed runs kept on a new start),
-then `verdict.py` says whether the advice paid off. Advice no flag value carries out (more
+then `loop_verdict.py` says whether the advice paid off. Advice no flag value carries out (more
 replicas) is named and left out.
 """
 
@@ -17,14 +17,14 @@ import datetime as _dt
 import os
 import sys
 
-from ...rundir.advice_record import append_loop
-from ...rundir.files import safe_name
+from ...run_format.advice_record import append_loop
+from ...run_format.files import safe_name
+from ...server.server_command import flag_value, with_flag
 from ...settings import Settings
-from ...target.server_command import flag_value, with_flag
-from ...values import SettingsError
+from ...user_values import SettingsError
+from .loop_verdict import decide, loop_outcome, write_verdict
 from .runs import Configuration, TuneRuns, TuneState, progress, write_report
 from .source import Diagnosis, read_diagnosis
-from .verdict import decide, loop_outcome, write_verdict
 
 #: how A's value of a flag shows when its command does not set it and the report did not know it
 #: (not a tag: the diagnosis takes `config.NAME` tags as the server's configuration)

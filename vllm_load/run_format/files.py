@@ -29,9 +29,9 @@ def target_metrics_csv(index: int) -> str:
 
 #: every load process's own health samples (CPU, loop lag, run-queue wait)
 CLIENT_HEALTH_CSV = "client_health.csv"
-#: the GPUs' own figures (--gpu-metrics, --gpu-nvml): `rundir.gpu_metrics`
+#: the GPUs' own figures (--gpu-metrics, --gpu-nvml): `run_format.gpu_metrics`
 GPU_METRICS_CSV = "gpu_metrics.csv"
-#: requests.csv's columns as its first reader parsed them (`rundir.columnar`; never the contract)
+#: requests.csv's columns as its first reader parsed them (`run_format.columnar`; never the contract)
 REQUESTS_COPY = "requests.columns.npz"
 
 

@@ -17,7 +17,7 @@ import os
 import secrets
 from dataclasses import dataclass
 
-from ..values import SettingsError
+from ..user_values import SettingsError
 from .files import RUN_JSON
 
 CLAIM_ENV = "VLLM_LOAD_RUN_CLAIM"

@@ -1,9 +1,9 @@
 """The report's "Targets" of a run with several (--hosts) in summary.json: each target, its loss
-and its rows (`analysis.levels.targets`)."""
+and its rows (`analysis.levels.per_target`)."""
 
 from __future__ import annotations
 
-from ..analysis.levels.targets import rows_of
+from ..analysis.levels.per_target import rows_of
 from .model import RunSummary
 
 

@@ -9,11 +9,11 @@ import logging
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from ..rundir.lost_workers import LostWorker, lost_workers
-from ..target.loss import FinalStreak, streak_in
+from ..run_format.lost_workers import LostWorker, lost_workers
+from ..server.loss import FinalStreak, streak_in
 
 if TYPE_CHECKING:
-    from ..analysis.levels.targets import TargetFigures
+    from ..analysis.levels.per_target import TargetFigures
     from ..analysis.measured_run import MeasuredRun
 
 logger = logging.getLogger("vllm_load")
@@ -22,12 +22,12 @@ logger = logging.getLogger("vllm_load")
 @dataclass(frozen=True)
 class EndChecks:
     """The levels that failed (`analysis.series.failures`, one line; "" when none) and the
-    failures the run ended on (`target.loss`; None when it ended on a success)."""
+    failures the run ended on (`server.loss`; None when it ended on a success)."""
 
     failed_levels: str
     final_streak: FinalStreak | None
     #: the targets of several (--hosts) whose requests failed to the end of the run
-    #: (`analysis.levels.targets.target_loss`): ejected, the others carried the test on
+    #: (`analysis.levels.per_target.target_loss`): ejected, the others carried the test on
     lost_targets: tuple[str, ...] = ()
 
     def as_json(self) -> dict:
@@ -59,7 +59,7 @@ def print_summary(run_dir: str) -> EndChecks | None:
     try:
         # at call time: pandas stays out of the load processes, which import this module too
         from ..analysis.measured_run import measure_run, read_targets
-        from ..rundir.load import read_run_json
+        from ..run_format.load import read_run_json
 
         info = read_run_json(run_dir)
         abandoned = info.get("requests_abandoned", {}).get("total", 0)
@@ -112,12 +112,12 @@ def summary_text(
     a trace replay's lines, each target's figures and goodput against the run's --slo."""
     from ..analysis.decisions.goodput import format_goodput_table, level_goodput
     from ..analysis.levels.client_side import headroom_text, late_levels
+    from ..analysis.levels.per_target import target_table_text
     from ..analysis.levels.rates import rate_verdicts
     from ..analysis.levels.table import format_level_table
-    from ..analysis.levels.targets import target_table_text
     from ..analysis.measured_run import diagnose_run, diagnosis_lines
     from ..analysis.replay.read import read_replays
-    from ..rundir.gpu_metrics import source_line
+    from ..run_format.gpu_metrics import source_line
     from ..slo import parse_slo
 
     run, measurement = measured.data, measured.meas

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shlex
 
-from ..values import SettingsError
+from ..user_values import SettingsError
 
 #: server flags a diagnosis reads from `--server-args` (vLLM's spelling) -> fact name
 SERVER_FLAGS = {

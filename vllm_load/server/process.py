@@ -15,7 +15,7 @@ import subprocess
 import time
 from typing import IO
 
-from .api import HttpError, auth_headers, model_ids, request_json
+from .control import HttpError, auth_headers, model_ids, request_json
 
 
 class ServerError(RuntimeError):

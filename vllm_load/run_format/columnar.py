@@ -15,7 +15,7 @@ never a verdict that depends on run.json, which may change after it (`checks.cou
 A NumPy .npz, never a pickle: loading one from a run someone sent cannot run code. Per column:
 floats as they are, integers (nullable) as the narrowest integer type that holds them and a
 mask of the missing ones, texts as codes into their distinct values (UTF-8). The stream columns
-as `rundir.stream_columns` parses them.
+as `run_format.stream_columns` parses them.
 """
 
 from __future__ import annotations

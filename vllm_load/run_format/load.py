@@ -62,7 +62,7 @@ ANALYSIS_COLUMNS: tuple[str, ...] = (
     "images",  # a request's prompt exactness counts its images' tokens (analysis.levels)
     "image_bytes",
     "worker",  # open-loop levels: each load process's untaken arrivals (analysis.rates)
-    "target",  # several targets (--hosts): each target's figures (analysis.levels.targets)
+    "target",  # several targets (--hosts): each target's figures (analysis.levels.per_target)
 )
 
 
@@ -85,7 +85,7 @@ class RunData:
     history: pd.DataFrame | None
     streams: StreamColumns
     notes: list[str] = field(default_factory=list)  # what was left out of its files, and why
-    gpu: pd.DataFrame | None = None  # gpu_metrics.csv (`rundir.gpu_metrics`), when recorded
+    gpu: pd.DataFrame | None = None  # gpu_metrics.csv (`run_format.gpu_metrics`), when recorded
 
     @property
     def model(self) -> str:

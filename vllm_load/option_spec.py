@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import MISSING, Field, dataclass, field
 from typing import Any, Callable
 
-from .values import SettingsError
+from .user_values import SettingsError
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ from ..analysis.series.stats import STAT_SUFFIXES
 from ..load_kinds import kind_named
 from .gpu_section import gpu_json
 from .model import ReportData, SeriesReport
-from .replay import replay_json, replay_rows
-from .targets import targets_json
+from .replay_section import replay_json, replay_rows
+from .target_section import targets_json
 
 #: per-run level columns that are not figures (timestamps are kept, they locate the window)
 _LABEL_COLUMNS = ("stop_reason", "run_id")

@@ -2,7 +2,7 @@
 
 A test of vllm-load's GPU telemetry needs figures that follow the load; these are simulated
 from the engine (engine.py), never measured, and say so: the GPU's `modelName` label is
-`vllm-load simulated GPU` (`target.dcgm.SIMULATED_MODEL`), which vllm-load records and shows.
+`vllm-load simulated GPU` (`server.dcgm.SIMULATED_MODEL`), which vllm-load records and shows.
 
 - busy: the engine is in a step. `DCGM_FI_DEV_GPU_UTIL` is the busy share of the time since the
   previous reading (DCGM's "last sample period"; a scrape within `MIN_PERIOD` of the previous
@@ -23,7 +23,7 @@ import socket
 import uuid
 from typing import Callable
 
-from ..target.dcgm import ENERGY, FB_USED, GPU_UTIL, POWER, SIMULATED_MODEL
+from ..server.dcgm import ENERGY, FB_USED, GPU_UTIL, POWER, SIMULATED_MODEL
 from .config import GpuModel
 
 #: where the simulator serves it

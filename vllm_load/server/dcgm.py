@@ -13,7 +13,7 @@ the exporter is configured with the profiling fields (it is not among the defaul
 - `DCGM_FI_DEV_POWER_USAGE`: power draw, W;
 - `DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`: energy since boot, mJ (a counter).
 
-NVML (`target.nvml`) gives the same figures under the same names. A value DCGM marks blank
+NVML (`server.nvml`) gives the same figures under the same names. A value DCGM marks blank
 (its sentinels: not found, not supported, no permission) is no reading. The simulator's
 DCGM-format endpoint (`vllm-load sim --dcgm`) labels its GPU `modelName="vllm-load simulated GPU"`,
 so its figures are known to be simulated wherever they are recorded.

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 from ..settings import Settings
-from ..values import SettingsError
+from ..user_values import SettingsError
 from ..workload.arrivals import DEFAULT_ARRIVALS
 from .prompts import PromptFactory, PromptPlan
 

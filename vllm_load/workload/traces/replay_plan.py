@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from ...values import SettingsError
+from ...user_values import SettingsError
 
 #: tokens per hash_ids block: Mooncake's traces hash their prompts in blocks of 512 tokens
 MOONCAKE_BLOCK_TOKENS = 512

@@ -22,8 +22,8 @@ from ...analysis.decisions.advice_check import (
     knee_stayed,
     peak_comparison,
 )
-from ...rundir.advice_record import DID_NOT, PAID_OFF, UNDETERMINED
-from ...rundir.files import write_atomic
+from ...run_format.advice_record import DID_NOT, PAID_OFF, UNDETERMINED
+from ...run_format.files import write_atomic
 from ..errors import CommandFailed
 from .runs import ConfigResult, Configuration
 from .source import Diagnosis

@@ -21,7 +21,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from .api import HttpError, request_json
+from .control import HttpError, request_json
 
 #: failure categories that mean the server did not answer (docs/run-format.md)
 NO_ANSWER = ("connect", "disconnect", "timeout_ttft", "timeout_stall", "timeout_total")

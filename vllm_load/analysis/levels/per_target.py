@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ...rundir.stream_columns import StreamColumns
+from ...run_format.stream_columns import StreamColumns
 from . import as_floats
 from .breakdown import label_table
 from .server_side import TOLERANCE, level_server_figures
@@ -40,7 +40,7 @@ class TargetLoss:
     errors: str  # their error categories, most frequent first ("connect 40, disconnect 2")
     last_sent: float = np.nan  # wall time its last request started
     #: the run's requests that started after that, all to the other targets: a target the load
-    #: processes ejected (`client.targets`) is sent nothing more while the run goes on
+    #: processes ejected (`client.target_picker`) is sent nothing more while the run goes on
     sent_after: int = 0
 
 

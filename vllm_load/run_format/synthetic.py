@@ -31,7 +31,7 @@ from .synthetic_server import scrape, scrape_status
 
 POOL = 48  # distinct per-request ITL patterns per level
 #: segments of a stream's `chunk_marks`, as the client writes them (`client.sse.CHUNK_MARKS`;
-#: rundir, the contract, imports nothing of the client)
+#: run_format, the contract, imports nothing of the client)
 CHUNK_MARKS = 16
 
 

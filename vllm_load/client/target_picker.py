@@ -21,7 +21,7 @@ however badly (HTTP errors, timeouts), is never ejected: those are figures of th
 last target left is never ejected either: with nothing else to send to, the run goes on failing
 and ends as any run whose target was lost. Each process ejects on its own requests; the report
 names a lost target and the time new requests stopped going to it
-(`analysis.levels.targets`).
+(`analysis.levels.per_target`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 NVIDIA's own Python bindings (`nvidia-ml-py`, imported as `pynvml`; `pip install
 'vllm-load[gpu]'`) read the driver's counters directly, under the names dcgm-exporter gives
-them (`target.dcgm`), so one run directory file and one analysis serve both:
+them (`server.dcgm`), so one run directory file and one analysis serve both:
 
 - `nvmlDeviceGetUtilizationRates().gpu`: % of the last sample period a kernel ran (as DCGM's);
 - `nvmlDeviceGetMemoryInfo().used`: bytes, recorded in MiB;

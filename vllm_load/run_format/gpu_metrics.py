@@ -4,7 +4,7 @@ one row per GPU, figure and reading, and run.json's record of where they came fr
 Long form, because each source names its GPUs and figures its own way and a GPU may lack a
 figure (SM activity, energy on an old GPU): `ts` (Unix time of the reading, halfway through a
 scrape), `source` (the DCGM exporter's URL, or `nvml`), `hostname`, `gpu` (its index, `0/3` for
-a MIG instance), `uuid`, `figure` (a DCGM field name, `target.dcgm.FIGURES`) and `value` (in
+a MIG instance), `uuid`, `figure` (a DCGM field name, `server.dcgm.FIGURES`) and `value` (in
 that field's unit). The writer imports only names from here (no pandas). run.json's `gpu_metrics` holds each source's status and GPUs, and whether
 its figures are simulated (`vllm-load sim --dcgm`): the report says so wherever they appear.
 """

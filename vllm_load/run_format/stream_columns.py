@@ -6,7 +6,7 @@ them once into arrays (`StreamColumns`), row for row with its requests frame, an
 analysis takes its rows from those. Text kept per row is ~400 MB at a million rows, and was
 parsed once per consumer.
 
-- `itl_hist` (`rundir.histogram`'s `bucket:count;...`) becomes `ItlHistograms`: every row's
+- `itl_hist` (`run_format.histogram`'s `bucket:count;...`) becomes `ItlHistograms`: every row's
   pairs one after another, row i's from `offsets[i]` to `offsets[i + 1]` (the layout of a
   sparse matrix's rows), merged per group by `ItlHistograms.merge`.
 - `chunk_marks` (ms since the request's start, `;`-joined) becomes a (rows, marks) table,
@@ -66,7 +66,7 @@ class ItlHistograms:
     counts `counts[...]` at the same places; an empty or missing `itl_hist` has none."""
 
     offsets: np.ndarray  # int64, rows + 1
-    buckets: np.ndarray  # non-negative integers (`rundir.histogram`'s bucket indexes)
+    buckets: np.ndarray  # non-negative integers (`run_format.histogram`'s bucket indexes)
     counts: np.ndarray  # non-negative integers
 
     def __len__(self) -> int:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from ..rundir.histogram import bucket_value
+from ..run_format.histogram import bucket_value
 
 WINDOW_SECONDS = 5
 SETTLE_SECONDS = 2.0

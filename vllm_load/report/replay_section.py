@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 
 from ..analysis.replay.read import Line, Replay
-from ..analysis.replay.server import ServerSpan
+from ..analysis.replay.server_rate import ServerSpan
 from ..analysis.replay.verdicts import LATE_LIMIT_S, PREFIX_TOLERANCE
 from ..analysis.replay.windows import ReplayWindow
 from ..load_kinds import TRACE
