@@ -118,7 +118,7 @@ def test_the_last_level_is_measured_like_the_others(tmp_path, workers):
     requests, steps, run, _ = load_run_files(only_run_dir(tmp_path))
     assert run["requests_abandoned"]["total"] == 0 and run["drain"]["reason"] == "all_finished"
     # what `vllm-load run` reads for its exit status, found by the run's own process
-    assert run["end_checks"] == {"failed_levels": "", "final_streak": None}
+    assert run["end_checks"] == {"failed_levels": "", "final_streak": None, "lost_targets": []}
     assert set(read_trace(trace_path)) == set(
         requests["request_id"]
     )  # every request sent has its row

@@ -52,7 +52,9 @@ def test_a_slow_first_token_is_measured_at_every_level(tmp_path):
         _, _, requests, steps, measurement = stepped(sim, tmp_path, "--levels", "16,64")
     metrics = measurement.metrics.set_index("users")
     for users in (16, 64):
-        assert metrics.loc[users, "ttft_p99"] == pytest.approx(2.0, rel=0.05), metrics.loc[users]
+        # the wait itself, never less; a busy machine adds to it (2.11 s in a loaded CI run), and
+        # the survivorship this guards against read milliseconds
+        assert 1.95 <= metrics.loc[users, "ttft_p99"] < 2.5, metrics.loc[users]
         assert metrics.loc[users, "success_rate"] == 1.0
     # each level followed its first W + K requests to start: every one of them has ended, in it
     assert list(steps["stop_reason"]) == ["target_reached"] * 2
