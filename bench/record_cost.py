@@ -37,6 +37,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REQUEST_PY = "vllm_load/client/request.py"
 # the last commit whose record() built the record from 43 positional values (issue 51, item 4)
 POSITIONAL = "d699cf0"
+#: packages renamed since (93443cb): an older request.py imports them by their old names
+RENAMED = {"rundir": "run_format", "target": "server"}
 
 
 def module_at(ref: str) -> ModuleType:
@@ -51,6 +53,8 @@ def module_at(ref: str) -> ModuleType:
         ).stdout
     except (OSError, subprocess.CalledProcessError) as e:
         raise SystemExit(f"record_cost: cannot read {REQUEST_PY} at {ref!r} with git ({e})")
+    for was, now in RENAMED.items():  # its imports, as this tree names those modules
+        source = source.replace(f"from ..{was}.", f"from ..{now}.")
     name = "vllm_load.client.request_before"
     spec = importlib.util.spec_from_loader(name, loader=None)
     assert spec is not None

@@ -102,12 +102,13 @@ def check_summary(printed: str, replayed: Replay) -> None:
     assert "s into the trace" in printed
     summary = printed[printed.index("Trace replay:") :]
     if replayed.lateness.kept_up:
+        # a send the host stalled may be late beside a p99 within the limit: nothing to explain
         assert "- The client kept up with the trace: p99 send lateness" in summary
     else:
         assert "- The client could not keep up with the trace: p99 send lateness" in summary
-    if replayed.lateness.stolen:
-        assert "while the machine's hypervisor took their load process's CPU" in summary
-        assert "the host stalled as on time, p99 send lateness is " in summary
+        if replayed.lateness.stolen:
+            assert "while the machine's hypervisor took their load process's CPU" in summary
+            assert "the host stalled as on time, p99 send lateness is " in summary
     assert "Prefix cache: the server's prefix cache hit" in summary and "within 5%" in summary
 
 
