@@ -305,6 +305,20 @@ def test_advice_for_a_sequence_cap_raises_it_to_what_the_kv_cache_holds():
     assert "KV-cache usage stays below 90% (it reached 40% here)" in advice.expected
 
 
+def test_advice_whose_new_limit_fills_at_the_top_level_names_that_level_as_the_headline_does():
+    # the demo's case: cap 4 raised to what the ladder's top level needs, so no tested level lies
+    # past the new limit; the advice said "beyond the tested levels" while the headline said ~16
+    work = Workload(128, 32, (2.0, 4.0, 8.0, 16.0))
+    now = predict(CAP4, 128, 32, work.levels)
+    verdict = level_verdict(
+        _lv(16, 100, batch=4.0, queued=12.0, kv_max=0.02), None, CAP4, saturated=True
+    )
+    (advice,) = advise(verdict, CAP4, work, now)
+    assert (advice.flag, advice.to_value) == ("--max-num-seqs", "16")
+    assert "moves the knee from its ~4 to ~16 concurrent, where the batch fills" in advice.expected
+    assert "beyond the tested levels" not in advice.expected
+
+
 def test_no_advice_where_the_evidence_does_not_name_a_limit():
     work = Workload(128, 32, (1.0, 2.0))
     now = predict(ServerFacts(), 128, 32, work.levels)
@@ -432,6 +446,8 @@ def test_compute_past_the_point_of_useful_gain_is_said_though_the_5_percent_rule
     waiting = replace(doubled, queued=5.0, queue_time=1.0, step_time=0.037)
     assert past_useful_gain(waiting, below) is None  # something else holds requests back
     assert past_useful_gain(replace(doubled, step_time=math.nan), below) is None  # no steps seen
+    flat = _lv(64, 998, batch=62.0, queued=0.0, step_time=0.040)  # 0.2 % lower: never "-0%"
+    assert "for ±0% throughput" in past_useful_gain(flat, below).reason
 
 
 def test_the_capacity_model_reads_the_configured_lengths_where_they_are_exact():

@@ -8,8 +8,10 @@ import math
 import re
 from typing import Mapping
 
-from ..analysis.levels.table import missing as _missing
-from ..analysis.levels.table import num, present, secs
+from ..analysis.levels.table import present
+from ..analysis.number_text import missing as _missing
+from ..analysis.number_text import num, secs
+from ..analysis.number_text import signed_pct as signed_pct  # a template filter (render)
 from ..figures import REPORT, Figure, shown_in
 
 
@@ -19,13 +21,6 @@ def ms(seconds) -> str:
 
 def pct(share) -> str:
     return "-" if _missing(share) else f"{share * 100:.1f}%"
-
-
-def signed_pct(share) -> str:
-    """A change as a signed whole percentage; "±0%" where it rounds to nothing (never "-0%")."""
-    if _missing(share):
-        return "-"
-    return "±0%" if round(share * 100) == 0 else f"{share * 100:+.0f}%"
 
 
 # what Markdown (CommonMark, GitHub's tables and strikethrough) reads as markup inside a line:

@@ -40,6 +40,7 @@ from ..analysis.diagnosis.facts import ServerFacts, server_facts
 from ..analysis.diagnosis.gpu_evidence import GpuEvidence
 from ..analysis.diagnosis.kinds import NOT_SATURATED, UNDETERMINED, Bottleneck
 from ..analysis.diagnosis.verdict import WAITING_MIN, LevelEvidence, level_verdict, with_baseline
+from ..analysis.number_text import signed_pct
 from ..server.dcgm import GPU_UTIL, POWER, SM_ACTIVE
 
 if TYPE_CHECKING:
@@ -149,7 +150,7 @@ def live_verdict(lv: LevelEvidence, below: LevelEvidence | None, facts: ServerFa
         if _finite(lv.queued)
         else "",
         f"KV-cache usage at most {lv.kv_max:.0%}" if _finite(lv.kv_max) else "",
-        f"throughput {gain:+.0%} from the level below" if _finite(gain) else "",
+        f"throughput {signed_pct(gain)} from the level below" if _finite(gain) else "",
     ]
     return replace(verdict, reason="room left: " + ", ".join(r for r in room if r))
 

@@ -73,7 +73,15 @@ def _moves_nothing(before: float | None, after: Prediction) -> bool:
 
 
 def _moves(before: float | None, after: Prediction, noun: str) -> str:
-    if after.knee is None:
+    if after.knee is None and after.limits:
+        # the same figure the headline gives (`series.diagnose`'s advised knee): where the first
+        # limit fills, which no tested level lies past
+        first = after.limits[0]
+        where = (
+            f"to ~{_shown(first.concurrency)} {noun}, where the batch fills its first limit "
+            "(no tested level lies past it to show the knee)"
+        )
+    elif after.knee is None:
         where = "beyond the tested levels"
     else:
         where = f"to ~{_shown(after.knee)} {noun} (then limited by {after.first})"

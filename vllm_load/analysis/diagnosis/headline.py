@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..levels.table import num, secs
+from ..number_text import num, secs
 from ..series.saturation import Saturation
 from .kinds import kind_named
 from .series import SeriesDiagnosis, limit_name

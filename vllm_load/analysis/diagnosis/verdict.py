@@ -46,6 +46,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from ..number_text import signed_pct
 from .capacity import KV_FULL
 from .facts import ServerFacts
 from .gpu_evidence import BUSY, IDLE, GpuEvidence, compute_support, not_compute
@@ -392,7 +393,7 @@ def past_useful_gain(lv: LevelEvidence, below: LevelEvidence | None) -> Bottlene
         COMPUTE_BOUND.name,
         lv.value,
         f"past the point of useful gain: the batch grew {growth:.2f}x ({below.batch:.1f} → "
-        f"{lv.batch:.1f}) for {gain - 1:+.0%} throughput, an engine step {below.step_time * 1000:.1f}"
+        f"{lv.batch:.1f}) for {signed_pct(gain - 1)} throughput, an engine step {below.step_time * 1000:.1f}"
         f" → {lv.step_time * 1000:.1f} ms, with nothing waiting (the saturation rule's 5 % still "
         "counts throughput as rising)" + compute_support(lv.gpu, below.gpu),
         lv.figures(),

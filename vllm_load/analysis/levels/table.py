@@ -13,25 +13,6 @@ from ...load_kinds import CONCURRENCY, LoadKind, kind_named
 from . import as_floats
 
 
-def missing(value) -> bool:
-    """No value to show: None or NaN."""
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def num(value, spec: str = ",.2f") -> str:
-    """A number as the tables write it ("-" for none): the report's cells and the headline."""
-    if missing(value):
-        return "-"
-    try:
-        return format(value, spec)
-    except (TypeError, ValueError):
-        return str(value)
-
-
-def secs(seconds) -> str:
-    return "-" if missing(seconds) else f"{seconds:,.3f} s"
-
-
 def _fmt(value: float, spec: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"

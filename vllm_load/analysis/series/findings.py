@@ -15,6 +15,7 @@ import pandas as pd
 
 from ..levels.client_side import shown_past
 from ..levels.server_queue import queued
+from ..number_text import signed_pct
 from .curve import column, value_text
 from .failures import kept
 from .outcome import RunOutcome, lost_levels, unreached
@@ -22,11 +23,7 @@ from .saturation import Saturation, SaturationRule, level_point
 
 
 def _pct(x: float) -> str:
-    """A change as a signed whole percentage; one that rounds to nothing is "±0%", never "-0%"
-    (a throughput 0.2 % lower past the knee read "for -0% throughput")."""
-    if x != x:
-        return "n/a"
-    return "±0%" if round(x * 100) == 0 else f"{x * 100:+.0f}%"
+    return signed_pct(x, "n/a")
 
 
 def _figure(x: float) -> str:
