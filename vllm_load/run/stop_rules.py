@@ -6,10 +6,11 @@ of the report (linear interpolation; ITL from the requests' merged histograms, b
 
 When each rule is checked:
 
-- `failed>N%` as the level's measured requests end, every tick of the shape (1 s): once more of
-  them have failed than N % of the level's K, its failed share is above N % however the rest
-  end (a level cut short measures fewer, so its share only grows), so the rule trips then, and
-  the load is not held on a target that fails; the level is cut there (steps.csv `stop_when`).
+- `failed>N%` as the level's measured requests end (every tick of the load shape, a fraction
+  of a second): once more of them have failed than N % of the level's K, its failed share is
+  above N % however the rest end (a level cut short measures fewer, so its share only grows),
+  so the rule trips then, and the load is not held on a target that fails; the level is cut
+  there (steps.csv `stop_when`).
   A failure counts once its place among the level's starts is final (every load process has
   reported its starts up to it). At the level's end, over the measured requests it had.
 - a percentile and `over-saturation` at the level's end: a percentile of part of a level is
