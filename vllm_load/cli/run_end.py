@@ -41,12 +41,9 @@ def conclude(run_dir: str, host: str, api_key: str | None) -> tuple[str, str]:
         limit = run.get("client_limit") or {}
         return outcome, f"{limit.get('message', 'a client-side limit')}; the test was stopped"
     if outcome == "stopped":
-        line = stopped_by_line(run)
-        silent = "" if still_answers(host, api_key) else f"; {host} does not answer now"
-        return (
-            outcome,
-            f"{line or 'a --stop-when rule ended the run'}{silent}; {run_dir} holds what was measured",
-        )
+        line = stopped_by_line(run) or "a --stop-when rule ended the run"
+        answers = "" if still_answers(host, api_key) else f"; {host} does not answer now"
+        return outcome, f"{line}{answers}; {run_dir} holds what was measured"
     if outcome != "completed":
         return (
             outcome if outcome in EXIT_CODES else "interrupted",
