@@ -136,17 +136,19 @@ def test_failed_trips_while_the_level_runs_once_its_share_is_decided():
     for r in rows[:10]:
         judge.add(r, 0)
     rank = ranks(rows)
-    assert judge.check(False, rank, [], now=10.0) is None  # 2 measured failures: 10 %, not above
+    assert (
+        judge.check(False, rank, lambda: [], now=10.0) is None
+    )  # 2 measured failures: 10 %, not above
     judge.add(row(20, 20.5, ok=False), 0)
     rows.append(row(20, 20.5, ok=False))
-    trip = judge.check(False, ranks(rows), [], now=21.0)
+    trip = judge.check(False, ranks(rows), lambda: [], now=21.0)
     assert trip is not None and trip.cut and trip.rule == "failed>10%"
     assert (trip.figure, trip.value, trip.limit, trip.level) == ("failed", 0.15, 0.1, 0)
     assert "3 of its 20 measured requests had failed" in trip.detail
     assert trip.line().startswith("--stop-when failed>10% tripped at level 0 (4 users) while")
     # a failure whose place among the starts is not yet final (a worker has not reported its
     # starts up to it) does not count yet
-    assert judge.check(False, ranks(rows, final_until=10.0), [], now=21.0) is None
+    assert judge.check(False, ranks(rows, final_until=10.0), lambda: [], now=21.0) is None
 
 
 def test_failed_at_the_levels_end_is_its_share_of_the_measured_requests_it_had():
@@ -156,8 +158,8 @@ def test_failed_at_the_levels_end_is_its_share_of_the_measured_requests_it_had()
     rows = [row(i, i + 0.5, ok=i != 3) for i in range(10)]
     for r in rows:
         judge.add(r, 0)
-    assert judge.check(False, ranks(rows), [], now=11) is None
-    trip = judge.check(True, ranks(rows), [], now=11)
+    assert judge.check(False, ranks(rows), lambda: [], now=11) is None
+    trip = judge.check(True, ranks(rows), lambda: [], now=11)
     assert trip is not None and not trip.cut and trip.value == pytest.approx(0.1)
     assert "1 of its 10 measured requests failed (10.0%, more than 5%)" in trip.detail
 
@@ -165,7 +167,7 @@ def test_failed_at_the_levels_end_is_its_share_of_the_measured_requests_it_had()
 def test_a_row_of_another_level_is_not_judged_with_this_one():
     judge = level_of("failed>0%", warmup=0, measured=5, level=1)
     judge.add(row(0, 1, ok=False, level=0), 0)
-    assert judge.check(True, lambda ts, w: 0, [], now=2) is None
+    assert judge.check(True, lambda ts, w: 0, lambda: [], now=2) is None
 
 
 def test_a_percentile_is_judged_at_the_levels_end_as_the_report_computes_it():
@@ -179,9 +181,11 @@ def test_a_percentile_is_judged_at_the_levels_end_as_the_report_computes_it():
     for judge in (below, above):
         for r in rows:
             judge.add(r, 0)
-    assert below.check(True, ranks(rows), [], now=100) is None
-    assert above.check(False, ranks(rows), [], now=100) is None  # never while the level runs
-    trip = above.check(True, ranks(rows), [], now=100)
+    assert below.check(True, ranks(rows), lambda: [], now=100) is None
+    assert (
+        above.check(False, ranks(rows), lambda: [], now=100) is None
+    )  # never while the level runs
+    trip = above.check(True, ranks(rows), lambda: [], now=100)
     assert trip is not None and trip.figure == "ttft_p99"
     assert trip.value == pytest.approx(report_p99)
     assert "over its 40 successful measured requests" in trip.detail
@@ -194,7 +198,7 @@ def test_itl_percentiles_come_from_the_merged_histograms():
     judge = level_of("itl_p99>100ms", warmup=0, measured=3)
     for r in rows:
         judge.add(r, 0)
-    trip = judge.check(True, ranks(rows), [], now=5)
+    trip = judge.check(True, ranks(rows), lambda: [], now=5)
     assert trip is not None and trip.value == pytest.approx(merged.percentile(99))
     assert trip.value == pytest.approx(0.5, rel=0.01)
 
@@ -276,7 +280,7 @@ def test_stop_rules_judge_an_overloaded_rate_level_from_its_rows():
         judge.add(r, 0)
     still_open = [float(s) for s, e in zip(start, end) if e > open_at]
     order = {(float(s), "w"): i for i, s in enumerate(start)}
-    trip = judge.check(True, lambda ts, w: order.get((ts, w)), still_open, now=open_at)
+    trip = judge.check(True, lambda ts, w: order.get((ts, w)), lambda: still_open, now=open_at)
     assert trip is not None and trip.rule == "over-saturation" and trip.figure == "ttft_slope"
     assert trip.value > 0 and "TTFT rose" in trip.detail and "requests in flight" in trip.detail
     assert trip.load == "10.40 requests/s"

@@ -444,7 +444,7 @@ class RunSession:
         trip = self.stop_rules.check(
             bool(over),
             lambda ts, worker: self.follower.rank(level, ts, worker, workers),
-            self.follower.open_starts(),
+            self.follower.open_starts,
             time.time(),
         )
         if trip is None:

@@ -185,10 +185,13 @@ class StopRules:
         if not seen.ok:
             self._failed.append(seen)
 
-    def check(self, over: bool, rank: Rank, open_starts: list[float], now: float) -> Trip | None:
+    def check(
+        self, over: bool, rank: Rank, open_starts: Callable[[], list[float]], now: float
+    ) -> Trip | None:
         """The first rule the running level trips: while it runs (`over` False) the failed share
         alone, at its end (`over`) every rule. `rank` places a start among the level's starts;
-        `open_starts` are the run's requests in flight (started, no row yet)."""
+        `open_starts()` gives the run's requests in flight (started, no row yet), asked only at
+        a level's end."""
         for rule in self.rules:
             if isinstance(rule, FailedShare):
                 trip = self._failed_share(rule, over, rank)
@@ -197,7 +200,7 @@ class StopRules:
             elif isinstance(rule, PercentileAbove):
                 trip = self._percentile(rule, self._successes(rank))
             else:
-                trip = self._over_saturation(rule, self._successes(rank), open_starts)
+                trip = self._over_saturation(rule, self._successes(rank), open_starts())
             if trip is not None:
                 return Trip(rule.text, self.level, self._load_text(), *trip, cut=not over, at=now)
         return None
