@@ -157,7 +157,9 @@ class LevelFollower:
         """The starts of every request reported started whose row has not come."""
         return [ts for counts in self._open.values() for ts, n in counts.items() for _ in range(n)]
 
-    def rank(self, level: int, ts: float, worker: str, workers: list[str] | None = None):
+    def rank(
+        self, level: int, ts: float, worker: str, workers: list[str] | None = None
+    ) -> int | None:
         """`LevelTally.rank` of `level`, as far as every one of `workers` has reported (None: a
         single load process)."""
         return self.tallies[level].rank(ts, worker, self._until(workers))
