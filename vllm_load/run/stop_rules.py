@@ -152,7 +152,7 @@ class _Measured:
     start: float
     worker: str
     ok: bool
-    row: list
+    row: list  # the whole row where a percentile or over-saturation reads it, else empty
 
 
 @dataclass
@@ -169,6 +169,10 @@ class StopRules:
     _failed: list[_Measured] = field(default_factory=list)  # ... that failed
     _spans: list[tuple[float, float]] = field(default_factory=list)  # every row's (start, end)
 
+    @property
+    def _whole_rows(self) -> bool:
+        return any(not isinstance(rule, FailedShare) for rule in self.rules)
+
     def level_started(self, level: int, load: Level, warmup: int, measured: int, at: float) -> None:
         self.level, self.load, self.warmup, self.measured = level, load, warmup, measured
         self.started_at = at
@@ -177,10 +181,12 @@ class StopRules:
 
     def add(self, row: list, level: int) -> None:
         """A request that ended (a requests.csv row, with its level)."""
-        self._spans.append((row[START_INDEX], row[_END]))
+        if any(isinstance(rule, OverSaturation) for rule in self.rules):  # (only it reads them)
+            self._spans.append((row[START_INDEX], row[_END]))
         if level != self.level:
             return
-        seen = _Measured(row[START_INDEX], str(row[WORKER_INDEX]), bool(row[_OK]), row)
+        kept = row if self._whole_rows else []  # (a failed share alone: a level's rows not held)
+        seen = _Measured(row[START_INDEX], str(row[WORKER_INDEX]), bool(row[_OK]), kept)
         self._rows.append(seen)
         if not seen.ok:
             self._failed.append(seen)
