@@ -35,6 +35,7 @@ from .option_spec import (
 )
 from .server.server_args import server_args_argument
 from .slo import slo_argument
+from .stop_when import stop_when_argument
 from .user_values import (
     SettingsError,
     count_argument,
@@ -333,6 +334,19 @@ class Settings:
         parse=slo_argument,
         repeatable=True,
         metavar="SLO",
+        web_ui=False,
+    )
+    stop_when: list[str] = option(
+        [],
+        "end the ladder early when a level trips a rule (repeatable, or comma-separated): "
+        "failed>5%% (its measured requests that failed, checked as they end), ttft_p99>10s (any "
+        "per-level percentile an SLO may name, checked at the level's end), over-saturation "
+        "(TTFT and requests in flight both rising significantly within the level, checked at its "
+        "end). The run drains, says which rule tripped at which level with the figure, and exits "
+        "7 (docs/running.md)",
+        parse=stop_when_argument,
+        repeatable=True,
+        metavar="RULE",
         web_ui=False,
     )
     # the tester's own metrics (run/prometheus_export.py); the web UI opens no port

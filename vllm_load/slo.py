@@ -149,20 +149,38 @@ def _parse_item(part: str) -> Threshold | Objective | float:
         return share
     if op != "<=":
         raise _error(part, f"{name} takes <=")
+    try:
+        limit = seconds_limit(value, unit)
+        if name in request_metrics():
+            return Threshold(name, limit)
+        metric, percentile = level_percentile(name)
+    except ValueError as e:
+        raise _error(part, str(e)) from None
+    return Objective(metric, percentile, limit)
+
+
+def seconds_limit(value: float, unit: str | None) -> float:
+    """A limit in seconds from its number and unit (`s` or `ms`); ValueError saying what is
+    wrong. The SLO grammar's and `stop_when`'s."""
     if unit not in ("s", "ms"):
-        raise _error(part, "give the limit in s or ms")
+        raise ValueError("give the limit in s or ms")
     limit = value / 1000.0 if unit == "ms" else value
     if not limit > 0:
-        raise _error(part, "the limit must be positive")
-    if name in request_metrics():
-        return Threshold(name, limit)
+        raise ValueError("the limit must be positive")
+    return limit
+
+
+def level_percentile(name: str) -> tuple[str, int]:
+    """(figure, percentile) of a per-level percentile's name (`ttft_p99` -> ("ttft", 99)), of
+    the figures `level_metrics` names and the percentiles every level computes; ValueError
+    saying what is wrong. The SLO grammar's and `stop_when`'s."""
     level = _PERCENTILE.match(name)
-    if level and level.group(1) in level_metrics():
-        percentile = int(level.group(2))
-        if percentile not in PERCENTILES:
-            raise _error(part, f"percentile {percentile} is not one the report computes")
-        return Objective(level.group(1), percentile, limit)
-    raise _error(part, f"unknown figure {name}")
+    if not level or level.group(1) not in level_metrics():
+        raise ValueError(f"unknown figure {name}")
+    percentile = int(level.group(2))
+    if percentile not in PERCENTILES:
+        raise ValueError(f"percentile {percentile} is not one the report computes")
+    return level.group(1), percentile
 
 
 def parse_slo(items: Iterable[str] | str | None) -> SloSpec:

@@ -9,6 +9,7 @@ import os
 from ..run.outcomes import EXIT_CODES
 from ..run_format.lost_workers import lost_workers
 from ..server.loss import still_answers, target_lost
+from ..stop_when import stopped_by_line
 
 TARGET_LOST = (
     "target_lost"  # what campaign and tune see for such a run (run.json keeps "completed")
@@ -31,13 +32,18 @@ def stopped_run(run_dir: str | None, kept: str) -> str:
 
 def conclude(run_dir: str, host: str, api_key: str | None) -> tuple[str, str]:
     """How a headless run that Locust ended went (`run.outcomes`), and one line saying why when
-    it is not `completed`: run.json's outcome, then whether the target was lost, then whether
-    any level failed more of its measured requests than allowed or measured none."""
+    it is not `completed`: run.json's outcome (a --stop-when rule's line from its `stopped_by`),
+    then whether the target was lost, then whether any level failed more of its measured
+    requests than allowed or measured none."""
     run = read_run_json(run_dir)
     outcome = str(run.get("outcome") or "unknown")
     if outcome == "client_limit":
         limit = run.get("client_limit") or {}
         return outcome, f"{limit.get('message', 'a client-side limit')}; the test was stopped"
+    if outcome == "stopped":
+        line = stopped_by_line(run) or "a --stop-when rule ended the run"
+        answers = "" if still_answers(host, api_key) else f"; {host} does not answer now"
+        return outcome, f"{line}{answers}; {run_dir} holds what was measured"
     if outcome != "completed":
         return (
             outcome if outcome in EXIT_CODES else "interrupted",

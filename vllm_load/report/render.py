@@ -103,7 +103,7 @@ def lost_worker_text(entry) -> str:
 #: what the key findings stand on, for the methodology (the queue rule follows it)
 FINDINGS_RULE = (
     "Each finding names the figures it stands on. They open with how a run ended when it did not "
-    "walk its whole ladder (run.json's outcome: interrupted, every load worker lost, never closed), "
+    "walk its whole ladder (run.json's outcome: interrupted, stopped by a --stop-when rule, every load worker lost, never closed), "
     f"when its target stopped answering (it ended on at least {MIN_STREAK} failures, "
     f"{NO_ANSWER_SHARE:.0%} of them no answer: connect, disconnect, timeouts, with no success after "
     "them) or when it lost a load worker. A "

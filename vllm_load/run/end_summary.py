@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..run_format.lost_workers import LostWorker, lost_workers
 from ..server.loss import FinalStreak, streak_in
+from ..stop_when import stopped_by_line
 
 if TYPE_CHECKING:
     from ..analysis.levels.per_target import TargetFigures
@@ -56,6 +57,7 @@ def print_summary(run_dir: str) -> EndChecks | None:
     abandoned = 0
     lost: list[LostWorker] = []
     checks = None
+    stopped = ""
     try:
         # at call time: pandas stays out of the load processes, which import this module too
         from ..analysis.measured_run import measure_run, read_targets
@@ -64,6 +66,7 @@ def print_summary(run_dir: str) -> EndChecks | None:
         info = read_run_json(run_dir)
         abandoned = info.get("requests_abandoned", {}).get("total", 0)
         lost = lost_workers(info)
+        stopped = stopped_by_line(info)
         measured = measure_run(run_dir)  # once: the table, the diagnosis and the checks read it
         meas = measured.meas
         targets = read_targets(run_dir, measured.data, meas, meas.metrics)
@@ -87,6 +90,8 @@ def print_summary(run_dir: str) -> EndChecks | None:
             f"{abandoned} request(s) in flight were cut off{why}: no rows, counted in run.json",
             flush=True,
         )
+    if stopped:
+        print(f"\nStopped early: {stopped}", flush=True)
     print(f"\nRun directory: {run_dir}", flush=True)
     return checks
 

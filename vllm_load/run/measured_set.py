@@ -77,6 +77,16 @@ class LevelTally:
             end += 1
         return end - at
 
+    def rank(self, ts: float, worker: str, reported_until: float = math.inf) -> int | None:
+        """Where a start stands among the level's first `selected` to start (0-based), once that
+        is final (every process has reported its starts up to it); None before, or when it is
+        not among them."""
+        if ts > reported_until:
+            return None
+        first, started = self._first, (ts, worker)
+        at = bisect.bisect_left(first, started)
+        return at if at < len(first) and first[at] == started else None
+
     def lose(self, worker: str) -> None:
         self._lost.add(worker)
 
@@ -143,6 +153,22 @@ class LevelFollower:
         counts = self._open.get(worker, {})
         return sorted(ts for ts, n in counts.items() for _ in range(max(n, 0)))
 
+    def open_starts(self) -> list[float]:
+        """The starts of every request reported started whose row has not come."""
+        return [ts for counts in self._open.values() for ts, n in counts.items() for _ in range(n)]
+
+    def rank(
+        self, level: int, ts: float, worker: str, workers: list[str] | None = None
+    ) -> int | None:
+        """`LevelTally.rank` of `level`, as far as every one of `workers` has reported (None: a
+        single load process)."""
+        return self.tallies[level].rank(ts, worker, self._until(workers))
+
+    def _until(self, workers: list[str] | None) -> float:
+        if workers is None:
+            return math.inf
+        return min((self.reported_until.get(w, -math.inf) for w in workers), default=math.inf)
+
     def reported(self, worker: str, until: float) -> None:
         self.reported_until[worker] = until
 
@@ -166,7 +192,4 @@ class LevelFollower:
     def progress(self, level: int, workers: list[str] | None = None) -> LevelProgress:
         """`level`'s progress as far as every one of `workers` has reported (None: a single load
         process, whose starts are all in)."""
-        until = math.inf
-        if workers is not None:
-            until = min((self.reported_until.get(w, -math.inf) for w in workers), default=math.inf)
-        return self.tallies[level].progress(until)
+        return self.tallies[level].progress(self._until(workers))

@@ -42,6 +42,12 @@ OUTCOMES: tuple[Outcome, ...] = (
         "a load process ran out of a client-side resource (file descriptors, local ports, "
         "socket buffers): the test was stopped, and the message says which limit to raise",
     ),
+    Outcome(
+        "stopped",
+        7,
+        "a --stop-when rule ended the ladder early: the line names the rule, the level that "
+        "tripped it and the figure (run.json `stopped_by`)",
+    ),
     Outcome("interrupted", 130, "interrupted (Ctrl-C, SIGTERM)"),
 )
 

@@ -40,6 +40,7 @@ from ..run_format.records import (
 )
 from ..server.control import max_model_len, model_ids, target_info
 from ..settings import Settings
+from ..stop_when import parse_stop_when
 from ..user_values import SettingsError, parse_host
 from ..workload.arrivals import process_share
 from .capacity_note import cache_config, capacity_note
@@ -54,6 +55,7 @@ from .recorder import RunRecorder, new_run_dir
 from .server_metrics import MetricsScraper
 from .start import exact_prompts_plan, run_header, wanted_classes
 from .steps import LevelChange, LevelPlan, LevelProgress, StepController
+from .stop_rules import StopRules
 from .worker_loss import (
     MISSING_HEARTBEATS,
     PROCESS_EXITED,
@@ -184,6 +186,10 @@ class RunSession:
         self.gpu.start(run_dir)  # GPU telemetry: gpu_metrics.csv
         self.salt = secrets.randbits(48)  # names this run's trace prompt blocks
         self.controller = StepController(level_plan(self.settings, self.segment))
+        rules = parse_stop_when(self.settings.stop_when)
+        self.stop_rules = StopRules(rules) if rules else None
+        if rules:
+            self.controller.stop_check = self.stop_check
         scraping = self.settings.metrics_interval > 0
         labels = cache_config(host, self.model, self.settings.api_key or None) if scraping else {}
         if self.segment is not None:
@@ -347,6 +353,10 @@ class RunSession:
             )
             rate = change.load.value if change.load.kind is RATE else None
             self.live.level_started(change.level, change.users, change.at, rate, change.load.text())
+            if self.stop_rules is not None:
+                self.stop_rules.level_started(
+                    change.level, change.load, counts.warmup, counts.measured, change.at
+                )
             self._send_level(change.level, change.load, change.at)
         else:
             reason = "workers_lost" if change.level in self.lost_levels else change.reason
@@ -419,9 +429,30 @@ class RunSession:
                     self.recorder.add_abandoned([row[START_INDEX]], -1)  # a lost worker's, ended
                 if has_levels and row[START_INDEX] >= self.recorder.level_starts[0]:
                     self.follower.ended(row[LEVEL_INDEX], row[START_INDEX], str(row[WORKER_INDEX]))
+                    if self.stop_rules is not None:
+                        self.stop_rules.add(row, row[LEVEL_INDEX])
                 if row[ERROR_INDEX] == CLIENT_LIMIT:
                     self.client_limit(row[ERROR_MESSAGE_INDEX], str(row[WORKER_INDEX]))
                 self.prometheus.add(row, self.live.add(row))
+
+    def stop_check(self, level: int, over: str) -> bool:
+        """Whether a --stop-when rule trips on the running `level` (`over`: why it ended, ""
+        while it runs); a trip is logged and recorded in run.json (`stopped_by`)."""
+        assert self.stop_rules is not None  # (the controller asks only when there are rules)
+        runner = self.environment.runner
+        workers = self.live_workers() if isinstance(runner, MasterRunner) else None
+        trip = self.stop_rules.check(
+            bool(over),
+            lambda ts, worker: self.follower.rank(level, ts, worker, workers),
+            self.follower.open_starts,
+            time.time(),
+        )
+        if trip is None:
+            return False
+        self.recorder.run_info["stopped_by"] = trip.as_json()
+        self.recorder.write_run_json()
+        logger.warning("%s; the test drains and stops", trip.line())
+        return True
 
     def add_abandoned(self, starts: list[float], worker: str) -> None:
         """Requests a load process stopped before they ended (no row will come)."""
@@ -562,6 +593,8 @@ class RunSession:
         outcome = (
             "client_limit"
             if "client_limit" in self.recorder.run_info
+            else "stopped"  # (a rule that tripped at the last level's end too)
+            if "stopped_by" in self.recorder.run_info and self.controller.phase == "done"
             else "completed"
             if self.completed
             else "workers_lost"

@@ -23,7 +23,10 @@ level is a request rate; it ends by the same rule (W warm-up requests and K meas
 started, the K followed to their end, or its time cap). With --trace the level is a segment of a
 trace, and every one of its requests is measured (no warm-up: the trace says what the load is
 from its first request); its time cap is at least its schedule's length and a request timeout.
-The last level drains the same way whatever its kind.
+The last level drains the same way whatever its kind. A --stop-when rule that trips
+(`stop_check`, judged by `run.stop_rules`) ends the ladder at the level running: it ends (as
+`stop_when` when it tripped before its measured requests had all ended: cut) and drains like the
+last.
 
 `StepController` is the decision logic alone (plain data in, plain data out), so it is tested
 without Locust; `vllm_load.run.shape.SteppedShape` adapts it to Locust on the master.
@@ -36,6 +39,9 @@ from typing import Any, Callable, Optional, Sequence
 
 from ..load_kinds import CONCURRENCY, RATE, Level
 from ..settings import DEFAULT_MEASURED, MEASURED_WAVES
+
+#: a level's stop reason when a --stop-when rule tripped while it ran (`run.stop_rules`)
+STOP_WHEN = "stop_when"
 
 
 @dataclass(frozen=True)
@@ -134,6 +140,9 @@ class StepController:
     phase_started: float = 0.0
     selected_at: float | None = None  # when the running level's measured requests had all started
     changes: list[LevelChange] = field(default_factory=list)
+    #: asked every tick while a level runs, with why it is over ("" while it runs): whether a
+    #: --stop-when rule trips on it (`run.stop_rules`); then the ladder ends with it
+    stop_check: Optional[Callable[[int, str], bool]] = None
 
     def tick(
         self,
@@ -150,11 +159,14 @@ class StepController:
             return self._start(0, now)
         if self.phase == "running":
             reason = self._level_over(now, progress(self.level))
+            stop = self.stop_check is not None and self.stop_check(self.level, reason)
+            if stop and not reason:  # tripped while it ran: the level is cut there
+                reason = STOP_WHEN
             if not reason:
                 return self.plan.users(self.level)
             users = self.plan.users(self.level)
             self.changes.append(LevelChange("end", self.level, users, now, reason))
-            if self.level + 1 >= len(self.plan.levels):
+            if stop or self.level + 1 >= len(self.plan.levels):
                 self.phase, self.phase_started = "draining", now
                 self.changes.append(LevelChange("drain", self.level, users, now))
                 return self._drain(now, in_flight)

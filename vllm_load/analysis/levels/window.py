@@ -17,7 +17,9 @@ from .rates import offered_figures
 from .window_rates import RequestSpans, work_in_window
 
 #: stop reasons after which the level ended before its W + K requests had all ended
-CUT_SHORT = frozenset({"time_cap", "interrupted", "workers_lost", "measured_lost", "client_limit"})
+CUT_SHORT = frozenset(
+    {"time_cap", "interrupted", "workers_lost", "measured_lost", "client_limit", "stop_when"}
+)
 
 
 @dataclass(frozen=True)

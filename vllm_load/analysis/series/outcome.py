@@ -22,11 +22,12 @@ import pandas as pd
 from ...run_format.load import RunData
 from ...run_format.lost_workers import LostWorker, lost_workers
 from ...server.loss import ended_unanswered, streak_in
+from ...stop_when import stopped_by_line
 from ..levels.recorded_levels import kinds_and_values
 from .curve import axis_of, value_text
 
 #: `steps.csv` stop reasons of a level that ended before its requests did
-CUT_SHORT = frozenset({"interrupted", "workers_lost", "client_limit"})
+CUT_SHORT = frozenset({"interrupted", "workers_lost", "client_limit", "stop_when"})
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class RunOutcome:
     workers_lost: tuple[tuple[LostWorker, float], ...]  # (worker, level it was lost during)
     silent_from: float | None = None  # the level the target stopped answering during
     silent_failures: str = ""
+    stopped_by: str = ""  # a --stop-when rule that ended the ladder: run.json's `stopped_by` line
 
     @property
     def finished(self) -> bool:
@@ -73,6 +75,9 @@ class RunOutcome:
                 "client_limit": "was stopped at a load process's client-side limit (run.json "
                 "`client_limit` names it)",
                 "running": "never closed (its process was killed, or it is still running)",
+                "stopped": f"was stopped early ({self.stopped_by})"
+                if self.stopped_by
+                else "was stopped early by a --stop-when rule",
             }.get(self.outcome, f"ended early (outcome {self.outcome})")
             during = (
                 f" during level {self._levels([self.stopped_during])}"
@@ -182,6 +187,7 @@ def run_outcome(
         workers_lost=lost,
         silent_from=values.get(silence.level) if silence is not None else None,
         silent_failures=silence.failures if silence is not None else "",
+        stopped_by=stopped_by_line(run),
     )
 
 

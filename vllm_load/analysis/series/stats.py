@@ -19,8 +19,11 @@ import numpy as np
 import pandas as pd
 
 CONFIDENCE = 0.95
-#: settings that say where or how a run was recorded or judged (its SLOs), not what was tested
-RUN_SPECIFIC_SETTINGS = frozenset({"run_dir", "out", "meta", "api_key_set", "model", "slo"})
+#: settings that say where or how a run was recorded or judged (its SLOs, the rules that may stop
+#: its ladder early), not what was tested
+RUN_SPECIFIC_SETTINGS = frozenset(
+    {"run_dir", "out", "meta", "api_key_set", "model", "slo", "stop_when"}
+)
 #: settings of open-loop runs (--rates) only
 OPEN_LOOP_SETTINGS = ("rates", "arrivals", "max_in_flight")
 #: run.json meta keys with this prefix describe the server's configuration: they separate series
