@@ -14,6 +14,15 @@ with random weights cannot call well otherwise):
    session's turns but its last must have tool calls, and sessions.csv must have its rows.
 
 vLLM busy-polls a core: nothing else should run beside it. Writes OUT/results.json.
+
+Measured 2026-11-29 (vLLM 0.32.0 CPU, the tiny model, hermes parser): both cases FAIL, on the
+model, not the reading. vLLM streams the forced call as this client reads it (a first fragment
+with the call's id, `type` and function name, then `arguments` pieces, each delta with
+`"content": null`; 26 chunks for one call), but its arguments are not a JSON object
+(`'3458.204404204E342617257049834920482'`, `'true'`, `'false'`: the tool's parameter schema was
+not enforced), so every turn was one `bad_tool_call` (16 of 16 rows per case, sessions.csv
+written, `vllm-load run` exit 5 with one line naming the level). A model that calls tools
+properly is needed for the sessions' later turns.
 """
 
 from __future__ import annotations
