@@ -17,7 +17,8 @@ reports, the web UI's LLM view). `SteppedShape` steps the users through --levels
 test does; leave it out to drive the user count with Locust's own options instead.
 """
 
-from .client.users.llm_user import Conversation, LLMUser, Reply
+from .client.users.conversation import Conversation
+from .client.users.llm_user import LLMUser, Reply
 from .run import wiring as run_wiring
 from .run.shape import SteppedShape
 from .web import wiring as web_wiring

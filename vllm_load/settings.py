@@ -50,6 +50,7 @@ from .user_values import (
     parse_think_time,
     prometheus_address_argument,
 )
+from .workload.agent_tools import TOOL_NAMES, parse_tool_choice
 from .workload.arrivals import DEFAULT_ARRIVALS, arrivals_help
 from .workload.arrivals import PROCESSES as ARRIVAL_PROCESSES
 from .workload.datasets import dataset_argument
@@ -215,6 +216,33 @@ class Settings:
         "seconds a dataset user waits between turns and between conversations: S, or MIN,MAX "
         "(uniform)",
         parse=parse_think_time,
+    )
+    agentic: bool = option(
+        False,
+        "run agentic sessions instead of the built-in test: a prompt of --input-tokens, then "
+        "turns that offer tools; a reply's tool calls are answered after --tool-latency-ms with "
+        "results of --tool-result-tokens, a reply in text ends the session (docs/workload.md)",
+    )
+    agentic_turns: int = option(
+        8, "requests in an agentic session at most (--agentic)", rule=AT_LEAST_1
+    )
+    tool_latency_ms: str = option(
+        "uniform:200,2000",
+        "milliseconds an agentic session waits for a turn's tool calls, drawn per turn (forms "
+        "as --input-lengths)",
+        parse=length_argument("--tool-latency-ms"),
+    )
+    tool_result_tokens: str = option(
+        "fixed:256",
+        "tokens of each tool result an agentic session sends back, drawn per call (forms as "
+        "--input-lengths)",
+        parse=length_argument("--tool-result-tokens"),
+    )
+    tool_choice: str = option(
+        "auto",
+        "the tool_choice of agentic requests: auto, required, none, or a tool's name "
+        f"({', '.join(TOOL_NAMES)}) to force a call to it",
+        parse=parse_tool_choice,
     )
     requests_per_level: int | None = option(
         None,
@@ -437,6 +465,13 @@ class Settings:
                 f"{' and '.join(changed)} {'shapes' if len(changed) == 1 else 'shape'} the "
                 "images of --images, and none is sent: give --images N, or leave "
                 f"{'it' if len(changed) == 1 else 'them'} out"
+            )
+        if self.agentic and (self.dataset or self.trace or self.images):
+            other = "--dataset" if self.dataset else "--trace" if self.trace else "--images"
+            raise SettingsError(f"--agentic sends its own sessions: give it without {other}")
+        if self.agentic and not APIS[self.endpoint].chat:
+            raise SettingsError(
+                f"--agentic offers tools in chat requests: use --endpoint {CHAT.name}"
             )
         if self.images and self.dataset:
             raise SettingsError(

@@ -77,3 +77,23 @@ def test_the_simulators_port_is_one_line(capsys):
     err = capsys.readouterr().err.strip()
     assert caught.value.code == 2 and "\n" not in err and "Traceback" not in err
     assert err.startswith("vllm-load sim: error: argument --port: a port is a whole number")
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (("--tool-choice", "fly"), "^--tool-choice must be auto, required, none or a tool's name"),
+        (("--dataset", "sample"), "^--agentic sends its own sessions: give it without --dataset"),
+        (("--endpoint", "completions"), "^--agentic offers tools in chat requests"),
+        (("--tool-latency-ms", "normal:5"), "^--tool-latency-ms 'normal:5': normal takes 2"),
+        (("--agentic-turns", "0"), "^--agentic-turns must be at least 1"),
+    ],
+)
+def test_agentic_options_are_refused_in_one_line(argv, words):
+    with pytest.raises(SettingsError, match=words):
+        Settings.from_options(parse("run", "--host", NO_TARGET, "--agentic", *argv))
+
+
+def test_the_simulator_refuses_a_tool_call_share_outside_0_1():
+    with pytest.raises(ConfigError, match="--tool-call-share must be between 0 and 1"):
+        build_config(parse("sim", "--tool-call-share", "1.5"))

@@ -46,11 +46,12 @@ REPLY = textwrap.dedent("""
                   error="timeout_stall", error_message="no bytes for 5 s", request_id="req-7")
     record = RequestRecord(**values)
     request = SimpleNamespace(text="the text", spec=SimpleNamespace(keep_text=True),
-                              meter=SimpleNamespace(finish_reason="length"))
+                              meter=SimpleNamespace(finish_reason="length"), tool_calls=[])
     reply = Reply.of(request, record)
     assert reply == Reply(ok=False, text="the text", prompt_tokens=41, completion_tokens=7,
                           ttft=0.25, e2e=1.5, finish_reason="length", error="timeout_stall",
-                          error_message="no bytes for 5 s", request_id="req-7"), reply
+                          error_message="no bytes for 5 s", request_id="req-7",
+                          tool_calls=[]), reply
     request.spec.keep_text = False
     assert Reply.of(request, record).text == ""
     print("ok")

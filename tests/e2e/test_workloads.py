@@ -4,9 +4,11 @@ prompt and output lengths drawn from distributions."""
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
+import pandas as pd
 from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
 
 from vllm_load.analysis.levels.measure import level_metrics
@@ -114,3 +116,81 @@ def test_drawn_lengths_are_exact_per_request(tmp_path):
     assert (requests["completion_tokens"] == requests["requested_completion_tokens"]).all()
     metrics = level_metrics(requests, steps)
     assert (metrics["prompt_exact_share"] == 1.0).all()
+
+
+def test_agentic_sessions_answer_tool_calls_after_the_tool_latency(tmp_path):
+    """--agentic against the simulator (a tool call for half the turns): a turn follows only a
+    reply that called tools, after a wait drawn from --tool-latency-ms, with the call and its
+    results in its history, whose prefix the server's cache holds."""
+    with SimulatorProcess(
+        "--time-scale", "0.02", "--max-num-seqs", "16", "--enable-prompt-tokens-details"
+    ) as sim:
+        run_vllm_load(
+            "run",
+            "--host",
+            sim.url,
+            "--agentic",
+            "--agentic-turns",
+            "4",
+            "--tool-latency-ms",
+            "uniform:10,50",
+            "--tool-result-tokens",
+            "32",
+            "--input-tokens",
+            "256",
+            "--output-tokens",
+            "16",
+            "--levels",
+            "3",
+            "--requests-per-level",
+            "30",
+            "--warmup-requests",
+            "3",
+            "--out",
+            str(tmp_path / "runs"),
+        )
+    run_dir = only_run_dir(tmp_path / "runs")
+    requests, _, run, _ = load_run_files(run_dir)
+    assert run["outcome"] == "completed" and run["user_classes"] == {"AgenticUser": 1}
+    assert run["workload"]["AgenticUser"]["tool_latency_ms"] == "uniform:10,50"
+    assert requests["ok"].all(), requests["error_message"].dropna().tolist()
+    assert set(requests["task"]) == {"agentic_session"}
+    assert requests["turn"].max() <= 3 and (requests["turn"] >= 1).sum() >= 5
+    for _, session in requests.sort_values("turn").groupby("conversation"):
+        turns = session["turn"].tolist()
+        assert turns == list(range(len(turns)))
+        # every turn but the last answered the tool calls of the one before, after its wait
+        assert (session["tool_calls"].iloc[:-1] > 0).all(), session
+        waits = session["tool_wait_s"].iloc[1:]
+        assert ((waits >= 0.01) & (waits <= 0.05)).all(), session
+        assert session["tool_wait_s"].isna().iloc[0]
+        # the turn before is in the cache: its prompt, whole blocks of it
+        before = session["prompt_tokens"].shift(1).iloc[1:]
+        cached = session["cached_tokens"].iloc[1:]
+        assert ((cached >= before - 16) & (cached <= before)).all(), session
+        grown = session["prompt_tokens"].diff().iloc[1:]
+        assert (grown > 32).all()  # the call, its result of 32 tokens and the template's tokens
+
+    # sessions.csv: one row per session, its turns, tool calls, waits and idle share
+    sessions = pd.read_csv(os.path.join(run_dir, "sessions.csv"))
+    assert sorted(sessions["session"]) == sorted(requests["conversation"].unique())
+    by_session = requests.groupby("conversation")
+    turns = by_session.size()
+    indexed = sessions.set_index("session").sort_index()
+    assert (indexed["turns"] == turns.sort_index()).all()
+    tools = indexed["tool_calls"]
+    assert (tools == by_session["tool_calls"].sum().sort_index()).all() and tools.sum() > 0
+    waited = sessions.dropna(subset=["tool_wait_s"])
+    assert len(waited) == (turns > 1).sum()
+    assert ((waited["idle_share"] > 0) & (waited["idle_share"] < 1)).all()
+    assert np.allclose(waited["idle_share"], waited["tool_wait_s"] / waited["e2e"])
+    assert (waited["cached_share"] > 0.3).all()  # the later turns' history was cached
+    assert (sessions["ttft_by_turn"].str.count(";") + 1 == sessions["turns"]).all()
+
+    report = tmp_path / "report.html"
+    run_vllm_load("report", run_dir, "-o", str(report), "--quiet")
+    html = report.read_text(encoding="utf-8")
+    table = html[html.index('<table class="sessions">') :]
+    cells = re.findall(r"<td>([^<]*)</td>", table[: table.index("</table>")])
+    assert int(cells[0]) == len(sessions) and cells[5].endswith("%"), cells
+    assert '<table class="turns">' in html  # TTFT by turn index, beside its chart

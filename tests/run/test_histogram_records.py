@@ -119,6 +119,7 @@ def test_every_seconds_column_is_written_to_7_decimals(tmp_path):
     one typed another way) would go out at full repr() length, and one it caught wrongly would
     lose digits."""
     seconds = {"start_ts", "end_ts", "ttft", "e2e", "tpot", "queued_s", "ttfat", "stolen_s"}
+    seconds.add("tool_wait_s")
     seconds |= {f"itl_{s}" for s in ("mean", "p50", "p90", "p99", "max")}
     assert {COLUMNS[i] for i in FLOAT_INDEXES} == seconds
     path = tmp_path / "requests.csv"

@@ -94,7 +94,9 @@ class RequestSpec:
     (the user class, the task, the conversation and the turn in it, all carried to its record).
     `keep_text`: keep the reply's text (a conversation needs it for its next turn). `images`: the
     images in its messages, and `image_bytes` the bytes of those it carries (before base64).
-    `trace_index`: the trace request it replays (--trace)."""
+    `trace_index`: the trace request it replays (--trace). `tools`: its body offers tools, so
+    its reply's tool calls are read (`tool_calls.py`); `tool_wait`: the seconds its session
+    waited for the tools of the turn before (an agentic session's)."""
 
     api: str
     stream: bool
@@ -109,3 +111,5 @@ class RequestSpec:
     images: int = 0
     image_bytes: int = 0
     trace_index: int | None = None  # the --trace request it replays
+    tools: bool = False
+    tool_wait: float | None = None

@@ -247,6 +247,11 @@ class PromptFactory:
             body = self._body_of(input_tokens - self.min_tokens)
         return self._prefix + head + body
 
+    def words(self, tokens: int) -> str:
+        """Running text of `tokens` atoms: that many tokens where the plan was calibrated (each
+        atom one token that merges with none), about as many with an approximate plan."""
+        return atom_text(self._rng.choices(self.plan.atoms, k=tokens))
+
     def _body_of(self, atoms: int) -> str:
         if atoms < 0:
             raise ValueError(f"a prompt needs at least {self.min_tokens} tokens here")

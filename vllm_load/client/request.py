@@ -43,6 +43,7 @@ from .health import CLIENT_LIMIT, client_limit
 from .reader import StreamReader, read_unstamped
 from .sse import SseMeter, StreamError, chunk_marks, chunk_summary, split_completion
 from .stalls import STALLS
+from .tool_calls import ToolCall, reply_calls
 
 ERROR_BODY_LIMIT = 300
 
@@ -91,6 +92,8 @@ class MeasuredRequest:
         "end",
         "json_text",
         "json_reasoning",
+        "json_tool_calls",
+        "tool_calls",
         "stall_mark",
         "queued",
         "stolen",
@@ -120,6 +123,8 @@ class MeasuredRequest:
         self.end: float | None = None  # perf_counter() time the response ended
         self.json_text: str | None = None  # the text a whole (non-streamed) response carried
         self.json_reasoning: bool | None = None  # whether it carried reasoning (None: no reply)
+        self.json_tool_calls: Any = None  # a whole response's message.tool_calls, as it came
+        self.tool_calls: list[ToolCall] = []  # the reply's tool calls (a spec with `tools`)
         self.stall_mark: list | None = None  # [0]: perf_counter() time of the last read
         self.queued = 0.0  # seconds from t0 to when the request was handed to be sent
         self.stolen: float | None = None  # a late send: the host's steal since due (steal.py)
@@ -149,6 +154,8 @@ class MeasuredRequest:
                 self._read_stream(response)
             else:
                 self._read_json(response)
+            if self.spec.tools:  # (a malformed call raises StreamError: `bad_tool_call`)
+                self.tool_calls = reply_calls(self.spec.stream, self.meter, self.json_tool_calls)
         except _CLASSIFIED as e:
             self.error, self.message = self._classify(e)
         finally:
@@ -236,6 +243,8 @@ class MeasuredRequest:
             choice.get("text") if isinstance(choice, dict) else None
         )
         self.json_text = text if isinstance(text, str) else None
+        if isinstance(message, dict):
+            self.json_tool_calls = message.get("tool_calls")
         if isinstance(choice, dict):  # a reply: did it reason (either field, a non-empty text)?
             if isinstance(message, dict):
                 said, said_too = message.get("reasoning"), message.get("reasoning_content")
@@ -295,8 +304,9 @@ class MeasuredRequest:
             # the chunks before the answer's first were reasoning (all of them without an answer)
             reasoning_chunks = (n_chunks if answer_at is None else answer_at) if times else None
         else:
-            ttft = ttfat = e2e if self.json_text and not self.error else None
-            n_chunks = 1 if self.json_text else 0
+            replied = bool(self.json_text) or bool(self.tool_calls)  # (tool calls: no text)
+            ttft = ttfat = e2e if replied and not self.error else None
+            n_chunks = 1 if replied else 0
             # a reply without reasoning had none; one with it, as many tokens as usage says
             reasoning_chunks = 0 if self.json_reasoning is False else None
         prompt_tokens = completion_tokens = cached_tokens = None
@@ -358,6 +368,8 @@ class MeasuredRequest:
         r.trace_index = spec.trace_index
         r.target = self.endpoint.name
         r.stolen_s = self.stolen
+        r.tool_calls = len(self.tool_calls)
+        r.tool_wait_s = spec.tool_wait
         return r
 
 

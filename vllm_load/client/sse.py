@@ -30,6 +30,7 @@ import numpy as np
 import orjson
 
 from ..run_format.histogram import format_sorted
+from .kept_events import first_choices
 
 _DONE = b"data: [DONE]"
 _DONE_NOSPACE = b"data:[DONE]"
@@ -42,6 +43,9 @@ _RUN_MIN_BYTES = 2048
 # a reasoning delta beside a null or empty content (other servers, logprobs' "content") from the
 # answer's first. Inside a JSON string a quote is escaped, so this never matches text.
 _CONTENT = b'"content"'
+# a tool call's key: its fragments are answer chunks too (a reply that ends in tool calls may
+# carry no content at all), so a thinking stream stops counting blindly at either key
+_TOOL_CALLS = b'"tool_calls"'
 
 
 class StreamError(Exception):
@@ -65,6 +69,8 @@ def _carries_token(choice: dict, chat: bool) -> bool:
     if not chat:
         return isinstance(choice.get("text"), str)
     delta = choice.get("delta") or {}
+    if delta.get("tool_calls"):  # a fragment of a tool call: generated tokens, not text
+        return True
     texts = [delta.get(key) for key in _TEXT_KEYS if isinstance(delta.get(key), str)]
     return any(texts) or (bool(texts) and "role" not in delta)
 
@@ -74,11 +80,19 @@ def _is_reasoning(choice: dict) -> bool:
     text (a string, even empty: a held-back character of the thinking) and no answer text."""
     delta = choice.get("delta") or {}
     content = delta.get("content")
-    if isinstance(content, str) and content:
+    if (isinstance(content, str) and content) or delta.get("tool_calls"):
         return False  # (a chunk that holds the end of the thinking and the answer's start)
     return isinstance(delta.get("reasoning"), str) or isinstance(
         delta.get("reasoning_content"), str
     )
+
+
+def _answer_key(buf: bytearray, start: int, end: int) -> int:
+    """Where the first answer key (content or tool calls) is in buf[start:end]; -1: none."""
+    content, tools = buf.find(_CONTENT, start, end), buf.find(_TOOL_CALLS, start, end)
+    if content < 0 or tools < 0:
+        return max(content, tools)
+    return min(content, tools)
 
 
 class SseMeter:
@@ -164,26 +178,18 @@ class SseMeter:
     def text(self) -> str:
         """The generated text of the events consumed so far (chat `content`, or a completion's
         `text`), in order; empty unless the meter was made with `keep_text`."""
-        if not self._raw:
-            return ""
         key = "content" if self.chat else "text"
-        parts = []
-        for event in bytes(self._raw).split(self._sep):
-            for line in event.splitlines():
-                if not line.startswith(_DATA) or line.startswith((_DONE, _DONE_NOSPACE)):
-                    continue
-                try:
-                    message = orjson.loads(line[5:])
-                except orjson.JSONDecodeError:
-                    continue
-                for choice in (message.get("choices") or ()) if isinstance(message, dict) else ():
-                    if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                        continue  # (only the first choice is a conversation's reply)
-                    source = choice.get("delta") if self.chat else choice
-                    piece = source.get(key) if isinstance(source, dict) else None
-                    if isinstance(piece, str):
-                        parts.append(piece)
-        return "".join(parts)
+        pieces = (source.get(key) for source in first_choices(self._raw, self._sep, self.chat))
+        return "".join(piece for piece in pieces if isinstance(piece, str))
+
+    def tool_call_fragments(self) -> list:
+        """The `delta.tool_calls` fragments of the events consumed so far, in order (for
+        `tool_calls.assemble`); empty unless the meter was made with `keep_text`."""
+        fragments: list = []
+        for source in first_choices(self._raw, self._sep, self.chat):
+            if isinstance(source.get("tool_calls"), list):
+                fragments.extend(source["tool_calls"])
+        return fragments
 
     def _consume_content_run(self, buf: bytearray, now: float, mid: bytes) -> int:
         """Count the run of mid-stream content chunks at the head of `buf` in one pass.
@@ -206,7 +212,7 @@ class SseMeter:
         if buf.count(mid, 0, end) != events:
             return 0  # something else (a comment, an error) sits among them: walk event by event
         if self.answer_at is None:  # still thinking: count up to the first event to be parsed
-            content = buf.find(_CONTENT, 0, end)
+            content = _answer_key(buf, 0, end)
             if content >= 0:
                 end = buf.rfind(sep, 0, content)
                 if end < 0:
@@ -231,7 +237,7 @@ class SseMeter:
             end = buf.find(sep, start)
             if end < 0:
                 break
-            if buf.find(mid, start, end) >= 0 and buf.find(_CONTENT, start, end) < 0:
+            if buf.find(mid, start, end) >= 0 and _answer_key(buf, start, end) < 0:
                 times.append(now)  # a reasoning delta, as vLLM writes it
                 start = end + sep_len
             else:

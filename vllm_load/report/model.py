@@ -38,6 +38,7 @@ from ..analysis.series.model_comparison import ModelRow, compare, comparison_fin
 from ..analysis.series.outcome import RunOutcome, outcome_of
 from ..analysis.series.saturation import Saturation, SaturationRule, analyse
 from ..analysis.series.stats import Series, group_runs
+from ..analysis.sessions import session_summary, session_table
 from ..load_kinds import CONCURRENCY, LoadKind
 from ..run_format.load import (
     read_client_validation,
@@ -73,6 +74,7 @@ class RunSummary:
     personas: pd.DataFrame | None = None  # per level and user class (`analysis.breakdown`)
     turns: pd.DataFrame | None = None  # per turn of the run's conversations
     conversations: dict | None = None  # the run's conversations as wholes
+    sessions: dict | None = None  # per session: E2E, tool calls, idle and cached shares
     axis: LoadKind = CONCURRENCY  # what its levels are (users, or requests/s)
     outcome: RunOutcome | None = None  # how it ended: interrupted, target lost, workers lost
     bottlenecks: dict[float, dict] = field(default_factory=dict)  # value -> its verdict, as JSON
@@ -192,6 +194,7 @@ def summarize_run(
         personas=persona_table(meas.labelled, metrics, meas.labelled_marks),
         turns=turn_table(meas.labelled),
         conversations=conversation_summary(data.requests),
+        sessions=session_summary(session_table(data.requests)),
         axis=measured.axis,
         outcome=outcome_of(data),
         image_charges=image_charges(data.requests),

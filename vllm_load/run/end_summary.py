@@ -6,9 +6,11 @@ need not read and measure the run again."""
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+from ..run_format.files import SESSIONS_CSV, write_atomic
 from ..run_format.lost_workers import LostWorker, lost_workers
 from ..server.loss import FinalStreak, streak_in
 from ..stop_when import stopped_by_line
@@ -53,7 +55,8 @@ def lost_by_level(lost: list[LostWorker]) -> dict[int, str]:
 def print_summary(run_dir: str) -> EndChecks | None:
     """The per-level table (and goodput against the run's SLOs), the requests cut off at the
     stop, and where the run directory is; returns the run's `EndChecks` (None when the run
-    could not be read)."""
+    could not be read). A run that held conversations or agentic sessions gets its
+    sessions.csv from the same reading."""
     abandoned = 0
     lost: list[LostWorker] = []
     checks = None
@@ -68,6 +71,7 @@ def print_summary(run_dir: str) -> EndChecks | None:
         lost = lost_workers(info)
         stopped = stopped_by_line(info)
         measured = measure_run(run_dir)  # once: the table, the diagnosis and the checks read it
+        write_sessions(run_dir, measured.data.requests)
         meas = measured.meas
         targets = read_targets(run_dir, measured.data, meas, meas.metrics)
         checks = end_checks(measured, targets)
@@ -94,6 +98,17 @@ def print_summary(run_dir: str) -> EndChecks | None:
         print(f"\nStopped early: {stopped}", flush=True)
     print(f"\nRun directory: {run_dir}", flush=True)
     return checks
+
+
+def write_sessions(run_dir: str, requests) -> int:
+    """sessions.csv (docs/run-format.md) from the run's requests, when it held sessions; how
+    many rows it has."""
+    from ..analysis.sessions import session_table  # (pandas: at call time, as above)
+
+    table = session_table(requests)
+    if not table.empty:
+        write_atomic(os.path.join(run_dir, SESSIONS_CSV), table.to_csv(index=False))
+    return len(table)
 
 
 def end_checks(measured: MeasuredRun, targets: list[TargetFigures]) -> EndChecks:

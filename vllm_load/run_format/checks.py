@@ -207,6 +207,8 @@ NON_NEGATIVE: tuple[str, ...] = (
     "image_bytes",
     "trace_index",
     "stolen_s",
+    "tool_calls",
+    "tool_wait_s",
 )
 #: the columns the checks always read, whatever columns a caller asked for
 CHECKED_COLUMNS: tuple[str, ...] = (*NEVER_EMPTY, "ttft", "n_chunks")

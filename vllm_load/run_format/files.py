@@ -31,6 +31,8 @@ def target_metrics_csv(index: int) -> str:
 CLIENT_HEALTH_CSV = "client_health.csv"
 #: the GPUs' own figures (--gpu-metrics, --gpu-nvml): `run_format.gpu_metrics`
 GPU_METRICS_CSV = "gpu_metrics.csv"
+#: one row per conversation or agentic session, written when a run that held some ends
+SESSIONS_CSV = "sessions.csv"
 #: requests.csv's columns as its first reader parsed them (`run_format.columnar`; never the contract)
 REQUESTS_COPY = "requests.columns.npz"
 

@@ -58,6 +58,8 @@ ANALYSIS_COLUMNS: tuple[str, ...] = (
     "turn",
     "cached_tokens",
     "queued_s",
+    "tool_calls",  # an agentic session's turns (analysis.sessions)
+    "tool_wait_s",
     "stolen_s",  # a replay's late sends: the host's steal meanwhile (analysis.replay)
     "images",  # a request's prompt exactness counts its images' tokens (analysis.levels)
     "image_bytes",

@@ -60,6 +60,8 @@ class RequestRecord:
     trace_index: Optional[int] = None  # its request's index in the --trace file (None otherwise)
     target: str = ""  # the base URL it was sent to, with several targets (--hosts); "" with one
     stolen_s: Optional[float] = None  # a late send: the host's steal of its CPU while it waited
+    tool_calls: int = 0  # tool calls its reply ended in (a request that offered tools)
+    tool_wait_s: Optional[float] = None  # an agentic turn: its session's tool wait before it
 
     def to_row(self) -> tuple:
         return _as_row(self)

@@ -214,6 +214,14 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         "does not count reasoning tokens",
     )
     out.add_argument(
+        "--tool-call-share",
+        type=float,
+        default=_O.tool_call_share,
+        metavar="P",
+        help="of the chat requests that offer tools with tool_choice auto, the share whose reply "
+        "is a tool call (seeded; tool_choice required or a named function always gets one)",
+    )
+    out.add_argument(
         "--seed", type=int, default=_O.seed, help="seed of output lengths and texts (and of faults)"
     )
     out.add_argument(
@@ -354,6 +362,8 @@ def build_config(args: argparse.Namespace) -> SimConfig:
         raise ConfigError("--reasoning-tokens must not be negative")
     if not 0 <= args.eos_probability <= 1:
         raise ConfigError("--eos-probability must be between 0 and 1")
+    if not 0 <= args.tool_call_share <= 1:
+        raise ConfigError("--tool-call-share must be between 0 and 1")
     if args.trace and not os.path.isdir(os.path.dirname(os.path.abspath(args.trace))):
         raise ConfigError(f"--trace {args.trace}: its directory does not exist")
     faults = _fault_config(args)
@@ -392,7 +402,9 @@ def build_config(args: argparse.Namespace) -> SimConfig:
         fixed=FixedLatency(args.ttft * args.time_scale, args.itl * args.time_scale)
         if mode == "fixed"
         else None,
-        output=OutputConfig(args.eos_probability, args.tokens_per_chunk, args.seed),
+        output=OutputConfig(
+            args.eos_probability, args.tokens_per_chunk, args.seed, args.tool_call_share
+        ),
         workers=args.server_workers,
         faults=faults,
         trace=os.path.abspath(args.trace) if args.trace else None,

@@ -65,6 +65,7 @@ class OutputConfig:
     )
     tokens_per_chunk: int = 1
     seed: int = 0
+    tool_call_share: float = 0.5  # of requests offering tools with tool_choice auto: end in a call
 
 
 REASONING_FIELDS = ("reasoning", "reasoning_content")  # newer vLLM's name, then older vLLM's

@@ -7,6 +7,7 @@ import math
 import random
 import zlib
 from dataclasses import dataclass, replace
+from typing import Any
 
 import orjson
 
@@ -74,6 +75,7 @@ class OutputPlan:
     )
     offset: int  # where in the vocabulary cycle its text starts
     reasoning_tokens: int = 0  # its first tokens that are reasoning (a reasoning model's chat)
+    tool_call: Any = None  # a `tool_replies.ToolCallText`: its tokens are that call's
 
     @property
     def text_tokens(self) -> int:

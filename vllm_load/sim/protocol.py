@@ -266,3 +266,44 @@ def render_chat(tokenizer, messages: list[dict], add_generation_prompt: bool) ->
         raise
     except Exception as e:  # jinja2 errors, raise_exception() in the template
         raise ApiError(400, f"chat template error: {e}", "messages") from None
+
+
+def tokenize_answer(body: dict, limits: ApiLimits, tokenizer) -> dict:
+    """vLLM's /tokenize answer to `body` (a prompt, or chat messages rendered by the template)."""
+    check_model(body, limits)
+    if "messages" in body:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            raise ApiError(400, "messages: Input should be a valid list of messages", "messages")
+        text = render_chat(
+            tokenizer, messages, body.get("add_generation_prompt", True) is not False
+        )
+        tokens = tokenizer.encode(
+            text, add_special_tokens=bool(body.get("add_special_tokens", False))
+        )
+    elif isinstance(body.get("prompt"), str):
+        tokens = tokenizer.encode(
+            body["prompt"], add_special_tokens=body.get("add_special_tokens", True) is not False
+        )
+    else:
+        raise ApiError(400, "prompt (a string) or messages: Field required", "prompt")
+    return {
+        "count": len(tokens),
+        "max_model_len": limits.max_model_len,
+        "tokens": tokens,
+        "token_strs": None,
+    }
+
+
+def detokenize_answer(body: dict, limits: ApiLimits, tokenizer) -> dict:
+    """vLLM's /detokenize answer to `body` (a list of token ids)."""
+    check_model(body, limits)
+    tokens = body.get("tokens")
+    if not isinstance(tokens, list) or not all(
+        isinstance(t, int) and not isinstance(t, bool) for t in tokens
+    ):
+        raise ApiError(400, "tokens: Input should be a valid list of integers", "tokens")
+    try:
+        return {"prompt": tokenizer.decode(tokens)}
+    except (ValueError, OverflowError, TypeError) as e:
+        raise ApiError(400, f"tokens: {e}", "tokens") from None

@@ -140,6 +140,12 @@ class ResponseRenderer:
         prefix = self._reasoning_prefix if reasoning else self._prefix
         return prefix + text_json + close + self._tail(finish_reason)
 
+    def delta_chunk(self, delta_json: bytes, finish_reason: str | None = None) -> bytes:
+        """A chat SSE event whose delta is `delta_json` (a JSON object: a tool call's part)."""
+        return (
+            b"data: " + self._head + b'{"index":0,"delta":' + delta_json + self._tail(finish_reason)
+        )
+
     def switch_chunk(
         self, reasoning_json: bytes, content_json: bytes, finish_reason: str | None = None
     ) -> bytes:
@@ -201,9 +207,11 @@ class ResponseRenderer:
         cached_tokens: int | None = None,
         reasoning: str = "",
         reasoning_tokens: int = 0,
+        tool_calls: list[dict[str, Any]] | None = None,
     ) -> bytes:
         """The non-streaming response body; `text` is the answer, `reasoning` the reasoning text
-        of its first `reasoning_tokens` tokens (a reasoning renderer's)."""
+        of its first `reasoning_tokens` tokens (a reasoning renderer's); with `tool_calls`, the
+        reply is those calls (no text)."""
         if self.chat:
             message: dict[str, Any] = {
                 "role": "assistant",
@@ -217,6 +225,9 @@ class ResponseRenderer:
                 message["content"] = text or None
                 del message["reasoning_content"]
                 message[self._field] = reasoning
+            if tool_calls:
+                message["content"], message["tool_calls"] = None, tool_calls
+                finish_reason = "tool_calls"
             choice = {
                 "index": 0,
                 "message": message,

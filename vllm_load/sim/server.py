@@ -36,13 +36,14 @@ from .protocol import (
     ApiError,
     ApiLimits,
     GenerationRequest,
-    check_model,
+    detokenize_answer,
     error_body,
     parse_generation,
     parse_json,
-    render_chat,
+    tokenize_answer,
 )
 from .responses import BodyWriter, ResponseRenderer, model_card
+from .tool_replies import TOOL_CALLS, ToolCaller, read_offer
 from .trace import TraceRecord, TraceWriter
 
 _DONE = b"data: [DONE]\n\n"
@@ -106,6 +107,7 @@ class SimServer:
         self._reasoning = config.reasoning
         self._reasoning_renderer = config.reasoning if config.reasoning.enabled else None
         self.gpu = simulated_gpu(config, self.backend)  # --dcgm: the engine's GPU, simulated
+        self.tool_caller = ToolCaller(config.output.tool_call_share, config.output.seed)
 
     def app(self) -> web.Application:
         middlewares = [self._auth_middleware()] if self.config.api_key else []
@@ -164,54 +166,19 @@ class SimServer:
 
     async def tokenize(self, request: web.Request) -> web.Response:
         try:
-            body = parse_json(await request.read())
-            check_model(body, self.limits)
-            tok = self.tokenizer
-            if "messages" in body:
-                messages = body.get("messages")
-                if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-                    raise ApiError(
-                        400, "messages: Input should be a valid list of messages", "messages"
-                    )
-                text = render_chat(
-                    tok, messages, body.get("add_generation_prompt", True) is not False
-                )
-                tokens = tok.encode(
-                    text, add_special_tokens=bool(body.get("add_special_tokens", False))
-                )
-            elif isinstance(body.get("prompt"), str):
-                tokens = tok.encode(
-                    body["prompt"],
-                    add_special_tokens=body.get("add_special_tokens", True) is not False,
-                )
-            else:
-                raise ApiError(400, "prompt (a string) or messages: Field required", "prompt")
+            answer = tokenize_answer(parse_json(await request.read()), self.limits, self.tokenizer)
         except ApiError as e:
             return _error(e)
-        answer = {
-            "count": len(tokens),
-            "max_model_len": self.limits.max_model_len,
-            "tokens": tokens,
-            "token_strs": None,
-        }
         return web.Response(body=orjson.dumps(answer), content_type=_JSON)
 
     async def detokenize(self, request: web.Request) -> web.Response:
         try:
-            body = parse_json(await request.read())
-            check_model(body, self.limits)
-            tokens = body.get("tokens")
-            if not isinstance(tokens, list) or not all(
-                isinstance(t, int) and not isinstance(t, bool) for t in tokens
-            ):
-                raise ApiError(400, "tokens: Input should be a valid list of integers", "tokens")
-            try:
-                text = self.tokenizer.decode(tokens)
-            except (ValueError, OverflowError, TypeError) as e:
-                raise ApiError(400, f"tokens: {e}", "tokens") from None
+            answer = detokenize_answer(
+                parse_json(await request.read()), self.limits, self.tokenizer
+            )
         except ApiError as e:
             return _error(e)
-        return web.Response(body=orjson.dumps({"prompt": text}), content_type=_JSON)
+        return web.Response(body=orjson.dumps(answer), content_type=_JSON)
 
     # --- generation -----------------------------------------------------------------------
 
@@ -226,13 +193,12 @@ class SimServer:
         started = loop.time()
         received = time.time()
         try:
+            asked = parse_json(await request.read())
             req = parse_generation(
-                parse_json(await request.read()),
-                chat,
-                self.limits,
-                self.tokenizer,
-                self.backend.wants_prompt_ids,
+                asked, chat, self.limits, self.tokenizer, self.backend.wants_prompt_ids
             )
+            offer = read_offer(asked) if chat else None
+            called = self.tool_caller.decide(offer)
         except ApiError as e:
             return _error(e)
         fault = self.faults.draw()
@@ -245,9 +211,10 @@ class SimServer:
             req.seed,
             req.temperature,
             req.prompt_key,
-            self._reasoning.tokens if chat else 0,
+            self._reasoning.tokens if chat and called is None else 0,
         )
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{self._id_prefix}{next(self._ids):08x}"
+        plan = self.tool_caller.attach(plan, offer, called, rid, self.vocab)
         renderer = ResponseRenderer(
             chat, rid, self.limits.model, self.model_json, reasoning=self._reasoning_renderer
         )
@@ -281,6 +248,7 @@ class SimServer:
                 self._cached(source),
                 self.vocab.text(plan.offset, 0, min(thought, text_total)),
                 thought,
+                plan.tool_call.message() if plan.tool_call is not None else None,
             )
             if fault is not None and fault.kind != "slow_first_token":
                 return await faulted_body(fault, request, body)
@@ -328,7 +296,8 @@ class SimServer:
         fault: Fault | None,
         trace: TraceRecord | None,
     ) -> None:
-        """`trace`, when given, gets the wall-clock time each token and [DONE] were written (--trace)."""
+        """`trace`, when given, gets the wall-clock time each token and [DONE] were written
+        (--trace); a plan's `tool_call` writes its tokens as that call's (`tool_replies.py`)."""
         writer = await response.prepare(request)
         assert isinstance(writer, StreamWriter)  # what prepare() gives a fresh response
         body = BodyWriter(request.transport, writer.chunked)
@@ -336,6 +305,7 @@ class SimServer:
         total, text_total, finish = plan.length, plan.text_tokens, plan.finish_reason
         per_chunk = self._tokens_per_chunk
         thought = plan.reasoning_tokens  # tokens [0, thought) are reasoning, the rest the answer
+        call = plan.tool_call
         sent = 0
 
         def emit(got: int) -> bool:
@@ -347,6 +317,10 @@ class SimServer:
                 # the first token goes alone (TTFT is not delayed), then `per_chunk` at a time
                 end = 1 if sent == 0 else min(got, sent + per_chunk)
                 last = finish if end == total else None
+                if call is not None:
+                    parts.append(renderer.delta_chunk(call.delta(sent, end), last and TOOL_CALLS))
+                    sent = end
+                    continue
                 if sent < thought < end:  # one chunk of reasoning and answer tokens
                     parts.append(
                         renderer.switch_chunk(

@@ -4,7 +4,7 @@ rules are in docs/simulator.md; keep the two in step)."""
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import Any, Sequence
 
 from .base import message_text
 
@@ -143,7 +143,8 @@ class SimTokenizer:
 
     def render_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
         parts = [
-            f"{IM_START}{m.get('role', 'user')}\n{message_text(m.get('content'))}{IM_END}\n"
+            f"{IM_START}{m.get('role', 'user')}\n{message_text(m.get('content'))}"
+            f"{_tool_calls_text(m.get('tool_calls'))}{IM_END}\n"
             for m in messages
         ]
         if add_generation_prompt:
@@ -157,6 +158,21 @@ class SimTokenizer:
 
     def count_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> int:
         return self.count(self.render_chat(messages, add_generation_prompt))
+
+
+def _tool_calls_text(calls: Any) -> str:
+    """An assistant message's tool calls as Qwen's template writes them (nothing without)."""
+    if not isinstance(calls, list) or not calls:
+        return ""
+    parts = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            name, arguments = function.get("name"), function.get("arguments")
+            parts.append(
+                f'\n<tool_call>\n{{"name": "{name}", "arguments": {arguments}}}\n</tool_call>'
+            )
+    return "".join(parts)
 
 
 # --- HFTokenizer --------------------------------------------------------------------------

@@ -78,7 +78,7 @@ class ClosedLoopUser(LLMUser):
 
     @classmethod
     def wanted(cls, settings: Settings) -> bool:
-        return not settings.dataset
+        return not settings.dataset and not settings.agentic
 
     @classmethod
     def prepare_run(cls, settings: Settings, host: str, model: str) -> dict | None:

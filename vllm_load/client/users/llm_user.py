@@ -19,8 +19,7 @@ import inspect
 import itertools
 import logging
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import orjson
 from gevent import GreenletExit
@@ -29,7 +28,7 @@ from locust import FastHttpUser, constant
 from ...endpoints import APIS, CHAT, COMPLETIONS
 from ...run_format.records import RequestRecord
 from ...settings import Settings
-from ...workload.images import count_images, user_content
+from ...workload.images import count_images
 from .. import steal
 from ..bodies import request_body
 from ..clock import WALL_CLOCK
@@ -38,87 +37,9 @@ from ..endpoint import Endpoint, RequestSpec, Timeouts, stats_name
 from ..pacing import PACER
 from ..request import MeasuredRequest
 from ..target_picker import EJECT_AFTER
+from .conversation import Conversation, Reply
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)  # (not frozen: a frozen __init__ costs twice as much, per request)
-class Reply:
-    """What one request brought back: the reply's text, the server's token counts, the client's
-    timings (seconds from when the request was due) and, if it failed, why (`error` is one of the
-    categories of docs/run-format.md)."""
-
-    ok: bool
-    text: str
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    ttft: float | None
-    e2e: float
-    finish_reason: str | None
-    error: str
-    error_message: str
-    request_id: str
-
-    @classmethod
-    def of(cls, request: MeasuredRequest, record: RequestRecord) -> Reply:
-        return cls(  # (positional, in the fields' order: keywords cost 2.0 µs, not 0.9)
-            record.ok == 1,  # ok
-            request.text if request.spec.keep_text else "",  # text
-            record.prompt_tokens,
-            record.completion_tokens,
-            record.ttft,
-            record.e2e,
-            request.meter.finish_reason,
-            record.error,
-            record.error_message,
-            record.request_id,
-        )
-
-
-class Conversation:
-    """A chat held over several turns: it keeps the messages and numbers the turns.
-
-    `say(text)` appends the user's message (with `images=`: image URLs after its text, as
-    OpenAI content parts), sends the whole history, appends the reply (the server's, or a
-    scripted `reply=`) and returns the `Reply`. Every turn's record carries the conversation's
-    id and the turn's index, from 0.
-    """
-
-    def __init__(self, user: LLMUser, conversation_id: str, task: str, system: str | None) -> None:
-        self.user = user
-        self.id = conversation_id
-        self.task = task
-        self.messages: list[dict[str, Any]] = []
-        if system:
-            self.messages.append({"role": "system", "content": system})
-        self.turn = 0
-
-    def say(
-        self,
-        text: str,
-        *,
-        max_tokens: int | None = None,
-        reply: str | None = None,
-        images: Sequence[str] = (),
-        **fields: Any,
-    ) -> Reply:
-        """One turn: send `text` (and `images`, URLs: http(s) or data:) after the history; the
-        history then holds the answer (`reply` if given, else the server's text, empty if the
-        request failed), and the images stay in it, as a client's history keeps them."""
-        self.messages.append({"role": "user", "content": user_content(text, images)})
-        answer = self.user.chat(
-            self.messages,
-            max_tokens=max_tokens,
-            task=self.task,
-            conversation=self.id,
-            turn=self.turn,
-            **fields,
-        )
-        self.messages.append(
-            {"role": "assistant", "content": answer.text if reply is None else reply}
-        )
-        self.turn += 1
-        return answer
 
 
 class LLMUser(FastHttpUser):
@@ -192,6 +113,7 @@ class LLMUser(FastHttpUser):
         task: str | None = None,
         conversation: str = "",
         turn: int = 0,
+        tool_wait: float | None = None,
         **fields: Any,
     ) -> Reply:
         """Send one /v1/chat/completions request with these messages; returns its `Reply`.
@@ -199,9 +121,17 @@ class LLMUser(FastHttpUser):
         `max_tokens` defaults to --output-tokens; `stream` to --stream; other keyword arguments
         go into the body as they are (`temperature`, `ignore_eos`, ...). `task` names the task in
         the records (default: the calling method's name); `conversation` and `turn` place the
-        request in a conversation (`Conversation.say` passes them)."""
+        request in a conversation (`Conversation.say` passes them), `tool_wait` the seconds it
+        waited for tools before (`Conversation.answer_tools`)."""
         return self._ask(
-            CHAT.name, messages, max_tokens, task or _caller(), conversation, turn, fields
+            CHAT.name,
+            messages,
+            max_tokens,
+            task or _caller(),
+            conversation,
+            turn,
+            fields,
+            tool_wait,
         )
 
     def complete(
@@ -239,6 +169,7 @@ class LLMUser(FastHttpUser):
         conversation: str,
         turn: int,
         fields: dict[str, Any],
+        tool_wait: float | None = None,
     ) -> Reply:
         settings = self.load_context.settings
         stream = bool(fields.pop("stream", settings.stream))
@@ -259,6 +190,8 @@ class LLMUser(FastHttpUser):
             keep_text=True,
             images=images,
             image_bytes=image_bytes,
+            tools=bool(fields.get("tools")),
+            tool_wait=tool_wait,
         )
         return self.send(spec)
 

