@@ -10,6 +10,7 @@ local recorder).
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import socket
 import time
@@ -27,6 +28,7 @@ from ..run_format.records import RequestRecord
 from ..server.control import HttpError, model_ids, request_json
 from ..settings import Settings
 from ..user_values import SettingsError
+from ..workload.cancel import CancelDraws, parse_cancel_after
 from ..workload.images import parse_image_size
 from ..workload.lengths import LengthDraws
 from .arrival_clock import Arrivals
@@ -136,6 +138,7 @@ class LoadContext:
         self.prompts: PromptFactory | None = None
         self.plan: PromptPlan | None = None
         self._lengths: LengthDraws | None = None
+        self._cancels: CancelDraws | None = None
         self.images: SyntheticImages | None = None  # --images: made by `ensure_images`
         self.extras: dict[str, object] = {}  # what one kind of user shares per process and test
         # with --rates and --trace; kept across `reset`, which a local test runs after its first
@@ -173,12 +176,29 @@ class LoadContext:
         return self._lengths
 
     @property
+    def cancels(self) -> CancelDraws | None:
+        """This process's choice of the requests to cancel (--cancel-share); None without."""
+        s = self.settings
+        if self._cancels is None and s.cancel_share > 0:
+            after = parse_cancel_after(s.cancel_after)
+            self._cancels = CancelDraws(s.cancel_share, after, seed=secrets.randbits(32))
+        return self._cancels
+
+    @property
     def worker_name(self) -> str:
         return str(getattr(self.environment.runner, "client_id", None) or "local")
 
     def next_request_id(self) -> str:
         self._sequence += 1
         return f"{self.process_tag}-{self._sequence}"
+
+    @staticmethod
+    def new_traceparent() -> str:
+        """A W3C `traceparent` for a new request (--otel): version 00, a random 16-byte trace id
+        and 8-byte span id (from the OS: load processes forked from one never share them),
+        flags 01 (sampled)."""
+        ids = os.urandom(24).hex()
+        return f"00-{ids[:32]}-{ids[32:]}-01"
 
     def user_starting(self) -> None:
         self._settling += 1
@@ -253,6 +273,7 @@ class LoadContext:
         self.model = None
         self.targets = None
         self._lengths = None
+        self._cancels = None
         self.images = None
         self.extras = {}
 

@@ -14,6 +14,10 @@ from dataclasses import dataclass, fields
 from operator import attrgetter
 from typing import IO, Iterable, Optional
 
+#: the error category of a request the client closed on purpose (--cancel-share): ok = 0, and
+#: neither a failure nor a completed request (docs/run-format.md)
+CANCELLED = "cancelled"
+
 
 @dataclass(slots=True)
 class RequestRecord:
@@ -60,6 +64,8 @@ class RequestRecord:
     trace_index: Optional[int] = None  # its request's index in the --trace file (None otherwise)
     target: str = ""  # the base URL it was sent to, with several targets (--hosts); "" with one
     stolen_s: Optional[float] = None  # a late send: the host's steal of its CPU while it waited
+    cancel_after: str = ""  # chosen to be cancelled (--cancel-share): when ("2.000s", "32tok")
+    traceparent: str = ""  # the W3C traceparent header it carried (--otel), "" without
 
     def to_row(self) -> tuple:
         return _as_row(self)
