@@ -305,11 +305,12 @@ class Settings:
         parse=cancel_after_argument,
         metavar="DIST",
     )
-    otel: bool = option(
+    traceparent: bool = option(
         False,
         "send a W3C `traceparent` header with every request (a new random trace id and span id "
         "each, sampled), recorded in requests.csv, so that a request is found in the server's "
-        "OpenTelemetry traces (vLLM: --otlp-traces-endpoint); X-Request-Id is always sent",
+        "OpenTelemetry traces (vLLM: --otlp-traces-endpoint); X-Request-Id is always sent. Not "
+        "Locust's --otel, which instruments Locust itself with the OpenTelemetry SDK",
     )
     metrics_interval: float = option(
         1.0,

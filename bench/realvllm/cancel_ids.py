@@ -12,7 +12,7 @@ client's X-Request-Id gave, and each abort: "Aborted request(s) ..."), then two 
    every 50 ms: `vllm:num_requests_running` must reach streams + 1, then fall to 1 (the control,
    still running) within a second of the cancellations, the cancelled streams recorded as
    `cancelled`, their ids in the log's aborted requests.
-2. A run. `vllm-load run --cancel-share 0.5 --cancel-after uniform:4,12tok --otel`: the level's
+2. A run. `vllm-load run --cancel-share 0.5 --cancel-after uniform:4,12tok --traceparent`: the level's
    `cancelled` count is the requests.csv rows with `error` `cancelled`, none counted as failed,
    the run exits 0; every request id of requests.csv is in the server's log (received), every
    cancelled one among its aborted requests, and every row carries a traceparent.
@@ -144,13 +144,13 @@ def the_fall(url: str, args: argparse.Namespace) -> dict:
 
 
 def the_run(url: str, args: argparse.Namespace) -> dict:
-    """Step 2: `vllm-load run` with a cancelled share and --otel."""
+    """Step 2: `vllm-load run` with a cancelled share and --traceparent."""
     runs = os.path.join(args.out, "runs")
     command = [
         sys.executable, "-m", "vllm_load", "run", "--host", url, "--model", MODEL,
         "--levels", "4", "--requests-per-level", str(args.requests), "--warmup-requests", "4",
         "--input-tokens", "64", "--output-tokens", "48", "--cancel-share", "0.5",
-        "--cancel-after", "uniform:4,12tok", "--otel", "--metrics-interval", "0.5", "--out", runs,
+        "--cancel-after", "uniform:4,12tok", "--traceparent", "--metrics-interval", "0.5", "--out", runs,
     ]  # fmt: skip
     before = get_text(url + "/metrics")
     proc = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO)

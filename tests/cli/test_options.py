@@ -182,3 +182,16 @@ def test_help_shows_a_zero_default_but_not_a_flag_s_false():
     # 0 == False in Python: a zero default was hidden as if it were a flag's
     assert "(0: a single process) (default: 0)" in text
     assert "--no-stream" in text and "(default: False)" not in text
+
+
+def test_every_option_fits_on_locusts_own_parser():
+    """Locust's parser takes every option with no flag of its own taken (a `--otel` of ours
+    collided with Locust's, which instruments Locust itself, and no test could start)."""
+    from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
+
+    parser = get_empty_argument_parser()
+    setup_parser_arguments(parser)
+    add_arguments(parser)
+    options = parser.parse_args(["--traceparent", "--cancel-share", "0.5", "--cancel-after", "2s"])
+    settings = Settings.from_options(options)
+    assert (settings.traceparent, settings.cancel_share, settings.cancel_after) == (True, 0.5, "2s")

@@ -1,6 +1,6 @@
 """A request chosen to be cancelled (--cancel-share) is closed by the client at its point, after a
 time or a number of tokens, and recorded as `cancelled` with what it had received; the server
-(the simulator, as vLLM) sees the connection close and frees the sequence. With --otel every
+(the simulator, as vLLM) sees the connection close and frees the sequence. With --traceparent every
 request carries a W3C `traceparent`, recorded beside its X-Request-Id."""
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def test_a_chosen_request_that_ends_first_is_a_success_that_names_its_point():
     assert (record.ok, record.error, record.cancel_after, record.n_chunks) == (1, "", "50tok", 3)
 
 
-def test_with_otel_a_request_carries_a_w3c_traceparent_recorded_beside_its_id():
+def test_with_traceparent_a_request_carries_a_w3c_traceparent_recorded_beside_its_id():
     seen: list = []
     traceparent = LoadContext.new_traceparent()
     assert re.fullmatch(r"00-[0-9a-f]{32}-[0-9a-f]{16}-01", traceparent)

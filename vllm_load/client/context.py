@@ -194,7 +194,7 @@ class LoadContext:
 
     @staticmethod
     def new_traceparent() -> str:
-        """A W3C `traceparent` for a new request (--otel): version 00, a random 16-byte trace id
+        """A W3C `traceparent` for a new request (--traceparent): version 00, a random 16-byte trace id
         and 8-byte span id (from the OS: load processes forked from one never share them),
         flags 01 (sampled)."""
         ids = os.urandom(24).hex()

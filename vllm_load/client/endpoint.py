@@ -48,7 +48,7 @@ class Endpoint:
         traced: bool = False,
     ) -> None:
         """`name`: the target as its records name it (`client/target_picker.py`; "" with one);
-        `traced`: every request carries a `traceparent` (--otel)."""
+        `traced`: every request carries a `traceparent` (--traceparent)."""
         self.name = name
         self.traced = traced
         self.timeouts = timeouts

@@ -65,7 +65,7 @@ class RequestRecord:
     target: str = ""  # the base URL it was sent to, with several targets (--hosts); "" with one
     stolen_s: Optional[float] = None  # a late send: the host's steal of its CPU while it waited
     cancel_after: str = ""  # chosen to be cancelled (--cancel-share): when ("2.000s", "32tok")
-    traceparent: str = ""  # the W3C traceparent header it carried (--otel), "" without
+    traceparent: str = ""  # the W3C traceparent header it carried (--traceparent), "" without
 
     def to_row(self) -> tuple:
         return _as_row(self)

@@ -175,7 +175,7 @@ class LLMUser(FastHttpUser):
                 timeouts,
                 settings.api_key,
                 name=h if picker.several else "",
-                traced=settings.otel,
+                traced=settings.traceparent,
             )
             for h in picker.hosts
         ]
