@@ -103,3 +103,20 @@ def test_cancellations_after_the_last_success_are_no_streak_of_a_lost_server():
     rows.loc[6, "error"] = "connect"
     streak = loss.streak_in(rows)
     assert streak is not None and streak.by_error == {"connect": 1}
+
+
+def test_a_cancelled_request_is_neither_good_nor_late_for_the_slos():
+    from vllm_load.analysis.decisions.goodput import level_goodput
+    from vllm_load.slo import parse_slo
+
+    requests = make_requests(
+        [
+            ok(0, 2, 100.0, 102.0, ttft=0.5),
+            ok(0, 2, 100.0, 102.0, ttft=0.6),
+            ok(0, 2, 102.0, 104.0, ttft=0.5),
+            cancelled(0, 2, 102.0, 102.2, 4),
+        ]
+    )
+    steps = make_steps([(0, 2, 100.0, 104.5, 0, 4, 600.0, "target_reached")])
+    row = level_goodput(requests, measure_levels(requests, steps), parse_slo(["ttft<=1s"])).iloc[0]
+    assert row.slo_good == 3 and row.slo_good_share == 1.0 and row.slo_met == 1.0
