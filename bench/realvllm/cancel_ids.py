@@ -12,9 +12,9 @@ client's X-Request-Id gave, and each abort: "Aborted request(s) ..."), then two 
    every 50 ms: `vllm:num_requests_running` must reach streams + 1, then fall to 1 (the control,
    still running) within a second of the cancellations, the cancelled streams recorded as
    `cancelled`, their ids in the log's aborted requests.
-2. A run. `vllm-load run --cancel-share 0.5 --cancel-after uniform:4,12tok --traceparent`: the level's
-   `cancelled` count is the requests.csv rows with `error` `cancelled`, none counted as failed,
-   the run exits 0; every request id of requests.csv is in the server's log (received), every
+2. A run. `vllm-load run --cancel-share 0.5 --cancel-after uniform:4,12tok --traceparent`: the
+   level's `cancelled` count is the requests.csv rows with `error` `cancelled`, none counted as
+   failed, the run exits 0; every request id of requests.csv is in the server's log (received), each
    cancelled one among its aborted requests, and every row carries a traceparent.
 
 Writes OUT/results.json (and OUT/vllm-serve.log, OUT/run.log); PASS or FAIL per check, exit 1 on
@@ -51,6 +51,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cancel-at", type=float, default=1.5, help="seconds after sending (step 1)")
     p.add_argument("--control-tokens", type=int, default=600, help="the control stream's tokens")
     p.add_argument("--requests", type=int, default=24, help="measured requests of step 2's level")
+    p.add_argument(
+        "--startup-timeout", type=float, default=600.0, help="seconds for vllm serve to answer"
+    )
     p.add_argument("--venv", default=os.path.join(env.CACHE, "venv"))
     p.add_argument("--model-dir", default=os.path.join(env.CACHE, "model"))
     return p.parse_args(argv)
@@ -150,7 +153,8 @@ def the_run(url: str, args: argparse.Namespace) -> dict:
         sys.executable, "-m", "vllm_load", "run", "--host", url, "--model", MODEL,
         "--levels", "4", "--requests-per-level", str(args.requests), "--warmup-requests", "4",
         "--input-tokens", "64", "--output-tokens", "48", "--cancel-share", "0.5",
-        "--cancel-after", "uniform:4,12tok", "--traceparent", "--metrics-interval", "0.5", "--out", runs,
+        "--cancel-after", "uniform:4,12tok", "--traceparent", "--metrics-interval", "0.5",
+        "--out", runs,
     ]  # fmt: skip
     before = get_text(url + "/metrics")
     proc = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO)
@@ -216,7 +220,13 @@ def run(args: argparse.Namespace) -> dict:
     py = env.ensure_venv(args.venv)
     model = env.ensure_model(py, args.model_dir)
     log = os.path.join(args.out, "vllm-serve.log")
-    with VllmServer(args.venv, model, log, extra_args=["--enable-log-requests"]) as server:
+    with VllmServer(
+        args.venv,
+        model,
+        log,
+        startup_timeout=args.startup_timeout,
+        extra_args=["--enable-log-requests"],
+    ) as server:
         fall = the_fall(server.url, args)
         ran = the_run(server.url, args)
         time.sleep(1.0)  # (the last log lines)

@@ -80,10 +80,11 @@ class MeasuredRequest:
 
     `t0` is the `perf_counter()` time the request became due; `request_id` goes out as the
     `X-Request-Id` header (vLLM names the request after it in its logs, the simulator's --trace
-    too), so a requests.csv row can be found there; `traceparent`, where given (--traceparent), goes
-    out as the W3C header of that name. `cancel`: where the client is to close it (None: never).
-    `on_response` is called when the response headers arrive. The reader (`reader.py`) sets `stall_mark[0]` on every read and calls
-    `end_first_token_wait` on the first content chunk.
+    too), so a requests.csv row can be found there; `traceparent`, where given (--traceparent),
+    goes out as the W3C header of that name. `cancel`: where the client is to close it (None:
+    never). `on_response` is called when the response headers arrive. The reader (`reader.py`)
+    sets `stall_mark[0]` on every read and calls `end_first_token_wait` on the first content
+    chunk.
     """
 
     __slots__ = (
