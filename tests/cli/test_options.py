@@ -186,12 +186,25 @@ def test_help_shows_a_zero_default_but_not_a_flag_s_false():
 
 def test_every_option_fits_on_locusts_own_parser():
     """Locust's parser takes every option with no flag of its own taken (a `--otel` of ours
-    collided with Locust's, which instruments Locust itself, and no test could start)."""
-    from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
+    collided with Locust's, which instruments Locust itself, and no test could start). In a
+    process of its own: importing Locust monkey-patches ssl, which this one has imported."""
+    import subprocess
+    import sys
 
-    parser = get_empty_argument_parser()
-    setup_parser_arguments(parser)
-    add_arguments(parser)
-    options = parser.parse_args(["--traceparent", "--cancel-share", "0.5", "--cancel-after", "2s"])
-    settings = Settings.from_options(options)
-    assert (settings.traceparent, settings.cancel_share, settings.cancel_after) == (True, 0.5, "2s")
+    from support import ROOT
+
+    code = (
+        "from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments\n"
+        "from vllm_load.settings import Settings, add_arguments\n"
+        "parser = get_empty_argument_parser()\n"
+        "setup_parser_arguments(parser)\n"
+        "add_arguments(parser)\n"
+        "argv = ['--traceparent', '--cancel-share', '0.5', '--cancel-after', '2s']\n"
+        "s = Settings.from_options(parser.parse_args(argv))\n"
+        "print(s.traceparent, s.cancel_share, s.cancel_after)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["True", "0.5", "2s"]
