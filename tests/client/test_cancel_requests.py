@@ -162,3 +162,40 @@ def test_the_simulator_frees_what_a_cancelled_stream_held(cancel):
     aborts = [line for line in metrics.splitlines() if 'finished_reason="abort"' in line]
     assert float(aborts[0].rsplit(" ", 1)[1]) == 4
     assert metric_value(metrics, "vllm:kv_cache_usage_perc") == 0
+
+
+def test_a_whole_response_is_closed_when_its_time_is_up():
+    """A non-streamed request cancelled by time: closed while the server still computes."""
+    seen: list = []
+
+    def handle(sock, _address):
+        seen.append(sock.recv(65536))
+        gevent.sleep(1.0)
+        try:
+            body = b'{"choices": [{"message": {"content": "hi"}}]}'
+            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            gevent.sleep(0.1)
+            sock.sendall(b"x")  # (the second write finds the connection closed)
+        except OSError:
+            seen.append("closed")
+        sock.close()
+
+    server = StreamServer(("127.0.0.1", 0), handle)
+    server.start()
+    endpoint = Endpoint(f"http://127.0.0.1:{server.server_port}", TIMEOUTS)
+    request = MeasuredRequest(
+        endpoint,
+        RequestSpec("chat", False, b"{}"),
+        "rid-2",
+        time.perf_counter(),
+        cancel=CancelPoint(0.2, None),
+    )
+    try:
+        gevent.spawn(request.run).get(timeout=10)
+        gevent.sleep(1.2)
+    finally:
+        endpoint.close()
+        server.stop()
+    record = request.record("w")
+    assert (record.ok, record.error, record.n_chunks, record.stream) == (0, "cancelled", 0, 0)
+    assert 0.2 <= record.e2e < 0.9 and seen[-1] == "closed"
