@@ -196,9 +196,9 @@ class LoadContext:
     def new_traceparent() -> str:
         """A W3C `traceparent` for a new request (--traceparent): version 00, a random 16-byte
         trace id and 8-byte span id, flags 01 (sampled). From `random`'s own generator, which
-        Python reseeds in a forked child (load processes forked from one never share ids): a
-        tenth of the cost of asking the OS (`os.urandom`) per request; an all-zero id, which
-        W3C forbids, is never made."""
+        Python reseeds in a forked child (load processes forked from one never share ids), with
+        no system call per request (2.6-2.8 µs, as `os.urandom(24).hex()` took 2.4-3.8 µs on a
+        loaded 2-core machine); an all-zero id, which W3C forbids, is never made."""
         return "00-%032x-%016x-01" % (getrandbits(128) or 1, getrandbits(64) or 1)
 
     def user_starting(self) -> None:
