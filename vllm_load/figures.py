@@ -263,6 +263,15 @@ TAIL: list[LevelFigure] = [
         ".1f",
         short="success",
     ),
+    LevelFigure(
+        "cancelled",
+        "cancelled",
+        "requests",
+        "measured requests the client closed on purpose (--cancel-share): in no latency, no failure",
+        shown=frozenset({TABLE, REPORT}),
+        spec=",.0f",
+        only_with="cancelled",
+    ),
 ]
 
 

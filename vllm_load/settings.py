@@ -53,6 +53,7 @@ from .user_values import (
 from .workload.agent_tools import TOOL_NAMES, parse_tool_choice
 from .workload.arrivals import DEFAULT_ARRIVALS, arrivals_help
 from .workload.arrivals import PROCESSES as ARRIVAL_PROCESSES
+from .workload.cancel import cancel_after_argument, share_argument
 from .workload.datasets import dataset_argument
 from .workload.images import IMAGE_FORMATS, image_size_argument
 from .workload.lengths import length_argument
@@ -317,6 +318,29 @@ class Settings:
         120.0, "seconds without a byte before a request fails", rule=POSITIVE
     )
     request_timeout: float = option(1800.0, "seconds for a whole request", rule=POSITIVE)
+    cancel_share: float = option(
+        0.0,
+        "share of requests (0 to 1) the client closes on purpose, as a user who gives up: each "
+        "request is chosen (a seeded draw) when it starts, and closed at --cancel-after. A "
+        "cancelled request is recorded (error `cancelled`), counted in its level's `cancelled`, "
+        "and is neither a failure nor in the latency percentiles",
+        parse=share_argument,
+    )
+    cancel_after: str = option(
+        "",
+        "with --cancel-share: when a chosen request is closed, a time from its sending (2s, "
+        "500ms, uniform:1,3s) or a number of streamed tokens (32tok, uniform:16,64tok): a "
+        "length distribution of docs/workload.md followed by s, ms or tok",
+        parse=cancel_after_argument,
+        metavar="DIST",
+    )
+    traceparent: bool = option(
+        False,
+        "send a W3C `traceparent` header with every request (a new random trace id and span id "
+        "each, sampled), recorded in requests.csv, so that a request is found in the server's "
+        "OpenTelemetry traces (vLLM: --otlp-traces-endpoint); X-Request-Id is always sent. Not "
+        "Locust's --otel, which instruments Locust itself with the OpenTelemetry SDK",
+    )
     metrics_interval: float = option(
         1.0,
         "seconds between scrapes of the target's /metrics into server_metrics.csv; 0 turns "
@@ -473,10 +497,27 @@ class Settings:
             raise SettingsError(
                 f"--agentic offers tools in chat requests: use --endpoint {CHAT.name}"
             )
+        self._validate_cancel()
         if self.images and self.dataset:
             raise SettingsError(
                 "--images adds generated images to the built-in test's prompts; a --dataset's "
                 'turns carry their own (an "images" list, docs/workload.md)'
+            )
+
+    def _validate_cancel(self) -> None:
+        if self.cancel_share > 0 and not self.cancel_after:
+            raise SettingsError(
+                "--cancel-share needs --cancel-after: when to close the chosen requests (2s, 32tok)"
+            )
+        if self.cancel_after and self.cancel_share == 0:
+            raise SettingsError(
+                "--cancel-after says when to close requests, and --cancel-share is 0: give "
+                "--cancel-share P (the share to close), or leave --cancel-after out"
+            )
+        if self.cancel_after.endswith("tok") and not self.stream:
+            raise SettingsError(
+                f"--cancel-after {self.cancel_after} counts streamed tokens, and --no-stream "
+                "streams none: give a time (2s), or drop --no-stream"
             )
 
     def check_fits(self, limit: int | None) -> None:

@@ -155,3 +155,18 @@ def test_a_missing_run_directory_is_one_line(tmp_path, argv):
     argv = [str(tmp_path / "nothing-here") if a == "MISSING" else a for a in argv]
     line = one_error_line(run([sys.executable, "-m", "vllm_load", *argv]), argv[0])
     assert str(tmp_path / "nothing-here") in line
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--cancel-share", "1.5", "--cancel-after", "2s"], "--cancel-share must be a share"),
+        (["--cancel-share", "some", "--cancel-after", "2s"], "--cancel-share must be a share"),
+        (["--cancel-share", "0.1", "--cancel-after", "soon"], "--cancel-after 'soon': no unit"),
+    ],
+    ids=["share-above-1", "share-not-a-number", "after-without-unit"],
+)
+def test_a_bad_cancellation_is_one_line_before_anything_starts(tmp_path, argv, words):
+    cmd = [*command("run", "http://127.0.0.1:9", str(tmp_path)), *argv]
+    assert words in one_error_line(run(cmd), "run")
+    assert os.listdir(tmp_path) == []

@@ -182,3 +182,29 @@ def test_help_shows_a_zero_default_but_not_a_flag_s_false():
     # 0 == False in Python: a zero default was hidden as if it were a flag's
     assert "(0: a single process) (default: 0)" in text
     assert "--no-stream" in text and "(default: False)" not in text
+
+
+def test_every_option_fits_on_locusts_own_parser():
+    """Locust's parser takes every option with no flag of its own taken (a `--otel` of ours
+    collided with Locust's, which instruments Locust itself, and no test could start). In a
+    process of its own: importing Locust monkey-patches ssl, which this one has imported."""
+    import subprocess
+    import sys
+
+    from support import ROOT
+
+    code = (
+        "from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments\n"
+        "from vllm_load.settings import Settings, add_arguments\n"
+        "parser = get_empty_argument_parser()\n"
+        "setup_parser_arguments(parser)\n"
+        "add_arguments(parser)\n"
+        "argv = ['--traceparent', '--cancel-share', '0.5', '--cancel-after', '2s']\n"
+        "s = Settings.from_options(parser.parse_args(argv))\n"
+        "print(s.traceparent, s.cancel_share, s.cancel_after)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["True", "0.5", "2s"]

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 from support.sse_chunks import STREAM, chat_chunk
 
 from vllm_load.client.reader import read_unstamped
+from vllm_load.client.request import NEVER
 from vllm_load.client.sse import SseMeter, chunk_summary
 
 
@@ -21,7 +22,9 @@ class FakeSocket:
 
 def request_for(meter, floor=0.0):
     """What the readers use of a `request.MeasuredRequest`."""
-    return SimpleNamespace(meter=meter, stall_mark=[floor], end_first_token_wait=lambda: None)
+    return SimpleNamespace(
+        meter=meter, stall_mark=[floor], end_first_token_wait=lambda: None, cancel_at_chunk=NEVER
+    )
 
 
 class FakeResponse:

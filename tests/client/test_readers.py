@@ -17,6 +17,7 @@ import gevent
 from geventhttpclient import HTTPClient
 from vllm_load.client.clock import WallClock, enable_receive_timestamps
 from vllm_load.client.reader import StreamReader, read_unstamped
+from vllm_load.client.request import NEVER
 from vllm_load.client.sse import SseMeter
 from vllm_load.compat.gevent import raw_socket
 from vllm_load.compat.geventhttpclient import body_buffer, response_socket
@@ -34,7 +35,12 @@ for name in ("stamped", "unstamped"):
     first_token = gevent.Timeout(5)
     first_token.start()
     # what the readers use of a MeasuredRequest
-    request = types.SimpleNamespace(meter=meter, stall_mark=mark, end_first_token_wait=first_token.cancel)
+    request = types.SimpleNamespace(
+        meter=meter,
+        stall_mark=mark,
+        end_first_token_wait=first_token.cancel,
+        cancel_at_chunk=NEVER,
+    )
     sock = response_socket(response)
     if name == "stamped":
         assert enable_receive_timestamps(raw_socket(sock))

@@ -40,10 +40,17 @@ class Endpoint:
     streams."""
 
     def __init__(
-        self, host: str, timeouts: Timeouts, api_key: str | None = None, name: str = ""
+        self,
+        host: str,
+        timeouts: Timeouts,
+        api_key: str | None = None,
+        name: str = "",
+        traced: bool = False,
     ) -> None:
-        """`name`: the target as its records name it (`client/target_picker.py`; "" with one)."""
+        """`name`: the target as its records name it (`client/target_picker.py`; "" with one);
+        `traced`: every request carries a `traceparent` (--traceparent)."""
         self.name = name
+        self.traced = traced
         self.timeouts = timeouts
         base = urlparse(host).path.rstrip("/")
         self.paths = {name: base + api.path for name, api in APIS.items()}
@@ -67,15 +74,16 @@ class Endpoint:
         # each kind of request's head, built once (the client's own merge, checks and build of
         # it cost 30 us a request)
         self._heads = {
-            (api, stream): PostHead(self.client, self.paths[api], self.headers[stream])
+            (api, stream): PostHead(self.client, self.paths[api], self.headers[stream], traced)
             for api in APIS
             for stream in (True, False)
         }
 
-    def post(self, api: str, stream: bool, request_id: str, body: bytes):
-        """POST one request (`X-Request-Id: request_id`) to `api`; its response, once the headers
-        are in (a `geventhttpclient` response)."""
-        head = self._heads[(api, stream)].of(request_id, len(body))
+    def post(self, api: str, stream: bool, request_id: str, body: bytes, traceparent: str = ""):
+        """POST one request (`X-Request-Id: request_id`, and `traceparent` where the endpoint is
+        `traced`) to `api`; its response, once the headers are in (a `geventhttpclient`
+        response)."""
+        head = self._heads[(api, stream)].of(request_id, len(body), traceparent)
         return (post if stream else post_whole)(self.client, head, body)
 
     def close(self) -> None:

@@ -16,7 +16,9 @@ readers hand each read to `take_read`.
 
 Both read for a `request.MeasuredRequest` (the `request` argument): they feed its `meter`, set its
 `stall_mark[0]` to the time of every read, and call its `end_first_token_wait()` once, when the
-first content chunk is in.
+first content chunk is in. A read that brings the stream to the request's `cancel_at_chunk`
+content chunks (--cancel-after N tok) fails the read with `ClientCancelled`: the request closes
+its connection, as a user who stops reading.
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ from ..compat.gevent import raw_socket, read_watcher
 from ..compat.geventhttpclient import body_buffer
 from .clock import ANCILLARY_SIZE, WALL_CLOCK, received_at
 from .sse import SseMeter, StreamError
+
+
+class ClientCancelled(Exception):
+    """The client closes the request on purpose (--cancel-share): its time or tokens are up."""
+
 
 RECV_SIZE = 65536
 # libev runs the ready watchers of one loop iteration highest priority first (-2..2, default 0).
@@ -72,9 +79,11 @@ def read_unstamped(request, sock, response, floor: float) -> None:
     earlier than `floor`): for a TLS socket, whose bytes on the wire are not the chunks (and
     wherever the kernel gives no receive timestamps)."""
     buf = body_buffer(response)
-    meter, mark = request.meter, request.stall_mark
+    meter, mark, cancel_at = request.meter, request.stall_mark, request.cancel_at_chunk
     awaiting = True  # the first content chunk
     while not response.message_complete:
+        if len(meter.chunk_times) >= cancel_at:
+            raise ClientCancelled()
         if awaiting and meter.chunk_times:
             awaiting = False
             request.end_first_token_wait()
@@ -101,6 +110,7 @@ class StreamReader:
         "_floor",
         "_awaiting",
         "_urgent",
+        "_cancel_at",
     )
 
     def __init__(self, request, sock, response, floor: float, clock=WALL_CLOCK) -> None:
@@ -116,6 +126,7 @@ class StreamReader:
         self._floor = floor
         self._awaiting = False  # the first content chunk (set by `read`)
         self._urgent = False  # read at FIRST_CHUNK_PRIORITY meanwhile
+        self._cancel_at: int = request.cancel_at_chunk
 
     def read(self) -> None:
         """Park the calling greenlet until the message is complete. Raises what a read raised (OSError,
@@ -123,6 +134,8 @@ class StreamReader:
         (timeouts, a stall, the user being stopped)."""
         watcher = self._watcher
         self._waiter = Waiter(get_hub())
+        if len(self._meter.chunk_times) >= self._cancel_at:  # (the headers' bytes held them)
+            raise ClientCancelled()
         if self._meter.chunk_times:  # the bytes that came with the headers held one
             self._request.end_first_token_wait()
         else:
@@ -176,6 +189,9 @@ class StreamReader:
             self._watcher.stop()
             assert self._waiter is not None  # read() set it before starting the watcher
             self._waiter.switch(None)
+            return False
+        if len(meter.chunk_times) >= self._cancel_at:
+            self.throw(ClientCancelled())
             return False
         if self._awaiting and meter.chunk_times:
             self._first_chunk_arrived()

@@ -18,6 +18,11 @@ Every time limit, and where it fails a request (`Timeouts` holds their values):
 - `total` (--request-timeout): a timer (`_deadline`) from the request's start, started in
   `_start_timeouts` and stopped in `_stop_timeouts`; `timeout_total`.
 
+A request chosen to be cancelled (--cancel-share: its `cancel`, a `CancelPoint`) is closed by
+the client on purpose, category `cancelled`: after a time, by a timer started with the others
+but counted from the sending (the user gives up on what it sent, not on the client's queue), or
+once its stream has brought that many content chunks (the reader checks after every read).
+
 "The request's start" is `t0`, which may be before the request was sent: a user that queued
 for the pacer (`pacing.py`) has had its next request due since then, and the wait counts.
 """
@@ -36,16 +41,18 @@ from geventhttpclient.response import HTTPParseError
 from ..compat.gevent import raw_socket
 from ..compat.geventhttpclient import body_buffer, discard_connection, response_socket
 from ..endpoints import APIS
-from ..run_format.records import RequestRecord
+from ..run_format.records import CANCELLED, RequestRecord
+from ..workload.cancel import CancelPoint
 from .clock import WALL_CLOCK, enable_receive_timestamps
 from .endpoint import Endpoint, RequestSpec
 from .health import CLIENT_LIMIT, client_limit
-from .reader import StreamReader, read_unstamped
+from .reader import ClientCancelled, StreamReader, read_unstamped
 from .sse import SseMeter, StreamError, chunk_marks, chunk_summary, split_completion
 from .stalls import STALLS
 from .tool_calls import ToolCall, reply_calls
 
 ERROR_BODY_LIMIT = 300
+NEVER = 1 << 62  # a count of content chunks no stream reaches
 
 
 class RequestTimeout(Exception):
@@ -58,6 +65,7 @@ class FirstTokenTimeout(Exception):
 
 # what `run()` classifies; anything else (a bug) propagates
 _CLASSIFIED = (
+    ClientCancelled,
     StreamError,
     RequestTimeout,
     FirstTokenTimeout,
@@ -73,9 +81,11 @@ class MeasuredRequest:
 
     `t0` is the `perf_counter()` time the request became due; `request_id` goes out as the
     `X-Request-Id` header (vLLM names the request after it in its logs, the simulator's --trace
-    too), so a requests.csv row can be found there. `on_response` is called when the response
-    headers arrive. The reader (`reader.py`) sets `stall_mark[0]` on every read and calls
-    `end_first_token_wait` on the first content chunk.
+    too), so a requests.csv row can be found there; `traceparent`, where given (--traceparent),
+    goes out as the W3C header of that name. `cancel`: where the client is to close it (None:
+    never). `on_response` is called when the response headers arrive. The reader (`reader.py`)
+    sets `stall_mark[0]` on every read and calls `end_first_token_wait` on the first content
+    chunk.
     """
 
     __slots__ = (
@@ -97,9 +107,13 @@ class MeasuredRequest:
         "stall_mark",
         "queued",
         "stolen",
+        "traceparent",
+        "cancel",
+        "cancel_at_chunk",
         "_on_response",
         "_total",
         "_first_token",
+        "_cancel_timer",
     )
 
     def __init__(
@@ -109,6 +123,8 @@ class MeasuredRequest:
         request_id: str,
         t0: float,
         on_response: Callable[[], None] | None = None,
+        cancel: CancelPoint | None = None,
+        traceparent: str = "",
     ) -> None:
         self.endpoint = endpoint
         self.spec = spec
@@ -128,9 +144,17 @@ class MeasuredRequest:
         self.stall_mark: list | None = None  # [0]: perf_counter() time of the last read
         self.queued = 0.0  # seconds from t0 to when the request was handed to be sent
         self.stolen: float | None = None  # a late send: the host's steal since due (steal.py)
+        self.traceparent = traceparent
+        self.cancel = cancel
+        # the reader closes the stream once it holds this many content chunks (never, unless
+        # cancelled by tokens: one comparison per read, no test of None)
+        self.cancel_at_chunk = (
+            cancel.tokens if cancel is not None and cancel.tokens is not None else NEVER
+        )
         self._on_response = on_response
         self._total: Any = None  # the timers `_deadline` starts
         self._first_token: Any = None
+        self._cancel_timer: Any = None
 
     @property
     def ok(self) -> bool:
@@ -179,16 +203,24 @@ class MeasuredRequest:
             self._first_token = _deadline(
                 max(timeouts.first_token - waited, 0.0), FirstTokenTimeout
             )
+        cancel = self.cancel
+        if cancel is not None and cancel.seconds is not None:
+            self._cancel_timer = _deadline(cancel.seconds, ClientCancelled)
 
     def _stop_timeouts(self) -> None:
         assert self._total is not None  # _start_timeouts made it
         self._total.close()
         self.end_first_token_wait()
+        if self._cancel_timer is not None:
+            self._cancel_timer.close()
+            self._cancel_timer = None
 
     def _send(self):
         """POST the body; returns the response once its headers are in."""
         spec = self.spec
-        response = self.endpoint.post(spec.api, spec.stream, self.request_id, spec.body)
+        response = self.endpoint.post(
+            spec.api, spec.stream, self.request_id, spec.body, self.traceparent
+        )
         self.status = response.status_code
         if self._on_response is not None:
             self._on_response()
@@ -258,6 +290,13 @@ class MeasuredRequest:
     def _classify(self, e: Exception) -> tuple[str, str]:
         """The error category (docs/run-format.md, `error`) and message for what `run()` caught."""
         timeouts = self.endpoint.timeouts
+        if isinstance(e, ClientCancelled):
+            cancel = self.cancel
+            assert cancel is not None  # only a request to cancel is cancelled
+            return CANCELLED, (
+                f"closed by the client as planned (--cancel-after: {cancel.label}) after "
+                f"{len(self.meter.chunk_times)} content chunks"
+            )
         if isinstance(e, StreamError):
             return e.category, e.message
         if isinstance(e, RequestTimeout):
@@ -370,6 +409,8 @@ class MeasuredRequest:
         r.stolen_s = self.stolen
         r.tool_calls = len(self.tool_calls)
         r.tool_wait_s = spec.tool_wait
+        r.cancel_after = self.cancel.label if self.cancel is not None else ""
+        r.traceparent = self.traceparent
         return r
 
 

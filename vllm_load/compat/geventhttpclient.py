@@ -14,7 +14,8 @@ from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolRespon
 
 from .gevent import send_all
 
-_REQUEST_ID, _LENGTH = "{request-id}", "{content-length}"  # (valid header values: sentinels)
+# (valid header values: sentinels)
+_REQUEST_ID, _TRACEPARENT, _LENGTH = "{request-id}", "{traceparent}", "{content-length}"
 _HEAD_LIMIT = 65536  # a head not ended within this many bytes goes to geventhttpclient's parser
 # a control byte, or a line end that is not CRLF: such a head goes to geventhttpclient's parser
 _ODD_BYTE = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\r(?!\n)|(?<!\r)\n")
@@ -71,25 +72,50 @@ def pool_addresses(client) -> list:
 class PostHead:
     """The head of one kind of POST (its path and header fields), built once by the client as
     `client.request` builds it for every request (`_build_request`: the request line, the
-    fields given, then `Host`), with the two per-request fields, `X-Request-Id` and
-    `Content-Length`, left to fill in. `post` sends a bytes body behind it."""
+    fields given, then `Host`), with the per-request fields, `X-Request-Id`, `traceparent` (only
+    in a `traced` head) and `Content-Length`, left to fill in. `post` sends a bytes body behind
+    it."""
 
-    __slots__ = ("_start", "_middle", "_end")
+    __slots__ = ("_start", "_between", "_middle", "_end")
 
-    def __init__(self, client, path: str, headers: dict[str, str]) -> None:
-        fields = {**headers, "X-Request-Id": _REQUEST_ID, "Content-Length": _LENGTH}
+    def __init__(self, client, path: str, headers: dict[str, str], traced: bool = False) -> None:
+        fields = {**headers, "X-Request-Id": _REQUEST_ID}
+        if traced:
+            fields["traceparent"] = _TRACEPARENT
+        fields["Content-Length"] = _LENGTH
         head = client._build_request("POST", path, body=b"", headers=fields, chunked=False)
         start, rest = head.split(_REQUEST_ID)
+        between = None  # from after the request id to the traceparent's value, in a traced head
+        if traced:
+            between, rest = rest.split(_TRACEPARENT)
         middle, end = rest.split(_LENGTH)
         self._start, self._middle, self._end = (
             start.encode("latin-1"),
             middle.encode("latin-1"),
             end.encode("latin-1"),
         )
+        self._between = between.encode("latin-1") if between is not None else None
 
-    def of(self, request_id: str, length: int) -> bytes:
-        """The head of one request (`request_id`: ASCII)."""
-        return b"%s%s%s%d%s" % (self._start, request_id.encode(), self._middle, length, self._end)
+    def of(self, request_id: str, length: int, traceparent: str = "") -> bytes:
+        """The head of one request (`request_id`, `traceparent`: ASCII; a traced head's
+        `traceparent` must be given)."""
+        if self._between is None:
+            return b"%s%s%s%d%s" % (
+                self._start,
+                request_id.encode(),
+                self._middle,
+                length,
+                self._end,
+            )
+        return b"%s%s%s%s%s%d%s" % (
+            self._start,
+            request_id.encode(),
+            self._between,
+            traceparent.encode(),
+            self._middle,
+            length,
+            self._end,
+        )
 
 
 def _send(client, payload: bytes):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from ..figures import Figure
 from ..run_format.histogram import LogHistogram, bucket_of
-from ..run_format.records import COLUMNS
+from ..run_format.records import CANCELLED, COLUMNS
 from .live_figures import LivePlan
 from .live_series import Timeline
 from .live_verdict import LiveVerdicts
@@ -27,7 +27,7 @@ _START, _END, _OK = (_I[c] for c in ("start_ts", "end_ts", "ok"))
 _PROMPT, _REQUESTED_PROMPT = _I["prompt_tokens"], _I["requested_prompt_tokens"]
 _COMPLETION = _I["completion_tokens"]
 _LEVEL, _USERS, _USER_CLASS = _I["level"], _I["users"], _I["user_class"]
-_TARGET = _I["target"]
+_TARGET, _ERROR = _I["target"], _I["error"]
 
 
 @dataclass(slots=True)
@@ -43,6 +43,7 @@ class Finished:
     buckets: list[int | None]  # per `LivePlan.timed`: its histogram bucket (None: no value)
     hists: list[list[tuple[int, int]]]  # per `LivePlan.histogram`: (bucket, count) pairs
     sums: list[float | None]  # per `LivePlan.summed`: the row's count (None: none)
+    cancelled: bool = False  # closed by the client on purpose: neither a success nor a failure
 
     @classmethod
     def of(cls, row, plan: LivePlan) -> Finished:
@@ -64,6 +65,7 @@ class Finished:
             buckets,
             hists,
             sums,
+            not ok and row[_ERROR] == CANCELLED,
         )
 
 
@@ -84,6 +86,7 @@ class LiveLevel:
     target: str = ""  # a target's tally, of a test of several (--hosts)
     ok: int = 0
     failed: int = 0
+    cancelled: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     first_start: float = math.inf
@@ -114,7 +117,10 @@ class LiveLevel:
         if done.end > self.last_end:
             self.last_end = done.end
         if not done.ok:
-            self.failed += 1
+            if done.cancelled:
+                self.cancelled += 1
+            else:
+                self.failed += 1
             return
         self.ok += 1
         self.input_tokens += done.tokens_in
@@ -137,6 +143,7 @@ class LiveLevel:
         self.last_end = max(self.last_end, other.last_end)
         self.ok += other.ok
         self.failed += other.failed
+        self.cancelled += other.cancelled
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
         for key, hist in other.hists.items():
@@ -263,6 +270,8 @@ class LiveStats:
                     level, persona.users, plan=plan, target=target
                 )
             tally.add(done)
+        if done.cancelled:  # (in no rate of the charts: no success, no failure)
+            return done
         self.timeline.add(
             done.end,
             done.ok,

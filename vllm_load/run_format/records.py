@@ -14,6 +14,10 @@ from dataclasses import dataclass, fields
 from operator import attrgetter
 from typing import IO, Iterable, Optional
 
+#: the error category of a request the client closed on purpose (--cancel-share): ok = 0, and
+#: neither a failure nor a completed request (docs/run-format.md)
+CANCELLED = "cancelled"
+
 
 @dataclass(slots=True)
 class RequestRecord:
@@ -62,6 +66,8 @@ class RequestRecord:
     stolen_s: Optional[float] = None  # a late send: the host's steal of its CPU while it waited
     tool_calls: int = 0  # tool calls its reply ended in (a request that offered tools)
     tool_wait_s: Optional[float] = None  # an agentic turn: its session's tool wait before it
+    cancel_after: str = ""  # chosen to be cancelled (--cancel-share): when ("2.000s", "32tok")
+    traceparent: str = ""  # the W3C traceparent header it carried (--traceparent), "" without
 
     def to_row(self) -> tuple:
         return _as_row(self)

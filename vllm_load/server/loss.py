@@ -23,6 +23,9 @@ from dataclasses import dataclass, field
 
 from .control import HttpError, request_json
 
+#: the category of a request the client closed on purpose (docs/run-format.md; run_format's
+#: `records.CANCELLED`, a floor this package does not import): no sign of the server either way
+CANCELLED = "cancelled"
 #: failure categories that mean the server did not answer (docs/run-format.md)
 NO_ANSWER = ("connect", "disconnect", "timeout_ttft", "timeout_stall", "timeout_total")
 MIN_STREAK = 5
@@ -99,6 +102,8 @@ def streak_in(rows, steps=None) -> FinalStreak | None:
     `error`) and, when known, its steps (`level`, `users`, `start_ts`), as data frames."""
     import pandas as pd  # at call time, as above
 
+    if "error" in rows:  # (closed by the client on purpose: says nothing of the server)
+        rows = rows[rows["error"].astype("string").fillna("") != CANCELLED]
     if rows.empty:
         return None
     ok = pd.to_numeric(rows["ok"], errors="coerce").fillna(0).to_numpy() == 1

@@ -152,13 +152,13 @@ def _lognormal_parts(mu: float, sigma: float, lower: float, upper: float):
     return _phi(z_lo), 1 - _phi(z_hi), inside
 
 
-def parse_length(spec: str, name: str = "length") -> LengthDistribution:
+def parse_length(spec: str, name: str = "length", forms: str = FORMS) -> LengthDistribution:
     """The `LengthDistribution` a spec describes; `name` (an option such as --output-tokens)
-    starts the one-line `SettingsError` a bad spec raises."""
+    starts the one-line `SettingsError` a bad spec raises, `forms` (what to give) ends it."""
     text = str(spec).replace(" ", "")
 
     def bad(what: str) -> SettingsError:
-        return SettingsError(f"{name} {spec!r}: {what}; {FORMS}")
+        return SettingsError(f"{name} {spec!r}: {what}; {forms}")
 
     if not text:
         raise bad("empty")

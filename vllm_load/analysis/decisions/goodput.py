@@ -32,7 +32,7 @@ import pandas as pd
 from ...figures import per_request
 from ...load_kinds import LoadKind, kind_named
 from ...slo import Objective, SloSpec, Threshold
-from ..levels import group_percentiles
+from ..levels import cancelled, group_percentiles
 from ..levels.measure import LevelMeasurement
 from ..levels.spans import success_spans
 from ..levels.table import level_kinds
@@ -173,9 +173,10 @@ def level_goodput(
     else:
         spans = success_spans(req, good)
     good_measured = good_requests(labelled, spec)
+    judged_rows = ~cancelled(labelled)  # (closed by the client on purpose: neither good nor late)
     rows = []
     for rec in metrics.to_dict("records"):
-        in_level = (labelled["level"] == rec["level"]).to_numpy()
+        in_level = (labelled["level"] == rec["level"]).to_numpy() & judged_rows
         measured = labelled[in_level]
         row: dict = {"level": rec["level"], **_good(measured, good_measured[in_level], spec)}
         window = rec["window_s"]

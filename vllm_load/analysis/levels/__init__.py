@@ -24,6 +24,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...run_format.records import CANCELLED
+
 
 def as_floats(series: pd.Series) -> np.ndarray:
     """A column as float64, anything unparsable (or missing) as NaN."""
@@ -31,6 +33,19 @@ def as_floats(series: pd.Series) -> np.ndarray:
         # what requests.csv's columns are read as: no parse (a million rows, ~8 ms a column)
         return series.to_numpy(dtype=np.float64, na_value=np.nan)
     return pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def cancelled(requests: pd.DataFrame) -> np.ndarray:
+    """Per request, whether the client closed it on purpose (--cancel-share: error `cancelled`)."""
+    if "error" not in requests or not len(requests):
+        return np.zeros(len(requests), dtype=bool)
+    return (requests["error"] == CANCELLED).fillna(False).to_numpy(dtype=bool)
+
+
+def failed(requests: pd.DataFrame) -> np.ndarray:
+    """Per request, whether it failed: it did not succeed, and the client did not close it on
+    purpose (a cancelled request is neither a success nor a failure)."""
+    return (as_floats(requests["ok"]) != 1) & ~cancelled(requests)
 
 
 def group_percentiles(

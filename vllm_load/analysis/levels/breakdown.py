@@ -14,7 +14,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from . import as_floats
+from . import as_floats, failed
 from .window_rates import ChunkMarks, RequestSpans, work_in_window
 
 #: percentiles shown per persona and per turn
@@ -67,7 +67,7 @@ def _latency_figures(group: pd.DataFrame, latencies: tuple[str, ...]) -> dict[st
 
 #: the columns of the measured requests `label_table` reads, beside its label
 _LABEL_TABLE_READS: frozenset[str] = frozenset(
-    ("level", "ok", "ttft", "e2e", "tpot", "start_ts", "end_ts")
+    ("level", "ok", "error", "ttft", "e2e", "tpot", "start_ts", "end_ts")
     + ("prompt_tokens", "completion_tokens", "chunk_marks")
 )
 
@@ -119,7 +119,7 @@ def label_table(
                 label: value,
                 "measured": len(group),
                 "ok": int(ok.sum()),
-                "failed": int((~ok).sum()),
+                "failed": int(failed(group).sum()),
                 "share": len(group) / level_rows if level_rows else np.nan,
                 **_latency_figures(group, ("ttft", "e2e", "tpot")),
                 "output_tok_per_s": rate,
@@ -150,7 +150,9 @@ def turn_table(labelled: pd.DataFrame) -> pd.DataFrame:
     request was part of a conversation."""
     in_conversation = (_labels(labelled, "conversation") != "").to_numpy()
     read = [
-        c for c in ("turn", "ok", "prompt_tokens", "cached_tokens", "ttft", "e2e") if c in labelled
+        c
+        for c in ("turn", "ok", "error", "prompt_tokens", "cached_tokens", "ttft", "e2e")
+        if c in labelled
     ]
     frame = labelled.loc[in_conversation, read]  # not a copy of every column
     if frame.empty:
@@ -166,7 +168,7 @@ def turn_table(labelled: pd.DataFrame) -> pd.DataFrame:
                 "turn": int(turn),
                 "measured": len(group),
                 "ok": int(ok.sum()),
-                "failed": int((~ok).sum()),
+                "failed": int(failed(group).sum()),
                 "prompt_tokens_mean": float(np.nanmean(prompt))
                 if (~np.isnan(prompt)).any()
                 else np.nan,

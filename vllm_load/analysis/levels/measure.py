@@ -14,7 +14,10 @@ run, each spread over the part of its life in which it was done (`window_rates`:
 *finishes* in a window whose edges are finish times depends on where closed-loop waves fall);
 latency percentiles are over the successful measured requests (a failure's "latency" is its time to
 fail, which says nothing about serving speed; failures are counted separately); ITL
-percentiles come from their merged `itl_hist`.
+percentiles come from their merged `itl_hist`. A request the client closed on purpose
+(--cancel-share, error `cancelled`) is counted as `cancelled`: neither a success (its latency
+and its tokens are a part of a request's) nor a failure (the server did nothing wrong), so
+`success_rate` is over the measured requests that were not cancelled.
 
 Everything is vectorised: a run with a million requests is a few array passes.
 """
@@ -29,7 +32,7 @@ import pandas as pd
 from ... import figures as declared
 from ...figures import gpu_columns, statistic_columns
 from ...run_format.stream_columns import StreamColumns
-from . import as_floats, group_percentiles
+from . import as_floats, cancelled, group_percentiles
 from .hist import hist_percentiles
 from .rates import RATE_COLUMNS, rate_figures
 from .recorded_levels import recorded_levels
@@ -58,6 +61,7 @@ _HEAD_COLUMNS: tuple[str, ...] = (
     "measured_after_end",
     "ok",
     "failed",
+    "cancelled",
     "success_rate",
     "window_start",
     "window_end",
@@ -293,6 +297,8 @@ def measure_levels(
     mok = measured_mask & ok_all
     n_meas = np.bincount(pos[measured_mask], minlength=n_levels)
     n_ok = np.bincount(pos[mok], minlength=n_levels)
+    n_cancelled = np.bincount(pos[measured_mask & cancelled(req)], minlength=n_levels)
+    n_judged = n_meas - n_cancelled  # the measured requests that succeeded or failed
     n_warm = np.minimum(counts, plan["warmup_requests"].to_numpy(np.float64).astype(np.int64))
     finished_in_level = np.bincount(pos[end <= known_end[pos]], minlength=n_levels)
 
@@ -315,8 +321,9 @@ def measure_levels(
                 "measured": n_meas,
                 "measured_after_end": windows.after_end,
                 "ok": n_ok,
-                "failed": n_meas - n_ok,
-                "success_rate": np.where(n_meas > 0, n_ok / np.maximum(n_meas, 1), np.nan),
+                "failed": n_judged - n_ok,
+                "cancelled": n_cancelled,
+                "success_rate": np.where(n_judged > 0, n_ok / np.maximum(n_judged, 1), np.nan),
                 "window_start": window_start,
                 "window_end": window_end,
                 "window_s": window_s,
@@ -365,7 +372,7 @@ def level_metrics(
     of them that finished before the level ended, `warmup`/`measured` the discarded and measured
     ones (its first to start), `measured_after_end` the measured ones that ended after the level
     did (a level cut short, or a run from before levels were held for them), `ok`/`failed` the
-    measured successes and failures. Rates are per second of the measured
+    measured successes and failures, `cancelled` those the client closed on purpose. Rates are per second of the measured
     window; latencies are in seconds; `*_exact_share` is the share of successful measured
     requests with usage whose token count equals the requested one; `usage_missing` counts those
     without usage (their requested counts are used for throughput instead).

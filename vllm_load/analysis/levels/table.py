@@ -11,6 +11,7 @@ import pandas as pd
 from ...figures import TABLE, Figure, level_figures, shown_in
 from ...load_kinds import CONCURRENCY, LoadKind, kind_named
 from . import as_floats
+from . import failed as failed_requests
 
 
 def _fmt(value: float, spec: str) -> str:
@@ -188,7 +189,7 @@ def thin_levels(metrics: pd.DataFrame) -> dict[int, str]:
 
 
 def error_counts(requests: pd.DataFrame) -> pd.DataFrame:
-    """Failed requests per level and error category: columns level, error, status, count;
+    """Failed requests per level and error category (a cancelled request is no failure): columns level, error, status, count;
     `status` is the HTTP status of an `http_status` failure (so a 503 and a 429 are told apart),
     0 for any other category or where requests.csv has no status.
 
@@ -203,7 +204,7 @@ def error_counts(requests: pd.DataFrame) -> pd.DataFrame:
                 "count": pd.Series([], dtype=np.int64),
             }
         )
-    failed = requests[(as_floats(requests["ok"]) != 1) & ~np.isnan(as_floats(requests["level"]))]
+    failed = requests[failed_requests(requests) & ~np.isnan(as_floats(requests["level"]))]
     errors = failed["error"].astype("string").fillna("").replace("", "unknown")
     status = (
         np.nan_to_num(as_floats(failed["status"])).astype(np.int64)

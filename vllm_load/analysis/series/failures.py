@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..levels import failed as failed_requests
 from ..levels.client_side import shown_past
 from ..levels.measure import LevelMeasurement
 from ..levels.table import level_name
@@ -181,6 +182,10 @@ def level_problems(
     column = {c: metrics[c].to_numpy(np.float64) for c in ("value", "started", "finished")}
     measured = metrics["measured"].to_numpy(np.int64)
     failed = metrics["failed"].to_numpy(np.int64)
+    if "cancelled" in metrics:  # (closed by the client on purpose: not judged)
+        judged = measured - metrics["cancelled"].to_numpy(np.int64)
+    else:
+        judged = measured
     levels = metrics["level"].to_numpy(np.int64)
     records = metrics.to_dict("records")
     out = []
@@ -188,9 +193,9 @@ def level_problems(
         if measured[i] == 0:
             started, finished = int(column["started"][i]), int(column["finished"][i])
             text = f"measured no request ({started} started, {finished} finished)"
-        elif failed[i] / measured[i] > max_failed_share:
+        elif judged[i] and failed[i] / judged[i] > max_failed_share:
             text = (
-                f"{failed[i] / measured[i]:.1%} of its {measured[i]} measured requests failed "
+                f"{failed[i] / judged[i]:.1%} of its {judged[i]} measured requests failed "
                 f"({_categories(labelled, int(level))}), more than the {max_failed_share:.0%} "
                 "allowed"
             )
@@ -204,7 +209,7 @@ def _categories(labelled: pd.DataFrame, level: int) -> str:
     """The level's measured failures by category, most first (`failure_kinds`' words)."""
     if "error" not in labelled:
         return "categories unknown"
-    failed = labelled[(labelled["level"] == level) & (labelled["ok"].astype(float) != 1)]
+    failed = labelled[(labelled["level"] == level) & failed_requests(labelled)]
     errors = pd.DataFrame(
         {
             "value": float(level),

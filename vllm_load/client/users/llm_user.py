@@ -26,7 +26,7 @@ from gevent import GreenletExit
 from locust import FastHttpUser, constant
 
 from ...endpoints import APIS, CHAT, COMPLETIONS
-from ...run_format.records import RequestRecord
+from ...run_format.records import CANCELLED, RequestRecord
 from ...settings import Settings
 from ...workload.images import count_images
 from .. import steal
@@ -91,7 +91,13 @@ class LLMUser(FastHttpUser):
         picker = self.load_context.ensure_targets(host)
         timeouts = Timeouts.of(settings)
         self._targets = [
-            Endpoint(h, timeouts, settings.api_key, name=h if picker.several else "")
+            Endpoint(
+                h,
+                timeouts,
+                settings.api_key,
+                name=h if picker.several else "",
+                traced=settings.traceparent,
+            )
             for h in picker.hosts
         ]
         for endpoint in self._targets:
@@ -212,12 +218,19 @@ class LLMUser(FastHttpUser):
         picker = context.targets
         assert picker is not None and self._targets  # on_start made them
         target = picker.pick()
+        endpoint = self._targets[target]
+        cancels = context.cancels
+        cancel = cancels.draw() if cancels is not None else None  # decided now, as it starts
+        if cancel is not None and cancel.tokens is not None and not spec.stream:
+            cancel = None  # (a whole response has no tokens to count: it is read to its end)
         request = MeasuredRequest(
-            self._targets[target],
+            endpoint,
             spec,
             context.next_request_id(),
             t0,
             on_response=None if self._settled else self._settle,
+            cancel=cancel,
+            traceparent=context.new_traceparent() if endpoint.traced else "",
         )
         request.queued = max(time.perf_counter() - t0, 0.0)
         if self._waited_from is not None:
@@ -281,12 +294,15 @@ class LLMUser(FastHttpUser):
         """Hand a finished request to the record buffer and to Locust's `request` event."""
         target, spec = request.endpoint, request.spec
         self.load_context.buffer.append(record)
+        cancelled = record.error == CANCELLED  # (its own name: not a failure, nor a latency)
         self.environment.events.request.fire(
             request_type="POST",
-            name=stats_name(spec.api, spec.stream),
+            name=stats_name(spec.api, spec.stream) + (" (cancelled)" if cancelled else ""),
             response_time=record.e2e * 1000.0,
             response_length=record.completion_tokens or 0,
-            exception=None if record.ok else Exception(f"{record.error}: {record.error_message}"),
+            exception=None
+            if record.ok or cancelled
+            else Exception(f"{record.error}: {record.error_message}"),
             context={},
             url=target.paths[spec.api],
             start_time=record.start_ts,
