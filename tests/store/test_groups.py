@@ -157,3 +157,20 @@ def test_a_group_at_a_newer_schema_is_not_stored_and_says_how_to_later(tmp_path,
     assert f"store it later with `vllm-load store import {directory} --store sqlite:///" in err[0]
     assert _rows(store, "SELECT count(*) FROM runs") == [(1,)]
     assert _rows(store, "SELECT count(*) FROM groups") == [(0,)]
+
+
+def test_an_unreachable_postgresql_is_one_line_without_its_password(tmp_path, capsys):
+    """At a tune's end and for the trend page alike: the URL shown with *** (the server at a
+    port nothing listens on: no PostgreSQL needed)."""
+    from vllm_load.sim.child import free_port
+
+    directory, _ = _tune_dir(tmp_path)
+    url = f"postgresql://bench:pg-s3cret@127.0.0.1:{free_port()}/results"
+    assert remember_group(directory, url, "tune") is False
+    at_end = capsys.readouterr()
+    assert main(["history", "--html", str(tmp_path / "t.html"), "--store", url]) == 2
+    drawn = capsys.readouterr()
+    for printed in (at_end, drawn):
+        (line,) = printed.err.strip().splitlines()
+        assert "bench:***@127.0.0.1" in line and "pg-s3cret" not in printed.out + printed.err
+    assert "vllm-load store import" in at_end.err and not (tmp_path / "t.html").exists()

@@ -117,9 +117,9 @@ def remember_group(directory: str, given: str | None, command: str) -> bool:
     from .db import StoreError, open_store
 
     try:
-        read = read_group_runs(directory)
-        store = open_store(location)
+        store = open_store(location)  # first: a store that cannot be used costs no measuring
         try:
+            read = read_group_runs(directory)
             written = store.write_group(read.group, read.runs)
         finally:
             store.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import os
 from dataclasses import dataclass
 from typing import Callable
 
@@ -211,4 +212,5 @@ def write_trend_page(series: list[TrendSeries], out_html: str, store_shown: str,
         asked=asked,
         views=views,
     )
+    os.makedirs(os.path.dirname(os.path.abspath(out_html)), exist_ok=True)
     write_atomic(out_html, html)
