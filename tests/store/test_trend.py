@@ -60,7 +60,7 @@ def campaign(base, name: str, paths: list[str]) -> str:
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """org/a: a campaign of two runs on vLLM 0.31, a run alone on 0.32 with SLOs, a campaign of
-    three on 0.32, a failed run; org/b: one run."""
+    three on 0.32, a failed run; org/b: a run, and one with SLOs no level met."""
     base = tmp_path_factory.mktemp("trend")
     first = campaign(base, "c1", [synthetic(base / "c1" / "runs", i, i, "0.31") for i in range(2)])
     alone = synthetic(base / "runs", 2, 24, "0.32", slo=("ttft_p99<=10s",))
@@ -68,8 +68,9 @@ def store(tmp_path_factory):
     second = campaign(base, "c2", later)
     failed = synthetic(base / "runs", 6, 30, "0.32", outcome="failed")
     other = synthetic(base / "runs", 7, 12, "0.31", model="org/b")
+    strict = synthetic(base / "runs", 8, 13, "0.31", model="org/b", slo=("ttft_p99<=1ms",))
     path = str(base / "results.sqlite")
-    args = ["store", "import", first, second, alone, failed, other, "--store", path]
+    args = ["store", "import", first, second, alone, failed, other, strict, "--store", path]
     assert main(args) == 0
     return path
 
@@ -111,6 +112,11 @@ def test_points_are_the_runs_repeated_together_with_their_intervals(store):
     # SLO-max where the run recorded SLOs: the run alone, judged as the report judges it
     assert [p.slo for p in a.points] == ["", "ttft_p99<=10s", ""]
     assert a.points[1].slo_max.mean == 8.0 and a.points[0].slo_max.n == 0
+    (b,) = _trend(store, model="org/b")[1]
+    assert [(p.slo, p.slo_max.n, p.slo_none) for p in b.points] == [
+        ("", 0, 0),
+        ("ttft_p99<=1ms", 0, 1),
+    ]
 
 
 def test_the_page_draws_each_configuration_with_a_table_of_the_same_numbers(
@@ -120,7 +126,7 @@ def test_the_page_draws_each_configuration_with_a_table_of_the_same_numbers(
     capsys.readouterr()
     assert main(["history", "--html", str(out), "--store", store]) == 0
     assert (
-        f"Trend page: {out} (2 configuration(s), 4 point(s) from 8 run(s)"
+        f"Trend page: {out} (2 configuration(s), 5 point(s) from 9 run(s)"
         in capsys.readouterr().out
     )
     page = out.read_text()
@@ -128,7 +134,8 @@ def test_the_page_draws_each_configuration_with_a_table_of_the_same_numbers(
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing fetched
     _, (a,) = _trend(store)
     rows = re.findall(r"<tr><td class=\"l\">(.*?)</tr>", page)
-    assert len(rows) == 4  # one per point, both configurations
+    assert len(rows) == 5  # one per point, both configurations
+    assert "1 run(s) met them at no level [ttft_p99&lt;=1ms]" in rows[4]
     campaign_row, alone_row = rows[0], rows[1]
     p = a.points[0]
     assert f"{p.peak.mean:,.0f} (95% CI {p.peak.ci_low:,.0f} – {p.peak.ci_high:,.0f}, n = 2)" in (

@@ -20,12 +20,30 @@ from ..report.cells import ms
 from ..run_format.files import write_atomic
 from .trend import TrendPoint, TrendSeries
 
-#: the panels of a series' chart: (title, the point's summary, y-axis label, scale)
-PANELS = (
-    ("peak total tok/s", lambda p: p.peak, "total tok/s", 1.0),
-    ("highest level meeting the SLOs", lambda p: p.slo_max, "level", 1.0),
-    ("p99 TTFT", lambda p: p.ttft, "p99 TTFT (ms)", 1000.0),
-)
+
+@dataclass(frozen=True)
+class Panel:
+    """One panel of a series' chart: a figure of its points."""
+
+    title: str
+    pick: Callable[[TrendPoint], Summary]
+    ylabel: str
+    scale: float = 1.0
+
+    def named(self, series: TrendSeries) -> str:
+        """The title, with what the panel holds fixed: the level of p99 TTFT, the SLOs."""
+        if self is TTFT:
+            return f"{self.title} {series.level_note.split(' (')[0]}"
+        if self is SLO_MAX:
+            slos = sorted({p.slo for p in series.points if p.slo})
+            held = slos[0] if len(slos) == 1 else "SLOs differ: see the table"
+            return f"{self.title} ({held})"
+        return self.title
+
+
+PEAK = Panel("peak total tok/s", lambda p: p.peak, "total tok/s")
+SLO_MAX = Panel("highest level meeting the SLOs", lambda p: p.slo_max, "level")
+TTFT = Panel("p99 TTFT", lambda p: p.ttft, "p99 TTFT (ms)", 1000.0)
 
 
 def _when(text: str) -> _dt.datetime:
@@ -34,15 +52,12 @@ def _when(text: str) -> _dt.datetime:
     return when.astimezone(_dt.timezone.utc).replace(tzinfo=None) if when.tzinfo else when
 
 
-def _has_slo(series: TrendSeries) -> bool:
-    return any(p.slo for p in series.points)
-
-
-def _draw(ax, points: list[TrendPoint], pick, scale: float) -> None:
+def _draw(ax, points: list[TrendPoint], panel: Panel) -> None:
     """Each point at its time, with its interval as a bar where it has one; hollow where it is
     one run."""
+    pick, scale = panel.pick, panel.scale
     for p in points:
-        s: Summary = pick(p)
+        s = pick(p)
         if s.n == 0 or math.isnan(s.mean):
             continue
         x, y = _when(p.when), s.mean * scale
@@ -79,36 +94,26 @@ def _mark_versions(axes, points: list[TrendPoint]) -> None:
         )
 
 
-def _panel_title(series: TrendSeries, title: str) -> str:
-    """A panel's title, naming what it holds fixed: the level of p99 TTFT, the SLOs."""
-    if title == PANELS[2][0]:
-        return f"{title} {series.level_note.split(' (')[0]}"
-    if title == PANELS[1][0]:
-        slos = sorted({p.slo for p in series.points if p.slo})
-        return f"{title} ({slos[0]})" if len(slos) == 1 else f"{title} (SLOs differ: see the table)"
-    return title
-
-
 def series_chart(series: TrendSeries, key: str) -> charts.Chart | None:
     import matplotlib.pyplot as plt
     from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 
     if not series.points:
         return None
-    panels = [pn for pn in PANELS if pn[0] != PANELS[1][0] or _has_slo(series)]
+    panels = [PEAK, SLO_MAX, TTFT] if any(p.slo for p in series.points) else [PEAK, TTFT]
     with plt.rc_context(charts.STYLE):
         fig, grid = plt.subplots(
             len(panels), 1, figsize=(7.5, 2.3 * len(panels)), sharex=True, squeeze=False
         )
     axes = list(grid[:, 0])
-    for ax, (title, pick, ylabel, scale) in zip(axes, panels):
-        _draw(ax, series.points, pick, scale)
-        title = _panel_title(series, title)
-        ax.set_title(title, fontsize=9, loc="left")
-        ax.set_ylabel(ylabel)
+    for ax, panel in zip(axes, panels):
+        _draw(ax, series.points, panel)
+        ax.set_title(panel.named(series), fontsize=9, loc="left")
+        ax.set_ylabel(panel.ylabel)
     locator = AutoDateLocator()
     axes[-1].xaxis.set_major_locator(locator)
     axes[-1].xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    axes[-1].set_xlabel("first start of the point's runs (UTC)")
     _mark_versions(axes, series.points)
     alt = f"{series.configuration.label}: {len(series.points)} point(s) over time; " + "; ".join(
         f"{p.when} vLLM {p.version} peak {p.peak.mean:,.0f} tok/s" for p in series.points
