@@ -174,3 +174,19 @@ def test_an_unreachable_postgresql_is_one_line_without_its_password(tmp_path, ca
         (line,) = printed.err.strip().splitlines()
         assert "bench:***@127.0.0.1" in line and "pg-s3cret" not in printed.out + printed.err
     assert "vllm-load store import" in at_end.err and not (tmp_path / "t.html").exists()
+
+
+def test_an_advice_tunes_server_commands_are_not_stored(tmp_path):
+    """What advice was proved is kept, not the commands that ran it (a server's --api-key)."""
+    from vllm_load.store.groups import read_group
+
+    commands = {"A": "vllm serve m --api-key s3cret", "B": "vllm serve m --api-key s3cret -x"}
+    advice = {"source": "r.summary.json", "series": "m", "commands": commands}
+    state = {"format": 2, "mode": "advice", "runs": [], "advice": advice, "verdict": "paid off"}
+    (tmp_path / "tune.json").write_text(json.dumps(state))
+    group = read_group(str(tmp_path))
+    assert group.detail == {
+        "mode": "advice",
+        "verdict": "paid off",
+        "advice": {"source": "r.summary.json", "series": "m"},
+    }

@@ -57,8 +57,11 @@ def read_group(directory: str) -> StoredGroup:
                 for r in runs
                 if r.get("run_dir")
             }
-            keep = ("mode", "best", "advice", "verdict")
-            detail = {k: state[k] for k in keep if k in state}
+            detail = {k: state[k] for k in ("mode", "best", "verdict") if k in state}
+            # what advice was proved, not its server commands: they may hold a server's secrets
+            advice = state.get("advice") or {}
+            if advice:
+                detail["advice"] = {k: advice.get(k) for k in ("source", "series")}
             name = os.path.basename(os.path.normpath(directory))
         else:
             labels = {
