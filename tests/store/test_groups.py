@@ -16,15 +16,17 @@ from vllm_load.store.groups import remember_group
 SPEC = dict(levels=(4, 8), warmup_requests=4, requests_per_level=20, output_tokens=32)
 
 
-def _run(base, seed: int) -> str:
+def _run(base, seed: int, **meta) -> str:
+    start = 1_790_000_000.0 + 60 * seed
     return write_synthetic_run(
-        str(base), SyntheticRun(**SPEC, seed=seed, start_ts=1_790_000_000.0 + 60 * seed)
+        str(base), SyntheticRun(**SPEC, seed=seed, start_ts=start, meta=meta)
     )
 
 
 def _tune_dir(tmp_path) -> tuple[str, list[str]]:
     """A matrix tune `t` whose every run completed (tune.json as `vllm-load tune` keeps it)."""
-    paths = [_run(tmp_path / "t" / "runs", i) for i in range(2)]
+    # tagged as `vllm-load tune` tags its runs: their server flags are in its server command
+    paths = [_run(tmp_path / "t" / "runs", i, **{"config.s": s}) for i, s in enumerate("24")]
     runs = [{"config": {"s": s}, "run_dir": p, "outcome": "completed"} for s, p in zip("24", paths)]
     state = {"format": 2, "mode": "matrix", "runs": runs, "results": []}
     (tmp_path / "t" / "tune.json").write_text(json.dumps(state))
@@ -69,6 +71,11 @@ def test_a_tune_is_stored_when_it_ends_with_its_runs_linked(tmp_path, capsys, mo
         "tune t: 2 run(s) of synthetic/model-8b" in lines[0] and "best for throughput" in lines[0]
     )
     assert lines[-1].startswith("1 tune(s)/campaign(s) in sqlite:///")
+    # its configurations are two series of the trend page, not one
+    page = tmp_path / "trend.html"
+    assert main(["history", "--html", str(page), "--store", str(store)]) == 0
+    assert "(2 configuration(s), 2 point(s) from 2 run(s)" in capsys.readouterr().out
+    assert "· config.s=2 ·" in page.read_text() and "· config.s=4 ·" in page.read_text()
 
 
 def test_a_campaign_is_stored_when_it_ends(tmp_path, capsys):

@@ -4,7 +4,8 @@ TTFT at one level, with its 95 % t-interval across the point's runs, and where t
 changed. Pure: rows and levels in (`history.stored_runs`), typed series out.
 
 A configuration is what a trend must hold fixed to mean anything: the model, the GPU kind and
-count, the server flags, the kind of load and the workload sent (a campaign's fine sweep, with
+count, the server flags (`--server-args`, and the `config.NAME=value` tags a tune gives its runs,
+as the report's series), the kind of load and the workload sent (a campaign's fine sweep, with
 other output lengths, is a configuration of its own). A point is the runs repeated together: a
 tune's runs of one configuration or a campaign's runs of one phase (n = their count), or a run
 alone (n = 1: the point without an interval); the runs of a point share their vLLM version and
@@ -17,7 +18,7 @@ import json
 import math
 from dataclasses import dataclass, replace
 
-from ..analysis.series.stats import Summary, summarize
+from ..analysis.series.stats import CONFIG_META_PREFIX, Summary, summarize
 from .db import Membership
 from .record import StoredLevel
 
@@ -34,6 +35,9 @@ class Configuration:
     gpu_kind: str
     gpu_count: int | None
     server_args: str
+    #: the server configuration the run was tagged with (`config.NAME=value`: a tune's
+    #: configuration, whose flags are in its server command, not in --server-args)
+    tags: str
     load_kind: str
     workload: str  # the workload sent, as sorted JSON
 
@@ -44,8 +48,8 @@ class Configuration:
 
     @property
     def label(self) -> str:
-        parts = [self.model, self.gpus or "GPUs not recorded", self.server_args or "no flags"]
-        return " · ".join([*parts, self.load_kind])
+        flags = " ".join(p for p in (self.server_args, self.tags) if p) or "no flags"
+        return " · ".join([self.model, self.gpus or "GPUs not recorded", flags, self.load_kind])
 
     @property
     def workload_text(self) -> str:
@@ -93,11 +97,14 @@ class TrendSeries:
 
 
 def configuration_of(row: dict) -> Configuration:
+    meta = row["meta"] or {}
+    tags = [f"{k}={v}" for k, v in sorted(meta.items()) if k.startswith(CONFIG_META_PREFIX)]
     return Configuration(
         model=row["model"],
         gpu_kind=row["gpu_kind"] or "",
         gpu_count=row["gpu_count"],
         server_args=row["server_args"] or "",
+        tags=", ".join(tags),
         load_kind=row["load_kind"],
         workload=json.dumps(row["workload"] or {}, sort_keys=True, default=str),
     )
