@@ -20,6 +20,8 @@ from ..run_format.files import safe_name, write_atomic
 from ..server.process import ServerError, ServerProcess, run_restart_command, wait_ready
 from ..settings import Settings
 from ..slo import parse_slo
+from ..store.cli import add_store_argument
+from ..store.groups import remember_group
 from ..user_values import SettingsError, parse_levels
 from .common import (
     add_name_argument,
@@ -170,6 +172,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         help="measured requests per level in the fine sweep",
     )
     add_no_report_argument(run, "do not write the report at the end")
+    add_store_argument(run, "the results store the campaign and its runs are written to at its end")
 
 
 def _compared_options(args: argparse.Namespace) -> dict:
@@ -327,8 +330,9 @@ def main(args: argparse.Namespace) -> int:
         raise Interrupted(RESUME) from None
     finally:
         campaign.close()
+    stored = remember_group(directory, args.store, "campaign")
     if args.no_report:
-        return 0
+        return 0 if stored else 1
     # at call time: keeps pandas and matplotlib out of every command's start (cli.main)
     from ..report.render import build_report
 
@@ -341,4 +345,4 @@ def main(args: argparse.Namespace) -> int:
         slo=parse_slo(args.slo),
     )
     campaign.say(f"report: {paths.html}")
-    return 0
+    return 0 if stored else 1

@@ -22,6 +22,8 @@ import string
 
 from ..run_format.files import safe_name
 from ..settings import Settings
+from ..store.cli import add_store_argument
+from ..store.groups import remember_group
 from ..user_values import SettingsError
 from .common import (
     add_name_argument,
@@ -207,6 +209,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         "tunes",
         "base directory: the tune lives in OUT/NAME",
     )
+    add_store_argument(parser, "the results store the tune and its runs are written to at its end")
 
 
 def runs_wanted(args: argparse.Namespace) -> int:
@@ -295,6 +298,7 @@ def main(args: argparse.Namespace) -> int:
         paths = write_report(completed, directory, args.slo)
         print(f"Report: {paths.html}")
     print(f"Configuration table: {os.path.join(directory, 'configurations.md')}")
+    stored = remember_group(directory, args.store, "tune")
     if best_t is None:
         raise CommandFailed("no configuration could be ranked (see the table above)")
-    return 0
+    return 0 if stored else 1

@@ -5,7 +5,9 @@ SQLAlchemy and the analysis are imported when a command runs, never when the par
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from typing import Any
 
 from ..user_values import SettingsError
 from .location import OFF, STORE_ENV, StoreLocation, locate
@@ -18,7 +20,7 @@ STORE_HELP = (
 
 
 def add_store_argument(
-    parser: argparse.ArgumentParser,
+    parser: Any,  # a parser or an argument group
     what: str = "the results store the run is written to when it ends",
 ) -> None:
     text = STORE_HELP.format(off=OFF, env=STORE_ENV)
@@ -45,7 +47,8 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         "runs",
         nargs="+",
         metavar="RUN_DIR",
-        help="run directories, directories holding runs, or globs",
+        help="run directories, directories holding runs, or globs; a tune's or campaign's "
+        "directory is stored as one, its runs linked to it",
     )
     add_store_argument(imports, "the results store to write to")
 
@@ -64,33 +67,58 @@ def _open(location: StoreLocation | None):
 
 def import_runs(args: argparse.Namespace) -> int:
     from ..run_format.load import expand_run_paths
-    from .record import stored_run
+    from .groups import group_kind
 
+    groups = [p for p in args.runs if os.path.isdir(p) and group_kind(p)]
+    others = [p for p in args.runs if p not in groups]
     try:
-        paths = expand_run_paths(args.runs)
+        paths = expand_run_paths(others) if others else []
     except ValueError as e:
         raise SettingsError(str(e)) from None
     store = _open(locate(args.store))
-    refused = 0
     try:
-        for path in paths:
-            try:
-                run = stored_run(path)
-            except ValueError as e:  # damaged: named, never stored
-                print(f"vllm-load store: not imported: {e}", file=sys.stderr)
-                refused += 1
-                continue
-            written = store.write(run)
-            what = "stored" if written else "already stored"
-            print(f"{what}: {run.run_id} ({run.model}, {len(run.levels)} level(s)) from {path}")
+        refused = sum(_import_group(store, directory) for directory in groups)
+        refused += sum(_import_run(store, path) for path in paths)
     finally:
         store.close()
     print(f"results store: {store.location.shown}")
     if refused:
         raise SettingsError(
-            f"{refused} of {len(paths)} run director(ies) could not be read (above)"
+            f"{refused} of {len(paths) + len(groups)} director(ies) could not be read (above)"
         )
     return 0
+
+
+def _import_run(store, path: str) -> int:
+    """Store one run directory; 1 when it could not be read (named), else 0."""
+    from .record import stored_run
+
+    try:
+        run = stored_run(path)
+    except ValueError as e:  # damaged: named, never stored
+        print(f"vllm-load store: not imported: {e}", file=sys.stderr)
+        return 1
+    written = store.write(run)
+    what = "stored" if written else "already stored"
+    print(f"{what}: {run.run_id} ({run.model}, {len(run.levels)} level(s)) from {path}")
+    return 0
+
+
+def _import_group(store, directory: str) -> int:
+    """Store a tune or campaign directory with its runs linked to it; 1 when it or one of its
+    runs could not be read (named), else 0."""
+    from .groups import read_group_runs, written_line
+
+    try:
+        read = read_group_runs(directory)
+    except ValueError as e:
+        print(f"vllm-load store: not imported: {e}", file=sys.stderr)
+        return 1
+    for line in read.unread:
+        print(f"vllm-load store: not imported: {line}", file=sys.stderr)
+    written = store.write_group(read.group, read.runs)
+    print(f"{written_line(read, written)} from {directory}")
+    return 1 if read.unread else 0
 
 
 def main(args: argparse.Namespace) -> int:

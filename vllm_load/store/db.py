@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from .location import StoreLocation
-from .record import StoredLevel, StoredRun
+from .record import StoredGroup, StoredLevel, StoredRun
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -121,14 +121,71 @@ class Store:
             raise StoreError(f"the results store {self.location.shown}: {_reason(e)}") from None
         return True
 
+    def write_group(self, group: StoredGroup, runs: list[StoredRun]) -> GroupWritten:
+        """Store the tune or campaign `group` and its `runs`, linked to it, in one transaction:
+        the group once (its kind and directory), a run stored already (by `vllm-load run` or an
+        import) linked where it is in no group yet, the others stored whole."""
+        from sqlalchemy.exc import SQLAlchemyError
 
-def _insert(conn, run: StoredRun) -> None:
+        try:
+            with self.engine.begin() as conn:
+                return _insert_group(conn, group, runs)
+        except SQLAlchemyError as e:  # the transaction was rolled back: nothing of it stored
+            raise StoreError(f"the results store {self.location.shown}: {_reason(e)}") from None
+
+
+@dataclass(frozen=True)
+class GroupWritten:
+    """What `write_group` did: the group new or stored already, runs stored and linked."""
+
+    new: bool
+    stored: int
+    linked: int
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _insert_group(conn, group: StoredGroup, runs: list[StoredRun]) -> GroupWritten:
+    from sqlalchemy import insert, select
+
+    from .schema import GROUP_RUNS, GROUPS, RUNS
+
+    where = (GROUPS.c.kind == group.kind) & (GROUPS.c.directory == group.directory)
+    found = conn.execute(select(GROUPS.c.id).where(where)).first()
+    if found:
+        key = found[0]
+        conn.execute(GROUPS.update().where(GROUPS.c.id == key).values(detail=group.detail))
+    else:
+        row = dict(
+            kind=group.kind,
+            name=group.name,
+            directory=group.directory,
+            detail=group.detail,
+            stored_at=_now(),
+        )
+        key = conn.execute(insert(GROUPS).values(**row)).inserted_primary_key[0]
+    stored = linked = 0
+    for run in runs:
+        have = conn.execute(select(RUNS.c.id).where(RUNS.c.run_id == run.run_id)).first()
+        run_key = have[0] if have else _insert(conn, run)
+        stored += not have
+        if conn.execute(select(GROUP_RUNS.c.run).where(GROUP_RUNS.c.run == run_key)).first():
+            continue
+        label = group.labels.get(run.path, "")
+        conn.execute(insert(GROUP_RUNS).values(group_id=key, run=run_key, label=label))
+        linked += 1
+    return GroupWritten(not found, stored, linked)
+
+
+def _insert(conn, run: StoredRun) -> int:
     from sqlalchemy import insert
 
     from .schema import FIGURES, LEVELS, RUNS
 
     row = {k: v for k, v in asdict(run).items() if k != "levels"}
-    row["stored_at"] = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    row["stored_at"] = _now()
     run_key = conn.execute(insert(RUNS).values(**row)).inserted_primary_key[0]
     for level in run.levels:
         level_key = conn.execute(
@@ -138,6 +195,7 @@ def _insert(conn, run: StoredRun) -> None:
                 kind=level.kind,
                 value=level.value,
                 stop_reason=level.stop_reason,
+                slo_met=level.slo_met,
             )
         ).inserted_primary_key[0]
         if level.figures:
@@ -145,6 +203,7 @@ def _insert(conn, run: StoredRun) -> None:
                 insert(FIGURES),
                 [{"level": level_key, "figure": k, "value": v} for k, v in level.figures.items()],
             )
+    return run_key
 
 
 def open_store(location: StoreLocation) -> Store:
@@ -199,10 +258,38 @@ def read_levels(conn, run_keys: list[int]) -> dict[int, list[StoredLevel]]:
     for r in rows:
         key = (r["run"], r["level"])
         if key not in levels:
-            levels[key] = StoredLevel(r["level"], r["kind"], r["value"], r["stop_reason"], {})
+            levels[key] = StoredLevel(
+                r["level"], r["kind"], r["value"], r["stop_reason"], {}, r["slo_met"]
+            )
         if r["figure"] is not None:
             levels[key].figures[r["figure"]] = r["figure_value"]
     out: dict[int, list[StoredLevel]] = {}
     for (run_key, _), level in levels.items():
         out.setdefault(run_key, []).append(level)
     return out
+
+
+@dataclass(frozen=True)
+class Membership:
+    """The tune or campaign a stored run belongs to, and its label there."""
+
+    group_id: int
+    kind: str
+    name: str
+    label: str
+
+
+def read_memberships(conn, run_keys: list[int]) -> dict[int, Membership]:
+    """The group of each run of `run_keys` that is in one, by run key."""
+    from sqlalchemy import select
+
+    from .schema import GROUP_RUNS, GROUPS
+
+    if not run_keys:
+        return {}
+    rows = conn.execute(
+        select(GROUP_RUNS.c.run, GROUPS.c.id, GROUPS.c.kind, GROUPS.c.name, GROUP_RUNS.c.label)
+        .join(GROUPS, GROUPS.c.id == GROUP_RUNS.c.group_id)
+        .where(GROUP_RUNS.c.run.in_(run_keys))
+    )
+    return {run: Membership(key, kind, name, label) for run, key, kind, name, label in rows}

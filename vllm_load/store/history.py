@@ -1,5 +1,6 @@
 """`vllm-load history`: the stored runs of a model (or of all), filtered by their metadata, one
-line each with a figure at its peak or at a chosen level."""
+line each with a figure at its peak or at a chosen level; the tunes and campaigns they belong to
+(`--groups`); or the trend page of the same runs (`--html`: `trend`, `trend_page`)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ JSON_PREFIXES = ("meta.", "settings.")
 def configure_history(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "List the runs in the results store, oldest first: when, which run, model, vLLM version, "
-        "GPUs, outcome, and a figure (--figure) at its best level or at --level."
+        "GPUs, outcome, and a figure (--figure) at its best level or at --level; with --groups, "
+        "the tunes and campaigns they belong to; with --html, write the trend page of the same "
+        "runs. Exit 2 when --html has no completed run to draw (nothing is written)."
     )
     add_selection_arguments(parser)
     parser.add_argument(
@@ -34,9 +37,25 @@ def configure_history(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         help="show the figure at this level (users, requests/s); default: its best level "
-        "(highest where higher is better, else the run's highest level)",
+        "(highest where higher is better, else the run's highest level); with --html, the "
+        "level of p99 TTFT (default: per configuration, the highest level every run measured)",
     )
-    parser.add_argument("--json", action="store_true", help="print the runs as JSON lines")
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print the runs as JSON lines")
+    shown.add_argument(
+        "--html",
+        default="",
+        metavar="OUT.html",
+        help="write the trend page: per configuration (model, GPUs, server flags, load, "
+        "workload), over time, peak total tok/s, the highest level meeting the SLOs where "
+        "recorded and p99 TTFT at --level, each point with its 95%% CI across its runs, vLLM "
+        "version changes marked; a table under each chart",
+    )
+    parser.add_argument(
+        "--groups",
+        action="store_true",
+        help="list the tunes and campaigns the runs belong to instead (with --json, as JSON)",
+    )
 
 
 def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
@@ -135,6 +154,13 @@ def _cell(level: StoredLevel | None, figure: Figure) -> str:
 
 
 def show_history(args: argparse.Namespace, store: Store) -> int:
+    if args.html:
+        if args.groups:
+            store.close()
+            raise SettingsError("--html draws runs: give --html or --groups, not both")
+        return show_trend(args, store)
+    if args.groups:
+        return show_groups(args, store)
     conditions = parse_where(args.where)
     figure = figure_named(args.figure)
     try:
@@ -169,3 +195,120 @@ def show_history(args: argparse.Namespace, store: Store) -> int:
         print("  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip())
     print(f"{len(runs)} run(s) in {store.location.shown}")
     return 0
+
+
+def _asked(args: argparse.Namespace) -> str:
+    """The selection as the user gave it, for messages and the page."""
+    return " ".join(
+        [*([f"--model {args.model}"] if args.model else [])] + [f"--where {w}" for w in args.where]
+    )
+
+
+def _memberships(store: Store, runs: list[tuple[dict, list[StoredLevel]]]):
+    from .db import read_memberships
+
+    with store.engine.begin() as conn:
+        return read_memberships(conn, [row["id"] for row, _ in runs])
+
+
+def show_trend(args: argparse.Namespace, store: Store) -> int:
+    """Write the trend page of the selected runs; one line and exit 2 (nothing written) when
+    none matches or none completed."""
+    from .trend import trend
+    from .trend_page import write_trend_page
+
+    conditions = parse_where(args.where)
+    asked = _asked(args)
+    try:
+        runs = stored_runs(store, args.model, conditions)
+        members = _memberships(store, runs)
+    finally:
+        store.close()
+    where = store.location.shown
+    if not runs:
+        matching = f"matches {asked}" if asked else "is"
+        raise SettingsError(
+            f"no stored run {matching} in {where}: no trend page written (see vllm-load history; "
+            "store runs with vllm-load run or vllm-load store import)"
+        )
+    series = trend(runs, members, args.level)
+    points = sum(len(s.points) for s in series)
+    if not points:
+        raise SettingsError(
+            f"none of the {len(runs)} stored run(s) matching in {where} completed: no trend page "
+            "written"
+        )
+    try:
+        write_trend_page(series, args.html, where, asked)
+    except OSError as e:
+        raise SettingsError(f"--html {args.html}: cannot be written ({e.strerror})") from None
+    print(
+        f"Trend page: {args.html} ({len(series)} configuration(s), {points} point(s) from "
+        f"{len(runs)} run(s) in {where})"
+    )
+    return 0
+
+
+def show_groups(args: argparse.Namespace, store: Store) -> int:
+    """The tunes and campaigns of the selected runs, in the order they were stored."""
+    from sqlalchemy import select
+
+    from .schema import GROUPS
+
+    try:
+        runs = stored_runs(store, args.model, parse_where(args.where))
+        members = _memberships(store, runs)
+        with store.engine.begin() as conn:
+            groups = [
+                dict(r) for r in conn.execute(select(GROUPS).order_by(GROUPS.c.id)).mappings()
+            ]
+    finally:
+        store.close()
+    by_group: dict[int, list[tuple[dict, str]]] = {}
+    for row, _ in runs:
+        if row["id"] in members:
+            m = members[row["id"]]
+            by_group.setdefault(m.group_id, []).append((row, m.label))
+    listed = [g for g in groups if g["id"] in by_group]
+    for g in listed:
+        kept = by_group[g["id"]]
+        entry = {
+            "kind": g["kind"],
+            "name": g["name"],
+            "directory": g["directory"],
+            "stored_at": g["stored_at"],
+            "first_started_at": min(r["started_at"] for r, _ in kept),
+            "runs": len(kept),
+            "models": sorted({r["model"] for r, _ in kept}),
+            "vllm_versions": sorted({r["vllm_version"] for r, _ in kept}),
+            "labels": sorted({label for _, label in kept}),
+            "run_ids": [r["run_id"] for r, _ in kept],
+            "detail": g["detail"],
+        }
+        if args.json:
+            print(json.dumps(entry, sort_keys=True))
+            continue
+        labels = "; ".join(entry["labels"]) or "-"
+        print(
+            f"{entry['first_started_at']}  {g['kind']} {g['name']}: {len(kept)} run(s) of "
+            f"{', '.join(entry['models'])}, vLLM {', '.join(entry['vllm_versions']) or '-'} "
+            f"({labels}){_decided(g['detail'])}  {g['directory']}"
+        )
+    if not args.json:
+        print(f"{len(listed)} tune(s)/campaign(s) in {store.location.shown}")
+    return 0
+
+
+def _decided(detail: dict) -> str:
+    """What a tune decided, as its state file recorded it."""
+    if detail.get("verdict"):
+        return f"; verdict: {detail['verdict']}"
+    best = detail.get("best") or {}
+    named = [f"{k}: {_config_text(v)}" for k, v in best.items() if k != "rule" and v]
+    return f"; best for {', '.join(named)}" if named else ""
+
+
+def _config_text(config) -> str:
+    if isinstance(config, dict):
+        return ", ".join(f"{k}={v}" for k, v in config.items())
+    return str(config)

@@ -22,6 +22,9 @@ class StoredLevel:
     value: float
     stop_reason: str
     figures: dict[str, float]
+    #: 1.0 or 0.0: the level met the SLOs the run was started with (`--slo`) or not; None where
+    #: the run had none or whether it met them is unknown (a figure it lacks)
+    slo_met: float | None = None
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,19 @@ class StoredRun:
     meta: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what the reader left out, and why
     levels: list[StoredLevel] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class StoredGroup:
+    """A tune or a campaign: its kind, name and directory (absolute: one group per kind and
+    directory), what it decided, and its runs' directories with each one's label there (a tune's
+    configuration, a campaign's phase)."""
+
+    kind: str
+    name: str
+    directory: str
+    detail: dict
+    labels: dict[str, str]  # run directory -> label
 
 
 def _text(value: object) -> str:
@@ -110,8 +126,8 @@ def _number(value: object) -> float | None:
 
 
 def levels_of(metrics) -> list[StoredLevel]:
-    """The per-level table (`measure_levels`' `metrics`) as stored levels: every declared figure
-    with a finite value."""
+    """The per-level table (`measure_levels`' `metrics`, with `slo_met` where judged) as stored
+    levels: every declared figure with a finite value."""
     keys = [f.key for f in level_figures() if f.key in metrics.columns]
     out = []
     for row in metrics.to_dict("records"):
@@ -123,6 +139,7 @@ def levels_of(metrics) -> list[StoredLevel]:
                 value=float(row["value"]),
                 stop_reason=row["stop_reason"] if isinstance(row.get("stop_reason"), str) else "",
                 figures={k: v for k, v in values.items() if v is not None},
+                slo_met=_number(row.get("slo_met")),
             )
         )
     return out
@@ -133,12 +150,18 @@ def stored_run(path: str) -> StoredRun:
     report would refuse."""
     from dataclasses import replace
 
+    from ..analysis.decisions.goodput import level_goodput
     from ..analysis.levels.gpu import with_gpu
     from ..analysis.levels.measure import measure_levels
     from ..run_format.load import analysis_columns, load_run
+    from ..slo import parse_slo
 
     data = load_run(path, analysis_columns())
     measured = measure_levels(data.requests, data.steps, data.streams)
     metrics = with_gpu(measured.metrics, data.gpu)
     run = metadata(data.run, path)
+    spec = parse_slo(run.settings.get("slo") or [])  # as the report judges them: recorded_slo
+    if spec:
+        met = level_goodput(data.requests, measured, spec)[["level", "slo_met"]]
+        metrics = metrics.merge(met, on="level", how="left")
     return replace(run, run_id=data.run_id, notes=list(data.notes), levels=levels_of(metrics))

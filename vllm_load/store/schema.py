@@ -4,7 +4,11 @@
 workload, settings, --meta and reader's notes as JSON. `levels`: one row per level of a run.
 `figures`: one row per level and declared figure (`figures.level_figures`): long, not wide, so
 that a figure declared in `figures.py` is stored with no migration and no edit here. A figure a
-level has no value of has no row (unknown, never 0).
+level has no value of has no row (unknown, never 0). `levels.slo_met`: 1 or 0 where the run was
+started with `--slo` (settings `slo`) and the level met them or not, NULL where unknown or none.
+`groups`: one row per tune or campaign (its directory, unique per kind), `group_runs` its runs,
+each with its label there (a tune's configuration, a campaign's phase): a run is in one group at
+most.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ LEVELS = Table(
     Column("kind", String(40), nullable=False),
     Column("value", Float, nullable=False),
     Column("stop_reason", String(40), nullable=False),
+    Column("slo_met", Float, nullable=True),
     UniqueConstraint("run", "level"),
 )
 
@@ -68,6 +73,27 @@ FIGURES = Table(
     Column("figure", String(100), nullable=False),
     Column("value", Float, nullable=False),
     PrimaryKeyConstraint("level", "figure"),
+)
+
+GROUPS = Table(
+    "groups",
+    METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("kind", String(20), nullable=False),  # "tune" or "campaign"
+    Column("name", String(200), nullable=False),
+    Column("directory", String(2000), nullable=False),
+    Column("detail", JSON, nullable=False),  # what it decided (a tune's best, a verdict)
+    Column("stored_at", String(40), nullable=False),
+    UniqueConstraint("kind", "directory"),
+)
+
+GROUP_RUNS = Table(
+    "group_runs",
+    METADATA,
+    Column("group_id", Integer, ForeignKey("groups.id", ondelete="CASCADE"), nullable=False),
+    Column("run", Integer, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("label", String(500), nullable=False),
+    PrimaryKeyConstraint("run"),
 )
 
 #: the `runs` columns `history --where` may name (besides meta.KEY)

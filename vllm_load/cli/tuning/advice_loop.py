@@ -21,6 +21,7 @@ from ...run_format.advice_record import append_loop
 from ...run_format.files import safe_name
 from ...server.server_command import flag_value, with_flag
 from ...settings import Settings
+from ...store.groups import remember_group
 from ...user_values import SettingsError
 from .loop_verdict import decide, loop_outcome, write_verdict
 from .runs import Configuration, TuneRuns, TuneState, progress, write_report
@@ -139,4 +140,4 @@ def prove_advice(args: argparse.Namespace, runs: int) -> int:
     report = write_report(result_a.run_dirs + result_b.run_dirs, directory, args.slo)
     print(f"Report: {report.html}")
     print(f"Verdict: {path}")
-    return 0
+    return 0 if remember_group(directory, args.store, "tune") else 1
