@@ -27,6 +27,7 @@ from ..analysis.levels.measure import image_charges
 from ..analysis.levels.per_target import TargetFigures, target_findings
 from ..analysis.levels.rates import RateRule
 from ..analysis.levels.server_side import level_server_figures
+from ..analysis.levels.speculation import speculation_findings
 from ..analysis.levels.table import error_counts
 from ..analysis.levels.work_timeline import work_timeline
 from ..analysis.measured_run import measure_run, read_targets
@@ -312,6 +313,7 @@ def build_report_data(
                 if line.warn
             ]
             + [t for r in members for t in gpu_findings(r.run_id, r.run, r.metrics)]
+            + [t for r in members for t in speculation_findings(r.run_id, r.metrics)]
             + [t for r in members for t in target_findings(r.run_id, r.targets)],
             axis=sat.axis,
             outcome_findings=[text for o in outcomes for text in o.sentences()],
