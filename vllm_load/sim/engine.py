@@ -13,7 +13,7 @@ its prompt's block hashes is admitted with its leading cached blocks already com
 the rest of its prompt is prefilled; its full prompt blocks are cached as it is scheduled, and
 they stay cached, evictable, after it finishes or is preempted.
 
-With speculative decoding (`Speculation`, off by default) every decoding sequence also carries up
+With speculative decoding (`Speculation`, off by default; draft_model.py) every decoding sequence also carries up
 to K draft tokens into the step; the target verifies them in it, and the sequence keeps the
 accepted prefix of the draft and one token of its own (vLLM's rejection sampling, with the
 acceptance drawn per position).
@@ -41,58 +41,13 @@ from .counters import (
     ServerStats,
     SpecCounts,
 )
+from .draft_model import DraftModel
 from .prefix_cache import PrefixCache
+from .sequence import Sequence
 
 # How far (real seconds) the step chain may lag behind its deadlines before it gives up
 # catching up and restarts from "now" (a stalled process should not burst afterwards).
 MAX_LAG = 0.25
-
-
-@dataclass(eq=False)
-class Sequence:
-    """One request inside the engine: its sizes, progress and timestamps (loop time)."""
-
-    prompt_tokens: int
-    output_tokens: int  # tokens it will generate before it finishes (decided by the API layer)
-    arrival: float
-    num_computed: int = 0  # tokens whose KV is in the cache
-    num_generated: int = 0
-    num_blocks: int = 0  # KV blocks in its block table, cached ones included
-    block_hashes: list[int] = field(default_factory=list, repr=False)  # of its full prompt blocks
-    held: list[int] = field(default_factory=list, repr=False)  # cached blocks it holds, by hash
-    next_block: int = 0  # its first prompt block not yet offered to the cache
-    cached_tokens: int = 0  # prompt tokens found in the prefix cache when first admitted
-    num_preemptions: int = 0
-    queued_at: float | None = None  # when it reached the engine (None: at its arrival)
-    scheduled_at: float | None = None  # start of the first step that computed it
-    first_token_at: float | None = None
-    last_token_at: float | None = None
-    finished: bool = False
-    aborted: bool = False
-    waiter: asyncio.Future | None = field(default=None, repr=False)
-
-    @property
-    def preempted(self) -> bool:
-        return self.num_preemptions > 0
-
-    @property
-    def num_tokens(self) -> int:
-        """Tokens known so far (prompt + generated): what a full recompute must process."""
-        return self.prompt_tokens + self.num_generated
-
-    def notify(self) -> None:
-        waiter = self.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    async def wait(self, want: int) -> int:
-        """Wait until at least `want` tokens (capped at the output length) exist; return how many do."""
-        want = min(want, self.output_tokens)
-        loop = asyncio.get_running_loop()
-        while self.num_generated < want and not self.aborted:
-            self.waiter = loop.create_future()
-            await self.waiter
-        return self.num_generated
 
 
 class Engine:
@@ -112,8 +67,7 @@ class Engine:
         self._plan: StepPlan | None = None
         self._deadline: float | None = None  # end of the step in flight; None when idle
         self._rng = random.Random(seed)
-        # its own stream: turning speculation on leaves the steps' jitter draws as they were
-        self._draft_rng = random.Random(f"speculation-{seed}")
+        self.drafts = DraftModel(config.speculation, seed)
         self._loop: asyncio.AbstractEventLoop | None = None
         self.cache: PrefixCache | None = PrefixCache() if config.enable_prefix_caching else None
         self._busy_done = (
@@ -223,7 +177,7 @@ class Engine:
             seq = self.running[i]
             new = min(seq.num_tokens - seq.num_computed, budget)
             decoding = new == 1 and seq.num_generated > 0
-            draft = self._draft_size(seq, budget) if decoding else 0
+            draft = self.drafts.draft_size(seq, budget) if decoding else 0
             new += draft
             # a rejected draft's slots stay allocated (as in vLLM): the next step may need none
             need = max(0, self._blocks_for(seq.num_computed + new) - seq.num_blocks)
@@ -295,24 +249,6 @@ class Engine:
             self.stats.steps.count(duration, fixed, blocked, at_cap, budget <= 0)
         return StepPlan(work, prefill, decodes, duration, drafts)
 
-    def _draft_size(self, seq: Sequence, budget: int) -> int:
-        """Draft tokens proposed for the decoding `seq` this step: K, but never more than the
-        tokens it has left to generate after the target's own (so a step cannot overshoot its
-        output length) nor than the step's token budget leaves (vLLM counts drafts in it)."""
-        spec = self.config.speculation
-        if not spec.enabled:
-            return 0
-        return max(0, min(spec.tokens, seq.output_tokens - seq.num_generated - 1, budget - 1))
-
-    def _accepted(self, draft: int) -> int:
-        """How many of a `draft`-token draft the target accepts: positions in order, each with
-        its acceptance chance, up to the first rejection."""
-        spec, rng = self.config.speculation, self._draft_rng
-        accepted = 0
-        while accepted < draft and rng.random() < spec.at(accepted):
-            accepted += 1
-        return accepted
-
     def _kv_short(self, seq: Sequence, hit: int, taken: int) -> bool:
         """Whether the waiting `seq`'s whole (re)computation does not fit the free KV blocks
         (its prefix-cache hit of `hit` blocks, `taken` of them from free memory)."""
@@ -355,7 +291,7 @@ class Engine:
             produced = 1
             draft = plan.drafts.get(seq, 0)
             if draft:  # keep the accepted drafts' KV; the rejected ones' is discarded
-                accepted = self._accepted(draft)
+                accepted = self.drafts.accepted(draft)
                 stats.speculation.observe(draft, accepted)
                 new, produced = 1 + accepted, 1 + accepted
             seq.num_computed += new
