@@ -161,7 +161,16 @@ def main(argv: list[str] | None = None) -> int:
                 load,
                 run_dir,
                 os.path.join(args.out, "run.log"),
-                ("--metrics-interval", "0.5", "--endpoint", "completions", "--dataset", dataset),
+                (
+                    "--metrics-interval",
+                    "0.5",
+                    "--endpoint",
+                    "completions",
+                    "--dataset",
+                    dataset,
+                    "--temperature",
+                    "0",
+                ),
             )
             idle = raw_counters(get_text(server.url + "/metrics"))
     except StepError as e:

@@ -18,10 +18,10 @@ from ..analysis.decisions.goodput import (
     SloHeadline,
     slo_headline,
 )
+from ..analysis.decisions.speculation_k import speculation_k_findings
 from ..analysis.diagnosis.headline import Headline, headline
 from ..analysis.diagnosis.series import SeriesDiagnosis, diagnose_runs
 from ..analysis.levels.breakdown import conversation_summary, persona_table, turn_table
-from ..analysis.decisions.speculation_k import speculation_k_findings
 from ..analysis.levels.gpu import gpu_findings
 from ..analysis.levels.hist import pad_columns
 from ..analysis.levels.measure import image_charges
