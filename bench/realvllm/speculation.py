@@ -6,10 +6,12 @@ per-level acceptance figures exactly what the server's own counters say over eac
 One `vllm serve` started with `--speculative-config '{"method": "ngram", "num_speculative_tokens":
 K, "prompt_lookup_max": 3, "prompt_lookup_min": 2}'`, then `vllm-load run` (scraping /metrics
 every 0.5 s) and vllm-load's measurement of the run (`analysis.measured_run.measure_run`).
-The prompts (`--endpoint completions --dataset`, OUT/prompts.jsonl) repeat a phrase: n-gram
-speculation drafts only where the context's last tokens occurred before in it, and vllm-load's
-synthetic prompts gave the tiny model none (0 drafts in 20 requests). `--sim` runs the same
-against `vllm-load sim --speculative-tokens K` (a check of this script, not of vLLM).
+Greedy sampling (`--temperature 0`) and prompts that repeat a phrase (`--endpoint completions
+--dataset`, OUT/prompts.jsonl): n-gram speculation drafts only where the context's last tokens
+occurred before in it, and sampled at vLLM's default temperature the tiny model repeats nothing
+(0 drafts in 20 requests, with vllm-load's synthetic chat prompts and with these prompts alike;
+greedy, it loops, and 232 drafts came). `--sim` runs the same against `vllm-load sim
+--speculative-tokens K` (a check of this script, not of vLLM).
 
 Per level it prints vllm-load's acceptance length, draft acceptance rate and per-position shares
 beside the same figures computed here, independently, from the raw `vllm:spec_decode_*` counters
