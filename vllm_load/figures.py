@@ -347,6 +347,75 @@ GPU: list[LevelFigure] = [
 ]
 
 
+#: speculative decoding per level (`analysis.levels.speculation`), from the server's
+#: vllm:spec_decode_* counters over the level's measured window, where the server speculates
+#: (a server without speculation has none: no column, no chart). The draft acceptance rate falls
+#: as K rises whatever the drafts are worth, so it is shown but never ranks (no better side):
+#: acceptance length and throughput do.
+_WITH_SPEC = "spec_drafts"
+SPECULATION: list[LevelFigure] = [
+    LevelFigure(
+        "spec_acceptance_length",
+        "acceptance length",
+        "tokens",
+        "tokens a decoding step yields per sequence: 1 + accepted draft tokens per draft",
+        True,
+        frozenset({TABLE, REPORT}),
+        ".2f",
+        short="accept len",
+        only_with=_WITH_SPEC,
+    ),
+    LevelFigure(
+        "spec_draft_acceptance_rate",
+        "draft acceptance",
+        "share",
+        "draft tokens the target accepted, of those it verified",
+        None,
+        frozenset({TABLE, REPORT}),
+        ".1f",
+        short="draft acc",
+        only_with=_WITH_SPEC,
+    ),
+    LevelFigure(
+        "spec_drafts",
+        "drafts",
+        "drafts",
+        "drafts verified in the window (one per decoding sequence per step)",
+        shown=frozenset({REPORT}),
+        only_with=_WITH_SPEC,
+    ),
+]
+#: ... and per draft position (0 .. K-1, a column each: `spec_position_key`): the share of drafts
+#: whose token at that position was accepted (what vLLM logs as its per-position acceptance rate)
+SPEC_POSITION = LevelFigure(
+    "spec_pos_acceptance",
+    "accepted at position",
+    "share",
+    "drafts whose token at the position was accepted, of all drafts",
+    None,
+    frozenset({REPORT}),
+    ".1f",
+    only_with=_WITH_SPEC,
+)
+
+
+def spec_position_key(position: int) -> str:
+    """The per-level column of draft position `position` (0-based)."""
+    return f"{SPEC_POSITION.key}_{position}"
+
+
+def spec_position_keys(columns) -> list[str]:
+    """The per-position level columns among `columns`, by position."""
+    head = SPEC_POSITION.key + "_"
+    mine = [c for c in columns if c.startswith(head) and c[len(head) :].isdigit()]
+    return sorted(mine, key=lambda c: int(c[len(head) :]))
+
+
+def spec_columns() -> tuple[str, ...]:
+    """The per-level columns of the speculation figures (`SPECULATION`; positions apart)."""
+    return tuple(f.key for f in SPECULATION)
+
+
 def gpu_columns() -> tuple[str, ...]:
     """The per-level columns of the GPU figures (`GPU`)."""
     return tuple(f.key for f in GPU)
@@ -391,7 +460,7 @@ def _level_figure(f: LevelFigure) -> Figure:
 def level_figures() -> list[Figure]:
     """Every declared per-level figure, in the order tables show them."""
     head = [_level_figure(f) for f in HEAD]
-    tail = [_level_figure(f) for f in TAIL + GPU]
+    tail = [_level_figure(f) for f in TAIL + GPU + SPECULATION]
     return head + [f for src in PER_REQUEST for f in _per_request_figures(src)] + tail
 
 

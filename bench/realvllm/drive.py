@@ -97,9 +97,12 @@ def _stop_group(proc: subprocess.Popen) -> None:
             continue
 
 
-def stepped_test(via: str, url: str, load: Load, run_dir: str, log: str) -> str:
+def stepped_test(
+    via: str, url: str, load: Load, run_dir: str, log: str, extra: tuple[str, ...] = ()
+) -> str:
     """vllm-load's stepped test into `run_dir`, `via` "run" (`vllm-load run`) or "locust"
-    (`locust -f locustfiles/chat_stepped.py --headless`). Returns `run_dir`."""
+    (`locust -f locustfiles/chat_stepped.py --headless`), with `extra` options. Returns
+    `run_dir`."""
     options = [
         "--levels",
         ",".join(map(str, load.levels)),
@@ -115,6 +118,7 @@ def stepped_test(via: str, url: str, load: Load, run_dir: str, log: str) -> str:
         f"{load.level_time_cap:g}",
         "--run-dir",
         run_dir,
+        *extra,
     ]
     if via == "run":
         cmd = [

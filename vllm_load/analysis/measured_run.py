@@ -26,6 +26,7 @@ from .levels.per_target import TargetFigures, target_figures
 from .levels.rates import rate_verdicts
 from .levels.server_queue import level_queue
 from .levels.server_side import read_server_metrics
+from .levels.speculation import with_speculation
 from .series.curve import axis_of
 from .series.level_curve import level_curve
 from .series.saturation import analyse
@@ -52,6 +53,9 @@ def measure_run(path: str, slo: SloSpec = SloSpec()) -> MeasuredRun:
     data = load_run(path, analysis_columns())
     meas = measure_levels(data.requests, data.steps, data.streams)
     meas.metrics = with_gpu(meas.metrics, data.gpu)  # GPU telemetry (analysis.levels.gpu)
+    server_read = read_server_metrics(os.path.join(path, SERVER_METRICS_CSV))
+    server = server_read.frame  # speculative decoding, where the server does it
+    meas.metrics = with_speculation(meas.metrics, server)
     if slo:
         goodput = level_goodput(data.requests, meas, slo)
         goodput["slo_binding_text"] = [
@@ -59,9 +63,8 @@ def measure_run(path: str, slo: SloSpec = SloSpec()) -> MeasuredRun:
             for n, v in zip(goodput["slo_binding"], goodput["slo_binding_value"])
         ]
         meas.metrics = meas.metrics.merge(goodput, on="level", how="left")
-    server_read = read_server_metrics(os.path.join(path, SERVER_METRICS_CSV))
     health_read = read_client_health(os.path.join(path, CLIENT_HEALTH_CSV))
-    server, health = server_read.frame, health_read.frame
+    health = health_read.frame
     client_levels = None
     if health is not None or data.requests["chunks_merged"].notna().any():
         client_levels = level_client_health(health, meas.metrics, data.requests)

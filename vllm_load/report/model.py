@@ -18,6 +18,7 @@ from ..analysis.decisions.goodput import (
     SloHeadline,
     slo_headline,
 )
+from ..analysis.decisions.speculation_k import speculation_k_findings
 from ..analysis.diagnosis.headline import Headline, headline
 from ..analysis.diagnosis.series import SeriesDiagnosis, diagnose_runs
 from ..analysis.levels.breakdown import conversation_summary, persona_table, turn_table
@@ -27,6 +28,7 @@ from ..analysis.levels.measure import image_charges
 from ..analysis.levels.per_target import TargetFigures, target_findings
 from ..analysis.levels.rates import RateRule
 from ..analysis.levels.server_side import level_server_figures
+from ..analysis.levels.speculation import speculation_findings
 from ..analysis.levels.table import error_counts
 from ..analysis.levels.work_timeline import work_timeline
 from ..analysis.measured_run import measure_run, read_targets
@@ -132,6 +134,21 @@ class ReportData:
     rule: SaturationRule
     generated_at: str
     slo: SloSpec = field(default_factory=SloSpec)  # the SLOs the levels were judged against
+
+
+def _speculation_k(runs: Sequence[RunSummary]) -> list[str]:
+    """Where speculation stops paying and K per load, across the runs of one model and kind of
+    load against servers of several K (`decisions.speculation_k`)."""
+    out = []
+    groups: dict[tuple[str, str], list[RunSummary]] = {}
+    for r in runs:
+        groups.setdefault((r.model, r.axis.name), []).append(r)
+    for (model, _), members in groups.items():
+        found = speculation_k_findings(
+            [(r.run_id, r.metrics) for r in members], members[0].axis.unit
+        )
+        out += [f"{model}: {text}" for text in found]
+    return out
 
 
 def recorded_slo(path: str) -> SloSpec:
@@ -315,6 +332,7 @@ def build_report_data(
                 if line.warn
             ]
             + [t for r in members for t in gpu_findings(r.run_id, r.run, r.metrics)]
+            + [t for r in members for t in speculation_findings(r.run_id, r.metrics)]
             + [t for r in members for t in target_findings(r.run_id, r.targets)],
             axis=sat.axis,
             outcome_findings=[text for o in outcomes for text in o.sentences()],
@@ -346,7 +364,7 @@ def build_report_data(
         runs=runs,
         series=series,
         comparison=rows,
-        comparison_findings=comparison_findings(rows),
+        comparison_findings=comparison_findings(rows) + _speculation_k(runs),
         rule=rule,
         slo=spec,
         generated_at=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),

@@ -24,12 +24,13 @@ from ..analysis.levels import server_queue, server_side
 from ..analysis.levels.client_side import LATE_RULE
 from ..analysis.replay.verdicts import LATE_LIMIT_S, PREFIX_TOLERANCE
 from ..analysis.series.saturation import SaturationRule
+from ..figures import spec_position_keys
 from ..load_kinds import KINDS
 from ..run_format.files import write_atomic
 from ..run_format.lost_workers import LostWorker
 from ..server.loss import MIN_STREAK, NO_ANSWER_SHARE
 from ..slo import SloSpec
-from . import charts, gpu_section, persona_charts
+from . import charts, gpu_section, persona_charts, speculation_section
 from .cells import (
     figure_value,
     interval,
@@ -84,6 +85,7 @@ class RunView:
     turn_chart: charts.Chart | None = None  # when it held conversations
     replays: list[ReplayView] = field(default_factory=list)  # its trace replays over time
     gpu_chart: charts.Chart | None = None  # GPU telemetry per level (`gpu_section`)
+    speculation_chart: charts.Chart | None = None  # where the server speculated
     targets: list[dict] = field(default_factory=list)  # per target and level (several targets)
     target_chart: charts.Chart | None = None
 
@@ -179,6 +181,7 @@ def template_env() -> jinja2.Environment:
         lost_worker_text=lost_worker_text,
         report_figures=report_figures,
         figure_value=figure_value,
+        spec_position_keys=spec_position_keys,  # speculation per draft position (_speculation.html)
         gpu_source_line=gpu_section.source_line,  # GPU telemetry (_gpu.html, _gpu.md)
         kinds=KINDS,  # a comparison row's levels are its own kind's (`ModelRow.kind`)
     )
@@ -255,6 +258,7 @@ RUN_CHARTS: tuple[Callable[[RunSummary], charts.Chart | None], ...] = (
     persona_charts.persona_levels,
     persona_charts.turns,
     gpu_section.gpu_levels,
+    speculation_section.speculation_levels,
     persona_charts.target_levels,
 )
 
@@ -302,7 +306,7 @@ def _views(
         lost_levels = {
             w.get("level") for w in r.run.get("workers_lost") or [] if isinstance(w, dict)
         }
-        timeline, server_chart, persona_chart, turn_chart, gpu_chart, target_chart = (
+        timeline, server_chart, persona_chart, turn_chart, gpu_chart, spec_chart, target_chart = (
             next(drawn) for _ in RUN_CHARTS
         )
         runs.append(
@@ -319,6 +323,7 @@ def _views(
                 turn_chart=turn_chart,
                 replays=replay_views(r, f"{i + 1}"),
                 gpu_chart=gpu_chart,
+                speculation_chart=spec_chart,
                 targets=target_rows(r),
                 target_chart=target_chart,
             )

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from ..run_format.files import SPEC_POSITION_PREFIX, spec_position_columns
 from ..server.control import auth_headers
 
 #: column -> sample names, newest vLLM name first (older releases called KV usage gpu_cache_usage_perc).
@@ -53,11 +54,19 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "prefill_time_count": ("vllm:request_prefill_time_seconds_count",),
     "step_tokens_sum": ("vllm:iteration_tokens_total_sum",),
     "steps": ("vllm:iteration_tokens_total_count",),
+    # speculative decoding (vllm/v1/spec_decode/metrics.py), only on a server started with it:
+    # drafts verified (one per sequence per step), their tokens, the tokens accepted
+    "spec_drafts": ("vllm:spec_decode_num_drafts_total",),
+    "spec_draft_tokens": ("vllm:spec_decode_num_draft_tokens_total",),
+    "spec_accepted_tokens": ("vllm:spec_decode_num_accepted_tokens_total",),
 }
+#: ... and per draft position (label `position`, 0 .. K-1): drafts whose token there was
+#: accepted, one column each (`SPEC_POSITION_PREFIX` + position), as many as the first scrape has
+SPEC_PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 #: the labels of vLLM's `vllm:cache_config_info` a diagnosis reads (the KV cache's size)
 CACHE_CONFIG_INFO = "vllm:cache_config_info"
 #: a sample labelled with one of these is also summed under `name{label="value"}`
-SPLIT_LABELS = ("reason",)
+SPLIT_LABELS = ("reason", "position")
 HEADER = ("ts", *COLUMNS, "fetch_s")
 #: the scrapes the scraper keeps in memory for the live verdict (`run.live_verdict`): 15 min at 1 s
 RECENT = 900
@@ -65,7 +74,8 @@ RECENT = 900
 
 #: the sample names `parse_exposition` reads
 WANTED = frozenset(
-    {n.split("{")[0] for names in COLUMNS.values() for n in names} | {CACHE_CONFIG_INFO}
+    {n.split("{")[0] for names in COLUMNS.values() for n in names}
+    | {CACHE_CONFIG_INFO, SPEC_PER_POSITION}
 )
 
 
@@ -112,7 +122,18 @@ def parse_exposition(
     out = {}
     for column, names in COLUMNS.items():
         out[column] = next((sums[n] for n in names if n in sums), float("nan"))
+    out.update(_spec_positions(sums))
     return out, cache_config
+
+
+def _spec_positions(sums: dict[str, float]) -> dict[str, float]:
+    """The per-position acceptance counters as `spec_accepted_pos_<i>` columns, by position."""
+    found = {}
+    head = SPEC_PER_POSITION + '{position="'
+    for key, value in sums.items():
+        if key.startswith(head) and key[len(head) : -2].isdigit():
+            found[int(key[len(head) : -2])] = value
+    return {f"{SPEC_POSITION_PREFIX}{p}": found[p] for p in sorted(found)}
 
 
 @dataclass
@@ -194,9 +215,12 @@ class MetricsScraper:
         if first is None and self.status.samples == 0:
             self.status.note = f"server metrics skipped: {self.status.note}"
             return
+        # a speculating server's positions are all there from its start: the first scrape's
+        positions = spec_position_columns(first or {})
+        columns = (*COLUMNS, *positions)
         with open(self.path, "w", newline="", encoding="utf-8") as fh:
             writer = csv.writer(fh)
-            writer.writerow(HEADER)
+            writer.writerow((*HEADER[:-1], *positions, HEADER[-1]))
             values = first
             while True:
                 if values is not None:
@@ -205,7 +229,7 @@ class MetricsScraper:
                     writer.writerow(
                         [
                             f"{at:.4f}",
-                            *(_cell(values[c]) for c in COLUMNS),
+                            *(_cell(values.get(c, float("nan"))) for c in columns),
                             f"{self.fetch_s:.4f}",
                         ]
                     )

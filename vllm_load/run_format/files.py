@@ -19,6 +19,17 @@ HISTORY_CSV = "locust_stats_history.csv"
 CLIENT_VALIDATION_JSON = "client_validation.json"
 #: the target's /metrics, scraped during the run
 SERVER_METRICS_CSV = "server_metrics.csv"
+#: its columns of a speculating server's per-position acceptance counter, one per draft position
+#: (`spec_accepted_pos_0` ...): as many as the server exposes, so not a fixed column
+SPEC_POSITION_PREFIX = "spec_accepted_pos_"
+
+
+def spec_position_columns(columns) -> list[str]:
+    """The per-position columns among `columns` (a scrape's or a server_metrics.csv's), by
+    position."""
+    head = SPEC_POSITION_PREFIX
+    mine = [c for c in columns if c.startswith(head) and c[len(head) :].isdigit()]
+    return sorted(mine, key=lambda c: int(c[len(head) :]))
 
 
 def target_metrics_csv(index: int) -> str:

@@ -49,6 +49,10 @@ class ServerModel:
     fail_rate: float = 0.0
     kv_blocks: int = 4096  # the KV cache, in blocks of `block_size` tokens (what /metrics shows)
     block_size: int = 128
+    #: speculative decoding: per draft position, the share of drafts accepted there (K = its
+    #: length; empty: the server does not speculate). One draft per running sequence per step.
+    speculation: tuple[float, ...] = ()
+    spec_restart_s: float | None = None  # its counters start again from 0 this long into the run
 
 
 @dataclass

@@ -20,6 +20,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from .files import SPEC_POSITION_PREFIX
+
 FETCH_S = 0.005  # how long each synthetic scrape took
 
 
@@ -64,7 +66,7 @@ def scrape(
     def at(rate: np.ndarray) -> np.ndarray:
         return np.interp(ts, times, _cumulative(times, rate))
 
-    return pd.DataFrame(
+    frame = pd.DataFrame(
         {
             "ts": ts,
             "running": running_now,
@@ -78,9 +80,34 @@ def scrape(
             "inference_time_count": _count_until(ends, ts),
             "step_tokens_sum": at(steps_per_s * running) + input_tokens * _count_until(first, ts),
             "steps": at(steps_per_s),
-            "fetch_s": FETCH_S,
         }
     )
+    if server.speculation:
+        restart = None if server.spec_restart_s is None else times[0] + server.spec_restart_s
+        for column, values in _spec_counters(at(steps_per_s * running), server.speculation):
+            frame[column] = _restarted(values, ts, restart)
+    frame["fetch_s"] = FETCH_S
+    return frame
+
+
+def _spec_counters(drafts: np.ndarray, accepted_share: tuple[float, ...]):
+    """vLLM's speculation counters (`run.server_metrics`'s columns) for `drafts` drafts of
+    K = len(accepted_share) tokens, position i accepted in that share of them."""
+    yield "spec_drafts", drafts
+    yield "spec_draft_tokens", drafts * len(accepted_share)
+    yield "spec_accepted_tokens", drafts * sum(accepted_share)
+    for position, share in enumerate(accepted_share):
+        yield f"{SPEC_POSITION_PREFIX}{position}", drafts * share
+
+
+def _restarted(values: np.ndarray, ts: np.ndarray, at: float | None) -> np.ndarray:
+    """A counter as a server restarted at `at` shows it: from 0 again there (None: never)."""
+    if at is None:
+        return values
+    after = ts >= at
+    if not after.any():
+        return values
+    return np.where(after, values - values[np.argmax(after)], values)
 
 
 def scrape_status(samples: int, interval: float, server) -> dict:

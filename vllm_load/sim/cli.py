@@ -26,6 +26,7 @@ from .config import (
     OutputConfig,
     ReasoningConfig,
     SimConfig,
+    Speculation,
     StepCost,
 )
 from .dcgm_exporter import DCGM_PATH
@@ -35,6 +36,7 @@ _C = StepCost()
 _O = OutputConfig()
 _F = FaultConfig()
 _G = GpuModel()
+_S = Speculation()
 ERROR_STATUSES = (500, 503, 429)
 
 
@@ -156,6 +158,36 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         default=_E.jitter,
         metavar="R",
         help="random relative standard deviation of step durations (0: none)",
+    )
+    spec = parser.add_argument_group("speculative decoding (engine mode; docs/simulator.md)")
+    spec.add_argument(
+        "--speculative-tokens",
+        type=int,
+        default=0,
+        metavar="K",
+        help="a draft model proposes K tokens per decoding sequence per step, verified in the "
+        "step; /metrics gains vLLM's vllm:spec_decode_* counters (0: no speculation)",
+    )
+    spec.add_argument(
+        "--acceptance",
+        default="0.7",
+        metavar="P",
+        help="with --speculative-tokens: the chance each draft position is accepted given the "
+        "ones before it were, one value for all positions or K comma-separated (0.9,0.7,0.5)",
+    )
+    spec.add_argument(
+        "--verify-cost",
+        type=float,
+        default=_S.verify_per_token,
+        metavar="S",
+        help="step cost per draft token the target verifies, seconds",
+    )
+    spec.add_argument(
+        "--draft-cost",
+        type=float,
+        default=_S.draft_per_token,
+        metavar="S",
+        help="step cost per token the draft model proposes, seconds (0: n-gram lookup)",
     )
     fixed = parser.add_argument_group("fixed-latency mode (no batching)")
     fixed.add_argument(
@@ -348,6 +380,9 @@ def build_config(args: argparse.Namespace) -> SimConfig:
         "--step-base": args.step_base,
         "--prefill-cost": args.prefill_cost,
         "--decode-cost": args.decode_cost,
+        "--verify-cost": args.verify_cost,
+        "--draft-cost": args.draft_cost,
+        "--speculative-tokens": args.speculative_tokens,
         "--step-jitter": args.step_jitter,
         "--ttft": args.ttft or 0,
         "--itl": args.itl or 0,
@@ -377,6 +412,7 @@ def build_config(args: argparse.Namespace) -> SimConfig:
         time_scale=args.time_scale,
         jitter=args.step_jitter,
         enable_prefix_caching=args.enable_prefix_caching,
+        speculation=_speculation(args),
     )
     mode = "echo" if args.echo else "fixed" if args.ttft is not None else "engine"
     if mode == "engine":
@@ -388,6 +424,10 @@ def build_config(args: argparse.Namespace) -> SimConfig:
             )
         if engine.max_num_batched_tokens < engine.max_num_seqs:
             raise ConfigError("--max-num-batched-tokens must be at least --max-num-seqs")
+    if engine.speculation.enabled and mode != "engine":
+        raise ConfigError(
+            "--speculative-tokens models the engine's steps: not with --echo or --ttft/--itl"
+        )
     gpu = _gpu_model(args, mode)
     return SimConfig(
         host=args.host,
@@ -415,6 +455,28 @@ def build_config(args: argparse.Namespace) -> SimConfig:
         image_tokens=_image_tokens(args.image_tokens),
         gpu=gpu,
     )
+
+
+def _speculation(args: argparse.Namespace) -> Speculation:
+    """--speculative-tokens K and --acceptance P (one chance, or K of them)."""
+    k = args.speculative_tokens
+    if not k:
+        return Speculation(verify_per_token=args.verify_cost, draft_per_token=args.draft_cost)
+    try:
+        chances = tuple(float(p) for p in args.acceptance.split(","))
+    except ValueError:
+        chances = ()
+    if not chances or not all(0 <= p <= 1 for p in chances):
+        raise ConfigError(
+            f"--acceptance {args.acceptance}: give chances between 0 and 1, one (0.8) or "
+            f"{k} comma-separated (one per draft position)"
+        )
+    if len(chances) not in (1, k):
+        raise ConfigError(
+            f"--acceptance has {len(chances)} chances for --speculative-tokens {k}: give one "
+            f"for every position, or {k} (one per position)"
+        )
+    return Speculation(k, chances, args.verify_cost, args.draft_cost)
 
 
 def _gpu_model(args: argparse.Namespace, mode: str) -> GpuModel | None:
@@ -483,6 +545,10 @@ def _describe(config: SimConfig) -> str:
             f"KV {e.kv_capacity_tokens} tokens, prefix caching "
             f"{'on' if e.enable_prefix_caching else 'off'}, time-scale {e.time_scale}"
         )
+    spec = config.engine.speculation
+    if spec.enabled:
+        chances = ",".join(f"{p:g}" for p in spec.acceptance)
+        what += f"; speculative decoding: {spec.tokens} draft tokens, acceptance {chances}"
     if config.reasoning.enabled:
         what += f"; reasoning: {config.reasoning.tokens} tokens in {config.reasoning.field}"
     if config.gpu is not None:

@@ -30,6 +30,35 @@ class StepCost:
 
 
 @dataclass(frozen=True)
+class Speculation:
+    """A draft model proposing `tokens` (K) tokens per decoding sequence per step, verified by
+    the target in the same step. `acceptance[i]`: the chance that draft position i is accepted
+    given that every position before it was (one value: the same at every position); the first
+    rejection ends the draft. A sequence's step yields 1 + accepted tokens (the accepted drafts
+    and the target's own next token) and costs `verify_per_token` per draft token verified (the
+    target computes it like another decode token) plus `draft_per_token` per token proposed
+    (the draft model's own forward; 0 for n-gram lookup). docs/simulator.md has the model."""
+
+    tokens: int = 0  # K; 0: no speculation (no vllm:spec_decode_* metrics either)
+    acceptance: tuple[float, ...] = ()
+    verify_per_token: float = 0.00005
+    draft_per_token: float = 0.0
+
+    @property
+    def enabled(self) -> bool:
+        return self.tokens > 0
+
+    def seconds(self, draft_tokens: int) -> float:
+        """The step's speculation share (before --time-scale): verifying and proposing its
+        draft tokens."""
+        return (self.verify_per_token + self.draft_per_token) * draft_tokens
+
+    def at(self, position: int) -> float:
+        """The acceptance chance of draft position `position` (0-based)."""
+        return self.acceptance[min(position, len(self.acceptance) - 1)]
+
+
+@dataclass(frozen=True)
 class EngineConfig:
     """vLLM's scheduler knobs, with vLLM's names."""
 
@@ -42,6 +71,7 @@ class EngineConfig:
     time_scale: float = 1.0
     jitter: float = 0.0  # relative standard deviation of each step's duration
     enable_prefix_caching: bool = True  # vLLM V1's default (see prefix_cache.py)
+    speculation: Speculation = field(default_factory=Speculation)
 
     @property
     def kv_capacity_tokens(self) -> int:

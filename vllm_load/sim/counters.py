@@ -176,11 +176,36 @@ class StepCounts:
 
 
 @dataclass
+class SpecCounts:
+    """Speculative decoding as vLLM counts it (`vllm:spec_decode_*`): drafts verified, their
+    tokens, the tokens accepted, and per draft position how many drafts had it accepted.
+    `positions`: K, the positions vLLM exposes (0: the server does not speculate)."""
+
+    positions: int = 0
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted: int = 0
+    accepted_per_pos: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.accepted_per_pos = [0] * self.positions
+
+    def observe(self, draft: int, accepted: int) -> None:
+        """One sequence's draft of `draft` tokens, the first `accepted` of them accepted."""
+        self.drafts += 1
+        self.draft_tokens += draft
+        self.accepted += accepted
+        for position in range(accepted):
+            self.accepted_per_pos[position] += 1
+
+
+@dataclass
 class ServerStats:
     """Counters and histograms of one simulator process. `max_model_len` sets the buckets of
     the per-request token counts, as it does in vLLM."""
 
     max_model_len: int = 8192
+    speculative_tokens: int = 0  # K of the engine's speculation (0: none)
     prompt_tokens: int = 0
     generation_tokens: int = 0
     preemptions: int = 0
@@ -202,8 +227,10 @@ class ServerStats:
     request_prompt_tokens: Histogram = field(init=False)
     request_generation_tokens: Histogram = field(init=False)
     request_prefill_computed: Histogram = field(init=False)  # prompt tokens not from the cache
+    speculation: SpecCounts = field(init=False)
 
     def __post_init__(self) -> None:
+        self.speculation = SpecCounts(self.speculative_tokens)
         bounds = token_buckets(self.max_model_len)
         self.request_prompt_tokens = Histogram(bounds)
         self.request_generation_tokens = Histogram(bounds)

@@ -13,7 +13,13 @@ its prompt's block hashes is admitted with its leading cached blocks already com
 the rest of its prompt is prefilled; its full prompt blocks are cached as it is scheduled, and
 they stay cached, evictable, after it finishes or is preempted.
 
-A step lasts `StepCost.seconds(prefill tokens, decoding sequences) * time_scale`. Steps are
+With speculative decoding (`Speculation`, off by default; draft_model.py) every decoding sequence also carries up
+to K draft tokens into the step; the target verifies them in it, and the sequence keeps the
+accepted prefix of the draft and one token of its own (vLLM's rejection sampling, with the
+acceptance drawn per position).
+
+A step lasts `StepCost.seconds(prefill tokens, decoding sequences) * time_scale`, plus the
+speculation's share (`Speculation.seconds(draft tokens)`). Steps are
 chained on absolute deadlines: the next step starts at the previous step's deadline, not at
 the moment Python got round to it, so event-loop overhead is absorbed instead of added.
 """
@@ -33,59 +39,15 @@ from .counters import (
     PREEMPTION,
     Occupancy,
     ServerStats,
+    SpecCounts,
 )
+from .draft_model import DraftModel
 from .prefix_cache import PrefixCache
+from .sequence import Sequence
 
 # How far (real seconds) the step chain may lag behind its deadlines before it gives up
 # catching up and restarts from "now" (a stalled process should not burst afterwards).
 MAX_LAG = 0.25
-
-
-@dataclass(eq=False)
-class Sequence:
-    """One request inside the engine: its sizes, progress and timestamps (loop time)."""
-
-    prompt_tokens: int
-    output_tokens: int  # tokens it will generate before it finishes (decided by the API layer)
-    arrival: float
-    num_computed: int = 0  # tokens whose KV is in the cache
-    num_generated: int = 0
-    num_blocks: int = 0  # KV blocks in its block table, cached ones included
-    block_hashes: list[int] = field(default_factory=list, repr=False)  # of its full prompt blocks
-    held: list[int] = field(default_factory=list, repr=False)  # cached blocks it holds, by hash
-    next_block: int = 0  # its first prompt block not yet offered to the cache
-    cached_tokens: int = 0  # prompt tokens found in the prefix cache when first admitted
-    num_preemptions: int = 0
-    queued_at: float | None = None  # when it reached the engine (None: at its arrival)
-    scheduled_at: float | None = None  # start of the first step that computed it
-    first_token_at: float | None = None
-    last_token_at: float | None = None
-    finished: bool = False
-    aborted: bool = False
-    waiter: asyncio.Future | None = field(default=None, repr=False)
-
-    @property
-    def preempted(self) -> bool:
-        return self.num_preemptions > 0
-
-    @property
-    def num_tokens(self) -> int:
-        """Tokens known so far (prompt + generated): what a full recompute must process."""
-        return self.prompt_tokens + self.num_generated
-
-    def notify(self) -> None:
-        waiter = self.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    async def wait(self, want: int) -> int:
-        """Wait until at least `want` tokens (capped at the output length) exist; return how many do."""
-        want = min(want, self.output_tokens)
-        loop = asyncio.get_running_loop()
-        while self.num_generated < want and not self.aborted:
-            self.waiter = loop.create_future()
-            await self.waiter
-        return self.num_generated
 
 
 class Engine:
@@ -94,6 +56,8 @@ class Engine:
     def __init__(self, config: EngineConfig, stats: ServerStats, seed: int = 0) -> None:
         self.config = config
         self.stats = stats
+        if config.speculation.tokens != stats.speculation.positions:  # vLLM exposes K positions
+            stats.speculation = SpecCounts(config.speculation.tokens)
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.free_blocks = config.num_gpu_blocks
@@ -103,6 +67,7 @@ class Engine:
         self._plan: StepPlan | None = None
         self._deadline: float | None = None  # end of the step in flight; None when idle
         self._rng = random.Random(seed)
+        self.drafts = DraftModel(config.speculation, seed)
         self._loop: asyncio.AbstractEventLoop | None = None
         self.cache: PrefixCache | None = PrefixCache() if config.enable_prefix_caching else None
         self._busy_done = (
@@ -204,13 +169,18 @@ class Engine:
         """Choose the next step's work (and take the KV blocks it needs)."""
         budget = self.config.max_num_batched_tokens
         work: list[tuple[Sequence, int]] = []
+        drafts: dict[Sequence, int] = {}
         prefill = decodes = 0
         preempted = False
         i = 0
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
             new = min(seq.num_tokens - seq.num_computed, budget)
-            need = self._blocks_for(seq.num_computed + new) - seq.num_blocks
+            decoding = new == 1 and seq.num_generated > 0
+            draft = self.drafts.draft_size(seq, budget) if decoding else 0
+            new += draft
+            # a rejected draft's slots stay allocated (as in vLLM): the next step may need none
+            need = max(0, self._blocks_for(seq.num_computed + new) - seq.num_blocks)
             while need > self.free_blocks and self.running[-1] is not seq:
                 self._preempt(self.running[-1])
                 preempted = True
@@ -223,8 +193,10 @@ class Engine:
             self._cache_blocks(seq, seq.num_computed + new)
             work.append((seq, new))
             budget -= new
-            if new == 1 and seq.num_generated:
+            if decoding:
                 decodes += 1
+                if draft:
+                    drafts[seq] = draft
             else:
                 prefill += new
             i += 1
@@ -262,7 +234,10 @@ class Engine:
                 budget -= new
                 prefill += new
         config = self.config
-        duration = config.cost.seconds(prefill, decodes) * config.time_scale
+        draft_tokens = sum(drafts.values())
+        duration = (
+            config.cost.seconds(prefill, decodes) + config.speculation.seconds(draft_tokens)
+        ) * config.time_scale
         factor = 1.0
         if config.jitter:
             factor = max(0.0, self._rng.gauss(1.0, config.jitter))
@@ -272,7 +247,7 @@ class Engine:
             blocked = self._blocked(preempted, kv_full, budget)
             at_cap = len(self.running) >= config.max_num_seqs
             self.stats.steps.count(duration, fixed, blocked, at_cap, budget <= 0)
-        return StepPlan(work, prefill, decodes, duration)
+        return StepPlan(work, prefill, decodes, duration, drafts)
 
     def _kv_short(self, seq: Sequence, hit: int, taken: int) -> bool:
         """Whether the waiting `seq`'s whole (re)computation does not fit the free KV blocks
@@ -313,11 +288,17 @@ class Engine:
                 continue
             if seq.scheduled_at is None:
                 seq.scheduled_at = started
+            produced = 1
+            draft = plan.drafts.get(seq, 0)
+            if draft:  # keep the accepted drafts' KV; the rejected ones' is discarded
+                accepted = self.drafts.accepted(draft)
+                stats.speculation.observe(draft, accepted)
+                new, produced = 1 + accepted, 1 + accepted
             seq.num_computed += new
             if seq.num_computed < seq.num_tokens:
                 continue  # a prefill chunk: no token yet
-            seq.num_generated += 1
-            generated += 1
+            seq.num_generated += produced
+            generated += produced
             if seq.first_token_at is None:
                 seq.first_token_at = now
                 # like vLLM, the whole prompt counts in the step that yields the first token
@@ -386,9 +367,11 @@ class Engine:
 @dataclass
 class StepPlan:
     """One step: [(sequence, tokens computed for it)], its prefill tokens, decoding sequences
-    and modelled duration (seconds, time scale applied)."""
+    and modelled duration (seconds, time scale applied); `drafts`: the draft tokens each
+    speculating sequence brought (counted in its tokens computed)."""
 
     work: list[tuple[Sequence, int]]
     prefill_tokens: int
     decode_seqs: int
     duration: float
+    drafts: dict[Sequence, int] = field(default_factory=dict)

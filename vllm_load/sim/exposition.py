@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from .config import EngineConfig
-from .counters import BLOCKED_BY, Histogram, Occupancy, ServerStats, StepCounts
+from .counters import BLOCKED_BY, Histogram, Occupancy, ServerStats, SpecCounts, StepCounts
 
 # What a vLLM server started without cache options prints for the CacheConfig fields the
 # simulator has no notion of (mamba, offloading, sliding windows...), as vLLM 0.32 does.
@@ -230,6 +230,8 @@ class VllmCollector:
         yield success
         for name, doc, attribute in _HISTOGRAMS:
             yield histogram(name, doc, getattr(s, attribute))
+        if s.speculation.positions:  # like vLLM: only a server started with speculation has them
+            yield from _spec_families(s.speculation, names, values)
         yield from _sim_families(s.steps, names, values)
         if self.cache_config is not None:
             info = GaugeMetricFamily(
@@ -239,6 +241,29 @@ class VllmCollector:
             )
             info.add_metric([self.cache_config[k] for k in sorted(self.cache_config)], 1.0)
             yield info
+
+
+def _spec_families(spec: SpecCounts, names: list[str], values: list[str]) -> Iterable:
+    """`vllm:spec_decode_*` with vLLM's names, HELP texts and labels
+    (vllm/v1/spec_decode/metrics.py): every position 0 .. K-1 from the start, as vLLM has them."""
+    from prometheus_client.core import CounterMetricFamily
+
+    for name, doc, value in (
+        ("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", spec.drafts),
+        ("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", spec.draft_tokens),
+        ("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", spec.accepted),
+    ):
+        c = CounterMetricFamily(name, doc, labels=names)
+        c.add_metric(values, value)
+        yield c
+    per_pos = CounterMetricFamily(
+        "vllm:spec_decode_num_accepted_tokens_per_pos",
+        "Accepted tokens per draft position.",
+        labels=[*names, "position"],
+    )
+    for position, n in enumerate(spec.accepted_per_pos):
+        per_pos.add_metric([*values, str(position)], n)
+    yield per_pos
 
 
 def _sim_families(steps: StepCounts, names: list[str], values: list[str]) -> Iterable:

@@ -85,7 +85,8 @@ class SimServer:
     def __init__(self, config: SimConfig) -> None:
         self.config = config
         self.tokenizer = load_tokenizer(config.tokenizer)
-        self.stats = ServerStats(config.engine.max_model_len)
+        speculating = config.engine.speculation.tokens if config.mode == "engine" else 0
+        self.stats = ServerStats(config.engine.max_model_len, speculating)
         self.backend = make_backend(config, self.stats)
         self.vocab = OutputVocabulary(self.tokenizer, config.output.seed)
         self.planner = OutputPlanner(config.output.eos_probability, config.output.seed)

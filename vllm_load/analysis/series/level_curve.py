@@ -9,6 +9,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from ...figures import spec_position_keys
 from ...load_kinds import kind_named
 from ..decisions.goodput import GOODPUT_METRICS
 from ..diagnosis.evidence import EVIDENCE_COLUMNS
@@ -65,6 +66,7 @@ def level_curve(
     if "client_late" not in frame:
         frame = frame.assign(client_late=False, client_late_reason="")
     judged = tuple(m for m in (*GOODPUT_METRICS, *QUEUE_COLUMNS, *EVIDENCE_COLUMNS) if m in frame)
+    judged += tuple(spec_position_keys(frame.columns))  # as many as the server's draft positions
     chosen = agg_metrics() if metrics is None else metrics
     curve = aggregate(frame, ["value"], (*(m for m in chosen if m in frame), *judged))
     worst = pd.to_numeric(frame["success_rate"], errors="coerce").groupby(frame["value"]).min()
