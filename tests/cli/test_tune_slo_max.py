@@ -1,5 +1,5 @@
 """`vllm-load tune --slo ...` alone: the SLO-max search of one configuration, on the simulator
-with room for 4 sequences (a fifth user waits a whole request: its E2E about doubles)."""
+with room for 4 sequences (from a fifth user on, requests wait for a place in the batch)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def _search(port: int, out, *extra: str) -> tuple[str, ...]:
     return (
         "tune",
         "--slo",
-        "e2e_p99<=120ms",
+        "e2e_p90<=175ms",
         "--server-cmd",
         server,
         "--host",
@@ -32,9 +32,9 @@ def _search(port: int, out, *extra: str) -> tuple[str, ...]:
         "--input-tokens",
         "64",
         "--output-tokens",
-        "32",
+        "64",
         "--requests-per-level",
-        "16",
+        "20",
         "--warmup-requests",
         "4",
         "--max-level",
@@ -65,14 +65,14 @@ def test_the_search_finds_where_the_batch_is_full_and_resumes(tmp_path):
     result = state["result"]
     assert result["status"] == "converged"
     low, high = result["bracket"]
-    # 4 users fill the batch; above it a request waits a whole other one (~2x its E2E); the
-    # machine's load moves the measured p99 a little either way
+    # 4 users fill the batch (E2E p90 ~150 ms measured); from 5, requests wait for a place
+    # (~200 ms at 5, ~280 ms at 8); the machine's load moves the measured p90 a little
     assert 3 <= low <= 6 and high <= max(low + 1, 1.05 * low)
     assert result["levels_run"] == len(levels) <= 12
     last = again.stdout.strip().splitlines()[-1]
-    assert last.startswith(f"SLO-max {low:g} users for e2e_p99<=120ms") and "levels run" in last
+    assert last.startswith(f"SLO-max {low:g} users for e2e_p90<=175ms") and "levels run" in last
     table = (tmp_path / "slo-max" / "slo_max.md").read_text()
-    assert "e2e_p99<=120ms" in table and result["line"] in table
+    assert "e2e_p90<=175ms" in table and result["line"] in table
 
 
 def test_a_server_that_does_not_start_is_one_line_and_exit_1(tmp_path):

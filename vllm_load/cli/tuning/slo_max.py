@@ -177,7 +177,8 @@ class Search:
     def run(self, bounds: Bounds, unit: str) -> Step:
         step = next_step([lv.probe for lv in self.state.levels], bounds)
         if self.state.levels:
-            self.say(f"resuming: {len(self.state.levels)} levels already measured")
+            count = len(self.state.levels)
+            self.say(f"resuming: {count} level{'s' if count > 1 else ''} already measured")
         try:
             while not step.done:
                 assert step.level is not None

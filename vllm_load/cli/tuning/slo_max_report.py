@@ -67,6 +67,7 @@ def summarize(step: Step, levels: list[Level], spec: SloSpec, unit: str) -> dict
     proven = [lv.level for lv in below if lv.verdict == HOLDS]
     slo = ", ".join(spec.items())
     n = len(levels)
+    ran = f"{n} level{'s' if n != 1 else ''} run"
     result = {
         "status": step.status,
         "slo_max": low.level if low else None,
@@ -86,7 +87,7 @@ def summarize(step: Step, levels: list[Level], spec: SloSpec, unit: str) -> dict
         assert low is not None
         line = (
             f"the SLO ({slo}) is met up to --max-level, {low.level:g} {unit} (proven: "
-            f"{low.verdict}); the SLO-max is higher: raise --max-level. {n} levels run"
+            f"{low.verdict}); the SLO-max is higher: raise --max-level. {ran}"
         )
     else:
         assert low is not None
@@ -96,7 +97,7 @@ def summarize(step: Step, levels: list[Level], spec: SloSpec, unit: str) -> dict
             else f"met at {low.level:g}, no level above it measured"
         )
         why = {CONVERGED: "", BUDGET: " before the bracket was within 5% (raise --max-levels)"}
-        line = f"SLO-max {low.level:g} {unit} for {slo}: {span}; {n} levels run{why[step.status]}"
+        line = f"SLO-max {low.level:g} {unit} for {slo}: {span}; {ran}{why[step.status]}"
         if low.verdict != HOLDS:
             held = f"{max(proven):g} {unit}" if proven else "no level"
             line += (
