@@ -1,5 +1,6 @@
 """`vllm-load tune`: the stepped test over a matrix of server settings, ranked; or a report's
-advice proved (`--advice`, in `tuning/advice_loop.py`).
+advice proved (`--advice`, in `tuning/advice_loop.py`); or, with `--slo` and neither, the highest
+level at which one configuration meets the SLO (`tuning/slo_max.py`).
 
 For every combination of `--matrix NAME=V1,V2,...` values, the server command (a template with
 `{NAME}` fields) is started, the stepped test runs once it is ready, and the server is stopped,
@@ -20,6 +21,7 @@ import os
 import re
 import string
 
+from ..analysis.decisions.slo_search import DEFAULT_MAX_LEVELS
 from ..run_format.files import safe_name
 from ..settings import Settings
 from ..store.cli import add_store_argument
@@ -51,7 +53,9 @@ def parse_matrix(items: list[str]) -> dict[str, list[str]]:
             raise SettingsError(f"--matrix {name} given twice")
         matrix[name] = vals
     if not matrix:
-        raise SettingsError("give at least one --matrix NAME=V1,V2,...")
+        raise SettingsError(
+            "give at least one --matrix NAME=V1,V2,... (or --slo alone for the SLO-max search)"
+        )
     return matrix
 
 
@@ -146,8 +150,10 @@ EPILOG = (
     '{model} --max-num-seqs {max_num_seqs}" --matrix max_num_seqs=64,256 --runs 2; the advice '
     "of a report, proved: vllm-load tune --advice reports/r.summary.json --host "
     'http://127.0.0.1:8000 --server-cmd "vllm serve M --max-num-seqs 2" (configuration A; B '
-    "is the same command with the advised values). Per-level progress of each run: --loglevel "
-    "INFO."
+    "is the same command with the advised values); the highest concurrency meeting an SLO, to "
+    'within 5 %: vllm-load tune --slo "ttft_p99<=500ms,itl_p99<=50ms" --host '
+    'http://127.0.0.1:8000 --server-cmd "vllm serve M" --max-level 512 (--rates 1,64 for a '
+    "request rate). Per-level progress of each run: --loglevel INFO."
 )
 
 
@@ -157,8 +163,9 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         parser,
         "the server command. With --matrix, a template with {NAME} fields filled from it, e.g. "
         '"vllm serve {model} --max-num-seqs {max_num_seqs} --max-num-batched-tokens '
-        '{max_num_batched_tokens}"; with --advice, the command as it was run (configuration A)',
-        required=True,
+        '{max_num_batched_tokens}"; with --advice, the command as it was run (configuration A); '
+        "with --slo alone, the configuration to search (without it, the search runs against "
+        "the server already at --host)",
     )
     parser.add_argument(
         "--matrix",
@@ -190,6 +197,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         "series (default 1; with --advice 2, and at least 2: the comparison is across runs)",
     )
     add_ready_timeout_argument(parser, "seconds to wait for each started server to be ready")
+    add_slo_max_arguments(parser)
     parser.add_argument(
         "--rank-by",
         choices=RANK_BY,
@@ -212,6 +220,33 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     add_store_argument(parser, "the results store the tune and its runs are written to at its end")
 
 
+def add_slo_max_arguments(parser: argparse.ArgumentParser) -> None:
+    """The bounds of the SLO-max search (`--slo` with neither --matrix nor --advice)."""
+    parser.add_argument(
+        "--min-level",
+        type=float,
+        default=None,
+        help="SLO-max search: the level it starts at and never goes below (default: 1 user, or "
+        "the lowest of --rates)",
+    )
+    parser.add_argument(
+        "--max-level",
+        type=float,
+        default=None,
+        help="SLO-max search: the highest level it may try (default: the highest of --levels, "
+        "or of --rates)",
+    )
+    parser.add_argument(
+        "--max-levels",
+        type=int,
+        default=DEFAULT_MAX_LEVELS,
+        help="SLO-max search: at most this many levels measured, each a run of one level "
+        f"(default {DEFAULT_MAX_LEVELS}); the search grows the level (doubling) until the SLO "
+        "fails, then measures where the SLO's figures, interpolated between the levels that "
+        "met and missed it, reach their limits, until those two are within 5 %%",
+    )
+
+
 def runs_wanted(args: argparse.Namespace) -> int:
     """How many runs of each configuration: --runs, or the mode's default."""
     if args.runs is None:
@@ -228,6 +263,13 @@ def runs_wanted(args: argparse.Namespace) -> int:
 
 def main(args: argparse.Namespace) -> int:
     # every option is checked before any server starts
+    if not args.matrix and not args.advice and args.slo:
+        return slo_max(args)
+    if not args.server_cmd:
+        raise SettingsError(
+            "--matrix and --advice start the server: pass --server-cmd (or --slo alone, to "
+            "search the SLO-max of the server at --host)"
+        )
     runs = runs_wanted(args)
     args.name = args.name or ("advice" if args.advice else "tune")
     if args.advice:
@@ -302,3 +344,20 @@ def main(args: argparse.Namespace) -> int:
     if best_t is None:
         raise CommandFailed("no configuration could be ranked (see the table above)")
     return 0 if stored else 1
+
+
+def slo_max(args: argparse.Namespace) -> int:
+    """`--slo` with neither --matrix nor --advice: the SLO-max search of one configuration."""
+    if args.series or args.rank_by != "throughput":
+        raise SettingsError(
+            "--series and --rank-by belong to --advice and --matrix, not to --slo alone"
+        )
+    if args.runs not in (None, 1):
+        raise SettingsError("the SLO-max search measures each level once: leave out --runs")
+    if getattr(args, "trace", ""):
+        raise SettingsError("the SLO-max search steps levels; a trace replays its own schedule")
+    args.name = args.name or "slo-max"
+    # at call time: its judging of levels keeps numpy and scipy out of every command's start
+    from .tuning.slo_max import find_slo_max
+
+    return find_slo_max(args)

@@ -94,17 +94,24 @@ def unknown_thresholds(measured: pd.DataFrame, spec: SloSpec) -> list[Threshold]
 
 
 def _threshold_value(requests: pd.DataFrame, t: Threshold, attainment: float) -> float:
-    """The attainment quantile of a threshold's figure over a level's measured requests, by the
-    tables' percentile method (`levels.group_percentiles`), failures as infinitely late
-    and a success without the figure as holding it (as missing it, where the figure says so:
-    `_absent_misses`); NaN where no success has it (unknown)."""
+    """The attainment quantile of a threshold's figure over a level's measured requests
+    (`threshold_values`), by the tables' percentile method (`levels.group_percentiles`); NaN
+    where no success has it (unknown)."""
+    value = threshold_values(requests, t)
+    if value is None:
+        return math.nan
+    return float(group_percentiles(value, np.zeros(len(value), np.int64), 1, (attainment,))[0, 0])
+
+
+def threshold_values(requests: pd.DataFrame, t: Threshold) -> np.ndarray | None:
+    """Per request, the figure as judged: a failure infinitely late, a success without it as
+    holding it (missing it: `_absent_misses`); None where no success has it (unknown)."""
     value = as_floats(requests, t.metric)
     ok = as_floats(requests, "ok") == 1
     if not (ok & ~np.isnan(value)).any():
-        return math.nan
+        return None
     absent = np.inf if _absent_misses(t) else 0.0
-    value = np.where(ok, np.nan_to_num(value, nan=absent, posinf=np.inf), np.inf)
-    return float(group_percentiles(value, np.zeros(len(value), np.int64), 1, (attainment,))[0, 0])
+    return np.where(ok, np.nan_to_num(value, nan=absent, posinf=np.inf), np.inf)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,135 @@
+"""`vllm-load tune --slo ...` alone: the SLO-max search of one configuration, on the simulator
+with room for 4 sequences (from a fifth user on, requests wait for a place in the batch)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import pytest
+from support.runhelpers import run_vllm_load
+
+from vllm_load.analysis.decisions.slo_search import NONE_MET, Probe, Step
+from vllm_load.cli.tuning.slo_max import Level, summarize
+from vllm_load.sim.child import free_port
+from vllm_load.slo import parse_slo
+
+
+def _search(port: int, out, *extra: str) -> tuple[str, ...]:
+    server = (
+        f"{sys.executable} -m vllm_load sim --port {port} --max-num-seqs 4 --time-scale 0.2 "
+        "--seed 1"
+    )
+    return (
+        "tune",
+        "--slo",
+        "e2e_p90<=175ms",
+        "--server-cmd",
+        server,
+        "--host",
+        f"http://127.0.0.1:{port}",
+        "--input-tokens",
+        "64",
+        "--output-tokens",
+        "64",
+        "--requests-per-level",
+        "20",
+        "--warmup-requests",
+        "4",
+        "--max-level",
+        "64",
+        "--ready-timeout",
+        "30",
+        "--out",
+        str(out),
+        *extra,
+    )
+
+
+@pytest.mark.slow
+def test_the_search_finds_where_the_batch_is_full_and_resumes(tmp_path):
+    port = free_port()
+    # a budget of 3 levels first: 1, 2, then the growth; it stops there with its bracket
+    first = run_vllm_load(*_search(port, tmp_path, "--max-levels", "3"), timeout=300)
+    state = json.loads((tmp_path / "slo-max" / "slo_max.json").read_text())
+    assert [lv["level"] for lv in state["levels"]][:2] == [1.0, 2.0]
+    assert state["result"]["status"] == "budget" and state["result"]["levels_run"] == 3
+    assert "raise --max-levels" in first.stdout.strip().splitlines()[-1]
+    # the same command with a larger budget carries on: no finished level runs again
+    again = run_vllm_load(*_search(port, tmp_path), timeout=400)
+    assert "resuming: 3 levels already measured" in again.stdout
+    state = json.loads((tmp_path / "slo-max" / "slo_max.json").read_text())
+    levels = [lv["level"] for lv in state["levels"]]
+    assert len(levels) == len(set(levels))  # no level measured twice
+    result = state["result"]
+    assert result["status"] == "converged"
+    low, high = result["bracket"]
+    # 4 users fill the batch (E2E p90 ~150 ms measured); from 5, requests wait for a place
+    # (~200 ms at 5, ~280 ms at 8); the machine's load moves the measured p90 a little
+    assert 3 <= low <= 6 and high <= max(low + 1, 1.05 * low)
+    assert result["levels_run"] == len(levels) <= 12
+    last = again.stdout.strip().splitlines()[-1]
+    assert last.startswith(f"SLO-max {low:g} users for e2e_p90<=175ms") and "levels run" in last
+    table = (tmp_path / "slo-max" / "slo_max.md").read_text()
+    assert "e2e_p90<=175ms" in table and result["line"] in table
+
+
+def test_a_server_that_does_not_start_is_one_line_and_exit_1(tmp_path):
+    port = free_port()
+    done = run_vllm_load(
+        "tune",
+        "--slo",
+        "e2e_p99<=1s",
+        "--server-cmd",
+        f"{sys.executable} -c 'import sys; sys.exit(3)'",
+        "--host",
+        f"http://127.0.0.1:{port}",
+        "--ready-timeout",
+        "20",
+        "--out",
+        str(tmp_path),
+        expect=1,
+    )
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "server" in lines[0] and "run the same command again" in lines[0]
+
+
+def test_bad_bounds_are_one_line_and_exit_2(tmp_path):
+    search = (
+        "tune",
+        "--slo",
+        "e2e_p99<=1s",
+        "--host",
+        "http://127.0.0.1:9",
+        "--out",
+        str(tmp_path),
+    )
+    done = run_vllm_load(*search, "--min-level", "8", "--max-level", "4", expect=2)
+    assert "--min-level 8 and --max-level 4" in done.stderr
+    done = run_vllm_load(*search, "--runs", "3", expect=2)
+    assert "leave out --runs" in done.stderr
+
+
+def _level(level: float, estimate: float, verdict: str) -> Level:
+    item = {"item": "e2e_p99<=100ms", "limit": 0.1, "estimate": estimate, "low": 0.0}
+    return Level(level, f"runs/{level:g}", [{**item, "high": math.inf}], verdict)
+
+
+def test_no_level_meeting_the_slo_says_so_with_the_lowest_levels_figures():
+    lowest = _level(1.0, 0.25, "fails")
+    step = Step(NONE_MET, None, None, Probe(1.0, (2.5,)))
+    result = summarize(step, [lowest], parse_slo("e2e_p99<=100ms"), "users")
+    assert result["slo_max"] is None and result["status"] == NONE_MET
+    assert result["line"].startswith("no level meets the SLO (e2e_p99<=100ms): at the lowest, 1")
+    assert "250 ms" in result["line"]
+
+
+def test_a_slo_max_whose_interval_straddles_the_limit_says_so():
+    levels = [_level(4.0, 0.05, "holds"), _level(8.0, 0.09, "straddles"), _level(9.0, 0.2, "fails")]
+    step = Step("converged", None, levels[1].probe, levels[2].probe)
+    result = summarize(step, levels, parse_slo("e2e_p99<=100ms"), "users")
+    assert result["slo_max"] == 8.0 and result["proven_up_to"] == 4.0
+    assert (
+        "At 8 the SLO straddles" in result["line"] and "proven to hold: 4 users" in result["line"]
+    )
