@@ -13,7 +13,7 @@ def latency_sim() -> SimulatorProcess:
     lifecycle tests start their runs against and stop them: one for the session's worker instead
     of one per test (a simulator's start is seconds of each such test). Those tests judge the
     processes and the run directory, never the simulator's counters. (test_interrupt keeps its
-    own: its two-worker case counted no request abandoned, 2 tries of 2, against a simulator an
-    interrupted run had used before it.)"""
+    own: its two-worker case failed its count of requests abandoned sharing one, and on a fresh
+    one too on a loaded machine, so sharing is not cleared for it.)"""
     with SimulatorProcess("--ttft", "0.05", "--itl", "0.05") as sim:
         yield sim
