@@ -7,6 +7,7 @@ that the per-level success rates and throughput are those of the rows.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 
@@ -100,35 +101,53 @@ def measured_success_rates(requests, steps) -> list[float]:
 SLOW_CASES = {"error_500", "error_429", "json_reset"}
 
 
+@pytest.fixture(scope="module")
+def simulator():
+    """The simulator of a fault's options, started once for this module's worker: the streamed
+    and JSON cases of one fault, and the two slow-first-token cases, run against the same one (a
+    simulator's start is about a third of a case's time). Each case judges only its own run."""
+    with contextlib.ExitStack() as stack:
+        started: dict[tuple[str, ...], SimulatorProcess] = {}
+
+        def of(options: tuple[str, ...]) -> SimulatorProcess:
+            if options not in started:
+                started[options] = stack.enter_context(
+                    SimulatorProcess(
+                        "--time-scale", "0.05", "--max-num-seqs", "16", "--seed", "3", *options
+                    )
+                )
+            return started[options]
+
+        yield of
+
+
 @pytest.mark.parametrize(
     "name",
     [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_CASES else n for n in CASES],
 )
-def test_a_stepped_run_survives_the_fault_and_accounts_for_every_request(name, tmp_path):
+def test_a_stepped_run_survives_the_fault_and_accounts_for_every_request(name, tmp_path, simulator):
     case = CASES[name]
-    with SimulatorProcess(
-        "--time-scale", "0.05", "--max-num-seqs", "16", "--seed", "3", *case.sim
-    ) as sim:
-        run_vllm_load(
-            "run",
-            "--host",
-            sim.url,
-            "--levels",
-            "4,8",
-            "--input-tokens",
-            "128",
-            "--output-tokens",
-            str(OUTPUT_TOKENS),
-            "--requests-per-level",
-            "40",
-            "--warmup-requests",
-            "4",
-            "--out",
-            str(tmp_path),
-            *case.client,
-            timeout=60,
-            expect=0 if case.category is None else 5,  # more than 1 % failed: levels_failed
-        )
+    sim = simulator(case.sim)
+    run_vllm_load(
+        "run",
+        "--host",
+        sim.url,
+        "--levels",
+        "4,8",
+        "--input-tokens",
+        "128",
+        "--output-tokens",
+        str(OUTPUT_TOKENS),
+        "--requests-per-level",
+        "40",
+        "--warmup-requests",
+        "4",
+        "--out",
+        str(tmp_path),
+        *case.client,
+        timeout=60,
+        expect=0 if case.category is None else 5,  # more than 1 % failed: levels_failed
+    )
     requests, steps, run, stats = load_run_files(only_run_dir(tmp_path))
     assert run["outcome"] == "completed" and list(steps["stop_reason"]) == ["target_reached"] * 2
 

@@ -94,22 +94,23 @@ class LongRun:
 
 
 @contextlib.contextmanager
-def long_run(out: str, workers: int):
-    """A `LongRun` against a simulator; whatever it leaves is killed at the end."""
-    with SimulatorProcess("--ttft", "0.05", "--itl", "0.05") as sim:
-        proc = start_long_run(sim.url, out, workers)
-        family: list[psutil.Process] = []
-        try:
-            run_dir = wait_for_rows(out, 5, proc)
-            family = psutil.Process(proc.pid).children(recursive=True)
-            yield LongRun(proc, run_dir, family)
-        finally:
-            kill_all(family)
-            stop_group(proc)
+def long_run(sim: SimulatorProcess, out: str, workers: int):
+    """A `LongRun` against `sim`; whatever it leaves is killed at the end."""
+    proc = start_long_run(sim.url, out, workers)
+    family: list[psutil.Process] = []
+    try:
+        run_dir = wait_for_rows(out, 5, proc)
+        family = psutil.Process(proc.pid).children(recursive=True)
+        yield LongRun(proc, run_dir, family)
+    finally:
+        kill_all(family)
+        stop_group(proc)
 
 
-def test_killing_vllm_load_run_ends_its_locust_processes_and_the_run_is_closed(tmp_path):
-    with long_run(str(tmp_path), workers=2) as run:
+def test_killing_vllm_load_run_ends_its_locust_processes_and_the_run_is_closed(
+    tmp_path, latency_sim
+):
+    with long_run(latency_sim, str(tmp_path), workers=2) as run:
         assert len(run.family) == 3  # the Locust master and its two workers
         run.proc.kill()  # SIGKILL: no handler of ours runs
         run.proc.wait(timeout=10)
@@ -119,8 +120,8 @@ def test_killing_vllm_load_run_ends_its_locust_processes_and_the_run_is_closed(t
     assert open_levels(run.run_dir) == 0
 
 
-def test_a_hangup_stops_the_run_like_ctrl_c(tmp_path):
-    with long_run(str(tmp_path), workers=0) as run:
+def test_a_hangup_stops_the_run_like_ctrl_c(tmp_path, latency_sim):
+    with long_run(latency_sim, str(tmp_path), workers=0) as run:
         run.proc.send_signal(signal.SIGHUP)  # the terminal was closed
         output, _ = run.proc.communicate(timeout=GONE_WITHIN + 20)
         wait_gone(run.family, GONE_WITHIN)
@@ -128,8 +129,8 @@ def test_a_hangup_stops_the_run_like_ctrl_c(tmp_path):
     assert read_run(run.run_dir)["outcome"] == "interrupted" and open_levels(run.run_dir) == 0
 
 
-def test_a_second_ctrl_c_is_clean_and_the_run_is_closed(tmp_path):
-    with long_run(str(tmp_path), workers=2) as run:
+def test_a_second_ctrl_c_is_clean_and_the_run_is_closed(tmp_path, latency_sim):
+    with long_run(latency_sim, str(tmp_path), workers=2) as run:
         run.proc.send_signal(signal.SIGINT)
         time.sleep(0.3)  # while the run is being closed
         run.proc.send_signal(signal.SIGINT)
@@ -143,8 +144,8 @@ def test_a_second_ctrl_c_is_clean_and_the_run_is_closed(tmp_path):
     assert open_levels(run.run_dir) == 0
 
 
-def test_a_killed_master_takes_its_workers_and_vllm_load_run_closes_the_run(tmp_path):
-    with long_run(str(tmp_path), workers=2) as run:
+def test_a_killed_master_takes_its_workers_and_vllm_load_run_closes_the_run(tmp_path, latency_sim):
+    with long_run(latency_sim, str(tmp_path), workers=2) as run:
         (master,) = psutil.Process(run.proc.pid).children()
         workers = master.children()
         assert len(workers) == 2
@@ -214,15 +215,14 @@ def remote_test(tmp_path: Path, sim: SimulatorProcess, *worker_args: str):
             stop_group(master)
 
 
-def test_a_remote_worker_stops_within_seconds_of_losing_its_master(tmp_path):
+def test_a_remote_worker_stops_within_seconds_of_losing_its_master(tmp_path, latency_sim):
     """A worker on another machine (no parent in common with its master) stops on the master's
     missing heartbeats, says so, and exits non-zero; until the master answers it says it waits."""
-    with SimulatorProcess("--ttft", "0.05", "--itl", "0.05") as sim:
-        with remote_test(tmp_path, sim) as test:
-            (locust_master,) = psutil.Process(test.master.pid).children()
-            locust_master.kill()
-            took = wait_gone(test.worker_processes(), 15)
-            test.master.communicate(timeout=30)
+    with remote_test(tmp_path, latency_sim) as test:
+        (locust_master,) = psutil.Process(test.master.pid).children()
+        locust_master.kill()
+        took = wait_gone(test.worker_processes(), 15)
+        test.master.communicate(timeout=30)
     text = test.log.read_text()
     assert f"vllm-load worker: waiting for master at 127.0.0.1:{test.port}" in text
     assert took < 8.0, text[-3000:]  # Locust's own default: 60 s of load nobody records
@@ -230,13 +230,12 @@ def test_a_remote_worker_stops_within_seconds_of_losing_its_master(tmp_path):
     assert read_run(test.run_dir)["outcome"] == "interrupted"
 
 
-def test_ctrl_c_stops_every_process_of_a_worker(tmp_path):
+def test_ctrl_c_stops_every_process_of_a_worker(tmp_path, latency_sim):
     """`vllm-load worker --processes 2`: Locust's parent of the two waits for them to stop on a
     Ctrl-C of their own, which a terminal sends to them all."""
-    with SimulatorProcess("--ttft", "0.05", "--itl", "0.05") as sim:
-        with remote_test(tmp_path, sim, "--processes", "2") as test:
-            assert len(test.family) == 3  # Locust's parent and the two it forked
-            test.worker.send_signal(signal.SIGINT)
-            wait_gone(test.worker_processes(), GONE_WITHIN)
+    with remote_test(tmp_path, latency_sim, "--processes", "2") as test:
+        assert len(test.family) == 3  # Locust's parent and the two it forked
+        test.worker.send_signal(signal.SIGINT)
+        wait_gone(test.worker_processes(), GONE_WITHIN)
     text = test.log.read_text()
     assert test.worker.returncode == 0 and "Traceback" not in text, text[-3000:]

@@ -21,8 +21,10 @@ from vllm_load.analysis.levels.rates import rate_verdicts
 from vllm_load.analysis.replay.verdicts import lateness
 from vllm_load.sim.child import SimulatorProcess
 
-#: timing and rates within a tolerance: no other test's load beside them (tests/conftest.py)
-alone = pytest.mark.alone
+# The tests held to a rate within a tolerance are the timing job's (pytest -m timing), alone: no
+# other test's load beside them (tests/conftest.py). The default suite runs the open loop through
+# two workers (the overload test below) and checks the schedules' arrivals in-process
+# (tests/workload/test_arrivals.py, tests/analysis/test_rates.py)
 
 SMALL = ("--input-tokens", "64", "--output-tokens", "16")
 
@@ -62,7 +64,8 @@ def held_to_the_rate(tmp_path, requests, row, metrics, queued_limit: float = mat
     pytest.skip(f"rate tolerance not held: {why}")
 
 
-@alone
+@pytest.mark.timing
+@pytest.mark.alone
 def test_constant_arrivals_below_capacity_achieve_the_rate_within_2_percent(tmp_path):
     # 80 requests/s: the 240 measured span a window of 3 s, against which the latency jitter at
     # its two ends (milliseconds; a request in flight at each edge) is well under 1 %
@@ -88,7 +91,8 @@ def test_constant_arrivals_below_capacity_achieve_the_rate_within_2_percent(tmp_
     assert "could not keep up" not in proc.stdout
 
 
-@alone
+@pytest.mark.timing
+@pytest.mark.alone
 def test_poisson_arrivals_split_over_two_workers_add_up_to_the_rate(tmp_path):
     k = 600
     with SimulatorProcess("--time-scale", "0.1") as sim:
@@ -112,15 +116,20 @@ def test_poisson_arrivals_split_over_two_workers_add_up_to_the_rate(tmp_path):
 
 
 # not alone: a busy machine only pushes each figure further the way it is checked (fewer
-# completions, longer waits for a user; the offered rate counts scheduled arrivals, taken or not)
+# completions, longer waits for a user; the offered rate counts scheduled arrivals, taken or not).
+# Through two workers: the rate split between them adds up (the timing job's Poisson test holds it
+# within 2 % below capacity)
 def test_a_rate_far_above_capacity_is_reported_as_not_kept_up(tmp_path):
     with SimulatorProcess("--time-scale", "0.1", "--max-num-seqs", "2") as sim:
-        proc, requests, _, run, metrics = rate_run(
+        proc, requests, steps, run, metrics = rate_run(
             tmp_path, sim, "--rates", "150", "--max-in-flight", "20", "--output-tokens", "64",
-            "--requests-per-level", "60", "--warmup-requests", "10",
+            "--requests-per-level", "60", "--warmup-requests", "10", "--workers", "2",
         )  # fmt: skip
     row = metrics.iloc[0]
     print("overload:", row[RATES].to_dict())
+    assert list(steps["kind"]) == ["rate"] and list(steps["value"]) == [150.0]
+    assert requests["worker"].nunique() == 2 and (requests["task"] == "open_loop").all()
+    assert row["measured"] == 60 and run["outcome"] == "completed"
     assert row["achieved_rate"] < 0.5 * 150  # two sequences at a time: about 30 requests/s
     # arrivals no user took (20 in flight at most) count: 150 requests/s were offered
     assert row["offered_rate"] > 0.7 * 150

@@ -54,6 +54,8 @@ def test_two_workers_record_every_request_once_and_attribute_levels(tmp_path):
     # achieved concurrency is its users, as at every level
     assert run["requests_abandoned"]["total"] == 0
     assert run["drain"]["reason"] == "all_finished" and run["drain"]["in_flight_at_end"] == 0
+    # what `vllm-load run` reads for its exit status, found by the run's own process
+    assert run["end_checks"] == {"failed_levels": "", "final_streak": None, "lost_targets": []}
     assert (requests["end_ts"] > steps.loc[1, "end_ts"]).sum() >= 1
     assert run["client"]["mode"] == "master" and run["prompts"]["method"] == "server_tokenize"
     assert requests["ok"].all()
@@ -86,6 +88,11 @@ def test_two_workers_record_every_request_once_and_attribute_levels(tmp_path):
     )
 
 
+# the timing job's (pytest -m timing): the achieved concurrency held to the users is a timing
+# tolerance; the default suite checks that the last level's requests in flight at its target are
+# let finish and recorded, single process (test_a_level_says_what_it_ended_on) and with two
+# workers (test_two_workers_record_every_request_once_and_attribute_levels)
+@pytest.mark.timing
 @pytest.mark.alone  # timing within a tolerance (tests/conftest.py)
 @pytest.mark.parametrize("workers", ["0", "2"])
 def test_the_last_level_is_measured_like_the_others(tmp_path, workers):
@@ -183,12 +190,13 @@ def test_exact_with_a_local_tokenizer_when_the_server_has_no_tokenize(tmp_path, 
             "run",
             "--host",
             sim.url,
+            # exactness is per request: 20 show it (the 200 at 40 users are the test above's)
             "--levels",
-            "40",
+            "4",
             "--requests-per-level",
-            "190",
+            "16",
             "--warmup-requests",
-            "10",
+            "4",
             "--tokenizer",
             tokenizer_dir,
             "--out",
@@ -196,9 +204,13 @@ def test_exact_with_a_local_tokenizer_when_the_server_has_no_tokenize(tmp_path, 
         )
     requests, _, run, _ = load_run_files(only_run_dir(tmp_path / "runs"))
     assert run["prompts"]["method"] == "local_tokenizer"
-    _assert_exact(requests, 200, 2048, 512)
+    _assert_exact(requests, 20, 2048, 512)
 
 
+# the timing job's (pytest -m timing): 5 ms on a run through Locust. The default suite dates a
+# stream's chunks against the same simulator's injected gaps in tests/client/test_readers.py
+# (both readers, 3 ms), and every run there measures TTFT, ITL and TPOT through this path
+@pytest.mark.timing
 @pytest.mark.alone  # timing within a tolerance (tests/conftest.py)
 def test_ttft_and_itl_within_5ms_of_injected_delays_at_10_users(tmp_path):
     trace_path = str(tmp_path / "trace.jsonl")
@@ -259,6 +271,12 @@ def test_a_level_says_what_it_ended_on(tmp_path):
             "--out",
             str(tmp_path),
         )
+    # the last level is let finish: its requests in flight at its target end and have rows (the
+    # timing job's test_the_last_level_is_measured_like_the_others also holds its concurrency)
+    requests, _, run, _ = load_run_files(only_run_dir(tmp_path))
+    assert run["requests_abandoned"]["total"] == 0 and run["drain"]["reason"] == "all_finished"
+    assert run["end_checks"] == {"failed_levels": "", "final_streak": None, "lost_targets": []}
+    assert run["client"]["mode"] == "local" and requests["ok"].all()
     log = proc.stdout + proc.stderr
     ended = re.findall(
         r"level \d ended \(target_reached\): (\d+) requests started, 0 of the first (\d+) to start "
