@@ -426,7 +426,8 @@ def test_compute_past_the_point_of_useful_gain_is_said_though_the_5_percent_rule
     verdict = past_useful_gain(doubled, below)
     assert verdict is not None and verdict.kind == "compute"
     assert verdict.reason.startswith("past the point of useful gain: the batch grew 2.00x")
-    assert "+7% throughput, an engine step 20.0 → 37.0 ms" in verdict.reason
+    assert "an engine step lengthened 20.0 → 37.0 ms" in verdict.reason
+    assert "decode rate gained +8% per doubling of the batch (throughput +7%)" in verdict.reason
     scaling = _lv(64, 1900, batch=62.0, queued=0.0, step_time=0.021)  # throughput kept up
     assert past_useful_gain(scaling, below) is None
     waiting = replace(doubled, queued=5.0, queue_time=1.0, step_time=0.037)
@@ -473,3 +474,89 @@ def test_a_decode_rate_that_fell_as_the_batch_grew_is_not_called_compute():
     assert "fell 10%" in verdict.reason  # 2.8 / 44.5 ms against 1.7 / 24.3 ms
     flat = replace(fell, step_time=0.039)  # steps lengthened with the batch: compute
     assert level_verdict(flat, below, ServerFacts(), saturated=True).kind == "compute"
+
+
+def test_compute_past_useful_gain_reads_the_servers_decode_rate_not_a_thin_levels_throughput():
+    # the simulator's compute regime (1 ms + 0.56 ms a sequence), 32 -> 48 users: the batch grew
+    # 1.47x, the client's throughput +21 % (one wave of requests), the steps 18.0 -> 26.8 ms: the
+    # server decoded 1 % less a second; the old rule wanted a doubled batch and read the throughput
+    from vllm_load.analysis.diagnosis.verdict import past_useful_gain
+
+    below = _lv(32, 5394, batch=31.9, queued=0.18, step_time=0.0180)
+    top = _lv(48, 6533, batch=47.0, queued=0.44, step_time=0.0268)
+    verdict = past_useful_gain(top, below)
+    assert verdict is not None and verdict.kind == "compute", verdict
+    assert "decode rate gained -2% per doubling of the batch (throughput +21%)" in verdict.reason
+    # every flag at its default, each step slow (the truth: nothing held): 32 -> 96 users, the
+    # steps 1.7x longer for a 3x batch: the server's rate still gained 43 % a doubling
+    slow = _lv(32, 1000, batch=31.0, queued=0.1, step_time=0.0100)
+    assert past_useful_gain(_lv(96, 1700, batch=93.0, queued=0.2, step_time=0.0171), slow) is None
+    # a batch grown by less than USEFUL_BATCH is too short a stretch to extrapolate a doubling
+    assert past_useful_gain(replace(top, batch=41.0, step_time=0.0232), below) is None
+    # a rate that fell faster than compute makes it fall: something else (`FALL`)
+    assert past_useful_gain(replace(top, step_time=0.0330), below) is None
+
+
+def _held_at(batch, peak, tokens, prefill_steps, prompt, hit, **kw):
+    return [
+        _lv(8, 100, batch=batch, running_max=peak, queued=4.0, queue_time=0.13, step_time=0.0027,
+            kv_max=0.02, step_tokens=tokens, prefill_steps=prefill_steps, prompt_tokens=prompt,
+            prefix_hit=hit, **kw),
+        _lv(12, 100, batch=batch, running_max=peak, queued=7.6, queue_time=0.26, step_time=0.0027,
+            kv_max=0.02, step_tokens=tokens * 0.96, prefill_steps=prefill_steps * 1.01,
+            prompt_tokens=prompt, prefix_hit=hit, **kw),
+    ]  # fmt: skip
+
+
+def test_a_prefill_too_short_for_a_spent_budget_rules_the_budget_out_so_the_plateau_is_a_cap():
+    # the simulator at --max-num-seqs 4 (its budget 8192), 2,048-token prompts, not told: the
+    # batch held at 4 and ~170 tokens a step at 8 and 12 users, which a budget of ~170 would pin
+    # as well; but a budget of 170 chunks a 2,048-token prefill over 12 steps, and it took 5.3
+    cap = _held_at(4.0, 4.0, 175.0, 5.26, 2047.0, 0.0)
+    assert all(lv.prefills_unchunked for lv in cap)
+    facts = infer_limits(cap, ServerFacts())
+    assert facts.get("max_num_seqs") == Fact(4.0, INFERRED)
+    assert facts.get("max_num_batched_tokens") is None
+    verdict = level_verdict(cap[1], cap[0], facts, saturated=True)
+    assert verdict.kind == "max_num_seqs" and "--max-num-seqs 4 (inferred)" in verdict.reason
+    # a spent budget of 40 at 256-token prompts (the simulator, not told): 7.5 steps a prefill,
+    # more than 256 / 40: both still fit, neither is inferred, both are named
+    budget = _held_at(3.0, 3.0, 40.0, 7.46, 256.0, 0.0)
+    assert not any(lv.prefills_unchunked for lv in budget)
+    facts = infer_limits(budget, ServerFacts())
+    assert facts.get("max_num_seqs") is None and facts.get("max_num_batched_tokens") is None
+    reason = level_verdict(budget[1], budget[0], facts, saturated=True).reason
+    assert "a sequence cap of 3 (the batch held near its peak) or a token budget of ~" in reason
+    # what the prefix cache held is not prefill work: 90 % cached leaves 205 tokens, 1.2 steps
+    # of 175; and a cache share nobody measured rules nothing out
+    for hit in (0.9, math.nan):
+        unsure = _held_at(4.0, 4.0, 175.0, 5.26, 2047.0, hit)
+        assert not any(lv.prefills_unchunked for lv in unsure)
+        assert infer_limits(unsure, ServerFacts()).get("max_num_seqs") is None
+
+
+def test_no_budget_is_inferred_where_no_prefill_was_chunked():
+    # steps pinned while the batch swings under its peak: a budget, unless every prefill ran
+    # whole (a 2,048-token prompt in one step of a "budget" of 40 cannot be)
+    swung = _held_at(3.2, 4.0, 40.0, 7.5, 256.0, 0.0)
+    inferred = infer_limits(swung, ServerFacts()).get("max_num_batched_tokens")
+    assert inferred == Fact(39.0, INFERRED)  # 40 and 38.4 tokens a step
+    whole = _held_at(3.2, 4.0, 40.0, 1.0, 2048.0, 0.0)
+    facts = infer_limits(whole, ServerFacts())
+    assert facts.get("max_num_batched_tokens") is None
+    reason = level_verdict(whole[1], whole[0], facts, saturated=True).reason
+    assert "token budget of" not in reason  # ruled out, not named as what would explain it
+
+
+def test_level_evidence_reads_the_prefix_caches_hit_share():
+    server = pd.DataFrame(
+        {
+            "ts": [0.0, 1.0, 2.0],
+            "prefix_cache_hits": [0.0, 300.0, 600.0],
+            "prefix_cache_queries": [0.0, 1000.0, 2000.0],
+        }
+    )
+    window = pd.DataFrame({"level": [0], "window_start": [0.5], "window_end": [1.5]})
+    assert level_evidence(server, window).iloc[0]["server_prefix_hit"] == pytest.approx(0.3)
+    none = server.assign(prefix_cache_queries=[0.0, 0.0, 0.0])
+    assert math.isnan(level_evidence(none, window).iloc[0]["server_prefix_hit"])
