@@ -682,7 +682,10 @@ def rejudge(args: argparse.Namespace, out: str) -> int:
         with open(os.path.join(args.rejudge, "results.json"), encoding="utf-8") as fh:
             before = json.load(fh)
     except (OSError, ValueError) as e:
-        print(f"diagnosis_accuracy: --rejudge {args.rejudge}: no readable results.json ({e})", file=sys.stderr)
+        print(
+            f"diagnosis_accuracy: --rejudge {args.rejudge}: no readable results.json ({e})",
+            file=sys.stderr,
+        )
         return 2
     cases: list[RunCase] = []
     for old in before["cases"]:
