@@ -560,3 +560,13 @@ def test_level_evidence_reads_the_prefix_caches_hit_share():
     assert level_evidence(server, window).iloc[0]["server_prefix_hit"] == pytest.approx(0.3)
     none = server.assign(prefix_cache_queries=[0.0, 0.0, 0.0])
     assert math.isnan(level_evidence(none, window).iloc[0]["server_prefix_hit"])
+
+
+def test_a_backlog_larger_than_the_batchs_peak_names_the_cap_beside_the_budget():
+    # the simulator at --max-num-seqs 32, not told, 96 users: the window's mean batch dipped to
+    # 27.3 under the gauge's peak of 32 with 54 waiting; the cap went unnamed and only
+    # "--max-num-batched-tokens N" was said to settle it
+    lv = _lv(96, 12807, batch=27.3, running_max=32.0, queued=54.1, kv_max=0.01, step_tokens=115.2)
+    reason = level_verdict(lv, None, ServerFacts(), saturated=True).reason
+    assert "a sequence cap of 32 (the batch's peak, with more waiting) or a token budget" in reason
+    assert '--server-args "--max-num-seqs N --max-num-batched-tokens N"' in reason
