@@ -570,3 +570,22 @@ def test_a_backlog_larger_than_the_batchs_peak_names_the_cap_beside_the_budget()
     reason = level_verdict(lv, None, ServerFacts(), saturated=True).reason
     assert "a sequence cap of 32 (the batch's peak, with more waiting) or a token budget" in reason
     assert '--server-args "--max-num-seqs N --max-num-batched-tokens N"' in reason
+
+
+def test_compute_past_useful_gain_by_the_step_law_through_a_level_far_below():
+    # the simulator's compute regime, 2 -> 32 users: 1.8 -> 29.3 in the batch, a step 2.1 ->
+    # 18.2 ms: 1.0 ms fixed and 0.59 ms a sequence, 94 % of a step per sequence, so a doubled
+    # batch would decode +3 % a second; the client's throughput still rose 1.62x over the 16x
+    # batch, and the rate per doubling (+16 %) averages in the steep start
+    from vllm_load.analysis.diagnosis.verdict import past_useful_gain
+
+    below = _lv(2, 3332, batch=1.84, queued=0.04, step_time=0.0021)
+    middle = _lv(32, 5412, batch=29.3, queued=0.26, step_time=0.0182)
+    verdict = past_useful_gain(middle, below)
+    assert verdict is not None and verdict.kind == "compute", verdict
+    assert "94% of it per sequence (a fixed 1.0 ms and 0.59 ms a sequence" in verdict.reason
+    assert "a doubled batch would decode +3% a second (throughput +62%)" in verdict.reason
+    # every flag at its default, each step slow (truth: nothing held): 8 -> 32 users, a fixed
+    # 18.8 ms of a 30 ms step: a doubled batch would still decode +46 % a second
+    slow_below = _lv(8, 1000, batch=8.0, queued=0.0, step_time=0.0216)
+    assert past_useful_gain(_lv(32, 2800, batch=31.9, step_time=0.030), slow_below) is None

@@ -77,6 +77,8 @@ FALL = 0.90  # ... and the server's decode rate kept this share of the level bel
 USEFUL_BATCH = 1.4  # the batch grew by this factor from the level below, at least, ...
 USEFUL_GAIN = 1.10  # ... while the server's decode rate gained this factor or less per doubling of
 # the batch: compute past the point of useful gain
+DOUBLED_GAIN = 1.05  # ... or the step law through both levels gives a doubled batch this factor
+# or less (the saturation rule's own 5 %)
 SHORT_PREFILL = 0.5  # a prefill spanning under this share of prompt / tokens-per-step engine
 # steps was not chunked by a spent budget (which makes it span at least 0.9 of that share)
 
@@ -396,13 +398,15 @@ def _decode_rate_kept(lv: LevelEvidence, below: LevelEvidence) -> float:
 
 def past_useful_gain(lv: LevelEvidence, below: LevelEvidence | None) -> Bottleneck | None:
     """`compute` for a level the saturation rule still counts as rising: nothing waits, the batch
-    grew `USEFUL_BATCH` or more from the level below, and the server's decode rate (requests in
-    the batch per step-second: the tokens its steps hand out per second) gained `USEFUL_GAIN` or
-    less per doubling of the batch, and fell no more than compute does (`FALL`): each engine step
-    lengthened nearly in proportion to the batch, so more requests in flight bought a few %
-    (None where that does not hold, or an idle GPU rules compute out). The server's rate, not the
-    client's throughput: a level of one wave of requests measures its throughput roughly (+18 %
-    where the steps said +2 % on the simulator), its steps precisely."""
+    grew `USEFUL_BATCH` or more from the level below, the server's decode rate (requests in the
+    batch per step-second: the tokens its steps hand out per second) fell no more than compute
+    makes it (`FALL`), and more requests in flight buy a few % at most: either the decode rate
+    gained `USEFUL_GAIN` or less per doubling of the batch over the two levels, or the step law
+    through them (a fixed part and a part per sequence) says a doubled batch would add
+    `DOUBLED_GAIN` or less, its steps all but lengthening in proportion (None where neither
+    holds, or an idle GPU rules compute out). The server's figures, not the client's
+    throughput: a level of one wave of requests measures its throughput roughly (+18 % where
+    the steps said +2 % on the simulator), its steps precisely."""
     if below is None or lv.waits or lv.left_out or lv.gpu.state() == IDLE:
         return None
     known = (lv.batch, below.batch, lv.tok_per_s, below.tok_per_s, lv.step_time, below.step_time)
@@ -413,17 +417,35 @@ def past_useful_gain(lv: LevelEvidence, below: LevelEvidence | None) -> Bottlene
     if growth < USEFUL_BATCH or not kept == kept:
         return None
     doublings = math.log2(growth)
-    if kept ** (1 / doublings) > USEFUL_GAIN or kept < FALL**doublings:
+    per_doubling = kept ** (1 / doublings)
+    if kept < FALL**doublings:
+        return None
+    # the step law through both levels: step = fixed + per_seq * batch (a negative fixed part
+    # means the steps grew faster than the batch: no law to read)
+    per_seq = (lv.step_time - below.step_time) / (lv.batch - below.batch)
+    fixed = lv.step_time - per_seq * lv.batch
+    doubled = 2 * lv.step_time / (lv.step_time + per_seq * lv.batch) if fixed >= 0 else math.inf
+    if per_doubling <= USEFUL_GAIN:
+        why = (
+            f"so the server's decode rate gained {per_doubling - 1:+.0%} per doubling of the "
+            "batch"
+        )
+    elif doubled <= DOUBLED_GAIN:
+        why = (
+            f"{1 - fixed / lv.step_time:.0%} of it per sequence (a fixed {fixed * 1000:.1f} ms "
+            f"and {per_seq * 1000:.2f} ms a sequence through both levels), so a doubled batch "
+            f"would decode {doubled - 1:+.0%} a second"
+        )
+    else:
         return None
     return Bottleneck(
         COMPUTE_BOUND.name,
         lv.value,
         f"past the point of useful gain: the batch grew {growth:.2f}x ({below.batch:.1f} → "
         f"{lv.batch:.1f}) while an engine step lengthened {below.step_time * 1000:.1f} → "
-        f"{lv.step_time * 1000:.1f} ms, so the server's decode rate gained "
-        f"{kept ** (1 / doublings) - 1:+.0%} per doubling of the batch (throughput "
-        f"{gain - 1:+.0%}), with nothing waiting (the saturation rule's 5 % still counts "
-        "throughput as rising)" + compute_support(lv.gpu, below.gpu),
+        f"{lv.step_time * 1000:.1f} ms, {why} (throughput {gain - 1:+.0%}), with nothing "
+        "waiting (the saturation rule's 5 % still counts throughput as rising)"
+        + compute_support(lv.gpu, below.gpu),
         lv.figures(),
     )
 
