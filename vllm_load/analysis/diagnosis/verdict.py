@@ -427,8 +427,7 @@ def past_useful_gain(lv: LevelEvidence, below: LevelEvidence | None) -> Bottlene
     doubled = 2 * lv.step_time / (lv.step_time + per_seq * lv.batch) if fixed >= 0 else math.inf
     if per_doubling <= USEFUL_GAIN:
         why = (
-            f"so the server's decode rate gained {per_doubling - 1:+.0%} per doubling of the "
-            "batch"
+            f"so the server's decode rate gained {per_doubling - 1:+.0%} per doubling of the batch"
         )
     elif doubled <= DOUBLED_GAIN:
         why = (
