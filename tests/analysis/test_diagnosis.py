@@ -589,3 +589,15 @@ def test_compute_past_useful_gain_by_the_step_law_through_a_level_far_below():
     # 18.8 ms of a 30 ms step: a doubled batch would still decode +46 % a second
     slow_below = _lv(8, 1000, batch=8.0, queued=0.0, step_time=0.0216)
     assert past_useful_gain(_lv(32, 2800, batch=31.9, step_time=0.030), slow_below) is None
+
+
+def test_a_batch_that_grew_at_the_same_step_time_is_not_compute():
+    # the simulator's cap of 16 with a KV cache as tight, not told, 4 -> 16 users: the batch grew
+    # 3.27x, throughput 3.17x (a thin level's noise), each step 4.6 ms at both: "compute" with
+    # advice to add GPUs, where the engine had room to spare (the truth: nothing held)
+    below = _lv(4, 8239, batch=2.72, queued=0.0, step_time=0.0046)
+    lv = _lv(16, 26117, batch=8.9, queued=0.0, step_time=0.0046)
+    assert level_verdict(lv, below, ServerFacts(), saturated=True).kind != "compute"
+    # the steps lengthened with the batch: compute (2.7 -> 8.9 in the batch, 4.6 -> 11 ms)
+    longer = replace(lv, step_time=0.011, tok_per_s=20000.0)
+    assert level_verdict(longer, below, ServerFacts(), saturated=True).kind == "compute"
