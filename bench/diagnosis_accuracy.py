@@ -31,6 +31,12 @@ advice, at least 85 % right when told, 70 % when not, the rest undetermined.
 
     python bench/diagnosis_accuracy.py --out /tmp/acc            # 40 regimes, 80 runs (~25 min)
     python bench/diagnosis_accuracy.py --slice --out /tmp/acc    # 2 regimes, the CI check
+    python bench/diagnosis_accuracy.py --only 'mixed|budget' --keep-runs --out /tmp/acc2
+    python bench/diagnosis_accuracy.py --rejudge /tmp/acc2 --out /tmp/acc3   # this tree's rules
+
+`--rejudge` reads an earlier harness's kept runs (`--keep-runs`) with this tree's rules and scores
+them against the truth recorded then: a rule change is checked on every regime in seconds, with
+no simulator started (the runs' evidence is the same, so only the rules differ).
 """
 
 from __future__ import annotations
@@ -596,9 +602,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--slice", action="store_true", help="the CI slice: 2 fixed regimes (~1 min)")
     p.add_argument("--keep-runs", action="store_true", help="keep the run directories")
     p.add_argument("--list", action="store_true", help="print the regimes drawn and stop")
+    p.add_argument(
+        "--only",
+        default="",
+        metavar="REGEX",
+        help="only the drawn regimes whose name matches (e.g. 'mixed|budget', '^29-')",
+    )
+    p.add_argument(
+        "--rejudge",
+        default="",
+        metavar="DIR",
+        help="re-read the runs an earlier harness kept in DIR (--keep-runs) with this tree's "
+        "rules and score them against the truth recorded there; no simulator is started",
+    )
     args = p.parse_args(argv)
     if args.cases < 1:
         p.error("--cases must be at least 1")
+    try:
+        re.compile(args.only)
+    except re.error as e:
+        p.error(f"--only {args.only!r} is not a regular expression ({e}): give one like 'mixed'")
     return args
 
 
@@ -606,7 +629,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     out = args.out or tempfile.mkdtemp(prefix="diagnosis-accuracy-")
     os.makedirs(out, exist_ok=True)
+    if args.rejudge:
+        return rejudge(args, out)
     regimes = list(SLICE) if args.slice else draw(args.seed, args.cases)
+    regimes = [r for r in regimes if re.search(args.only, r.name)]
+    if not regimes:
+        print(f"diagnosis_accuracy: no regime's name matches --only {args.only!r}", file=sys.stderr)
+        return 2
     if args.list:
         for r in regimes:
             print(
@@ -629,17 +658,69 @@ def main(argv: list[str] | None = None) -> int:
             cases.append(case)
             print(_progress(regime, case), flush=True)
             write_results(out, args, regimes, cases)  # a harness cut short keeps what it ran
-    table = confusion(cases)
-    print()
-    print(render(table, cases))
-    for line in targets(table):
-        print(line)
+    _print_table(cases)
     print(f"results: {write_results(out, args, regimes, cases)}")
     if not args.keep_runs:
         import shutil
 
         shutil.rmtree(work, ignore_errors=True)
     return 1 if any(c.error for c in cases) else 0
+
+
+def _print_table(cases: list[RunCase]) -> None:
+    table = confusion(cases)
+    print()
+    print(render(table, cases))
+    for line in targets(table):
+        print(line)
+
+
+def rejudge(args: argparse.Namespace, out: str) -> int:
+    """Score the runs an earlier harness kept (`args.rejudge`) with this tree's verdicts against
+    the truth it recorded; prints what changed per level, then the table."""
+    try:
+        with open(os.path.join(args.rejudge, "results.json"), encoding="utf-8") as fh:
+            before = json.load(fh)
+    except (OSError, ValueError) as e:
+        print(
+            f"diagnosis_accuracy: --rejudge {args.rejudge}: no readable results.json ({e})",
+            file=sys.stderr,
+        )
+        return 2
+    cases: list[RunCase] = []
+    for old in before["cases"]:
+        if not re.search(args.only, old["regime"]) or old["error"]:
+            continue
+        side = "told" if old["told"] else "not-told"
+        run_dir = os.path.join(args.rejudge, "runs", f"{old['regime']}-{side}")
+        if not os.path.isdir(run_dir):
+            continue  # not kept
+        said = verdicts(run_dir)
+        case = RunCase(old["regime"], old["told"], seconds=old["seconds"])
+        for lv in old["levels"]:
+            v = said.get(lv["value"], {})
+            t = Truth(**lv["truth"]) if lv["truth"] else None
+            outcome, bad = judge(v.get("kind", "?"), v.get("advice", []), t)
+            case.levels.append(
+                LevelCase(
+                    lv["value"], tuple(lv["window"]), v.get("kind", "?"), v.get("advice", []),
+                    v.get("reason", ""), _finite(v.get("evidence", {})), lv["truth"], outcome, bad,
+                )
+            )  # fmt: skip
+            if (lv["verdict"], lv["outcome"]) != (case.levels[-1].verdict, outcome):
+                print(
+                    f"{old['regime']} ({side}) {lv['value']:g}: {lv['verdict']} [{lv['outcome']}]"
+                    f" -> {v.get('kind', '?')} [{outcome}{'+advice' if bad else ''}]"
+                    f" (truth {'/'.join(t.kinds) if t else '?'})"
+                )
+        cases.append(case)
+    if not cases:
+        print(f"diagnosis_accuracy: {args.rejudge} kept no run to rejudge", file=sys.stderr)
+        return 2
+    _print_table(cases)
+    regimes = [r for r in before["regimes"] if re.search(args.only, r["name"])]
+    print(f"results: {write_results(out, args, regimes, cases)}")
+    return 0
 
 
 def write_results(out: str, args: argparse.Namespace, regimes: list, cases: list) -> str:
@@ -655,7 +736,7 @@ def write_results(out: str, args: argparse.Namespace, regimes: list, cases: list
             "per_seq": PER_SEQ,
             "majority": MAJORITY,
         },
-        "regimes": [asdict(r) for r in regimes],
+        "regimes": [r if isinstance(r, dict) else asdict(r) for r in regimes],
         "cases": [asdict(c) for c in cases],
         "confusion": table,
         "targets": targets(table),

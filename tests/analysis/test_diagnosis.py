@@ -440,14 +440,15 @@ def test_compute_past_the_point_of_useful_gain_is_said_though_the_5_percent_rule
     verdict = past_useful_gain(doubled, below)
     assert verdict is not None and verdict.kind == "compute"
     assert verdict.reason.startswith("past the point of useful gain: the batch grew 2.00x")
-    assert "+7% throughput, an engine step 20.0 → 37.0 ms" in verdict.reason
+    assert "an engine step lengthened 20.0 → 37.0 ms" in verdict.reason
+    assert "decode rate gained +8% per doubling of the batch (throughput +7%)" in verdict.reason
     scaling = _lv(64, 1900, batch=62.0, queued=0.0, step_time=0.021)  # throughput kept up
     assert past_useful_gain(scaling, below) is None
     waiting = replace(doubled, queued=5.0, queue_time=1.0, step_time=0.037)
     assert past_useful_gain(waiting, below) is None  # something else holds requests back
     assert past_useful_gain(replace(doubled, step_time=math.nan), below) is None  # no steps seen
     flat = _lv(64, 998, batch=62.0, queued=0.0, step_time=0.040)  # 0.2 % lower: never "-0%"
-    assert "for ±0% throughput" in past_useful_gain(flat, below).reason
+    assert "(throughput ±0%)" in past_useful_gain(flat, below).reason
 
 
 def test_the_capacity_model_reads_the_configured_lengths_where_they_are_exact():
@@ -489,3 +490,130 @@ def test_a_decode_rate_that_fell_as_the_batch_grew_is_not_called_compute():
     assert "fell 10%" in verdict.reason  # 2.8 / 44.5 ms against 1.7 / 24.3 ms
     flat = replace(fell, step_time=0.039)  # steps lengthened with the batch: compute
     assert level_verdict(flat, below, ServerFacts(), saturated=True).kind == "compute"
+
+
+def test_compute_past_useful_gain_reads_the_servers_decode_rate_not_a_thin_levels_throughput():
+    # the simulator's compute regime (1 ms + 0.56 ms a sequence), 32 -> 48 users: the batch grew
+    # 1.47x, the client's throughput +21 % (one wave of requests), the steps 18.0 -> 26.8 ms: the
+    # server decoded 1 % less a second; the old rule wanted a doubled batch and read the throughput
+    from vllm_load.analysis.diagnosis.verdict import past_useful_gain
+
+    below = _lv(32, 5394, batch=31.9, queued=0.18, step_time=0.0180)
+    top = _lv(48, 6533, batch=47.0, queued=0.44, step_time=0.0268)
+    verdict = past_useful_gain(top, below)
+    assert verdict is not None and verdict.kind == "compute", verdict
+    assert "decode rate gained -2% per doubling of the batch (throughput +21%)" in verdict.reason
+    # every flag at its default, each step slow (the truth: nothing held): 32 -> 96 users, the
+    # steps 1.7x longer for a 3x batch: the server's rate still gained 43 % a doubling
+    slow = _lv(32, 1000, batch=31.0, queued=0.1, step_time=0.0100)
+    assert past_useful_gain(_lv(96, 1700, batch=93.0, queued=0.2, step_time=0.0171), slow) is None
+    # a batch grown by less than USEFUL_BATCH is too short a stretch to extrapolate a doubling
+    assert past_useful_gain(replace(top, batch=41.0, step_time=0.0232), below) is None
+    # a rate that fell faster than compute makes it fall: something else (`FALL`)
+    assert past_useful_gain(replace(top, step_time=0.0330), below) is None
+
+
+def _held_at(batch, peak, tokens, prefill_steps, prompt, hit, **kw):
+    return [
+        _lv(8, 100, batch=batch, running_max=peak, queued=4.0, queue_time=0.13, step_time=0.0027,
+            kv_max=0.02, step_tokens=tokens, prefill_steps=prefill_steps, prompt_tokens=prompt,
+            prefix_hit=hit, **kw),
+        _lv(12, 100, batch=batch, running_max=peak, queued=7.6, queue_time=0.26, step_time=0.0027,
+            kv_max=0.02, step_tokens=tokens * 0.96, prefill_steps=prefill_steps * 1.01,
+            prompt_tokens=prompt, prefix_hit=hit, **kw),
+    ]  # fmt: skip
+
+
+def test_a_prefill_too_short_for_a_spent_budget_rules_the_budget_out_so_the_plateau_is_a_cap():
+    # the simulator at --max-num-seqs 4 (its budget 8192), 2,048-token prompts, not told: the
+    # batch held at 4 and ~170 tokens a step at 8 and 12 users, which a budget of ~170 would pin
+    # as well; but a budget of 170 chunks a 2,048-token prefill over 12 steps, and it took 5.3
+    cap = _held_at(4.0, 4.0, 175.0, 5.26, 2047.0, 0.0)
+    assert all(lv.prefills_unchunked for lv in cap)
+    facts = infer_limits(cap, ServerFacts())
+    assert facts.get("max_num_seqs") == Fact(4.0, INFERRED)
+    assert facts.get("max_num_batched_tokens") is None
+    verdict = level_verdict(cap[1], cap[0], facts, saturated=True)
+    assert verdict.kind == "max_num_seqs" and "--max-num-seqs 4 (inferred)" in verdict.reason
+    # a spent budget of 40 at 256-token prompts (the simulator, not told): 7.5 steps a prefill,
+    # more than 256 / 40: both still fit, neither is inferred, both are named
+    budget = _held_at(3.0, 3.0, 40.0, 7.46, 256.0, 0.0)
+    assert not any(lv.prefills_unchunked for lv in budget)
+    facts = infer_limits(budget, ServerFacts())
+    assert facts.get("max_num_seqs") is None and facts.get("max_num_batched_tokens") is None
+    reason = level_verdict(budget[1], budget[0], facts, saturated=True).reason
+    assert "a sequence cap of 3 (the batch held near its peak) or a token budget of ~" in reason
+    # what the prefix cache held is not prefill work: 90 % cached leaves 205 tokens, 1.2 steps
+    # of 175; and a cache share nobody measured rules nothing out
+    for hit in (0.9, math.nan):
+        unsure = _held_at(4.0, 4.0, 175.0, 5.26, 2047.0, hit)
+        assert not any(lv.prefills_unchunked for lv in unsure)
+        assert infer_limits(unsure, ServerFacts()).get("max_num_seqs") is None
+
+
+def test_no_budget_is_inferred_where_no_prefill_was_chunked():
+    # steps pinned while the batch swings under its peak: a budget, unless every prefill ran
+    # whole (a 2,048-token prompt in one step of a "budget" of 40 cannot be)
+    swung = _held_at(3.2, 4.0, 40.0, 7.5, 256.0, 0.0)
+    inferred = infer_limits(swung, ServerFacts()).get("max_num_batched_tokens")
+    assert inferred == Fact(39.0, INFERRED)  # 40 and 38.4 tokens a step
+    whole = _held_at(3.2, 4.0, 40.0, 1.0, 2048.0, 0.0)
+    facts = infer_limits(whole, ServerFacts())
+    assert facts.get("max_num_batched_tokens") is None
+    reason = level_verdict(whole[1], whole[0], facts, saturated=True).reason
+    assert "token budget of" not in reason  # ruled out, not named as what would explain it
+
+
+def test_level_evidence_reads_the_prefix_caches_hit_share():
+    server = pd.DataFrame(
+        {
+            "ts": [0.0, 1.0, 2.0],
+            "prefix_cache_hits": [0.0, 300.0, 600.0],
+            "prefix_cache_queries": [0.0, 1000.0, 2000.0],
+        }
+    )
+    window = pd.DataFrame({"level": [0], "window_start": [0.5], "window_end": [1.5]})
+    assert level_evidence(server, window).iloc[0]["server_prefix_hit"] == pytest.approx(0.3)
+    none = server.assign(prefix_cache_queries=[0.0, 0.0, 0.0])
+    assert math.isnan(level_evidence(none, window).iloc[0]["server_prefix_hit"])
+
+
+def test_a_backlog_larger_than_the_batchs_peak_names_the_cap_beside_the_budget():
+    # the simulator at --max-num-seqs 32, not told, 96 users: the window's mean batch dipped to
+    # 27.3 under the gauge's peak of 32 with 54 waiting; the cap went unnamed and only
+    # "--max-num-batched-tokens N" was said to settle it
+    lv = _lv(96, 12807, batch=27.3, running_max=32.0, queued=54.1, kv_max=0.01, step_tokens=115.2)
+    reason = level_verdict(lv, None, ServerFacts(), saturated=True).reason
+    assert "a sequence cap of 32 (the batch's peak, with more waiting) or a token budget" in reason
+    assert '--server-args "--max-num-seqs N --max-num-batched-tokens N"' in reason
+
+
+def test_compute_past_useful_gain_by_the_step_law_through_a_level_far_below():
+    # the simulator's compute regime, 2 -> 32 users: 1.8 -> 29.3 in the batch, a step 2.1 ->
+    # 18.2 ms: 1.0 ms fixed and 0.59 ms a sequence, 94 % of a step per sequence, so a doubled
+    # batch would decode +3 % a second; the client's throughput still rose 1.62x over the 16x
+    # batch, and the rate per doubling (+16 %) averages in the steep start
+    from vllm_load.analysis.diagnosis.verdict import past_useful_gain
+
+    below = _lv(2, 3332, batch=1.84, queued=0.04, step_time=0.0021)
+    middle = _lv(32, 5412, batch=29.3, queued=0.26, step_time=0.0182)
+    verdict = past_useful_gain(middle, below)
+    assert verdict is not None and verdict.kind == "compute", verdict
+    assert "94% of it per sequence (a fixed 1.0 ms and 0.59 ms a sequence" in verdict.reason
+    assert "a doubled batch would decode +3% a second (throughput +62%)" in verdict.reason
+    # every flag at its default, each step slow (truth: nothing held): 8 -> 32 users, a fixed
+    # 18.8 ms of a 30 ms step: a doubled batch would still decode +46 % a second
+    slow_below = _lv(8, 1000, batch=8.0, queued=0.0, step_time=0.0216)
+    assert past_useful_gain(_lv(32, 2800, batch=31.9, step_time=0.030), slow_below) is None
+
+
+def test_a_batch_that_grew_at_the_same_step_time_is_not_compute():
+    # the simulator's cap of 16 with a KV cache as tight, not told, 4 -> 16 users: the batch grew
+    # 3.27x, throughput 3.17x (a thin level's noise), each step 4.6 ms at both: "compute" with
+    # advice to add GPUs, where the engine had room to spare (the truth: nothing held)
+    below = _lv(4, 8239, batch=2.72, queued=0.0, step_time=0.0046)
+    lv = _lv(16, 26117, batch=8.9, queued=0.0, step_time=0.0046)
+    assert level_verdict(lv, below, ServerFacts(), saturated=True).kind != "compute"
+    # the steps lengthened with the batch: compute (2.7 -> 8.9 in the batch, 4.6 -> 11 ms)
+    longer = replace(lv, step_time=0.011, tok_per_s=20000.0)
+    assert level_verdict(longer, below, ServerFacts(), saturated=True).kind == "compute"

@@ -26,7 +26,7 @@ def harness(*args: str, timeout: float = 150) -> subprocess.CompletedProcess:
 
 @pytest.mark.timeout(200)
 def test_the_slice_reads_the_truth_prints_the_table_and_writes_every_case(tmp_path):
-    proc = harness("--slice", "--out", str(tmp_path))
+    proc = harness("--slice", "--keep-runs", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
     header = "told?     true kind"
@@ -77,6 +77,17 @@ def test_the_slice_reads_the_truth_prints_the_table_and_writes_every_case(tmp_pa
     counted = sum(row["n"] for side in results["confusion"].values() for row in side.values())
     assert counted == scored
 
+    # the kept runs re-read with the same rules: the same verdicts, the same table, nothing started
+    again = harness("--rejudge", str(tmp_path), "--out", str(tmp_path / "again"), timeout=60)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert " -> " not in again.stdout, again.stdout  # no level's verdict changed
+    with open(tmp_path / "again" / "results.json", encoding="utf-8") as fh:
+        rejudged = json.load(fh)
+    assert rejudged["confusion"] == results["confusion"]
+    assert [lv["verdict"] for c in rejudged["cases"] for lv in c["levels"]] == [
+        lv["verdict"] for c in cases for lv in c["levels"]
+    ]
+
 
 def test_bad_arguments_are_one_line_and_exit_2(tmp_path):
     proc = harness("--cases", "0", "--out", str(tmp_path), timeout=60)
@@ -86,3 +97,15 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path):
     proc = harness("--slice", "--out", str(tmp_path), timeout=60)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "give a new --out" in proc.stderr
+    proc = harness("--only", "(", "--list", timeout=60)  # argparse's usage, then the one line
+    assert proc.returncode == 2 and "--only '(' is not a regular expression" in proc.stderr
+    for args, says in (
+        (("--only", "no-such-regime", "--list"), "no regime's name matches --only"),
+        (("--rejudge", str(tmp_path / "runs")), "no readable results.json"),
+    ):
+        proc = harness(*args, "--out", str(tmp_path / "x"), timeout=60)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.strip().count("\n") == 0 and says in proc.stderr, (args, proc.stderr)
+    listed = harness("--list", "--only", "^0[45]-", "--out", str(tmp_path / "x"), timeout=60)
+    names = [line.split()[0] for line in listed.stdout.splitlines()]
+    assert listed.returncode == 0 and names == ["04-mixed", "05-seqs"], listed.stdout

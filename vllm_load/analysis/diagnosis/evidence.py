@@ -18,6 +18,9 @@ measured window: what a bottleneck verdict stands on.
 - `server_prefill_time`, `server_prefill_steps`: the mean time from first scheduled to first
   token (`vllm:request_prefill_time_seconds`) and how many engine steps that is: a prefill spread
   over several steps is chunked by the token budget, or waits behind other prefills.
+- `server_prefix_hit`: the share of prompt tokens found in the prefix cache
+  (`vllm:prefix_cache_hits_total` over `vllm:prefix_cache_queries_total`): what is left is the
+  prompt work a token budget is spent on.
 
 NaN wherever the server does not expose the figure or its scrapes do not cover the window.
 """
@@ -43,6 +46,7 @@ EVIDENCE_COLUMNS = (
     "server_step_time",
     "server_prefill_time",
     "server_prefill_steps",
+    "server_prefix_hit",
 )
 
 
@@ -90,6 +94,10 @@ def evidence_over(server: pd.DataFrame, a: float, b: float) -> dict[str, float]:
         "server_step_time": step_time,
         "server_prefill_time": prefill,
         "server_prefill_steps": _ratio(prefill, step_time),
+        "server_prefix_hit": _ratio(
+            counter_delta(server, "prefix_cache_hits", a, b),
+            counter_delta(server, "prefix_cache_queries", a, b),
+        ),
     }
 
 

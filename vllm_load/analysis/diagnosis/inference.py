@@ -4,7 +4,12 @@ what they contradict of what was said (`docs/diagnosis.md`, "What the server is 
 A limit is inferred only where nothing else explains the evidence: a sequence cap from the
 running gauge's plateau at `PLATEAU_LEVELS` saturated levels or more (`cap_plateau`), a token
 budget from the tokens per engine step pinned at as many (`budget_pin`); where both fit, neither
-(the levels stay `undetermined` and name both). A given or default flag the server's own figures
+(the levels stay `undetermined` and name both). With one workload at every level a cap pins the
+tokens a step carries as a spent budget does, and a budget pins the batch as a cap does; what
+tells them apart is the prefill: a spent budget chunks it over at least ~prompt / tokens-per-step
+engine steps (`LevelEvidence.prefills_unchunked`), a cap leaves it whole.
+
+A given or default flag the server's own figures
 contradict is dropped and named (`contradicted`): the measured figure wins.
 """
 
@@ -60,11 +65,11 @@ def cap_plateau(levels: list[LevelEvidence], facts: ServerFacts) -> float | None
     if held[-1].queued - held[0].queued < WAITING_MIN:
         return None  # more load, and no more waiting: not a cap holding requests back
     tokens = [lv.step_tokens for lv in held if lv.step_tokens == lv.step_tokens]
-    if budget is None and (
-        len(tokens) < len(held) or max(tokens) - min(tokens) <= BUDGET_PIN * max(tokens)
-    ):
+    pinned = len(tokens) < len(held) or max(tokens) - min(tokens) <= BUDGET_PIN * max(tokens)
+    if budget is None and pinned and not all(lv.prefills_unchunked for lv in held):
         # steps pinned at one token count fit a spent budget as well: on the simulator a budget
-        # of 40 (and of 2048) held the batch at its peak at two levels just as a cap does
+        # of 40 (and of 2048) held the batch at its peak at two levels just as a cap does; a
+        # budget is ruled out only where no prefill was chunked as a spent one would chunk it
         return None
     return float(round(max(peaks)))
 
@@ -90,6 +95,8 @@ def budget_pin(levels: list[LevelEvidence], facts: ServerFacts) -> float | None:
         return None
     if any(lv.batch_full(cap) for lv in held) and (cap or not all(lv.spread for lv in held)):
         return None
+    if all(lv.prefills_unchunked for lv in held):
+        return None  # no prefill was chunked: no budget was spent, whatever pinned the steps
     return float(round(sum(tokens) / len(tokens)))
 
 

@@ -26,8 +26,10 @@ The rules, in the order they are tried (thresholds below; docs/diagnosis.md says
    steps with nothing else running.) Where a full batch fits the figures as well (the cap
    unknown, the batch at its peak), the level is `undetermined` and names both.
 7. `compute`: nothing waited, and the batch grew from the level below by `GROWTH` or more while
-   throughput grew less than the batch did: each step took longer (and the server's decode rate,
-   requests in the batch per step-second, fell by no more than `FALL` per doubling of the batch). Where the run recorded the
+   throughput grew less than the batch did: each step took longer (by the batch's growth to the
+   power `STEP_SHARE` at least, where step times are known; and the server's decode rate,
+   requests in the batch per step-second, fell by no more than `FALL` per doubling of the
+   batch). Where the run recorded the
    GPUs' telemetry (`gpu_evidence`), a busy GPU is named as support; an idle one rules `compute`
    out (`undetermined`, with the GPU figures as the reason). A load process possibly
    client-bound at the same time is named beside it.
@@ -75,8 +77,16 @@ GROWTH = 1.2  # the batch grew by this factor from the level below, at least, fo
 FALL = 0.90  # ... and the server's decode rate kept this share of the level below's per doubling
 # of the batch, at least: compute flattens it (longer attention over more sequences wears a little
 # off); a batch that grew while it fell faster met something else: another load, a stall
-USEFUL_BATCH = 1.8  # the batch (nearly) doubled from the level below ...
-USEFUL_GAIN = 1.10  # ... for this throughput factor or less: compute past the point of useful gain
+STEP_SHARE = 0.5  # ... and, where step times are known, a step lengthened by at least this power
+# of the batch's growth: compute pays for a bigger batch with longer steps (a batch 3.3x larger
+# at the same 4.6 ms a step, throughput 3.2x, was no compute on the simulator)
+USEFUL_BATCH = 1.4  # the batch grew by this factor from the level below, at least, ...
+USEFUL_GAIN = 1.10  # ... while the server's decode rate gained this factor or less per doubling of
+# the batch: compute past the point of useful gain
+DOUBLED_GAIN = 1.05  # ... or the step law through both levels gives a doubled batch this factor
+# or less (the saturation rule's own 5 %)
+SHORT_PREFILL = 0.5  # a prefill spanning under this share of prompt / tokens-per-step engine
+# steps was not chunked by a spent budget (which makes it span at least 0.9 of that share)
 
 
 def _n(x: object) -> float:
@@ -109,6 +119,7 @@ class LevelEvidence:
     prefill_steps: float = math.nan
     prefill_spread: float = math.nan  # prefill_steps over the lowest level's (`with_baseline`)
     prompt_tokens: float = math.nan  # mean prompt tokens per request (the server's usage)
+    prefix_hit: float = math.nan  # share of prompt tokens found in the prefix cache
     client_bound: str = ""  # why a load process was possibly client-bound ("" when none was)
     gpu: GpuEvidence = field(default_factory=GpuEvidence)  # the GPUs' telemetry, where recorded
     left_out: bool = False
@@ -136,6 +147,7 @@ class LevelEvidence:
             prompt_tokens=get("input_tok_per_s") / get("req_per_s")
             if get("req_per_s")
             else math.nan,
+            prefix_hit=get("server_prefix_hit"),
             client_bound=str(row.get("client_bound_reason") or ""),
             gpu=GpuEvidence(
                 util=get("gpu_util_mean"),
@@ -165,6 +177,21 @@ class LevelEvidence:
     @property
     def spread(self) -> bool:
         return self.prefill_spread == self.prefill_spread and self.prefill_spread >= PREFILL_SPREAD
+
+    @property
+    def prefills_unchunked(self) -> bool:
+        """A prefill spanned too few engine steps for a spent token budget: under a budget B whose
+        steps are full (at least `BUDGET_SHARE` of it: B <= T / 0.9 for T tokens a step), a
+        prefill of P uncached tokens spans at least P / B >= 0.9 P / T steps; one spanning under
+        `SHORT_PREFILL` P / T was not chunked by a budget. (T counts a prompt's cached tokens too,
+        which only lowers P / T.) False wherever a figure is missing: unknown is not ruled out.
+        On the simulator a cap of 4 with 2,048-token prompts: 5.3 steps against the 11.7 a budget
+        of its 175 tokens a step would take; every spent budget took 1.2-3x P / T."""
+        known = (self.prefill_steps, self.step_tokens, self.prompt_tokens, self.prefix_hit)
+        if any(x != x for x in known) or self.step_tokens <= 0 or not 0 <= self.prefix_hit < 1:
+            return False
+        uncached = self.prompt_tokens * (1 - self.prefix_hit)
+        return uncached > 0 and self.prefill_steps < SHORT_PREFILL * uncached / self.step_tokens
 
     def steps_full(self, budget: float | None) -> bool:
         """Engine steps are full of tokens: at `BUDGET_SHARE` of a known budget, or, the budget
@@ -323,7 +350,11 @@ def level_verdict(
     if not lv.waits and below is not None and below.batch == below.batch and lv.batch == lv.batch:
         growth = lv.batch / below.batch if below.batch > 0 else math.nan
         gain = lv.tok_per_s / below.tok_per_s if below.tok_per_s > 0 else math.nan
-        if growth >= GROWTH and gain == gain and gain < growth:
+        steps = (
+            lv.step_time / below.step_time if lv.step_time > 0 and below.step_time > 0 else math.nan
+        )
+        lengthened = not steps == steps or steps >= growth**STEP_SHARE
+        if growth >= GROWTH and gain == gain and gain < growth and lengthened:
             step = ""
             if lv.step_time == lv.step_time and below.step_time == below.step_time:
                 step = f"; an engine step took {below.step_time * 1000:.1f} → {lv.step_time * 1000:.1f} ms"
@@ -377,25 +408,51 @@ def _decode_rate_kept(lv: LevelEvidence, below: LevelEvidence) -> float:
 
 def past_useful_gain(lv: LevelEvidence, below: LevelEvidence | None) -> Bottleneck | None:
     """`compute` for a level the saturation rule still counts as rising: nothing waits, the batch
-    (nearly) doubled from the level below (`USEFUL_BATCH`) while throughput gained
-    `USEFUL_GAIN` or less, and each engine step lengthened in proportion: twice the requests in
-    flight bought a few % (None where that does not hold, or an idle GPU rules compute out)."""
+    grew `USEFUL_BATCH` or more from the level below, the server's decode rate (requests in the
+    batch per step-second: the tokens its steps hand out per second) fell no more than compute
+    makes it (`FALL`), and more requests in flight buy a few % at most: either the decode rate
+    gained `USEFUL_GAIN` or less per doubling of the batch over the two levels, or the step law
+    through them (a fixed part and a part per sequence) says a doubled batch would add
+    `DOUBLED_GAIN` or less, its steps all but lengthening in proportion (None where neither
+    holds, or an idle GPU rules compute out). The server's figures, not the client's
+    throughput: a level of one wave of requests measures its throughput roughly (+18 % where
+    the steps said +2 % on the simulator), its steps precisely."""
     if below is None or lv.waits or lv.left_out or lv.gpu.state() == IDLE:
         return None
     known = (lv.batch, below.batch, lv.tok_per_s, below.tok_per_s, lv.step_time, below.step_time)
     if any(x != x or x <= 0 for x in known):
         return None
     growth, gain = lv.batch / below.batch, lv.tok_per_s / below.tok_per_s
-    steps = lv.step_time / below.step_time
-    if growth < USEFUL_BATCH or gain > USEFUL_GAIN or steps < 0.8 * growth / gain:
+    kept = _decode_rate_kept(lv, below)
+    if growth < USEFUL_BATCH or not kept == kept:
+        return None
+    doublings = math.log2(growth)
+    per_doubling = kept ** (1 / doublings)
+    if kept < FALL**doublings:
+        return None
+    # the step law through both levels: step = fixed + per_seq * batch (a negative fixed part
+    # means the steps grew faster than the batch: no law to read)
+    per_seq = (lv.step_time - below.step_time) / (lv.batch - below.batch)
+    fixed = lv.step_time - per_seq * lv.batch
+    doubled = 2 * lv.step_time / (lv.step_time + per_seq * lv.batch) if fixed >= 0 else math.inf
+    if per_doubling <= USEFUL_GAIN:
+        why = f"so the server's decode rate gained {signed_pct(per_doubling - 1)} per doubling of the batch"
+    elif doubled <= DOUBLED_GAIN:
+        why = (
+            f"{1 - fixed / lv.step_time:.0%} of it per sequence (a fixed {fixed * 1000:.1f} ms "
+            f"and {per_seq * 1000:.2f} ms a sequence through both levels), so a doubled batch "
+            f"would decode {signed_pct(doubled - 1)} a second"
+        )
+    else:
         return None
     return Bottleneck(
         COMPUTE_BOUND.name,
         lv.value,
         f"past the point of useful gain: the batch grew {growth:.2f}x ({below.batch:.1f} → "
-        f"{lv.batch:.1f}) for {signed_pct(gain - 1)} throughput, an engine step {below.step_time * 1000:.1f}"
-        f" → {lv.step_time * 1000:.1f} ms, with nothing waiting (the saturation rule's 5 % still "
-        "counts throughput as rising)" + compute_support(lv.gpu, below.gpu),
+        f"{lv.batch:.1f}) while an engine step lengthened {below.step_time * 1000:.1f} → "
+        f"{lv.step_time * 1000:.1f} ms, {why} (throughput {signed_pct(gain - 1)}), with nothing "
+        "waiting (the saturation rule's 5 % still counts throughput as rising)"
+        + compute_support(lv.gpu, below.gpu),
         lv.figures(),
     )
 
@@ -407,13 +464,19 @@ def _unexplained_wait(lv: LevelEvidence, facts: ServerFacts) -> str:
     fits, unknown = {}, []
     if not cap:
         unknown.append("--max-num-seqs N")
-        if lv.batch_full(None) and lv.running_max == lv.running_max:
+        if lv.running_max == lv.running_max and lv.batch_full(None):
             fits["--max-num-seqs N"] = (
                 f"a sequence cap of {lv.running_max:.0f} (the batch held near its peak)"
             )
+        elif lv.running_max == lv.running_max and lv.queued >= lv.running_max > 0:
+            # a short window's mean can dip under a cap's peak (27.3 under a cap of 32 with 54
+            # waiting, on the simulator): more waiting than the peak ran is a backlog a cap fits
+            fits["--max-num-seqs N"] = (
+                f"a sequence cap of {lv.running_max:.0f} (the batch's peak, with more waiting)"
+            )
     if not budget:
         unknown.append("--max-num-batched-tokens N")
-        if lv.step_tokens == lv.step_tokens:
+        if lv.step_tokens == lv.step_tokens and not lv.prefills_unchunked:
             spread = (
                 f", prefills spread {lv.prefill_spread:.1f}x"
                 if lv.prefill_spread == lv.prefill_spread
