@@ -4,8 +4,10 @@ waking a coroutine per token: the same schedule, drains, errors and departures."
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
+from support.host_wait import HostWait, within
 
 from vllm_load.sim.backends import TIMER_LEAD, FixedLatencyBackend
 from vllm_load.sim.config import FixedLatency
@@ -23,24 +25,41 @@ def test_three_streams_get_their_tokens_on_their_own_absolute_schedules():
         backend = _backend()
         loop = asyncio.get_running_loop()
         calls = {0: [], 1: [], 2: []}
+        note()  # the first span starts here
         sources, pushes = [], []
         for i in range(3):
             source = backend.open(10, 12, loop.time() + 0.003 * i)
             sources.append(source)
             pushes.append(
-                source.push(lambda got, i=i: calls[i].append((got, loop.time())) and False, 4)
+                source.push(
+                    lambda got, i=i: (
+                        calls[i].append((got, loop.time(), waits[-1], note())) and False
+                    ),
+                    4,
+                )
             )
         await asyncio.gather(*pushes)
         return backend, sources, calls
 
+    host = HostWait(loop=os.getpid())
+    waits: list[dict[str, float]] = []
+
+    def note() -> dict[str, float]:
+        """The loop's run-queue wait now, kept as the start of the next call's span."""
+        waits.append(host.read())
+        return waits[-1]
+
     backend, sources, calls = asyncio.run(main())
     for i, seen in calls.items():
         # the first token alone, then 4 at a time: tokens 1, 5, 9, 12 (the last group cut short)
-        assert [got for got, _ in seen] == [1, 5, 9, 12]
+        assert [got for got, *_ in seen] == [1, 5, 9, 12]
         start = sources[i].start
-        for got, at in seen:
+        for got, at, before, after in seen:
             due = start + TTFT + (got - 1) * ITL
-            assert due - TIMER_LEAD - 0.001 <= at <= due + 0.008, (i, got, at - due)
+            assert due - TIMER_LEAD - 0.001 <= at, (i, got, at - due)  # never early
+            # on time within 8 ms, or late by no more than the host kept the loop waiting since
+            # the call before
+            within(at, due, 0.008, before, after, f"stream {i} token {got}")
     assert backend.stats.generation_tokens == 36
     assert backend.stats.prompt_tokens == 30
 
