@@ -44,7 +44,7 @@ SCRIPT = textwrap.dedent("""
 
     def send(spec):
         sent.append(spec)
-        return types.SimpleNamespace(ok=True, prompt_tokens=100 + 2 * 17)
+        return types.SimpleNamespace(ok=True, prompt_tokens=100 + 2 * 17, tool_calls=[])
 
     user.send = send
     for _ in range(3):
