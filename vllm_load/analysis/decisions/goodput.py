@@ -97,8 +97,7 @@ def _threshold_value(requests: pd.DataFrame, t: Threshold, attainment: float) ->
     """The attainment quantile of a threshold's figure over a level's measured requests
     (`threshold_values`), by the tables' percentile method (`levels.group_percentiles`); NaN
     where no success has it (unknown)."""
-    value = threshold_values(requests, t)
-    if value is None:
+    if (value := threshold_values(requests, t)) is None:
         return math.nan
     return float(group_percentiles(value, np.zeros(len(value), np.int64), 1, (attainment,))[0, 0])
 
