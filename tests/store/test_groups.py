@@ -197,3 +197,57 @@ def test_an_advice_tunes_server_commands_are_not_stored(tmp_path):
         "verdict": "paid off",
         "advice": {"source": "r.summary.json", "series": "m"},
     }
+
+
+def test_an_slo_max_search_is_stored_as_a_tune_with_its_levels_and_result(
+    tmp_path, capsys, monkeypatch
+):
+    from vllm_load.cli.tuning.slo_max_state import Level, SearchState
+
+    directory = tmp_path / "s"
+    paths = [_run(directory / "runs", i) for i in range(2)]
+
+    def search(args):  # what find_slo_max leaves: its file, levels measured, its result
+        assert args.store == str(store)
+        state = SearchState({"slo": ["ttft_p99<=500ms"]})
+        state.levels = [
+            Level(float(n), p, [], v) for n, p, v in zip((4, 8), paths, ("holds", "fails"))
+        ]
+        state.result = {
+            "status": "converged",
+            "slo_max": 4.0,
+            "bracket": [4.0, 8.0],
+            "line": "SLO-max 4",
+        }
+        state.save(str(directory))
+        return 0
+
+    monkeypatch.setattr("vllm_load.cli.tuning.slo_max.find_slo_max", search)
+    store = tmp_path / "results.sqlite"
+    tune = ["tune", "--host", "http://127.0.0.1:9", "--slo", "ttft_p99<=500ms"]
+    assert main([*tune, "--out", str(tmp_path), "--name", "s", "--store", str(store)]) == 0
+    assert "(tune s stored: 2 run(s), 2 newly stored, 2 linked to it)" in capsys.readouterr().out
+    linked = "SELECT r.path, g.label FROM group_runs g JOIN runs r ON r.id = g.run ORDER BY g.label"
+    assert _rows(store, linked) == [(paths[0], "level=4"), (paths[1], "level=8")]
+    assert main(["history", "--groups", "--store", str(store)]) == 0
+    assert "; SLO-max 4.0 (bracket [4.0, 8.0])" in capsys.readouterr().out
+
+
+def test_an_slo_max_search_that_met_no_level_keeps_what_it_measured(tmp_path, capsys, monkeypatch):
+    from vllm_load.cli.errors import CommandFailed
+    from vllm_load.cli.tuning.slo_max_state import Level, SearchState
+
+    directory = tmp_path / "s"
+    path = _run(directory / "runs", 0)
+
+    def search(args):
+        state = SearchState({"slo": ["ttft_p99<=1ms"]}, [Level(1.0, path, [], "fails")])
+        state.save(str(directory))
+        raise CommandFailed("no level meets the SLO (ttft_p99<=1ms)")
+
+    monkeypatch.setattr("vllm_load.cli.tuning.slo_max.find_slo_max", search)
+    store = tmp_path / "results.sqlite"
+    tune = ["tune", "--host", "http://127.0.0.1:9", "--slo", "ttft_p99<=1ms", "--name", "s"]
+    assert main([*tune, "--out", str(tmp_path), "--store", str(store)]) == 1
+    assert "no level meets the SLO" in capsys.readouterr().err
+    assert _rows(store, "SELECT label FROM group_runs") == [("level=1",)]

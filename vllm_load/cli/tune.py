@@ -15,6 +15,7 @@ completed in the tune directory are not run again, so an interrupted tune resume
 from __future__ import annotations
 
 import argparse
+import glob
 import itertools
 import math
 import os
@@ -360,4 +361,11 @@ def slo_max(args: argparse.Namespace) -> int:
     # at call time: its judging of levels keeps numpy and scipy out of every command's start
     from .tuning.slo_max import find_slo_max
 
-    return find_slo_max(args)
+    directory = os.path.join(args.out, safe_name(args.name, "slo-max"))
+    try:
+        code = find_slo_max(args)
+    except CommandFailed:  # no level met the SLO, or a level failed: what it measured is kept
+        if glob.glob(os.path.join(directory, "runs", "*", "*", "run.json")):
+            remember_group(directory, args.store, "tune")
+        raise
+    return code if remember_group(directory, args.store, "tune") else 1

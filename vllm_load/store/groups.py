@@ -20,14 +20,21 @@ from .record import StoredGroup, StoredRun
 TUNE, CAMPAIGN = "tune", "campaign"
 #: the state file that makes a directory a tune or a campaign (cli/tuning/runs.py, cli/campaign.py)
 STATE_FILES = {TUNE: "tune.json", CAMPAIGN: "campaign.json"}
+#: a tune's SLO-max search keeps its own file (cli/tuning/slo_max_state.py)
+SLO_MAX_FILE = "slo_max.json"
+
+
+def _state_file(directory: str) -> tuple[str, str]:
+    """The group kind of `directory` and its state file's name; ("", "") for neither."""
+    for kind, name in (*STATE_FILES.items(), (TUNE, SLO_MAX_FILE)):
+        if os.path.isfile(os.path.join(directory, name)):
+            return kind, name
+    return "", ""
 
 
 def group_kind(directory: str) -> str:
     """ "tune" or "campaign" when `directory` holds one's state file, else ""."""
-    for kind, name in STATE_FILES.items():
-        if os.path.isfile(os.path.join(directory, name)):
-            return kind
-    return ""
+    return _state_file(directory)[0]
 
 
 def _run_dir(directory: str, recorded: str) -> str:
@@ -45,12 +52,25 @@ def _config_label(config: dict) -> str:
 def read_group(directory: str) -> StoredGroup:
     """The tune or campaign in `directory`. Raises ValueError when its state file cannot be
     read."""
-    kind = group_kind(directory)
-    path = os.path.join(directory, STATE_FILES.get(kind, "tune.json"))
+    kind, name = _state_file(directory)
+    path = os.path.join(directory, name or STATE_FILES[TUNE])
     try:
         with open(path, encoding="utf-8") as fh:
             state = json.load(fh)
-        if kind == TUNE:
+        if name == SLO_MAX_FILE:
+            labels = {
+                _run_dir(directory, lv["run_dir"]): f"level={lv['level']:g}"
+                for lv in state["levels"]
+                if lv.get("run_dir")
+            }
+            detail = {"mode": "slo_max", "slo": state["search"].get("slo")}
+            detail.update(
+                {k: state["result"][k] for k in ("slo_max", "bracket", "status", "line")}
+                if state.get("result")
+                else {}
+            )
+            name = os.path.basename(os.path.normpath(directory))
+        elif kind == TUNE:
             runs = state["runs"] if state.get("format", 1) != 1 else state["results"]
             labels = {
                 _run_dir(directory, r["run_dir"]): _config_label(r["config"])

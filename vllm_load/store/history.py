@@ -303,6 +303,8 @@ def _decided(detail: dict) -> str:
     """What a tune decided, as its state file recorded it."""
     if detail.get("verdict"):
         return f"; verdict: {detail['verdict']}"
+    if detail.get("mode") == "slo_max":
+        return f"; SLO-max {detail.get('slo_max')} (bracket {detail.get('bracket')})"
     best = detail.get("best") or {}
     named = [f"{k}: {_config_text(v)}" for k, v in best.items() if k != "rule" and v]
     return f"; best for {', '.join(named)}" if named else ""
