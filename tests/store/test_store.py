@@ -197,3 +197,22 @@ def test_the_default_store_is_in_the_data_directory_and_the_environment_override
     assert locate(None).sqlite_path == str(tmp_path / "team.sqlite")
     assert locate(str(tmp_path / "given.sqlite")).sqlite_path == str(tmp_path / "given.sqlite")
     assert locate("none") is None
+
+
+def test_a_speculating_servers_figures_are_stored_as_the_report_measures_them(tmp_path):
+    # the store measured runs with its own two calls, which left out speculative decoding
+    from vllm_load.analysis.measured_run import measure_run
+    from vllm_load.run_format.synthetic import ServerModel, SyntheticRun, write_synthetic_run
+
+    spec = SyntheticRun(
+        levels=(4, 16), requests_per_level=40, warmup_requests=4, output_tokens=64,
+        scrape_interval=0.25, server=ServerModel(speculation=(0.9, 0.6, 0.3)),
+    )  # fmt: skip
+    path = write_synthetic_run(str(tmp_path / "runs"), spec)
+    store = tmp_path / "results.sqlite"
+    assert main(["store", "import", path, "--store", str(store)]) == 0
+    stored = _figures(store, load_run(path).run_id)
+    measured = measure_run(path).metrics
+    for value, length in zip(measured["value"], measured["spec_acceptance_length"]):
+        assert stored[(value, "spec_acceptance_length")] == pytest.approx(length)
+    assert stored[(4.0, "spec_acceptance_length")] == pytest.approx(2.8)

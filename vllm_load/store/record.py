@@ -1,6 +1,7 @@
 """One run as the store keeps it: its metadata from run.json and its per-level figures as the
-report computes them (`measure_levels`, with the GPUs' figures: the same two calls as the report,
-`compare` and the run's own table), one value per declared figure (`figures.level_figures`)."""
+report computes them (`analysis.measured_run.measure_run`, the report's own measurement, with
+the GPUs' and speculative decoding's figures), one value per declared figure
+(`figures.level_figures`)."""
 
 from __future__ import annotations
 
@@ -126,7 +127,7 @@ def _number(value: object) -> float | None:
 
 
 def levels_of(metrics) -> list[StoredLevel]:
-    """The per-level table (`measure_levels`' `metrics`, with `slo_met` where judged) as stored
+    """The per-level table (`measure_run`'s `metrics`, with `slo_met` where judged) as stored
     levels: every declared figure with a finite value."""
     keys = [f.key for f in level_figures() if f.key in metrics.columns]
     out = []
@@ -151,17 +152,14 @@ def stored_run(path: str) -> StoredRun:
     from dataclasses import replace
 
     from ..analysis.decisions.goodput import level_goodput
-    from ..analysis.levels.gpu import with_gpu
-    from ..analysis.levels.measure import measure_levels
-    from ..run_format.load import analysis_columns, load_run
+    from ..analysis.measured_run import measure_run
     from ..slo import parse_slo
 
-    data = load_run(path, analysis_columns())
-    measured = measure_levels(data.requests, data.steps, data.streams)
-    metrics = with_gpu(measured.metrics, data.gpu)
+    measured = measure_run(path)  # as the report measures it: GPU and speculation figures too
+    data, metrics = measured.data, measured.metrics
     run = metadata(data.run, path)
     spec = parse_slo(run.settings.get("slo") or [])  # as the report judges them: recorded_slo
     if spec:
-        met = level_goodput(data.requests, measured, spec)[["level", "slo_met"]]
+        met = level_goodput(data.requests, measured.meas, spec)[["level", "slo_met"]]
         metrics = metrics.merge(met, on="level", how="left")
     return replace(run, run_id=data.run_id, notes=list(data.notes), levels=levels_of(metrics))
