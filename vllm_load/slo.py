@@ -79,21 +79,29 @@ class Threshold:
 
 
 @dataclass(frozen=True)
-class Objective:
-    """One per-level limit: the level's `metric` percentile <= `limit` s."""
+class LevelPercentile:
+    """A limit on one per-level percentile: the level's `metric` percentile against `limit` s,
+    compared as `SIGN` says (an SLO objective holds at or under it; a stop rule fires above)."""
 
     metric: str
     percentile: int
     limit: float
 
+    SIGN = "<="
+
     @property
     def column(self) -> str:
-        """The per-level column (`levels.metric_columns()`) it judges."""
+        """The per-level column (`levels.metric_columns()`) it judges (`ttft_p99`)."""
         return f"{self.metric}_p{self.percentile}"
 
     @property
     def text(self) -> str:
-        return f"{self.column}<={seconds_text(self.limit)}"
+        return f"{self.column}{self.SIGN}{seconds_text(self.limit)}"
+
+
+@dataclass(frozen=True)
+class Objective(LevelPercentile):
+    """One per-level limit: the level's `metric` percentile <= `limit` s."""
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Iterable, Union
 
 from .figures import PERCENTILES
-from .slo import level_metrics, level_percentile, seconds_limit, seconds_text
+from .slo import LevelPercentile, level_metrics, level_percentile, seconds_limit, seconds_text
 from .user_values import SettingsError
 
 FAILED = "failed"
@@ -43,21 +43,10 @@ class FailedShare:
 
 
 @dataclass(frozen=True)
-class PercentileAbove:
+class PercentileAbove(LevelPercentile):
     """A level's `metric` percentile, over its successful measured requests, above `limit` s."""
 
-    metric: str
-    percentile: int
-    limit: float
-
-    @property
-    def column(self) -> str:
-        """The per-level column it judges (`ttft_p99`)."""
-        return f"{self.metric}_p{self.percentile}"
-
-    @property
-    def text(self) -> str:
-        return f"{self.column}>{seconds_text(self.limit)}"
+    SIGN = ">"
 
 
 @dataclass(frozen=True)
