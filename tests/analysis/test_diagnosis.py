@@ -459,6 +459,7 @@ def test_the_capacity_model_reads_the_configured_lengths_where_they_are_exact():
     for varying in (
         {"trace": "t.jsonl"},
         {"dataset": "sharegpt"},
+        {"agentic": True},
         {"images": 1},
         {"vllm_params": False},
     ):

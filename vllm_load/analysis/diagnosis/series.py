@@ -90,14 +90,22 @@ def configured_lengths(
     (prompts calibrated to `--input-tokens`, outputs forced to `--output-tokens`); with `--images`
     the prompt is its text plus what the server charged for that many images (`image_charges`,
     `analysis.levels.measure.image_charges`: the client cannot count it beforehand). None for a
-    workload whose lengths vary (a trace, a dataset, length distributions, approximate prompts,
+    workload whose lengths vary (a trace, a dataset, agentic sessions, length distributions, approximate prompts,
     outputs not forced) or images whose charge is unknown. The capacity model reads these rather
     than the levels' means: a mean a token over 640 moved a KV limit from 819 to 682 requests
     between two runs, and the means put 2,344 tokens on requests of 2,370 with an image."""
     settings = run.get("settings")
     if not isinstance(settings, dict):
         return None
-    varying = ("trace", "dataset", "input_lengths", "output_lengths", "approximate_prompts")
+    # an agentic session's prompt grows by each reply and tool result: --input-tokens is its first
+    varying = (
+        "trace",
+        "dataset",
+        "input_lengths",
+        "output_lengths",
+        "approximate_prompts",
+        "agentic",
+    )
     if any(settings.get(k) for k in varying) or settings.get("vllm_params") is False:
         return None
     try:
