@@ -80,10 +80,10 @@ class SearchView:
         c, unit = self.chosen, self.page.unit
         if c is None:
             if not self.page.points:
-                return "No configuration was measured."
+                return "No configuration was measured"
             if self.page.slo and not any(p.meets_slo for p in self.page.points):
-                return "No configuration met the SLO at any level: none is chosen."
-            return "No point has every figure (see what each lacks below): none is chosen."
+                return "No configuration met the SLO at any level: none is chosen"
+            return "No point has every figure (see what each lacks below): none is chosen"
         rule = "met the SLO" if c.meets_slo else "was measured"
         within = f" up to {c.slo_max:g} {unit} (its SLO-max)" if c.slo_max is not None else ""
         return (
