@@ -5,6 +5,7 @@ wrong and what to give."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import tempfile
@@ -146,6 +147,17 @@ def port_argument(text: str) -> int:
 
 
 LISTEN_EXAMPLE = "e.g. 9647 (127.0.0.1:9647) or 0.0.0.0:9647"
+
+
+def gpu_count_argument(text: str) -> float:
+    """--gpus: a GPU count above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"takes a GPU count above 0, got {text!r}")
+    return value
 
 
 def split_listen_address(text: str) -> tuple[str, int]:

@@ -23,11 +23,12 @@ import re
 import string
 
 from ..analysis.decisions.slo_search import DEFAULT_MAX_LEVELS
+from ..load_kinds import kind_named
 from ..run_format.files import safe_name
 from ..settings import Settings
 from ..store.cli import add_store_argument
 from ..store.groups import remember_group
-from ..user_values import SettingsError
+from ..user_values import SettingsError, gpu_count_argument
 from .common import (
     add_name_argument,
     add_ready_timeout_argument,
@@ -200,6 +201,15 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     add_ready_timeout_argument(parser, "seconds to wait for each started server to be ready")
     add_slo_max_arguments(parser)
     parser.add_argument(
+        "--gpus",
+        type=gpu_count_argument,
+        default=None,
+        metavar="N",
+        help="GPUs serving each configuration, for the page's total tok/s per GPU (pareto.html "
+        "in the tune directory; default: the runs' meta, --meta gpus=N; without either, the "
+        "page names the points it cannot draw per GPU)",
+    )
+    parser.add_argument(
         "--rank-by",
         choices=RANK_BY,
         default="throughput",
@@ -293,7 +303,7 @@ def main(args: argparse.Namespace) -> int:
     if args.series:
         raise SettingsError("--series picks the series of --advice's SOURCE: use it with --advice")
     matrix = parse_matrix(args.matrix)
-    Settings.from_options(args)
+    settings = Settings.from_options(args)
     fields = template_fields(args.server_cmd)
     missing = fields - set(matrix) - {"model"}
     if missing:
@@ -341,6 +351,13 @@ def main(args: argparse.Namespace) -> int:
         paths = write_report(completed, directory, args.slo)
         print(f"Report: {paths.html}")
     print(f"Configuration table: {os.path.join(directory, 'configurations.md')}")
+    # at call time: its page draws with matplotlib, kept out of every command's start
+    from .tuning.pareto_points import matrix_page, search_page
+
+    unit = kind_named("rate" if settings.rates else "concurrency").unit
+    best = {args.rank_by: best_t, "latency": best_l}
+    page = matrix_page(args.name, args.slo, configurations, results, args.gpus, unit, best)
+    print(f"Page: {search_page(page, directory)}")
     stored = remember_group(directory, args.store, "tune")
     if best_t is None:
         raise CommandFailed("no configuration could be ranked (see the table above)")

@@ -76,6 +76,9 @@ class ConfigResult:
     # the saturation point (NaN when not saturated within the tested levels), and those levels
     knee_value: float = math.nan
     levels: list[float] = field(default_factory=list)
+    #: per level, the figures of its Pareto point (`pareto_points.level_figures`)
+    level_figures: list[dict] = field(default_factory=list)
+    gpus: float | None = None  # from the runs' meta (`--meta gpus=N`), where they name it
 
     @property
     def label(self) -> str:
@@ -86,10 +89,14 @@ def measure(result: ConfigResult, slo: list[str] | None = None) -> None:
     """Fill the headline figures of a completed configuration from its runs (one series),
     judged against `slo` (`--slo` items; default: those the runs were started with)."""
     # at call time: keeps pandas and matplotlib out of every command's start (cli.main)
+    from ...analysis.decisions.pareto import level_figures
+    from ...analysis.series.model_comparison import gpu_count
     from ...report.model import build_report_data
 
     data = build_report_data(result.run_dirs, slo=parse_slo(slo))
     series = data.series[0]
+    result.level_figures = level_figures(series.curve, bool(data.slo))
+    result.gpus = gpu_count(series.series.model, [r.run for r in series.runs])[0]
     sat = series.saturation
     if sat.peak is not None:
         result.peak_tok_per_s, result.peak_value, result.p99_at_peak = (

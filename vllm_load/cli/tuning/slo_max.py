@@ -36,6 +36,7 @@ from ...slo import SloSpec, parse_slo
 from ...user_values import SettingsError
 from ..errors import CommandFailed, Interrupted, server_log
 from ..run import run_headless
+from .pareto_points import search_page, slo_max_page
 from .runs import progress
 from .slo_max_report import format_levels, summarize, write_outputs
 from .slo_max_state import STATE_FILE, Level, SearchState
@@ -219,6 +220,7 @@ def find_slo_max(args: argparse.Namespace) -> int:
     print("\n" + table + "\n", flush=True)
     path = write_outputs(directory, state, table)
     print(f"Levels: {path}; {os.path.join(directory, STATE_FILE)}")
+    print(f"Page: {search_page(slo_max_page(args.name, state, unit, args.gpus), directory)}")
     if step.status == NONE_MET:
         raise CommandFailed(state.result["line"])
     print(state.result["line"], flush=True)

@@ -23,7 +23,7 @@ def _value(value: float, limit: float, item: str) -> str:
     return f"{value * 1000:.4g} ms" if limit < 1 else f"{value:.4g} s"
 
 
-def _cell(f: ItemFigure) -> str:
+def item_cell(f: ItemFigure) -> str:
     interval = f"{_value(f.low, f.limit, f.item)}..{_value(f.high, f.limit, f.item)}"
     return f"{_value(f.estimate, f.limit, f.item)} ({interval})"
 
@@ -38,7 +38,7 @@ def format_levels(levels: list[Level], unit: str) -> str:
     rows = [header] + [
         (
             f"{lv.level:g}",
-            *(_cell(f) for f in lv.figures),
+            *(item_cell(f) for f in lv.figures),
             "yes" if lv.probe.met else "no",
             lv.verdict,
             str(order[id(lv)]),
@@ -53,7 +53,7 @@ def format_levels(levels: list[Level], unit: str) -> str:
 
 def _figures_text(level: Level) -> str:
     return "; ".join(
-        f"{f.item} {_value(f.estimate, f.limit, f.item)} (95% interval {_cell(f).split('(')[1]}"
+        f"{f.item} {_value(f.estimate, f.limit, f.item)} (95% interval {item_cell(f).split('(')[1]}"
         for f in level.figures
     )
 
