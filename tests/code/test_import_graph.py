@@ -291,6 +291,16 @@ _PROCESSES = {
         ("pandas", "matplotlib", "scipy", "locust", "gevent", "aiohttp", "flask"),
     ),
     "load process": ("import vllm_load.locustfile", ("pandas", "matplotlib", "scipy", "aiohttp")),
+    # a command builds only its own subcommand's parser: `run` and `sim` (every test's simulator)
+    # never pay for the results store's SQLAlchemy, nor `run` for the simulator's aiohttp
+    "run command": (
+        "from vllm_load.cli.main import build_parser; build_parser(only='run')",
+        ("sqlalchemy", "pandas", "locust", "aiohttp"),
+    ),
+    "sim command": (
+        "from vllm_load.cli.main import build_parser; build_parser(only='sim')",
+        ("sqlalchemy", "pandas", "locust", "gevent"),
+    ),
 }
 
 
