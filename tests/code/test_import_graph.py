@@ -285,7 +285,7 @@ def test_upward_and_sideways_imports_are_found():
 
 #: process -> (what it imports first, the libraries it must not import)
 _PROCESSES = {
-    # every command builds the whole parser, which imports every subcommand module
+    # the whole parser (`build_parser()`), which imports every subcommand module
     "command": (
         "from vllm_load.cli.main import build_parser; build_parser()",
         ("pandas", "matplotlib", "scipy", "locust", "gevent", "aiohttp", "flask"),

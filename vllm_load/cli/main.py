@@ -1,7 +1,8 @@
 """The `vllm-load` command: one subcommand per job, each in the module that owns it.
 
-Each subcommand module exposes `configure_parser(parser)` and `main(args) -> int`. Building the
-parser imports every one of them, so each keeps its heavy imports (pandas, matplotlib, Locust,
+Each subcommand module exposes `configure_parser(parser)` and `main(args) -> int`. A command
+builds only its own subcommand's parser (`build_parser(only=...)`), which imports its module;
+`build_parser()` builds them all. Each keeps its heavy imports (pandas, matplotlib, Locust,
 aiohttp) inside the functions that need them: `vllm-load sim` (asyncio) never imports Locust
 (which monkey-patches the standard library with gevent), and `--help` stays fast.
 """
