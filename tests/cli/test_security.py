@@ -10,6 +10,7 @@ import urllib.request
 
 import pytest
 from support.runhelpers import every_file_text, only_run_dir, run_vllm_load
+from support.shared_runs import shared_run
 
 from vllm_load.run.server_metrics import parse_metrics
 from vllm_load.sim.child import SimulatorProcess
@@ -30,12 +31,17 @@ SMALL = (
 )
 
 
-@pytest.mark.parametrize("how", ["flag", "environment"])
-def test_api_key_is_sent_only_as_the_authorization_header(tmp_path, how):
+#: the model name the simulator serves: markup, which every file and the report must show as text
+SCRIPT_MODEL = "<script>alert('x')</script>"
+
+
+def key_run(folder, how: str) -> None:
+    """A run against a simulator that answers 401 to any request without KEY (given by `how`)
+    and names its model SCRIPT_MODEL, in folder/runs, its report in folder/rep/r.html, and what
+    both commands printed in folder/output.txt."""
     args, env = (("--api-key", KEY), {}) if how == "flag" else ((), {"OPENAI_API_KEY": KEY})
-    with SimulatorProcess("--api-key", KEY, "--time-scale", "0.02") as sim:
-        # the simulator answers 401 to any request without the right Bearer token: a completed
-        # run with every request successful proves the key was sent
+    sim_args = ("--api-key", KEY, "--served-model-name", SCRIPT_MODEL, "--time-scale", "0.02")
+    with SimulatorProcess(*sim_args) as sim:
         done = run_vllm_load(
             "run",
             "--host",
@@ -44,30 +50,40 @@ def test_api_key_is_sent_only_as_the_authorization_header(tmp_path, how):
             "--workers",
             "2",
             "--out",
-            str(tmp_path / "runs"),
+            str(folder / "runs"),
             *args,
             env=env,
         )
-    run_dir = only_run_dir(tmp_path / "runs")
+    run_dir = only_run_dir(folder / "runs")
+    report = run_vllm_load("report", run_dir, "-o", str(folder / "rep" / "r.html"), "--quiet")
+    printed = done.stdout + done.stderr + report.stdout + report.stderr
+    (folder / "output.txt").write_text(printed, encoding="utf-8")
+
+
+def shared_key_run(how: str):
+    """`key_run`'s folder, made once for the session (the key test and the escaping test read
+    the same run: a server string and a key travel the same files)."""
+    return shared_run(f"security-key-{how}", lambda folder: key_run(folder, how))
+
+
+@pytest.mark.parametrize("how", ["flag", "environment"])
+def test_api_key_is_sent_only_as_the_authorization_header(how):
+    folder = shared_key_run(how)
+    # the simulator answers 401 to any request without the right Bearer token: a completed
+    # run with every request successful proves the key was sent
+    run_dir = only_run_dir(folder / "runs")
     with open(os.path.join(run_dir, "run.json")) as fh:
         run = json.load(fh)
     assert run["outcome"] == "completed" and run["settings"]["api_key_set"] is True
-    report = run_vllm_load("report", run_dir, "-o", str(tmp_path / "rep" / "r.html"), "--quiet")
-    everything = (
-        every_file_text(tmp_path) + done.stdout + done.stderr + report.stdout + report.stderr
-    )
-    assert KEY not in everything
-    assert (tmp_path / "rep" / "r.html").exists() and "requests.csv" in os.listdir(run_dir)
+    assert KEY not in every_file_text(folder)  # the run, its report, and what was printed
+    assert (folder / "rep" / "r.html").exists() and "requests.csv" in os.listdir(run_dir)
 
 
-def test_server_strings_are_escaped_in_the_report(tmp_path):
-    model = "<script>alert('x')</script>"
-    with SimulatorProcess("--served-model-name", model, "--time-scale", "0.02") as sim:
-        run_vllm_load("run", "--host", sim.url, *SMALL, "--out", str(tmp_path / "runs"))
-    run_dir = only_run_dir(tmp_path / "runs")
+def test_server_strings_are_escaped_in_the_report():
+    folder = shared_key_run("flag")
+    run_dir = only_run_dir(folder / "runs")
     assert "<" not in os.path.basename(os.path.dirname(run_dir))  # a safe directory name
-    run_vllm_load("report", run_dir, "-o", str(tmp_path / "r.html"), "--quiet")
-    html = (tmp_path / "r.html").read_text()
+    html = (folder / "rep" / "r.html").read_text()
     assert "<script" not in html and "&lt;script&gt;alert(" in html
 
 

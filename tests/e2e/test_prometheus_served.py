@@ -63,30 +63,36 @@ def watch(url: str, proc: subprocess.Popen, until, timeout: float = 90.0) -> lis
     return seen
 
 
-def test_a_web_ui_test_serves_its_metrics_and_they_end_equal_to_requests_csv(tmp_path):
+@pytest.fixture(scope="module")
+def sim():
+    """One simulator for this file's tests: they compare what the master serves with the run's
+    own records, never with the server's counters, so a run before does not change what one
+    checks; a simulator's start is seconds of each test."""
+    with SimulatorProcess("--time-scale", "0.05") as server:
+        yield server
+
+
+def test_a_web_ui_test_serves_its_metrics_and_they_end_equal_to_requests_csv(tmp_path, sim):
     web, port = free_port(), free_port()
     url = f"http://127.0.0.1:{port}/metrics"
     out = str(tmp_path / "runs")
-    with SimulatorProcess("--time-scale", "0.05") as sim:
-        proc = start_web_run(
-            sim.url, web, *LEVELS, "--prometheus", str(port), "--out", out,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-        try:
-            wait_for_ui(f"http://127.0.0.1:{web}", proc)
-            assert scrape(url) is None  # no test yet: nothing served
-            started = requests.post(
-                f"http://127.0.0.1:{web}/swarm", data={"host": sim.url}, timeout=10
-            )
-            assert started.json()["success"] is True
-            running = watch(url, proc, lambda s: phase(s) == "stopped")
-            # all rows are in within a flush (0.2 s) of the stop; the run closes 5 s after it
-            time.sleep(1.0)
-            final = scrape(url)
-            wait_until_refused(url, timeout=20)  # closed with the run
-            assert proc.poll() is None  # (the web UI goes on)
-        finally:
-            terminate(proc)
+    proc = start_web_run(
+        sim.url, web, *LEVELS, "--prometheus", str(port), "--out", out,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        wait_for_ui(f"http://127.0.0.1:{web}", proc)
+        assert scrape(url) is None  # no test yet: nothing served
+        started = requests.post(f"http://127.0.0.1:{web}/swarm", data={"host": sim.url}, timeout=10)
+        assert started.json()["success"] is True
+        running = watch(url, proc, lambda s: phase(s) == "stopped")
+        # all rows are in within a flush (0.2 s) of the stop; the run closes 5 s after it
+        time.sleep(1.0)
+        final = scrape(url)
+        wait_until_refused(url, timeout=20)  # closed with the run
+        assert proc.poll() is None  # (the web UI goes on)
+    finally:
+        terminate(proc)
     assert final is not None and phase(final) == "stopped"
     seen = {(one(s, "vllm_load_level_index"), phase(s)) for s in running}
     assert {(0.0, "running"), (1.0, "running")} <= seen, seen
@@ -112,20 +118,19 @@ def test_a_web_ui_test_serves_its_metrics_and_they_end_equal_to_requests_csv(tmp
     assert info["run_dir"] == os.path.basename(only_run_dir(out))
 
 
-def test_a_headless_master_serves_while_it_runs_and_frees_the_port_when_it_closes(tmp_path):
+def test_a_headless_master_serves_while_it_runs_and_frees_the_port_when_it_closes(tmp_path, sim):
     """With a worker: the master, which sends no request, serves what the worker's records say."""
     port = free_port()
     url = f"http://127.0.0.1:{port}/metrics"
-    with SimulatorProcess("--time-scale", "0.05") as sim:
-        proc = start_run(
-            sim.url, *LEVELS, "--workers", "1", "--prometheus", str(port), "--out", str(tmp_path),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-        try:
-            running = watch(url, proc, lambda s: False)
-            printed = proc.communicate(timeout=60)[0]
-        finally:
-            stop_group(proc)
+    proc = start_run(
+        sim.url, *LEVELS, "--workers", "1", "--prometheus", str(port), "--out", str(tmp_path),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        running = watch(url, proc, lambda s: False)
+        printed = proc.communicate(timeout=60)[0]
+    finally:
+        stop_group(proc)
     assert proc.returncode == 0, printed[-3000:]
     assert any(phase(s) == "running" for s in running), len(running)
     rows, *_ = load_run_files(only_run_dir(tmp_path))
@@ -154,12 +159,12 @@ def test_a_port_in_use_refuses_the_run_in_one_line_before_anything_is_written(tm
     assert not out.exists()
 
 
-def test_a_locust_started_alone_refuses_a_port_in_use_before_the_run_directory(tmp_path):
+def test_a_locust_started_alone_refuses_a_port_in_use_before_the_run_directory(tmp_path, sim):
     """Without `vllm-load run`'s check (plain locust, or a port taken in between), the run's
     session refuses it as it starts, before it makes the run directory."""
     sock, port = taken_port()
     out = tmp_path / "runs"
-    with sock, SimulatorProcess() as sim:
+    with sock:
         proc = subprocess.run(
             [
                 sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "vllm_load", "locustfile.py"),

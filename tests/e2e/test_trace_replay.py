@@ -159,13 +159,21 @@ def test_a_master_and_two_workers_each_take_their_share_of_the_schedule(tmp_path
         )
 
 
-@pytest.mark.parametrize("sample", ["burstgpt_sample", "azure_sample"])
-def test_the_other_published_formats_replay(tmp_path, sample):
+@pytest.fixture(scope="module")
+def formats_sim():
+    """One simulator for the tests below, which judge what the client sent and recorded (each
+    request's lengths, its outcome), never the server's counters: a simulator's start is
+    seconds of each test."""
     with SimulatorProcess("--time-scale", "0.1", nice=SERVER_NICE) as sim:
-        proc, run_dir, requests, steps, run = replay(
-            tmp_path, sim, "--trace", f"sample:{sample}", "--trace-duration", "10",
-            "--trace-speed", "2",
-        )  # fmt: skip
+        yield sim
+
+
+@pytest.mark.parametrize("sample", ["burstgpt_sample", "azure_sample"])
+def test_the_other_published_formats_replay(tmp_path, sample, formats_sim):
+    proc, run_dir, requests, steps, run = replay(
+        tmp_path, formats_sim, "--trace", f"sample:{sample}", "--trace-duration", "10",
+        "--trace-speed", "2",
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     trace = run["trace"]
     assert trace["format"] == sample.split("_")[0] and 0 < trace["requests"] == len(requests)
@@ -174,15 +182,14 @@ def test_the_other_published_formats_replay(tmp_path, sample):
     assert (requests["prompt_tokens"] == requests["requested_prompt_tokens"]).all()
 
 
-def test_a_malformed_trace_line_is_one_error_naming_file_and_line(tmp_path):
+def test_a_malformed_trace_line_is_one_error_naming_file_and_line(tmp_path, formats_sim):
     path = tmp_path / "trace.jsonl"
     good = {"timestamp": 0, "input_length": 300, "output_length": 20, "hash_ids": [1]}
     path.write_text(json.dumps(good) + "\n" + '{"timestamp": 5, "input_length": "x"}\n')
-    with SimulatorProcess("--time-scale", "0.1") as sim:
-        proc = run_vllm_load(
-            "run", "--host", sim.url, "--trace", str(path), "--out", str(tmp_path / "runs"),
-            expect=2,
-        )  # fmt: skip
+    proc = run_vllm_load(
+        "run", "--host", formats_sim.url, "--trace", str(path), "--out", str(tmp_path / "runs"),
+        expect=2,
+    )  # fmt: skip
     errors = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and f"{path}:2:" in errors[0], proc.stderr
     assert not (tmp_path / "runs").exists()  # refused before any run directory or load

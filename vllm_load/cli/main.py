@@ -1,7 +1,8 @@
 """The `vllm-load` command: one subcommand per job, each in the module that owns it.
 
-Each subcommand module exposes `configure_parser(parser)` and `main(args) -> int`. Building the
-parser imports every one of them, so each keeps its heavy imports (pandas, matplotlib, Locust,
+Each subcommand module exposes `configure_parser(parser)` and `main(args) -> int`. A command
+builds only its own subcommand's parser (`build_parser(only=...)`), which imports its module;
+`build_parser()` builds them all. Each keeps its heavy imports (pandas, matplotlib, Locust,
 aiohttp) inside the functions that need them: `vllm-load sim` (asyncio) never imports Locust
 (which monkey-patches the standard library with gevent), and `--help` stays fast.
 """
@@ -88,7 +89,11 @@ class OneLineErrorParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command's parser; with `only` (the subcommand the command line names), only that
+    subcommand's options: building one imports its module, and the modules of the others cost
+    every command their imports (SQLAlchemy's alone was about half of `vllm-load run`'s start).
+    The others stay listed, with their one-line help, in `vllm-load --help`."""
     parser = OneLineErrorParser(
         prog="vllm-load",
         description="Load testing for vLLM and other OpenAI-compatible inference servers, built on Locust.",
@@ -97,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
+        if only is not None and name != only:
+            continue
         module = importlib.import_module(module_name)
         module.configure_parser(sub_parser, name)
         sub_parser.formatter_class = HelpFormatter
@@ -150,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         name = command_named(sys.argv[1:] if argv is None else argv)
         numpy_without_huge_pages()  # before any subcommand imports NumPy
-        parser = build_parser()
+        parser = build_parser(only=name)
         args = parser.parse_args(joined_negative_percents(sys.argv[1:] if argv is None else argv))
         name = args.command or name
         if args.command not in STOP_AS_CTRL_C:
