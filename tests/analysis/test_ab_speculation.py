@@ -12,7 +12,7 @@ import pandas as pd
 from vllm_load.analysis.decisions import ab
 from vllm_load.analysis.decisions.ab import BETTER, HIGHER, LOWER, UNSURE, RunLevels
 from vllm_load.analysis.decisions.significance import WELCH
-from vllm_load.figures import shown_in, COMPARE
+from vllm_load.figures import COMPARE, shown_in
 from vllm_load.report.compare_render import value_text
 
 SPEC = ("spec_acceptance_length", "spec_draft_acceptance_rate")

@@ -68,9 +68,12 @@ def test_k_on_the_simulator_is_speculative_tokens():
 def test_the_matrix_slot_fills_k_without_a_template_field():
     fields: set[str] = set()
     assert server_command(VLLM, {"num_speculative_tokens": "0"}, fields, "") == VLLM
-    assert spec_config(server_command(VLLM, {"num_speculative_tokens": "1"}, fields, ""))[
-        "num_speculative_tokens"
-    ] == 1
+    assert (
+        spec_config(server_command(VLLM, {"num_speculative_tokens": "1"}, fields, ""))[
+            "num_speculative_tokens"
+        ]
+        == 1
+    )
     assert server_command(SIM, {"num_speculative_tokens": "5"}, fields, "").endswith("tokens 5")
     with pytest.raises(SettingsError, match="--matrix num_speculative_tokens=x: "):
         server_command(VLLM, {"num_speculative_tokens": "x"}, fields, "")

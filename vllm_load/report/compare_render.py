@@ -22,7 +22,13 @@ from .compare_model import CompareData, compare_dict, dropped_text, level_text, 
 from .render import html_and_base, template_env, write_documents
 
 #: the HTML class of each verdict's cell ("untested" for "no test possible at n = 1")
-VERDICT_CLASS = {BETTER: "better", WORSE: "worse", UNSURE: "unsure", HIGHER: "unsure", LOWER: "unsure"}
+VERDICT_CLASS = {
+    BETTER: "better",
+    WORSE: "worse",
+    UNSURE: "unsure",
+    HIGHER: "unsure",
+    LOWER: "unsure",
+}
 
 
 def verdict_class(verdict: str) -> str:

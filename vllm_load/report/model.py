@@ -23,7 +23,7 @@ from ..analysis.decisions.speculation_k import (
     level_choices,
     speculation_k_findings,
 )
-from ..analysis.diagnosis.speculation import speculation_diagnosis
+from ..analysis.decisions.speculation_verdict import speculation_diagnosis
 from ..analysis.diagnosis.headline import Headline, headline
 from ..analysis.diagnosis.series import SeriesDiagnosis, diagnose_runs
 from ..analysis.levels.breakdown import conversation_summary, persona_table, turn_table
@@ -163,7 +163,7 @@ def _speculation_k(runs: Sequence[RunSummary]) -> list[str]:
 
 def _speculation_diagnoses(series: Sequence[SeriesReport], runs: Sequence[RunSummary]) -> None:
     """Each series whose K stopped paying against the report's runs of other K gets that verdict
-    and its advice as its diagnosis (`diagnosis.speculation`)."""
+    and its advice as its diagnosis (`decisions.speculation_verdict`)."""
     choices = {
         key: level_choices([(r.run_id, r.metrics) for r in members])
         for key, members in _by_load(runs).items()

@@ -90,7 +90,9 @@ class CommandSetting:
 #: every setting set by name, by name
 SETTINGS: dict[str, CommandSetting] = {
     s.name: s
-    for s in (CommandSetting("num_speculative_tokens", speculative_tokens, with_speculative_tokens),)
+    for s in (
+        CommandSetting("num_speculative_tokens", speculative_tokens, with_speculative_tokens),
+    )
 }
 
 

@@ -135,8 +135,9 @@ class StopsPaying:
         c, k = self.choice, self.k
         return (
             f"Speculation with K = {k} stops paying at {c.value:,.4g} {unit}: "
-            f"{_evidence(c, k)}, against {_evidence(c, c.best)}: verifying {k} draft tokens "
-            "per sequence costs more than the tokens they add at this batch"
+            f"{_evidence(c, k)}, against {_evidence(c, c.best)}: verifying {k} draft "
+            f"token{'s' if k > 1 else ''} per sequence costs more than the tokens they add at "
+            "this batch"
         )
 
 

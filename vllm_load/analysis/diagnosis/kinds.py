@@ -105,7 +105,7 @@ UNDETERMINED = BottleneckKind(
 
 #: given by no level rule: where runs of several K measured the same load, a series whose K lost
 #: to a smaller K (`decisions.speculation_k`, applied to the series' diagnosis by
-#: `diagnosis.speculation`); its advice sets `num_speculative_tokens` (`server.command_settings`)
+#: `decisions.speculation_verdict`); its advice sets `num_speculative_tokens` (`server.command_settings`)
 SPECULATION = BottleneckKind(
     "speculation", "speculative decoding's verification cost (num_speculative_tokens)",
     "tab:olive", configured=True, server=True, says="{reason}", from_levels=False,

@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Sequence
 
-from ..decisions.speculation_k import LevelChoice, stops_paying
-from .advice import Advice
-from .kinds import SPECULATION
-from .series import SeriesDiagnosis
+from ..diagnosis.advice import Advice
+from ..diagnosis.kinds import SPECULATION
+from ..diagnosis.series import SeriesDiagnosis
+from .speculation_k import LevelChoice, stops_paying
 
 #: the setting the advice changes (`server.command_settings.SETTINGS`)
 SETTING = "num_speculative_tokens"
@@ -35,13 +35,13 @@ def speculation_diagnosis(
     if stop is None:
         return diagnosis
     gain = stop.choice.throughput[stop.advised] / stop.choice.throughput[k] - 1
-    others = ", ".join(str(x) for x in sorted(stop.choice.throughput) if x != k)
+    winner = "without speculation" if stop.advised == 0 else f"with K = {stop.advised}"
     advice = Advice(
         SETTING,
         str(k),
         str(stop.advised),
-        f"{gain:+.0%} output tok/s at {stop.value:,.4g} {unit}, as the runs of K = {others} "
-        "measured there",
+        f"{gain:+.0%} output tok/s at {stop.value:,.4g} {unit}, as the runs {winner} measured "
+        "there",
         "fewer tokens per step where drafts are accepted: below this load the larger K may "
         "still pay (the report's K per load)",
     )
