@@ -350,8 +350,8 @@ GPU: list[LevelFigure] = [
 #: speculative decoding per level (`analysis.levels.speculation`), from the server's
 #: vllm:spec_decode_* counters over the level's measured window, where the server speculates
 #: (a server without speculation has none: no column, no chart). The draft acceptance rate falls
-#: as K rises whatever the drafts are worth, so it is shown but never ranks (no better side):
-#: acceptance length and throughput do.
+#: as K rises whatever the drafts are worth, so it is shown but never ranks (no better side:
+#: `compare` says only whether B's is higher or lower): acceptance length and throughput do.
 _WITH_SPEC = "spec_drafts"
 SPECULATION: list[LevelFigure] = [
     LevelFigure(
@@ -360,7 +360,7 @@ SPECULATION: list[LevelFigure] = [
         "tokens",
         "tokens a decoding step yields per sequence: 1 + accepted draft tokens per draft",
         True,
-        frozenset({TABLE, REPORT}),
+        frozenset({TABLE, REPORT, COMPARE}),
         ".2f",
         short="accept len",
         only_with=_WITH_SPEC,
@@ -371,7 +371,7 @@ SPECULATION: list[LevelFigure] = [
         "share",
         "draft tokens the target accepted, of those it verified",
         None,
-        frozenset({TABLE, REPORT}),
+        frozenset({TABLE, REPORT, COMPARE}),
         ".1f",
         short="draft acc",
         only_with=_WITH_SPEC,

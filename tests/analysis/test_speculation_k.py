@@ -11,6 +11,7 @@ from vllm_load.analysis.decisions.speculation_k import (
     draft_tokens,
     level_choices,
     speculation_k_findings,
+    stops_paying,
 )
 from vllm_load.figures import spec_position_key
 from vllm_load.sim.config import EngineConfig, Speculation
@@ -48,8 +49,11 @@ def test_throughput_ranks_and_the_verdict_names_where_a_larger_k_stops_paying():
     assert [c.best for c in choices] == [3, 3, 1, 0]
     assert choices[3].stops_paying() == (3, 0)
     verdict, advice = speculation_k_findings(runs)
-    assert verdict.startswith("Speculation stops paying at 64 users: K = 3 gives 3,500 output")
-    assert "(acceptance length 2.40), K = 1 3,600 (acceptance length 1.70)" in verdict
+    assert verdict.startswith(
+        "Speculation stops paying at 64 users: K = 3 3,500 output tok/s, acceptance length "
+        "2.40, draft acceptance 47%; K = 1 3,600 output tok/s, acceptance length 1.70, draft "
+        "acceptance 70%: verifying"
+    )
     assert advice == (
         "Draft tokens by load (most output tok/s; within 2%, the smaller K): K = 3 from 1 to 8 "
         "users; K = 1 at 64 users; no speculation at 256 users."
@@ -61,6 +65,40 @@ def test_a_tie_goes_to_the_smaller_k_and_one_k_alone_gives_no_advice():
     assert [c.best for c in level_choices(runs)] == [1, 1, 1, 1]
     assert speculation_k_findings(runs)[0].startswith("Draft tokens by load")  # no verdict
     assert speculation_k_findings([runs[0]]) == []
+
+
+def test_ranking_by_the_acceptance_rate_would_pick_the_wrong_k():
+    # the rate falls as K rises (more positions, each less likely reached): K = 1's 80 % beats
+    # K = 5's 35 %, yet K = 5 yields 2.75 tokens a step against 1.8 and the most output tok/s
+    runs = [
+        run(0, [100, 700, 3000, 9000]),
+        run(1, [175, 1200, 3500, 8000], 1.8, 0.8),
+        run(5, [260, 1700, 3000, 5000], 2.75, 0.35),
+    ]
+    low = level_choices(runs)[0]
+    by_rate = max((k for k in low.rate if k), key=lambda k: low.rate[k])
+    assert by_rate == 1 and low.rate == {0: low.rate[0], 1: 0.8, 5: 0.35}
+    assert low.best == 5 != by_rate
+    assert low.acceptance[5] > low.acceptance[1]
+
+
+def test_a_series_k_stops_paying_where_a_smaller_k_beats_it():
+    runs = [
+        run(0, [100, 700, 3000, 9000]),
+        run(1, [170, 1150, 3600, 8000], 1.7, 0.7),
+        run(3, [240, 1600, 3500, 6000], 2.4, 0.47),
+    ]
+    choices = level_choices(runs)
+    three, one = stops_paying(choices, 3), stops_paying(choices, 1)
+    assert three is not None and (three.value, three.advised) == (64.0, 1)
+    assert one is not None and (one.value, one.advised) == (256.0, 0)
+    assert stops_paying(choices, 0) is None  # no speculation cannot stop paying
+    assert three.sentence("users") == (
+        "Speculation with K = 3 stops paying at 64 users: K = 3 3,500 output tok/s, acceptance "
+        "length 2.40, draft acceptance 47%, against K = 1 3,600 output tok/s, acceptance length "
+        "1.70, draft acceptance 70%: verifying 3 draft tokens per sequence costs more than the "
+        "tokens they add at this batch"
+    )
 
 
 def offline_tok_per_s(k: int, batch: int, p: float = 0.6, steps: int = 60) -> float:

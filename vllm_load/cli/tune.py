@@ -3,8 +3,8 @@ advice proved (`--advice`, in `tuning/advice_loop.py`); or, with `--slo` and nei
 level at which one configuration meets the SLO (`tuning/slo_max.py`).
 
 For every combination of `--matrix NAME=V1,V2,...` values, the server command (a template with
-`{NAME}` fields) is started, the stepped test runs once it is ready, and the server is stopped,
-`--runs` times in rounds (`tuning/runs.py`). Each run is tagged `config.NAME=value` in run.json,
+`{NAME}` fields; `num_speculative_tokens` needs none: `server.command_settings` sets it) is
+started, the stepped test runs once it is ready, and the server is stopped, `--runs` times in rounds (`tuning/runs.py`). Each run is tagged `config.NAME=value` in run.json,
 which makes every combination its own series in the report. The result is a configuration table
 with the best configuration for throughput (highest peak tok/s, or with `--rank-by goodput` the
 highest peak goodput: requests per second meeting the `--slo`s) and for latency (lowest p99 E2E
@@ -25,6 +25,7 @@ import string
 from ..analysis.decisions.slo_search import DEFAULT_MAX_LEVELS
 from ..load_kinds import kind_named
 from ..run_format.files import safe_name
+from ..server.command_settings import SETTINGS, with_setting
 from ..settings import Settings
 from ..store.cli import add_store_argument
 from ..store.groups import remember_group
@@ -70,6 +71,21 @@ def template_fields(template: str) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(template) if name}
 
 
+def server_command(template: str, config: dict[str, str], fields: set[str], model: str) -> str:
+    """One configuration's server command: the template's `{NAME}` fields filled, then each
+    matrix setting the template has no field for set by name (`server.command_settings`:
+    `num_speculative_tokens` is `--speculative-config`'s JSON on vLLM, `--speculative-tokens` on
+    the simulator). SettingsError where a value cannot be set."""
+    command = template.format(**config, model=model)
+    for name, value in config.items():
+        if name not in fields:
+            try:
+                command = with_setting(command, name, value)
+            except ValueError as e:
+                raise SettingsError(f"--matrix {name}={value}: {e}") from None
+    return command
+
+
 RANK_BY = ("throughput", "goodput")
 
 
@@ -106,10 +122,13 @@ def _or_dash(value: float, spec: str) -> str:
 def format_table(results: list[ConfigResult], by: str = "throughput", slo: bool = False) -> str:
     """The configuration table; with `slo`, the goodput columns too."""
     best_t, best_l = rank(results, by)
+    # a tune of speculative decoding: acceptance length beside the throughput that ranks
+    speculates = any(r.acceptance_length == r.acceptance_length for r in results)
     header = (
         "configuration",
         "peak tok/s",
         "at level",
+        *(("accept len at peak",) if speculates else ()),
         "saturation",
         "p99 E2E at peak",
         "mean p99 E2E",
@@ -133,6 +152,7 @@ def format_table(results: list[ConfigResult], by: str = "throughput", slo: bool 
                 r.label,
                 f"{r.peak_tok_per_s:,.0f}" if r.peak_tok_per_s == r.peak_tok_per_s else r.outcome,
                 f"{r.peak_value:,.0f}" if r.peak_value == r.peak_value else "-",
+                *((_or_dash(r.acceptance_length, ".2f"),) if speculates else ()),
                 r.saturation or "-",
                 f"{r.p99_at_peak:.3f} s" if r.p99_at_peak == r.p99_at_peak else "-",
                 f"{r.mean_e2e_p99:.3f} s" if r.mean_e2e_p99 == r.mean_e2e_p99 else "-",
@@ -174,7 +194,10 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         action="append",
         default=[],
         metavar="NAME=V1,V2",
-        help="values of one template field (repeatable; every combination is tested)",
+        help="values of one template field (repeatable; every combination is tested); "
+        "num_speculative_tokens=0,1,3 needs no field: it sets K, --speculative-config's JSON on "
+        "vLLM (n-gram where the command gives none; 0: no --speculative-config) or "
+        "--speculative-tokens on vllm-load sim",
     )
     parser.add_argument(
         "--advice",
@@ -310,7 +333,7 @@ def main(args: argparse.Namespace) -> int:
         raise SettingsError(
             f"--server-cmd has fields with no --matrix values: {', '.join(sorted(missing))}"
         )
-    unused = set(matrix) - fields
+    unused = set(matrix) - fields - set(SETTINGS)
     if unused:
         raise SettingsError(
             f"--matrix {', '.join(sorted(unused))} not used in --server-cmd (add {{NAME}} to it)"
@@ -320,7 +343,7 @@ def main(args: argparse.Namespace) -> int:
     if args.rank_by == "goodput" and not args.slo:
         raise SettingsError("--rank-by goodput ranks by requests/s meeting the SLOs: pass --slo")
     configurations = [
-        Configuration(config, args.server_cmd.format(**config, model=args.model))
+        Configuration(config, server_command(args.server_cmd, config, fields, args.model))
         for config in combinations(matrix)
     ]
     directory = os.path.join(args.out, safe_name(args.name, "tune"))

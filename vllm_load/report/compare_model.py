@@ -15,6 +15,8 @@ from typing import Sequence
 
 from ..analysis.decisions.ab import (
     BETTER,
+    HIGHER,
+    LOWER,
     UNSURE,
     WORSE,
     ABResult,
@@ -164,6 +166,11 @@ def outcome_text(data: CompareData) -> str:
         f"{b} better on {counts[BETTER]}, worse on {counts[WORSE]}, no significant difference "
         f"at this n on {counts[UNSURE]} of the {res.n_tested} comparisons tested"
     )
+    if counts[HIGHER] or counts[LOWER]:  # figures with no better side (draft acceptance rate)
+        text += (
+            f"; higher on {counts[HIGHER]} and lower on {counts[LOWER]} with no better side (the "
+            "draft acceptance rate: it falls as K rises, acceptance length and throughput judge)"
+        )
     if untested:
         n = min(min(c.a.n, c.b.n) for c in untested)
         text += f"; {len(untested)} with no test possible (n = {n} on a side)"

@@ -15,14 +15,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import __version__
-from ..analysis.decisions.ab import BETTER, UNSURE, WORSE, Comparison
+from ..analysis.decisions.ab import BETTER, HIGHER, LOWER, UNSURE, WORSE, Comparison
 from ..figures import Figure
 from . import charts
 from .compare_model import CompareData, compare_dict, dropped_text, level_text, outcome_text
 from .render import html_and_base, template_env, write_documents
 
 #: the HTML class of each verdict's cell ("untested" for "no test possible at n = 1")
-VERDICT_CLASS = {BETTER: "better", WORSE: "worse", UNSURE: "unsure"}
+VERDICT_CLASS = {
+    BETTER: "better",
+    WORSE: "worse",
+    UNSURE: "unsure",
+    HIGHER: "unsure",
+    LOWER: "unsure",
+}
 
 
 def verdict_class(verdict: str) -> str:
@@ -47,6 +53,8 @@ def value_text(value: float, figure: Figure, signed: bool = False) -> str:
         return f"{value:{sign},.0f}"
     if figure.unit == "share":
         return f"{value * 100:{sign}.2f}%"
+    if figure.unit != "s":  # tokens a step (acceptance length), joules: the figure's own format
+        return f"{value:{sign}{figure.spec or ',.2f'}} {figure.unit}"
     if figure.key.startswith("e2e"):
         return f"{value:{sign},.3f} s"
     return f"{value * 1000:{sign},.1f} ms"
@@ -117,7 +125,7 @@ def write_comparison(data: CompareData, out_html: str) -> ComparePaths:
         ci_text=ci_text,
         level_text=lambda lv: level_text(lv, data.a.axis),
         verdict_class=verdict_class,
-        decided=(BETTER, WORSE),
+        decided=(BETTER, WORSE, HIGHER, LOWER),
     )
     context = dict(
         data=data,

@@ -18,7 +18,12 @@ from ..analysis.decisions.goodput import (
     SloHeadline,
     slo_headline,
 )
-from ..analysis.decisions.speculation_k import speculation_k_findings
+from ..analysis.decisions.speculation_k import (
+    draft_tokens,
+    level_choices,
+    speculation_k_findings,
+)
+from ..analysis.decisions.speculation_verdict import speculation_diagnosis
 from ..analysis.diagnosis.headline import Headline, headline
 from ..analysis.diagnosis.series import SeriesDiagnosis, diagnose_runs
 from ..analysis.levels.breakdown import conversation_summary, persona_table, turn_table
@@ -136,19 +141,42 @@ class ReportData:
     slo: SloSpec = field(default_factory=SloSpec)  # the SLOs the levels were judged against
 
 
+def _by_load(runs: Sequence[RunSummary]) -> dict[tuple[str, str], list[RunSummary]]:
+    """The runs of one model and kind of load (what `decisions.speculation_k` ranks K across)."""
+    groups: dict[tuple[str, str], list[RunSummary]] = {}
+    for r in runs:
+        groups.setdefault((r.model, r.axis.name), []).append(r)
+    return groups
+
+
 def _speculation_k(runs: Sequence[RunSummary]) -> list[str]:
     """Where speculation stops paying and K per load, across the runs of one model and kind of
     load against servers of several K (`decisions.speculation_k`)."""
     out = []
-    groups: dict[tuple[str, str], list[RunSummary]] = {}
-    for r in runs:
-        groups.setdefault((r.model, r.axis.name), []).append(r)
-    for (model, _), members in groups.items():
+    for (model, _), members in _by_load(runs).items():
         found = speculation_k_findings(
             [(r.run_id, r.metrics) for r in members], members[0].axis.unit
         )
         out += [f"{model}: {text}" for text in found]
     return out
+
+
+def _speculation_diagnoses(series: Sequence[SeriesReport], runs: Sequence[RunSummary]) -> None:
+    """Each series whose K stopped paying against the report's runs of other K gets that verdict
+    and its advice as its diagnosis (`decisions.speculation_verdict`)."""
+    choices = {
+        key: level_choices([(r.run_id, r.metrics) for r in members])
+        for key, members in _by_load(runs).items()
+    }
+    for s in series:
+        first = s.runs[0]
+        ks = {draft_tokens(r.metrics) for r in s.runs}
+        if s.diagnosis is None or len(ks) != 1:
+            continue
+        s.diagnosis = speculation_diagnosis(
+            s.diagnosis, ks.pop(), choices[(first.model, first.axis.name)], first.axis.unit
+        )
+        s.headline = headline(s.saturation, s.diagnosis)
 
 
 def recorded_slo(path: str) -> SloSpec:
@@ -354,6 +382,7 @@ def build_report_data(
             report.findings.insert(len(report.outcome_findings), report.slo_finding)
         _distributions(report)
         series.append(report)
+    _speculation_diagnoses(series, runs)
     rows = compare(
         [s.series for s in series],
         [s.saturation for s in series],

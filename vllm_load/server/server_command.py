@@ -169,3 +169,21 @@ def with_flag(line: str, flag: str, value: str) -> str:
             "and its value will be replaced"
         )
     return f"{line.rstrip()} {flag} {shlex.quote(value)}"
+
+
+def without_flag(line: str, flag: str) -> str:
+    """The command with every `--flag V` and `--flag=V` removed (the flag's words and the space
+    before them); the line as it is where it has none. Raises ValueError on a flag with no value."""
+    uses = flag_uses(line, flag)
+    if not uses:
+        return line
+    words = shell_words(line)
+    out = line
+    for use in reversed(uses):
+        start = use.start
+        if not use.prefix:  # `--flag VALUE`: the flag is the word before the value
+            start = max(w.start for w in words if w.end <= use.start)
+        while start > 0 and out[start - 1].isspace():
+            start -= 1
+        out = out[:start] + out[use.end :]
+    return out

@@ -50,6 +50,8 @@ from .significance import (
 )
 
 BETTER, WORSE, UNSURE = "B better", "B worse", "no significant difference at this n"
+#: the verdicts on a figure with no better side (the draft acceptance rate: `figures.SPECULATION`)
+HIGHER, LOWER = "B higher", "B lower"
 #: the verdict where no test was possible: fewer than two runs of a side measured the figure
 NO_TEST_VERDICT = "no test possible at n = {n}"
 
@@ -64,15 +66,19 @@ def no_test_verdict(n: int) -> str:
 CORRECTIONS: tuple[str, ...] = ("level", "all", "none")
 
 
-def compare_figures(runs: Sequence["RunLevels"] = ()) -> list[Figure]:
-    """The headline figures `compare` judges (`figures.COMPARE`), those a run had: a reasoning
-    model's where some level of these runs measured reasoning tokens."""
+def compare_figures(
+    runs: Sequence["RunLevels"] = (), other: Sequence["RunLevels"] | None = None
+) -> list[Figure]:
+    """The headline figures `compare` judges (`figures.COMPARE`), those the runs had: a reasoning
+    model's where some level of these runs measured reasoning tokens. With `other` (B's runs,
+    `runs` A's), a figure that needs something of the server (`only_with`: GPU telemetry,
+    speculative decoding) where both sides had it: one side's alone is nothing to compare."""
 
     def present(key: str) -> bool:
-        return any(level_figure_present(r.metrics, key) for r in runs)
+        on = [runs] if other is None else [runs, other]
+        return all(any(level_figure_present(r.metrics, key) for r in side) for side in on)
 
-    # (a figure with no better direction, such as a token count, cannot be judged better)
-    return [f for f in shown_in(COMPARE, present) if f.higher_is_better is not None]
+    return shown_in(COMPARE, present)
 
 
 @dataclass(frozen=True)
@@ -130,10 +136,13 @@ class ABResult:
         return [c for c in self.comparisons if c.level == level]
 
 
-def verdict(diff: float, p_adjusted: float, alpha: float, higher_is_better: bool) -> str:
-    """B better / B worse when the adjusted p is under alpha, else no significant difference."""
+def verdict(diff: float, p_adjusted: float, alpha: float, higher_is_better: bool | None) -> str:
+    """B better / B worse when the adjusted p is under alpha, else no significant difference;
+    for a figure with no better side (the draft acceptance rate), B higher / B lower."""
     if math.isnan(p_adjusted) or p_adjusted >= alpha or diff == 0 or math.isnan(diff):
         return UNSURE
+    if higher_is_better is None:
+        return HIGHER if diff > 0 else LOWER
     return BETTER if (diff > 0) == higher_is_better else WORSE
 
 
@@ -267,7 +276,7 @@ def compare_runs(
     if correction not in CORRECTIONS:
         raise ValueError(f"correction must be one of {', '.join(CORRECTIONS)}, got {correction!r}")
     if figures is None:
-        figures = compare_figures([*a_runs, *b_runs])
+        figures = compare_figures(a_runs, b_runs)
     a_side, b_side = side_data(a_runs, figures), side_data(b_runs, figures)
     levels_a, levels_b = a_side.levels, b_side.levels
     common = [lv for lv in levels_a if lv in levels_b]
@@ -287,7 +296,7 @@ def compare_runs(
         for c, p in zip(family, adjusted):
             c.p_adjusted = float(p)
             c.verdict = (
-                verdict(c.result.diff, c.p_adjusted, alpha, c.figure.higher_is_better is True)
+                verdict(c.result.diff, c.p_adjusted, alpha, c.figure.higher_is_better)
                 if c.tested
                 else no_test_verdict(min(c.a.n, c.b.n))
             )

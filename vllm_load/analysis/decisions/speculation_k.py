@@ -16,7 +16,8 @@ range of consecutive levels.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -46,6 +47,8 @@ class LevelChoice:
     throughput: dict[int, float]
     acceptance: dict[int, float]
     best: int
+    #: the draft acceptance rate per K (NaN for K = 0): evidence, never a rank
+    rate: dict[int, float] = field(default_factory=dict)
 
     def stops_paying(self) -> tuple[int, int] | None:
         """(larger K, smaller K with more throughput beyond `TIE`), the largest such pair; None
@@ -68,6 +71,7 @@ def _by_k(runs: Sequence[tuple[str, pd.DataFrame]]) -> dict[int, pd.DataFrame]:
         columns = ["value", "output_tok_per_s"]
         part = metrics[columns].copy()
         part["acceptance"] = metrics.get("spec_acceptance_length", np.nan) if k else 1.0
+        part["rate"] = metrics.get("spec_draft_acceptance_rate", np.nan) if k else np.nan
         frames.setdefault(k, []).append(part)
     return {
         k: pd.concat(parts).groupby("value").mean(numeric_only=True) for k, parts in frames.items()
@@ -92,12 +96,59 @@ def level_choices(runs: Sequence[tuple[str, pd.DataFrame]]) -> list[LevelChoice]
         top = max(tput.values())
         best = min(k for k, t in tput.items() if t >= (1 - TIE) * top)
         accept = {k: float(by_k[k].loc[value, "acceptance"]) for k in tput}
-        out.append(LevelChoice(float(value), tput, accept, best))
+        rate = {k: float(by_k[k].loc[value, "rate"]) for k in tput}
+        out.append(LevelChoice(float(value), tput, accept, best, rate))
     return out
 
 
 def _k_text(k: int) -> str:
     return "no speculation" if k == 0 else f"K = {k}"
+
+
+def _evidence(c: LevelChoice, k: int) -> str:
+    """What K measured at a level: output tok/s, acceptance length and draft acceptance rate."""
+    text = f"{_k_text(k)} {c.throughput[k]:,.0f} output tok/s"
+    if k and math.isfinite(c.acceptance[k]):
+        text += f", acceptance length {c.acceptance[k]:.2f}"
+    if k and math.isfinite(c.rate.get(k, math.nan)):
+        text += f", draft acceptance {c.rate[k]:.0%}"
+    return text
+
+
+@dataclass(frozen=True)
+class StopsPaying:
+    """Where a server's K stops paying: the first level at which a smaller K (or none) gave
+    more output tok/s beyond `TIE`; `advised` is that level's winner."""
+
+    k: int
+    choice: LevelChoice
+
+    @property
+    def value(self) -> float:
+        return self.choice.value
+
+    @property
+    def advised(self) -> int:
+        return self.choice.best
+
+    def sentence(self, unit: str) -> str:
+        c, k = self.choice, self.k
+        return (
+            f"Speculation with K = {k} stops paying at {c.value:,.4g} {unit}: "
+            f"{_evidence(c, k)}, against {_evidence(c, c.best)}: verifying {k} draft "
+            f"token{'s' if k > 1 else ''} per sequence costs more than the tokens they add at "
+            "this batch"
+        )
+
+
+def stops_paying(choices: Sequence[LevelChoice], k: int) -> StopsPaying | None:
+    """The first level where K = `k` lost to a smaller K beyond `TIE` (ranked by throughput);
+    None where it never did, or where `k` is no speculation."""
+    for c in choices:
+        if k and k in c.throughput and c.best < k:
+            if c.throughput[k] < (1 - TIE) * c.throughput[c.best]:
+                return StopsPaying(k, c)
+    return None
 
 
 def _ranges(choices: Sequence[LevelChoice]) -> list[tuple[float, float, int]]:
@@ -124,11 +175,10 @@ def speculation_k_findings(
     if stop is not None:
         big, small = stop.stops_paying() or (0, 0)
         out.append(
-            f"Speculation stops paying at {stop.value:,.4g} {unit}: {_k_text(big)} gives "
-            f"{stop.throughput[big]:,.0f} output tok/s (acceptance length "
-            f"{stop.acceptance[big]:.2f}), {_k_text(small)} {stop.throughput[small]:,.0f} "
-            f"(acceptance length {stop.acceptance[small]:.2f}): verifying more draft tokens per "
-            "sequence costs more than the tokens they add at this batch."
+            f"Speculation stops paying at {stop.value:,.4g} {unit}: {_evidence(stop, big)}; "
+            f"{_evidence(stop, small)}: verifying more draft tokens per sequence costs more "
+            "than the tokens they add at this batch (the draft acceptance rate falls as K rises "
+            "whatever the drafts are worth: it is shown, never ranked by)."
         )
     advice = "; ".join(
         f"{_k_text(k)} at {a:,.4g} {unit}"

@@ -91,7 +91,7 @@ def _limit(sat: Saturation, d: SeriesDiagnosis | None) -> HeadlineItem:
         return HeadlineItem("Limited by", figure, _sentence(why))
     # the level the diagnosis' sentence quotes: one story from the headline to the section
     at = next((v for v in d.levels if v.value == d.at), None)
-    if at is None:
+    if at is None or not kind_named(d.kind).from_levels:
         return HeadlineItem("Limited by", limit_name(d.kind), _sentence(d.sentence))
     where = _level(sat, at.value)
     if sat.saturation is not None and at.value > sat.saturation.value:

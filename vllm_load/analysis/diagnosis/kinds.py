@@ -44,6 +44,7 @@ class BottleneckKind:
     no_advice: str = ""  # the report's sentence where it advises nothing ({reason}: the verdict's)
     says: str = "limited by {label}: {reason}"  # a level's verdict as a sentence names it
     binds_later: str = ""  # why the limit may bind past the capacity model's knee
+    from_levels: bool = True  # given by a level rule (False: by a decision across runs)
 
     def sentence(self, reason: str) -> str:
         return self.says.format(label=self.label, reason=reason)
@@ -102,6 +103,13 @@ UNDETERMINED = BottleneckKind(
     says="the limit is undetermined: {reason}",
 )  # fmt: skip
 
+#: given by no level rule: where runs of several K measured the same load, a series whose K lost
+#: to a smaller K (`decisions.speculation_k`, applied to the series' diagnosis by
+#: `decisions.speculation_verdict`); its advice sets `num_speculative_tokens` (`server.command_settings`)
+SPECULATION = BottleneckKind(
+    "speculation", "speculative decoding's verification cost (num_speculative_tokens)",
+    "tab:olive", configured=True, server=True, says="{reason}", from_levels=False,
+)  # fmt: skip
 NOT_MEASURED = BottleneckKind(
     "not_measured", "not_measured", "white",  # no point: a level with no measured request
     nothing_to_prove="its knee level measured no request: nothing to judge or prove",
@@ -113,8 +121,8 @@ NOT_MEASURED = BottleneckKind(
 KINDS: Mapping[str, BottleneckKind] = {
     kind.name: kind
     for kind in (
-        SEQUENCE_CAP, KV_CACHE, TOKEN_BUDGET, COMPUTE_BOUND, CLIENT, FAILURES, NOT_SATURATED,
-        UNDETERMINED, NOT_MEASURED,
+        SEQUENCE_CAP, KV_CACHE, TOKEN_BUDGET, COMPUTE_BOUND, SPECULATION, CLIENT, FAILURES,
+        NOT_SATURATED, UNDETERMINED, NOT_MEASURED,
     )
 }  # fmt: skip
 

@@ -19,7 +19,8 @@ import sys
 
 from ...run_format.advice_record import append_loop
 from ...run_format.files import safe_name
-from ...server.server_command import flag_value, with_flag
+from ...server.command_settings import setting_value, with_setting
+from ...server.server_command import with_flag
 from ...settings import Settings
 from ...store.groups import remember_group
 from ...user_values import SettingsError
@@ -47,11 +48,11 @@ def advised_configurations(
     for advice in diagnosis.runnable:
         assert advice.advised is not None  # runnable
         try:
-            now = flag_value(command, advice.flag)
-            b_command = with_flag(b_command, advice.flag, advice.advised)
+            now = setting_value(command, advice.flag)
+            b_command = with_setting(b_command, advice.flag, advice.advised)
         except ValueError as e:
             raise SettingsError(f"--server-cmd: {e}") from None
-        if b_args:
+        if b_args and advice.flag.startswith("--"):  # a named setting is in the runs' tags
             try:
                 b_args = with_flag(b_args, advice.flag, advice.advised)
             except ValueError as e:

@@ -79,6 +79,9 @@ class ConfigResult:
     #: per level, the figures of its Pareto point (`pareto_points.level_figures`)
     level_figures: list[dict] = field(default_factory=list)
     gpus: float | None = None  # from the runs' meta (`--meta gpus=N`), where they name it
+    #: with speculative decoding: tokens per decoding step per sequence at the peak level (mean
+    #: over runs); NaN where the server did not speculate
+    acceptance_length: float = math.nan
 
     @property
     def label(self) -> str:
@@ -108,12 +111,21 @@ def measure(result: ConfigResult, slo: list[str] | None = None) -> None:
     if sat.saturated and sat.saturation is not None:
         result.knee_value = sat.saturation.value
     result.levels = [float(u) for u in series.curve["value"]]
+    result.acceptance_length = _at_peak(series.curve, "spec_acceptance_length_mean", sat.peak)
     p99 = series.curve["e2e_p99_mean"].astype(float)
     result.mean_e2e_p99 = float(p99.mean()) if p99.notna().any() else math.nan
     head = series.slo_headline
     if head is not None:
         result.goodput_peak, result.goodput_peak_value = head.goodput_peak, head.goodput_peak_value
         result.slo_value = head.best.mean
+
+
+def _at_peak(curve, column: str, peak) -> float:
+    """`column` of the curve at the peak's level; NaN without a peak or the column."""
+    if peak is None or column not in curve:
+        return math.nan
+    row = curve[curve["value"] == peak.value]
+    return float(row[column].iloc[0]) if len(row) else math.nan
 
 
 def write_report(run_dirs: list[str], directory: str, slo: list[str] | None):

@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass
 
 from ...analysis.diagnosis.kinds import KINDS
+from ...server.command_settings import SETTINGS
 from ...user_values import SettingsError
 
 
@@ -33,18 +34,21 @@ class FlagAdvice:
 
     @property
     def runnable(self) -> bool:
-        """Whether the loop can carry it out: a `--flag` with a value to set."""
-        return (
-            self.advised is not None
-            and self.flag.startswith("--")
+        """Whether the loop can carry it out: a `--flag`, or a setting set by name
+        (`server.command_settings`: `num_speculative_tokens`), with a value to set."""
+        if self.advised is None:
+            return False
+        return self.flag in SETTINGS or (
+            self.flag.startswith("--")
             and len(self.flag) > 2
             and not any(c.isspace() for c in self.flag)
         )
 
     @property
     def name(self) -> str:
-        """The flag as a `config.NAME` tag: `--max-num-seqs` -> `max_num_seqs`."""
-        return self.flag[2:].replace("-", "_")
+        """The flag as a `config.NAME` tag: `--max-num-seqs` -> `max_num_seqs`; a setting's
+        name as it is."""
+        return self.flag if self.flag in SETTINGS else self.flag[2:].replace("-", "_")
 
 
 @dataclass(frozen=True)
@@ -209,7 +213,7 @@ def parse_diagnosis(series: dict, source: str) -> Diagnosis:
         listed = ", ".join(a.flag for a in diagnosis.advice) or "none"
         raise SettingsError(
             f"{where} is diagnosed {kind}, with no advice the loop can run (advice: {listed}; "
-            "the loop sets a --flag to a value, and none has one)"
+            "the loop sets a --flag or a named setting to a value, and none has one)"
         )
     names = [a.name for a in diagnosis.runnable]
     if len(set(names)) != len(names):
