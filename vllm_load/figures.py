@@ -446,7 +446,7 @@ DISAGG: list[LevelFigure] = [
         "KV bytes over transfer seconds (vllm:nixl_bytes_transferred / vllm:nixl_xfer_time_seconds)",
         True,
         frozenset({TABLE, REPORT}),
-        ",.2f",
+        ".3g",  # a link's GB/s, or a congested one's hundredths
         short="KV GB/s",
         only_with=_WITH_KV,
     ),

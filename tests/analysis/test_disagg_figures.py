@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pandas as pd
+from support.role_scrapes import role_scrapes
 
 from vllm_load.analysis.diagnosis.facts import ServerFacts
 from vllm_load.analysis.diagnosis.kinds import KINDS
@@ -116,3 +118,21 @@ def test_the_verdict_names_the_part_of_ttft_that_grew_most():
 def test_without_a_split_the_verdict_is_as_before():
     rows = [{"value": 1.0, "total_tok_per_s": 100.0}, {"value": 8.0, "total_tok_per_s": 110.0}]
     assert verdict_of(rows).kind == "undetermined"
+
+
+def test_a_run_with_its_roles_scrapes_gets_the_figures_and_the_verdict(tmp_path):
+    from vllm_load.analysis.measured_run import measure_run
+    from vllm_load.run_format.files import role_metrics_csv
+    from vllm_load.run_format.synthetic import SyntheticRun, write_synthetic_run
+
+    run_dir = write_synthetic_run(str(tmp_path), SyntheticRun(levels=(10, 50, 100, 200)))
+    before = measure_run(run_dir).metrics
+    assert before[list(disagg_columns())].isna().all().all()  # no roles scraped: no figures
+    prefill, decode = role_scrapes(before, lambda level: 0.01 * (1 + level) ** 2)
+    prefill.to_csv(os.path.join(run_dir, role_metrics_csv("prefill")), index=False)
+    decode.to_csv(os.path.join(run_dir, role_metrics_csv("decode")), index=False)
+    after = measure_run(run_dir).metrics
+    assert after["pd_prefill_ms"].round(6).tolist() == [40.0] * 4
+    assert after["kv_xfer_ms"].round(6).tolist() == [10.0, 40.0, 90.0, 160.0]
+    assert after["pd_first_decode_ms"].round(6).tolist() == [15.0] * 4
+    assert after["kv_xfer_mib"].round(6).tolist() == [4.0] * 4
