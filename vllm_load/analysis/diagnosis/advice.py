@@ -287,7 +287,7 @@ def more_prefill(s: Situation) -> tuple[Advice, ...]:
             "prefill:decode ratio",
             None,
             None,
-            "add prefill instances (1P1D → 2P1D, or move an instance from decode to prefill): the "
+            "add prefill instances (a higher P:D ratio, e.g. 1P1D → 2P1D, or move an instance from decode to prefill): the "
             f"prefill server's part of TTFT grew most ({_grew(s, 'prefill_ms')})",
             "a GPU per prefill instance added, or decode capacity given up",
         ),
@@ -301,7 +301,7 @@ def more_decode(s: Situation) -> tuple[Advice, ...]:
             "prefill:decode ratio",
             None,
             None,
-            "add decode instances (1P1D → 1P2D, or move an instance from prefill to decode): the "
+            "add decode instances (a lower P:D ratio, e.g. 1P1D → 1P2D, or move an instance from prefill to decode): the "
             f"decode server's queue and first step grew most ({_grew(s, 'first_decode_ms')})",
             "a GPU per decode instance added, or prefill capacity given up",
         ),
