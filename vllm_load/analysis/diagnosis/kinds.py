@@ -116,14 +116,14 @@ _RATIO = (
 #: a disaggregated deployment (--role-metrics): the part of TTFT that grew most past the knee
 KV_TRANSFER = BottleneckKind(
     "kv_transfer", "the KV transfer from prefill to decode", "tab:cyan",
-    advise_on.faster_kv_transfer, server=True, nothing_to_prove=_RATIO,
+    advise_on.faster_kv_transfer, nothing_to_prove=_RATIO,
 )  # fmt: skip
 PREFILL_SIDE = BottleneckKind(
-    "prefill_side", "the prefill instances", "tab:olive", advise_on.more_prefill, server=True,
+    "prefill_side", "the prefill instances", "tab:olive", advise_on.more_prefill,
     nothing_to_prove=_RATIO,
 )  # fmt: skip
 DECODE_SIDE = BottleneckKind(
-    "decode_side", "the decode instances", "tab:blue", advise_on.more_decode, server=True,
+    "decode_side", "the decode instances", "tab:blue", advise_on.more_decode,
     nothing_to_prove=_RATIO,
 )  # fmt: skip
 
