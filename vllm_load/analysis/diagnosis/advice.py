@@ -316,7 +316,7 @@ def faster_kv_transfer(s: Situation) -> tuple[Advice, ...]:
             "KV transfer",
             None,
             None,
-            f"the transfer grew most ({_grew(s, 'kv_transfer_ms')}, {gbps:,.2f} GB/s): a faster "
+            f"the transfer grew most ({_grew(s, 'kv_transfer_ms')}, {gbps:.3g} GB/s): a faster "
             "link between prefill and decode (RDMA or NVLink for NIXL's UCX backend), or fewer "
             "bytes per request (--kv-cache-dtype fp8 halves them); changing the prefill:decode "
             "ratio does not shorten a transfer the link holds back",

@@ -315,7 +315,7 @@ def disagg_limit(lv: LevelEvidence) -> tuple[BottleneckKind, str] | None:
     )
     reason = f"of TTFT's parts ({parts}) the {names[i]} grew most (+{growth:,.1f} ms)"
     if i == 1 and lv.kv_gbps == lv.kv_gbps:
-        reason += f", at {lv.kv_gbps:,.2f} GB/s (vllm:nixl_bytes_transferred / vllm:nixl_xfer_time_seconds)"
+        reason += f", at {lv.kv_gbps:.3g} GB/s (vllm:nixl_bytes_transferred / vllm:nixl_xfer_time_seconds)"
     return (PREFILL_SIDE, KV_TRANSFER, DECODE_SIDE)[i], reason
 
 
