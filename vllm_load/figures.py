@@ -399,6 +399,83 @@ SPEC_POSITION = LevelFigure(
 )
 
 
+#: a disaggregated deployment's figures (--role-metrics; `analysis.levels.disagg`): its KV
+#: transfers from the decode server's NIXL connector metrics (vllm:nixl_*), and TTFT split into
+#: the prefill server's part, the transfer and the decode server's first step. A deployment
+#: without them (no --role-metrics, a connector without these metrics) shows none, not zeros.
+_WITH_KV = "kv_transfers"
+_WITH_PD = "pd_prefill_ms"
+DISAGG: list[LevelFigure] = [
+    LevelFigure(
+        "pd_prefill_ms",
+        "TTFT: prefill",
+        "ms",
+        "the prefill server's mean TTFT (vllm:time_to_first_token_seconds): its queue and prefill",
+        False,
+        frozenset({TABLE, REPORT}),
+        ",.1f",
+        short="prefill ms",
+        only_with=_WITH_PD,
+    ),
+    LevelFigure(
+        "kv_xfer_ms",
+        "TTFT: KV transfer",
+        "ms",
+        "mean KV transfer time, posted to done (vllm:nixl_xfer_time_seconds, decode server)",
+        False,
+        frozenset({TABLE, REPORT}),
+        ",.1f",
+        short="KV xfer ms",
+        only_with=_WITH_KV,
+    ),
+    LevelFigure(
+        "pd_first_decode_ms",
+        "TTFT: first decode step",
+        "ms",
+        "the decode server's mean TTFT less the KV transfer: its queue and first step",
+        False,
+        frozenset({TABLE, REPORT}),
+        ",.1f",
+        short="1st decode ms",
+        only_with=_WITH_KV,
+    ),
+    LevelFigure(
+        "kv_xfer_gbps",
+        "KV bandwidth",
+        "GB/s",
+        "KV bytes over transfer seconds (vllm:nixl_bytes_transferred / vllm:nixl_xfer_time_seconds)",
+        True,
+        frozenset({TABLE, REPORT}),
+        ".3g",  # a link's GB/s, or a congested one's hundredths
+        short="KV GB/s",
+        only_with=_WITH_KV,
+    ),
+    LevelFigure(
+        "kv_xfer_mib",
+        "KV per transfer",
+        "MiB",
+        "mean bytes per KV transfer (vllm:nixl_bytes_transferred), in MiB",
+        None,
+        frozenset({REPORT}),
+        ",.2f",
+        only_with=_WITH_KV,
+    ),
+    LevelFigure(
+        "kv_transfers",
+        "KV transfers",
+        "transfers",
+        "KV transfers done in the window (vllm:nixl_xfer_time_seconds_count)",
+        shown=frozenset({REPORT}),
+        only_with=_WITH_KV,
+    ),
+]
+
+
+def disagg_columns() -> tuple[str, ...]:
+    """The per-level columns of a disaggregated deployment's figures (`DISAGG`)."""
+    return tuple(f.key for f in DISAGG)
+
+
 def spec_position_key(position: int) -> str:
     """The per-level column of draft position `position` (0-based)."""
     return f"{SPEC_POSITION.key}_{position}"
@@ -460,7 +537,7 @@ def _level_figure(f: LevelFigure) -> Figure:
 def level_figures() -> list[Figure]:
     """Every declared per-level figure, in the order tables show them."""
     head = [_level_figure(f) for f in HEAD]
-    tail = [_level_figure(f) for f in TAIL + GPU + SPECULATION]
+    tail = [_level_figure(f) for f in TAIL + GPU + SPECULATION + DISAGG]
     return head + [f for src in PER_REQUEST for f in _per_request_figures(src)] + tail
 
 

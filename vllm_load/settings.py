@@ -49,6 +49,7 @@ from .user_values import (
     parse_temperature,
     parse_think_time,
     prometheus_address_argument,
+    role_metrics_argument,
 )
 from .workload.agent_tools import TOOL_NAMES, parse_tool_choice
 from .workload.arrivals import DEFAULT_ARRIVALS, arrivals_help
@@ -346,6 +347,16 @@ class Settings:
         "seconds between scrapes of the target's /metrics into server_metrics.csv; 0 turns "
         "scraping off",
         rule=NOT_NEGATIVE,
+    )
+    role_metrics: dict[str, str] = option(
+        {},
+        "a disaggregated deployment's servers behind the tested proxy: prefill=URL,decode=URL "
+        "(base URLs); each one's /metrics is scraped into server_metrics_ROLE.csv every "
+        "--metrics-interval s, for each level's KV transfer time, bytes and bandwidth and its "
+        "TTFT split into prefill, KV transfer and first decode step",
+        parse=role_metrics_argument,
+        metavar="ROLE=URL,...",
+        web_ui=False,
     )
     # GPU telemetry (run/gpu_scraper.py, docs/run-format.md `gpu_metrics.csv`)
     gpu_metrics: list[str] = option(

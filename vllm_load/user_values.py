@@ -337,6 +337,32 @@ def hosts_argument(value: object) -> list[str]:
     return hosts
 
 
+#: the roles of a disaggregated deployment whose /metrics --role-metrics names
+ROLES = ("prefill", "decode")
+
+
+def role_metrics_argument(value: object) -> dict[str, str]:
+    """--role-metrics: `prefill=URL,decode=URL`, each role's server (its base URL, whose
+    /metrics is scraped); from a repeated option or a web UI's text."""
+    roles: dict[str, str] = {}
+    for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, dict):
+            roles.update(item)
+            continue
+        for text in list_items("--role-metrics", str(item)):
+            role, eq, url = text.partition("=")
+            role = role.strip()
+            if not eq or role not in ROLES:
+                raise SettingsError(
+                    f"--role-metrics {text!r}: give ROLE=URL with ROLE one of "
+                    f"{', '.join(ROLES)} (prefill=http://HOST:8100,decode=http://HOST:8200)"
+                )
+            if role in roles:
+                raise SettingsError(f"--role-metrics names {role} twice: give each role once")
+            roles[role] = parse_host(url.strip()).rstrip("/")
+    return roles
+
+
 def gpu_ids_argument(value: object) -> list[int]:
     """--gpu-ids: comma-separated GPU indices (as nvidia-smi numbers them); empty: every GPU."""
     text = str(value or "").strip()

@@ -11,7 +11,12 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..load_kinds import LoadKind
-from ..run_format.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV, target_metrics_csv
+from ..run_format.files import (
+    CLIENT_HEALTH_CSV,
+    SERVER_METRICS_CSV,
+    role_metrics_csv,
+    target_metrics_csv,
+)
 from ..run_format.load import RunData, analysis_columns, load_run
 from ..run_format.optional_csv import CsvRead
 from ..slo import SloSpec
@@ -20,6 +25,7 @@ from .diagnosis.evidence import level_evidence
 from .diagnosis.headline import Headline, headline
 from .diagnosis.series import SeriesDiagnosis, diagnose_runs
 from .levels.client_side import bound_levels, late_levels, level_client_health, read_client_health
+from .levels.disagg import with_disagg
 from .levels.gpu import with_gpu
 from .levels.measure import LevelMeasurement, image_charges, measure_levels
 from .levels.per_target import TargetFigures, target_figures
@@ -56,6 +62,7 @@ def measure_run(path: str, slo: SloSpec = SloSpec()) -> MeasuredRun:
     server_read = read_server_metrics(os.path.join(path, SERVER_METRICS_CSV))
     server = server_read.frame  # speculative decoding, where the server does it
     meas.metrics = with_speculation(meas.metrics, server)
+    meas.metrics = with_disagg(meas.metrics, *read_roles(path))
     if slo:
         goodput = level_goodput(data.requests, meas, slo)
         goodput["slo_binding_text"] = [
@@ -77,6 +84,16 @@ def measure_run(path: str, slo: SloSpec = SloSpec()) -> MeasuredRun:
         with_rate_verdicts(metrics)
     metrics.insert(0, "run_id", data.run_id)
     return MeasuredRun(path, data, meas, metrics, server_read, health_read, client_levels, axis)
+
+
+def read_roles(path: str) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    """A disaggregated deployment's prefill and decode servers' scrapes (--role-metrics; None
+    where the run has none)."""
+    prefill, decode = (
+        read_server_metrics(os.path.join(path, role_metrics_csv(role))).frame
+        for role in ("prefill", "decode")
+    )
+    return prefill, decode
 
 
 def with_client_late(metrics: pd.DataFrame, client_levels: pd.DataFrame | None) -> pd.DataFrame:

@@ -27,6 +27,7 @@ from ..analysis.decisions.speculation_verdict import speculation_diagnosis
 from ..analysis.diagnosis.headline import Headline, headline
 from ..analysis.diagnosis.series import SeriesDiagnosis, diagnose_runs
 from ..analysis.levels.breakdown import conversation_summary, persona_table, turn_table
+from ..analysis.levels.disagg import disagg_findings
 from ..analysis.levels.gpu import gpu_findings
 from ..analysis.levels.hist import pad_columns
 from ..analysis.levels.measure import image_charges
@@ -361,6 +362,7 @@ def build_report_data(
             ]
             + [t for r in members for t in gpu_findings(r.run_id, r.run, r.metrics)]
             + [t for r in members for t in speculation_findings(r.run_id, r.metrics)]
+            + [t for r in members for t in disagg_findings(r.run_id, r.metrics)]
             + [t for r in members for t in target_findings(r.run_id, r.targets)],
             axis=sat.axis,
             outcome_findings=[text for o in outcomes for text in o.sentences()],

@@ -30,7 +30,7 @@ from ..run_format.files import write_atomic
 from ..run_format.lost_workers import LostWorker
 from ..server.loss import MIN_STREAK, NO_ANSWER_SHARE
 from ..slo import SloSpec
-from . import charts, gpu_section, persona_charts, speculation_section
+from . import charts, disagg_section, gpu_section, persona_charts, speculation_section
 from .cells import (
     figure_value,
     interval,
@@ -86,6 +86,7 @@ class RunView:
     replays: list[ReplayView] = field(default_factory=list)  # its trace replays over time
     gpu_chart: charts.Chart | None = None  # GPU telemetry per level (`gpu_section`)
     speculation_chart: charts.Chart | None = None  # where the server speculated
+    disagg_chart: charts.Chart | None = None  # where its prefill and decode servers were scraped
     targets: list[dict] = field(default_factory=list)  # per target and level (several targets)
     target_chart: charts.Chart | None = None
 
@@ -260,6 +261,7 @@ RUN_CHARTS: tuple[Callable[[RunSummary], charts.Chart | None], ...] = (
     gpu_section.gpu_levels,
     speculation_section.speculation_levels,
     persona_charts.target_levels,
+    disagg_section.disagg_levels,
 )
 
 
@@ -306,9 +308,16 @@ def _views(
         lost_levels = {
             w.get("level") for w in r.run.get("workers_lost") or [] if isinstance(w, dict)
         }
-        timeline, server_chart, persona_chart, turn_chart, gpu_chart, spec_chart, target_chart = (
-            next(drawn) for _ in RUN_CHARTS
-        )
+        (
+            timeline,
+            server_chart,
+            persona_chart,
+            turn_chart,
+            gpu_chart,
+            spec_chart,
+            target_chart,
+            pd_chart,
+        ) = (next(drawn) for _ in RUN_CHARTS)
         runs.append(
             RunView(
                 summary=r,
@@ -324,6 +333,7 @@ def _views(
                 replays=replay_views(r, f"{i + 1}"),
                 gpu_chart=gpu_chart,
                 speculation_chart=spec_chart,
+                disagg_chart=pd_chart,
                 targets=target_rows(r),
                 target_chart=target_chart,
             )

@@ -59,6 +59,12 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "spec_drafts": ("vllm:spec_decode_num_drafts_total",),
     "spec_draft_tokens": ("vllm:spec_decode_num_draft_tokens_total",),
     "spec_accepted_tokens": ("vllm:spec_decode_num_accepted_tokens_total",),
+    # KV transfers of a disaggregated deployment, on the instance that reads the blocks (NIXL
+    # connector, vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py): transfers and their
+    # summed duration (posted to done), summed bytes
+    "kv_xfer_sum": ("vllm:nixl_xfer_time_seconds_sum",),
+    "kv_xfer_count": ("vllm:nixl_xfer_time_seconds_count",),
+    "kv_bytes_sum": ("vllm:nixl_bytes_transferred_sum",),
 }
 #: ... and per draft position (label `position`, 0 .. K-1): drafts whose token there was
 #: accepted, one column each (`SPEC_POSITION_PREFIX` + position), as many as the first scrape has

@@ -30,7 +30,12 @@ from ..client.replay_share import LevelShare, check_trace_fits, replay_header, t
 from ..client.target_picker import target_list
 from ..compat.locust import declare_missing, rewrite_csv_files
 from ..load_kinds import RATE, TRACE, Level
-from ..run_format.files import CLIENT_HEALTH_CSV, SERVER_METRICS_CSV, target_metrics_csv
+from ..run_format.files import (
+    CLIENT_HEALTH_CSV,
+    SERVER_METRICS_CSV,
+    role_metrics_csv,
+    target_metrics_csv,
+)
 from ..run_format.records import (
     ERROR_INDEX,
     ERROR_MESSAGE_INDEX,
@@ -183,6 +188,7 @@ class RunSession:
                 self._scrape_greenlets.append(gevent.spawn(scraper.run, gevent.sleep))
             if files:
                 self.scraper = self.target_scrapers[0]
+        self.role_scrapers = self._role_scrapers(run_dir)
         self.gpu.start(run_dir)  # GPU telemetry: gpu_metrics.csv
         self.salt = secrets.randbits(48)  # names this run's trace prompt blocks
         self.controller = StepController(level_plan(self.settings, self.segment))
@@ -610,10 +616,34 @@ class RunSession:
             self.recorder.run_info["end_checks"] = checks.as_json()
             self.recorder.write_run_json()
 
+    def _role_scrapers(self, run_dir: str) -> dict[str, MetricsScraper]:
+        """--role-metrics: a scraper of each role's server (a disaggregated deployment's prefill
+        and decode instances behind the tested proxy), each to its own CSV."""
+        roles = self.settings.role_metrics
+        if not roles or self.settings.metrics_interval <= 0:
+            return {}
+        scrapers = {}
+        self.recorder.run_info["roles"] = {}
+        for role, url in roles.items():
+            scraper = MetricsScraper(
+                url,
+                os.path.join(run_dir, role_metrics_csv(role)),
+                self.settings.metrics_interval,
+                self.model,
+                self.settings.api_key or None,
+            )
+            scrapers[role] = scraper
+            self.recorder.run_info["roles"][role] = {
+                "url": url,
+                "server_metrics": role_metrics_csv(role),
+            }
+            self._scrape_greenlets.append(gevent.spawn(scraper.run, gevent.sleep))
+        return scrapers
+
     def _stop_scraping(self) -> None:
         """Take one last scrape (the counters after the last request) and record how scraping went."""
         self.gpu.stop(self.recorder.run_info)  # GPU telemetry: its last readings, run.json
-        for scraper in self.target_scrapers:
+        for scraper in (*self.target_scrapers, *self.role_scrapers.values()):
             scraper.stop()
         gevent.joinall(self._scrape_greenlets, timeout=self.settings.metrics_interval + 10)
         gevent.killall(self._scrape_greenlets, block=False)
@@ -624,3 +654,7 @@ class RunSession:
                 self.recorder.run_info["targets"][i]["scrape"] = asdict(scraper.status)
             if scraper.status.note and not scraper.status.samples:
                 logger.warning("%s", scraper.status.note)
+        for role, scraper in self.role_scrapers.items():
+            self.recorder.run_info["roles"][role]["scrape"] = asdict(scraper.status)
+            if scraper.status.note and not scraper.status.samples:
+                logger.warning("%s server: %s", role, scraper.status.note)

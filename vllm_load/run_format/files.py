@@ -38,6 +38,12 @@ def target_metrics_csv(index: int) -> str:
     return f"server_metrics_{index}.csv"
 
 
+def role_metrics_csv(role: str) -> str:
+    """A disaggregated deployment's `role` server's /metrics (--role-metrics: prefill, decode),
+    scraped during the run (run.json `roles` names each one's URL)."""
+    return f"server_metrics_{role}.csv"
+
+
 #: every load process's own health samples (CPU, loop lag, run-queue wait)
 CLIENT_HEALTH_CSV = "client_health.csv"
 #: the GPUs' own figures (--gpu-metrics, --gpu-nvml): `run_format.gpu_metrics`

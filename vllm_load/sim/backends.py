@@ -104,8 +104,10 @@ class EngineBackend:
         output_tokens: int,
         arrival: float,
         prompt_ids: Ids[int] | None = None,
+        remote_tokens: int = 0,
     ) -> TokenSource:
-        seq = Sequence(prompt_tokens, output_tokens, arrival)
+        """`remote_tokens`: prompt tokens whose KV a prefill instance computed (--disagg)."""
+        seq = Sequence(prompt_tokens, output_tokens, arrival, remote_tokens=remote_tokens)
         if prompt_ids is not None and self.wants_prompt_ids:
             seq.block_hashes = block_hashes(prompt_ids, self._block_size)
         self.engine.add(seq)

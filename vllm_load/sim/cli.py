@@ -19,6 +19,7 @@ from .child import listen_error
 from .config import (
     DEFAULT_MODEL,
     REASONING_FIELDS,
+    Disaggregation,
     EngineConfig,
     FaultConfig,
     FixedLatency,
@@ -37,6 +38,7 @@ _O = OutputConfig()
 _F = FaultConfig()
 _G = GpuModel()
 _S = Speculation()
+_D = Disaggregation()
 ERROR_STATUSES = (500, 503, 429)
 
 
@@ -188,6 +190,43 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
         default=_S.draft_per_token,
         metavar="S",
         help="step cost per token the draft model proposes, seconds (0: n-gram lookup)",
+    )
+    pd = parser.add_argument_group("disaggregated prefill/decode (engine mode; docs/simulator.md)")
+    pd.add_argument(
+        "--disagg",
+        action="store_true",
+        help="run as a disaggregated deployment: a prefill instance (--prefill-port) and a "
+        "decode instance (--decode-port), each with its own /metrics, behind a proxy on --port "
+        "that routes like vLLM's disaggregated proxy example",
+    )
+    pd.add_argument(
+        "--prefill-port",
+        type=port_argument,
+        default=None,
+        metavar="PORT",
+        help="with --disagg: the prefill instance's port (default: --port + 1)",
+    )
+    pd.add_argument(
+        "--decode-port",
+        type=port_argument,
+        default=None,
+        metavar="PORT",
+        help="with --disagg: the decode instance's port (default: --port + 2)",
+    )
+    pd.add_argument(
+        "--kv-transfer-cost",
+        type=float,
+        default=_D.seconds_per_block,
+        metavar="S",
+        help="with --disagg: seconds to move one KV block from prefill to decode; transfers "
+        "share one link, one after another",
+    )
+    pd.add_argument(
+        "--kv-block-bytes",
+        type=int,
+        default=_D.bytes_per_block,
+        metavar="N",
+        help="with --disagg: bytes of one KV block, as vllm:nixl_bytes_transferred counts them",
     )
     fixed = parser.add_argument_group("fixed-latency mode (no batching)")
     fixed.add_argument(
@@ -429,6 +468,7 @@ def build_config(args: argparse.Namespace) -> SimConfig:
             "--speculative-tokens models the engine's steps: not with --echo or --ttft/--itl"
         )
     gpu = _gpu_model(args, mode)
+    disagg = _disaggregation(args, mode)
     return SimConfig(
         host=args.host,
         port=args.port,
@@ -454,7 +494,40 @@ def build_config(args: argparse.Namespace) -> SimConfig:
         ),
         image_tokens=_image_tokens(args.image_tokens),
         gpu=gpu,
+        disagg=disagg,
     )
+
+
+def _disaggregation(args: argparse.Namespace, mode: str) -> Disaggregation | None:
+    """--disagg's instances and link; ConfigError where the options cannot go together."""
+    given = [
+        option
+        for option, value in (
+            ("--prefill-port", args.prefill_port),
+            ("--decode-port", args.decode_port),
+            ("--kv-transfer-cost", args.kv_transfer_cost != _D.seconds_per_block),
+            ("--kv-block-bytes", args.kv_block_bytes != _D.bytes_per_block),
+        )
+        if value
+    ]
+    if not args.disagg:
+        if given:
+            raise ConfigError(f"{given[0]} goes with --disagg: add --disagg, or leave it out")
+        return None
+    if mode != "engine":
+        raise ConfigError("--disagg models two engines: not with --echo or --ttft/--itl")
+    if args.server_workers != 1 or args.trace:
+        raise ConfigError("--disagg runs in one process: not with --server-workers or --trace")
+    if args.kv_transfer_cost < 0 or args.kv_block_bytes < 1:
+        raise ConfigError("--kv-transfer-cost must not be negative, --kv-block-bytes at least 1")
+    prefill = args.prefill_port or args.port + 1
+    decode = args.decode_port or args.port + 2
+    if len({args.port, prefill, decode}) < 3 or max(prefill, decode) > 65535:
+        raise ConfigError(
+            f"--disagg needs three ports: --port {args.port}, --prefill-port {prefill} and "
+            f"--decode-port {decode} must differ and be at most 65535"
+        )
+    return Disaggregation(prefill, decode, args.kv_transfer_cost, args.kv_block_bytes)
 
 
 def _speculation(args: argparse.Namespace) -> Speculation:
@@ -553,6 +626,12 @@ def _describe(config: SimConfig) -> str:
         what += f"; reasoning: {config.reasoning.tokens} tokens in {config.reasoning.field}"
     if config.gpu is not None:
         what += f"; simulated GPU at {DCGM_PATH}"
+    if (pd := config.disagg) is not None:
+        what += (
+            f"; disaggregated: proxy here, prefill on port {pd.prefill_port} and decode on port "
+            f"{pd.decode_port} (each its own /metrics), KV transfer {pd.seconds_per_block:g} s "
+            f"per block of {pd.bytes_per_block} bytes"
+        )
     if config.faults.enabled:
         what += "; faults: " + ", ".join(
             f"{kind} {rate:g}" for kind, rate in config.faults.rates().items() if rate
@@ -613,23 +692,34 @@ def _worker_main(config: SimConfig) -> None:
     run(config)
 
 
+def _check_listen(host: str, option: str, port: int) -> None:
+    error = listen_error(host, port)
+    if error is not None:
+        where, reason = f"{host}:{port}", error.strerror or str(error)
+        if error.errno == errno.EADDRINUSE:
+            raise SettingsError(
+                f"port {port} is busy ({where}: {reason}): stop the server running "
+                f"there, or choose another {option}"
+            )
+        raise SettingsError(
+            f"cannot listen on {where} ({reason}): give --host an address of this machine"
+        )
+
+
 def main(args: argparse.Namespace) -> int:
     config = build_config(args)
     try:
         load_tokenizer(config.tokenizer)  # fail now, with a clear message, not in every worker
     except ValueError as e:
         raise SettingsError(str(e)) from None
-    error = listen_error(config.host, config.port)
-    if error is not None:
-        where, reason = f"{config.host}:{config.port}", error.strerror or str(error)
-        if error.errno == errno.EADDRINUSE:
-            raise SettingsError(
-                f"port {config.port} is busy ({where}: {reason}): stop the server running "
-                "there, or choose another --port"
-            )
-        raise SettingsError(
-            f"cannot listen on {where} ({reason}): give --host an address of this machine"
-        )
+    ports = [("--port", config.port)]
+    if config.disagg is not None:
+        ports += [
+            ("--prefill-port", config.disagg.prefill_port),
+            ("--decode-port", config.disagg.decode_port),
+        ]
+    for option, port in ports:
+        _check_listen(config.host, option, port)
     print(_describe(config), flush=True)
     if config.workers > 1:
         return _run_workers(config)

@@ -59,6 +59,19 @@ class Speculation:
 
 
 @dataclass(frozen=True)
+class Disaggregation:
+    """`--disagg`: a prefill instance and a decode instance, each an engine of its own with its
+    own /metrics, behind a proxy on --port (disagg_deployment.py). The decode instance reads a request's
+    KV blocks from the prefill instance over one link: a transfer takes `seconds_per_block` per
+    block (before --time-scale) once the link is free, so transfers queue behind each other."""
+
+    prefill_port: int = 0
+    decode_port: int = 0
+    seconds_per_block: float = 0.0001  # 2 MiB at ~20 GB/s
+    bytes_per_block: int = 2 * 1024 * 1024  # an 8B model's 16 tokens: 128 KiB of K and V each
+
+
+@dataclass(frozen=True)
 class EngineConfig:
     """vLLM's scheduler knobs, with vLLM's names."""
 
@@ -188,3 +201,5 @@ class SimConfig:
     reasoning: ReasoningConfig = field(default_factory=ReasoningConfig)
     image_tokens: int | None = None  # prompt tokens per image; None: Qwen3-VL's, by its size
     gpu: GpuModel | None = None  # --dcgm: a DCGM-format /dcgm/metrics of a simulated GPU
+    disagg: Disaggregation | None = None  # --disagg: a prefill and a decode instance, a proxy
+    kv_role: str = ""  # this instance's side of a --disagg deployment: "prefill" or "decode"

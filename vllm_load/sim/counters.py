@@ -199,6 +199,43 @@ class SpecCounts:
             self.accepted_per_pos[position] += 1
 
 
+# the NIXL connector's buckets (vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py)
+NIXL_XFER_TIME_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0)
+NIXL_BYTES_BUCKETS = tuple(float(2 ** (10 + i)) for i in range(1, 25, 2))
+NIXL_DESCRIPTORS_BUCKETS = (
+    10,
+    20,
+    30,
+    50,
+    75,
+    100,
+    200,
+    400,
+    1000,
+    2000,
+    4000,
+    10000,
+    20000,
+    50000,
+)
+
+
+@dataclass
+class TransferCounts:
+    """KV transfers as vLLM's NIXL connector counts them on the instance that reads the blocks
+    (the decode instance): per transfer its duration (posted to done), bytes and descriptors."""
+
+    xfer_time: Histogram = field(default_factory=lambda: Histogram(NIXL_XFER_TIME_BUCKETS))
+    bytes_transferred: Histogram = field(default_factory=lambda: Histogram(NIXL_BYTES_BUCKETS))
+    descriptors: Histogram = field(default_factory=lambda: Histogram(NIXL_DESCRIPTORS_BUCKETS))
+    failed: int = 0
+
+    def observe(self, seconds: float, nbytes: int, descriptors: int) -> None:
+        self.xfer_time.observe(seconds)
+        self.bytes_transferred.observe(nbytes)
+        self.descriptors.observe(descriptors)
+
+
 @dataclass
 class ServerStats:
     """Counters and histograms of one simulator process. `max_model_len` sets the buckets of
@@ -228,6 +265,7 @@ class ServerStats:
     request_generation_tokens: Histogram = field(init=False)
     request_prefill_computed: Histogram = field(init=False)  # prompt tokens not from the cache
     speculation: SpecCounts = field(init=False)
+    kv_transfer: TransferCounts | None = None  # a --disagg decode instance's KV reads
 
     def __post_init__(self) -> None:
         self.speculation = SpecCounts(self.speculative_tokens)

@@ -223,6 +223,9 @@ class Engine:
                     if cache is not None:
                         self.stats.prefix_cache_queries += seq.num_tokens
                         self.stats.prefix_cache_hits += cached
+                    # KV read from a prefill instance (--disagg): computed, but for the last
+                    # token, which yields the first token here (a preempted one recomputes)
+                    cached = max(cached, seq.remote_tokens)
                 seq.num_computed = cached
                 new = min(seq.num_tokens - cached, budget)
                 need = self._blocks_for(cached + new) - hit

@@ -11,7 +11,15 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from .config import EngineConfig
-from .counters import BLOCKED_BY, Histogram, Occupancy, ServerStats, SpecCounts, StepCounts
+from .counters import (
+    BLOCKED_BY,
+    Histogram,
+    Occupancy,
+    ServerStats,
+    SpecCounts,
+    StepCounts,
+    TransferCounts,
+)
 
 # What a vLLM server started without cache options prints for the CacheConfig fields the
 # simulator has no notion of (mamba, offloading, sliding windows...), as vLLM 0.32 does.
@@ -232,6 +240,8 @@ class VllmCollector:
             yield histogram(name, doc, getattr(s, attribute))
         if s.speculation.positions:  # like vLLM: only a server started with speculation has them
             yield from _spec_families(s.speculation, names, values)
+        if s.kv_transfer is not None:  # like vLLM: only an instance with a KV connector
+            yield from _nixl_families(s.kv_transfer, names, values)
         yield from _sim_families(s.steps, names, values)
         if self.cache_config is not None:
             info = GaugeMetricFamily(
@@ -264,6 +274,41 @@ def _spec_families(spec: SpecCounts, names: list[str], values: list[str]) -> Ite
     for position, n in enumerate(spec.accepted_per_pos):
         per_pos.add_metric([*values, str(position)], n)
     yield per_pos
+
+
+def _nixl_families(kv: TransferCounts, names: list[str], values: list[str]) -> Iterable:
+    """`vllm:nixl_*` with the NIXL connector's names and HELP texts
+    (vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py, vLLM 0.32)."""
+    from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+
+    for name, doc, h in (
+        (
+            "vllm:nixl_xfer_time_seconds",
+            "Histogram of transfer duration for NIXL KV Cache transfers.",
+            kv.xfer_time,
+        ),
+        (
+            "vllm:nixl_bytes_transferred",
+            "Histogram of bytes transferred per NIXL KV Cache transfers.",
+            kv.bytes_transferred,
+        ),
+        (
+            "vllm:nixl_num_descriptors",
+            "Histogram of number of descriptors per NIXL  KV Cache transfers.",
+            kv.descriptors,
+        ),
+    ):
+        fam = HistogramMetricFamily(name, doc, labels=names)
+        fam.add_metric(values, h.cumulative(), h.total)
+        yield fam
+    failed = CounterMetricFamily(
+        "vllm:nixl_num_failed_transfers",
+        "Number of failed NIXL KV Cache transfers, including handshake and notification "
+        "failures. NOTE: KV expiry is tracked separately in vllm:nixl_num_kv_expired_reqs.",
+        labels=names,
+    )
+    failed.add_metric(values, kv.failed)
+    yield failed
 
 
 def _sim_families(steps: StepCounts, names: list[str], values: list[str]) -> Iterable:

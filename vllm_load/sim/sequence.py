@@ -20,6 +20,7 @@ class Sequence:
     held: list[int] = field(default_factory=list, repr=False)  # cached blocks it holds, by hash
     next_block: int = 0  # its first prompt block not yet offered to the cache
     cached_tokens: int = 0  # prompt tokens found in the prefix cache when first admitted
+    remote_tokens: int = 0  # prompt tokens whose KV came from a prefill instance (--disagg)
     num_preemptions: int = 0
     queued_at: float | None = None  # when it reached the engine (None: at its arrival)
     scheduled_at: float | None = None  # start of the first step that computed it

@@ -19,8 +19,9 @@ from aiohttp.http_writer import StreamWriter
 from ..tokenization.choose import load_tokenizer
 from .backends import Backend, EchoBackend, EngineBackend, FixedLatencyBackend, TokenSource
 from .config import IMITATED_VLLM, SimConfig
-from .counters import ServerStats
+from .counters import ServerStats, TransferCounts
 from .dcgm_exporter import DCGM_PATH, SimulatedGpu
+from .disagg_deployment import DECODE, PREFILL, KvLink, RemoteKvSource, transfer_params
 from .exposition import MetricsExporter, cache_config_labels
 from .faults import (
     STREAM_STRIKES,
@@ -108,6 +109,10 @@ class SimServer:
         self._reasoning = config.reasoning
         self._reasoning_renderer = config.reasoning if config.reasoning.enabled else None
         self.gpu = simulated_gpu(config, self.backend)  # --dcgm: the engine's GPU, simulated
+        self.link: KvLink | None = None  # a --disagg decode instance's KV reads
+        if config.kv_role == DECODE and config.disagg is not None:
+            self.stats.kv_transfer = TransferCounts()
+            self.link = KvLink(config.disagg, config.engine.time_scale, self.stats.kv_transfer)
         self.tool_caller = ToolCaller(config.output.tool_call_share, config.output.seed)
 
     def app(self) -> web.Application:
@@ -220,9 +225,7 @@ class SimServer:
             chat, rid, self.limits.model, self.model_json, reasoning=self._reasoning_renderer
         )
         # the clock starts when the handler began, so reading and parsing the body is inside TTFT
-        source = open_source(
-            fault, self.backend, req.prompt_tokens, plan.length, started, req.stream, req.prompt_ids
-        )
+        source = self._source(asked, fault, req, plan.length, started)
         completed = False
         try:
             if req.stream:
@@ -253,6 +256,10 @@ class SimServer:
             )
             if fault is not None and fault.kind != "slow_first_token":
                 return await faulted_body(fault, request, body)
+            if self.config.kv_role == PREFILL and asked.get("kv_transfer_params"):
+                blocks = -(-req.prompt_tokens // self.config.engine.block_size)
+                params = transfer_params(self.config, blocks)
+                body = orjson.dumps({**orjson.loads(body), "kv_transfer_params": params})
             completed = True
             return web.Response(body=body, content_type=_JSON)
         finally:
@@ -262,6 +269,22 @@ class SimServer:
                 self.stats.e2e.observe(loop.time() - started)
             else:  # the client left (or the handler was cancelled) before the end
                 self.stats.requests_ok["abort"] += 1
+
+    def _source(
+        self, asked: dict, fault: Fault | None, req: GenerationRequest, length: int, started: float
+    ) -> TokenSource:
+        """The request's tokens: on a --disagg decode instance, a request a prefill instance
+        computed reads its KV blocks first (disagg_deployment.py); any other as the backend makes them."""
+        backend = self.backend
+        if self.link is not None and asked.get("kv_transfer_params"):
+            assert isinstance(backend, EngineBackend)  # --disagg is engine mode only
+            block_size = self.config.engine.block_size
+            return RemoteKvSource(
+                backend, self.link, block_size, req.prompt_tokens, length, started, req.prompt_ids
+            )
+        return open_source(
+            fault, backend, req.prompt_tokens, length, started, req.stream, req.prompt_ids
+        )
 
     def _cached(self, source: TokenSource) -> int | None:
         """The cached tokens the usage reports: only with --enable-prompt-tokens-details."""

@@ -10,6 +10,7 @@ from aiohttp import web
 
 from ..gc_policy import quiet_collector
 from .config import SimConfig
+from .disagg_deployment import Proxy, instance_configs
 from .server import SimServer
 
 
@@ -28,18 +29,29 @@ def _raise_open_file_limit() -> None:
         pass
 
 
-async def serve(config: SimConfig) -> None:
-    """Serve until SIGTERM or SIGINT."""
-    _raise_open_file_limit()
-    server = SimServer(config)
-    runner = web.AppRunner(
-        server.app(), access_log=None, handler_cancellation=True, shutdown_timeout=0.5
-    )
+async def _start(app: web.Application, config: SimConfig) -> web.AppRunner:
+    runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=0.5)
     await runner.setup()
     site = web.TCPSite(
         runner, config.host, config.port, backlog=4096, reuse_port=config.workers > 1 or None
     )
     await site.start()
+    return runner
+
+
+async def serve(config: SimConfig) -> None:
+    """Serve until SIGTERM or SIGINT: one server, or with --disagg a prefill instance, a decode
+    instance and the proxy in front of them (disagg_deployment.py)."""
+    _raise_open_file_limit()
+    if config.disagg is not None:
+        prefill, decode = instance_configs(config)
+        servers = [SimServer(prefill), SimServer(decode)]
+        proxy = Proxy(base_url(prefill), base_url(decode))
+        apps = [(servers[0].app(), prefill), (servers[1].app(), decode), (proxy.app(), config)]
+    else:
+        servers = [SimServer(config)]
+        apps = [(servers[0].app(), config)]
+    runners = [await _start(app, conf) for app, conf in apps]
     quiet_collector()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -48,9 +60,15 @@ async def serve(config: SimConfig) -> None:
     try:
         await stop.wait()
     finally:
-        await runner.cleanup()
-        if server.trace is not None:
-            server.trace.close()
+        for runner in reversed(runners):
+            await runner.cleanup()
+        for server in servers:
+            if server.trace is not None:
+                server.trace.close()
+
+
+def base_url(config: SimConfig) -> str:
+    return f"http://{config.host}:{config.port}"
 
 
 def loop_runner(mode: str):

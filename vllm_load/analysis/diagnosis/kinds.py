@@ -117,12 +117,30 @@ NOT_MEASURED = BottleneckKind(
     says="{reason}",
 )  # fmt: skip
 
+_RATIO = (
+    "a disaggregated deployment's instance counts and link are no vLLM flag the tune loop can "
+    "change: change the prefill:decode ratio (or the link) and run again"
+)
+#: a disaggregated deployment (--role-metrics): the part of TTFT that grew most past the knee
+KV_TRANSFER = BottleneckKind(
+    "kv_transfer", "the KV transfer from prefill to decode", "tab:cyan",
+    advise_on.faster_kv_transfer, nothing_to_prove=_RATIO,
+)  # fmt: skip
+PREFILL_SIDE = BottleneckKind(
+    "prefill_side", "the prefill instances", "tab:olive", advise_on.more_prefill,
+    nothing_to_prove=_RATIO,
+)  # fmt: skip
+DECODE_SIDE = BottleneckKind(
+    "decode_side", "the decode instances", "tab:blue", advise_on.more_decode,
+    nothing_to_prove=_RATIO,
+)  # fmt: skip
+
 #: every kind, by name, in the order a legend lists them
 KINDS: Mapping[str, BottleneckKind] = {
     kind.name: kind
     for kind in (
         SEQUENCE_CAP, KV_CACHE, TOKEN_BUDGET, COMPUTE_BOUND, SPECULATION, CLIENT, FAILURES,
-        NOT_SATURATED, UNDETERMINED, NOT_MEASURED,
+        NOT_SATURATED, UNDETERMINED, NOT_MEASURED, KV_TRANSFER, PREFILL_SIDE, DECODE_SIDE,
     )
 }  # fmt: skip
 

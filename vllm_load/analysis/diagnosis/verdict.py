@@ -9,6 +9,9 @@ The rules, in the order they are tried (thresholds below; docs/diagnosis.md says
 1. `failures`: the level was left out of the conclusions for its failures.
 2. `not_saturated`: the level lies below the series' knee (the saturation point), or the series
    does not saturate within the tested levels. No advice.
+2b. `kv_transfer`, `prefill_side`, `decode_side`: a disaggregated deployment (--role-metrics)
+   whose TTFT split is known: the part (KV transfer, prefill server, decode server's queue and
+   first step) that grew most from the lowest level, by `PD_GROWTH` of its own or more.
 3. `undetermined`: the server gave no evidence for the level (no `/metrics`, scraping off, or
    scrapes that do not cover its window), unless the client was busy (then `client`, 7).
 4. `kv_cache`: KV-cache usage reached `KV_FULL` (or `kv_full_at`: less, where what is left
@@ -55,9 +58,12 @@ from .gpu_evidence import BUSY, IDLE, GpuEvidence, compute_support, not_compute
 from .kinds import (
     CLIENT,
     COMPUTE_BOUND,
+    DECODE_SIDE,
     FAILURES,
     KV_CACHE,
+    KV_TRANSFER,
     NOT_SATURATED,
+    PREFILL_SIDE,
     SEQUENCE_CAP,
     TOKEN_BUDGET,
     UNDETERMINED,
@@ -85,6 +91,10 @@ USEFUL_GAIN = 1.10  # ... while the server's decode rate gained this factor or l
 # the batch: compute past the point of useful gain
 DOUBLED_GAIN = 1.05  # ... or the step law through both levels gives a doubled batch this factor
 # or less (the saturation rule's own 5 %)
+PD_GROWTH = 1.0  # a disaggregated level's TTFT part grew by its lowest level's value or more ...
+PD_FLOOR_MS = 1.0  # ... (and by this many ms at least): that side is the limit
+#: the evidence's names of a disaggregated deployment's TTFT parts, in `pd_parts`' order
+PD_PARTS = ("prefill_ms", "kv_transfer_ms", "first_decode_ms")
 SHORT_PREFILL = 0.5  # a prefill spanning under this share of prompt / tokens-per-step engine
 # steps was not chunked by a spent budget (which makes it span at least 0.9 of that share)
 
@@ -121,6 +131,11 @@ class LevelEvidence:
     prompt_tokens: float = math.nan  # mean prompt tokens per request (the server's usage)
     prefix_hit: float = math.nan  # share of prompt tokens found in the prefix cache
     client_bound: str = ""  # why a load process was possibly client-bound ("" when none was)
+    # a disaggregated deployment's TTFT split (ms, `analysis.levels.disagg`): its parts, each
+    # part at the lowest level (`with_baseline`), and the KV bandwidth
+    pd_parts: tuple[float, float, float] = (math.nan, math.nan, math.nan)
+    pd_lowest: tuple[float, float, float] = (math.nan, math.nan, math.nan)
+    kv_gbps: float = math.nan
     gpu: GpuEvidence = field(default_factory=GpuEvidence)  # the GPUs' telemetry, where recorded
     left_out: bool = False
 
@@ -149,6 +164,8 @@ class LevelEvidence:
             else math.nan,
             prefix_hit=get("server_prefix_hit"),
             client_bound=str(row.get("client_bound_reason") or ""),
+            pd_parts=(get("pd_prefill_ms"), get("kv_xfer_ms"), get("pd_first_decode_ms")),
+            kv_gbps=get("kv_xfer_gbps"),
             gpu=GpuEvidence(
                 util=get("gpu_util_mean"),
                 sm_active=get("gpu_sm_active_mean"),
@@ -234,7 +251,10 @@ class LevelEvidence:
             "prefill_steps": self.prefill_steps,
             "prefill_spread": self.prefill_spread,
             "total_tok_per_s": self.tok_per_s,
+            "kv_transfer_gbps": self.kv_gbps,
         }
+        for key, part, lowest in zip(PD_PARTS, self.pd_parts, self.pd_lowest):
+            named[key], named[key + "_lowest"] = part, lowest
         return {**{k: v for k, v in named.items() if v == v}, **self.gpu.figures()}
 
 
@@ -259,10 +279,44 @@ def with_baseline(levels: list[LevelEvidence]) -> list[LevelEvidence]:
     base = next(
         (lv.prefill_steps for lv in levels if lv.prefill_steps == lv.prefill_steps), math.nan
     )
+    first = [
+        next((lv.pd_parts[i] for lv in levels if lv.pd_parts[i] == lv.pd_parts[i]), math.nan)
+        for i in range(len(PD_PARTS))
+    ]
+    lowest = (first[0], first[1], first[2])
     return [
-        replace(lv, prefill_spread=lv.prefill_steps / base if base and base == base else math.nan)
+        replace(
+            lv,
+            prefill_spread=lv.prefill_steps / base if base and base == base else math.nan,
+            pd_lowest=lowest,
+        )
         for lv in levels
     ]
+
+
+def disagg_limit(lv: LevelEvidence) -> tuple[BottleneckKind, str] | None:
+    """A disaggregated deployment's limit at a saturated level: the part of TTFT (prefill, KV
+    transfer, first decode step) that grew most from the lowest level, where at least two parts
+    are known and one grew by `PD_GROWTH` of its lowest level's or more; None otherwise."""
+    grown = [
+        (part - lowest, i)
+        for i, (part, lowest) in enumerate(zip(lv.pd_parts, lv.pd_lowest))
+        if part == part and lowest == lowest
+    ]
+    if len(grown) < 2:
+        return None
+    growth, i = max(grown)
+    if not growth > PD_GROWTH * max(lv.pd_lowest[i], PD_FLOOR_MS):
+        return None
+    names = ("prefill", "KV transfer", "first decode step")
+    parts = ", ".join(
+        f"{names[j]} {lv.pd_lowest[j]:,.1f} → {lv.pd_parts[j]:,.1f} ms"
+        for _, j in sorted(grown, key=lambda g: g[1])
+    )
+    reason = f"of TTFT's parts ({parts}) the {names[i]} grew most (+{growth:,.1f} ms)"
+    if i == 1 and lv.kv_gbps == lv.kv_gbps:
+        reason += f", at {lv.kv_gbps:.3g} GB/s (vllm:nixl_bytes_transferred / vllm:nixl_xfer_time_seconds)"
+    return (PREFILL_SIDE, KV_TRANSFER, DECODE_SIDE)[i], reason
 
 
 def level_verdict(
@@ -289,6 +343,9 @@ def level_verdict(
         f"a load process was possibly client-bound ({lv.client_bound}) and the server shows no "
         "limit of its own: the client may be what held throughput",
     )
+    disagg = disagg_limit(lv)
+    if disagg is not None:  # a proxy in front of prefill and decode servers: their parts say
+        return verdict(*disagg)
     if not lv.has_server:
         if lv.client_bound:
             return client

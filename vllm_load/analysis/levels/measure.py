@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ... import figures as declared
-from ...figures import gpu_columns, spec_columns, statistic_columns
+from ...figures import disagg_columns, gpu_columns, spec_columns, statistic_columns
 from ...run_format.stream_columns import StreamColumns
 from . import as_floats, cancelled, group_percentiles
 from .hist import hist_percentiles
@@ -81,7 +81,14 @@ _TAIL_COLUMNS: tuple[str, ...] = (
 def metric_columns() -> tuple[str, ...]:
     """The columns of a run's per-level table: the level's own figures, then a statistic
     column for every declared per-request figure (`figures.statistic_columns`)."""
-    return (*_HEAD_COLUMNS, *statistic_columns(), *_TAIL_COLUMNS, *gpu_columns(), *spec_columns())
+    return (
+        *_HEAD_COLUMNS,
+        *statistic_columns(),
+        *_TAIL_COLUMNS,
+        *gpu_columns(),
+        *spec_columns(),
+        *disagg_columns(),
+    )
 
 
 @dataclass
@@ -351,6 +358,8 @@ def measure_levels(
     for col in gpu_columns():  # the GPUs' figures, where a run recorded them: `gpu.with_gpu`
         out[col] = np.nan
     for col in spec_columns():  # the server's, where it speculates: `speculation.with_speculation`
+        out[col] = np.nan
+    for col in disagg_columns():  # a disaggregated deployment's roles': `disagg.with_disagg`
         out[col] = np.nan
     labelled = req.loc[measured_mask, [c for c in labelled_columns() if c in req]]
     labelled.insert(0, "level", plan["level"].to_numpy(np.int64)[pos[measured_mask]])
