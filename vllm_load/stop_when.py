@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Iterable, Union
 
 from .figures import PERCENTILES
-from .slo import LevelPercentile, level_metrics, level_percentile, seconds_limit, seconds_text
+from .slo import LevelPercentile, level_metrics, level_percentile, seconds_limit
 from .user_values import SettingsError
 
 FAILED = "failed"
