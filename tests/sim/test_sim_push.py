@@ -66,18 +66,39 @@ def test_three_streams_get_their_tokens_on_their_own_absolute_schedules():
 
 def test_a_push_stops_for_a_drain_and_resumes_where_it_was():
     async def main():
-        source = _backend().open(1, 6, asyncio.get_running_loop().time())
-        seen = []
-        await source.push(
-            lambda got: seen.append(got) or got == 2, 1
-        )  # the buffer fills at token 2
-        paused_at = list(seen)
-        await source.push(lambda got: seen.append(got) or False, 1)
-        return paused_at, seen
+        loop = asyncio.get_running_loop()
+        backend = _backend()
+        source = backend.open(1, 6, loop.time())
+        first, then = [], []
+        # the buffer fills once 2 tokens are out
+        await source.push(lambda got: first.append((got, loop.time())) or got >= 2, 1)
+        await source.push(lambda got: then.append((got, loop.time())) or False, 1)
+        return source.start, backend.stats, first, then
 
-    paused_at, seen = asyncio.run(main())
-    assert paused_at == [1, 2]
-    assert seen == [1, 2, 3, 4, 5, 6]
+    host = HostWait(loop=os.getpid())
+    before = host.read()
+    start, stats, first, then = asyncio.run(main())
+    after = host.read()
+    got = [g for g, _ in first + then]
+    # the first push stopped at the token that asked for the drain, the second went on from there
+    # to the end, every token handed out and counted once, none before it was due
+    assert [g >= 2 for g, _ in first] == [False] * (len(first) - 1) + [True], first
+    assert then and got == sorted(set(got)) and got[-1] == 6, got
+    assert stats.generation_tokens == 6 and stats.prompt_tokens == 1
+    due = lambda token: start + TTFT + (token - 1) * ITL  # noqa: E731
+    assert all(due(g) - TIMER_LEAD - 0.001 <= at for g, at in first + then), (start, first, then)
+    # each tick on time hands out one token: [1, 2], then 3 to 6; a tick an ITL late hands out
+    # the tokens due by then together, and only where the host kept the loop waiting that long
+    late = max(at - due(g_before + 1) for g_before, (_, at) in zip([0, *got], first + then))
+    within(
+        late,
+        0.0,
+        ITL,
+        before,
+        after,
+        f"latest tick (handed out {got}, {len(first)} before the drain)",
+    )
+    assert [g for g, _ in first] == [1, 2] and got == [1, 2, 3, 4, 5, 6]
 
 
 def test_an_error_in_the_write_reaches_the_handler_and_a_closed_source_gets_no_more_tokens():
