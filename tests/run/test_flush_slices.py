@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from support import TESTS
 from support.host_wait import within
 
@@ -46,8 +47,9 @@ lags = probe.join()
 # a busy host does not change (it makes each slice longer, not more of them between two polls)
 held = [bisect.bisect_left(session.ends, read) - bisect.bisect_right(session.ends, sent)
         for sent, read in probe.stamps]
+amid = sum(session.ends[0] < sent < session.ends[-1] for sent, _ in probe.stamps)
 print(json.dumps({"rows": session.rows, "slice": LOCAL_FLUSH_SLICE, "left": len(buffer), "lags": lags,
-                  "held": held, "before": before, "after": after}))
+                  "held": held, "amid": amid, "before": before, "after": after}))
 """
 
 
@@ -65,6 +67,9 @@ def test_stream_reads_get_in_between_slices_of_a_flush():
     assert len(lags) == len(held) == 60
     # a read waits for at most the slice being added and a turn of the loop; with a sleep(0)
     # between slices gevent ran ~50 slices before it polled. Counted in slices, on any machine:
+    # (where the probe sent while the slices were added: a starved sender may not have)
+    if result["amid"] < 10:
+        pytest.skip(f"the probe sent {result['amid']} stamps while the slices were added")
     assert held[int(0.9 * len(held))] <= 2, held
     # and in time, 1 ms a slice: 10 ms at the 90th percentile, or missed by no more than the
     # host kept the reader or the sender waiting for a CPU during the flush
