@@ -409,7 +409,7 @@ from locust.env import Environment
 from locust.stats import PERCENTILES_TO_REPORT, StatsCSVFileWriter
 from vllm_load.compat.locust import rewrite_csv_files, send_worker_report, set_worker_report_interval, user_stopping
 from vllm_load.compat.locust import master_silent_for, set_master_heartbeat_timeout
-from vllm_load.compat.locust import declare_missing
+from vllm_load.compat.locust import declare_missing, wait_for_final_reports
 from vllm_load.compat.locust import WEB_INDEX_ENDPOINT, WEB_STATS_ENDPOINT
 from vllm_load.sim.child import free_port
 
@@ -519,6 +519,35 @@ def check_declare_missing():
                f"master's next heartbeat check ({waited:.1f} s)")
     finally:
         master.quit()
+
+def check_final_reports():
+    master, worker = master_and_worker()
+    wait_for_final_reports(master, timeout=5.0)
+    reports, marker = [], []
+    master.environment.events.worker_report.add_listener(lambda client_id, data: reports.append(data))
+    worker.environment.events.report_to_master.add_listener(
+        lambda client_id, data: data.update(marker=list(marker)))
+    stop = worker.stop
+
+    def slow_stop():  # a worker on a busy machine: its users stop, and it reports, 1 s later
+        gevent.sleep(1.0)
+        stop()
+        marker.append("stopped")
+
+    worker.stop = slow_stop
+
+    def say_quit():  # what its process does as it exits (Locust's `quitting` listener)
+        worker.greenlet.join()
+        worker.environment.events.quitting.fire(environment=worker.environment, reverse=True)
+
+    gevent.spawn(say_quit)
+    started = time.time()
+    master.quit()
+    took = time.time() - started
+    expect(any(r.get("marker") == ["stopped"] for r in reports),
+           f"a quitting master no longer gets a worker's last report sent 1 s after `quit` ({reports!r})")
+    expect(not master.clients and took < 3,
+           f"the worker's `quit` no longer removes it from MasterRunner.clients ({took:.1f} s)")
 
 def check_rewrite_csv_files():
     environment = Environment(user_classes=[User])
@@ -639,6 +668,7 @@ ENTRIES = {
         "master_heartbeat_timeout",
         "shape_tick",
         "declare_missing",
+        "final_reports",
     ],
 }
 # the compat names each check covers (a check may cover two)
@@ -651,6 +681,7 @@ COVERS = {
     "post_head": ["PostHead", "post"],
     "post_whole": ["post_whole", "WholeResponse"],
     "shape_tick": ["tick_shape_every"],
+    "final_reports": ["wait_for_final_reports", "FINAL_REPORTS_WAIT"],
 }
 
 

@@ -50,34 +50,68 @@ def test_three_streams_get_their_tokens_on_their_own_absolute_schedules():
         return waits[-1]
 
     backend, sources, calls = asyncio.run(main())
-    for i, seen in calls.items():
-        # the first token alone, then 4 at a time: tokens 1, 5, 9, 12 (the last group cut short)
-        assert [got for got, *_ in seen] == [1, 5, 9, 12]
-        start = sources[i].start
-        for got, at, before, after in seen:
-            due = start + TTFT + (got - 1) * ITL
-            assert due - TIMER_LEAD - 0.001 <= at, (i, got, at - due)  # never early
-            # on time within 8 ms, or late by no more than the host kept the loop waiting since
-            # the call before
-            within(at, due, 0.008, before, after, f"stream {i} token {got}")
     assert backend.stats.generation_tokens == 36
     assert backend.stats.prompt_tokens == 30
+    for i, seen in calls.items():
+        start = sources[i].start
+        due = lambda token: start + TTFT + (token - 1) * ITL  # noqa: E731
+        got = [g for g, *_ in seen]
+        # the first token alone, then 4 at a time, up to 12, none before it was due; a tick late
+        # by an ITL also hands out the tokens that fell due meanwhile
+        wants = [min(12, before + (4 if before else 1)) for before in [0, *got[:-1]]]
+        assert all(w <= g for w, g in zip(wants, got)) and got[-1] == 12, (i, got)
+        for g, (_, at, *_) in zip(got, seen):
+            assert due(g) - TIMER_LEAD - 0.001 <= at, (i, g, at - due(g))  # never early
+        for want, (_, at, before, after) in zip(wants, seen):
+            # on time within 8 ms, or late by no more than the host kept the loop waiting since
+            # the call before
+            within(
+                at - start,
+                due(want) - start,
+                0.008,
+                before,
+                after,
+                f"stream {i} token {want} (got {got})",
+            )
+        # each tick on time: tokens 1, 5, 9, 12 (the last group cut short)
+        assert got == [1, 5, 9, 12]
 
 
 def test_a_push_stops_for_a_drain_and_resumes_where_it_was():
     async def main():
-        source = _backend().open(1, 6, asyncio.get_running_loop().time())
-        seen = []
-        await source.push(
-            lambda got: seen.append(got) or got == 2, 1
-        )  # the buffer fills at token 2
-        paused_at = list(seen)
-        await source.push(lambda got: seen.append(got) or False, 1)
-        return paused_at, seen
+        loop = asyncio.get_running_loop()
+        backend = _backend()
+        source = backend.open(1, 6, loop.time())
+        first, then = [], []
+        # the buffer fills once 2 tokens are out
+        await source.push(lambda got: first.append((got, loop.time())) or got >= 2, 1)
+        await source.push(lambda got: then.append((got, loop.time())) or False, 1)
+        return source.start, backend.stats, first, then
 
-    paused_at, seen = asyncio.run(main())
-    assert paused_at == [1, 2]
-    assert seen == [1, 2, 3, 4, 5, 6]
+    host = HostWait(loop=os.getpid())
+    before = host.read()
+    start, stats, first, then = asyncio.run(main())
+    after = host.read()
+    got = [g for g, _ in first + then]
+    # the first push stopped at the token that asked for the drain, the second went on from there
+    # to the end, every token handed out and counted once, none before it was due
+    assert [g >= 2 for g, _ in first] == [False] * (len(first) - 1) + [True], first
+    assert then and got == sorted(set(got)) and got[-1] == 6, got
+    assert stats.generation_tokens == 6 and stats.prompt_tokens == 1
+    due = lambda token: start + TTFT + (token - 1) * ITL  # noqa: E731
+    assert all(due(g) - TIMER_LEAD - 0.001 <= at for g, at in first + then), (start, first, then)
+    # each tick on time hands out one token: [1, 2], then 3 to 6; a tick an ITL late hands out
+    # the tokens due by then together, and only where the host kept the loop waiting that long
+    late = max(at - due(g_before + 1) for g_before, (_, at) in zip([0, *got], first + then))
+    within(
+        late,
+        0.0,
+        ITL,
+        before,
+        after,
+        f"latest tick (handed out {got}, {len(first)} before the drain)",
+    )
+    assert [g for g, _ in first] == [1, 2] and got == [1, 2, 3, 4, 5, 6]
 
 
 def test_an_error_in_the_write_reaches_the_handler_and_a_closed_source_gets_no_more_tokens():

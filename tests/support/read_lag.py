@@ -19,13 +19,15 @@ BEAT = 0.004
 
 
 class LagProbe:
-    """Starts the sender and a reader greenlet; `lags` gets, per stamp, read time - send time."""
+    """Starts the sender and a reader greenlet; `lags` gets, per stamp, read time - send time,
+    and `stamps` its (send time, read time)."""
 
     def __init__(self, count: int) -> None:
         import gevent
         import gevent.socket
 
         self.lags: list[float] = []
+        self.stamps: list[tuple[float, float]] = []
         listener = gevent.socket.socket()
         listener.bind(("127.0.0.1", 0))
         listener.listen(1)
@@ -45,8 +47,14 @@ class LagProbe:
             now = time.perf_counter()
             pending += data
             while len(pending) >= STAMP:
-                self.lags.append(now - float(pending[:STAMP].decode()))
+                sent = float(pending[:STAMP].decode())
+                self.lags.append(now - sent)
+                self.stamps.append((sent, now))
                 pending = pending[STAMP:]
+
+    @property
+    def sender_pid(self) -> int:
+        return self._sender.pid
 
     def join(self) -> list[float]:
         """Wait for every stamp; the lags in seconds."""

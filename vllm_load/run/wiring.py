@@ -36,6 +36,7 @@ from ..compat.locust import (
     set_master_heartbeat_timeout,
     set_worker_report_interval,
     tick_shape_every,
+    wait_for_final_reports,
 )
 from ..gc_policy import quiet_collector
 from ..parent_death import die_with_parent, forked_from, note_forks
@@ -291,6 +292,7 @@ def _install_worker(environment, runner) -> None:
 def _install_master(environment) -> None:
     _environments.append(environment)
     tick_shape_every(environment.runner, SHAPE_TICK)
+    wait_for_final_reports(environment.runner)
     if environment.parsed_options is not None:
         # a level is a concurrency: when a worker is lost (or joins), its users move to the others
         environment.parsed_options.enable_rebalancing = True
