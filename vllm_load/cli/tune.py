@@ -1,6 +1,7 @@
 """`vllm-load tune`: the stepped test over a matrix of server settings, ranked; or a report's
 advice proved (`--advice`, in `tuning/advice_loop.py`); or, with `--slo` and neither, the highest
-level at which one configuration meets the SLO (`tuning/slo_max.py`).
+level at which one configuration meets the SLO (`tuning/slo_max.py`); with `--guided` too, the
+flags that raise that level, one at a time as the verdict advises (`tuning/guided.py`).
 
 For every combination of `--matrix NAME=V1,V2,...` values, the server command (a template with
 `{NAME}` fields) is started, the stepped test runs once it is ready, and the server is stopped,
@@ -36,6 +37,7 @@ from .common import (
 )
 from .errors import CommandFailed
 from .run import add_managed_run_options
+from .tuning.guided_options import add_guided_arguments, guided
 from .tuning.runs import ConfigResult, Configuration, TuneRuns, TuneState, write_report
 
 
@@ -199,6 +201,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     )
     add_ready_timeout_argument(parser, "seconds to wait for each started server to be ready")
     add_slo_max_arguments(parser)
+    add_guided_arguments(parser)
     parser.add_argument(
         "--rank-by",
         choices=RANK_BY,
@@ -264,6 +267,15 @@ def runs_wanted(args: argparse.Namespace) -> int:
 
 def main(args: argparse.Namespace) -> int:
     # every option is checked before any server starts
+    if args.guided and (args.matrix or args.advice or not args.slo):
+        raise SettingsError(
+            "--guided searches from one configuration: give --slo, and neither "
+            "--matrix nor --advice"
+        )
+    if not args.guided and (args.bound or args.start or args.max_runs is not None):
+        raise SettingsError("--bound, --start and --max-runs belong to --guided")
+    if args.guided:
+        return guided(args)
     if not args.matrix and not args.advice and args.slo:
         return slo_max(args)
     if not args.server_cmd:
