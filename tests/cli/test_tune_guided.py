@@ -7,42 +7,48 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
 from support.runhelpers import run_vllm_load
 
 from vllm_load.cli.main import main
 from vllm_load.sim.child import free_port
 
 SIM = f"{sys.executable} -m vllm_load sim --time-scale 0.1 --seed 1"
-#: tiny levels: a cap of 2 sequences makes requests wait from the third user on
+#: small levels: 2, 4, 8 users; a cap of 2 sequences makes requests wait from the third user
+#: on (E2E p90 ~0.13 s at 4 users, ~0.4 s at 8), a cap of 8 holds 8 users at ~0.15 s
 TEST = (
     "--input-tokens",
     "64",
     "--output-tokens",
-    "32",
+    "64",
     "--requests-per-level",
-    "8",
+    "48",
     "--warmup-requests",
+    "4",
+    "--min-level",
     "2",
     "--max-level",
-    "16",
+    "8",
     "--max-levels",
-    "5",
+    "3",
     "--ready-timeout",
     "30",
 )
 
 
+@pytest.mark.slow  # two configurations, 6 levels: ~3 minutes on a loaded 2-core machine
+@pytest.mark.alone  # the verdict reads the batch: another test's load beside it blurs it
 def test_from_a_sequence_cap_of_2_it_raises_the_cap_and_ends_higher(tmp_path):
     port = free_port()
     done = run_vllm_load(
         "tune",
         "--slo",
-        "e2e_p90<=250ms",
+        "e2e_p90<=200ms",
         "--guided",
         "--server-cmd",
         f"{SIM} --port {port} --max-num-seqs 2",
         "--bound",
-        "max_num_seqs=2..16",
+        "max_num_seqs=2..8",
         "--host",
         f"http://127.0.0.1:{port}",
         *TEST,
@@ -55,11 +61,12 @@ def test_from_a_sequence_cap_of_2_it_raises_the_cap_and_ends_higher(tmp_path):
     start, moved = steps[0], steps[1]
     assert start["config"] == {"max_num_seqs": "2"} and start["kept"]
     assert start["verdict_kind"] == "max_num_seqs"
+    assert start["verdict_level"] >= start["slo_max"][0] and start["advice"], steps
     assert moved["change"].startswith("--max-num-seqs 2 -> ") and moved["kept"], steps
-    assert int(moved["config"]["max_num_seqs"]) <= 16  # within its bound
+    assert int(moved["config"]["max_num_seqs"]) <= 8  # within its bound
     result = state["result"]
     assert result["best_slo_max"] > start["slo_max"][0]
-    assert all(int(s["config"]["max_num_seqs"]) <= 16 for s in steps)
+    assert all(int(s["config"]["max_num_seqs"]) <= 8 for s in steps)
     assert result["runs_used"] == sum(s["runs_used"] for s in steps)
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("best: SLO-max") and "--max-num-seqs 2 -> " in last
