@@ -23,7 +23,8 @@ from vllm_load.analysis.decisions.guided_search import (
     parse_bound,
 )
 from vllm_load.cli.errors import Interrupted
-from vllm_load.cli.tuning.guided import GuidedSearch, GuidedState, render, start_config
+from vllm_load.cli.tuning.guided import GuidedSearch, GuidedState
+from vllm_load.cli.tuning.guided_options import render, start_config
 
 
 def command(config: dict[str, str]) -> str:

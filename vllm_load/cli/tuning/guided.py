@@ -18,7 +18,6 @@ import argparse
 import copy
 import json
 import os
-import string
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
@@ -34,21 +33,19 @@ from ...analysis.decisions.guided_search import (
     Move,
     best_step,
     better,
-    flag_of,
     name_of,
     next_move,
-    parse_bound,
     stop_reason,
 )
 from ...analysis.decisions.slo_search import Bounds, next_step
 from ...load_kinds import kind_named
 from ...run_format.files import safe_name, write_atomic
 from ...server.process import ServerError, ServerProcess, wait_ready
-from ...server.server_command import flag_value, with_flag
 from ...settings import Settings
 from ...slo import SloSpec, parse_slo
 from ...user_values import SettingsError
 from ..errors import CommandFailed, Interrupted
+from .guided_options import flag_bounds, parse_starts, render, slots_of, start_config
 from .guided_report import format_steps, summarize_search, write_outputs
 from .runs import progress
 from .slo_max import RESUME, Search, bounds_of, search_record
@@ -56,80 +53,6 @@ from .slo_max_report import format_levels, summarize
 from .slo_max_state import SearchState
 
 STATE_FILE = "guided.json"
-
-
-# --- the configurations ----------------------------------------------------------------------------
-def parse_starts(items: list[str], template: str) -> dict[str, str]:
-    """`--start NAME=VALUE` items: the first value of each `{NAME}` slot of the command."""
-    slots = slots_of(template) - {"model"}
-    starts: dict[str, str] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        name, value = name_of(name.strip()), value.strip()
-        if not sep or not value or name not in slots:
-            raise SettingsError(
-                f"--start takes NAME=VALUE for a {{NAME}} slot of --server-cmd "
-                f"(its slots: {', '.join(sorted(slots)) or 'none'}), got {item!r}"
-            )
-        starts[name] = value
-    missing = slots - set(starts)
-    if missing:
-        raise SettingsError(
-            f"--server-cmd has slots with no starting value: give --start "
-            f"{' --start '.join(f'{m}=VALUE' for m in sorted(missing))}"
-        )
-    return starts
-
-
-def slots_of(template: str) -> set[str]:
-    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
-
-
-def render(template: str, config: dict[str, str], model: str) -> str:
-    """The command of a configuration: its slots filled, each other flag of `config` set
-    (`server_command.with_flag`: replaced where the command gives it, else appended)."""
-    slots = slots_of(template)
-    command = template.format(**{k: v for k, v in config.items() if k in slots}, model=model)
-    for name, value in config.items():
-        if name not in slots:
-            try:
-                command = with_flag(command, flag_of(name), value)
-            except ValueError as e:
-                raise SettingsError(f"--server-cmd: {e}") from None
-    return command
-
-
-def start_config(
-    template: str, starts: dict[str, str], bounds: dict[str, FlagBound], model: str
-) -> dict[str, str]:
-    """The starting configuration: the slots' values, and each bounded flag's value where the
-    command gives it; one line for a start outside its bounds."""
-    config = dict(starts)
-    command = template.format(**starts, model=model)
-    for name, bound in bounds.items():
-        if name in config:
-            continue
-        try:
-            value = flag_value(command, bound.flag)
-        except ValueError as e:
-            raise SettingsError(f"--server-cmd: {e}") from None
-        if value is not None:
-            config[name] = value
-    for name, value in config.items():
-        bound = bounds.get(name)
-        if bound is not None and not _inside(bound, value):
-            raise SettingsError(
-                f"the starting {flag_of(name)} {value} is outside --bound "
-                f"{name}={bound.low:g}..{bound.high:g}: start inside the bounds"
-            )
-    return config
-
-
-def _inside(bound: FlagBound, value: str) -> bool:
-    try:
-        return bound.holds(float(value))
-    except ValueError:
-        return False
 
 
 # --- its file ------------------------------------------------------------------------------------
@@ -360,19 +283,6 @@ class GuidedSearch:
 
 
 # --- the command --------------------------------------------------------------------------------
-def flag_bounds(items: list[str]) -> dict[str, FlagBound]:
-    bounds: dict[str, FlagBound] = {}
-    for item in items:
-        try:
-            bound = parse_bound(item)
-        except ValueError as e:
-            raise SettingsError(str(e)) from None
-        if bound.name in bounds:
-            raise SettingsError(f"--bound {bound.name} given twice")
-        bounds[bound.name] = bound
-    return bounds
-
-
 def guided_search(args: argparse.Namespace, runs: int) -> int:
     """The guided search `args` describe: exit 0 with its path and best configuration,
     CommandFailed when the starting configuration has no SLO-max."""
