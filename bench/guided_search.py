@@ -45,15 +45,16 @@ WORKLOAD = (
     "--ready-timeout",
     "60",
 )
+#: the KV cache by vLLM's flag, which the simulator takes too: the flag the verdict advises
 GRID = {
     "max_num_seqs": ("2", "8", "32"),
     "max_num_batched_tokens": ("256", "1024", "4096"),
-    "num_gpu_blocks": ("64", "1024"),
+    "num_gpu_blocks_override": ("64", "1024"),
 }
 STARTS = (
-    {"max_num_seqs": "2", "max_num_batched_tokens": "256", "num_gpu_blocks": "64"},
-    {"max_num_seqs": "2", "max_num_batched_tokens": "4096", "num_gpu_blocks": "1024"},
-    {"max_num_seqs": "32", "max_num_batched_tokens": "256", "num_gpu_blocks": "64"},
+    {"max_num_seqs": "2", "max_num_batched_tokens": "256", "num_gpu_blocks_override": "64"},
+    {"max_num_seqs": "2", "max_num_batched_tokens": "4096", "num_gpu_blocks_override": "1024"},
+    {"max_num_seqs": "32", "max_num_batched_tokens": "256", "num_gpu_blocks_override": "64"},
 )
 SLOS = ("e2e_p90<=400ms", "ttft_p90<=150ms,itl_p90<=40ms")
 QUICK_GRID = {
@@ -107,7 +108,7 @@ def guided(start: dict[str, str], grid: dict, slo: str, out: str, name: str) -> 
 
 
 def short(config: dict[str, str]) -> str:
-    return "/".join(config[k] for k in GRID)
+    return "/".join(config.get(k, "-") for k in GRID)
 
 
 def main() -> int:

@@ -89,3 +89,28 @@ def test_bad_guided_options_are_one_line_and_exit_2(tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert code == 2 and len(err.splitlines()) == 1 and said in err, (extra, err)
     assert not (tmp_path / "guided").exists()
+
+
+def test_a_start_whose_server_does_not_start_is_recorded_and_exit_1(tmp_path, capsys):
+    port = free_port()
+    code = main(
+        [
+            "tune",
+            "--slo",
+            "e2e_p99<=1s",
+            "--guided",
+            "--server-cmd",
+            f"{sys.executable} -c 'import sys; sys.exit(3)' --max-num-seqs 2",
+            "--host",
+            f"http://127.0.0.1:{port}",
+            "--ready-timeout",
+            "20",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and len(err.splitlines()) == 1, err
+    assert "has no SLO-max" in err and "exited with code 3" in err
+    (step,) = json.loads((tmp_path / "guided" / "guided.json").read_text())["steps"]
+    assert step["outcome"] == "server_failed" and not step["kept"] and step["runs_used"] == 0

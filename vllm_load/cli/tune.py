@@ -156,7 +156,9 @@ EPILOG = (
     "is the same command with the advised values); the highest concurrency meeting an SLO, to "
     'within 5 %: vllm-load tune --slo "ttft_p99<=500ms,itl_p99<=50ms" --host '
     'http://127.0.0.1:8000 --server-cmd "vllm serve M" --max-level 512 (--rates 1,64 for a '
-    "request rate). Per-level progress of each run: --loglevel INFO."
+    "request rate); and the flags that raise it, one at a time as the verdict advises: add "
+    "--guided --bound max_num_seqs=2..256 --max-runs 60. Per-level progress of each run: "
+    "--loglevel INFO."
 )
 
 
