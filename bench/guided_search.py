@@ -10,9 +10,9 @@ reaches within 5 % of the grid's best in at most a third of the grid's runs.
 
 Every process talks to 127.0.0.1 only, on a free port, is bounded in time and stopped by its
 own PID (the tune commands stop the servers they start). `--quick`: a 2 x 1 x 1 grid, one start,
-one SLO (the smoke test's).
+one SLO (the smoke test's); `--small`: a 2 x 2 x 2 grid and the first SLO.
 
-    python bench/guided_search.py [--quick] [--out DIR]
+    python bench/guided_search.py [--quick | --small] [--out DIR]
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ WORKLOAD = (
     "--warmup-requests",
     "2",
     "--max-level",
-    "48",
+    "64",
     "--max-levels",
     "6",
     "--ready-timeout",
@@ -57,10 +57,21 @@ STARTS = (
     {"max_num_seqs": "32", "max_num_batched_tokens": "256", "num_gpu_blocks_override": "64"},
 )
 SLOS = ("e2e_p90<=400ms", "ttft_p90<=150ms,itl_p90<=40ms")
+#: `--small`: a 2 x 2 x 2 grid and the first SLO (what a 2-core machine runs in half an hour)
+SMALL_GRID = {
+    "max_num_seqs": ("2", "16"),
+    "max_num_batched_tokens": ("256", "2048"),
+    "num_gpu_blocks_override": ("64", "1024"),
+}
+SMALL_STARTS = (
+    {"max_num_seqs": "2", "max_num_batched_tokens": "256", "num_gpu_blocks_override": "64"},
+    {"max_num_seqs": "2", "max_num_batched_tokens": "2048", "num_gpu_blocks_override": "1024"},
+    {"max_num_seqs": "16", "max_num_batched_tokens": "256", "num_gpu_blocks_override": "64"},
+)
 QUICK_GRID = {
     "max_num_seqs": ("2", "8"),
     "max_num_batched_tokens": ("1024",),
-    "num_gpu_blocks": ("1024",),
+    "num_gpu_blocks_override": ("1024",),
 }
 
 
@@ -114,11 +125,14 @@ def short(config: dict[str, str]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a 2-cell grid, one start, one SLO")
+    parser.add_argument("--small", action="store_true", help="a 2 x 2 x 2 grid, the first SLO")
     parser.add_argument("--out", default="", help="where the tunes go (default: a temporary dir)")
     opts = parser.parse_args()
-    grid = QUICK_GRID if opts.quick else GRID
-    starts = STARTS[:1] if not opts.quick else ({k: v[0] for k, v in grid.items()},)
-    slos = SLOS[:1] if opts.quick else SLOS
+    grid = QUICK_GRID if opts.quick else SMALL_GRID if opts.small else GRID
+    starts = SMALL_STARTS if opts.small else STARTS
+    if opts.quick:
+        starts = ({k: v[0] for k, v in grid.items()},)
+    slos = SLOS[:1] if opts.quick or opts.small else SLOS
     out = opts.out or tempfile.mkdtemp(prefix="guided-bench-")
     cells = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
     rows = []
