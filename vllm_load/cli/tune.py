@@ -37,7 +37,7 @@ from .common import (
 )
 from .errors import CommandFailed
 from .run import add_managed_run_options
-from .tuning.guided_options import add_guided_arguments, guided
+from .tuning.guided_options import add_guided_arguments
 from .tuning.runs import ConfigResult, Configuration, TuneRuns, TuneState, write_report
 
 
@@ -277,6 +277,9 @@ def main(args: argparse.Namespace) -> int:
     if not args.guided and (args.bound or args.start or args.max_runs is not None):
         raise SettingsError("--bound, --start and --max-runs belong to --guided")
     if args.guided:
+        # at call time: its verdicts' statistics keep numpy and pandas out of every command's start
+        from .tuning.guided import guided
+
         return guided(args)
     if not args.matrix and not args.advice and args.slo:
         return slo_max(args)

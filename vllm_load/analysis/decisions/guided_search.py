@@ -23,9 +23,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .ab import BETTER, verdict
-from .significance import NO_TEST, welch
-
 #: a step's outcome: measured, or why it has no SLO-max
 MEASURED = "measured"
 SERVER_FAILED = "server_failed"  # its server did not start (or did not get ready)
@@ -140,6 +137,10 @@ class GuidedStep:
 
 def better(best: GuidedStep, step: GuidedStep) -> tuple[bool, str]:
     """Whether `step` beats `best` on SLO-max, and the sentence why (the module's rule)."""
+    # at call time: the statistics keep numpy, pandas and scipy out of every command's start
+    from .ab import BETTER, verdict
+    from .significance import NO_TEST, welch
+
     if step.outcome != MEASURED:
         return False, f"not measured ({step.outcome}): {step.reason}"
     if step.value is None:

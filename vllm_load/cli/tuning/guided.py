@@ -335,3 +335,18 @@ def guided_search(args: argparse.Namespace, runs: int) -> int:
         raise CommandFailed(state.result["line"])
     print(state.result["line"], flush=True)
     return 0
+
+
+def guided(args: argparse.Namespace) -> int:
+    """`--slo --guided`: the guided search from `--server-cmd`."""
+    if not args.server_cmd:
+        raise SettingsError("--guided starts and restarts the server: pass --server-cmd")
+    if args.series or args.rank_by != "throughput":
+        raise SettingsError("--series and --rank-by belong to --advice and --matrix, not --guided")
+    if getattr(args, "trace", ""):
+        raise SettingsError("the guided search steps levels; a trace replays its own schedule")
+    runs = 1 if args.runs is None else args.runs
+    if runs < 1:
+        raise SettingsError(f"--runs must be at least 1, got {runs}")
+    args.name = args.name or "guided"
+    return guided_search(args, runs)

@@ -47,24 +47,6 @@ def add_guided_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def guided(args: argparse.Namespace) -> int:
-    """`--slo --guided`: the guided search from `--server-cmd`."""
-    if not args.server_cmd:
-        raise SettingsError("--guided starts and restarts the server: pass --server-cmd")
-    if args.series or args.rank_by != "throughput":
-        raise SettingsError("--series and --rank-by belong to --advice and --matrix, not --guided")
-    if getattr(args, "trace", ""):
-        raise SettingsError("the guided search steps levels; a trace replays its own schedule")
-    runs = 1 if args.runs is None else args.runs
-    if runs < 1:
-        raise SettingsError(f"--runs must be at least 1, got {runs}")
-    args.name = args.name or "guided"
-    # at call time: its verdicts' statistics keep numpy and pandas out of every command's start
-    from .guided import guided_search
-
-    return guided_search(args, runs)
-
-
 # --- the configurations ----------------------------------------------------------------------------
 def parse_starts(items: list[str], template: str) -> dict[str, str]:
     """`--start NAME=VALUE` items: the first value of each `{NAME}` slot of the command."""
