@@ -27,7 +27,9 @@ import tempfile
 
 from vllm_load.sim.child import free_port
 
-SIM = f"{sys.executable} -m vllm_load sim --time-scale 0.1 --seed 1"
+#: a model length the smallest KV cache of the grid holds (the simulator, as vLLM, refuses one
+#: that does not fit)
+SIM = f"{sys.executable} -m vllm_load sim --time-scale 0.1 --seed 1 --max-model-len 512"
 #: tiny levels on the simulator (the requests of a level take a second or two)
 WORKLOAD = (
     "--input-tokens",
@@ -99,8 +101,11 @@ def grid_cell(config: dict[str, str], slo: str, out: str, name: str) -> tuple[fl
     path = os.path.join(out, name, "slo_max.json")
     if not os.path.exists(path):
         raise SystemExit(f"grid cell {config} for {slo} wrote nothing:\n{done.stderr[-2000:]}")
-    result = json.load(open(path, encoding="utf-8"))["result"]
-    return result["slo_max"], int(result["levels_run"])
+    state = json.load(open(path, encoding="utf-8"))
+    if "result" not in state:  # its server did not start, or a level did not complete
+        print(f"grid cell {config}: {done.stderr.strip().splitlines()[-1:]}", flush=True)
+        return None, len(state["levels"])
+    return state["result"]["slo_max"], int(state["result"]["levels_run"])
 
 
 def guided(start: dict[str, str], grid: dict, slo: str, out: str, name: str) -> dict:
