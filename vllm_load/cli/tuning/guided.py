@@ -50,6 +50,7 @@ from .guided_report import format_steps, summarize_search, write_outputs
 from .runs import progress
 from .slo_max import RESUME, Search, bounds_of, search_record
 from .slo_max_report import format_levels, summarize
+from .slo_max_report import write_outputs as write_search
 from .slo_max_state import SearchState
 
 STATE_FILE = "guided.json"
@@ -137,9 +138,7 @@ def _search_once(
 
 
 def write_slo_max(directory: str, state: SearchState, unit: str) -> None:
-    # at call time: slo_max_report's writer, the same files as `tune --slo` alone
-    from .slo_max_report import write_outputs as write_search
-
+    """The search's `slo_max.md` and `slo_max.json`, as `tune --slo` alone writes them."""
     write_search(directory, state, format_levels(state.levels, unit))
 
 
