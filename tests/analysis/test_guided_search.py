@@ -90,6 +90,8 @@ def test_it_moves_the_advised_flag_and_stops_when_the_verdict_names_none():
     assert [st.config["max_num_seqs"] for st in steps] == ["2", "8", "32"]
     assert [st.kept for st in steps] == [True, True, False]  # 11 is below 12, where 8 missed
     assert steps[1].change == "--max-num-seqs 2 -> 8" and steps[1].parent == 0
+    assert steps[1].moved == {"flag": SEQS, "from": "2", "to": "8", "note": ""}
+    assert steps[0].moved is None
     assert steps[2].parent == 1 and "--max-num-seqs 32" in steps[2].command
     # step 2 advised nothing, the best (step 1) advised 32, tried: no flag left to move
     assert reason == NO_FLAG

@@ -121,6 +121,8 @@ class GuidedStep:
     run_dirs: list[str] = field(default_factory=list)
     kept: bool = False
     why: str = ""
+    #: the flag this step set on its parent's configuration: {"flag", "from", "to", "note"}
+    moved: dict | None = None
 
     @property
     def value(self) -> float | None:

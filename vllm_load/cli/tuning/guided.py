@@ -276,6 +276,7 @@ class GuidedSearch:
             config = self._moved(best, move)
             change = move.change + (f" ({move.note})" if move.note else "")
             step = GuidedStep(len(steps), config, self.command_of(config), change, best.index)
+            step.moved = {"flag": move.flag, "from": move.old, "to": move.value, "note": move.note}
             self.say(f"step {step.index}: {change}, from step {best.index}")
             self.measure(step, levels)
             self._finish(step, best)
