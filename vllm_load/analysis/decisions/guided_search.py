@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Callable
 
 #: a step's outcome: measured, or why it has no SLO-max
 MEASURED = "measured"
@@ -224,11 +225,14 @@ def move_for(advice: Advised, config: dict[str, str], bounds: dict[str, FlagBoun
 
 
 def next_move(
-    steps: list[GuidedStep], bounds: dict[str, FlagBound], tried: set[str], command_of
+    steps: list[GuidedStep],
+    bounds: dict[str, FlagBound],
+    tried: set[str],
+    command_of: Callable[[GuidedStep, Move], str],
 ) -> Move | None:
     """The next configuration to try, from the best step: the latest step's advice first, then
-    the best's; None when none moves a flag to a configuration not tried yet. `command_of(move)`
-    is the command the move gives (the caller's: it knows the server command)."""
+    the best's; None when none moves a flag to a configuration not tried yet. `command_of(best,
+    move)` is the command the move gives (the caller's: it knows the server command)."""
     best = best_step(steps)
     if best is None:
         return None
