@@ -163,3 +163,13 @@ def test_defaults_saturate_a_2048_in_512_out_test_between_100_and_200_users():
     assert results[100][0] < 0.95 * peak  # still climbing at 100
     assert results[200][0] >= 0.95 * peak and results[1000][0] >= 0.95 * peak  # flat from 200 on
     assert results[1000][1] > 3 * results[200][1]  # while latency keeps growing
+
+
+def test_the_kv_cache_takes_vllms_flag_too():
+    # a command a report advised (`--num-gpu-blocks-override`, vLLM's name) runs on the simulator
+    from vllm_load.cli.main import build_parser
+    from vllm_load.sim.cli import build_config
+
+    parser = build_parser()
+    args = parser.parse_args(["sim", "--num-gpu-blocks-override", "512", "--max-model-len", "4096"])
+    assert build_config(args).engine.num_gpu_blocks == 512

@@ -1,6 +1,7 @@
 """`vllm-load tune`: the stepped test over a matrix of server settings, ranked; or a report's
 advice proved (`--advice`, in `tuning/advice_loop.py`); or, with `--slo` and neither, the highest
-level at which one configuration meets the SLO (`tuning/slo_max.py`).
+level at which one configuration meets the SLO (`tuning/slo_max.py`); with `--guided` too, the
+flags that raise that level, one at a time as the verdict advises (`tuning/guided.py`).
 
 For every combination of `--matrix NAME=V1,V2,...` values, the server command (a template with
 `{NAME}` fields; `num_speculative_tokens` needs none: `server.command_settings` sets it) is
@@ -38,6 +39,7 @@ from .common import (
 )
 from .errors import CommandFailed
 from .run import add_managed_run_options
+from .tuning.guided_options import add_guided_arguments
 from .tuning.runs import ConfigResult, Configuration, TuneRuns, TuneState, write_report
 
 
@@ -175,7 +177,9 @@ EPILOG = (
     "is the same command with the advised values); the highest concurrency meeting an SLO, to "
     'within 5 %: vllm-load tune --slo "ttft_p99<=500ms,itl_p99<=50ms" --host '
     'http://127.0.0.1:8000 --server-cmd "vllm serve M" --max-level 512 (--rates 1,64 for a '
-    "request rate). Per-level progress of each run: --loglevel INFO."
+    "request rate); and the flags that raise it, one at a time as the verdict advises: add "
+    "--guided --bound max_num_seqs=2..256 --max-runs 60. Per-level progress of each run: "
+    "--loglevel INFO."
 )
 
 
@@ -223,6 +227,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     )
     add_ready_timeout_argument(parser, "seconds to wait for each started server to be ready")
     add_slo_max_arguments(parser)
+    add_guided_arguments(parser)
     parser.add_argument(
         "--gpus",
         type=gpu_count_argument,
@@ -297,6 +302,18 @@ def runs_wanted(args: argparse.Namespace) -> int:
 
 def main(args: argparse.Namespace) -> int:
     # every option is checked before any server starts
+    if args.guided and (args.matrix or args.advice or not args.slo):
+        raise SettingsError(
+            "--guided searches from one configuration: give --slo, and neither "
+            "--matrix nor --advice"
+        )
+    if not args.guided and (args.bound or args.start or args.max_runs is not None):
+        raise SettingsError("--bound, --start and --max-runs belong to --guided")
+    if args.guided:
+        # at call time: its verdicts' statistics keep numpy and pandas out of every command's start
+        from .tuning.guided import guided
+
+        return guided(args)
     if not args.matrix and not args.advice and args.slo:
         return slo_max(args)
     if not args.server_cmd:

@@ -112,6 +112,7 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     )
     eng.add_argument(
         "--num-gpu-blocks",
+        "--num-gpu-blocks-override",  # vLLM's name: a command advised by a report runs here too
         type=int,
         default=_E.num_gpu_blocks,
         help="KV-cache size in blocks; sequences are preempted (recomputed) when it runs out",
