@@ -11,7 +11,7 @@ import shlex
 
 import pytest
 
-from vllm_load.cli.tune import format_table, rank, server_command
+from vllm_load.cli.tuning.matrix import format_table, rank, server_command
 from vllm_load.cli.tuning.advice_loop import advised_configurations
 from vllm_load.cli.tuning.runs import ConfigResult
 from vllm_load.cli.tuning.source import parse_diagnosis

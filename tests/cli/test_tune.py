@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from support.runhelpers import client_flags, run_vllm_load
 
-from vllm_load.cli.tune import combinations, format_table, parse_matrix, rank
+from vllm_load.cli.tuning.matrix import combinations, format_table, parse_matrix, rank
 from vllm_load.cli.tuning.runs import ConfigResult
 from vllm_load.sim.child import free_port
 from vllm_load.user_values import SettingsError

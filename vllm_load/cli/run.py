@@ -248,16 +248,24 @@ def main(args: argparse.Namespace) -> int:
 
 # --- runs started by other commands (campaign, tune) ----------------------------------------------
 def add_managed_run_options(
-    parser: argparse.ArgumentParser, host_help: str, out_default: str, out_help: str
+    parser: argparse.ArgumentParser,
+    host_help: str,
+    out_default: str,
+    out_help: str,
+    helps: dict[str, str] | None = None,
 ) -> None:
-    """The options of `vllm-load run` for a command that starts runs itself into its own directory."""
+    """The options of `vllm-load run` for a command that starts runs itself into its own
+    directory; `helps`, by `dest`, for the options that mean more to that command."""
     add_host_argument(parser, host_help)
     add_workers_argument(parser, "local Locust worker processes per run")
     add_loglevel_argument(parser, "WARNING")
     add_locustfile_argument(parser)
     # every run gets its own directory under OUT
     add_arguments(
-        parser, defaults={"out": out_default}, helps={"out": out_help}, hidden={"run_dir"}
+        parser,
+        defaults={"out": out_default},
+        helps={"out": out_help, **(helps or {})},
+        hidden={"run_dir"},
     )
 
 
