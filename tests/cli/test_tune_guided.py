@@ -72,6 +72,9 @@ def test_from_a_sequence_cap_of_2_it_raises_the_cap_and_ends_higher(tmp_path):
     assert last.startswith("best: SLO-max") and "--max-num-seqs 2 -> " in last
     table = (tmp_path / "guided" / "guided.md").read_text()
     assert result["line"] in table and "--max-num-seqs" in table
+    page = json.loads((tmp_path / "guided" / "pareto.json").read_text())
+    # one point a configuration, at its SLO-max (no GPU count given: named, not drawn per GPU)
+    assert [p["level"] for p in page["points"]] == [s["slo_max"][0] for s in steps]
 
 
 def test_bad_guided_options_are_one_line_and_exit_2(tmp_path, capsys):
@@ -114,3 +117,6 @@ def test_a_start_whose_server_does_not_start_is_recorded_and_exit_1(tmp_path, ca
     assert "has no SLO-max" in err and "exited with code 3" in err
     (step,) = json.loads((tmp_path / "guided" / "guided.json").read_text())["steps"]
     assert step["outcome"] == "server_failed" and not step["kept"] and step["runs_used"] == 0
+    # its page names the configuration as not drawn, and chooses none
+    page = json.loads((tmp_path / "guided" / "pareto.json").read_text())
+    assert page["points"][0]["missing"] and page["chosen"] is None

@@ -181,3 +181,47 @@ def test_a_search_that_meets_no_level_still_writes_what_it_measured(tmp_path, ca
     data = json.loads((tmp_path / "t" / "pareto.json").read_text())
     assert data["chosen"] is None and [p["meets_slo"] for p in data["points"]] == [False]
     assert "none is chosen" in (tmp_path / "t" / "pareto.md").read_text()
+
+
+def test_a_guided_search_page_draws_each_configuration_at_its_slo_max(tmp_path):
+    """The guided search's steps (`guided.json`) as the page's points: each configuration at its
+    SLO-max, per GPU of its runs' meta; one whose server did not start is named, not drawn."""
+    from vllm_load.analysis.decisions.guided_search import SERVER_FAILED, GuidedStep
+    from vllm_load.cli.tuning.pareto_points import guided_page, search_page
+
+    def step(index, seqs, slo_max, total, user, **kw):
+        run = _synthetic(str(tmp_path / "runs"), seqs, (2,), "2") if slo_max else None
+        return GuidedStep(
+            index,
+            {"max_num_seqs": str(seqs)},
+            f"vllm serve m --max-num-seqs {seqs}",
+            "start" if index == 0 else f"--max-num-seqs 2 -> {seqs}",
+            None if index == 0 else 0,
+            slo_max=[slo_max] if slo_max else [],
+            total_tok_per_s=total,
+            output_tok_per_s_per_user=user,
+            run_dirs=[run] if run else [],
+            **kw,
+        )
+
+    steps = [
+        step(0, 2, 4.0, 1200.0, 60.0, kept=True),
+        step(1, 8, 16.0, 4000.0, 45.0, kept=True),
+        step(2, 32, None, None, None, outcome=SERVER_FAILED, reason="exited with code 1"),
+    ]
+    search = {"slo": ["e2e_p90<=200ms", "itl_p99<=40ms"]}
+    page = guided_page("g", search, steps, {"line": "best: SLO-max 16 users"}, "users", None)
+    search_page(page, str(tmp_path))
+    data = json.loads((tmp_path / "pareto.json").read_text())
+    assert data["kind"] == "guided" and data["result"] == "best: SLO-max 16 users"
+    assert [row[0] for row in data["path"]["rows"]] == ["0", "1", "2"]
+    first, moved, failed = data["points"]
+    # at its SLO-max, where the SLO holds, over the 2 GPUs its runs' meta names
+    assert (first["level"], first["meets_slo"], first["gpus"]) == (4.0, True, 2.0)
+    assert moved["total_tok_per_s_per_gpu"] == pytest.approx(2000.0) and moved["chosen"]
+    assert data["chosen"]["command"] == "vllm serve m --max-num-seqs 8"
+    assert first["on_frontier"]  # the more interactive of the two
+    assert failed["missing"] and not failed["chosen"] and failed["meets_slo"] is None
+    assert data["slo_per_user_tok_per_s"] == pytest.approx(25.0)
+    html = (tmp_path / "pareto.html").read_text()
+    assert "vllm serve m --max-num-seqs 8" in html and "step 2" in html

@@ -117,7 +117,7 @@ class GuidedStep:
     knee_measured: float | None = None
     knee_predicted: float | None = None
     total_tok_per_s: float | None = None  # at the SLO-max level
-    output_tok_per_s_per_user: float | None = None  # at the SLO-max level (concurrency)
+    output_tok_per_s_per_user: float | None = None  # at the SLO-max level: 1 / median TPOT
     runs_used: int = 0  # level runs measured for this step
     run_dirs: list[str] = field(default_factory=list)
     kept: bool = False

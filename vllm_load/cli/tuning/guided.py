@@ -47,6 +47,7 @@ from ...user_values import SettingsError
 from ..errors import CommandFailed, Interrupted
 from .guided_options import flag_bounds, parse_starts, render, slots_of, start_config
 from .guided_report import format_steps, summarize_search, write_outputs
+from .pareto_points import guided_page, search_page
 from .runs import progress
 from .slo_max import RESUME, Search, bounds_of, search_record
 from .slo_max_report import format_levels, summarize
@@ -331,6 +332,8 @@ def guided_search(args: argparse.Namespace, runs: int) -> int:
     path = write_outputs(directory, state.search, state.steps, state.result, table)
     state.save(directory)
     print(f"Steps: {path}; {os.path.join(directory, STATE_FILE)}")
+    page = guided_page(args.name, state.search, state.steps, state.result, unit, args.gpus)
+    print(f"Page: {search_page(page, directory)}")
     if reason == START_FAILED or best_step(state.steps) is None:
         raise CommandFailed(state.result["line"])
     print(state.result["line"], flush=True)

@@ -43,9 +43,9 @@ def _advised(step: GuidedStep) -> str:
     return ", ".join(f"{a['flag']} {a['value']}" for a in step.advice) or "-"
 
 
-def format_steps(steps: list[GuidedStep], unit: str) -> str:
-    """The search's path: one row per configuration tried, in order."""
-    header = (
+def step_rows(steps: list[GuidedStep], unit: str) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """The search's path, (header, rows): one row per configuration tried, in order."""
+    header: tuple[str, ...] = (
         "step",
         "change",
         f"SLO-max {unit} [bracket]",
@@ -57,7 +57,7 @@ def format_steps(steps: list[GuidedStep], unit: str) -> str:
         "runs",
         "kept",
     )
-    rows = [header] + [
+    rows: list[tuple[str, ...]] = [
         (
             str(s.index),
             s.change,
@@ -72,6 +72,13 @@ def format_steps(steps: list[GuidedStep], unit: str) -> str:
         )
         for s in steps
     ]
+    return header, rows
+
+
+def format_steps(steps: list[GuidedStep], unit: str) -> str:
+    """The search's path as a text table."""
+    header, body = step_rows(steps, unit)
+    rows = [header, *body]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

@@ -27,7 +27,7 @@ class ConfigVerdict:
     knee_measured: float | None
     knee_predicted: float | None
     total_tok_per_s: float | None  # at the SLO-max level
-    output_tok_per_s_per_user: float | None  # at the SLO-max level, concurrency only
+    output_tok_per_s_per_user: float | None  # at the SLO-max level: 1 / its median TPOT
 
 
 def _number(value) -> float | None:
@@ -62,6 +62,7 @@ def read_verdict(run_dirs: Sequence[str], slo_max: float | None, spec: SloSpec) 
     # at call time: the report's measuring keeps pandas out of every command's start
     import pandas as pd
 
+    from ...analysis.decisions.pareto import per_user as per_user_rate
     from ...analysis.diagnosis.series import diagnose_runs
     from ...analysis.series.failures import failure_kinds
     from ...analysis.series.level_curve import level_curve
@@ -81,10 +82,8 @@ def read_verdict(run_dirs: Sequence[str], slo_max: float | None, spec: SloSpec) 
     chosen = _chosen(diagnosis.levels, slo_max)
     row = curve[curve["value"] == slo_max] if slo_max is not None else curve.iloc[0:0]
     total = _number(row["total_tok_per_s_mean"].iloc[0]) if len(row) else None
-    output = _number(row["output_tok_per_s_mean"].iloc[0]) if len(row) else None
-    per_user = (
-        output / slo_max if output is not None and slo_max and not sat.axis.open_loop else None
-    )
+    # one user's output tok/s as the Pareto page reads it everywhere: 1 / the median TPOT
+    per_user = _number(per_user_rate(float(row["tpot_p50_mean"].iloc[0]))) if len(row) else None
     knee = sat.saturation.value if sat.saturated and sat.saturation is not None else None
     return ConfigVerdict(
         kind=chosen.kind if chosen is not None else "",

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import math
 
+from ...analysis.decisions.guided_search import GuidedStep
 from ...analysis.decisions.pareto import ConfigurationPoint, per_user, per_user_limit
 from ...report.search.outputs import write_search_outputs
 from ...report.search.page_model import LevelJudged, PathTable, SearchPage
 from ...slo import SloSpec, parse_slo
+from .guided_report import step_rows
 from .runs import ConfigResult, Configuration
 from .slo_max_report import item_cell
 from .slo_max_state import Level, SearchState
@@ -88,6 +90,35 @@ def slo_max_points(
             )
         )
     return points
+
+
+def guided_points(steps: list[GuidedStep], gpus: float | None) -> list[ConfigurationPoint]:
+    """Each configuration a guided search tried, at its SLO-max level (where the SLO holds, by
+    the search's judgement); one without an SLO-max is named, not drawn. `gpus`: --gpus, else the
+    meta of its first run."""
+    points = []
+    for step in steps:
+        value = step.value
+        meta_gpus = run_level_figures(step.run_dirs[0])[2] if step.run_dirs and not gpus else None
+        points.append(
+            ConfigurationPoint(
+                dict(step.config),
+                step.command,
+                gpus or meta_gpus,
+                math.nan if value is None else value,
+                _figure(step.total_tok_per_s if value is not None else None),
+                _figure(step.output_tok_per_s_per_user if value is not None else None),
+                True if value is not None else None,
+                value,
+                f"step {step.index}",
+                ", ".join(step.run_dirs),
+            )
+        )
+    return points
+
+
+def _figure(value: float | None) -> float:
+    return math.nan if value is None else value
 
 
 # --- the page of a search -------------------------------------------------------------------------
@@ -201,3 +232,27 @@ def search_page(page: SearchPage, directory: str) -> str:
     """Write the page, its JSON and Markdown in `directory`; what the final lines name."""
     files = write_search_outputs(directory, page)
     return f"{files.html} (and {files.json}, {files.markdown})"
+
+
+def guided_page(
+    name: str, search: dict, steps: list[GuidedStep], result: dict, unit: str, gpus: float | None
+) -> SearchPage:
+    """A guided search's page: its steps in the order tried, each configuration at its SLO-max."""
+    header, rows = step_rows(steps, unit)
+    points = guided_points(steps, gpus)
+    note = (
+        "Each step: one flag moved from the best configuration so far, as the bottleneck verdict "
+        "at its SLO-max level advised; kept only where its SLO-max is better. A point is a "
+        "configuration at its SLO-max, where the SLO holds."
+    )
+    return SearchPage(
+        f"Guided search {name}: {', '.join(search['slo'])}",
+        "guided",
+        unit,
+        list(search["slo"]),
+        PathTable(header, rows, note),
+        points,
+        result.get("line", ""),
+        slo_line(parse_slo(search["slo"])),
+        gpus_source=gpus_source(gpus, points),
+    )
