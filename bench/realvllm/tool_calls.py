@@ -55,6 +55,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--requests-per-level", type=int, default=12)
     p.add_argument("--output-tokens", type=int, default=96)
     p.add_argument("--level-time-cap", type=float, default=120.0)
+    p.add_argument(
+        "--strict-tool-calling",
+        choices=("0", "1"),
+        default="0",
+        help="vLLM's VLLM_ENFORCE_STRICT_TOOL_CALLING: 1 (vLLM's default) makes hermes answer a "
+        "named or required tool_choice as auto, under a structural tag; 0 forces the call's "
+        "arguments with a JSON-schema structured output",
+    )
+    p.add_argument(
+        "--compact-json",
+        action="store_true",
+        help="serve with structured outputs' disable_any_whitespace: a forced call's JSON has no "
+        "whitespace between its tokens (a random model otherwise writes whitespace at length)",
+    )
     p.add_argument("--venv", default=os.path.join(env.CACHE, "venv"))
     p.add_argument("--model-dir", default=os.path.join(env.CACHE, "model"))
     return p.parse_args(argv)
@@ -117,6 +131,10 @@ def check_rows(run_dir: str) -> dict:
     if os.path.exists(path):
         with open(path, encoding="utf-8") as fh:
             session_rows = sum(1 for _ in csv.DictReader(fh))
+    by_turn: dict[int, list[float]] = {}
+    for row in rows:
+        if row["ok"] == "1" and row["ttft"]:
+            by_turn.setdefault(int(row["turn"]), []).append(float(row["ttft"]) * 1000.0)
     return {
         "rows": len(rows),
         "ok": sum(r["ok"] == "1" for r in rows),
@@ -127,6 +145,21 @@ def check_rows(run_dir: str) -> dict:
         "sessions": len(sessions),
         "sessions_csv_rows": session_rows,
         "cached_tokens_rows": sum(bool(r["cached_tokens"]) for r in rows),
+        "cached_tokens": sum(int(float(r["cached_tokens"])) for r in rows if r["cached_tokens"]),
+        "prompt_tokens_later_turns": sum(
+            int(float(r["prompt_tokens"]))
+            for r in rows
+            if r["prompt_tokens"] and int(r["turn"]) > 0
+        ),
+        "cached_tokens_later_turns": sum(
+            int(float(r["cached_tokens"]))
+            for r in rows
+            if r["cached_tokens"] and int(r["turn"]) > 0
+        ),
+        "session_turns": sorted(len(t) for t in sessions.values()),
+        "ttft_ms_median_by_turn": {
+            turn: round(sorted(v)[len(v) // 2], 1) for turn, v in sorted(by_turn.items())
+        },
     }
 
 
@@ -171,10 +204,24 @@ def main(argv: list[str] | None = None) -> int:
             args.venv,
             model_dir,
             os.path.join(args.out, "vllm-serve.log"),
-            extra_args=["--enable-auto-tool-choice", "--tool-call-parser", "hermes"],
+            extra_args=[
+                "--enable-auto-tool-choice",
+                "--tool-call-parser",
+                "hermes",
+                *(
+                    ["--structured-outputs-config", '{"disable_any_whitespace": true}']
+                    if args.compact_json
+                    else []
+                ),
+            ],
             startup_timeout=900.0,
         )
-        results: dict = {"serve_cmd": server.cmd, "cases": {}}
+        server.env["VLLM_ENFORCE_STRICT_TOOL_CALLING"] = args.strict_tool_calling
+        results: dict = {
+            "serve_cmd": server.cmd,
+            "VLLM_ENFORCE_STRICT_TOOL_CALLING": args.strict_tool_calling,
+            "cases": {},
+        }
         with server:
             for choice in args.choices.split(","):
                 results["cases"][choice] = run_choice(server, choice.strip(), args)

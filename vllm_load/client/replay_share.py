@@ -42,6 +42,13 @@ def trace_segment(settings: Settings) -> Trace:
         trace = read_trace(resolve_trace(settings.trace), settings.trace_format, limits)
     except TraceError as e:
         raise SettingsError(f"--trace: {e}") from None
+    if (trace.format == "agentic") != settings.agentic:
+        raise SettingsError(
+            f"--trace {settings.trace}: an agentic trace replays sessions: give it with --agentic"
+            if settings.agentic is False
+            else f"--trace {settings.trace}: --agentic replays an agentic trace's sessions, and "
+            f"this is a {trace.format} trace (give it without --agentic)"
+        )
     window = trace.window(settings.trace_start, settings.trace_duration or None)
     if not window.requests:
         raise SettingsError(
