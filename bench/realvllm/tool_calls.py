@@ -209,7 +209,10 @@ def main(argv: list[str] | None = None) -> int:
                 "--tool-call-parser",
                 "hermes",
                 *(
-                    ["--structured-outputs-config", '{"disable_any_whitespace": true}']
+                    [
+                        "--structured-outputs-config",
+                        '{"backend": "xgrammar", "disable_any_whitespace": true}',
+                    ]
                     if args.compact_json
                     else []
                 ),

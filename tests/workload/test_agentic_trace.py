@@ -1,4 +1,4 @@
-"""Agentic JSONL traces (`workload.traces.agentic`, docs/traces.md): sessions of turns with
+"""Agentic JSONL traces (`workload.traces.agentic_sessions`, docs/traces.md): sessions of turns with
 their lengths and tool latencies, subagent sessions hung from their parent's turn; a line that
 names an unknown parent, a turn of a session never opened, or a turn out of order is refused
 with its file and line, and `vllm-load run` says so in one line, exit 2, before any load."""

@@ -43,7 +43,7 @@ from locust import task
 from ...load_kinds import TRACE
 from ...settings import Settings
 from ...workload.agent_tools import AgenticPlan, answers_for_calls
-from ...workload.traces.agentic import SessionPlan
+from ...workload.traces.agentic_sessions import SessionPlan
 from .conversation import Conversation, Reply
 from .llm_user import LLMUser
 

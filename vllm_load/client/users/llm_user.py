@@ -172,9 +172,13 @@ class LLMUser(FastHttpUser):
         user's (in a greenlet of its own), measured and recorded as the user's are, one at a
         time per lane. Its clock state starts fresh; `close_lane` closes its connections."""
         lane = copy.copy(self)
-        lane._targets = self._endpoints()
-        lane._due, lane._late, lane._waited_from, lane._settled = None, 0.0, None, True
+        lane.open_lane()
         return lane
+
+    def open_lane(self) -> None:
+        """A `lane`'s own connections and a fresh clock state (its copy shared the user's)."""
+        self._targets = self._endpoints()
+        self._due, self._late, self._waited_from, self._settled = None, 0.0, None, True
 
     def close_lane(self) -> None:
         """Close a `lane`'s connections (never the user's own: they are the lane's only once

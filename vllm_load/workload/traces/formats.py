@@ -1,7 +1,7 @@
 """`read_trace(path, format)`: a trace file in one of the published formats as a `Trace`.
 
 `format="auto"` tells the format by the file's first line that is not blank: a JSON object with a
-"session" field is an agentic trace (`agentic.py`), any other JSON object Mooncake's JSONL
+"session" field is an agentic trace (`agentic_sessions.py`), any other JSON object Mooncake's JSONL
 (`mooncake.py`), a CSV header with `TIMESTAMP`, `ContextTokens` and
 `GeneratedTokens` Azure's, one with `Timestamp`, `Request tokens` and `Response tokens`
 BurstGPT's (`tables.py`); the file's name is not looked at. The requests are sorted by time
@@ -17,7 +17,7 @@ import operator
 import os
 from typing import Callable, Iterator
 
-from .agentic import is_agentic, read_agentic
+from .agentic_sessions import is_agentic, read_agentic
 from .mooncake import read_mooncake
 from .replay_plan import Trace, TraceError, TraceLimits, TraceRequest
 from .rows import Rows

@@ -52,7 +52,7 @@ class TraceRequest:
     speed); `hash_ids`: Mooncake's ids of the prompt's blocks of `Trace.block_tokens` tokens, in
     order (requests that share an id share that block and every block before it); `index`: its
     position among the file's requests (0-based, file order), kept through window and speed;
-    `session`: an agentic trace's, the session it opens (`agentic.SessionPlan`: its turns and
+    `session`: an agentic trace's, the session it opens (`agentic_sessions.SessionPlan`: its turns and
     subagents, replayed from this request on)."""
 
     at: float
