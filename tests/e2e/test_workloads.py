@@ -286,8 +286,9 @@ def test_agentic_trace_replays_sessions_and_subagents_in_order(tmp_path):
             str(tmp_path / "runs"),
         )
     run_dir = only_run_dir(tmp_path / "runs")
-    requests, _, _, _ = load_run_files(run_dir)
+    requests, _, run, _ = load_run_files(run_dir)
     assert requests["ok"].all(), requests["error_message"].dropna().tolist()
+    assert run["trace"]["requests"] == 9 and run["trace"]["output_tokens"] == 104
     assert len(requests) == 9 and set(requests["task"]) == {"agentic_trace"}
     assert sorted(requests["completion_tokens"]) == sorted([16, 12, 12, 10, 10, 8, 10, 14, 12])
     sessions = pd.read_csv(os.path.join(run_dir, "sessions.csv"), keep_default_na=False)

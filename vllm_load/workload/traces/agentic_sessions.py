@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import orjson
 
@@ -69,6 +69,13 @@ class SessionPlan:
     def requests(self) -> int:
         """Its turns and every subagent's below it."""
         return sum(1 + sum(c.requests() for c in t.children) for t in self.turns)
+
+    def all_turns(self) -> Iterator[TurnPlan]:
+        """Its turns and every subagent's below it, each once."""
+        for turn in self.turns:
+            yield turn
+            for child in turn.children:
+                yield from child.all_turns()
 
 
 def is_agentic(first: str) -> bool:
