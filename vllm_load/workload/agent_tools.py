@@ -21,10 +21,12 @@ from typing import Any, Sequence
 from ..user_values import SettingsError
 from .lengths import LengthDistribution, parse_length
 
-#: the most characters of a tool's argument: a server that forces a call with a JSON-schema
-#: structured output (vLLM with a named or required tool_choice) then closes the argument's
-#: string however long the model would go on (a tiny random model never ends it by itself)
-ARGUMENT_CHARS = 64
+#: what a tool's argument may hold, at most 64 plain characters: a server that forces a call
+#: with a JSON-schema structured output (vLLM with a named or required tool_choice) then closes
+#: the argument's string however long the model would go on, and writes no control character
+#: raw into it (a tiny random model did both: its arguments were cut at max_tokens, or were not
+#: JSON; bench/README.md)
+ARGUMENT_PATTERN = "^[A-Za-z0-9 ._/-]{1,64}$"
 #: the tools every agentic request offers: an agent's usual three
 TOOLS: tuple[dict[str, Any], ...] = tuple(
     {
@@ -35,7 +37,7 @@ TOOLS: tuple[dict[str, Any], ...] = tuple(
             "parameters": {
                 "type": "object",
                 "properties": {
-                    argument: {"type": "string", "description": what, "maxLength": ARGUMENT_CHARS}
+                    argument: {"type": "string", "description": what, "pattern": ARGUMENT_PATTERN}
                 },
                 "required": [argument],
             },
