@@ -228,7 +228,8 @@ class Settings:
         False,
         "run agentic sessions instead of the built-in test: a prompt of --input-tokens, then "
         "turns that offer tools; a reply's tool calls are answered after --tool-latency-ms with "
-        "results of --tool-result-tokens, a reply in text ends the session (docs/workload.md)",
+        "results of --tool-result-tokens, a reply in text ends the session (docs/workload.md); "
+        "with --trace, an agentic trace's recorded sessions (docs/traces.md)",
     )
     agentic_turns: int = option(
         8, "requests in an agentic session at most (--agentic)", rule=AT_LEAST_1
