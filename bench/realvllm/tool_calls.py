@@ -71,6 +71,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="serve with structured outputs' disable_any_whitespace: a forced call's JSON has no "
         "whitespace between its tokens (a random model otherwise writes whitespace at length)",
     )
+    p.add_argument(
+        "--fan-out",
+        type=int,
+        default=0,
+        help="run with --fan-out N --fan-out-share 1: every tool-calling turn of a top-level "
+        "session fans out N subagents",
+    )
     p.add_argument("--venv", default=os.path.join(env.CACHE, "venv"))
     p.add_argument("--model-dir", default=os.path.join(env.CACHE, "model"))
     return p.parse_args(argv)
@@ -129,10 +136,12 @@ def check_rows(run_dir: str) -> dict:
         if row["error"]:
             errors[row["error"]] = errors.get(row["error"], 0) + 1
     path = os.path.join(run_dir, "sessions.csv")
-    session_rows = 0
+    session_rows = subagents = 0
     if os.path.exists(path):
         with open(path, encoding="utf-8") as fh:
-            session_rows = sum(1 for _ in csv.DictReader(fh))
+            table = list(csv.DictReader(fh))
+        session_rows = len(table)
+        subagents = sum(r["depth"] not in ("", "0") for r in table)
     by_turn: dict[int, list[float]] = {}
     for row in rows:
         if row["ok"] == "1" and row["ttft"]:
@@ -146,6 +155,7 @@ def check_rows(run_dir: str) -> dict:
         "turns_without_calls_before_the_last": uncalled,
         "sessions": len(sessions),
         "sessions_csv_rows": session_rows,
+        "subagent_sessions": subagents,
         "cached_tokens_rows": sum(bool(r["cached_tokens"]) for r in rows),
         "cached_tokens": sum(int(float(r["cached_tokens"])) for r in rows if r["cached_tokens"]),
         "prompt_tokens_later_turns": sum(
@@ -179,6 +189,8 @@ def run_choice(server: VllmServer, choice: str, args: argparse.Namespace) -> dic
         "--warmup-requests", "2", "--level-time-cap", f"{args.level_time_cap:g}",
         "--run-dir", run_dir,
     ]  # fmt: skip
+    if args.fan_out:
+        cmd += ["--fan-out", str(args.fan_out), "--fan-out-share", "1"]
     code = _run_bounded(
         cmd, os.path.join(out, "run.log"), args.level_time_cap * 2 + 300, f"{choice}: run", cwd=REPO
     )
