@@ -51,7 +51,13 @@ from .user_values import (
     prometheus_address_argument,
     role_metrics_argument,
 )
-from .workload.agent_tools import TOOL_NAMES, parse_tool_choice
+from .workload.agent_tools import (
+    MAX_FAN_OUT,
+    TOOL_NAMES,
+    parse_fan_out,
+    parse_fan_out_share,
+    parse_tool_choice,
+)
 from .workload.arrivals import DEFAULT_ARRIVALS, arrivals_help
 from .workload.arrivals import PROCESSES as ARRIVAL_PROCESSES
 from .workload.cancel import cancel_after_argument, share_argument
@@ -223,7 +229,8 @@ class Settings:
         False,
         "run agentic sessions instead of the built-in test: a prompt of --input-tokens, then "
         "turns that offer tools; a reply's tool calls are answered after --tool-latency-ms with "
-        "results of --tool-result-tokens, a reply in text ends the session (docs/workload.md)",
+        "results of --tool-result-tokens, a reply in text ends the session (docs/workload.md); "
+        "with --trace, an agentic trace's recorded sessions (docs/traces.md)",
     )
     agentic_turns: int = option(
         8, "requests in an agentic session at most (--agentic)", rule=AT_LEAST_1
@@ -245,6 +252,19 @@ class Settings:
         "the tool_choice of agentic requests: auto, required, none, or a tool's name "
         f"({', '.join(TOOL_NAMES)}) to force a call to it",
         parse=parse_tool_choice,
+    )
+    fan_out: int = option(
+        0,
+        f"subagents a fanned-out agentic turn starts, 0 (none) to {MAX_FAN_OUT}: they run in "
+        "parallel beside their parent's user, each a session of its own, and their final answers "
+        "are the parent's tool results (--agentic; docs/workload.md)",
+        parse=parse_fan_out,
+    )
+    fan_out_share: float = option(
+        0.25,
+        "with --fan-out: the share (0 to 1) of a session's tool-calling turns that fan out, a "
+        "draw per turn",
+        parse=parse_fan_out_share,
     )
     requests_per_level: int | None = option(
         None,
@@ -501,9 +521,11 @@ class Settings:
                 "images of --images, and none is sent: give --images N, or leave "
                 f"{'it' if len(changed) == 1 else 'them'} out"
             )
-        if self.agentic and (self.dataset or self.trace or self.images):
-            other = "--dataset" if self.dataset else "--trace" if self.trace else "--images"
+        if self.agentic and (self.dataset or self.images):
+            other = "--dataset" if self.dataset else "--images"
             raise SettingsError(f"--agentic sends its own sessions: give it without {other}")
+        if self.fan_out and not self.agentic:
+            raise SettingsError("--fan-out fans out agentic sessions: give it with --agentic")
         if self.agentic and not APIS[self.endpoint].chat:
             raise SettingsError(
                 f"--agentic offers tools in chat requests: use --endpoint {CHAT.name}"

@@ -15,14 +15,16 @@ with random weights cannot call well otherwise):
 
 vLLM busy-polls a core: nothing else should run beside it. Writes OUT/results.json.
 
-Measured 2026-11-29 (vLLM 0.32.0 CPU, the tiny model, hermes parser): both cases FAIL, on the
-model, not the reading. vLLM streams the forced call as this client reads it (a first fragment
-with the call's id, `type` and function name, then `arguments` pieces, each delta with
-`"content": null`; 26 chunks for one call), but its arguments are not a JSON object
-(`'3458.204404204E342617257049834920482'`, `'true'`, `'false'`: the tool's parameter schema was
-not enforced), so every turn was one `bad_tool_call` (16 of 16 rows per case, sessions.csv
-written, `vllm-load run` exit 5 with one line naming the level). A model that calls tools
-properly is needed for the sessions' later turns.
+Measured 2026-11-29 (vLLM 0.32.0 CPU, the tiny model, hermes parser; bench/README.md has the
+figures). With vLLM's default VLLM_ENFORCE_STRICT_TOOL_CALLING=1, hermes answers a named or
+required tool_choice as auto (a structural tag) and the arguments were not JSON objects ('true',
+a number): every turn bad_tool_call. With --strict-tool-calling 0 the arguments follow the tool's
+JSON schema, and with the tools' argument pattern (64 plain characters at most) and
+--compact-json both cases PASS: 12 of 12 turns ok, every session 3 turns (--agentic-turns 3),
+each turn a valid call, later turns' prompts 1024 of ~1520 tokens cached.
+
+    python -m bench.realvllm.tool_calls OUT --strict-tool-calling 0 --compact-json \
+        --requests-per-level 8 --output-tokens 64
 """
 
 from __future__ import annotations
@@ -55,6 +57,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--requests-per-level", type=int, default=12)
     p.add_argument("--output-tokens", type=int, default=96)
     p.add_argument("--level-time-cap", type=float, default=120.0)
+    p.add_argument(
+        "--strict-tool-calling",
+        choices=("0", "1"),
+        default="0",
+        help="vLLM's VLLM_ENFORCE_STRICT_TOOL_CALLING: 1 (vLLM's default) makes hermes answer a "
+        "named or required tool_choice as auto, under a structural tag; 0 forces the call's "
+        "arguments with a JSON-schema structured output",
+    )
+    p.add_argument(
+        "--compact-json",
+        action="store_true",
+        help="serve with structured outputs' disable_any_whitespace: a forced call's JSON has no "
+        "whitespace between its tokens (a random model otherwise writes whitespace at length)",
+    )
+    p.add_argument(
+        "--fan-out",
+        type=int,
+        default=0,
+        help="run with --fan-out N --fan-out-share 1: every tool-calling turn of a top-level "
+        "session fans out N subagents",
+    )
     p.add_argument("--venv", default=os.path.join(env.CACHE, "venv"))
     p.add_argument("--model-dir", default=os.path.join(env.CACHE, "model"))
     return p.parse_args(argv)
@@ -113,10 +136,16 @@ def check_rows(run_dir: str) -> dict:
         if row["error"]:
             errors[row["error"]] = errors.get(row["error"], 0) + 1
     path = os.path.join(run_dir, "sessions.csv")
-    session_rows = 0
+    session_rows = subagents = 0
     if os.path.exists(path):
         with open(path, encoding="utf-8") as fh:
-            session_rows = sum(1 for _ in csv.DictReader(fh))
+            table = list(csv.DictReader(fh))
+        session_rows = len(table)
+        subagents = sum(r["depth"] not in ("", "0") for r in table)
+    by_turn: dict[int, list[float]] = {}
+    for row in rows:
+        if row["ok"] == "1" and row["ttft"]:
+            by_turn.setdefault(int(row["turn"]), []).append(float(row["ttft"]) * 1000.0)
     return {
         "rows": len(rows),
         "ok": sum(r["ok"] == "1" for r in rows),
@@ -126,7 +155,23 @@ def check_rows(run_dir: str) -> dict:
         "turns_without_calls_before_the_last": uncalled,
         "sessions": len(sessions),
         "sessions_csv_rows": session_rows,
+        "subagent_sessions": subagents,
         "cached_tokens_rows": sum(bool(r["cached_tokens"]) for r in rows),
+        "cached_tokens": sum(int(float(r["cached_tokens"])) for r in rows if r["cached_tokens"]),
+        "prompt_tokens_later_turns": sum(
+            int(float(r["prompt_tokens"]))
+            for r in rows
+            if r["prompt_tokens"] and int(r["turn"]) > 0
+        ),
+        "cached_tokens_later_turns": sum(
+            int(float(r["cached_tokens"]))
+            for r in rows
+            if r["cached_tokens"] and int(r["turn"]) > 0
+        ),
+        "session_turns": sorted(len(t) for t in sessions.values()),
+        "ttft_ms_median_by_turn": {
+            turn: round(sorted(v)[len(v) // 2], 1) for turn, v in sorted(by_turn.items())
+        },
     }
 
 
@@ -144,6 +189,8 @@ def run_choice(server: VllmServer, choice: str, args: argparse.Namespace) -> dic
         "--warmup-requests", "2", "--level-time-cap", f"{args.level_time_cap:g}",
         "--run-dir", run_dir,
     ]  # fmt: skip
+    if args.fan_out:
+        cmd += ["--fan-out", str(args.fan_out), "--fan-out-share", "1"]
     code = _run_bounded(
         cmd, os.path.join(out, "run.log"), args.level_time_cap * 2 + 300, f"{choice}: run", cwd=REPO
     )
@@ -171,10 +218,28 @@ def main(argv: list[str] | None = None) -> int:
             args.venv,
             model_dir,
             os.path.join(args.out, "vllm-serve.log"),
-            extra_args=["--enable-auto-tool-choice", "--tool-call-parser", "hermes"],
+            extra_args=[
+                "--enable-auto-tool-choice",
+                "--tool-call-parser",
+                "hermes",
+                "--enable-prompt-tokens-details",
+                *(
+                    [
+                        "--structured-outputs-config",
+                        '{"backend": "xgrammar", "disable_any_whitespace": true}',
+                    ]
+                    if args.compact_json
+                    else []
+                ),
+            ],
             startup_timeout=900.0,
         )
-        results: dict = {"serve_cmd": server.cmd, "cases": {}}
+        server.env["VLLM_ENFORCE_STRICT_TOOL_CALLING"] = args.strict_tool_calling
+        results: dict = {
+            "serve_cmd": server.cmd,
+            "VLLM_ENFORCE_STRICT_TOOL_CALLING": args.strict_tool_calling,
+            "cases": {},
+        }
         with server:
             for choice in args.choices.split(","):
                 results["cases"][choice] = run_choice(server, choice.strip(), args)

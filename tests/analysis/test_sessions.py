@@ -95,3 +95,40 @@ def test_a_run_without_sessions_has_none():
     plain = frame([{"start_ts": 1.0, "end_ts": 2.0}])
     assert session_table(plain).empty and session_summary(session_table(plain)) == {}
     assert session_table(plain.drop(columns="conversation")).empty
+
+
+def test_subagent_sessions_name_their_parent_and_depth():
+    """A parent p fans out s0 and s1 (s1 fans out s1x, depth 2); each counts its subagents, and
+    the summary says how many subagent sessions and fanning sessions there were."""
+    rows = [
+        {"conversation": "p", "start_ts": 0.0, "end_ts": 1.0, "level": 0, "users": 1},
+        {"conversation": "s0", "parent": "p", "start_ts": 1.0, "end_ts": 2.0, "level": 0},
+        {"conversation": "s1", "parent": "p", "start_ts": 1.0, "end_ts": 2.5, "level": 0},
+        {"conversation": "s1x", "parent": "s1", "start_ts": 1.2, "end_ts": 1.4, "level": 0},
+        {"conversation": "p", "turn": 1, "start_ts": 2.5, "end_ts": 3.0, "level": 0},
+    ]
+    requests = frame([{"parent": "", "users": 1, **row} for row in rows])
+    table = session_table(requests).set_index("session")
+    assert table.loc[["p", "s0", "s1", "s1x"], "depth"].tolist() == [0, 1, 1, 2]
+    assert table.loc[["p", "s0", "s1", "s1x"], "subagents"].tolist() == [2, 0, 1, 0]
+    assert table.loc["s1x", "parent"] == "s1" and table.loc["p", "parent"] == ""
+    summary = session_summary(session_table(requests), requests)
+    assert summary["subagent_sessions"] == 3 and summary["fanned_out"] == 2
+    # one user's level: p's turn, then s0, s1 and s1x in flight at once (p's turn 0 ended as
+    # they started, and is not counted with them)
+    assert summary["flight"] == [{"level": 0, "users": 1, "requests": 5, "in_flight_peak": 3}]
+
+
+def test_a_run_without_subagents_keeps_its_summary():
+    requests = frame([{**row, "parent": ""} for row in ROWS])
+    summary = session_summary(session_table(requests), requests)
+    assert "subagent_sessions" not in summary and "flight" not in summary
+    assert (session_table(requests)["depth"] == 0).all()
+
+
+def test_peak_in_flight_counts_overlaps():
+    from vllm_load.analysis.sessions import peak_in_flight
+
+    starts, ends = np.array([0.0, 1.0, 2.0, 2.0]), np.array([1.0, 3.0, 2.5, 4.0])
+    assert peak_in_flight(starts, ends) == 3
+    assert peak_in_flight(np.array([]), np.array([])) == 0

@@ -87,11 +87,18 @@ def test_the_simulators_port_is_one_line(capsys):
         (("--endpoint", "completions"), "^--agentic offers tools in chat requests"),
         (("--tool-latency-ms", "normal:5"), "^--tool-latency-ms 'normal:5': normal takes 2"),
         (("--agentic-turns", "0"), "^--agentic-turns must be at least 1"),
+        (("--fan-out", "17"), "^--fan-out must be a whole number of subagents from 0"),
+        (("--fan-out", "2", "--fan-out-share", "2"), "^--fan-out-share must be a share of turns"),
     ],
 )
 def test_agentic_options_are_refused_in_one_line(argv, words):
     with pytest.raises(SettingsError, match=words):
         Settings.from_options(parse("run", "--host", NO_TARGET, "--agentic", *argv))
+
+
+def test_fan_out_without_agentic_sessions_is_refused():
+    with pytest.raises(SettingsError, match="^--fan-out fans out agentic sessions"):
+        Settings.from_options(parse("run", "--host", NO_TARGET, "--fan-out", "2"))
 
 
 def test_the_simulator_refuses_a_tool_call_share_outside_0_1():

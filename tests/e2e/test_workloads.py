@@ -194,3 +194,116 @@ def test_agentic_sessions_answer_tool_calls_after_the_tool_latency(tmp_path):
     cells = re.findall(r"<td>([^<]*)</td>", table[: table.index("</table>")])
     assert int(cells[0]) == len(sessions) and cells[5].endswith("%"), cells
     assert '<table class="turns">' in html  # TTFT by turn index, beside its chart
+
+
+def test_agentic_fan_out_runs_subagents_beside_their_parent(tmp_path):
+    """--fan-out 2 with every tool-calling turn fanning out (the simulator always calls a tool
+    with --tool-choice required): each fan-out starts 2 subagent sessions that name their
+    parent, run in parallel on their own connections, and end before the parent's next turn,
+    whose tool results are their answers; a level of 2 users had more than 2 requests in
+    flight, and the report's session section says so."""
+    with SimulatorProcess("--time-scale", "0.02", "--max-num-seqs", "16") as sim:
+        run_vllm_load(
+            "run",
+            "--host",
+            sim.url,
+            "--agentic",
+            "--tool-choice",
+            "required",
+            "--agentic-turns",
+            "2",
+            "--fan-out",
+            "2",
+            "--fan-out-share",
+            "1",
+            "--tool-latency-ms",
+            "fixed:10",
+            "--tool-result-tokens",
+            "8",
+            "--input-tokens",
+            "128",
+            "--output-tokens",
+            "8",
+            "--levels",
+            "2",
+            "--requests-per-level",
+            "16",
+            "--warmup-requests",
+            "2",
+            "--out",
+            str(tmp_path / "runs"),
+        )
+    run_dir = only_run_dir(tmp_path / "runs")
+    requests, _, run, _ = load_run_files(run_dir)
+    assert run["workload"]["AgenticUser"]["fan_out"] == 2
+    assert requests["ok"].all(), requests["error_message"].dropna().tolist()
+    sessions = pd.read_csv(os.path.join(run_dir, "sessions.csv"), keep_default_na=False)
+    parents = sessions[sessions["depth"] == 0].set_index("session")
+    children = sessions[sessions["depth"] == 1]
+    assert len(children) >= 2 and set(children["parent"]) <= set(parents.index)
+    assert (sessions["depth"] <= 1).all() and (children["subagents"] == 0).all()
+    by_parent = children.groupby("parent")
+    assert (by_parent.size() == 2).all()  # (at most 2 turns: one fan-out per parent)
+    subagent_rows = requests[requests["parent"].fillna("") != ""]
+    assert set(subagent_rows["task"]) == {"subagent"}
+    for parent, kids in by_parent:
+        turns = requests[requests["conversation"] == parent].sort_values("turn")
+        if len(turns) < 2:
+            continue  # (cut off by the end of the run)
+        assert parents.loc[parent, "subagents"] == 2
+        fanned, after = turns.iloc[0], turns.iloc[1]
+        # the subagents start when the fanning turn ends and end before the parent goes on
+        assert (kids["start_ts"] >= fanned["end_ts"] - 1e-3).all()
+        assert (kids["end_ts"] <= after["start_ts"] + 1e-3).all()
+        assert after["tool_wait_s"] >= (kids["end_ts"].max() - kids["start_ts"].min()) - 0.01
+        # they ran in parallel: their spans overlap
+        assert kids["start_ts"].max() < kids["end_ts"].min()
+
+    report = tmp_path / "report.html"
+    run_vllm_load("report", run_dir, "-o", str(report), "--quiet")
+    html = report.read_text(encoding="utf-8")
+    assert f"{len(children)} were subagent sessions" in html
+    table = html[html.index('<table class="flight">') :]
+    cells = re.findall(r"<td>([^<]*)</td>", table[: table.index("</table>")])
+    assert cells[1] == "2" and int(cells[3]) > 2, cells  # 2 users, more requests in flight
+
+
+def test_agentic_trace_replays_sessions_and_subagents_in_order(tmp_path):
+    """--agentic --trace of an agentic trace (tests/data/agentic_trace.jsonl): every turn of its
+    3 sessions and 2 subagents is sent once, with the trace's output lengths, each turn after
+    the one before it ended plus its tool latency, a subagent after its parent's turn, and the
+    parent's next turn after its subagents."""
+    trace = os.path.join(os.path.dirname(__file__), "..", "data", "agentic_trace.jsonl")
+    with SimulatorProcess("--time-scale", "0.02", "--max-num-seqs", "16") as sim:
+        run_vllm_load(
+            "run",
+            "--host",
+            sim.url,
+            "--agentic",
+            "--trace",
+            trace,
+            "--out",
+            str(tmp_path / "runs"),
+        )
+    run_dir = only_run_dir(tmp_path / "runs")
+    requests, _, run, _ = load_run_files(run_dir)
+    assert requests["ok"].all(), requests["error_message"].dropna().tolist()
+    assert run["trace"]["requests"] == 9 and run["trace"]["output_tokens"] == 104
+    assert len(requests) == 9 and set(requests["task"]) == {"agentic_trace"}
+    assert sorted(requests["completion_tokens"]) == sorted([16, 12, 12, 10, 10, 8, 10, 14, 12])
+    sessions = pd.read_csv(os.path.join(run_dir, "sessions.csv"), keep_default_na=False)
+    assert sorted(sessions["turns"]) == [1, 1, 2, 2, 3]
+    assert sorted(sessions["depth"]) == [0, 0, 0, 1, 1]
+    rows = {
+        (s, int(t)): row for (s, t), row in requests.set_index(["conversation", "turn"]).iterrows()
+    }
+    top = sessions.set_index("session")
+    a1 = top[top["subagents"] == 2].index[0]
+    kids = sessions[sessions["parent"] == a1]["session"].tolist()
+    assert rows[(a1, 1)]["start_ts"] >= rows[(a1, 0)]["end_ts"] + 0.12 - 0.005
+    for kid in kids:
+        assert rows[(kid, 0)]["start_ts"] >= rows[(a1, 1)]["end_ts"] - 0.005
+        assert (
+            rows[(a1, 2)]["start_ts"]
+            >= max(rows[k]["end_ts"] for k in rows if k[0] == kid) + 0.05 - 0.005
+        )

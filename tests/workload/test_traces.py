@@ -330,7 +330,7 @@ def test_a_format_the_file_is_not(tmp_path):
         read_trace(path, "mooncake")
     with pytest.raises(TraceError, match=rf"^{path}: unknown trace format 'splitwise'"):
         read_trace(path, "splitwise")
-    assert TRACE_FORMATS == ("mooncake", "burstgpt", "azure")
+    assert TRACE_FORMATS == ("mooncake", "burstgpt", "azure", "agentic")
 
 
 def test_a_missing_file_is_one_line(tmp_path):

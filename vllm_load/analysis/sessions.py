@@ -7,10 +7,15 @@ task whatever window it crossed. Its E2E runs from its first turn's start to its
 (think and tool time included); its idle share is the time it waited for tools
 (`tool_wait_s`, agentic sessions) over that E2E; its prompt's cached share pools the turns whose
 server said how many prompt tokens its prefix cache held (`cached_tokens`), and is unknown (not
-a zero) when none did.
+a zero) when none did. A subagent session (--fan-out) names its `parent` session; its `depth`
+counts the parents above it (0: a top-level session), and a parent counts its `subagents`.
+Subagents are extra requests in flight beside their parent's user, so `level_flight` gives each
+level's peak of requests in flight against its users.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -19,6 +24,9 @@ from .levels import as_floats
 
 SESSION_COLUMNS: tuple[str, ...] = (
     "session",
+    "parent",
+    "depth",
+    "subagents",
     "user_class",
     "turns",
     "failed_turns",
@@ -67,9 +75,27 @@ def session_table(requests: pd.DataFrame) -> pd.DataFrame:
     frame["user_class"] = (
         requests["user_class"].astype("string").fillna("")[part] if "user_class" in requests else ""
     )
+    frame["parent"] = (
+        requests["parent"].astype("string").fillna("")[part] if "parent" in requests else ""
+    )
     rows = [_session_row(str(name), group) for name, group in frame.groupby("session", sort=False)]
     table = pd.DataFrame(rows, columns=list(SESSION_COLUMNS))
+    parents = dict(zip(table["session"], table["parent"]))
+    table["depth"] = [_depth(name, parents) for name in table["session"]]
+    children = table["parent"][table["parent"] != ""].value_counts()
+    table["subagents"] = [int(children.get(name, 0)) for name in table["session"]]
     return table.sort_values("start_ts", kind="stable").reset_index(drop=True)
+
+
+def _depth(name: str, parents: dict[str, str]) -> int:
+    """How many parents a session has above it (a parent missing from the run still counts)."""
+    depth, seen = 0, {name}
+    parent = parents.get(name, "")
+    while parent and parent not in seen:
+        depth += 1
+        seen.add(parent)
+        parent = parents.get(parent, "")
+    return depth
 
 
 def _session_row(name: str, group: pd.DataFrame) -> dict:
@@ -85,6 +111,9 @@ def _session_row(name: str, group: pd.DataFrame) -> dict:
     ttfts = group["ttft"].to_numpy(np.float64)
     return {
         "session": name,
+        "parent": str(group["parent"].iloc[0]),
+        "depth": 0,
+        "subagents": 0,
         "user_class": str(group["user_class"].iloc[0]),
         "turns": len(group),
         "failed_turns": int((~ok).sum()),
@@ -103,11 +132,13 @@ def _session_row(name: str, group: pd.DataFrame) -> dict:
     }
 
 
-def session_summary(table: pd.DataFrame) -> dict[str, float]:
+def session_summary(table: pd.DataFrame, requests: pd.DataFrame | None = None) -> dict[str, Any]:
     """The report's per-session figures: how many sessions, turns and tool calls each (mean),
     E2E p50/p99 (s), idle share and the prompt's cached share (each the mean over the sessions
     that have one: that waited for tools, whose server said; NaN where none). Empty without
-    any."""
+    any. A run with subagent sessions adds how many (`subagent_sessions`), how many sessions
+    fanned out (`fanned_out`), and, given its `requests`, each level's in-flight peak
+    (`flight`: `level_flight`'s rows)."""
     if table.empty:
         return {}
     e2e = table["e2e"].to_numpy(np.float64)
@@ -122,4 +153,46 @@ def session_summary(table: pd.DataFrame) -> dict[str, float]:
         "idle_share_mean": float(np.nanmean(idle)) if (~np.isnan(idle)).any() else np.nan,
         "cached_share": float(np.nanmean(cached)) if (~np.isnan(cached)).any() else np.nan,
         "with_failed_turn": float((table["failed_turns"] > 0).sum()),
+        **_fan_out_summary(table, requests),
     }
+
+
+def _fan_out_summary(table: pd.DataFrame, requests: pd.DataFrame | None) -> dict[str, Any]:
+    subagents = int((table["depth"] > 0).sum())
+    if not subagents:
+        return {}
+    flight = level_flight(requests) if requests is not None else pd.DataFrame()
+    return {
+        "subagent_sessions": float(subagents),
+        "fanned_out": float((table["subagents"] > 0).sum()),
+        "flight": flight.to_dict("records"),
+    }
+
+
+def level_flight(requests: pd.DataFrame) -> pd.DataFrame:
+    """Per level (`level`, its `users`): how many requests it recorded and the most of them in
+    flight at once (`in_flight_peak`, from their start and end times; a request that ends as
+    another starts is not counted with it). Empty without the columns."""
+    needed = ("level", "users", "start_ts", "end_ts")
+    if requests.empty or not all(c in requests for c in needed):
+        return pd.DataFrame(columns=["level", "users", "requests", "in_flight_peak"])
+    rows = []
+    for level, group in requests.groupby("level", sort=True):
+        starts, ends = as_floats(group["start_ts"]), as_floats(group["end_ts"])
+        rows.append(
+            {
+                "level": int(float(level)),  # type: ignore[arg-type]
+                "users": int(as_floats(group["users"]).max()),
+                "requests": len(group),
+                "in_flight_peak": peak_in_flight(starts, ends),
+            }
+        )
+    return pd.DataFrame(rows, columns=["level", "users", "requests", "in_flight_peak"])
+
+
+def peak_in_flight(starts: np.ndarray, ends: np.ndarray) -> int:
+    """The most intervals [start, end) open at once."""
+    times = np.concatenate([starts, ends])
+    steps = np.concatenate([np.ones(len(starts)), -np.ones(len(ends))])
+    order = np.lexsort((steps, times))  # at equal times, ends (-1) before starts
+    return int(np.cumsum(steps[order]).max(initial=0))

@@ -104,7 +104,8 @@ class RequestSpec:
     images in its messages, and `image_bytes` the bytes of those it carries (before base64).
     `trace_index`: the trace request it replays (--trace). `tools`: its body offers tools, so
     its reply's tool calls are read (`tool_calls.py`); `tool_wait`: the seconds its session
-    waited for the tools of the turn before (an agentic session's)."""
+    waited for the tools of the turn before (an agentic session's); `parent`: the session that
+    fanned out the subagent session it is a turn of."""
 
     api: str
     stream: bool
@@ -121,3 +122,4 @@ class RequestSpec:
     trace_index: int | None = None  # the --trace request it replays
     tools: bool = False
     tool_wait: float | None = None
+    parent: str = ""

@@ -42,6 +42,13 @@ def trace_segment(settings: Settings) -> Trace:
         trace = read_trace(resolve_trace(settings.trace), settings.trace_format, limits)
     except TraceError as e:
         raise SettingsError(f"--trace: {e}") from None
+    if (trace.format == "agentic") != settings.agentic:
+        raise SettingsError(
+            f"--trace {settings.trace}: an agentic trace replays sessions: give it with --agentic"
+            if settings.agentic is False
+            else f"--trace {settings.trace}: --agentic replays an agentic trace's sessions, and "
+            f"this is a {trace.format} trace (give it without --agentic)"
+        )
     window = trace.window(settings.trace_start, settings.trace_duration or None)
     if not window.requests:
         raise SettingsError(
@@ -144,9 +151,16 @@ def replay_header(
     from .block_prompts import BlockPrompts
 
     sent = [(sent_tokens(r.input_tokens, r.hash_ids, plan), r.hash_ids) for r in segment.requests]
+    outputs = [r.output_tokens for r in segment.requests]
+    if segment.format == "agentic":  # every turn of the sessions is sent, the subagents' too
+        turns = [t for r in segment.requests for t in r.session.all_turns()]
+        sent = [(sent_tokens(t.input_tokens, (), plan), ()) for t in turns]
+        outputs = [t.output_tokens for t in turns]
     predicted: int | None = None
     block = labels.get("block_size")
-    if plan is not None and str(labels.get("enable_prefix_caching", "True")) == "False":
+    if segment.format == "agentic":
+        pass  # (a session's history is its own prefix, not hash_ids: not predicted here)
+    elif plan is not None and str(labels.get("enable_prefix_caching", "True")) == "False":
         predicted = 0
     elif plan is not None and block and str(block).isdigit():
         hits = BlockPrompts(plan, 0, segment.block_tokens).predicted_cached_tokens(sent, int(block))
@@ -157,9 +171,9 @@ def replay_header(
         "start": settings.trace_start,
         "duration": segment.duration,
         "speed": settings.trace_speed,
-        "requests": len(segment.requests),
+        "requests": len(sent),
         "prompt_tokens": sum(tokens for tokens, _ in sent),
-        "output_tokens": sum(r.output_tokens for r in segment.requests),
+        "output_tokens": sum(outputs),
         "block_tokens": segment.block_tokens,
         "server_block": int(block) if block and str(block).isdigit() else None,
         "predicted_cached_tokens": predicted,

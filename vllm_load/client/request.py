@@ -409,6 +409,7 @@ class MeasuredRequest:
         r.stolen_s = self.stolen
         r.tool_calls = len(self.tool_calls)
         r.tool_wait_s = spec.tool_wait
+        r.parent = spec.parent
         r.cancel_after = self.cancel.label if self.cancel is not None else ""
         r.traceparent = self.traceparent
         return r

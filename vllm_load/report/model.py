@@ -240,7 +240,7 @@ def summarize_run(
         personas=persona_table(meas.labelled, metrics, meas.labelled_marks),
         turns=turn_table(meas.labelled),
         conversations=conversation_summary(data.requests),
-        sessions=session_summary(session_table(data.requests)),
+        sessions=session_summary(session_table(data.requests), data.requests),
         axis=measured.axis,
         outcome=outcome_of(data),
         image_charges=image_charges(data.requests),

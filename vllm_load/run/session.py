@@ -100,7 +100,7 @@ def level_plan(settings: Settings, segment: "Trace | None" = None) -> LevelPlan:
             TRACE,
             settings.trace_start,
             settings.max_in_flight,
-            requests=len(segment.requests),
+            requests=segment.sent_requests,
             duration=segment.duration,
         )
         return LevelPlan((load,), **counts)
@@ -414,7 +414,7 @@ class RunSession:
         if load.kind is TRACE and self.segment is not None:
             s = self.settings
             return (
-                f"replaying {s.trace} from {s.trace_start:g} s: {len(self.segment.requests)} "
+                f"replaying {s.trace} from {s.trace_start:g} s: {self.segment.sent_requests} "
                 f"requests over {self.segment.duration:,.1f} s (x{s.trace_speed:g}), at most "
                 f"{load.users} in flight, starting in {lead:.1f} s"
             )

@@ -60,6 +60,7 @@ ANALYSIS_COLUMNS: tuple[str, ...] = (
     "queued_s",
     "tool_calls",  # an agentic session's turns (analysis.sessions)
     "tool_wait_s",
+    "parent",  # a subagent session's parent (analysis.sessions)
     "stolen_s",  # a replay's late sends: the host's steal meanwhile (analysis.replay)
     "images",  # a request's prompt exactness counts its images' tokens (analysis.levels)
     "image_bytes",

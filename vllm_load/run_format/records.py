@@ -66,6 +66,7 @@ class RequestRecord:
     stolen_s: Optional[float] = None  # a late send: the host's steal of its CPU while it waited
     tool_calls: int = 0  # tool calls its reply ended in (a request that offered tools)
     tool_wait_s: Optional[float] = None  # an agentic turn: its session's tool wait before it
+    parent: str = ""  # a subagent's turn: the session (conversation) that fanned it out
     cancel_after: str = ""  # chosen to be cancelled (--cancel-share): when ("2.000s", "32tok")
     traceparent: str = ""  # the W3C traceparent header it carried (--traceparent), "" without
 

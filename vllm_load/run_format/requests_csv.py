@@ -27,7 +27,15 @@ DTYPES: dict[str, str] = {c: PANDAS_DTYPES.get(c, "float64") for c in COLUMNS}
 #: rows parsed per batch
 BATCH_ROWS = 131_072
 #: text columns of few distinct values (one string object each is kept)
-LABELS: tuple[str, ...] = ("worker", "endpoint", "error", "user_class", "task", "conversation")
+LABELS: tuple[str, ...] = (
+    "worker",
+    "endpoint",
+    "error",
+    "user_class",
+    "task",
+    "conversation",
+    "parent",
+)
 _EOF_IN_STRING = re.compile(r"EOF inside string starting at row (\d+)")
 _FIELDS = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
 

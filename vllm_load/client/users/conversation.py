@@ -63,12 +63,21 @@ class Conversation:
     scripted `reply=`) and returns the `Reply`. A request that offers `tools=` (OpenAI's chat
     format) may get a reply that ends in tool calls: the history keeps them in the assistant
     message, and `answer_tools(results)` appends one `role: tool` message per call and sends the
-    next turn. Every turn's record carries the conversation's id and the turn's index, from 0.
+    next turn. Every turn's record carries the conversation's id and the turn's index, from 0,
+    and `parent`, the id of the session that fanned this one out ("" for a top-level one).
     """
 
-    def __init__(self, user: Chatter, conversation_id: str, task: str, system: str | None) -> None:
+    def __init__(
+        self,
+        user: Chatter,
+        conversation_id: str,
+        task: str,
+        system: str | None,
+        parent: str = "",
+    ) -> None:
         self.user = user
         self.id = conversation_id
+        self.parent = parent
         self.task = task
         self.messages: list[dict[str, Any]] = []
         if system:
@@ -119,6 +128,7 @@ class Conversation:
             conversation=self.id,
             turn=self.turn,
             tool_wait=waited,
+            parent=self.parent,
             **fields,
         )
         message: dict[str, Any] = {

@@ -15,11 +15,12 @@ prompts) and `dataset.DatasetUser` (--dataset's conversations).
 
 from __future__ import annotations
 
+import copy
 import inspect
 import itertools
 import logging
 import time
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import orjson
 from gevent import GreenletExit
@@ -40,6 +41,7 @@ from ..target_picker import EJECT_AFTER
 from .conversation import Conversation, Reply
 
 logger = logging.getLogger(__name__)
+_User = TypeVar("_User", bound="LLMUser")
 
 
 class LLMUser(FastHttpUser):
@@ -84,13 +86,18 @@ class LLMUser(FastHttpUser):
     def on_start(self) -> None:
         self._settled = False
         self.load_context.user_starting()
-        settings = self.load_context.settings
         host = self.host
         assert host is not None  # FastHttpUser.__init__ refuses a user without one
         self.load_context.ensure_model(host)
-        picker = self.load_context.ensure_targets(host)
+        self.load_context.ensure_targets(host)
+        self._targets = self._endpoints()
+
+    def _endpoints(self) -> list[Endpoint]:
+        """A connection to each target, in its picker's order."""
+        settings, picker = self.load_context.settings, self.load_context.targets
+        assert picker is not None  # on_start made it
         timeouts = Timeouts.of(settings)
-        self._targets = [
+        endpoints = [
             Endpoint(
                 h,
                 timeouts,
@@ -100,8 +107,9 @@ class LLMUser(FastHttpUser):
             )
             for h in picker.hosts
         ]
-        for endpoint in self._targets:
+        for endpoint in endpoints:
             self.load_context.addresses.install(endpoint.client)
+        return endpoints
 
     def on_stop(self) -> None:
         self.load_context.sent(id(self))
@@ -120,6 +128,7 @@ class LLMUser(FastHttpUser):
         conversation: str = "",
         turn: int = 0,
         tool_wait: float | None = None,
+        parent: str = "",
         **fields: Any,
     ) -> Reply:
         """Send one /v1/chat/completions request with these messages; returns its `Reply`.
@@ -128,7 +137,8 @@ class LLMUser(FastHttpUser):
         go into the body as they are (`temperature`, `ignore_eos`, ...). `task` names the task in
         the records (default: the calling method's name); `conversation` and `turn` place the
         request in a conversation (`Conversation.say` passes them), `tool_wait` the seconds it
-        waited for tools before (`Conversation.answer_tools`)."""
+        waited for tools before (`Conversation.answer_tools`), `parent` the session that fanned
+        out its subagent session."""
         return self._ask(
             CHAT.name,
             messages,
@@ -138,6 +148,7 @@ class LLMUser(FastHttpUser):
             turn,
             fields,
             tool_wait,
+            parent,
         )
 
     def complete(
@@ -146,12 +157,34 @@ class LLMUser(FastHttpUser):
         """Send one /v1/completions request with this prompt; as `chat()` otherwise."""
         return self._ask(COMPLETIONS.name, prompt, max_tokens, task or _caller(), "", 0, fields)
 
-    def conversation(self, system: str | None = None, task: str | None = None) -> Conversation:
-        """A new conversation (optionally with a system message), named after the calling task."""
+    def conversation(
+        self, system: str | None = None, task: str | None = None, parent: str = ""
+    ) -> Conversation:
+        """A new conversation (optionally with a system message), named after the calling task;
+        `parent`: the id of the session that fans it out, for a subagent's."""
         number = next(self._conversation_ids)
         return Conversation(
-            self, f"{self.load_context.process_tag}-c{number}", task or _caller(), system
+            self, f"{self.load_context.process_tag}-c{number}", task or _caller(), system, parent
         )
+
+    def lane(self: _User) -> _User:
+        """This user again, on connections of its own: a subagent's requests are sent beside the
+        user's (in a greenlet of its own), measured and recorded as the user's are, one at a
+        time per lane. Its clock state starts fresh; `close_lane` closes its connections."""
+        lane = copy.copy(self)
+        lane.open_lane()
+        return lane
+
+    def open_lane(self) -> None:
+        """A `lane`'s own connections and a fresh clock state (its copy shared the user's)."""
+        self._targets = self._endpoints()
+        self._due, self._late, self._waited_from, self._settled = None, 0.0, None, True
+
+    def close_lane(self) -> None:
+        """Close a `lane`'s connections (never the user's own: they are the lane's only once
+        copied)."""
+        for endpoint in self._targets:
+            endpoint.close()
 
     def arrive(self, prepare: Callable[[Any], Any] | None = None) -> Any:
         """Wait for the process's next arrival (--rates, --trace: `arrival_clock.py`): the next request
@@ -176,6 +209,7 @@ class LLMUser(FastHttpUser):
         turn: int,
         fields: dict[str, Any],
         tool_wait: float | None = None,
+        parent: str = "",
     ) -> Reply:
         settings = self.load_context.settings
         stream = bool(fields.pop("stream", settings.stream))
@@ -198,6 +232,7 @@ class LLMUser(FastHttpUser):
             image_bytes=image_bytes,
             tools=bool(fields.get("tools")),
             tool_wait=tool_wait,
+            parent=parent,
         )
         return self.send(spec)
 

@@ -1,7 +1,8 @@
 """`read_trace(path, format)`: a trace file in one of the published formats as a `Trace`.
 
-`format="auto"` tells the format by the file's first line that is not blank: a JSON object is
-Mooncake's JSONL (`mooncake.py`), a CSV header with `TIMESTAMP`, `ContextTokens` and
+`format="auto"` tells the format by the file's first line that is not blank: a JSON object with a
+"session" field is an agentic trace (`agentic_sessions.py`), any other JSON object Mooncake's JSONL
+(`mooncake.py`), a CSV header with `TIMESTAMP`, `ContextTokens` and
 `GeneratedTokens` Azure's, one with `Timestamp`, `Request tokens` and `Response tokens`
 BurstGPT's (`tables.py`); the file's name is not looked at. The requests are sorted by time
 (rows out of order keep their file order among equal times) and their times rebased so the first
@@ -16,14 +17,16 @@ import operator
 import os
 from typing import Callable, Iterator
 
+from .agentic_sessions import is_agentic, read_agentic
 from .mooncake import read_mooncake
 from .replay_plan import Trace, TraceError, TraceLimits, TraceRequest
 from .rows import Rows
 from .tables import AZURE_COLUMNS, BURSTGPT_COLUMNS, header_names, read_azure, read_burstgpt
 
-TRACE_FORMATS = ("mooncake", "burstgpt", "azure")
+TRACE_FORMATS = ("mooncake", "burstgpt", "azure", "agentic")
 READERS: dict[str, Callable[[str, TraceLimits], Rows]] = {
     "mooncake": read_mooncake,
+    "agentic": read_agentic,
     "burstgpt": read_burstgpt,
     "azure": read_azure,
 }
@@ -77,7 +80,7 @@ def detect_format(line: str) -> str | None:
     """The format a file's first line that is not blank says (None: none we know)."""
     text = line.lstrip("\ufeff").strip()
     if text.startswith("{"):
-        return "mooncake"
+        return "agentic" if is_agentic(text) else "mooncake"
     names = set(header_names(text))
     if names.issuperset(AZURE_COLUMNS):
         return "azure"
@@ -111,6 +114,14 @@ def _requests(rows: Rows) -> tuple[TraceRequest, ...]:
         order = sorted(order, key=times.__getitem__)
     first = times[order[0]]
     prompts, outputs, ids = rows.prompts, rows.outputs, rows.hash_ids
+    if rows.sessions:  # an agentic trace: each request opens a session
+        sessions = rows.sessions
+        return tuple(
+            TraceRequest(
+                (times[i] - first) / per_second, prompts[i], outputs[i], ids[i], i, sessions[i]
+            )
+            for i in order
+        )
     return tuple(
         [
             TraceRequest((times[i] - first) / per_second, prompts[i], outputs[i], ids[i], i)

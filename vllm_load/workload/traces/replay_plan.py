@@ -8,7 +8,7 @@ import bisect
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 from ...user_values import SettingsError
 
@@ -51,13 +51,16 @@ class TraceRequest:
     """One request of a trace. `at`: seconds from the start of the replay (after window and
     speed); `hash_ids`: Mooncake's ids of the prompt's blocks of `Trace.block_tokens` tokens, in
     order (requests that share an id share that block and every block before it); `index`: its
-    position among the file's requests (0-based, file order), kept through window and speed."""
+    position among the file's requests (0-based, file order), kept through window and speed;
+    `session`: an agentic trace's, the session it opens (`agentic_sessions.SessionPlan`: its turns and
+    subagents, replayed from this request on)."""
 
     at: float
     input_tokens: int
     output_tokens: int
     hash_ids: tuple[int, ...] = ()
     index: int = 0
+    session: Any = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,12 @@ class Trace:
         return self.requests[-1].at if self.requests else 0.0
 
     @property
+    def sent_requests(self) -> int:
+        """The requests its replay sends: one each, an agentic trace's sessions every turn of
+        theirs and of their subagents'."""
+        return sum(1 if r.session is None else r.session.requests() for r in self.requests)
+
+    @property
     def skipped(self) -> int:
         """How many rows of the file are not requests here (window and speed aside)."""
         return sum(self.skip_reasons.values())
@@ -89,7 +98,8 @@ class Trace:
     def describe(self) -> str:
         """One line for a log: the file, its format, how many requests over how long."""
         count = len(self.requests)
-        text = f"{self.path} ({self.format}): {count} requests over {self.duration:.1f} s"
+        what = "sessions" if self.format == "agentic" else "requests"
+        text = f"{self.path} ({self.format}): {count} {what} over {self.duration:.1f} s"
         if self.duration > 0:
             text += f" ({count / self.duration:.2f}/s)"
         if self.skip_reasons:
@@ -116,10 +126,7 @@ class Trace:
                 f"{self.path}: no request from {start:g} s to {shown} (the trace's requests run "
                 f"from 0 to {self.duration:g} s: choose a window inside it)"
             )
-        taken = tuple(
-            TraceRequest(r.at - start, r.input_tokens, r.output_tokens, r.hash_ids, r.index)
-            for r in self.requests[first:last]
-        )
+        taken = tuple(dataclasses.replace(r, at=r.at - start) for r in self.requests[first:last])
         return dataclasses.replace(self, requests=taken)
 
     def faster(self, speed: float) -> Trace:
@@ -133,7 +140,9 @@ class Trace:
                 "nearer 1, or a shorter --trace-duration)"
             )
         faster = tuple(
-            TraceRequest(r.at / speed, r.input_tokens, r.output_tokens, r.hash_ids, r.index)
+            dataclasses.replace(
+                r, at=r.at / speed, session=None if r.session is None else r.session.faster(speed)
+            )
             for r in self.requests
         )
         return dataclasses.replace(self, requests=faster)

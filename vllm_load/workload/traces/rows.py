@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from .fields import BadValue, shown
 from .replay_plan import MAX_SPAN_DAYS, MAX_SPAN_SECONDS, TraceLimits
@@ -26,6 +27,7 @@ class Rows:
     prompts: list[int] = field(default_factory=list)
     outputs: list[int] = field(default_factory=list)
     hash_ids: list[tuple[int, ...]] = field(default_factory=list)
+    sessions: list[Any] = field(default_factory=list)  # an agentic trace's: each one's plan
     skip_reasons: Counter[str] = field(default_factory=Counter)
     lines: int = 0
     low: float = math.inf
