@@ -173,8 +173,11 @@ def judge(truth: tuple[str, ...], levels: list[dict]) -> dict[str, str]:
         if kind in truth:
             out[f"{lv['value']:g}"] = "right"
         elif kind == "undetermined":
-            # what settles it: the server's flags, its /metrics, or a quieter rerun
-            named = any(w in b.get("reason", "") for w in ("--server-args", "no /metrics", "rerun"))
+            # what settles it: the server's flags, its /metrics, a quieter rerun, or the next level
+            named = any(
+                w in b.get("reason", "")
+                for w in ("--server-args", "no /metrics", "rerun", "next level")
+            )
             out[f"{lv['value']:g}"] = "undetermined" if named else "unsettled"
         elif kind == "compute" and (b.get("evidence") or {}).get("requests_waiting", 0) < 0.5:
             out[f"{lv['value']:g}"] = "-"  # nothing waits: no configured limit binds there yet
