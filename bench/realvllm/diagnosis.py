@@ -99,6 +99,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="no server: re-report and judge the runs an earlier bench left in OUT with this "
         "tree's rules (each case's run exit code as recorded in OUT/results.json)",
     )
+    p.add_argument(
+        "--startup-timeout",
+        type=float,
+        default=900.0,
+        help="seconds for vllm serve to answer (a start took over 300 s on the busy 2-core VM)",
+    )
     p.add_argument("--venv", default=os.path.join(env.CACHE, "venv"))
     p.add_argument("--model-dir", default=os.path.join(env.CACHE, "model"))
     return p.parse_args(argv)
@@ -113,6 +119,7 @@ def run_case(name: str, args: argparse.Namespace, model_dir: str) -> dict:
         model_dir,
         os.path.join(out, "vllm-serve.log"),
         max_model_len=case["max_model_len"],
+        startup_timeout=args.startup_timeout,
         extra_args=case["serve"],
     )
     run_dir = os.path.join(out, "run")
