@@ -11,8 +11,8 @@ import shlex
 
 import pytest
 
-from vllm_load.cli.tuning.matrix import format_table, rank, server_command
 from vllm_load.cli.tuning.advice_loop import advised_configurations
+from vllm_load.cli.tuning.matrix import format_table, rank, server_command
 from vllm_load.cli.tuning.runs import ConfigResult
 from vllm_load.cli.tuning.source import parse_diagnosis
 from vllm_load.server.command_settings import (
