@@ -459,6 +459,12 @@ def test_compute_past_the_point_of_useful_gain_is_said_though_the_5_percent_rule
     assert past_useful_gain(replace(doubled, step_time=math.nan), below) is None  # no steps seen
     flat = _lv(64, 998, batch=62.0, queued=0.0, step_time=0.040)  # 0.2 % lower: never "-0%"
     assert "(throughput ±0%)" in past_useful_gain(flat, below).reason
+    # an agentic run on the simulator: 0.1 -> 0.2 running (idle between turns), the steps
+    # 12.3 -> 5.5 ms: nothing about compute, whatever the ratios say
+    idle = _lv(2, 1887, batch=0.1, queued=0.0, step_time=0.0123)
+    assert past_useful_gain(_lv(4, 4443, batch=0.21, queued=0.0, step_time=0.0055), idle) is None
+    # steps that shortened as the batch doubled cost nothing more per sequence
+    assert past_useful_gain(replace(doubled, step_time=0.019), below) is None
 
 
 def test_the_capacity_model_reads_the_configured_lengths_where_they_are_exact():

@@ -502,6 +502,12 @@ def past_useful_gain(lv: LevelEvidence, below: LevelEvidence | None) -> Bottlene
     known = (lv.batch, below.batch, lv.tok_per_s, below.tok_per_s, lv.step_time, below.step_time)
     if any(x != x or x <= 0 for x in known):
         return None
+    # a server with under one request running is idle part of the time, and steps that did not
+    # lengthen as the batch grew cost nothing more per sequence: neither is compute holding it
+    # (an agentic run at 0.1 -> 0.2 running, its steps 12.3 -> 5.5 ms, read "a doubled batch
+    # would decode -250% a second" and was told to double its GPUs)
+    if below.batch < 1 or lv.step_time <= below.step_time:
+        return None
     growth, gain = lv.batch / below.batch, lv.tok_per_s / below.tok_per_s
     kept = _decode_rate_kept(lv, below)
     if growth < USEFUL_BATCH or not kept == kept:
