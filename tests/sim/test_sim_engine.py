@@ -173,3 +173,11 @@ def test_the_kv_cache_takes_vllms_flag_too():
     parser = build_parser()
     args = parser.parse_args(["sim", "--num-gpu-blocks-override", "512", "--max-model-len", "4096"])
     assert build_config(args).engine.num_gpu_blocks == 512
+    # reported as vLLM reports an override, so the diagnosis advises raising it (not the GPU
+    # memory share or fp8, which the simulator has no flag for)
+    from vllm_load.sim.exposition import cache_config_labels
+
+    assert cache_config_labels(build_config(args).engine)["num_gpu_blocks_override"] == "512"
+    plain = parser.parse_args(["sim", "--num-gpu-blocks", "512", "--max-model-len", "4096"])
+    assert build_config(plain).engine.num_gpu_blocks == 512
+    assert cache_config_labels(build_config(plain).engine)["num_gpu_blocks_override"] == "None"

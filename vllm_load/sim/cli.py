@@ -112,10 +112,17 @@ def configure_parser(parser: argparse.ArgumentParser, name: str) -> None:
     )
     eng.add_argument(
         "--num-gpu-blocks",
-        "--num-gpu-blocks-override",  # vLLM's name: a command advised by a report runs here too
         type=int,
         default=_E.num_gpu_blocks,
         help="KV-cache size in blocks; sequences are preempted (recomputed) when it runs out",
+    )
+    eng.add_argument(
+        "--num-gpu-blocks-override",
+        type=int,
+        default=None,
+        metavar="N",
+        help="vLLM's flag: the KV cache's size in blocks, as --num-gpu-blocks, and reported as "
+        "an override in vllm:cache_config_info (as vLLM does), so a diagnosis advises the flag",
     )
     eng.add_argument(
         "--block-size", type=int, default=_E.block_size, help="tokens per KV-cache block"
@@ -408,6 +415,9 @@ def build_config(args: argparse.Namespace) -> SimConfig:
         "--max-num-seqs": args.max_num_seqs,
         "--max-num-batched-tokens": args.max_num_batched_tokens,
         "--num-gpu-blocks": args.num_gpu_blocks,
+        "--num-gpu-blocks-override": (
+            1 if args.num_gpu_blocks_override is None else args.num_gpu_blocks_override
+        ),
         "--block-size": args.block_size,
         "--max-model-len": args.max_model_len,
         "--server-workers": args.server_workers,
@@ -447,7 +457,12 @@ def build_config(args: argparse.Namespace) -> SimConfig:
         max_num_batched_tokens=args.max_num_batched_tokens,
         max_model_len=args.max_model_len,
         block_size=args.block_size,
-        num_gpu_blocks=args.num_gpu_blocks,
+        num_gpu_blocks=(
+            args.num_gpu_blocks
+            if args.num_gpu_blocks_override is None
+            else args.num_gpu_blocks_override
+        ),
+        blocks_overridden=args.num_gpu_blocks_override is not None,
         cost=StepCost(args.step_base, args.prefill_cost, args.decode_cost),
         time_scale=args.time_scale,
         jitter=args.step_jitter,

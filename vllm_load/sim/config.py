@@ -80,6 +80,7 @@ class EngineConfig:
     max_model_len: int = 8192
     block_size: int = 16
     num_gpu_blocks: int = 24576  # 393,216 tokens of KV cache: ~153 sequences of 2048+512
+    blocks_overridden: bool = False  # given as vLLM's --num-gpu-blocks-override
     cost: StepCost = field(default_factory=StepCost)
     time_scale: float = 1.0
     jitter: float = 0.0  # relative standard deviation of each step's duration

@@ -72,6 +72,11 @@ def cache_config_labels(config: EngineConfig) -> dict[str, str]:
         "kv_cache_max_concurrency": str(concurrency),
         "kv_cache_size_tokens": str(int(concurrency * config.max_model_len)),
         "num_gpu_blocks": str(config.num_gpu_blocks),
+        **(
+            {"num_gpu_blocks_override": str(config.num_gpu_blocks)}
+            if config.blocks_overridden
+            else {}
+        ),
     }
 
 
