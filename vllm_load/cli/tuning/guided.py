@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable
 
 from ...analysis.decisions.guided_search import (
@@ -39,7 +38,7 @@ from ...analysis.decisions.guided_search import (
 )
 from ...analysis.decisions.slo_search import Bounds, next_step
 from ...load_kinds import kind_named
-from ...run_format.files import safe_name, write_atomic
+from ...run_format.files import safe_name
 from ...server.process import ServerError, ServerProcess, wait_ready
 from ...settings import Settings
 from ...slo import SloSpec, parse_slo
@@ -52,7 +51,7 @@ from .runs import progress
 from .slo_max import RESUME, Search, bounds_of, search_record
 from .slo_max_report import format_levels, summarize
 from .slo_max_report import write_outputs as write_search
-from .slo_max_state import SearchState
+from .slo_max_state import SearchState, read_search_file, write_search_file
 
 STATE_FILE = "guided.json"
 
@@ -68,36 +67,22 @@ class GuidedState:
     result: dict = field(default_factory=dict)
 
     def save(self, directory: str) -> None:
-        data = {
-            "format": 1,
-            "search": self.search,
-            "steps": [asdict(s) for s in self.steps],
-            **({"result": self.result} if self.result else {}),
-        }
-        write_atomic(os.path.join(directory, STATE_FILE), json.dumps(data, indent=2, default=str))
+        path = os.path.join(directory, STATE_FILE)
+        write_search_file(path, self.search, "steps", self.steps, self.result)
 
     @classmethod
     def load(cls, directory: str, search: dict) -> "GuidedState":
         path = os.path.join(directory, STATE_FILE)
-        if not os.path.exists(path):
-            return cls(search)
-        try:
-            with open(path, encoding="utf-8") as fh:
-                data = json.load(fh)
-            steps = [GuidedStep(**s) for s in data["steps"]]
-            before = data["search"]
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise SettingsError(f"cannot read {path} ({e}); pass --name to start another") from None
         # the bounds and the budget may change between starts; the search itself may not
-        changed = [
-            k for k in search if k not in ("flag_bounds", "max_runs") and before.get(k) != search[k]
-        ]
-        if changed:
-            raise SettingsError(
-                f"{directory} holds a guided search with other {', '.join(changed)} (it resumes "
-                "only the same search): pass --name to start another"
-            )
-        return cls(search, steps)
+        steps = read_search_file(
+            path,
+            search,
+            "steps",
+            lambda s: GuidedStep(**s),
+            ("flag_bounds", "max_runs"),
+            "a guided search",
+        )
+        return cls(search, steps or [])
 
 
 # --- measuring one configuration -------------------------------------------------------------------

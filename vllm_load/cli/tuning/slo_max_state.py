@@ -1,11 +1,13 @@
 """The SLO-max search's file (`slo_max.json`): what the search is, so that only the same one
-resumes, and every level measured so far, in order, with its judgement."""
+resumes, and every level measured so far, in order, with its judgement. The guided search's
+file has the same shape (`write_search_file`, `read_search_file`)."""
 
 from __future__ import annotations
 
 import json
 import os
 from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Collection
 
 from ...analysis.decisions.slo_interval import ItemFigure
 from ...analysis.decisions.slo_search import Probe
@@ -34,6 +36,53 @@ class Level:
         return Probe(self.level, tuple(f.ratio for f in self.figures))
 
 
+# --- a resumable search's file ----------------------------------------------------------------
+def write_search_file(path: str, search: dict, key: str, entries: list, result: dict) -> None:
+    """A search's file: what it is, its entries (dataclasses) under `key`, its result if any."""
+    data = {
+        "format": 1,
+        "search": search,
+        key: [asdict(e) for e in entries],
+        **({"result": result} if result else {}),
+    }
+    write_atomic(path, json.dumps(data, indent=2, default=str))
+
+
+def read_search_file(
+    path: str,
+    search: dict,
+    key: str,
+    build: Callable[[dict], Any],
+    may_change: Collection[str],
+    what: str,
+) -> list | None:
+    """The entries of the search at `path` (`build` makes each), None without a file;
+    SettingsError, one line, when it cannot be read or holds another search than `search` (the
+    keys `may_change` aside)."""
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        entries = [build(e) for e in data[key]]
+        before = data["search"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SettingsError(f"cannot read {path} ({e}); pass --name to start another") from None
+    changed = [k for k in search if k not in may_change and before.get(k) != search[k]]
+    if changed:
+        raise SettingsError(
+            f"{os.path.dirname(path)} holds {what} with other {', '.join(changed)} (it resumes "
+            "only the same search): pass --name to start another"
+        )
+    return entries
+
+
+def _level(data: dict) -> Level:
+    level = Level(**data)
+    level.figures  # every item readable
+    return level
+
+
 @dataclass
 class SearchState:
     """What `slo_max.json` holds: what the search is (it resumes only the same one) and every
@@ -44,34 +93,13 @@ class SearchState:
     result: dict = field(default_factory=dict)
 
     def save(self, directory: str) -> None:
-        data = {
-            "format": 1,
-            "search": self.search,
-            "levels": [asdict(lv) for lv in self.levels],
-            **({"result": self.result} if self.result else {}),
-        }
-        write_atomic(os.path.join(directory, STATE_FILE), json.dumps(data, indent=2, default=str))
+        path = os.path.join(directory, STATE_FILE)
+        write_search_file(path, self.search, "levels", self.levels, self.result)
 
     @classmethod
     def load(cls, directory: str, search: dict) -> "SearchState":
         """The directory's search, or a new one; SettingsError, one line, when it holds another
         search or cannot be read."""
         path = os.path.join(directory, STATE_FILE)
-        if not os.path.exists(path):
-            return cls(search)
-        try:
-            with open(path, encoding="utf-8") as fh:
-                data = json.load(fh)
-            levels = [Level(**lv) for lv in data["levels"]]
-            for lv in levels:
-                lv.figures  # every item readable
-            before = data["search"]
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise SettingsError(f"cannot read {path} ({e}); pass --name to start another") from None
-        changed = [k for k in search if k not in ("bounds",) and before.get(k) != search[k]]
-        if changed:
-            raise SettingsError(
-                f"{directory} holds a search with other {', '.join(changed)} (it resumes only the "
-                "same search): pass --name to start another"
-            )
-        return cls(search, levels)
+        levels = read_search_file(path, search, "levels", _level, ("bounds",), "a search")
+        return cls(search, levels or [])
