@@ -390,3 +390,17 @@ def parse_share(text: str, flag: str) -> float:
     if value >= 1 and not match.group(2):
         raise SettingsError(f"{flag} {text}: write a percentage with %, e.g. {text}%")
     return value
+
+
+def probability(value: object, flag: str, of_what: str, example: str) -> float:
+    """A share of draws from 0 to 1 (`--cancel-share 0.1`); one line otherwise, naming what it
+    is a share `of_what` and an `example` of reading it."""
+    try:
+        share = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        share = float("nan")
+    if not 0.0 <= share <= 1.0:
+        raise SettingsError(
+            f"{flag} must be a share of {of_what} from 0 to 1 ({example}), got {value!r}"
+        )
+    return share

@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..user_values import SettingsError
+from ..user_values import SettingsError, probability
 from .lengths import LengthDistribution, parse_length
 
 #: what a tool's argument may hold, at most 64 plain characters: a server that forces a call
@@ -59,16 +59,9 @@ MAX_FAN_OUT = 16
 
 def parse_fan_out_share(value: Any) -> float:
     """--fan-out-share: a share of a session's tool-calling turns, 0 to 1."""
-    try:
-        share = float(value)
-    except (TypeError, ValueError):
-        share = float("nan")
-    if not 0.0 <= share <= 1.0:
-        raise SettingsError(
-            f"--fan-out-share must be a share of turns from 0 to 1 (0.25: one tool-calling turn "
-            f"in four fans out), got {value!r}"
-        )
-    return share
+    return probability(
+        value, "--fan-out-share", "turns", "0.25: one tool-calling turn in four fans out"
+    )
 
 
 def parse_fan_out(value: Any) -> int:

@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from ..user_values import SettingsError
+from ..user_values import SettingsError, probability
 from .lengths import LengthDistribution, parse_length
 
 UNITS = ("tok", "ms", "s")  # (`ms` before `s`: the suffix is matched in this order)
@@ -89,16 +89,7 @@ def cancel_after_argument(value: str) -> str:
 
 def share_argument(value: str) -> float:
     """--cancel-share's parser: a share of requests, 0 to 1."""
-    try:
-        share = float(value)
-    except (TypeError, ValueError):
-        share = float("nan")
-    if not 0.0 <= share <= 1.0:
-        raise SettingsError(
-            f"--cancel-share must be a share of requests from 0 to 1 (0.1: one in ten), "
-            f"got {value!r}"
-        )
-    return share
+    return probability(value, "--cancel-share", "requests", "0.1: one in ten")
 
 
 class CancelDraws:
