@@ -87,7 +87,9 @@ def test_parse_a_real_vllm_exposition():
     diagnosis |= {"prefill_time_sum", "prefill_time_count", "step_tokens_sum", "steps"}
     # and a server started without speculative decoding has none of its counters
     speculation = {"spec_drafts", "spec_draft_tokens", "spec_accepted_tokens"}
-    assert missing == {"queue_time_sum", "queue_time_count", *diagnosis, *speculation}, values
+    # nor one without a KV connector (NIXL) its transfer metrics
+    transfer = {"kv_xfer_sum", "kv_xfer_count", "kv_bytes_sum"}
+    assert missing == {"queue_time_sum", "queue_time_count", *diagnosis, *speculation, *transfer}
     assert math.isnan(parse_metrics(text, "another-model")["prefix_cache_hits"])
 
 
@@ -99,9 +101,11 @@ def test_parse_the_full_real_vllm_exposition_with_every_family_the_diagnosis_rea
         os.path.join(os.path.dirname(REAL_EXPOSITION), "vllm_0.32.0_cpu_metrics_full.txt")
     ) as fh:
         values, cache_config = parse_exposition(fh.read(), "tiny-llama")
-    # every column but speculative decoding's, which a server started without it does not have
+    # every column but speculative decoding's and the KV connector's, which a server started
+    # without them does not have
     missing = [k for k, v in values.items() if v != v]
-    assert missing == ["spec_drafts", "spec_draft_tokens", "spec_accepted_tokens"], values
+    speculation = ["spec_drafts", "spec_draft_tokens", "spec_accepted_tokens"]
+    assert missing == [*speculation, "kv_xfer_sum", "kv_xfer_count", "kv_bytes_sum"], values
     assert values["waiting_capacity"] == 0.0 and values["steps"] == 65.0
     assert (
         values["step_tokens_sum"]
