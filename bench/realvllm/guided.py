@@ -2,7 +2,7 @@
 `vllm-load tune --slo ... --guided` end at a configuration whose SLO-max is higher, and does it
 say which flag moved it? (issue 47, item 5)
 
-    python -m bench.realvllm.guided OUT_DIR [--slo "ttft_p90<=250ms"] [--max-runs 7]
+    python -m bench.realvllm.guided OUT_DIR [--slo "ttft_p90<=300ms"] [--max-runs 7]
 
 One `vllm-load tune --slo SLO --guided --server-cmd "vllm serve MODEL ... --max-num-seqs 2"
 --bound max_num_seqs=2..8` on a free 127.0.0.1 port: tune starts and stops every server itself
@@ -45,7 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("out", help="output directory (created)")
-    p.add_argument("--slo", default="ttft_p90<=250ms")
+    p.add_argument("--slo", default="ttft_p90<=300ms")
     p.add_argument("--start-seqs", type=int, default=2, help="the starting --max-num-seqs")
     p.add_argument("--bound", default="max_num_seqs=2..8")
     p.add_argument("--max-level", type=int, default=8)
