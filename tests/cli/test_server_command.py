@@ -4,6 +4,7 @@ where either would run something else than meant refused."""
 
 from __future__ import annotations
 
+import os
 import shlex
 
 import pytest
@@ -119,3 +120,18 @@ def test_stopping_a_server_waits_for_every_process_of_its_group_not_only_the_she
     except ProcessLookupError:
         alive = False
     assert not alive, "the server's child outlived stop()"
+
+
+def test_a_started_server_has_its_own_process_group_in_our_session(tmp_path):
+    """With autogroup scheduling a session is a CPU-share group: a server in a session of its own
+    (vLLM busy-polls a core) left the load process waiting for a CPU; in ours it shares it."""
+    from vllm_load.server.process import ServerProcess
+
+    server = ServerProcess("sleep 30")
+    process = server.start()
+    try:
+        assert os.getpgid(process.pid) == process.pid  # stopped whole by its group
+        assert os.getsid(process.pid) == os.getsid(0)  # in our session, not one of its own
+    finally:
+        server.stop(timeout=5.0)
+    assert process.poll() is not None

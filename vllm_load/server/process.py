@@ -55,7 +55,8 @@ def wait_ready(
 
 
 class ServerProcess:
-    """A server command run by vllm-load, in its own process group so it can be stopped whole."""
+    """A server command run by vllm-load, in its own process group (so it can be stopped whole)
+    and in vllm-load's session (so it shares the load process's CPU group)."""
 
     def __init__(self, command: str, log_path: str | None = None):
         self.command = command
@@ -74,7 +75,12 @@ class ServerProcess:
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
+            # a process group of its own (stopped whole), in our session: with the kernel's
+            # autogroup scheduling a session is a CPU-share group, and a vLLM busy-polling a core
+            # in a session of its own left the load process waiting for a CPU (533 ms/s at one
+            # user on a 2-core machine, its TTFT marked late: bench/README.md); setpgrp, as
+            # Popen's process_group is Python >= 3.11
+            preexec_fn=os.setpgrp,
         )
         return self.process
 

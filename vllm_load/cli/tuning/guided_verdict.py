@@ -8,13 +8,15 @@ each run measured, the levels' curve, the saturation analysis, the diagnosis of 
 The verdict read is the SLO-max level's; where it names no flag with a value to set (the
 SLO-max level not yet held at a limit: requests start to wait only past it), the verdict of
 the first level past it that does, where the limit that ended the SLO shows (as the report's
-diagnosis reads the first determined level past the knee).
+diagnosis reads the first determined level past the knee). Its advice is followed by the later
+levels' advice, each flag once: the next step moves the first, and where that one was tried
+(or its server did not start), the next.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 from ...slo import SloSpec
 
@@ -44,6 +46,24 @@ def _runnable(advice) -> list[dict]:
         for a in advice
         if a.to_value is not None and a.flag.startswith("--")
     ]
+
+
+def chosen_advice(verdicts: list, slo_max: float | None) -> tuple[Any, list[dict]]:
+    """The verdict read (`_chosen`) and the advice to follow: its runnable advice, then each
+    later level's (lowest first), each flag once. The SLO-max level met the SLO: its own limit
+    (compute, with nothing waiting) is not always the one that ended the SLO past it (a sequence
+    cap with requests waiting), and where its advice cannot run (a server that does not start)
+    or gains nothing, the search moves that limit next instead of stopping."""
+    chosen = _chosen(verdicts, slo_max)
+    if chosen is None:
+        return None, []
+    later = sorted((v for v in verdicts if v.value > chosen.value), key=lambda v: v.value)
+    advice: list[dict] = []
+    for verdict in (chosen, *later):
+        for a in _runnable(verdict.advice):
+            if all(a["flag"] != b["flag"] for b in advice):
+                advice.append(a)
+    return chosen, advice
 
 
 def _chosen(verdicts: list, slo_max: float | None):
@@ -79,7 +99,7 @@ def read_verdict(run_dirs: Sequence[str], slo_max: float | None, spec: SloSpec) 
     diagnosis, _ = diagnose_runs(
         [(r.run, r.metrics) for r in runs], curve, sat, rule.tolerance, runs[0].image_charges
     )
-    chosen = _chosen(diagnosis.levels, slo_max)
+    chosen, advice = chosen_advice(diagnosis.levels, slo_max)
     row = curve[curve["value"] == slo_max] if slo_max is not None else curve.iloc[0:0]
     total = _number(row["total_tok_per_s_mean"].iloc[0]) if len(row) else None
     # one user's output tok/s as the Pareto page reads it everywhere: 1 / the median TPOT
@@ -88,7 +108,7 @@ def read_verdict(run_dirs: Sequence[str], slo_max: float | None, spec: SloSpec) 
     return ConfigVerdict(
         kind=chosen.kind if chosen is not None else "",
         level=float(chosen.value) if chosen is not None else None,
-        advice=_runnable(chosen.advice) if chosen is not None else [],
+        advice=advice,
         knee_measured=_number(knee),
         knee_predicted=_number(diagnosis.prediction.knee),
         total_tok_per_s=total,
