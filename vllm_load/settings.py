@@ -359,8 +359,8 @@ class Settings:
         False,
         "send a W3C `traceparent` header with every request (a new random trace id and span id "
         "each, sampled), recorded in requests.csv, so that a request is found in the server's "
-        "OpenTelemetry traces (vLLM: --otlp-traces-endpoint); X-Request-Id is always sent. Not "
-        "Locust's --otel, which instruments Locust itself with the OpenTelemetry SDK",
+        "OpenTelemetry traces (vLLM: --otlp-traces-endpoint); X-Request-Id is always sent. On "
+        "too where Locust's --otel is (which instruments Locust itself with the OpenTelemetry SDK)",
     )
     metrics_interval: float = option(
         1.0,
@@ -481,6 +481,8 @@ class Settings:
             or values["api_key"]
             or os.environ.get("OPENAI_API_KEY", "")
         )
+        # Locust's --otel traces Locust itself: a request it sends should carry the trace context
+        values["traceparent"] = values["traceparent"] or getattr(options, "otel", False) is True
         settings = cls(**values)
         settings.validate()
         return settings

@@ -199,3 +199,16 @@ def test_a_whole_response_is_closed_when_its_time_is_up():
     record = request.record("w")
     assert (record.ok, record.error, record.n_chunks, record.stream) == (0, "cancelled", 0, 0)
     assert 0.2 <= record.e2e < 0.9 and seen[-1] == "closed"
+
+
+def test_locusts_otel_turns_the_traceparent_on():
+    """Locust's --otel traces Locust itself: the requests it sends then carry a traceparent too,
+    as with --traceparent; without either, none."""
+    from types import SimpleNamespace
+
+    from vllm_load.settings import Settings
+
+    assert Settings.from_options(SimpleNamespace(otel=True)).traceparent is True
+    assert Settings.from_options(SimpleNamespace(traceparent=True)).traceparent is True
+    assert Settings.from_options(SimpleNamespace(otel=False)).traceparent is False
+    assert Settings.from_options(SimpleNamespace()).traceparent is False
