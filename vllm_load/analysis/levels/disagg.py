@@ -26,40 +26,13 @@ import numpy as np
 import pandas as pd
 
 from ...figures import disagg_columns
+from .server_side import counter_growth
 
 #: the per-level column that says why a disaggregated level has no figures ("" if it has)
 UNKNOWN = "pd_unknown"
 _PREFILL = ("ttft_sum", "ttft_count")
 _DECODE = ("ttft_sum", "ttft_count", "kv_xfer_sum", "kv_xfer_count", "kv_bytes_sum")
 MIB = 2.0**20
-
-
-def _went_back(values: np.ndarray) -> bool:
-    ok = values[~np.isnan(values)]
-    return bool((np.diff(ok) < 0).any())
-
-
-def window_deltas(
-    frame: pd.DataFrame, columns: tuple[str, ...], a: float, b: float
-) -> dict[str, float] | str:
-    """Each counter's growth between the first and last scrape inside [a, b], or why none."""
-    t = frame["ts"].to_numpy(np.float64)
-    inside = np.flatnonzero((t >= a) & (t <= b)) if a == a and b == b else np.array([], int)
-    if len(inside) < 2:
-        return "fewer than two scrapes inside the measured window"
-    lo, hi = inside[0], inside[-1]
-    out = {}
-    for column in columns:
-        if column not in frame:
-            out[column] = np.nan
-            continue
-        v = pd.to_numeric(frame[column], errors="coerce").to_numpy(np.float64)[lo : hi + 1]
-        if _went_back(v):
-            return (
-                f"{column} went back between scrapes: the server's counters were reset, a restart"
-            )
-        out[column] = v[-1] - v[0]
-    return out
 
 
 def _mean_ms(total: float, count: float) -> float:
@@ -73,13 +46,13 @@ def split_over(
     out: dict[str, float | str] = dict.fromkeys(disagg_columns(), np.nan)
     why = []
     if prefill is not None:
-        p = window_deltas(prefill, _PREFILL, a, b)
+        p = counter_growth(prefill, _PREFILL, a, b)
         if isinstance(p, str):
             why.append(f"prefill server: {p}")
         else:
             out["pd_prefill_ms"] = _mean_ms(p["ttft_sum"], p["ttft_count"])
     if decode is not None:
-        d = window_deltas(decode, _DECODE, a, b)
+        d = counter_growth(decode, _DECODE, a, b)
         if isinstance(d, str):
             why.append(f"decode server: {d}")
         else:

@@ -365,3 +365,32 @@ def run_token_check(server: pd.DataFrame, requests: pd.DataFrame) -> dict:
         "client_completion_tokens": client_tokens,
         "difference": diff,
     }
+
+
+def counter_growth(
+    frame: pd.DataFrame, columns: tuple[str, ...] | list[str], a: float, b: float
+) -> dict[str, float] | str:
+    """Each counter's growth between the first and the last scrape inside [a, b] (NaN where the
+    scrapes lack it), or why there is none: fewer than two scrapes inside, or a counter that went
+    back between two of them (the server restarted: a difference would be meaningless)."""
+    t = frame["ts"].to_numpy(np.float64)
+    inside = np.flatnonzero((t >= a) & (t <= b)) if a == a and b == b else np.array([], int)
+    if len(inside) < 2:
+        return "fewer than two scrapes inside the measured window"
+    lo, hi = inside[0], inside[-1]
+    out = {}
+    for column in columns:
+        if column not in frame:
+            out[column] = np.nan
+            continue
+        v = pd.to_numeric(frame[column], errors="coerce").to_numpy(np.float64)[lo : hi + 1]
+        read = ~np.isnan(v)
+        drops = np.flatnonzero(np.diff(v[read]) < 0)
+        if len(drops):
+            at = t[lo : hi + 1][read][drops[0] + 1]
+            return (
+                f"{column} went back between scrapes (at {at:.1f}): the server's counters were "
+                "reset, a restart"
+            )
+        out[column] = v[-1] - v[0]
+    return out

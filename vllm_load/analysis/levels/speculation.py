@@ -25,6 +25,7 @@ import pandas as pd
 
 from ...figures import spec_columns, spec_position_key
 from ...run_format.files import spec_position_columns as scraped_positions
+from .server_side import counter_growth
 
 #: the per-level column that says why a speculating server's level has no figures ("" if it has)
 UNKNOWN = "spec_unknown"
@@ -44,36 +45,16 @@ def _counters(server: pd.DataFrame) -> list[str]:
     return [c for c in (*_COUNTERS, *scraped_positions(server.columns)) if c in server]
 
 
-def _went_back(values: np.ndarray) -> int:
-    """The index of the first sample lower than the one before it (-1: none)."""
-    ok = values[~np.isnan(values)]
-    drops = np.flatnonzero(np.diff(ok) < 0)
-    return int(drops[0]) + 1 if len(drops) else -1
-
-
 def spec_over(server: pd.DataFrame, a: float, b: float) -> dict[str, float | str]:
     """The speculation figures over the scrapes inside [a, b], and why they are unknown ("")."""
-    t = server["ts"].to_numpy(np.float64)
-    inside = np.flatnonzero((t >= a) & (t <= b)) if a == a and b == b else np.array([], int)
     positions = scraped_positions(server.columns)
     out: dict[str, float | str] = dict.fromkeys(
         [*spec_columns(), *(spec_position_key(p) for p in range(len(positions)))], np.nan
     )
-    if len(inside) < 2:
-        out[UNKNOWN] = "fewer than two scrapes inside the measured window"
+    delta = counter_growth(server, _counters(server), a, b)
+    if isinstance(delta, str):
+        out[UNKNOWN] = delta
         return out
-    lo, hi = inside[0], inside[-1]
-    delta = {}
-    for column in _counters(server):
-        v = pd.to_numeric(server[column], errors="coerce").to_numpy(np.float64)[lo : hi + 1]
-        back = _went_back(v)
-        if back >= 0:
-            out[UNKNOWN] = (
-                f"{column} went back between scrapes (at {t[lo + back]:.1f}): the server's "
-                "counters were reset, a restart"
-            )
-            return out
-        delta[column] = v[-1] - v[0] if len(v) and v[0] == v[0] and v[-1] == v[-1] else np.nan
     drafts = delta.get("spec_drafts", np.nan)
     if not drafts > 0:
         out[UNKNOWN] = "no drafts verified in the measured window"
