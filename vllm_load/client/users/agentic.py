@@ -36,6 +36,7 @@ import logging
 import random
 import secrets
 import time
+from typing import Any, Callable
 
 import gevent
 from locust import task
@@ -125,19 +126,29 @@ class AgenticUser(LLMUser):
     def fan_out(self, count: int, parent: str, depth: int) -> tuple[float, list[str | None]]:
         """`count` subagent sessions of `parent`, in parallel, each on a lane of its own: the
         seconds until the last ended, and each one's final answer (None: failed, or no text)."""
-        lanes = [self.lane() for _ in range(count)]
         started = time.perf_counter()
+
+        def subagent(lane: AgenticUser) -> str | None:
+            return lane.subagent(lane.conversation(task="subagent", parent=parent), depth)
+
+        answers = self.on_lanes([(0.0, subagent)] * count)
+        return time.perf_counter() - started, answers
+
+    def on_lanes(self, jobs: list[tuple[float, Callable[[AgenticUser], Any]]]) -> list[Any]:
+        """Each job (after its delay, s) on a lane of its own, all in parallel; their values
+        once all have ended. None outlives the call: a user stopped meanwhile, or a job that
+        raised, stops the others and closes every lane."""
+        lanes = [self.lane() for _ in jobs]
         greenlets = [
-            gevent.spawn(lane.subagent, lane.conversation(task="subagent", parent=parent), depth)
-            for lane in lanes
+            gevent.spawn_later(delay, job, lane) for lane, (delay, job) in zip(lanes, jobs)
         ]
         try:
             gevent.joinall(greenlets, raise_error=True)
-        finally:  # (the user stopped meanwhile, or a subagent raised: none outlives its parent)
+        finally:
             gevent.killall(greenlets)
             for lane in lanes:
                 lane.close_lane()
-        return time.perf_counter() - started, [g.value for g in greenlets]
+        return [g.value for g in greenlets]
 
     def subagent(self, session: Conversation, depth: int) -> str | None:
         """A subagent's session on this lane; its final answer (None: failed, or no text)."""
@@ -165,14 +176,8 @@ class AgenticUser(LLMUser):
     def replay_children(self, children: list[SessionPlan], parent: str) -> None:
         """A turn's subagent sessions, each on a lane from its first turn's wait on; returns when
         all have ended (a user stopped meanwhile stops them)."""
-        lanes = [self.lane() for _ in children]
-        greenlets = [
-            gevent.spawn_later(child.turns[0].wait, lane.replay_session, child, parent)
-            for lane, child in zip(lanes, children)
-        ]
-        try:
-            gevent.joinall(greenlets, raise_error=True)
-        finally:
-            gevent.killall(greenlets)
-            for lane in lanes:
-                lane.close_lane()
+
+        def replay(child: SessionPlan) -> Callable[[AgenticUser], None]:
+            return lambda lane: lane.replay_session(child, parent)
+
+        self.on_lanes([(child.turns[0].wait, replay(child)) for child in children])
