@@ -1,7 +1,10 @@
 """Running the simulator as a child process: for tests, `vllm-load demo`, benches and campaigns.
 
-The child is `python -m vllm_load sim --host H --port P ...` in a new session (its own process
-group), so `stop()` reaches its --server-workers children too, and it is only ever stopped by its id.
+The child is `python -m vllm_load sim --host H --port P ...` in a process group of its own, so
+`stop()` reaches its --server-workers children too, and it is only ever stopped by its id; in our
+session, not a new one: with the kernel's autogroup scheduling a session is a CPU-share group, and a
+server in a session of its own took a whole group's share from the load process beside it (as
+`server.process.ServerProcess` found with vLLM).
 """
 
 from __future__ import annotations
@@ -91,8 +94,7 @@ class SimulatorProcess:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            preexec_fn=(lambda: os.nice(self.nice)) if self.nice else None,
+            preexec_fn=self._own_group,
         )
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
@@ -112,6 +114,13 @@ class SimulatorProcess:
         raise RuntimeError(
             f"the simulator did not answer /health within {self.startup_timeout}s:\n{output}"
         )
+
+    def _own_group(self) -> None:
+        """In the child before exec: a process group of its own (Popen's process_group is Python
+        >= 3.11), reniced where asked."""
+        os.setpgrp()
+        if self.nice:
+            os.nice(self.nice)
 
     def output(self) -> str:
         """What the simulator printed so far (stdout and stderr)."""
