@@ -350,7 +350,9 @@ def test_a_cpu_server_is_not_advised_a_tensor_parallel_size_it_cannot_start():
         assert [a.flag for a in advice] == flags, run
         on_cpu = run["meta"].get("platform") == "cpu"
         assert on_cpu == all("GPU" not in a.cost for a in advice), advice  # a CPU replica's cost
-    assert server_facts(_run_of("0.32.0", {"platform": "CPU"})).get("platform") == Fact("cpu", GIVEN)
+    assert server_facts(_run_of("0.32.0", {"platform": "CPU"})).get("platform") == Fact(
+        "cpu", GIVEN
+    )
     assert server_facts(_run_of("0.32.0", gpus=["AMD Instinct MI300X"])).get("platform") == Fact(
         "rocm", READ
     )
