@@ -17,6 +17,7 @@ import sys
 import pandas as pd
 import pytest
 from support.runhelpers import stop_group, wait_for_level, wait_for_rows
+from support.sim_http import listening_pid
 
 from vllm_load.run_format.records import COLUMNS
 from vllm_load.server.loss import MIN_STREAK, final_streak, target_lost
@@ -195,3 +196,44 @@ def test_a_campaign_counts_a_run_whose_target_died_as_failed(tmp_path):
     assert [r["outcome"] for r in runs] == [
         "target_lost"
     ]  # and no second run against a dead server
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("victim", ["prefill", "decode"])
+def test_a_disaggregated_instance_killed_mid_run_fails_its_levels(tmp_path, victim):
+    """`sim --disagg` with one instance killed by its PID during level 1: the proxy answers, so the
+    target is not lost, but every request it could not complete is a failure, the levels that
+    held them fail (no figure given as a clean level's) and the run exits 5."""
+    out = str(tmp_path / "runs")
+    ports = {"prefill": free_port(), "decode": free_port()}
+    argv = ("--disagg", "--prefill-port", str(ports["prefill"]), "--decode-port", str(ports["decode"]),
+            "--time-scale", "0.05")  # fmt: skip
+    with SimulatorProcess(*argv) as sim:
+        pid = listening_pid(ports[victim])
+        assert pid is not None and pid != sim.proc.pid
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "vllm_load", "run", *RUN_ARGS[:1], "2,4", *RUN_ARGS[2:]]
+            + ["--host", sim.url, "--out", out],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            wait_for_level(out, 1, proc, timeout=120)
+            wait_for_rows(out, FIRST_LEVEL_ROWS + 4, proc)
+            os.kill(pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate(timeout=180)
+        finally:
+            if proc.poll() is None:
+                stop_group(proc)
+    assert proc.returncode == 5, (proc.returncode, stdout[-2000:], stderr[-3000:])
+    assert "Traceback" not in stderr, stderr[-3000:]
+    (run_dir,) = glob.glob(os.path.join(out, "*", "*"))
+    requests = pd.read_csv(os.path.join(run_dir, "requests.csv"))
+    failed = requests[requests["ok"] == 0]
+    assert len(failed) > 0 and (requests[requests["level"] == 0]["ok"] == 1).all()
+    assert failed["error_message"].str.contains(f"the {victim} instance did not answer").any()
+    line = next(ln for ln in stderr.splitlines() if ln.startswith("vllm-load run:"))
+    assert "4 users:" in line and "http_status 502" in line and "(exit 5)" in line, line

@@ -4,10 +4,12 @@ between them at a cost per block, each instance with its own /metrics (sim/disag
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from support.sim_http import call, metric_value, sse_events
+from support.sim_http import call, listening_pid, metric_value, sse_events
 
 from vllm_load.cli.main import build_parser
 from vllm_load.sim.child import SimulatorProcess, free_port
@@ -114,3 +116,26 @@ def test_a_disaggregated_simulator_serves_through_its_proxy_with_metrics_per_ins
     assert metric_value(decode, "vllm:nixl_bytes_transferred_sum") == blocks * 1000
     # each block 10 ms before --time-scale 0.1
     assert metric_value(decode, "vllm:nixl_xfer_time_seconds_sum") >= blocks * 0.001 * 0.9
+
+
+@pytest.mark.parametrize("victim", ["prefill", "decode"])
+def test_an_instance_killed_alone_is_named_by_the_proxy_with_a_502(victim):
+    """Each instance is a process of its own, as a deployment's are: killed by its PID, the
+    other instance and the proxy stay up, and every request the proxy cannot complete is a 502
+    naming the instance (it was aiohttp's 500 and a traceback, and no instance could be killed
+    alone: all three servers were one process)."""
+    ports = {"prefill": free_port("127.0.0.1"), "decode": free_port("127.0.0.1")}
+    argv = ("--disagg", "--prefill-port", str(ports["prefill"]), "--decode-port", str(ports["decode"]),
+            "--time-scale", "0.01")  # fmt: skip
+    body = {"model": "sim-llama-8b", "prompt": "a b c", "max_tokens": 3, "stream": True}
+    with SimulatorProcess(*argv) as sim:
+        assert call(sim.url + "/v1/completions", body)[0] == 200
+        pid = listening_pid(ports[victim])
+        assert pid is not None and pid != sim.proc.pid and os.getpgid(pid) == sim.proc.pid
+        os.kill(pid, signal.SIGKILL)
+        status, text = call(sim.url + "/v1/completions", body)
+        assert status == 502, text
+        assert text["error"]["message"].startswith(f"the {victim} instance did not answer"), text
+        other = "decode" if victim == "prefill" else "prefill"
+        assert call(f"http://127.0.0.1:{ports[other]}/metrics")[0] == 200
+        assert "Traceback" not in sim.output()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import urllib.error
 import urllib.request
 
@@ -46,3 +47,23 @@ def metric_value(metrics_text: str, name: str) -> float:
         if line.startswith(name + "{") or line.startswith(name + " "):
             return float(line.rsplit(" ", 1)[1])
     raise KeyError(name)
+
+
+def listening_pid(port: int) -> int | None:
+    """The process listening on 127.0.0.1:`port` (from /proc/net/tcp's inode and /proc/*/fd)."""
+    inodes = set()
+    with open("/proc/net/tcp") as fh:
+        for line in fh.readlines()[1:]:
+            fields = line.split()
+            if fields[1].endswith(f":{port:04X}") and fields[3] == "0A":  # LISTEN
+                inodes.add(f"socket:[{fields[9]}]")
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if any(
+                os.readlink(f"/proc/{pid}/fd/{fd}") in inodes
+                for fd in os.listdir(f"/proc/{pid}/fd")
+            ):
+                return int(pid)
+        except OSError:
+            continue
+    return None

@@ -11,6 +11,8 @@ import argparse
 import errno
 import os
 import signal
+import sys
+import time
 
 from ..parent_death import die_with_parent
 from ..tokenization.choose import load_tokenizer
@@ -533,7 +535,9 @@ def _disaggregation(args: argparse.Namespace, mode: str) -> Disaggregation | Non
     if mode != "engine":
         raise ConfigError("--disagg models two engines: not with --echo or --ttft/--itl")
     if args.server_workers != 1 or args.trace:
-        raise ConfigError("--disagg runs in one process: not with --server-workers or --trace")
+        raise ConfigError(
+            "--disagg runs one process per instance: not with --server-workers or --trace"
+        )
     if args.kv_transfer_cost < 0 or args.kv_block_bytes < 1:
         raise ConfigError("--kv-transfer-cost must not be negative, --kv-block-bytes at least 1")
     prefill = args.prefill_port or args.port + 1
@@ -699,6 +703,54 @@ def _run_workers(config: SimConfig) -> int:
     return code
 
 
+def run_disaggregated(config: SimConfig) -> int:
+    """--disagg: the prefill and decode instances each a process of its own, as a deployment's
+    are (one can be killed alone, and the proxy answers for it), the proxy in this one."""
+    import multiprocessing
+
+    from .disagg_deployment import instance_configs
+    from .serving import run
+
+    ctx = multiprocessing.get_context("fork")
+    procs = [
+        ctx.Process(target=_worker_main, args=(instance,), name=f"sim-{instance.kv_role}")
+        for instance in instance_configs(config)
+    ]
+    for p in procs:
+        p.start()
+    try:
+        # the proxy listens (and answers /health) only once both instances do
+        if not _instances_listen(config, procs):
+            print("vllm-load sim: a --disagg instance did not start", file=sys.stderr)
+            return 1
+        run(config)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+    return 0
+
+
+def _instances_listen(config: SimConfig, procs: list, timeout: float = 30.0) -> bool:
+    """Whether the --disagg instances' ports accept connections within `timeout`, their
+    processes alive."""
+    import socket
+
+    assert config.disagg is not None  # only a --disagg configuration has instances
+    waiting = [config.disagg.prefill_port, config.disagg.decode_port]
+    deadline = time.monotonic() + timeout
+    while waiting and time.monotonic() < deadline and all(p.is_alive() for p in procs):
+        try:
+            socket.create_connection((config.host, waiting[0]), timeout=1).close()
+            waiting.pop(0)
+        except OSError:
+            time.sleep(0.02)
+    return not waiting
+
+
 def _worker_main(config: SimConfig) -> None:
     die_with_parent(None)  # with the supervisor, even if it is killed outright
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor handles Ctrl-C
@@ -739,6 +791,8 @@ def main(args: argparse.Namespace) -> int:
     print(_describe(config), flush=True)
     if config.workers > 1:
         return _run_workers(config)
+    if config.disagg is not None:
+        return run_disaggregated(config)
     # at call time: aiohttp stays out of every other command (see the module docstring)
     from .serving import run
 

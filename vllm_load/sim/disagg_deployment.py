@@ -1,8 +1,9 @@
-"""`vllm-load sim --disagg`: a disaggregated prefill/decode deployment in one process.
+"""`vllm-load sim --disagg`: a disaggregated prefill/decode deployment, a process per server.
 
-Three HTTP servers on one event loop, like vLLM's NixlConnector examples: a prefill instance and
-a decode instance (each a `SimServer` with an engine and a /metrics of its own) and, on --port,
-a proxy that routes every request as vLLM's disaggregated proxy example
+Three HTTP servers, each a process of its own as a deployment's are (`cli.run_disaggregated`:
+one can be killed alone), like vLLM's NixlConnector examples: a prefill instance and a decode
+instance (each a `SimServer` with an engine and a /metrics of its own) and, on --port, a proxy
+that routes every request as vLLM's disaggregated proxy example
 (examples/online_serving/disaggregated_serving/…toy_proxy_server.py) does: first to the prefill
 instance with `max_tokens` 1, not streamed, and `kv_transfer_params` {"do_remote_decode": true};
 then the original request, with the `kv_transfer_params` the prefill instance answered, to the
@@ -27,11 +28,12 @@ from collections.abc import Sequence as Ids
 from dataclasses import replace
 
 import orjson
-from aiohttp import ClientSession, ClientTimeout, web
+from aiohttp import ClientError, ClientSession, ClientTimeout, web
 
 from .backends import EngineBackend, TokenSource
 from .config import Disaggregation, SimConfig
 from .counters import TransferCounts
+from .faults import reset_connection
 
 PREFILL, DECODE = "prefill", "decode"
 #: what the proxy adds to the request it sends the prefill instance
@@ -162,10 +164,14 @@ class Proxy:
 
     async def forward(self, request: web.Request) -> web.Response:
         assert self.session is not None  # opened at start-up
-        async with self.session.request(
-            request.method, self.decode_url + request.path, data=await request.read()
-        ) as r:
-            return web.Response(body=await r.read(), status=r.status, content_type=r.content_type)
+        try:
+            async with self.session.request(
+                request.method, self.decode_url + request.path, data=await request.read()
+            ) as r:
+                body = await r.read()
+                return web.Response(body=body, status=r.status, content_type=r.content_type)
+        except ClientError as e:
+            return unreachable(DECODE, e)
 
     async def generate(self, request: web.Request) -> web.StreamResponse:
         assert self.session is not None  # opened at start-up
@@ -176,19 +182,39 @@ class Proxy:
             asked = None
         if not isinstance(asked, dict):  # the decode instance answers what is wrong with it
             return await self.forward(request)
-        async with self.session.post(
-            self.prefill_url + request.path, data=orjson.dumps(prefill_request(asked))
-        ) as r:
-            answer = await r.read()
-            if r.status != 200:
-                return web.Response(body=answer, status=r.status, content_type=r.content_type)
+        try:
+            async with self.session.post(
+                self.prefill_url + request.path, data=orjson.dumps(prefill_request(asked))
+            ) as r:
+                answer = await r.read()
+                if r.status != 200:
+                    return web.Response(body=answer, status=r.status, content_type=r.content_type)
+        except ClientError as e:
+            return unreachable(PREFILL, e)
         params = orjson.loads(answer).get("kv_transfer_params")
         decode = orjson.dumps({**asked, "kv_transfer_params": params})
-        async with self.session.post(self.decode_url + request.path, data=decode) as r:
-            response = web.StreamResponse(status=r.status)
-            response.content_type = r.content_type
-            await response.prepare(request)
-            async for chunk in r.content.iter_any():
-                await response.write(chunk)
-            await response.write_eof()
+        response = web.StreamResponse()
+        try:
+            async with self.session.post(self.decode_url + request.path, data=decode) as r:
+                response.set_status(r.status)
+                response.content_type = r.content_type
+                await response.prepare(request)
+                async for chunk in r.content.iter_any():
+                    await response.write(chunk)
+        except ClientError as e:
+            if not response.prepared:
+                return unreachable(DECODE, e)
+            reset_connection(
+                request
+            )  # the decode instance went away mid-response: so does the stream
             return response
+        await response.write_eof()
+        return response
+
+
+def unreachable(instance: str, error: Exception) -> web.Response:
+    """The proxy's answer where an instance did not answer (stopped, killed): 502 with OpenAI's
+    error JSON naming it, rather than aiohttp's 500 and a traceback per request."""
+    message = f"the {instance} instance did not answer: {error}"
+    body = {"error": {"message": message, "type": "BadGatewayError", "param": None, "code": 502}}
+    return web.json_response(body, status=502)

@@ -194,7 +194,7 @@ def open_source(
     return source
 
 
-def _reset(request: web.Request) -> None:
+def reset_connection(request: web.Request) -> None:
     """Abort the connection with a TCP RST (SO_LINGER 0), not an orderly close."""
     transport = request.transport
     if transport is None:
@@ -213,7 +213,7 @@ async def strike(fault: Fault, request: web.Request, response: web.StreamRespons
     if fault.kind == "bad_sse":
         await response.write(MALFORMED_EVENT)
     elif fault.kind == "reset":
-        _reset(request)
+        reset_connection(request)
         raise FaultInjected("injected fault: connection reset")
     elif fault.kind == "close_after_headers":
         if request.transport is not None:

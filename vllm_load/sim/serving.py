@@ -40,14 +40,13 @@ async def _start(app: web.Application, config: SimConfig) -> web.AppRunner:
 
 
 async def serve(config: SimConfig) -> None:
-    """Serve until SIGTERM or SIGINT: one server, or with --disagg a prefill instance, a decode
-    instance and the proxy in front of them (disagg_deployment.py)."""
+    """Serve until SIGTERM or SIGINT: one server (or one --disagg instance), or a --disagg
+    deployment's proxy in front of its instances (disagg_deployment.py, `cli.run_disaggregated`)."""
     _raise_open_file_limit()
-    if config.disagg is not None:
+    if config.disagg is not None and not config.kv_role:  # the instances run in processes apart
         prefill, decode = instance_configs(config)
-        servers = [SimServer(prefill), SimServer(decode)]
-        proxy = Proxy(base_url(prefill), base_url(decode))
-        apps = [(servers[0].app(), prefill), (servers[1].app(), decode), (proxy.app(), config)]
+        servers = []
+        apps = [(Proxy(base_url(prefill), base_url(decode)).app(), config)]
     else:
         servers = [SimServer(config)]
         apps = [(servers[0].app(), config)]
