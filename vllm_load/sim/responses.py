@@ -51,15 +51,17 @@ def usage(
     cached_tokens: int | None = None,
     reasoning_tokens: int | None = None,
 ) -> dict[str, Any]:
-    """The usage object; `cached_tokens` only with --enable-prompt-tokens-details, and like vLLM
-    the details stay null when no token was cached. `reasoning_tokens`, when given, is how many
+    """The usage object; `cached_tokens` only with --enable-prompt-tokens-details, and then 0 too
+    where no token was cached, as vLLM 0.32's V1 engine counts every request's (an int from 0). `reasoning_tokens`, when given, is how many
     of the completion tokens were reasoning (a vLLM that counts them says so in
     `completion_tokens_details`; `completion_tokens` counts them either way)."""
     counts: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
         "completion_tokens": completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": cached_tokens} if cached_tokens else None,
+        "prompt_tokens_details": (
+            None if cached_tokens is None else {"cached_tokens": cached_tokens}
+        ),
     }
     if reasoning_tokens is not None:
         counts["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
