@@ -78,3 +78,6 @@ def test_the_demos_server_sends_each_stream_a_token_no_faster_than_the_client_re
     # the fastest step: decodes only, one sequence (each of a stream's tokens takes one step)
     fastest = engine.cost.seconds(0, 1) * engine.time_scale
     assert fastest >= 0.010, fastest
+    # at the slower pace, still a whole wave of every level's users measured (fewer is flagged)
+    levels = [int(v) for v in demo.DEMO_DEFAULTS["levels"].split(",")]
+    assert demo.DEMO_DEFAULTS["requests_per_level"] >= max(levels)

@@ -25,14 +25,15 @@ SIM_ARGS = ("--max-num-seqs", "16", "--time-scale", "1")
 # The simulator's /metrics every 0.1 s: the top levels' windows last about a second, and the
 # report compares the server's figures only over windows of several scrape intervals.
 METRICS_INTERVAL = 0.1
-# the run's options the demo offers, with its defaults: 30 measured requests make the top
-# levels' windows last over a second, enough for the /metrics cross-check, and the lowest level
-# (4 users, a request each ~0.7 s) keeps the whole demo near 30 s
+# the run's options the demo offers, with its defaults: 48 measured requests, a whole wave of the
+# top level's users, make the top levels' windows last about a second, enough for the /metrics
+# cross-check; 32 output tokens (a request ~0.35 s) and a lowest level of 4 users keep the
+# whole demo near 30 s
 DEMO_DEFAULTS = {
     "levels": "4,8,16,32,48",
     "input_tokens": 512,
-    "output_tokens": 64,
-    "requests_per_level": 30,
+    "output_tokens": 32,
+    "requests_per_level": 48,
     "warmup_requests": 4,
     "out": "runs",
 }
