@@ -62,3 +62,22 @@ def test_demo_writes_a_report_that_finds_the_simulators_saturation(tmp_path):
     assert "Client headroom, each figure at its highest level: chunks merged in reads " in (
         first.stdout
     )
+
+
+def test_the_demos_server_sends_each_stream_a_token_no_faster_than_the_client_reads_apart():
+    # issue 46 item 4: at --time-scale 0.25 the simulator stepped every 2.5 ms and a shared 2-core
+    # machine merged 40-96 % of the chunks in reads: every level client-late, every figure marked
+    import argparse
+
+    from vllm_load.cli import demo
+    from vllm_load.sim import cli as sim_cli
+
+    parser = argparse.ArgumentParser()
+    sim_cli.configure_parser(parser, "sim")
+    engine = sim_cli.build_config(parser.parse_args(list(demo.SIM_ARGS))).engine
+    # the fastest step: decodes only, one sequence (each of a stream's tokens takes one step)
+    fastest = engine.cost.seconds(0, 1) * engine.time_scale
+    assert fastest >= 0.010, fastest
+    # at the slower pace, still a whole wave of every level's users measured (fewer is flagged)
+    levels = [int(v) for v in demo.DEMO_DEFAULTS["levels"].split(",")]
+    assert demo.DEMO_DEFAULTS["requests_per_level"] >= max(levels)
