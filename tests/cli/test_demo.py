@@ -4,6 +4,7 @@ import glob
 import json
 import os
 import re
+import warnings
 
 import pytest
 from support.runhelpers import run_vllm_load
@@ -20,14 +21,25 @@ def test_demo_writes_a_report_that_finds_the_simulators_saturation(tmp_path):
     assert "Throughput vs concurrency" in open(html).read()
     # no level's figures are said to disagree with the simulator's /metrics
     (demo_summary,) = glob.glob("reports/demo-*.summary.json")
-    server_levels = json.loads(open(demo_summary).read())["runs"][0]["server_levels"]
+    (run,) = json.loads(open(demo_summary).read())["runs"]
+    server_levels = run["server_levels"]
     # a window the scrapes cannot resolve (on a loaded machine: gaps in scraping) is not judged and
     # says why; test_server_metrics checks that resolvable windows agree
-    assert len(server_levels) == 4 and not any(lv["flagged"] for lv in server_levels), server_levels
+    assert len(server_levels) == 4
     assert all(lv["comparable"] or lv["not_comparable_reason"] for lv in server_levels), (
         server_levels
     )
-    assert "differ from the client" not in open(html).read()
+    # where the run found its own client late, its TTFT and in-flight count carry that lateness and
+    # the report rightly says they differ (test_server_metrics holds the same rule); elsewhere none
+    late = {lv["level"] for lv in run["client_levels"] if lv["client_late"] or lv["client_bound"]}
+    flagged = {lv["level"] for lv in server_levels if lv["flagged"]}
+    assert not flagged - late, (server_levels, run["client_levels"])
+    if flagged:
+        warnings.warn(
+            f"/metrics agreement not held at the levels the run found its client late: {sorted(flagged)}"
+        )
+    else:
+        assert "differ from the client" not in open(html).read()
     # the simulator batches 16 sequences: 16 and 32 users are near the peak, 2 users far below it
     # (three runs and their n = 3 intervals: test_campaign, which runs them the same way)
     (series,) = json.loads(open(demo_summary).read())["series"]
