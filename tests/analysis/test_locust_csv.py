@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import io
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -211,16 +209,11 @@ def test_prefix_detection_and_the_refusals(tmp_path):
         read_history(plain)
 
 
-def run_report(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "vllm_load", "report", "--quiet", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def test_report_refuses_in_one_line(tmp_path, capsys):
+    """`vllm-load report` on CSVs it cannot read: exit 2 with one line (the command in process,
+    as a program of its own calls it: `cli.main.main(argv)`)."""
+    from vllm_load.cli.main import main
 
-
-def test_report_refuses_in_one_line(tmp_path):
     plain = str(tmp_path / "plain")
     with open(plain + "_stats_history.csv", "w", encoding="utf-8") as fh:
         fh.write("\n".join([r for r in stepped().rows if ",POST," not in r]) + "\n")
@@ -233,10 +226,11 @@ def test_report_refuses_in_one_line(tmp_path):
         ([flat_prefix], "no user count was held long enough"),
         ([flat_prefix, str(tmp_path)], "not both"),
     ):
-        proc = run_report(*args, "-o", str(tmp_path / "r.html"))
-        assert proc.returncode == 2, proc.stderr
-        lines = proc.stderr.strip().splitlines()
-        assert len(lines) == 1 and words in lines[0], proc.stderr
+        code = main(["report", "--quiet", *args, "-o", str(tmp_path / "r.html")])
+        err = capsys.readouterr().err
+        assert code == 2, err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and words in lines[0], err
 
 
 def test_several_prefixes_are_runs_of_one_series_with_intervals(tmp_path):
