@@ -329,11 +329,17 @@ def test_a_cap_the_kv_cache_holds_no_more_than_is_raised_with_blocks_set_by_the_
     (advice,) = advise(verdict, facts, work, now)
     assert (advice.flag, advice.from_value, advice.to_value) == ("--max-num-seqs", "4", "32")
     (also,) = advice.also  # 32 requests of 10 blocks each
-    assert (also.flag, also.from_value, also.to_value) == ("--num-gpu-blocks-override", "100", "320")
+    assert (also.flag, also.from_value, also.to_value) == (
+        "--num-gpu-blocks-override",
+        "100",
+        "320",
+    )
     assert advice.as_json()["also"] == [
         {"flag": "--num-gpu-blocks-override", "from": "100", "to": "320"}
     ]
-    assert advice.text().startswith("--max-num-seqs 4 → 32 with --num-gpu-blocks-override 100 → 320")
+    assert advice.text().startswith(
+        "--max-num-seqs 4 → 32 with --num-gpu-blocks-override 100 → 320"
+    )
     assert "the KV cache holds 10 requests at full length now" in advice.expected
     # at the cap the cache holds, the same: before, no advice at all
     at_room = ServerFacts({**facts.facts, "max_num_seqs": Fact(10.0, GIVEN)})

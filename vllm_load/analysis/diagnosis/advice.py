@@ -45,7 +45,7 @@ class Advice:
     also: tuple[Also, ...] = ()
 
     def as_json(self) -> dict:
-        out = {
+        out: dict = {
             "flag": self.flag,
             "from": self.from_value,
             "to": self.to_value,
@@ -61,9 +61,7 @@ class Advice:
             change = self.flag
         else:
             change = _change(self.flag, self.from_value, self.to_value)
-        together = "".join(
-            f" with {_change(a.flag, a.from_value, a.to_value)}" for a in self.also
-        )
+        together = "".join(f" with {_change(a.flag, a.from_value, a.to_value)}" for a in self.also)
         return f"{change}{together}: {self.expected}; cost: {self.cost}"
 
 

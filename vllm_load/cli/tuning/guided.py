@@ -263,7 +263,9 @@ class GuidedSearch:
             step = GuidedStep(len(steps), config, self.command_of(config), change, best.index)
             step.moved = {"flag": move.flag, "from": move.old, "to": move.value, "note": move.note}
             if move.also:
-                step.moved["also"] = [{"flag": m.flag, "from": m.old, "to": m.value} for m in move.also]
+                step.moved["also"] = [
+                    {"flag": m.flag, "from": m.old, "to": m.value} for m in move.also
+                ]
             self.say(f"step {step.index}: {change}, from step {best.index}")
             self.measure(step, levels)
             self._finish(step, best)

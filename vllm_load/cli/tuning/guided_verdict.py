@@ -51,7 +51,9 @@ def _runnable(advice) -> list[dict]:
             continue
         item = {"flag": a.flag, "from": a.from_value, "value": a.to_value}
         if a.also:
-            item["also"] = [{"flag": b.flag, "from": b.from_value, "value": b.to_value} for b in a.also]
+            item["also"] = [
+                {"flag": b.flag, "from": b.from_value, "value": b.to_value} for b in a.also
+            ]
         out.append(item)
     return out
 
