@@ -103,6 +103,12 @@ def _moves(before: float | None, after: Prediction, noun: str) -> str:
         )
     elif after.knee is None:
         where = "beyond the tested levels"
+    elif before is not None and after.knee <= before and after.limits:
+        # moved between two tested levels only (`Situation.moves_nothing`)
+        return (
+            f"the capacity model raises the first limit to ~{_shown(after.limits[0].concurrency)} "
+            f"{noun}, between two tested levels (the knee on them stays at ~{_shown(before)})"
+        )
     else:
         where = f"to ~{_shown(after.knee)} {noun} (then limited by {after.first})"
     # the model's own knee before and after: the measured one may lie past it (`gap.knee_gap`)
@@ -130,6 +136,29 @@ class Situation:
         """The capacity model's answer with the fact `name` set to `value` (and those in
         `also`)."""
         return _knee_after(self.facts, self.work, {name: value, **also}, self.now.step_cost)
+
+    def moves_nothing(self, after: Prediction, values: Mapping[str, float]) -> bool:
+        """`_moves_nothing`, and where the knee on the tested levels stays, judged again with
+        each limit's concurrency (now and after, inside the tested range) among the levels: a
+        limit that rises between two tested levels (an SLO search's 2 and 16, a KV cache of 3
+        requests raised to 7) moves the knee all the same."""
+        if not _moves_nothing(self.knee, after):
+            return False
+        levels = self.work.levels
+        if not levels:
+            return True
+        low, high = min(levels), max(levels)
+        inside = {
+            lim.concurrency
+            for lim in (*self.now.limits, *after.limits)
+            if low <= lim.concurrency <= high
+        }
+        fine = Workload(
+            self.work.input_tokens, self.work.output_tokens, tuple(sorted({*levels, *inside}))
+        )
+        cost = self.now.step_cost
+        before = _knee_after(self.facts, fine, {}, cost)
+        return _moves_nothing(before.knee, _knee_after(self.facts, fine, values, cost))
 
     def kv_room(self) -> float | None:
         """The requests the KV cache holds at full length (None where it is not placed)."""
@@ -163,7 +192,7 @@ def _sequences_with_blocks(s: Situation, cap: float) -> tuple[Advice, ...]:
     n_blocks, size = kv
     need = float(to * math.ceil((work.input_tokens + work.output_tokens) / size))
     after = s.after("max_num_seqs", to, num_gpu_blocks=need)
-    if need <= n_blocks or _moves_nothing(s.knee, after):
+    if need <= n_blocks or s.moves_nothing(after, {"max_num_seqs": to, "num_gpu_blocks": need}):
         return ()
     return (
         Advice(
@@ -196,7 +225,7 @@ def more_sequences(s: Situation) -> tuple[Advice, ...]:
     if to <= cap:
         return ()
     after = s.after("max_num_seqs", to)
-    if _moves_nothing(knee, after):
+    if s.moves_nothing(after, {"max_num_seqs": to}):
         return ()
     kv_now = ev.get("kv_cache_usage_max")
     kv_text = f" (it reached {kv_now:.0%} here)" if kv_now is not None else ""
@@ -221,7 +250,7 @@ def more_kv_cache(s: Situation) -> tuple[Advice, ...]:
     if blocks is not None and overridden:
         to = float(blocks.value) * 2
         after = s.after("num_gpu_blocks", to)
-        if not _moves_nothing(knee, after):
+        if not s.moves_nothing(after, {"num_gpu_blocks": to}):
             out.append(
                 Advice(
                     "--num-gpu-blocks-override",
@@ -283,7 +312,9 @@ def bigger_token_budget(s: Situation) -> tuple[Advice, ...]:
         float(2 ** math.ceil(math.log2(max(base, need, 1.0)))) if need == need else None
     )
     budget_after = s.after("max_num_batched_tokens", budget_to) if budget_to else None
-    if budget_after is not None and _moves_nothing(knee, budget_after):
+    if budget_after is not None and s.moves_nothing(
+        budget_after, {"max_num_batched_tokens": budget_to}
+    ):
         return ()
     return (
         Advice(
