@@ -312,8 +312,10 @@ def bigger_token_budget(s: Situation) -> tuple[Advice, ...]:
         float(2 ** math.ceil(math.log2(max(base, need, 1.0)))) if need == need else None
     )
     budget_after = s.after("max_num_batched_tokens", budget_to) if budget_to else None
-    if budget_after is not None and s.moves_nothing(
-        budget_after, {"max_num_batched_tokens": budget_to}
+    if (
+        budget_after is not None
+        and budget_to is not None
+        and s.moves_nothing(budget_after, {"max_num_batched_tokens": budget_to})
     ):
         return ()
     return (
