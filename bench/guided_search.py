@@ -10,7 +10,8 @@ reaches within 5 % of the grid's best in at most a third of the grid's runs.
 
 Every process talks to 127.0.0.1 only, on a free port, is bounded in time and stopped by its
 own PID (the tune commands stop the servers they start). `--quick`: a 2 x 1 x 1 grid, one start,
-one SLO (the smoke test's); `--small`: a 2 x 2 x 2 grid and the first SLO.
+one SLO (the smoke test's); `--small`: a 2 x 2 x 2 grid and the first SLO. The full grid is
+3 x 2 x 2 (what a shared 2-core machine runs for two SLOs in about 45 minutes).
 
     python bench/guided_search.py [--quick | --small] [--out DIR]
 """
@@ -18,6 +19,7 @@ one SLO (the smoke test's); `--small`: a 2 x 2 x 2 grid and the first SLO.
 from __future__ import annotations
 
 import argparse
+import glob
 import itertools
 import json
 import os
@@ -46,11 +48,14 @@ WORKLOAD = (
     "6",
     "--ready-timeout",
     "60",
+    # a level lasts about a second here: at the default 1 s the diagnosis would see one scrape
+    "--metrics-interval",
+    "0.1",
 )
 #: the KV cache by vLLM's flag, which the simulator takes too: the flag the verdict advises
 GRID = {
     "max_num_seqs": ("2", "8", "32"),
-    "max_num_batched_tokens": ("256", "1024", "4096"),
+    "max_num_batched_tokens": ("256", "4096"),
     "num_gpu_blocks_override": ("64", "1024"),
 }
 STARTS = (
@@ -132,24 +137,73 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="a 2-cell grid, one start, one SLO")
     parser.add_argument("--small", action="store_true", help="a 2 x 2 x 2 grid, the first SLO")
     parser.add_argument("--out", default="", help="where the tunes go (default: a temporary dir)")
+    parser.add_argument(
+        "--phase",
+        choices=("all", "grid", "guided", "table"),
+        default="all",
+        help="grid: run the grid only, its SLO-maxes kept in OUT/grid-N-KofN.json; guided: run "
+        "the guided searches only (OUT/guided-N-J/guided.json); table: read both back (same "
+        "--out) and print the table",
+    )
+    parser.add_argument(
+        "--start-index", type=int, default=None, help="guided: run only the start of this index"
+    )
+    parser.add_argument(
+        "--slo-index", type=int, default=None, help="run only the SLO of this index (0 or 1)"
+    )
+    parser.add_argument(
+        "--shard",
+        default="0/1",
+        help="K/N: run only the grid cells whose index is K modulo N (N processes share a grid)",
+    )
     opts = parser.parse_args()
+    shard, shards = (int(x) for x in opts.shard.split("/"))
     grid = QUICK_GRID if opts.quick else SMALL_GRID if opts.small else GRID
     starts = SMALL_STARTS if opts.small else STARTS
     if opts.quick:
         starts = ({k: v[0] for k, v in grid.items()},)
     slos = SLOS[:1] if opts.quick or opts.small else SLOS
+    chosen = range(len(slos)) if opts.slo_index is None else (opts.slo_index,)
     out = opts.out or tempfile.mkdtemp(prefix="guided-bench-")
     cells = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
     rows = []
-    for s, slo in enumerate(slos):
+    if opts.phase != "guided":
+        for s in chosen:
+            slo, found = slos[s], {}
+            for i, cell in enumerate(cells):
+                if i % shards != shard:
+                    continue
+                found[short(cell)] = grid_cell(cell, slo, out, f"grid-{s}-{i}")
+                print(f"grid {slo} {short(cell)}: SLO-max {found[short(cell)][0]}", flush=True)
+            name = f"grid-{s}-{shard}of{shards}.json"
+            with open(os.path.join(out, name), "w", encoding="utf-8") as f:
+                json.dump({"slo": slo, "found": found}, f, indent=1)
+    if opts.phase == "grid":
+        print(f"\nGrid: {out}")
+        return 0
+    if opts.phase in ("all", "guided"):
+        for s in chosen:
+            for j, start in enumerate(starts):
+                if opts.start_index is None or opts.start_index == j:
+                    line = guided(start, grid, slos[s], out, f"guided-{s}-{j}")["result"]["line"]
+                    print(f"guided {slos[s]} from {short(start)}: {line}", flush=True)
+    if opts.phase == "guided":
+        return 0
+    for s in chosen:
+        slo = slos[s]
         found = {}
-        for i, cell in enumerate(cells):
-            found[short(cell)] = grid_cell(cell, slo, out, f"grid-{s}-{i}")
-            print(f"grid {slo} {short(cell)}: SLO-max {found[short(cell)][0]}", flush=True)
+        for name in glob.glob(os.path.join(out, f"grid-{s}-*of*.json")):
+            with open(name, encoding="utf-8") as f:
+                for k, v in json.load(f)["found"].items():  # a cell rerun alone wins
+                    if v[0] is not None or k not in found:
+                        found[k] = tuple(v)
+        if len(found) != len(cells):
+            raise SystemExit(f"{out} holds {len(found)} of the grid's {len(cells)} cells for {slo}")
         best = max((v for v, _ in found.values() if v is not None), default=None)
         grid_runs = sum(n for _, n in found.values())
         for j, start in enumerate(starts):
-            state = guided(start, grid, slo, out, f"guided-{s}-{j}")
+            with open(os.path.join(out, f"guided-{s}-{j}", "guided.json"), encoding="utf-8") as f:
+                state = json.load(f)
             result = state["result"]
             reached = result["best_slo_max"]
             within = best is not None and reached is not None and reached >= 0.95 * best
@@ -167,7 +221,6 @@ def main() -> int:
                     "yes" if within and cheap else "no",
                 )
             )
-            print(f"guided {slo} from {short(start)}: {result['line']}", flush=True)
     header = (
         "SLO",
         "start (seqs/batched/blocks)",

@@ -315,6 +315,66 @@ def test_advice_for_a_sequence_cap_raises_it_to_what_the_kv_cache_holds():
     assert "KV-cache usage stays below 90% (it reached 40% here)" in advice.expected
 
 
+def test_a_cap_the_kv_cache_holds_no_more_than_is_raised_with_blocks_set_by_the_override():
+    # the guided-search bench's start 2/256/64: 64 blocks hold 3 requests of 288 tokens, so the
+    # cap was raised to 3 and, at 3, to nothing; the blocks are a flag there, so both together
+    facts = ServerFacts(
+        {**CAP4.facts, "num_gpu_blocks": Fact(100.0, GIVEN), "block_size": Fact(16.0, READ)}
+    )
+    work = Workload(128, 32, (1.0, 2.0, 4.0, 8.0, 16.0, 32.0))
+    now = predict(facts, 128, 32, work.levels)
+    verdict = level_verdict(
+        _lv(8, 100, batch=4.0, queued=4.0, kv_max=0.4), None, facts, saturated=True
+    )
+    (advice,) = advise(verdict, facts, work, now)
+    assert (advice.flag, advice.from_value, advice.to_value) == ("--max-num-seqs", "4", "32")
+    (also,) = advice.also  # 32 requests of 10 blocks each
+    assert (also.flag, also.from_value, also.to_value) == (
+        "--num-gpu-blocks-override",
+        "100",
+        "320",
+    )
+    assert advice.as_json()["also"] == [
+        {"flag": "--num-gpu-blocks-override", "from": "100", "to": "320"}
+    ]
+    assert advice.text().startswith(
+        "--max-num-seqs 4 → 32 with --num-gpu-blocks-override 100 → 320"
+    )
+    assert "the KV cache holds 10 requests at full length now" in advice.expected
+    # at the cap the cache holds, the same: before, no advice at all
+    at_room = ServerFacts({**facts.facts, "max_num_seqs": Fact(10.0, GIVEN)})
+    verdict = level_verdict(
+        _lv(16, 100, batch=10.0, queued=6.0, kv_max=0.8), None, at_room, saturated=True
+    )
+    (advice,) = advise(verdict, at_room, work, predict(at_room, 128, 32, work.levels))
+    assert (advice.to_value, advice.also[0].to_value) == ("32", "320")
+
+
+def test_more_blocks_are_advised_where_the_limit_rises_between_two_tested_levels():
+    # the guided-search bench's start 32/256/64 at an SLO search's levels 1, 2, 16, 32: 64 blocks
+    # hold 3 requests of 288 tokens, 128 hold 7; the knee on the levels stays at 16 either way,
+    # so the blocks were not advised, only --kv-cache-dtype fp8 (which the simulator refuses)
+    labels = {
+        **_real_cache_config(),
+        "num_gpu_blocks": "64",
+        "num_gpu_blocks_override": "64",
+        "block_size": "16",
+    }
+    facts = server_facts({"server_metrics": {"cache_config": labels, "samples": 1}})
+    facts = ServerFacts({**facts.facts, "max_num_seqs": Fact(32.0, GIVEN)})
+    work = Workload(256, 32, (1.0, 2.0, 16.0, 31.0, 32.0))
+    now = predict(facts, 256, 32, work.levels)
+    full = _lv(31, 100, batch=3.0, queued=28.0, kv_max=0.95)
+    (first, *_) = advise(level_verdict(full, None, facts, True), facts, work, now)
+    assert (first.flag, first.from_value, first.to_value) == (
+        "--num-gpu-blocks-override",
+        "64",
+        "128",
+    )
+    assert "raises the first limit to ~7 concurrent, between two tested levels" in first.expected
+    assert "(the knee on them stays at ~16)" in first.expected
+
+
 def test_advice_whose_new_limit_fills_at_the_top_level_names_that_level_as_the_headline_does():
     # the demo's case: cap 4 raised to what the ladder's top level needs, so no tested level lies
     # past the new limit; the advice said "beyond the tested levels" while the headline said ~16

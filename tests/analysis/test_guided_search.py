@@ -130,6 +130,35 @@ def test_a_flag_outside_its_bounds_is_never_tried():
     assert move_for(Advised(SEQS, "big"), {}, {"max_num_seqs": bound}) is None
 
 
+def test_advice_with_flags_to_set_together_moves_them_in_one_step_within_their_bounds():
+    # a cap the KV cache holds no more than: raised alone or the blocks alone gains nothing
+    blocks = "--num-gpu-blocks-override"
+    world = World({("2", None): (3, 4, []), ("16", None): (20, 21, [])})
+    s, _ = search(world, [FlagBound("num_gpu_blocks_override", 64, 1024)])
+
+    def measure(step: GuidedStep, max_levels: int) -> None:
+        world.measure(step, max_levels)
+        if step.index == 0:
+            also = [{"flag": blocks, "from": "64", "value": "4096"}]
+            step.advice = [{"flag": SEQS, "from": "2", "value": "16", "also": also}]
+
+    s.measure = measure
+    s.run({"max_num_seqs": "2", "num_gpu_blocks_override": "64"})
+    step = s.state.steps[1]
+    assert step.config == {"max_num_seqs": "16", "num_gpu_blocks_override": "1024"}
+    assert step.change.startswith(f"{SEQS} 2 -> 16, {blocks} 64 -> 1024")
+    assert "brought to its bound" in step.change
+    assert step.moved["also"] == [{"flag": blocks, "from": "64", "to": "1024"}]
+    assert f"{blocks} 1024" in step.command and step.kept
+    # a flag of `also` already where advised: the advice's own flag still moves alone
+    move = move_for(
+        Advised(SEQS, "16", "2", (Advised(blocks, "1024", "1024"),)),
+        {"max_num_seqs": "2", "num_gpu_blocks_override": "1024"},
+        {},
+    )
+    assert move is not None and move.values == {"max_num_seqs": "16"}
+
+
 def test_a_server_that_does_not_start_is_recorded_and_skipped():
     world = World(
         {

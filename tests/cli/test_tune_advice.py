@@ -13,6 +13,7 @@ from support.runhelpers import only_run_dir, run_vllm_load
 from vllm_load.cli.main import main
 from vllm_load.run_format.synthetic import SyntheticRun, write_synthetic_run
 from vllm_load.sim.child import SimulatorProcess, free_port
+from vllm_load.user_values import SettingsError
 
 SIM = f"{sys.executable} -m vllm_load sim --time-scale 0.1"
 #: small and quick: the sequence cap of 2 saturates at 2-4 users, 8 does not up to 8
@@ -398,3 +399,19 @@ def test_the_verdict_says_paid_off_or_not_from_the_runs_peaks(tmp_path):
         assert written["verdict"] == verdict.conclusion and written["text"] == text
         assert (directory / "verdict.txt").read_text().strip() == text
         assert (directory / "compare.html").exists()
+
+
+def test_flags_advised_together_are_set_together_in_configuration_b():
+    # a cap raised past what the KV cache holds comes with its blocks (`advice.Also`)
+    from vllm_load.cli.tuning.advice_loop import advised_configurations
+    from vllm_load.cli.tuning.source import parse_diagnosis
+
+    also = [{"flag": "--num-gpu-blocks-override", "from": "64", "to": "576"}]
+    advice = [{"flag": "--max-num-seqs", "from": "2", "to": "32", "also": also}]
+    d = parse_diagnosis(one_series(advice=advice), "r.json")
+    a, b, _ = advised_configurations(d, "sim --max-num-seqs 2 --num-gpu-blocks-override 64")
+    assert a.config == {"max_num_seqs": "2", "num_gpu_blocks_override": "64"}
+    assert b.config == {"max_num_seqs": "32", "num_gpu_blocks_override": "576"}
+    assert b.command == "sim --max-num-seqs 32 --num-gpu-blocks-override 576"
+    with pytest.raises(SettingsError, match="malformed 'also'"):
+        parse_diagnosis(one_series(advice=[{**advice[0], "also": "x"}]), "r.json")

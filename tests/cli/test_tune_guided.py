@@ -129,10 +129,11 @@ def test_the_advice_past_the_slo_max_level_follows_its_own():
     and the search stopped ("names no flag it can move") without trying it."""
     from types import SimpleNamespace as Verdict
 
+    from vllm_load.analysis.diagnosis.advice import Advice
     from vllm_load.cli.tuning.guided_verdict import chosen_advice
 
     def advice(flag, old, new):
-        return Verdict(flag=flag, from_value=old, to_value=new)
+        return Advice(flag, old, new, "", "")
 
     cap = advice("--max-num-seqs", "2", "6")
     levels = [

@@ -94,6 +94,8 @@ class Advised:
     flag: str
     value: str | None
     old: str | None = None  # the value the verdict read the server running with, when known
+    #: flags set together with this one: a move of one alone would gain nothing
+    also: tuple["Advised", ...] = ()
 
 
 @dataclass
@@ -135,7 +137,15 @@ class GuidedStep:
 
     @property
     def advised(self) -> list[Advised]:
-        return [Advised(a["flag"], a.get("value"), a.get("from")) for a in self.advice]
+        return [
+            Advised(
+                a["flag"],
+                a.get("value"),
+                a.get("from"),
+                tuple(Advised(b["flag"], b.get("value"), b.get("from")) for b in a.get("also", ())),
+            )
+            for a in self.advice
+        ]
 
 
 def better(best: GuidedStep, step: GuidedStep) -> tuple[bool, str]:
@@ -191,21 +201,43 @@ def _shown(x: float) -> str:
 
 @dataclass(frozen=True)
 class Move:
-    """The next configuration: `flag` set to `value` on the best step's configuration."""
+    """The next configuration: `flag` set to `value` on the best step's configuration (and the
+    flags of `also` with it)."""
 
     flag: str
     old: str | None
     value: str
     note: str = ""  # e.g. brought to its bound
+    also: tuple["Move", ...] = ()
 
     @property
     def change(self) -> str:
-        return f"{self.flag} {self.old if self.old is not None else 'default'} -> {self.value}"
+        one = f"{self.flag} {self.old if self.old is not None else 'default'} -> {self.value}"
+        return ", ".join([one, *(m.change for m in self.also)])
+
+    @property
+    def values(self) -> dict[str, str]:
+        """flag name -> value, for every flag the move sets."""
+        return {name_of(m.flag): m.value for m in (self, *self.also)}
 
 
 def move_for(advice: Advised, config: dict[str, str], bounds: dict[str, FlagBound]) -> Move | None:
-    """The move one piece of advice makes from `config`, within its flag's bounds; None where it
-    makes none (no value, a value already set, a bound already reached)."""
+    """The move one piece of advice makes from `config`, within its flags' bounds, the flags of
+    its `also` with it; None where it makes none (no value, a value already set, a bound already
+    reached). A flag of `also` that cannot move (already there, at its bound) is left out: the
+    advice's own flag still moves."""
+    one = _move_one(advice, config, bounds)
+    if one is None:
+        return None
+    also = tuple(m for m in (_move_one(a, config, bounds) for a in advice.also) if m is not None)
+    if not also:
+        return one
+    note = "; ".join(n for n in (one.note, *(m.note for m in also)) if n)
+    return Move(one.flag, one.old, one.value, note, also)
+
+
+def _move_one(advice: Advised, config: dict[str, str], bounds: dict[str, FlagBound]) -> Move | None:
+    """`move_for` of one flag."""
     if advice.value is None or not advice.flag.startswith("--"):
         return None
     name = name_of(advice.flag)

@@ -16,33 +16,53 @@ from .facts import GIVEN, Fact, ServerFacts
 
 
 @dataclass(frozen=True)
+class Also:
+    """A flag that must change together with an advice's own: `flag` from `from_value` to
+    `to_value` (a sequence cap raised past what the KV cache holds needs the blocks too)."""
+
+    flag: str
+    from_value: str | None
+    to_value: str
+
+    def as_json(self) -> dict:
+        return {"flag": self.flag, "from": self.from_value, "to": self.to_value}
+
+
+def _change(flag: str, from_value: str | None, to_value: str) -> str:
+    return f"set {flag} {to_value}" if from_value is None else f"{flag} {from_value} → {to_value}"
+
+
+@dataclass(frozen=True)
 class Advice:
     """Change `flag` from `from_value` (None: not known) to `to_value` (None: not a single value
-    the loop can try, such as more replicas)."""
+    the loop can try, such as more replicas), together with the flags in `also`."""
 
     flag: str
     from_value: str | None
     to_value: str | None
     expected: str
     cost: str
+    also: tuple[Also, ...] = ()
 
     def as_json(self) -> dict:
-        return {
+        out: dict = {
             "flag": self.flag,
             "from": self.from_value,
             "to": self.to_value,
             "expected": self.expected,
             "cost": self.cost,
         }
+        if self.also:
+            out["also"] = [a.as_json() for a in self.also]
+        return out
 
     def text(self) -> str:
         if self.to_value is None:
             change = self.flag
-        elif self.from_value is None:
-            change = f"set {self.flag} {self.to_value}"
         else:
-            change = f"{self.flag} {self.from_value} → {self.to_value}"
-        return f"{change}: {self.expected}; cost: {self.cost}"
+            change = _change(self.flag, self.from_value, self.to_value)
+        together = "".join(f" with {_change(a.flag, a.from_value, a.to_value)}" for a in self.also)
+        return f"{change}{together}: {self.expected}; cost: {self.cost}"
 
 
 @dataclass(frozen=True)
@@ -60,9 +80,9 @@ def _shown(x: float) -> str:
 
 
 def _knee_after(
-    facts: ServerFacts, work: Workload, name: str, value: float, step_cost
+    facts: ServerFacts, work: Workload, values: Mapping[str, float], step_cost
 ) -> Prediction:
-    changed = ServerFacts({**facts.facts, name: Fact(value, GIVEN)})
+    changed = ServerFacts({**facts.facts, **{k: Fact(v, GIVEN) for k, v in values.items()}})
     return predict(changed, work.input_tokens, work.output_tokens, work.levels, step_cost)
 
 
@@ -83,6 +103,12 @@ def _moves(before: float | None, after: Prediction, noun: str) -> str:
         )
     elif after.knee is None:
         where = "beyond the tested levels"
+    elif before is not None and after.knee <= before and after.limits:
+        # moved between two tested levels only (`Situation.moves_nothing`)
+        return (
+            f"the capacity model raises the first limit to ~{_shown(after.limits[0].concurrency)} "
+            f"{noun}, between two tested levels (the knee on them stays at ~{_shown(before)})"
+        )
     else:
         where = f"to ~{_shown(after.knee)} {noun} (then limited by {after.first})"
     # the model's own knee before and after: the measured one may lie past it (`gap.knee_gap`)
@@ -106,9 +132,33 @@ class Situation:
     def knee(self) -> float | None:
         return self.now.knee
 
-    def after(self, name: str, value: float) -> Prediction:
-        """The capacity model's answer with the fact `name` set to `value`."""
-        return _knee_after(self.facts, self.work, name, value, self.now.step_cost)
+    def after(self, name: str, value: float, **also: float) -> Prediction:
+        """The capacity model's answer with the fact `name` set to `value` (and those in
+        `also`)."""
+        return _knee_after(self.facts, self.work, {name: value, **also}, self.now.step_cost)
+
+    def moves_nothing(self, after: Prediction, values: Mapping[str, float]) -> bool:
+        """`_moves_nothing`, and where the knee on the tested levels stays, judged again with
+        each limit's concurrency (now and after, inside the tested range) among the levels: a
+        limit that rises between two tested levels (an SLO search's 2 and 16, a KV cache of 3
+        requests raised to 7) moves the knee all the same."""
+        if not _moves_nothing(self.knee, after):
+            return False
+        levels = self.work.levels
+        if not levels:
+            return True
+        low, high = min(levels), max(levels)
+        inside = {
+            lim.concurrency
+            for lim in (*self.now.limits, *after.limits)
+            if low <= lim.concurrency <= high
+        }
+        fine = Workload(
+            self.work.input_tokens, self.work.output_tokens, tuple(sorted({*levels, *inside}))
+        )
+        cost = self.now.step_cost
+        before = _knee_after(self.facts, fine, {}, cost)
+        return _moves_nothing(before.knee, _knee_after(self.facts, fine, values, cost))
 
     def kv_room(self) -> float | None:
         """The requests the KV cache holds at full length (None where it is not placed)."""
@@ -120,10 +170,52 @@ def no_advice(s: Situation) -> tuple[Advice, ...]:
     return ()
 
 
+def _blocks_set(facts: ServerFacts) -> bool:
+    """The KV cache is sized by --num-gpu-blocks-override (read or given), not by the memory
+    left: its blocks are a flag to set."""
+    blocks = facts.get("num_gpu_blocks")
+    return facts.get("num_gpu_blocks_override") is not None or (
+        blocks is not None and blocks.source == GIVEN
+    )
+
+
+def _sequences_with_blocks(s: Situation, cap: float) -> tuple[Advice, ...]:
+    """A cap the KV cache holds no more requests than (twice it, or the highest level, would
+    not fit): where the blocks are a flag, both together, the blocks sized to hold the new cap
+    at full length. Either alone moves nothing: the other limit binds at once."""
+    facts, work = s.facts, s.work
+    kv = facts.kv_blocks_tokens
+    room = s.kv_room()
+    to = float(math.floor(max(cap * 2, max(work.levels, default=cap * 2))))
+    if kv is None or room is None or room >= to or not _blocks_set(facts):
+        return ()
+    n_blocks, size = kv
+    need = float(to * math.ceil((work.input_tokens + work.output_tokens) / size))
+    after = s.after("max_num_seqs", to, num_gpu_blocks=need)
+    if need <= n_blocks or s.moves_nothing(after, {"max_num_seqs": to, "num_gpu_blocks": need}):
+        return ()
+    return (
+        Advice(
+            "--max-num-seqs",
+            _shown(cap),
+            _shown(to),
+            f"{_moves(s.knee, after, s.noun)}; the KV cache holds {_shown(room)} requests at full "
+            f"length now, so the blocks go with the cap",
+            "more sequences share each engine step: ITL and p99 latency rise at the new knee; "
+            "the blocks need the memory: only where it is free",
+            (Also("--num-gpu-blocks-override", _shown(float(n_blocks)), _shown(need)),),
+        ),
+    )
+
+
 def more_sequences(s: Situation) -> tuple[Advice, ...]:
-    """The sequence cap: raise it (twice, or to the highest level), as far as the KV cache holds."""
+    """The sequence cap: raise it (twice, or to the highest level), as far as the KV cache holds,
+    or past it with the blocks together where they are a flag (`_sequences_with_blocks`)."""
     facts, ev, work, knee = s.facts, s.evidence, s.work, s.knee
     cap = facts.number("max_num_seqs") or ev.get("requests_in_batch", math.nan)
+    together = _sequences_with_blocks(s, cap) if cap == cap else ()
+    if together:
+        return together
     room = s.kv_room()
     kv_room = math.inf if room is None else room
     to = max(cap * 2, min(kv_room, max(work.levels, default=cap * 2)))
@@ -133,7 +225,7 @@ def more_sequences(s: Situation) -> tuple[Advice, ...]:
     if to <= cap:
         return ()
     after = s.after("max_num_seqs", to)
-    if _moves_nothing(knee, after):
+    if s.moves_nothing(after, {"max_num_seqs": to}):
         return ()
     kv_now = ev.get("kv_cache_usage_max")
     kv_text = f" (it reached {kv_now:.0%} here)" if kv_now is not None else ""
@@ -154,13 +246,11 @@ def more_kv_cache(s: Situation) -> tuple[Advice, ...]:
     facts, ev, knee = s.facts, s.evidence, s.knee
     out = []
     blocks = facts.get("num_gpu_blocks")
-    overridden = facts.get("num_gpu_blocks_override") is not None or (
-        blocks is not None and blocks.source == GIVEN
-    )
+    overridden = _blocks_set(facts)
     if blocks is not None and overridden:
         to = float(blocks.value) * 2
         after = s.after("num_gpu_blocks", to)
-        if not _moves_nothing(knee, after):
+        if not s.moves_nothing(after, {"num_gpu_blocks": to}):
             out.append(
                 Advice(
                     "--num-gpu-blocks-override",
@@ -222,7 +312,11 @@ def bigger_token_budget(s: Situation) -> tuple[Advice, ...]:
         float(2 ** math.ceil(math.log2(max(base, need, 1.0)))) if need == need else None
     )
     budget_after = s.after("max_num_batched_tokens", budget_to) if budget_to else None
-    if budget_after is not None and _moves_nothing(knee, budget_after):
+    if (
+        budget_after is not None
+        and budget_to is not None
+        and s.moves_nothing(budget_after, {"max_num_batched_tokens": budget_to})
+    ):
         return ()
     return (
         Advice(

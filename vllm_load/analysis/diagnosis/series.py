@@ -258,10 +258,15 @@ def diagnose_series(
     advised = next((a for a in chosen.advice if a.to_value is not None), None)
     advised_knee = None
     if advised is not None and advised.flag in _FACT_OF_FLAG and advised.to_value is not None:
+        together = [(advised.flag, advised.to_value), *((a.flag, a.to_value) for a in advised.also)]
         changed = ServerFacts(
             {
                 **facts.facts,
-                _FACT_OF_FLAG[advised.flag]: Fact(float(advised.to_value.replace(",", "")), GIVEN),
+                **{
+                    _FACT_OF_FLAG[flag]: Fact(float(value.replace(",", "")), GIVEN)
+                    for flag, value in together
+                    if flag in _FACT_OF_FLAG
+                },
             }
         )
         after = predict(

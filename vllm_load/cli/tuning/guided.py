@@ -32,7 +32,6 @@ from ...analysis.decisions.guided_search import (
     Move,
     best_step,
     better,
-    name_of,
     next_move,
     stop_reason,
 )
@@ -213,7 +212,7 @@ class GuidedSearch:
         return min(self.max_levels, each) if each >= 2 else 0
 
     def _moved(self, best: GuidedStep, move: Move) -> dict[str, str]:
-        return {**best.config, name_of(move.flag): move.value}
+        return {**best.config, **move.values}
 
     def _command_of_move(self, best: GuidedStep, move: Move) -> str:
         return self.command_of(self._moved(best, move))
@@ -263,6 +262,10 @@ class GuidedSearch:
             change = move.change + (f" ({move.note})" if move.note else "")
             step = GuidedStep(len(steps), config, self.command_of(config), change, best.index)
             step.moved = {"flag": move.flag, "from": move.old, "to": move.value, "note": move.note}
+            if move.also:
+                step.moved["also"] = [
+                    {"flag": m.flag, "from": m.old, "to": m.value} for m in move.also
+                ]
             self.say(f"step {step.index}: {change}, from step {best.index}")
             self.measure(step, levels)
             self._finish(step, best)

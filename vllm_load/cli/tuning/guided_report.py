@@ -40,7 +40,11 @@ def _verdict(step: GuidedStep) -> str:
 
 
 def _advised(step: GuidedStep) -> str:
-    return ", ".join(f"{a['flag']} {a['value']}" for a in step.advice) or "-"
+    def one(a: dict) -> str:
+        together = "".join(f" with {b['flag']} {b['value']}" for b in a.get("also", ()))
+        return f"{a['flag']} {a['value']}{together}"
+
+    return ", ".join(one(a) for a in step.advice) or "-"
 
 
 def step_rows(steps: list[GuidedStep], unit: str) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:

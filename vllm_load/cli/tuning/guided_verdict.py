@@ -25,7 +25,9 @@ from ...slo import SloSpec
 class ConfigVerdict:
     kind: str  # the bottleneck verdict's kind (`analysis.diagnosis.kinds`), "" when none
     level: float | None  # the level it was read at
-    advice: list[dict]  # {"flag", "from", "value"}: each piece of advice, in the verdict's order
+    #: {"flag", "from", "value"[, "also": [{"flag", "from", "value"}]]}: each piece of advice,
+    #: in the verdict's order (`also`: flags to set together with it)
+    advice: list[dict]
     knee_measured: float | None
     knee_predicted: float | None
     total_tok_per_s: float | None  # at the SLO-max level
@@ -41,11 +43,19 @@ def _number(value) -> float | None:
 
 
 def _runnable(advice) -> list[dict]:
-    return [
-        {"flag": a.flag, "from": a.from_value, "value": a.to_value}
-        for a in advice
-        if a.to_value is not None and a.flag.startswith("--")
-    ]
+    """Advice with a value to set, as `GuidedStep.advice` keeps it (with the flags that must
+    change together with it, `also`, where there are any)."""
+    out = []
+    for a in advice:
+        if a.to_value is None or not a.flag.startswith("--"):
+            continue
+        item = {"flag": a.flag, "from": a.from_value, "value": a.to_value}
+        if a.also:
+            item["also"] = [
+                {"flag": b.flag, "from": b.from_value, "value": b.to_value} for b in a.also
+            ]
+        out.append(item)
+    return out
 
 
 def chosen_advice(verdicts: list, slo_max: float | None) -> tuple[Any, list[dict]]:

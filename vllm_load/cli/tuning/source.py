@@ -196,6 +196,20 @@ def parse_diagnosis(series: dict, source: str) -> Diagnosis:
                 str(item.get("cost") or ""),
             )
         )
+        together = item.get("also") or []  # flags set with it: the loop applies every piece
+        if not isinstance(together, list) or not all(
+            isinstance(a, dict) and isinstance(a.get("flag"), str) for a in together
+        ):
+            raise SettingsError(f"{where}: advice for {item['flag']} with a malformed 'also'")
+        advice += [
+            FlagAdvice(
+                a["flag"],
+                _value(a.get("from"), "from", where),
+                _value(a.get("to"), "to", where),
+                f"set with {item['flag']}",
+            )
+            for a in together
+        ]
     value = raw.get("value", raw.get("users"))  # `users`: a summary of format 1
     diagnosis = Diagnosis(
         source=source,
