@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping
 
 from . import advice as advise_on
+from . import deployment_advice as advise_deployment
 from .advice import Advice, Situation, Workload
 from .capacity import BUDGET, COMPUTE, KV, SEQS, Prediction
 from .facts import ServerFacts
@@ -78,7 +79,7 @@ COMPUTE_BOUND = BottleneckKind(
     COMPUTE, "compute", "tab:red", advise_on.more_compute, server=True
 )  # fmt: skip
 CLIENT = BottleneckKind(
-    "client", "the client", "tab:pink", advise_on.more_load_processes,
+    "client", "the client", "tab:pink", advise_deployment.more_load_processes,
     nothing_to_prove="the load generator, not the server, was the limit: run again with more "
     "load processes (--workers); no server flag to prove",
 )  # fmt: skip
@@ -124,14 +125,14 @@ _RATIO = (
 #: a disaggregated deployment (--role-metrics): the part of TTFT that grew most past the knee
 KV_TRANSFER = BottleneckKind(
     "kv_transfer", "the KV transfer from prefill to decode", "tab:cyan",
-    advise_on.faster_kv_transfer, nothing_to_prove=_RATIO,
+    advise_deployment.faster_kv_transfer, nothing_to_prove=_RATIO,
 )  # fmt: skip
 PREFILL_SIDE = BottleneckKind(
-    "prefill_side", "the prefill instances", "tab:olive", advise_on.more_prefill,
+    "prefill_side", "the prefill instances", "tab:olive", advise_deployment.more_prefill,
     nothing_to_prove=_RATIO,
 )  # fmt: skip
 DECODE_SIDE = BottleneckKind(
-    "decode_side", "the decode instances", "tab:blue", advise_on.more_decode,
+    "decode_side", "the decode instances", "tab:blue", advise_deployment.more_decode,
     nothing_to_prove=_RATIO,
 )  # fmt: skip
 
