@@ -3,6 +3,8 @@ with room for 4 sequences (from a fifth user on, requests wait for a place in th
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -10,8 +12,10 @@ import sys
 import pytest
 from support.runhelpers import run_vllm_load
 
-from vllm_load.analysis.decisions.slo_search import NONE_MET, Probe, Step
-from vllm_load.cli.tuning.slo_max import Level, summarize
+from vllm_load.analysis.decisions.slo_search import NONE_MET, Bounds, Probe, Step
+from vllm_load.cli.errors import CommandFailed
+from vllm_load.cli.tuning.slo_max import Level, Search, summarize
+from vllm_load.cli.tuning.slo_max_state import SearchState
 from vllm_load.sim.child import free_port
 from vllm_load.slo import parse_slo
 
@@ -133,3 +137,42 @@ def test_a_slo_max_whose_interval_straddles_the_limit_says_so():
     assert (
         "At 8 the SLO straddles" in result["line"] and "proven to hold: 4 users" in result["line"]
     )
+
+
+class _LateSearch(Search):
+    """A search whose levels are given, in order, instead of run: (level, estimate, late)."""
+
+    def __init__(self, directory, measured: list[tuple[float, float, str]]):
+        args = argparse.Namespace(name="slo-max", server_cmd=None)
+        super().__init__(args, str(directory), SearchState({"slo": "e2e_p99<=100ms"}))
+        self.measured, self.asked = list(measured), []
+
+    def measure(self, level: float, unit: str) -> Level:
+        self.asked.append(level)
+        got, estimate, late = self.measured.pop(0)
+        assert got == level
+        verdict = "holds" if estimate <= 0.1 else "fails"
+        return dataclasses.replace(_level(level, estimate, verdict), late=late)
+
+
+def test_a_miss_while_the_client_was_late_is_measured_again_not_taken(tmp_path):
+    late = "run-queue wait 533 ms/s > 100 ms/s"
+    # 2 users missed only while the client was late; measured again on time, they meet it
+    search = _LateSearch(tmp_path, [(1.0, 0.05, ""), (2.0, 0.3, late), (2.0, 0.08, "")])
+    step = search.run(Bounds(1.0, 2.0, 4), "users")
+    assert search.asked == [1.0, 2.0, 2.0]
+    assert [(lv.level, lv.late) for lv in search.state.levels] == [(1.0, ""), (2.0, "")]
+    assert step.status == "max_met" and step.low is not None and step.low.level == 2.0
+    # a late level that met the SLO is taken as it is: the delay only made it look slower
+    search = _LateSearch(tmp_path, [(1.0, 0.05, late), (2.0, 0.3, "")])
+    step = search.run(Bounds(1.0, 2.0, 4), "users")
+    assert search.asked == [1.0, 2.0] and step.low is not None and step.low.level == 1.0
+
+
+def test_a_miss_late_twice_fails_the_search_naming_the_client(tmp_path):
+    late = "61% of chunks merged in reads > 50%"
+    search = _LateSearch(tmp_path, [(1.0, 0.05, ""), (2.0, 0.3, late), (2.0, 0.4, late)])
+    with pytest.raises(CommandFailed, match="client was late at 2 users twice") as failed:
+        search.run(Bounds(1.0, 2.0, 4), "users")
+    assert late in str(failed.value) and "--workers" in str(failed.value)
+    assert [lv.level for lv in search.state.levels] == [1.0]  # no level taken as a miss

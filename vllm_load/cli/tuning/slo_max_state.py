@@ -26,6 +26,9 @@ class Level:
     run_dir: str
     items: list[dict]  # ItemFigure fields, per SLO item
     verdict: str  # holds / fails / straddles / unknown: what its intervals prove
+    #: why the client was late during the level ("" on time): its TTFT and ITL then hold the
+    #: load generator's own delay (`analysis.levels.client_side.late_levels`)
+    late: str = ""
 
     @property
     def figures(self) -> list[ItemFigure]:
