@@ -71,8 +71,7 @@ def level_sample(run_dir: str, spec: SloSpec) -> tuple[LevelSample, dict, str]:
     import numpy as np
 
     from ...analysis.decisions.goodput import as_floats, good_requests, threshold_values
-    from ...analysis.levels.client_side import late_levels, level_client_health
-    from ...analysis.levels.client_side import read_client_health
+    from ...analysis.levels.client_side import late_levels, level_client_health, read_client_health
     from ...analysis.levels.measure import measure_levels
     from ...figures import per_request
     from ...run_format.files import CLIENT_HEALTH_CSV
