@@ -162,6 +162,9 @@ def test_a_miss_while_the_client_was_late_is_measured_again_not_taken(tmp_path):
     step = search.run(Bounds(1.0, 2.0, 4), "users")
     assert search.asked == [1.0, 2.0, 2.0]
     assert [(lv.level, lv.late) for lv in search.state.levels] == [(1.0, ""), (2.0, "")]
+    # the late run is a level run spent (the guided search's budget counts it), not evidence
+    assert [lv.runs for lv in search.state.levels] == [1, 2]
+    assert search.state.levels[1].late_runs == ["runs/2"]
     assert step.status == "max_met" and step.low is not None and step.low.level == 2.0
     # a late level that met the SLO is taken as it is: the delay only made it look slower
     search = _LateSearch(tmp_path, [(1.0, 0.05, late), (2.0, 0.3, "")])

@@ -194,6 +194,7 @@ class Search:
         )
         again = self.measure(level, unit)
         if again.probe.met or not again.late:
+            again.late_runs = [*measured.late_runs, measured.run_dir]
             return again
         raise CommandFailed(
             f"the client was late at {level:g} {unit} twice ({again.late}): the miss may be the "
