@@ -13,7 +13,6 @@ import pytest
 from support.runhelpers import run_vllm_load
 
 from vllm_load.analysis.decisions.slo_search import NONE_MET, Bounds, Probe, Step
-from vllm_load.cli.errors import CommandFailed
 from vllm_load.cli.tuning.slo_max import Level, Search, summarize
 from vllm_load.cli.tuning.slo_max_state import SearchState
 from vllm_load.sim.child import free_port
@@ -149,8 +148,9 @@ class _LateSearch(Search):
 
     def measure(self, level: float, unit: str) -> Level:
         self.asked.append(level)
-        got, estimate, late = self.measured.pop(0)
-        assert got == level
+        at = next((i for i, m in enumerate(self.measured) if m[0] == level), None)
+        # a level not given meets the SLO on time (where the search's growth lands is its own)
+        _, estimate, late = self.measured.pop(at) if at is not None else (level, 0.05, "")
         verdict = "holds" if estimate <= 0.1 else "fails"
         return dataclasses.replace(_level(level, estimate, verdict), late=late)
 
@@ -172,10 +172,19 @@ def test_a_miss_while_the_client_was_late_is_measured_again_not_taken(tmp_path):
     assert search.asked == [1.0, 2.0] and step.low is not None and step.low.level == 1.0
 
 
-def test_a_miss_late_twice_fails_the_search_naming_the_client(tmp_path):
-    late = "61% of chunks merged in reads > 50%"
-    search = _LateSearch(tmp_path, [(1.0, 0.05, ""), (2.0, 0.3, late), (2.0, 0.4, late)])
-    with pytest.raises(CommandFailed, match="client was late at 2 users twice") as failed:
-        search.run(Bounds(1.0, 2.0, 4), "users")
-    assert late in str(failed.value) and "--workers" in str(failed.value)
-    assert [lv.level for lv in search.state.levels] == [1.0]  # no level taken as a miss
+def test_a_miss_late_twice_is_taken_and_the_line_says_the_client_was_late(tmp_path):
+    late = "run-queue wait 124 ms/s > 100 ms/s"
+    # a real vLLM at --max-num-seqs 4: 7 users met, 8 missed twice while the client was late;
+    # the levels that met stand (failing the search there dropped them)
+    search = _LateSearch(tmp_path, [(8.0, 0.3, late), (8.0, 0.25, late)])
+    step = search.run(Bounds(1.0, 8.0, 12), "users")
+    assert search.asked.count(8.0) == 2 and step.status == "converged"
+    assert step.low is not None and step.low.level == 7.0 and step.high is not None
+    top = next(lv for lv in search.state.levels if lv.level == 8.0)
+    assert (top.level, top.late, top.runs) == (8.0, late, 2)
+    result = summarize(step, search.state.levels, parse_slo("e2e_p99<=100ms"), "users")
+    assert result["slo_max"] == 7.0
+    assert (
+        "miss at 8 was measured twice while the client was late (run-queue wait 124"
+        in (result["line"])
+    )

@@ -184,7 +184,9 @@ class Search:
     def measure_trusted(self, level: float, unit: str) -> Level:
         """The level measured. A miss while the client was late is measured once more: its
         latencies hold the load generator's own delay, so it says nothing yet of the server's
-        limit; late and missed twice, the search fails saying so (no level taken as a miss)."""
+        limit. A second late miss is taken as a miss, its `late` kept for the table and the
+        result (failing the search there would drop the levels below it that met the SLO:
+        on a real vLLM, 7 users met at 2.92 s and 8 missed twice at 3.9-4.1 s, 124 ms/s late)."""
         measured = self.measure(level, unit)
         if measured.probe.met or not measured.late:
             return measured
@@ -193,14 +195,10 @@ class Search:
             "measuring it again"
         )
         again = self.measure(level, unit)
-        if again.probe.met or not again.late:
-            again.late_runs = [*measured.late_runs, measured.run_dir]
-            return again
-        raise CommandFailed(
-            f"the client was late at {level:g} {unit} twice ({again.late}): the miss may be the "
-            "load generator's delay, not the server's; run it on a quieter machine or with "
-            f"--workers; {RESUME}"
-        )
+        again.late_runs = [*measured.late_runs, measured.run_dir]
+        if not again.probe.met and again.late:
+            self.say(f"{level:g} {unit}: missed while late again ({again.late}): taken as a miss")
+        return again
 
     def run(self, bounds: Bounds, unit: str) -> Step:
         step = next_step([lv.probe for lv in self.state.levels], bounds)
