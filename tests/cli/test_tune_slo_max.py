@@ -3,6 +3,8 @@ with room for 4 sequences (from a fifth user on, requests wait for a place in th
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -10,8 +12,9 @@ import sys
 import pytest
 from support.runhelpers import run_vllm_load
 
-from vllm_load.analysis.decisions.slo_search import NONE_MET, Probe, Step
-from vllm_load.cli.tuning.slo_max import Level, summarize
+from vllm_load.analysis.decisions.slo_search import NONE_MET, Bounds, Probe, Step
+from vllm_load.cli.tuning.slo_max import Level, Search, summarize
+from vllm_load.cli.tuning.slo_max_state import SearchState
 from vllm_load.sim.child import free_port
 from vllm_load.slo import parse_slo
 
@@ -132,4 +135,56 @@ def test_a_slo_max_whose_interval_straddles_the_limit_says_so():
     assert result["slo_max"] == 8.0 and result["proven_up_to"] == 4.0
     assert (
         "At 8 the SLO straddles" in result["line"] and "proven to hold: 4 users" in result["line"]
+    )
+
+
+class _LateSearch(Search):
+    """A search whose levels are given, in order, instead of run: (level, estimate, late)."""
+
+    def __init__(self, directory, measured: list[tuple[float, float, str]]):
+        args = argparse.Namespace(name="slo-max", server_cmd=None)
+        super().__init__(args, str(directory), SearchState({"slo": "e2e_p99<=100ms"}))
+        self.measured, self.asked = list(measured), []
+
+    def measure(self, level: float, unit: str) -> Level:
+        self.asked.append(level)
+        at = next((i for i, m in enumerate(self.measured) if m[0] == level), None)
+        # a level not given meets the SLO on time (where the search's growth lands is its own)
+        _, estimate, late = self.measured.pop(at) if at is not None else (level, 0.05, "")
+        verdict = "holds" if estimate <= 0.1 else "fails"
+        return dataclasses.replace(_level(level, estimate, verdict), late=late)
+
+
+def test_a_miss_while_the_client_was_late_is_measured_again_not_taken(tmp_path):
+    late = "run-queue wait 533 ms/s > 100 ms/s"
+    # 2 users missed only while the client was late; measured again on time, they meet it
+    search = _LateSearch(tmp_path, [(1.0, 0.05, ""), (2.0, 0.3, late), (2.0, 0.08, "")])
+    step = search.run(Bounds(1.0, 2.0, 4), "users")
+    assert search.asked == [1.0, 2.0, 2.0]
+    assert [(lv.level, lv.late) for lv in search.state.levels] == [(1.0, ""), (2.0, "")]
+    # the late run is a level run spent (the guided search's budget counts it), not evidence
+    assert [lv.runs for lv in search.state.levels] == [1, 2]
+    assert search.state.levels[1].late_runs == ["runs/2"]
+    assert step.status == "max_met" and step.low is not None and step.low.level == 2.0
+    # a late level that met the SLO is taken as it is: the delay only made it look slower
+    search = _LateSearch(tmp_path, [(1.0, 0.05, late), (2.0, 0.3, "")])
+    step = search.run(Bounds(1.0, 2.0, 4), "users")
+    assert search.asked == [1.0, 2.0] and step.low is not None and step.low.level == 1.0
+
+
+def test_a_miss_late_twice_is_taken_and_the_line_says_the_client_was_late(tmp_path):
+    late = "run-queue wait 124 ms/s > 100 ms/s"
+    # a real vLLM at --max-num-seqs 4: 7 users met, 8 missed twice while the client was late;
+    # the levels that met stand (failing the search there dropped them)
+    search = _LateSearch(tmp_path, [(8.0, 0.3, late), (8.0, 0.25, late)])
+    step = search.run(Bounds(1.0, 8.0, 12), "users")
+    assert search.asked.count(8.0) == 2 and step.status == "converged"
+    assert step.low is not None and step.low.level == 7.0 and step.high is not None
+    top = next(lv for lv in search.state.levels if lv.level == 8.0)
+    assert (top.level, top.late, top.runs) == (8.0, late, 2)
+    result = summarize(step, search.state.levels, parse_slo("e2e_p99<=100ms"), "users")
+    assert result["slo_max"] == 7.0
+    assert (
+        "miss at 8 was measured twice while the client was late (run-queue wait 124"
+        in (result["line"])
     )

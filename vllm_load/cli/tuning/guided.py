@@ -161,7 +161,7 @@ def measure_step(
         where = os.path.join(directory, "steps", f"{step.index:02d}", f"run-{k + 1}")
         outcome, reason, state = _search_once(args, where, step, plan, max_levels)
         if state is not None:
-            step.runs_used += len(state.levels)
+            step.runs_used += sum(lv.runs for lv in state.levels)
             step.run_dirs += [lv.run_dir for lv in state.levels]
         if outcome != MEASURED:
             step.outcome, step.reason = outcome, reason

@@ -104,6 +104,13 @@ def summarize(step: Step, levels: list[Level], spec: SloSpec, unit: str) -> dict
                 f". At {low.level:g} the SLO {low.verdict} within the 95% intervals (more "
                 f"requests per level would tell); proven to hold: {held}"
             )
+    if high is not None and high.late and step.status != NONE_MET:
+        line += (
+            f". The miss at {high.level:g} was measured twice while the client was late "
+            f"({high.late}): it may be partly the load generator's"
+        )
+    elif high is not None and high.late:
+        line += f" (measured twice while the client was late: {high.late})"
     result["line"] = line
     return result
 

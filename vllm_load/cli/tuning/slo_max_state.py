@@ -26,6 +26,17 @@ class Level:
     run_dir: str
     items: list[dict]  # ItemFigure fields, per SLO item
     verdict: str  # holds / fails / straddles / unknown: what its intervals prove
+    #: why the client was late during the level ("" on time): its TTFT and ITL then hold the
+    #: load generator's own delay (`analysis.levels.client_side.late_levels`)
+    late: str = ""
+    #: the runs of this level that missed while the client was late and were measured again
+    #: (`Search.measure_trusted`): level runs spent, not evidence
+    late_runs: list[str] = field(default_factory=list)
+
+    @property
+    def runs(self) -> int:
+        """The level runs this level took: its own and the late ones measured again."""
+        return 1 + len(self.late_runs)
 
     @property
     def figures(self) -> list[ItemFigure]:
