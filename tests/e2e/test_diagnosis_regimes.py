@@ -10,6 +10,7 @@ import json
 import re
 
 import pytest
+from support.report_summary import report_summary
 from support.runhelpers import only_run_dir, run_vllm_load
 from support.shared_runs import shared_run
 
@@ -21,13 +22,13 @@ SHORT = ("--input-tokens", "128", "--output-tokens", "32")  # 160 tokens: 10 blo
 
 
 def diagnosed(sim, tmp_path, levels: str, *args: str) -> tuple[dict, dict]:
-    """Run `levels` against `sim`, report it; (the series' diagnosis, {users: level verdict})."""
-    run_and_report(sim, tmp_path, levels, *args)
-    return read_diagnosis(tmp_path)
+    """Run `levels` against `sim`; (the series' diagnosis, {users: level verdict}) of its report's
+    summary (made in-process: these tests read nothing else of the report)."""
+    return diagnosis_of(report_summary(run_series(sim, tmp_path / "runs", levels, *args)))
 
 
-def run_and_report(sim, tmp_path, levels: str, *args: str) -> None:
-    """Run `levels` against `sim` into tmp_path/runs, its report in tmp_path/rep.html."""
+def run_series(sim, out, levels: str, *args: str) -> str:
+    """Run `levels` against `sim` into `out`; its run directory."""
     proc = run_vllm_load(
         "run",
         "--host",
@@ -36,20 +37,24 @@ def run_and_report(sim, tmp_path, levels: str, *args: str) -> None:
         "--levels",
         levels,
         "--out",
-        str(tmp_path / "runs"),
+        str(out),
         *args,
         timeout=240,
     )
     assert "Why it saturates:" in proc.stdout and "bottleneck" in proc.stdout
-    run_dir = only_run_dir(tmp_path / "runs")
-    run_vllm_load("report", run_dir, "--out", str(tmp_path / "rep.html"), timeout=120)
+    return only_run_dir(out)
 
 
-def read_diagnosis(tmp_path) -> tuple[dict, dict]:
-    """(the series' diagnosis, {users: level verdict}) of the report in tmp_path."""
-    with open(tmp_path / "rep.summary.json", encoding="utf-8") as fh:
-        series = json.load(fh)["series"][0]
+def diagnosis_of(summary: dict) -> tuple[dict, dict]:
+    """(the series' diagnosis, {users: level verdict}) of a report's summary."""
+    series = summary["series"][0]
     return series["diagnosis"], {lv["value"]: lv["bottleneck"] for lv in series["levels"]}
+
+
+def read_diagnosis(folder) -> tuple[dict, dict]:
+    """`diagnosis_of` the report `vllm-load report` wrote in `folder` (rep.html, its summary)."""
+    with open(folder / "rep.summary.json", encoding="utf-8") as fh:
+        return diagnosis_of(json.load(fh))
 
 
 def check(diagnosis: dict, levels: dict, kind: str, below: tuple, past: tuple) -> None:
@@ -129,7 +134,11 @@ COMPUTE_LEVELS = ("1,2,64,256", "--requests-per-level", "768")
 
 def compute_on_the_simulated_gpu(folder) -> None:
     with SimulatorProcess(*COMPUTE_COST, "--tokens-per-chunk", "4", "--dcgm") as sim:
-        run_and_report(sim, folder, *COMPUTE_LEVELS, "--gpu-metrics", sim.url + DCGM_PATH)
+        run_dir = run_series(
+            sim, folder / "runs", *COMPUTE_LEVELS, "--gpu-metrics", sim.url + DCGM_PATH
+        )
+    # the whole report: the second test reads its HTML's why section
+    run_vllm_load("report", run_dir, "--out", str(folder / "rep.html"), timeout=120)
 
 
 @pytest.fixture

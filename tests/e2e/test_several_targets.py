@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+from support.report_summary import report_summary
 from support.runhelpers import load_run_files, only_run_dir, run_vllm_load, wait_for_level
 
 from vllm_load.client.target_picker import EJECT_AFTER
@@ -26,16 +27,17 @@ RUN = ("--input-tokens", "256", "--output-tokens", "512", "--metrics-interval", 
 TOLERANCE = 0.02  # the issue's "each within 2 % of that simulator's own /metrics"
 
 
-def targets_of(summary_path: str) -> list[dict]:
-    with open(summary_path, encoding="utf-8") as fh:
-        summary = json.load(fh)
+def targets_of(summary: dict) -> tuple[list[dict], list[str]]:
+    """(the run's targets, the series' findings) of a report's summary."""
     (run,) = summary["runs"]
     return run["targets"], summary["series"][0]["findings"]
 
 
 def report(run_dir: str, out: str) -> tuple[list[dict], list[str]]:
+    """`vllm-load report RUN_DIR --out OUT`: its summary's targets and findings."""
     run_vllm_load("report", run_dir, "--out", out)
-    return targets_of(out + ".summary.json")
+    with open(out + ".summary.json", encoding="utf-8") as fh:
+        return targets_of(json.load(fh))
 
 
 def _trace_e2e_p50(path: str, requests, target: dict) -> np.ndarray:
@@ -122,7 +124,8 @@ def test_a_target_lost_mid_run_is_named_and_the_other_keeps_its_figures(tmp_path
     assert f"- Target {lost.url} was lost during level" in output  # the run's own summary
     assert f"target {lost.url} was lost during the run and does not answer now" in output
     run_dir = only_run_dir(out)
-    targets, findings = report(run_dir, str(tmp_path / "report"))
+    # its report's summary, made in-process (the test above writes the whole report)
+    targets, findings = targets_of(report_summary(run_dir))
     by_url = {t["url"]: t for t in targets}
     loss = by_url[lost.url]["lost"]
     assert loss is not None and loss["level"] in (1, 2) and "connect" in loss["errors"]

@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+from support.report_summary import report_summary
 from support.runhelpers import (
     load_run_files,
     only_run_dir,
@@ -86,10 +87,7 @@ def test_stalled_requests_are_measured_as_failures_and_the_run_fails(tmp_path):
     assert (
         said.startswith("vllm-load run: 2 level(s) failed: 16 users: ") and "timeout_stall" in said
     )
-    report = tmp_path / "r.html"
-    run_vllm_load("report", run_dir, "-o", str(report), "--quiet")
-    with open(tmp_path / "r.summary.json", encoding="utf-8") as fh:
-        saturation = json.load(fh)["series"][0]["saturation"]
+    saturation = report_summary(run_dir)["series"][0]["saturation"]  # as its report says
     assert saturation["peak"] is None
     assert {lv["value"] for lv in saturation["failed_levels"] if lv["excluded"]} == {16.0, 64.0}
 
