@@ -9,6 +9,8 @@ tests/conftest.py. Test modules never import each other.
 - `sse_chunks`: chat-completion SSE chunks as vLLM streams them
 - `shared_runs`: one run made once per pytest session for every test that asserts on it
 - `reports`: synthetic run directories and the PNGs embedded in a report
+- `report_summary`: a run's report summary made in the test's process, as `vllm-load report`
+  writes it, for tests that read only the summary
 - `hf_tokenizer`: a small, real Hugging Face tokenizer directory built locally
 - `netns`: test hosts in network namespaces (root only)
 - `read_lag`: how late a gevent process reads bytes sent on a steady beat
