@@ -641,7 +641,8 @@ def test_prefills_left_unfinished_with_requests_always_waiting_settle_a_budget_o
     # the batch held at its peak of 3 and 40 tokens a step at 6 and 12 users, which a cap of 3
     # pins as well; but only 2.2-2.35 of the 3 running yielded a token a step with the queue never
     # empty: a prefill was left unfinished in most steps, which a full batch never leaves
-    budget = _held_at(3.0, 3.0, 40.0, 7.2, 256.0, 0.0, step_generated=2.3, waiting_min=1.0)
+    one = {"waiting_min": 1.0, "tpot": 0.0028}  # the queue never seen empty, one engine's steps
+    budget = _held_at(3.0, 3.0, 40.0, 7.2, 256.0, 0.0, step_generated=2.3, **one)
     assert all(lv.prefills_carried for lv in budget)
     facts = infer_limits(budget, ServerFacts())
     assert facts.get("max_num_seqs") is None
@@ -650,7 +651,7 @@ def test_prefills_left_unfinished_with_requests_always_waiting_settle_a_budget_o
     assert verdict.kind == "max_num_batched_tokens", verdict.reason
     assert "2.3 tokens generated a step with up to 3 running" in verdict.reason
     # a cap with requests always waiting: every running request yields a token every step
-    cap = _held_at(4.0, 4.0, 175.0, 7.4, 2047.0, 0.0, step_generated=4.0, waiting_min=2.0)
+    cap = _held_at(4.0, 4.0, 175.0, 7.4, 2047.0, 0.0, step_generated=4.0, **one)
     assert not any(lv.prefills_carried for lv in cap)
     assert infer_limits(cap, ServerFacts()).get("max_num_batched_tokens") is None
     # a queue seen empty lets the batch swing under its peak (a cap of 8 at 16 users: the gauge
@@ -658,8 +659,14 @@ def test_prefills_left_unfinished_with_requests_always_waiting_settle_a_budget_o
     swung = [replace(lv, waiting_min=0.0) for lv in budget]
     assert not any(lv.prefills_carried for lv in swung)
     assert infer_limits(swung, ServerFacts()).get("max_num_batched_tokens") is None
+    # two data-parallel engines at a cap of 4: the gauges sum to 8, 4 tokens a step per engine;
+    # the steps counted twice as fast as a request's tokens come say the count is not one engine's
+    engines = _held_at(8.0, 8.0, 175.0, 7.4, 2047.0, 0.0, step_generated=4.0, **one)
+    engines = [replace(lv, tpot=2 * lv.step_time) for lv in engines]
+    assert not any(lv.prefills_carried for lv in engines)
     # unknown figures rule nothing in
     assert not replace(budget[0], step_generated=math.nan).prefills_carried
+    assert not replace(budget[0], tpot=math.nan).prefills_carried
 
 
 def test_level_evidence_reads_tokens_generated_a_step_and_the_queues_lowest_sample():

@@ -97,6 +97,8 @@ PD_FLOOR_MS = 1.0  # ... (and by this many ms at least): that side is the limit
 #: the evidence's names of a disaggregated deployment's TTFT parts, in `pd_parts`' order
 PD_PARTS = ("prefill_ms", "kv_transfer_ms", "first_decode_ms")
 CARRIED = 0.5  # running requests that yielded no token, per engine step, at least: prefills carried
+ONE_ENGINE = 1.5  # a request's time per output token within this factor of the counted step time:
+# the step count is one engine's (several engines, or API servers each counting a step, multiply it)
 SHORT_PREFILL = 0.5  # a prefill spanning under this share of prompt / tokens-per-step engine
 # steps was not chunked by a spent budget (which makes it span at least 0.9 of that share)
 
@@ -134,6 +136,7 @@ class LevelEvidence:
     prefix_hit: float = math.nan  # share of prompt tokens found in the prefix cache
     step_generated: float = math.nan  # tokens generated per engine step
     waiting_min: float = math.nan  # the waiting gauge's lowest sample
+    tpot: float = math.nan  # the median request's time per output token after its first (client)
     client_bound: str = ""  # why a load process was possibly client-bound ("" when none was)
     # a disaggregated deployment's TTFT split (ms, `analysis.levels.disagg`): its parts, each
     # part at the lowest level (`with_baseline`), and the KV bandwidth
@@ -169,6 +172,7 @@ class LevelEvidence:
             prefix_hit=get("server_prefix_hit"),
             step_generated=get("server_step_generated"),
             waiting_min=get("server_waiting_min"),
+            tpot=get("tpot_p50"),
             client_bound=str(row.get("client_bound_reason") or ""),
             pd_parts=(get("pd_prefill_ms"), get("kv_xfer_ms"), get("pd_first_decode_ms")),
             kv_gbps=get("kv_xfer_gbps"),
@@ -230,10 +234,13 @@ class LevelEvidence:
         alone cannot do it: at a cap, with requests always waiting, every step runs the cap's
         requests and each yields a token (the gauge, read after a step's finished requests
         left, never exceeds them). On the simulator a cap gave 0.0-0.3 (a 2,048 budget that
-        prompts of 1,024 uncached tokens sometimes filled), every spent budget 0.65-1.7. False
-        wherever a figure is missing: unknown is not ruled in."""
-        known = (self.running_max, self.step_generated, self.waiting_min)
-        if any(x != x for x in known):
+        prompts of 1,024 uncached tokens sometimes filled), every spent budget 0.65-1.7. Read only
+        where the step count is one engine's (`ONE_ENGINE`: a request's time per output token
+        near the counted step time): data-parallel engines sum their running gauges and their
+        steps alike, and API servers each count a step, which would read as tokens missing.
+        False wherever a figure is missing: unknown is not ruled in."""
+        known = (self.running_max, self.step_generated, self.waiting_min, self.tpot, self.step_time)
+        if any(x != x for x in known) or self.tpot > ONE_ENGINE * self.step_time:
             return False
         return self.waiting_min >= 1 and self.running_max - self.step_generated >= CARRIED
 
