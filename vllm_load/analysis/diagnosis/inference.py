@@ -95,7 +95,11 @@ def budget_pin(levels: list[LevelEvidence], facts: ServerFacts) -> float | None:
     tokens = [lv.step_tokens for lv in held]
     if max(tokens) - min(tokens) > BUDGET_PIN * max(tokens):
         return None
-    carried = all(lv.prefills_carried for lv in held)
+    # prefills left unfinished at every level, and at the top one a backlog of a whole batch or
+    # more, where a cap's queue would not empty: a batch swinging under its peak while its queue
+    # empties between scrapes reads as unfinished prefills too (a cap of 8 at 16 users, 1.9
+    # waiting on average, its one scrape at 1: 6.4 tokens a step), but not at such a backlog
+    carried = all(lv.prefills_carried for lv in held) and held[-1].queued >= held[-1].running_max
     if (
         not carried
         and any(lv.batch_full(cap) for lv in held)
