@@ -691,6 +691,9 @@ def test_level_evidence_reads_tokens_generated_a_step_and_the_queues_lowest_samp
     # speculative decoding yields several tokens a request a step: the count says nothing then
     drafted = server.assign(spec_draft_tokens=[0.0, 5.0, 10.0, 15.0])
     assert math.isnan(level_evidence(drafted, window).iloc[0]["server_step_generated"])
+    # a scrape that writes the speculation columns empty (a server without it) reads as before
+    empty = server.assign(spec_draft_tokens=[math.nan] * 4)
+    assert level_evidence(empty, window).iloc[0]["server_step_generated"] == pytest.approx(3.0)
     assert math.isnan(
         level_evidence(server, window.assign(window_start=[1.2], window_end=[1.8])).iloc[0][
             "server_waiting_min"

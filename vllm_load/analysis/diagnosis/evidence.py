@@ -86,7 +86,7 @@ def _generated_per_step(server: pd.DataFrame, a: float, b: float, steps: float) 
     drafts = (
         counter_delta(server, "spec_draft_tokens", a, b) if "spec_draft_tokens" in server else 0
     )
-    if drafts != 0:
+    if drafts > 0:  # an empty column (no samples: NaN) is a server that exposes no speculation
         return np.nan
     return _ratio(counter_delta(server, "generation_tokens_total", a, b), steps)
 
