@@ -41,6 +41,15 @@ def _sure(facts: ServerFacts, name: str) -> float | None:
     return facts.number(name) if fact is not None and fact.source in (READ, GIVEN) else None
 
 
+def _carried(held: list[LevelEvidence]) -> bool:
+    """Prefills left unfinished at every one of the `held` levels (lowest first), and at the top
+    one a backlog of a whole batch or more, where a cap's queue would not empty: a batch swinging
+    under its peak while its queue empties between scrapes reads as unfinished prefills too (a
+    cap of 8 at 16 users, 1.9 waiting on average, its one scrape at 1: 6.4 tokens a step), but
+    not at such a backlog."""
+    return all(lv.prefills_carried for lv in held) and held[-1].queued >= held[-1].running_max
+
+
 def cap_plateau(levels: list[LevelEvidence], facts: ServerFacts) -> float | None:
     """A sequence cap the saturated `levels` show, or None: the running gauge's peak, the same
     within `PLATEAU` at `PLATEAU_LEVELS` levels or more where requests wait with room in the KV
@@ -59,7 +68,7 @@ def cap_plateau(levels: list[LevelEvidence], facts: ServerFacts) -> float | None
         and lv.batch >= CAP_SHARE * lv.running_max
         and not lv.steps_full(budget)
     ]
-    if len(held) < PLATEAU_LEVELS or any(lv.prefills_carried for lv in held):
+    if len(held) < PLATEAU_LEVELS or _carried(held):
         return None  # a cap leaves no prefill unfinished while requests wait: a budget does
     peaks = [lv.running_max for lv in held]
     if max(peaks) - min(peaks) > PLATEAU * max(peaks):
@@ -95,11 +104,7 @@ def budget_pin(levels: list[LevelEvidence], facts: ServerFacts) -> float | None:
     tokens = [lv.step_tokens for lv in held]
     if max(tokens) - min(tokens) > BUDGET_PIN * max(tokens):
         return None
-    # prefills left unfinished at every level, and at the top one a backlog of a whole batch or
-    # more, where a cap's queue would not empty: a batch swinging under its peak while its queue
-    # empties between scrapes reads as unfinished prefills too (a cap of 8 at 16 users, 1.9
-    # waiting on average, its one scrape at 1: 6.4 tokens a step), but not at such a backlog
-    carried = all(lv.prefills_carried for lv in held) and held[-1].queued >= held[-1].running_max
+    carried = _carried(held)
     if (
         not carried
         and any(lv.batch_full(cap) for lv in held)
