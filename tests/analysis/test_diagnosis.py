@@ -723,3 +723,68 @@ def test_a_batch_that_grew_at_the_same_step_time_is_not_compute():
     # the steps lengthened with the batch: compute (2.7 -> 8.9 in the batch, 4.6 -> 11 ms)
     longer = replace(lv, step_time=0.011, tok_per_s=20000.0)
     assert level_verdict(longer, below, ServerFacts(), saturated=True).kind == "compute"
+
+
+def test_prefills_left_unfinished_with_requests_always_waiting_settle_a_budget_over_a_cap():
+    # the simulator at --max-num-batched-tokens 40 (--max-num-seqs 32), 256/16 tokens, not told:
+    # the batch held at its peak of 3 and 40 tokens a step at 6 and 12 users, which a cap of 3
+    # pins as well; but only 2.2-2.35 of the 3 running yielded a token a step with the queue never
+    # empty: a prefill was left unfinished in most steps, which a full batch never leaves
+    one = {"waiting_min": 1.0, "tpot": 0.0028}  # the queue never seen empty, one engine's steps
+    budget = _held_at(3.0, 3.0, 40.0, 7.2, 256.0, 0.0, step_generated=2.3, **one)
+    assert all(lv.prefills_carried for lv in budget)
+    facts = infer_limits(budget, ServerFacts())
+    assert facts.get("max_num_seqs") is None
+    assert facts.get("max_num_batched_tokens") == Fact(39.0, INFERRED)
+    verdict = level_verdict(budget[1], budget[0], facts, saturated=True)
+    assert verdict.kind == "max_num_batched_tokens", verdict.reason
+    assert "2.3 tokens generated a step with up to 3 running" in verdict.reason
+    # a cap with requests always waiting: every running request yields a token every step
+    cap = _held_at(4.0, 4.0, 175.0, 7.4, 2047.0, 0.0, step_generated=4.0, **one)
+    assert not any(lv.prefills_carried for lv in cap)
+    assert infer_limits(cap, ServerFacts()).get("max_num_batched_tokens") is None
+    # a queue seen empty lets the batch swing under its peak (a cap of 8 at 16 users: the gauge
+    # at 8, 6.4 tokens a step): no prefill need have been left unfinished
+    swung = [replace(lv, waiting_min=0.0) for lv in budget]
+    assert not any(lv.prefills_carried for lv in swung)
+    assert infer_limits(swung, ServerFacts()).get("max_num_batched_tokens") is None
+    # two data-parallel engines at a cap of 4: the gauges sum to 8, 4 tokens a step per engine;
+    # the steps counted twice as fast as a request's tokens come say the count is not one engine's
+    engines = _held_at(8.0, 8.0, 175.0, 7.4, 2047.0, 0.0, step_generated=4.0, **one)
+    engines = [replace(lv, tpot=2 * lv.step_time) for lv in engines]
+    assert not any(lv.prefills_carried for lv in engines)
+    # a short backlog at the top level lets a cap's queue empty between scrapes and its batch
+    # swing under its peak (the simulator at a cap of 8, 16 users: 1.9 waiting, 6.4 tokens a
+    # step, one scrape at 1): read at every level only where the top one holds a whole batch
+    short = [replace(lv, queued=2.0) for lv in budget]
+    assert all(lv.prefills_carried for lv in short)
+    assert infer_limits(short, ServerFacts()).get("max_num_batched_tokens") is None
+    # unknown figures rule nothing in
+    assert not replace(budget[0], step_generated=math.nan).prefills_carried
+    assert not replace(budget[0], tpot=math.nan).prefills_carried
+
+
+def test_level_evidence_reads_tokens_generated_a_step_and_the_queues_lowest_sample():
+    server = pd.DataFrame(
+        {
+            "ts": [0.0, 1.0, 2.0, 3.0],
+            "waiting": [0.0, 3.0, 2.0, 0.0],
+            "generation_tokens_total": [0.0, 30.0, 60.0, 90.0],
+            "steps": [0.0, 10.0, 20.0, 30.0],
+        }
+    )
+    window = pd.DataFrame({"level": [0], "window_start": [0.5], "window_end": [2.5]})
+    row = level_evidence(server, window).iloc[0]
+    assert row["server_step_generated"] == pytest.approx(3.0)
+    assert row["server_waiting_min"] == 2.0  # the samples inside the window only
+    # speculative decoding yields several tokens a request a step: the count says nothing then
+    drafted = server.assign(spec_draft_tokens=[0.0, 5.0, 10.0, 15.0])
+    assert math.isnan(level_evidence(drafted, window).iloc[0]["server_step_generated"])
+    # a scrape that writes the speculation columns empty (a server without it) reads as before
+    empty = server.assign(spec_draft_tokens=[math.nan] * 4)
+    assert level_evidence(empty, window).iloc[0]["server_step_generated"] == pytest.approx(3.0)
+    assert math.isnan(
+        level_evidence(server, window.assign(window_start=[1.2], window_end=[1.8])).iloc[0][
+            "server_waiting_min"
+        ]
+    )

@@ -47,6 +47,8 @@ EVIDENCE_COLUMNS = (
     "server_prefill_time",
     "server_prefill_steps",
     "server_prefix_hit",
+    "server_step_generated",
+    "server_waiting_min",
 )
 
 
@@ -54,15 +56,39 @@ def _ratio(num: float, den: float) -> float:
     return num / den if den and den == den and num == num else np.nan
 
 
-def _window_max(server: pd.DataFrame, column: str, a: float, b: float) -> float:
+def _inside(server: pd.DataFrame, column: str, a: float, b: float) -> np.ndarray:
+    """A gauge's samples inside [a, b] (none where the column is missing)."""
     if column not in server:
-        return np.nan
+        return np.empty(0)
     t = server["ts"].to_numpy(np.float64)
     v = pd.to_numeric(server[column], errors="coerce").to_numpy(np.float64)
-    inside = v[(t >= a) & (t <= b) & ~np.isnan(v)]
+    return v[(t >= a) & (t <= b) & ~np.isnan(v)]
+
+
+def _window_max(server: pd.DataFrame, column: str, a: float, b: float) -> float:
+    inside = _inside(server, column, a, b)
     if len(inside):
         return float(inside.max())
     return gauge_mean(server, column, a, b)  # no scrape inside a short window: the one around it
+
+
+def _window_min(server: pd.DataFrame, column: str, a: float, b: float) -> float:
+    """A gauge's lowest sample inside [a, b]; NaN without one (what was between scrapes around
+    a short window is unknown, and a low sample is what the reading needs)."""
+    inside = _inside(server, column, a, b)
+    return float(inside.min()) if len(inside) else np.nan
+
+
+def _generated_per_step(server: pd.DataFrame, a: float, b: float, steps: float) -> float:
+    """Tokens generated per engine step over [a, b]; NaN where drafts were verified (speculative
+    decoding: a request yields up to K + 1 tokens a step, so the count says nothing of who
+    yielded none)."""
+    drafts = (
+        counter_delta(server, "spec_draft_tokens", a, b) if "spec_draft_tokens" in server else 0
+    )
+    if drafts > 0:  # an empty column (no samples: NaN) is a server that exposes no speculation
+        return np.nan
+    return _ratio(counter_delta(server, "generation_tokens_total", a, b), steps)
 
 
 def evidence_over(server: pd.DataFrame, a: float, b: float) -> dict[str, float]:
@@ -98,6 +124,8 @@ def evidence_over(server: pd.DataFrame, a: float, b: float) -> dict[str, float]:
             counter_delta(server, "prefix_cache_hits", a, b),
             counter_delta(server, "prefix_cache_queries", a, b),
         ),
+        "server_step_generated": _generated_per_step(server, a, b, steps),
+        "server_waiting_min": _window_min(server, "waiting", a, b),
     }
 
 

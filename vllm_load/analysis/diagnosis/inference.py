@@ -7,7 +7,9 @@ budget from the tokens per engine step pinned at as many (`budget_pin`); where b
 (the levels stay `undetermined` and name both). With one workload at every level a cap pins the
 tokens a step carries as a spent budget does, and a budget pins the batch as a cap does; what
 tells them apart is the prefill: a spent budget chunks it over at least ~prompt / tokens-per-step
-engine steps (`LevelEvidence.prefills_unchunked`), a cap leaves it whole.
+engine steps (`LevelEvidence.prefills_unchunked`), a cap leaves it whole; and a spent budget
+leaves a prefill unfinished in most steps, so fewer tokens are generated a step than requests run
+while the queue never empties, which a full batch never does (`LevelEvidence.prefills_carried`).
 
 A given or default flag the server's own figures
 contradict is dropped and named (`contradicted`): the measured figure wins.
@@ -39,6 +41,15 @@ def _sure(facts: ServerFacts, name: str) -> float | None:
     return facts.number(name) if fact is not None and fact.source in (READ, GIVEN) else None
 
 
+def _carried(held: list[LevelEvidence]) -> bool:
+    """Prefills left unfinished at every one of the `held` levels (lowest first), and at the top
+    one a backlog of a whole batch or more, where a cap's queue would not empty: a batch swinging
+    under its peak while its queue empties between scrapes reads as unfinished prefills too (a
+    cap of 8 at 16 users, 1.9 waiting on average, its one scrape at 1: 6.4 tokens a step), but
+    not at such a backlog."""
+    return all(lv.prefills_carried for lv in held) and held[-1].queued >= held[-1].running_max
+
+
 def cap_plateau(levels: list[LevelEvidence], facts: ServerFacts) -> float | None:
     """A sequence cap the saturated `levels` show, or None: the running gauge's peak, the same
     within `PLATEAU` at `PLATEAU_LEVELS` levels or more where requests wait with room in the KV
@@ -57,8 +68,8 @@ def cap_plateau(levels: list[LevelEvidence], facts: ServerFacts) -> float | None
         and lv.batch >= CAP_SHARE * lv.running_max
         and not lv.steps_full(budget)
     ]
-    if len(held) < PLATEAU_LEVELS:
-        return None
+    if len(held) < PLATEAU_LEVELS or _carried(held):
+        return None  # a cap leaves no prefill unfinished while requests wait: a budget does
     peaks = [lv.running_max for lv in held]
     if max(peaks) - min(peaks) > PLATEAU * max(peaks):
         return None
@@ -93,8 +104,13 @@ def budget_pin(levels: list[LevelEvidence], facts: ServerFacts) -> float | None:
     tokens = [lv.step_tokens for lv in held]
     if max(tokens) - min(tokens) > BUDGET_PIN * max(tokens):
         return None
-    if any(lv.batch_full(cap) for lv in held) and (cap or not all(lv.spread for lv in held)):
-        return None
+    carried = _carried(held)
+    if (
+        not carried
+        and any(lv.batch_full(cap) for lv in held)
+        and (cap or not all(lv.spread for lv in held))
+    ):
+        return None  # unless every level left prefills unfinished, which a full batch never does
     if all(lv.prefills_unchunked for lv in held):
         return None  # no prefill was chunked: no budget was spent, whatever pinned the steps
     return float(round(sum(tokens) / len(tokens)))

@@ -96,6 +96,9 @@ PD_GROWTH = 1.0  # a disaggregated level's TTFT part grew by its lowest level's 
 PD_FLOOR_MS = 1.0  # ... (and by this many ms at least): that side is the limit
 #: the evidence's names of a disaggregated deployment's TTFT parts, in `pd_parts`' order
 PD_PARTS = ("prefill_ms", "kv_transfer_ms", "first_decode_ms")
+CARRIED = 0.5  # running requests that yielded no token, per engine step, at least: prefills carried
+ONE_ENGINE = 1.5  # a request's time per output token within this factor of the counted step time:
+# the step count is one engine's (several engines, or API servers each counting a step, multiply it)
 SHORT_PREFILL = 0.5  # a prefill spanning under this share of prompt / tokens-per-step engine
 # steps was not chunked by a spent budget (which makes it span at least 0.9 of that share)
 
@@ -131,6 +134,9 @@ class LevelEvidence:
     prefill_spread: float = math.nan  # prefill_steps over the lowest level's (`with_baseline`)
     prompt_tokens: float = math.nan  # mean prompt tokens per request (the server's usage)
     prefix_hit: float = math.nan  # share of prompt tokens found in the prefix cache
+    step_generated: float = math.nan  # tokens generated per engine step
+    waiting_min: float = math.nan  # the waiting gauge's lowest sample
+    tpot: float = math.nan  # the median request's time per output token after its first (client)
     client_bound: str = ""  # why a load process was possibly client-bound ("" when none was)
     # a disaggregated deployment's TTFT split (ms, `analysis.levels.disagg`): its parts, each
     # part at the lowest level (`with_baseline`), and the KV bandwidth
@@ -164,6 +170,9 @@ class LevelEvidence:
             if get("req_per_s")
             else math.nan,
             prefix_hit=get("server_prefix_hit"),
+            step_generated=get("server_step_generated"),
+            waiting_min=get("server_waiting_min"),
+            tpot=get("tpot_p50"),
             client_bound=str(row.get("client_bound_reason") or ""),
             pd_parts=(get("pd_prefill_ms"), get("kv_xfer_ms"), get("pd_first_decode_ms")),
             kv_gbps=get("kv_xfer_gbps"),
@@ -215,6 +224,26 @@ class LevelEvidence:
         uncached = self.prompt_tokens * (1 - self.prefix_hit)
         return uncached > 0 and self.prefill_steps < SHORT_PREFILL * uncached / self.step_tokens
 
+    @property
+    def prefills_carried(self) -> bool:
+        """Steps carried a prefill over, unfinished: with the queue never seen empty, the running
+        gauge's peak exceeds the tokens generated per step by `CARRIED` or more. Every running
+        request yields a token a step but one whose prefill is not finished, and vLLM leaves at
+        most one prefill unfinished in a step, the one that spent the step's token budget: so
+        that many steps, at least, had their budget spent while requests waited. A full batch
+        alone cannot do it: at a cap, with requests always waiting, every step runs the cap's
+        requests and each yields a token (the gauge, read after a step's finished requests
+        left, never exceeds them). On the simulator a cap gave 0.0-0.3 (a 2,048 budget that
+        prompts of 1,024 uncached tokens sometimes filled), every spent budget 0.65-1.7. Read only
+        where the step count is one engine's (`ONE_ENGINE`: a request's time per output token
+        near the counted step time): data-parallel engines sum their running gauges and their
+        steps alike, and API servers each count a step, which would read as tokens missing.
+        False wherever a figure is missing: unknown is not ruled in."""
+        known = (self.running_max, self.step_generated, self.waiting_min, self.tpot, self.step_time)
+        if any(x != x for x in known) or self.tpot > ONE_ENGINE * self.step_time:
+            return False
+        return self.waiting_min >= 1 and self.running_max - self.step_generated >= CARRIED
+
     def steps_full(self, budget: float | None) -> bool:
         """Engine steps are full of tokens: at `BUDGET_SHARE` of a known budget, or, the budget
         unknown, prefills spread over more steps than at the lowest level."""
@@ -255,6 +284,7 @@ class LevelEvidence:
             "step_time_s": self.step_time,
             "prefill_steps": self.prefill_steps,
             "prefill_spread": self.prefill_spread,
+            "generated_per_step": self.step_generated,
             "total_tok_per_s": self.tok_per_s,
             "kv_transfer_gbps": self.kv_gbps,
         }
@@ -393,7 +423,8 @@ def level_verdict(
                 f", prefills spread over {lv.prefill_steps:.1f} steps"
                 if lv.prefill_steps == lv.prefill_steps
                 else ""
-            ),
+            )
+            + (_carried(lv) if lv.prefills_carried else ""),
         )
     if lv.waits and not budget and lv.spread and (cap or not lv.batch_full(None)):
         below_cap = f" below --max-num-seqs {cap_fact.text()}" if cap_fact else ""
@@ -461,6 +492,15 @@ def level_verdict(
         state = lv.gpu.state()
         unsettled.append(f"the GPU was {state}: {gpu}" if state in (BUSY, IDLE) else f"GPU: {gpu}")
     return verdict(UNDETERMINED, "; ".join(unsettled))
+
+
+def _carried(lv: LevelEvidence) -> str:
+    """The figures `LevelEvidence.prefills_carried` reads, as a verdict's reason quotes them."""
+    return (
+        f"; {lv.step_generated:.1f} tokens generated a step with up to {lv.running_max:.0f} "
+        "running and the queue never empty: a prefill left unfinished in most steps, as only a "
+        "spent budget leaves one"
+    )
 
 
 def _kv_full_idle(lv: LevelEvidence, facts: ServerFacts) -> str:
@@ -550,7 +590,9 @@ def _unexplained_wait(lv: LevelEvidence, facts: ServerFacts) -> str:
     fits, unknown = {}, []
     if not cap:
         unknown.append("--max-num-seqs N")
-        if lv.running_max == lv.running_max and lv.batch_full(None):
+        if lv.prefills_carried:
+            pass  # a cap leaves no prefill unfinished with requests waiting: it does not fit
+        elif lv.running_max == lv.running_max and lv.batch_full(None):
             fits["--max-num-seqs N"] = (
                 f"a sequence cap of {lv.running_max:.0f} (the batch held near its peak)"
             )
