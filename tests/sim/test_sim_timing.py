@@ -114,6 +114,17 @@ def test_engine_streams_grouped_chunks_too():
     assert [len(tok.encode(t)) for t in texts] == [1, 3, 3, 3]
 
 
+def test_an_engine_step_that_makes_several_tokens_still_streams_whole_chunks():
+    # a speculating engine makes 1 to 4 tokens a step: the handler woke with 5 of 4 wanted and
+    # wrote a chunk of 3 and one of 1 ([1, 3, 1, 3, 3, 1, 3, 1, 3, 1] for 20 tokens); a chunk's
+    # rest now waits for the next step
+    tok = SimTokenizer()
+    args = ("--time-scale", "0.1", "--tokens-per-chunk", "3", "--speculative-tokens", "3")
+    with SimulatorProcess(*args) as sim:
+        _, _, texts = asyncio.run(_timed_stream(sim.url, 20))
+    assert [len(tok.encode(t)) for t in texts] == [1, 3, 3, 3, 3, 3, 3, 1]
+
+
 def test_time_scale_speeds_the_engine_up_in_proportion():
     durations, waits = {}, {}
     for scale in ("1", "0.2"):
