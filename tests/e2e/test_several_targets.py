@@ -8,9 +8,11 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
+from support.host_wait import HostWait
 from support.report_summary import report_summary
 from support.runhelpers import load_run_files, only_run_dir, run_vllm_load, wait_for_level
 
@@ -48,6 +50,33 @@ def _trace_e2e_p50(path: str, requests, target: dict) -> np.ndarray:
     return took.groupby(mine["level"]).median().sort_index().to_numpy()
 
 
+#: the simulators' share of the run spent waiting for a CPU past which their own pace is the
+#: host's: a simulator kept off its core steps late, at whatever pace the host leaves it
+SIMULATORS_STARVED = 0.1
+
+
+def _apart(server: list[np.ndarray], waited: dict[str, float], took: float) -> None:
+    """The slower simulator's requests took over 1.3x the faster's at every level by their own
+    traces (else the targets' figures could be mixed without the client's ratio showing it);
+    where they did not, the host must have kept the simulators waiting for a CPU (a simulator's
+    steps then run at the host's pace, the same for both: CI at load ~20, 2026-11-29, read 0.62 s
+    against 0.66 s at 4 users), and the check is skipped with those figures."""
+    ratio = server[1] / server[0]
+    if (ratio > 1.3).all():
+        return
+    why = (
+        f"slow/fast simulators' own e2e p50 {np.round(ratio, 2).tolist()} (slow "
+        f"{np.round(server[1], 3).tolist()} s, fast {np.round(server[0], 3).tolist()} s); "
+        f"their run-queue wait over the {took:.1f} s run: "
+        + ", ".join(f"{name} {w:.1f} s" for name, w in waited.items())
+    )
+    print(why)
+    assert max((w for w in waited.values() if w == w), default=0.0) >= SIMULATORS_STARVED * took, (
+        why
+    )
+    pytest.skip(f"the simulators' paces were the host's, not their time scales: {why}")
+
+
 @pytest.mark.alone
 def test_two_targets_each_match_their_own_metrics(tmp_path):
     traces = [str(tmp_path / "fast.jsonl"), str(tmp_path / "slow.jsonl")]
@@ -55,10 +84,13 @@ def test_two_targets_each_match_their_own_metrics(tmp_path):
         SimulatorProcess("--time-scale", "0.05", "--trace", traces[0]) as fast,
         SimulatorProcess("--time-scale", "0.1", "--trace", traces[1]) as slow,
     ):
+        host = HostWait(fast=fast.proc.pid, slow=slow.proc.pid)
+        before, began = host.read(), time.monotonic()
         proc = run_vllm_load(
             "run", "--host", fast.url, "--host", slow.url, "--levels", "4,16",
             "--requests-per-level", "240", "--out", str(tmp_path / "runs"), *RUN,
         )  # fmt: skip
+        after, took = host.read(), time.monotonic() - began
     run_dir = only_run_dir(tmp_path / "runs")
     requests, _, run, _ = load_run_files(run_dir)
     assert [t["url"] for t in run["targets"]] == [fast.url, slow.url]
@@ -85,8 +117,8 @@ def test_two_targets_each_match_their_own_metrics(tmp_path):
     slow_e2e = np.array([r["e2e_p50"] for r in targets[1]["levels"]])
     server = [_trace_e2e_p50(path, requests, url) for path, url in zip(traces, run["targets"])]
     print("client slow/fast e2e p50:", slow_e2e / fast_e2e, "server's:", server[1] / server[0])
-    assert (server[1] / server[0] > 1.3).all()
     assert list(slow_e2e / fast_e2e) == pytest.approx(list(server[1] / server[0]), rel=0.15)
+    _apart(server, {name: after[name] - before[name] for name in before}, took)
     assert not [f for f in findings if "target http" in f]
     assert "per target" in open(str(tmp_path / "report") + ".md", encoding="utf-8").read()
     assert proc.returncode == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 
 import pytest
 from support.host_wait import HostWait, within
@@ -138,3 +139,28 @@ def test_an_error_in_the_write_reaches_the_handler_and_a_closed_source_gets_no_m
     count, seen, backend = asyncio.run(main())
     assert 2 <= count <= 4 and len(seen) == count
     assert backend.in_flight == 1  # the failing source was never closed here; the leaving one was
+
+
+def test_a_late_tick_hands_out_whole_chunks():
+    # the loop held up past token 9's due time by the write of token 5: the tick that hands out 9
+    # runs when 10 or more are due; it hands out 9 (then 13, ...), never a count between chunks,
+    # which the server would write as a chunk of 4 and one of 1 (CI, 2026-11-29: [1, 4, 4, 4, 1,
+    # 4, 3] for 21 tokens 4 a chunk, on a loaded machine)
+    async def main():
+        loop = asyncio.get_running_loop()
+        backend = _backend()
+        source = backend.open(1, 20, loop.time())
+        got = []
+
+        def emit(n: int) -> bool:
+            got.append(n)
+            if n == 5:
+                time.sleep(5.5 * ITL)  # 4 ITLs to token 9's due time, and 1.5 past it
+            return False
+
+        await source.push(emit, 4)
+        return got, backend.stats
+
+    got, stats = asyncio.run(main())
+    assert got == [1, 5, 9, 13, 17, 20], got
+    assert stats.generation_tokens == 20

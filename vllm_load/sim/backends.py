@@ -239,7 +239,12 @@ class _FixedSource:
         now = b.loop.time()
         elapsed = now - self.start - ttft
         due = self.total if itl <= 0 else min(self.total, 1 + int(elapsed / itl))
-        got = max(want, due)
+        # a late tick hands out what fell due in whole chunks of `_step` (the rest is due on the
+        # next): an odd count would make the server split a chunk, [.., 4, 1, 4, 3] for 4 a chunk
+        if due <= want or due >= self.total:
+            got = max(want, due)
+        else:
+            got = want + (due - want) // self._step * self._step
         stats = b.stats
         if self.delivered == 0:
             stats.prompt_tokens += self.prompt

@@ -340,6 +340,10 @@ class SimServer:
             while sent < got:
                 # the first token goes alone (TTFT is not delayed), then `per_chunk` at a time
                 end = 1 if sent == 0 else min(got, sent + per_chunk)
+                if 1 < end < total and end - sent < per_chunk:
+                    # a part of a chunk (an engine step that made several tokens, a late wake-up)
+                    # waits for the rest: every chunk but the last carries `per_chunk` tokens
+                    break
                 last = finish if end == total else None
                 if call is not None:
                     parts.append(renderer.delta_chunk(call.delta(sent, end), last and TOOL_CALLS))
