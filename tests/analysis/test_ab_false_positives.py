@@ -5,6 +5,8 @@ The runs are synthetic (`run_format.synthetic`), so their run-to-run noise is kn
 seeded, so the shares below are the same on every machine.
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -16,6 +18,8 @@ from vllm_load.run_format.synthetic import ServerModel, SyntheticRun, write_synt
 RUNS = 24
 SPLITS = 120
 ALPHA = 0.05
+# the one-run-a-side share is far from its bound (about 0.75 over 30 splits against > 0.10)
+ONE_A_SIDE_SPLITS = 30
 
 
 @pytest.fixture(scope="module")
@@ -40,17 +44,22 @@ def one_configuration(tmp_path_factory):
     return runs
 
 
-def _splits(runs, per_side: int, seed: int):
+def _splits(runs, per_side: int, seed: int, count: int = SPLITS):
     rng = np.random.default_rng(seed)
-    for _ in range(SPLITS):
+    for _ in range(count):
         pick = rng.choice(len(runs), size=2 * per_side, replace=False)
         yield [runs[i] for i in pick[:per_side]], [runs[i] for i in pick[per_side:]]
 
 
 def test_welch_across_runs_keeps_false_positives_near_alpha(one_configuration):
+    # The same headline figures without their per-request column: the verdicts and Holm families
+    # are the same (they read Welch's test over runs), and the request-level bootstrap and
+    # Mann-Whitney tests, half this test's time and read by no assertion here, are not run.
+    figures = [dataclasses.replace(f, source=None) for f in ab.compare_figures(one_configuration)]
+    assert len(figures) > 4 and all(f.latency is None for f in figures)
     raw, families, family_hits = [], 0, 0
     for a, b in _splits(one_configuration, 3, seed=11):
-        res = ab.compare_runs(a, b, alpha=ALPHA, resamples=100)
+        res = ab.compare_runs(a, b, alpha=ALPHA, resamples=100, figures=figures)
         tested = [c for c in res.comparisons if c.result.test == significance.WELCH]
         raw += [c.result.p < ALPHA for c in tested if c.figure.key != "success_rate"]
         for level in res.levels:
@@ -67,7 +76,7 @@ def test_one_run_a_side_over_requests_cannot_see_run_to_run_noise(one_configurat
     """Why one run a side gives no verdict, only request-level figures for information: with one run
     a side, the requests of a run share its speed, and the bootstrap calls that a difference."""
     hits = []
-    for a, b in _splits(one_configuration, 1, seed=12):
+    for a, b in _splits(one_configuration, 1, seed=12, count=ONE_A_SIDE_SPLITS):
         res = ab.compare_runs(a, b, alpha=ALPHA, correction="none", resamples=300)
         hits += [
             c.requests.p < ALPHA

@@ -254,8 +254,9 @@ def old_overlap_rule(c, tolerance=0.05):
 
 
 def test_three_noisy_runs_never_pull_the_point_below_the_means():
+    # 100 seeds: the old rule lowers the point in 99 of them (293 of 300), from the first on
     lowered = 0
-    for seed in range(300):
+    for seed in range(100):
         c = noisy_series(seed)
         sat = analyse(c)
         expected = lowest_within_tolerance(c)
@@ -264,7 +265,7 @@ def test_three_noisy_runs_never_pull_the_point_below_the_means():
         assert sat.saturation.value in sat.decision.plausible
         lowered += old_overlap_rule(c) < expected
     # the old rule put the point lower in most of these series: the assertions above fail on it
-    assert lowered > 150
+    assert lowered > 50
 
 
 def test_wider_intervals_never_move_the_point():

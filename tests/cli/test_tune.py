@@ -164,7 +164,7 @@ def test_tune_runs_each_configuration_n_times_as_one_series(tmp_path):
         "--runs",
         "2",
         "--levels",
-        "1,2",
+        "1",
         "--input-tokens",
         "64",
         "--output-tokens",
