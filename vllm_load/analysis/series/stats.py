@@ -10,6 +10,7 @@ spread: std, interval and CoV are missing (NaN), never a zero-width interval.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -50,16 +51,26 @@ class Summary:
 def t_quantile(n: int | np.ndarray, confidence: float = CONFIDENCE):
     """Two-sided t critical value for n observations (df = n - 1); NaN for n < 2."""
     n = np.asarray(n, dtype=np.float64)
-    if not (n >= 2).any():  # one run: no interval, and no scipy for it
-        return math.nan if n.ndim == 0 else np.full(n.shape, np.nan)
+    if n.ndim == 0:  # cached: a comparison asks for the same few counts thousands of times
+        return _t_critical(float(n) - 1.0, confidence) if n >= 2 else math.nan
+    if not (n >= 2).any():
+        return np.full(n.shape, np.nan)
+    with np.errstate(invalid="ignore"):
+        return np.asarray(_t_ppf(0.5 + confidence / 2.0, np.where(n >= 2, n - 1, np.nan)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _t_critical(df: float, confidence: float) -> float:
+    return float(_t_ppf(0.5 + confidence / 2.0, df))
+
+
+def _t_ppf(p: float, df):
     # scipy here, not at the top: it costs ~1 s and ~60 MiB to import, and most users of this
     # module (a run's end-of-run summary, its diagnosis of one run, the live figures) never
     # compute an interval
     from scipy import stats as sps
 
-    with np.errstate(invalid="ignore"):
-        q = np.asarray(sps.t.ppf(0.5 + confidence / 2.0, np.where(n >= 2, n - 1, np.nan)))
-    return float(q) if q.ndim == 0 else q
+    return sps.t.ppf(p, df)
 
 
 def summarize(values: Iterable[float], confidence: float = CONFIDENCE) -> Summary:
