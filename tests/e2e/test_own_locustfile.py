@@ -43,7 +43,7 @@ def test_readme_locustfile_runs_with_personas_and_conversations(tmp_path, worker
             "--levels",
             "4,12",
             "--requests-per-level",
-            "20",
+            "12",
             "--warmup-requests",
             "4",
             "--out",
