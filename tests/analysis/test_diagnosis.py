@@ -350,7 +350,7 @@ def test_a_cap_the_kv_cache_holds_no_more_than_is_raised_with_blocks_set_by_the_
     assert (advice.to_value, advice.also[0].to_value) == ("32", "320")
 
 
-def test_more_blocks_are_advised_where_the_limit_rises_between_two_tested_levels():
+def test_blocks_are_sized_for_the_caps_batch_or_doubled_where_the_limit_rises_between_levels():
     # the guided-search bench's start 32/256/64 at an SLO search's levels 1, 2, 16, 32: 64 blocks
     # hold 3 requests of 288 tokens, 128 hold 7; the knee on the levels stays at 16 either way,
     # so the blocks were not advised, only --kv-cache-dtype fp8 (which the simulator refuses)
@@ -366,13 +366,22 @@ def test_more_blocks_are_advised_where_the_limit_rises_between_two_tested_levels
     now = predict(facts, 256, 32, work.levels)
     full = _lv(31, 100, batch=3.0, queued=28.0, kv_max=0.95)
     (first, *_) = advise(level_verdict(full, None, facts, True), facts, work, now)
+    # sized for the cap's whole batch (32 requests of 18 blocks), not doubled: the bench went
+    # 64 → 128 → 256 → 512, a restart and an SLO-max search a doubling
     assert (first.flag, first.from_value, first.to_value) == (
         "--num-gpu-blocks-override",
         "64",
-        "128",
+        "576",
     )
-    assert "raises the first limit to ~7 concurrent, between two tested levels" in first.expected
-    assert "(the knee on them stays at ~16)" in first.expected
+    assert "moves the knee from its ~16 to ~31 concurrent" in first.expected
+    # a cap of 6: its batch needs 108 blocks, fewer than twice 64, so the blocks double and the
+    # limit (3 → 6 requests) still rises only between the tested levels 2 and 16
+    facts = ServerFacts({**facts.facts, "max_num_seqs": Fact(6.0, GIVEN)})
+    now = predict(facts, 256, 32, work.levels)
+    full = _lv(31, 100, batch=3.0, queued=28.0, kv_max=0.95)
+    (first, *_) = advise(level_verdict(full, None, facts, True), facts, work, now)
+    assert (first.flag, first.to_value) == ("--num-gpu-blocks-override", "128"), first
+    assert "between two tested levels (the knee on them stays at ~16)" in first.expected
 
 
 def test_advice_whose_new_limit_fills_at_the_top_level_names_that_level_as_the_headline_does():

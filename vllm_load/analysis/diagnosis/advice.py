@@ -240,6 +240,20 @@ def more_sequences(s: Situation) -> tuple[Advice, ...]:
     )
 
 
+def _blocks_for_the_batch(s: Situation) -> float:
+    """The blocks that hold, at full length, as many requests as the cap lets run (the highest
+    tested level's users where fewer): a cache that size stops being the limit in one restart,
+    where doubling it again and again costs a restart per doubling. 0 where not known."""
+    kv, cap = s.facts.kv_blocks_tokens, s.facts.number("max_num_seqs")
+    top = max(s.work.levels, default=0.0)
+    batch = min(cap, top) if cap and top else cap or top
+    if kv is None or not batch:
+        return 0.0
+    return float(
+        math.floor(batch) * math.ceil((s.work.input_tokens + s.work.output_tokens) / kv[1])
+    )
+
+
 def more_kv_cache(s: Situation) -> tuple[Advice, ...]:
     """The KV cache: more blocks (where they were set), more memory for it, a smaller dtype, and
     where requests were preempted, a sequence cap at what the cache holds."""
@@ -248,7 +262,7 @@ def more_kv_cache(s: Situation) -> tuple[Advice, ...]:
     blocks = facts.get("num_gpu_blocks")
     overridden = _blocks_set(facts)
     if blocks is not None and overridden:
-        to = float(blocks.value) * 2
+        to = max(float(blocks.value) * 2, _blocks_for_the_batch(s))
         after = s.after("num_gpu_blocks", to)
         if not s.moves_nothing(after, {"num_gpu_blocks": to}):
             out.append(
