@@ -108,29 +108,43 @@ def test_a_target_that_answers_after_the_run_is_not_lost(tmp_path):
         assert target_lost(run_dir, sim.url) is None
 
 
+def run_then_kill(
+    cmd: list[str], out: str, rows: int, kill, runs: str | None = None
+) -> tuple[subprocess.Popen, str, str]:
+    """Start `cmd`; once level 1 is under way with `rows` rows (in the run directories under
+    `runs`, default `out`), call `kill()` and wait for the run to end; (process, stdout, stderr)."""
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        wait_for_level(runs or out, 1, proc, timeout=120)
+        wait_for_rows(runs or out, rows, proc)
+        kill()
+        stdout, stderr = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            stop_group(proc)
+    return proc, stdout, stderr
+
+
 def run_and_kill_the_target(
     cmd: list[str], out: str, runs: str | None = None
 ) -> tuple[subprocess.Popen, str, str]:
     """Start `cmd` against a simulator, SIGKILL the simulator once level 1 is under way (in the run
     directories under `runs`, default `out`); (process, stdout, stderr)."""
     with SimulatorProcess("--ttft", "0.02", "--itl", "0.005") as sim:
-        proc = subprocess.Popen(
+        return run_then_kill(
             [*cmd, "--host", sim.url, "--out", out],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            start_new_session=True,
+            out,
+            FIRST_LEVEL_ROWS + 8,
+            lambda: os.killpg(sim.proc.pid, signal.SIGKILL),
+            runs,
         )
-        try:
-            wait_for_level(runs or out, 1, proc, timeout=120)
-            wait_for_rows(runs or out, FIRST_LEVEL_ROWS + 8, proc)
-            os.killpg(sim.proc.pid, signal.SIGKILL)
-            stdout, stderr = proc.communicate(timeout=180)
-        finally:
-            if proc.poll() is None:
-                stop_group(proc)
-    return proc, stdout, stderr
 
 
 def test_run_exits_4_when_the_target_dies_mid_run(tmp_path):
@@ -211,23 +225,13 @@ def test_a_disaggregated_instance_killed_mid_run_fails_its_levels(tmp_path, vict
     with SimulatorProcess(*argv) as sim:
         pid = listening_pid(ports[victim])
         assert pid is not None and pid != sim.proc.pid
-        proc = subprocess.Popen(
+        proc, stdout, stderr = run_then_kill(
             [sys.executable, "-m", "vllm_load", "run", *RUN_ARGS[:1], "2,4", *RUN_ARGS[2:]]
             + ["--host", sim.url, "--out", out],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            start_new_session=True,
+            out,
+            FIRST_LEVEL_ROWS + 4,
+            lambda: os.kill(pid, signal.SIGKILL),
         )
-        try:
-            wait_for_level(out, 1, proc, timeout=120)
-            wait_for_rows(out, FIRST_LEVEL_ROWS + 4, proc)
-            os.kill(pid, signal.SIGKILL)
-            stdout, stderr = proc.communicate(timeout=180)
-        finally:
-            if proc.poll() is None:
-                stop_group(proc)
     assert proc.returncode == 5, (proc.returncode, stdout[-2000:], stderr[-3000:])
     assert "Traceback" not in stderr, stderr[-3000:]
     (run_dir,) = glob.glob(os.path.join(out, "*", "*"))
