@@ -167,7 +167,7 @@ def main() -> int:
     out = opts.out or tempfile.mkdtemp(prefix="guided-bench-")
     cells = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
     rows = []
-    if opts.phase != "guided":
+    if opts.phase in ("all", "grid"):
         for s in chosen:
             slo, found = slos[s], {}
             for i, cell in enumerate(cells):
