@@ -8,6 +8,7 @@ import shutil
 import tempfile
 
 import pytest
+from support import user_cache_dir
 from support.shared_runs import LOCK_DIR_ENV
 
 
@@ -41,6 +42,11 @@ def pytest_configure(config):
         # and none at all unless a test names one (`--store`): storing measures the run again
         # (about 0.3 s, 3 s with the first imports), which every run of the suite would pay
         os.environ["VLLM_LOAD_STORE"] = "none"
+        # the suite starts some 400 Python processes (runs, their Locust children, simulators);
+        # where bytecode is not written (PYTHONDONTWRITEBYTECODE, set on these machines) each
+        # compiled vllm_load from source again: one cache outside the checkout, shared by them
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+        os.environ.setdefault("PYTHONPYCACHEPREFIX", user_cache_dir("pycache"))
 
 
 def pytest_unconfigure(config):

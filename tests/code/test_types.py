@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 import pytest
-from support import ROOT
+from support import ROOT, user_cache_dir
 
 
 def _mypy() -> str:
@@ -29,10 +29,7 @@ def _mypy() -> str:
 
 def _cache_dir() -> str:
     """MYPY_CACHE_DIR where set, else vllm-load's folder in the user's cache directory."""
-    if os.environ.get("MYPY_CACHE_DIR"):
-        return os.environ["MYPY_CACHE_DIR"]
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "vllm-load", "mypy")
+    return os.environ.get("MYPY_CACHE_DIR") or user_cache_dir("mypy")
 
 
 def test_mypy():

@@ -34,6 +34,13 @@ ROOT = os.path.dirname(TESTS)
 DATA = os.path.join(TESTS, "data")
 
 
+def user_cache_dir(name: str) -> str:
+    """vllm-load's folder `name` in the user's cache directory (XDG_CACHE_HOME or ~/.cache), kept
+    between runs of the suite on one machine."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "vllm-load", name)
+
+
 def python_files(top: str) -> Iterator[str]:
     """The .py files under ROOT/`top` (a folder of the repository), in a stable order."""
     for folder, dirs, files in os.walk(os.path.join(ROOT, top)):
