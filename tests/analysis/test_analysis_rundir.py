@@ -7,8 +7,9 @@ import os
 
 import pytest
 
-from vllm_load.run_format.load import expand_run_paths, load_run
+from vllm_load.run_format.load import load_run
 from vllm_load.run_format.records import COLUMNS
+from vllm_load.run_format.run_paths import expand_run_paths
 
 
 def write_run(path, model="m", rows=()):

@@ -301,6 +301,18 @@ _PROCESSES = {
         "from vllm_load.cli.main import build_parser; build_parser(only='sim')",
         ("sqlalchemy", "pandas", "locust", "gevent"),
     ),
+    # a path that names no run is refused before the analysis's imports (~1.5 s of CPU)
+    "report refusing a path": (
+        "from vllm_load.cli.main import main; main(['report', '/nonexistent/vllm-load-no-run'])",
+        ("pandas", "matplotlib", "numpy"),
+    ),
+    # the SLO-max search refuses its bounds before it draws anything
+    "tune refusing bounds": (
+        "from vllm_load.cli.main import main; main(['tune', '--slo', 'e2e_p99<=1s', '--host', "
+        "'http://127.0.0.1:9', '--out', '/nonexistent/vllm-load-tune', '--min-level', '8', "
+        "'--max-level', '4'])",
+        ("matplotlib",),
+    ),
 }
 
 

@@ -117,7 +117,7 @@ def main(args: argparse.Namespace) -> int:
     from ..analysis.decisions.ab import BETTER, WORSE
     from ..report.compare_model import build_compare_data, dropped_text, outcome_text
     from ..report.compare_render import write_comparison
-    from ..run_format.load import expand_run_paths
+    from ..run_format.run_paths import expand_run_paths
 
     if not 0 < args.alpha < 1:
         raise SettingsError(f"--alpha must be between 0 and 1, got {args.alpha}")

@@ -7,10 +7,14 @@ import datetime as _dt
 import math
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from ..run_format.files import safe_name
 from ..user_values import SettingsError, writable_directory
 from .partial_runs import add_allow_partial, refuse_partial
+
+if TYPE_CHECKING:
+    from ..slo import SloSpec
 
 
 def _gpus(text: str) -> tuple[str, float]:
@@ -161,11 +165,8 @@ def _scaling(text: str) -> tuple[float, float]:
 
 
 def main(args: argparse.Namespace) -> int:
-    # at call time: keeps pandas and matplotlib out of every command's start (cli.main)
-    from ..analysis.series.saturation import SaturationRule
-    from ..run_format.load import expand_run_paths
+    from ..run_format.run_paths import expand_run_paths
     from ..slo import parse_slo
-    from .render import build_report
 
     scaling = _scaling(args.scaling) if args.scaling else (None, None)
     if not 0 <= args.tolerance < 1:
@@ -176,22 +177,31 @@ def main(args: argparse.Namespace) -> int:
         raise SettingsError(
             f"--trace-window must be seconds, 0 or more (0: the default), got {args.trace_window}"
         )
+    prefixes = _locust_prefixes(args.runs)
+    run_dirs: list[str] = []
+    slo: SloSpec | None = None
+    out = ""
+    if not prefixes:  # (Locust CSVs: their own checks, `_locust_report`)
+        try:
+            run_dirs = expand_run_paths(args.runs)
+        except ValueError as e:  # a path that holds no run
+            raise SettingsError(str(e)) from None
+        slo = parse_slo(args.slo)
+        out = args.output or _default_output(run_dirs)
+        output_writable(out)  # before the analysis, which can take minutes
+    # only now, the paths checked: pandas and matplotlib are ~1.5 s of CPU that a refusal of a
+    # mistyped path waited for (they stay out of every command's start too: cli.main)
+    from ..analysis.series.saturation import SaturationRule
+    from .render import build_report
+
     rule = SaturationRule(
         tolerance=args.tolerance,
         scaling_from=scaling[0],
         scaling_to=scaling[1],
         max_failed_share=args.max_failed_share,
     )
-    prefixes = _locust_prefixes(args.runs)
     if prefixes:
         return _locust_report(args, prefixes, rule)
-    try:
-        run_dirs = expand_run_paths(args.runs)
-    except ValueError as e:  # a path that holds no run
-        raise SettingsError(str(e)) from None
-    slo = parse_slo(args.slo)
-    out = args.output or _default_output(run_dirs)
-    output_writable(out)  # before the analysis, which can take minutes
     try:
         paths = build_report(
             run_dirs,

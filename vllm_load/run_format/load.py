@@ -1,18 +1,16 @@
 """Loading run directories (docs/run-format.md) into data frames: the analysis package's only I/O.
 
-A run directory is recognised by its `run.json`. `expand_run_paths` turns what a user typed
-(run directories, directories holding runs, globs) into a list of run directories, and
-`load_run` reads one of them, checking its files first (`checks`): what is not what it claims
+A run directory is recognised by its `run.json` (`run_paths`, which also turns what a user
+typed into a list of run directories). `load_run` reads one of them, checking its files first (`checks`): what is not what it claims
 is refused with one line, or left out and said (`RunData.notes`).
 """
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import pandas as pd
 
@@ -30,6 +28,7 @@ from .files import CLIENT_VALIDATION_JSON, HISTORY_CSV, REQUESTS_CSV, RUN_JSON, 
 from .gpu_metrics import read_gpu_metrics
 from .records import COLUMNS, PANDAS_DTYPES, STEPS_COLUMNS
 from .requests_csv import parse_rows
+from .run_paths import is_run_dir
 from .stream_columns import STREAM_COLUMNS, StreamColumns
 
 #: the requests.csv columns the analysis reads as a frame (the rest are for people reading the
@@ -97,44 +96,6 @@ class RunData:
     @property
     def run_id(self) -> str:
         return str(self.run.get("run_id") or os.path.basename(self.path.rstrip("/")))
-
-
-def is_run_dir(path: str) -> bool:
-    return os.path.isdir(path) and os.path.isfile(os.path.join(path, RUN_JSON))
-
-
-def _runs_below(path: str) -> list[str]:
-    """Run directories one or two levels below `path` (runs/<model>/<run> or <model>/<run>)."""
-    found = glob.glob(os.path.join(glob.escape(path), "*", RUN_JSON))
-    found += glob.glob(os.path.join(glob.escape(path), "*", "*", RUN_JSON))
-    return sorted(os.path.dirname(p) for p in found)
-
-
-def expand_run_paths(patterns: Sequence[str]) -> list[str]:
-    """Run directories named by `patterns`, in order and without duplicates.
-
-    Each pattern is a run directory, a directory holding run directories (such as `runs/` or
-    `runs/<model>/`), or a glob of either. Raises ValueError when a pattern matches nothing or
-    names a directory that neither is nor holds a run.
-    """
-    out: list[str] = []
-    for pattern in patterns:
-        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
-        if not matches or not any(os.path.exists(m) for m in matches):
-            raise ValueError(f"{pattern}: no such run directory (nothing matches)")
-        runs: list[str] = []
-        for match in matches:
-            if is_run_dir(match):
-                runs.append(match)
-            elif os.path.isdir(match):
-                runs.extend(_runs_below(match))
-        if not runs:
-            raise ValueError(f"{pattern}: not a run directory (no {RUN_JSON}) and holds no runs")
-        for run in runs:
-            norm = os.path.normpath(run)
-            if norm not in out:
-                out.append(norm)
-    return out
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 HISTORY_SUFFIX = "_stats_history.csv"
 FAILURES_SUFFIX = "_failures.csv"
@@ -53,6 +55,8 @@ def locust_prefix(arg: str) -> str | None:
 def read_history(prefix: str) -> LocustHistory:
     """Read `PREFIX_stats_history.csv` (and `PREFIX_failures.csv` when there); one-line
     `LocustCsvError` when it is missing, not Locust's, or written without --csv-full-history."""
+    import pandas as pd  # at call time: `locust_prefix` is asked before any analysis
+
     path = prefix + HISTORY_SUFFIX
     try:
         history = pd.read_csv(path, dtype={"Name": str, "Type": str}, keep_default_na=False)

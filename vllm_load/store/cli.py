@@ -66,7 +66,7 @@ def _open(location: StoreLocation | None):
 
 
 def import_runs(args: argparse.Namespace) -> int:
-    from ..run_format.load import expand_run_paths
+    from ..run_format.run_paths import expand_run_paths
     from .groups import group_kind
 
     groups = [p for p in args.runs if os.path.isdir(p) and group_kind(p)]

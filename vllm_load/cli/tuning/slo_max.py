@@ -36,7 +36,6 @@ from ...slo import SloSpec, parse_slo
 from ...user_values import SettingsError
 from ..errors import CommandFailed, Interrupted, server_log
 from ..run import run_headless
-from .pareto_points import search_page, slo_max_page
 from .runs import progress
 from .slo_max_report import format_levels, summarize, write_outputs
 from .slo_max_state import STATE_FILE, Level, SearchState
@@ -244,6 +243,10 @@ def find_slo_max(args: argparse.Namespace) -> int:
     state.result = summarize(step, state.levels, spec, unit)
     print("\n" + table + "\n", flush=True)
     path = write_outputs(directory, state, table)
+    # at call time: matplotlib (~0.7 s of CPU) only once there is a page to draw, not before an
+    # option is refused
+    from .pareto_points import search_page, slo_max_page
+
     print(f"Levels: {path}; {os.path.join(directory, STATE_FILE)}")
     print(f"Page: {search_page(slo_max_page(args.name, state, unit, args.gpus), directory)}")
     if step.status == NONE_MET:
