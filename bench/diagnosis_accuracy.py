@@ -4,8 +4,10 @@
 A seeded generator draws regimes of `vllm-load sim` (the sequence cap, the KV cache, the token
 budget, compute, and mixtures of them; default-like and small settings; short and long prompts,
 with and without a shared prefix). For each regime the simulator is started on a free port and
-`vllm-load run` steps a few levels chosen so the regime saturates, twice: once told the server's
-flags (`--server-args`) and once not. `vllm-load report` gives each level's verdict; the
+`vllm-load run` steps a few levels chosen so the regime saturates, once, told the server's flags
+(`--server-args`, which changes nothing in the test: only the analysis reads them from run.json),
+and that run is judged twice: as run (told) and from a copy whose run.json holds no flags (not
+told). `vllm-load report` gives each level's verdict; the
 simulator's own counters (`vllm_sim:engine_steps_blocked_total` and its kin, scraped here about
 5 times a second) give the truth over the same level's measured window:
 
@@ -29,7 +31,7 @@ A level is right when its verdict is one of the truth's kinds, `undetermined` wh
 advice" when that wrong verdict also moved a flag). Issue 45's target: no wrong verdict with
 advice, at least 85 % right when told, 70 % when not, the rest undetermined.
 
-    python bench/diagnosis_accuracy.py --out /tmp/acc            # 40 regimes, 80 runs (~25 min)
+    python bench/diagnosis_accuracy.py --out /tmp/acc            # 40 regimes, 40 runs (~13 min)
     python bench/diagnosis_accuracy.py --slice --out /tmp/acc    # 2 regimes, the CI check
     python bench/diagnosis_accuracy.py --only 'mixed|budget' --keep-runs --out /tmp/acc2
     python bench/diagnosis_accuracy.py --rejudge /tmp/acc2 --out /tmp/acc3   # this tree's rules
@@ -48,6 +50,7 @@ import math
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -470,32 +473,68 @@ def _finite(d: dict) -> dict:
     return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in d.items()}
 
 
-def run_case(regime: Regime, told: bool, work: str) -> RunCase:
-    """Start the regime's simulator, run vllm-load against it, report, and judge every level."""
-    case = RunCase(regime.name, told)
+def run_regime(regime: Regime, work: str) -> list[RunCase]:
+    """Start the regime's simulator, run vllm-load against it once, told the server's flags
+    (`--server-args`, which changes nothing in the test: the analysis reads it from run.json),
+    and judge every level of that run twice: as run, told, and from a copy whose run.json says
+    nothing about the server's flags, not told. The truth is the same scrape for both."""
     began = time.monotonic()
-    out = os.path.join(work, f"{regime.name}-{'told' if told else 'not-told'}")
+    told_dir = case_dir(work, regime.name, True)
     cli = [sys.executable, "-m", "vllm_load"]
     with SimulatorProcess("--tokens-per-chunk", "4", *regime.sim_args()) as sim:
         scraper = Scraper(sim.url)
         scraper.start()
-        args = [*cli, "run", "--host", sim.url, *regime.run_args(), "--run-dir", out]
-        if told:
-            args += ["--server-args", regime.server_args()]
+        args = [*cli, "run", "--host", sim.url, *regime.run_args(), "--run-dir", told_dir]
+        args += ["--server-args", regime.server_args()]
         proc = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=ROOT)
         scraper.stop.set()
         scraper.join()
+    seconds = time.monotonic() - began
     if proc.returncode != 0:
-        case.error = f"vllm-load run exited {proc.returncode}: {proc.stderr.strip()[-500:]}"
-        return case
+        error = f"vllm-load run exited {proc.returncode}: {proc.stderr.strip()[-500:]}"
+        return [RunCase(regime.name, told, error=error, seconds=seconds) for told in (True, False)]
     try:
-        windows, said = level_windows(out), verdicts(out)
+        untold(told_dir, case_dir(work, regime.name, False))
+    except (OSError, ValueError) as e:
+        error = f"could not copy the run {told_dir}: {e}"
+        return [RunCase(regime.name, told, error=error, seconds=seconds) for told in (True, False)]
+    return [
+        judge_run(regime.name, told, case_dir(work, regime.name, told), scraper.samples, seconds)
+        for told in (True, False)
+    ]
+
+
+def case_dir(work: str, regime: str, told: bool) -> str:
+    return os.path.join(work, f"{regime}-{'told' if told else 'not-told'}")
+
+
+def untold(told_dir: str, out: str) -> None:
+    """A copy of the run in `told_dir` as a run not told the server's flags records it: its
+    run.json without `--server-args` (its data files linked, not copied)."""
+    shutil.copytree(told_dir, out, copy_function=os.link)
+    path = os.path.join(out, "run.json")
+    with open(path, encoding="utf-8") as fh:
+        run = json.load(fh)
+    run["settings"]["server_args"] = ""
+    words = run.get("command", "").split(" --server-args ")
+    run["command"] = words[0]  # the flags are its last option (run_regime gives them last)
+    os.unlink(path)  # a link to the told run's file: write a file of its own
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(run, fh, indent=1)
+
+
+def judge_run(regime: str, told: bool, run_dir: str, samples: list, seconds: float) -> RunCase:
+    """Every level of the run in `run_dir`: the report's verdict against the truth of
+    `samples` (the simulator's counters) over the level's measured window."""
+    case = RunCase(regime, told, seconds=seconds)
+    try:
+        windows, said = level_windows(run_dir), verdicts(run_dir)
     except (OSError, ValueError, KeyError, IndexError) as e:
-        case.error = f"could not read the run {out}: {e}"
+        case.error = f"could not read the run {run_dir}: {e}"
         return case
     for value, (start, end) in sorted(windows.items()):
         v = said.get(value, {})
-        t = truth(scraper.samples, start, end)
+        t = truth(samples, start, end)
         outcome, bad = judge(v.get("kind", "?"), v.get("advice", []), t)
         case.levels.append(
             LevelCase(
@@ -510,7 +549,6 @@ def run_case(regime: Regime, told: bool, work: str) -> RunCase:
                 bad,
             )
         )
-    case.seconds = time.monotonic() - began
     return case
 
 
@@ -589,7 +627,8 @@ def _pct(part: int, whole: int) -> str:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description="Judge the report's bottleneck verdicts against the simulator's truth "
-        "(issue 45): draw regimes, run each told and not told the server's flags, print the "
+        "(issue 45): draw regimes, run each once and judge it told and not told the server's "
+        "flags, print the "
         "confusion table and write results.json.",
     )
     p.add_argument("--seed", type=int, default=45, help="seed of the regimes (default 45)")
@@ -653,16 +692,13 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(work, exist_ok=True)
     cases: list[RunCase] = []
     for regime in regimes:
-        for told in (True, False):
-            case = run_case(regime, told, work)
+        for case in run_regime(regime, work):
             cases.append(case)
             print(_progress(regime, case), flush=True)
-            write_results(out, args, regimes, cases)  # a harness cut short keeps what it ran
+        write_results(out, args, regimes, cases)  # a harness cut short keeps what it ran
     _print_table(cases)
     print(f"results: {write_results(out, args, regimes, cases)}")
     if not args.keep_runs:
-        import shutil
-
         shutil.rmtree(work, ignore_errors=True)
     return 1 if any(c.error for c in cases) else 0
 

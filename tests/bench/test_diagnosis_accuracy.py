@@ -61,6 +61,14 @@ def test_the_slice_reads_the_truth_prints_the_table_and_writes_every_case(tmp_pa
             start, end = lv["window"]
             assert 0 < start < end, lv
             truths[case["regime"], case["told"], lv["value"]] = truth
+        # one run judged both ways: told, its run.json holds the regime's flags; not told, a
+        # copy whose run.json holds none (--server-args changes nothing in the test)
+        side = "told" if case["told"] else "not-told"
+        with open(tmp_path / "runs" / f"{case['regime']}-{side}" / "run.json") as fh:
+            given = json.load(fh)["settings"]["server_args"]
+        assert ("--max-num-seqs" in given) if case["told"] else given == "", (side, given)
+    for (regime, told, value), truth in truths.items():  # the same run, the same truth
+        assert truth == truths[regime, not told, value], (regime, value)
     # the simulator's own account of what held the queue: past the knee each limit holds in
     # most steps (the budget of 40 tokens at 24 users, 4 requests' KV at 16); at 2 users nobody
     # is blocked (2 users' 256-token prompts may still spend the 40-token budget: at_limit)

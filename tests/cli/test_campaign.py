@@ -99,7 +99,7 @@ def _state(directory):
         return json.load(fh)
 
 
-def test_campaign_restarts_between_runs_resumes_after_interrupt_and_reports_n3(
+def test_campaign_restarts_between_runs_resumes_after_interrupt_and_reports_n2(
     tmp_path, restartable_sim
 ):
     host, restart, restarts_log = restartable_sim
@@ -108,7 +108,7 @@ def test_campaign_restarts_between_runs_resumes_after_interrupt_and_reports_n3(
         "--host",
         host,
         "--runs",
-        "3",
+        "2",  # the fewest that restart between runs, resume a missing one, and average n runs
         "--run-cooldown",
         "0.2",  # a rest between runs, still, but not a second of one
         "--restart-cmd",
@@ -145,19 +145,19 @@ def test_campaign_restarts_between_runs_resumes_after_interrupt_and_reports_n3(
             proc.kill()
     assert proc.returncode == 130, out
     first = [r for r in _state(directory)["runs"] if r["outcome"] == "completed"]
-    assert 1 <= len(first) < 3
+    assert len(first) == 1  # a run takes seconds; the interrupt came within 0.2 s of the first
 
     # second attempt: only the missing runs
     done = run_vllm_load(*argv, timeout=300)
     assert "already completed" in done.stdout
     state = _state(directory)
     completed = [r["run_dir"] for r in state["runs"] if r["outcome"] == "completed"]
-    assert len(completed) == 3 and completed[: len(first)] == [r["run_dir"] for r in first]
-    assert len(restarts_log.read_text().splitlines()) >= 1 + 2  # the fixture's start + between runs
+    assert len(completed) == 2 and completed[: len(first)] == [r["run_dir"] for r in first]
+    assert len(restarts_log.read_text().splitlines()) >= 1 + 1  # the fixture's start + between runs
     summary = json.loads((directory / "report.summary.json").read_text())
     (series,) = summary["series"]
-    assert series["n_runs"] == 3
-    assert all(level["total_tok_per_s_n"] == 3 for level in series["levels"])
+    assert series["n_runs"] == 2
+    assert all(level["total_tok_per_s_n"] == 2 for level in series["levels"])
 
 
 def test_resume_with_other_options_is_refused(tmp_path, restartable_sim):
