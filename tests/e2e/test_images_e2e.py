@@ -5,17 +5,19 @@ text and the server's prompt tokens recorded as served."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 from PIL import Image
 from support.runhelpers import load_run_files, only_run_dir, run_vllm_load
+from support.shared_runs import shared_run
 
 from vllm_load.analysis.levels.measure import image_charges, level_metrics
 from vllm_load.sim.child import SimulatorProcess
 
 
-def images_run(tmp_path, *sim_args: str) -> tuple:
-    with SimulatorProcess("--time-scale", "0.05", "--max-num-seqs", "16", *sim_args) as sim:
+def make_images_run(folder: Path) -> None:
+    with SimulatorProcess("--time-scale", "0.05", "--max-num-seqs", "16") as sim:
         run_vllm_load(
             "run",
             "--host",
@@ -35,13 +37,18 @@ def images_run(tmp_path, *sim_args: str) -> tuple:
             "--warmup-requests",
             "4",
             "--out",
-            str(tmp_path / "runs"),
+            str(folder / "runs"),
         )
-    return load_run_files(only_run_dir(tmp_path / "runs"))
 
 
-def test_builtin_requests_carry_two_distinct_images_each(tmp_path):
-    requests, steps, run, _ = images_run(tmp_path)
+def images_run() -> tuple:
+    """The built-in test with two 512 x 512 images a request: one run that every test asserting
+    on it reads (made once per session, tests/support/shared_runs.py)."""
+    return load_run_files(only_run_dir(shared_run("images-builtin", make_images_run) / "runs"))
+
+
+def test_builtin_requests_carry_two_distinct_images_each():
+    requests, steps, run, _ = images_run()
     settings = run["settings"]
     assert (settings["images"], settings["image_size"], settings["image_format"]) == (
         2,
@@ -60,8 +67,8 @@ def test_builtin_requests_carry_two_distinct_images_each(tmp_path):
     assert (level_metrics(requests, steps)["prompt_exact_share"] == 1.0).all()
 
 
-def test_the_servers_prompt_tokens_include_the_images_charge_exactly(tmp_path):
-    requests, steps, _, _ = images_run(tmp_path)
+def test_the_servers_prompt_tokens_include_the_images_charge_exactly():
+    requests, steps, _, _ = images_run()
     # the simulator charges each 512 x 512 image what Qwen3-VL does: 16 x 16 tiles of 32 pixels
     # and the two tokens around them (docs/simulator.md)
     assert ((requests["prompt_tokens"] - requests["requested_prompt_tokens"]) == 2 * 258).all()

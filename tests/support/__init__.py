@@ -8,6 +8,7 @@ tests/conftest.py. Test modules never import each other.
 - `sim_http`: blocking HTTP calls to the simulator, SSE bodies, /metrics values
 - `sse_chunks`: chat-completion SSE chunks as vLLM streams them
 - `shared_runs`: one run made once per pytest session for every test that asserts on it
+- `fault_runs`: the fault matrix's runs (one fault each), shared by test_faults and test_survivorship
 - `reports`: synthetic run directories and the PNGs embedded in a report
 - `report_summary`: a run's report summary made in the test's process, as `vllm-load report`
   writes it, for tests that read only the summary
