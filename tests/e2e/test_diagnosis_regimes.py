@@ -160,26 +160,26 @@ def compute_on_the_simulated_gpu(folder) -> None:
     with SimulatorProcess(*COMPUTE_COST, "--tokens-per-chunk", "4", "--dcgm") as sim:
         host = HostWait(simulator=sim.proc.pid)
         before = host.read()
-        run_dir = run_series(
-            sim, folder / "runs", *COMPUTE_LEVELS, "--gpu-metrics", sim.url + DCGM_PATH
-        )
+        run_series(sim, folder / "runs", *COMPUTE_LEVELS, "--gpu-metrics", sim.url + DCGM_PATH)
         waited = host.read()["simulator"] - before["simulator"]
     (folder / "simulator_wait_s").write_text(repr(waited), encoding="utf-8")
-    # the whole report: the second test reads its HTML's why section
-    run_vllm_load("report", run_dir, "--out", str(folder / "rep.html"), timeout=120)
 
 
 @pytest.fixture
 def compute_run():
     """The compute regime, its simulated GPU scraped (--dcgm, --gpu-metrics): one run shared by
     the two tests below (its knee and its GPU's evidence). The GPU only adds evidence to a
-    compute verdict (tests/analysis/test_diagnosis.py names compute with no GPU recorded)."""
+    compute verdict (tests/analysis/test_diagnosis.py names compute with no GPU recorded).
+    The first test, an `alone` one, makes it (the alone tests run first), and reads its report's
+    summary in-process; the second only reads what the run recorded, so it runs beside other
+    tests and draws the whole report there (its HTML's why section), where it holds no core of
+    the alone phase."""
     return shared_run("compute-on-the-simulated-gpu", compute_on_the_simulated_gpu)
 
 
 @pytest.mark.alone  # its knee is a few % of throughput: another test's load beside it moves it
 def test_compute_is_named_when_the_batch_grows_and_throughput_does_not(compute_run):
-    diagnosis, levels = read_diagnosis(compute_run)
+    diagnosis, levels = diagnosis_of(report_summary(only_run_dir(compute_run / "runs")))
     check(diagnosis, levels, "compute", below=(1.0, 2.0), past=(64.0, 256.0))
     assert diagnosis["capacity"]["step_cost"] is not None
 
@@ -208,12 +208,16 @@ def _busy_or_host_late(folder, level: dict, users: int) -> None:
     pytest.skip(f"the simulator's engine was not kept busy, and the host says why: {why}")
 
 
-@pytest.mark.alone  # as the compute test above: its knee is a few % of throughput
-def test_compute_on_the_simulators_gpu_names_its_busy_utilisation_as_simulated(compute_run):
+# not alone: it reads the run the test above made alone, and its report
+def test_compute_on_the_simulators_gpu_names_its_busy_utilisation_as_simulated(
+    compute_run, tmp_path
+):
     # at 256 users the engine steps without a pause (100 % busy); at 64, 94 % (the users' gaps
     # between requests leave it idle now and then: on loaded cores it may read below the 90 % of
     # busy)
-    diagnosis, levels = read_diagnosis(compute_run)  # compute: the test above
+    run_dir = only_run_dir(compute_run / "runs")
+    run_vllm_load("report", run_dir, "--out", str(tmp_path / "rep.html"), timeout=120)
+    diagnosis, levels = read_diagnosis(tmp_path)  # compute: the test above
     for users in (64.0, 256.0):
         reason = levels[users]["reason"]
         # busy, or (at 64 on loaded cores) between busy and idle: named either way
@@ -223,7 +227,7 @@ def test_compute_on_the_simulators_gpu_names_its_busy_utilisation_as_simulated(c
     assert "; the GPU was busy: GPU util" in levels[256.0]["reason"]
     assert "the GPU was busy: GPU util" in diagnosis["sentence"]
     assert "SIMULATED by vllm-load sim" in diagnosis["sentence"]
-    html = (compute_run / "rep.html").read_text(encoding="utf-8")
+    html = (tmp_path / "rep.html").read_text(encoding="utf-8")
     why = html[html.index('<section id="why">') :]
     assert "the GPU was busy: GPU util" in why and "SIMULATED by vllm-load sim" in why
     assert "Server and SIMULATED GPU evidence per level" in why  # the evidence chart's caption

@@ -15,6 +15,7 @@ import pytest
 from support.host_wait import HostWait
 from support.report_summary import report_summary
 from support.runhelpers import load_run_files, only_run_dir, run_vllm_load, wait_for_level
+from support.shared_runs import shared_run
 
 from vllm_load.client.target_picker import EJECT_AFTER
 from vllm_load.run.outcomes import EXIT_CODES
@@ -77,9 +78,10 @@ def _apart(server: list[np.ndarray], waited: dict[str, float], took: float) -> N
     pytest.skip(f"the simulators' paces were the host's, not their time scales: {why}")
 
 
-@pytest.mark.alone
-def test_two_targets_each_match_their_own_metrics(tmp_path):
-    traces = [str(tmp_path / "fast.jsonl"), str(tmp_path / "slow.jsonl")]
+def two_targets(folder) -> None:
+    """A run against two simulators of different speeds, each tracing its requests; what the
+    run printed, the targets' URLs and the simulators' run-queue waits over it, in `folder`."""
+    traces = [str(folder / "fast.jsonl"), str(folder / "slow.jsonl")]
     with (
         SimulatorProcess("--time-scale", "0.05", "--trace", traces[0]) as fast,
         SimulatorProcess("--time-scale", "0.1", "--trace", traces[1]) as slow,
@@ -88,20 +90,55 @@ def test_two_targets_each_match_their_own_metrics(tmp_path):
         before, began = host.read(), time.monotonic()
         proc = run_vllm_load(
             "run", "--host", fast.url, "--host", slow.url, "--levels", "4,16",
-            "--requests-per-level", "240", "--out", str(tmp_path / "runs"), *RUN,
+            "--requests-per-level", "240", "--out", str(folder / "runs"), *RUN,
         )  # fmt: skip
         after, took = host.read(), time.monotonic() - began
-    run_dir = only_run_dir(tmp_path / "runs")
+    facts = {
+        "urls": [fast.url, slow.url],
+        "waited": {name: after[name] - before[name] for name in before},
+        "took": took,
+        "returncode": proc.returncode,
+        "stdout": proc.stdout,
+    }
+    (folder / "facts.json").write_text(json.dumps(facts), encoding="utf-8")
+
+
+@pytest.fixture
+def two_targets_run():
+    """(its folder, its facts) of one run shared by the two tests below: the first, an `alone`
+    one (two simulators' paces and their /metrics' rates), makes it, as the alone tests run
+    first; the second only reads what it recorded (its report), beside other tests."""
+    folder = shared_run("two-targets", two_targets)
+    return folder, json.loads((folder / "facts.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.alone
+def test_a_run_against_two_targets_sends_each_half_and_records_each_its_own(two_targets_run):
+    folder, facts = two_targets_run
+    fast_url, slow_url = facts["urls"]
+    run_dir = only_run_dir(folder / "runs")
     requests, _, run, _ = load_run_files(run_dir)
-    assert [t["url"] for t in run["targets"]] == [fast.url, slow.url]
+    assert [t["url"] for t in run["targets"]] == [fast_url, slow_url]
     assert all(t["scrape"]["samples"] > 10 for t in run["targets"])
     assert not os.path.exists(os.path.join(run_dir, "server_metrics.csv"))  # one file per target
     # round-robin: every request names its target, half to each
     counts = requests["target"].value_counts()
-    assert set(counts.index) == {fast.url, slow.url}
-    assert abs(counts[fast.url] - counts[slow.url]) <= 0.05 * len(requests)
+    assert set(counts.index) == {fast_url, slow_url}
+    assert abs(counts[fast_url] - counts[slow_url]) <= 0.05 * len(requests)
+    assert facts["returncode"] == 0
+    printed = facts["stdout"][facts["stdout"].index("Targets:") :]
+    assert fast_url in printed and slow_url in printed and "client/server" in printed
+
+
+# not alone: it reads the run the test above made alone (what it recorded, not the test's pace)
+def test_two_targets_each_match_their_own_metrics(two_targets_run, tmp_path):
+    folder, facts = two_targets_run
+    fast_url, slow_url = facts["urls"]
+    traces = [str(folder / "fast.jsonl"), str(folder / "slow.jsonl")]
+    run_dir = only_run_dir(folder / "runs")
+    requests, _, run, _ = load_run_files(run_dir)
     targets, findings = report(run_dir, str(tmp_path / "report"))
-    assert [t["url"] for t in targets] == [fast.url, slow.url]
+    assert [t["url"] for t in targets] == [fast_url, slow_url]
     for target in targets:
         assert target["lost"] is None
         rows = target["levels"]
@@ -118,12 +155,9 @@ def test_two_targets_each_match_their_own_metrics(tmp_path):
     server = [_trace_e2e_p50(path, requests, url) for path, url in zip(traces, run["targets"])]
     print("client slow/fast e2e p50:", slow_e2e / fast_e2e, "server's:", server[1] / server[0])
     assert list(slow_e2e / fast_e2e) == pytest.approx(list(server[1] / server[0]), rel=0.15)
-    _apart(server, {name: after[name] - before[name] for name in before}, took)
+    _apart(server, facts["waited"], facts["took"])
     assert not [f for f in findings if "target http" in f]
     assert "per target" in open(str(tmp_path / "report") + ".md", encoding="utf-8").read()
-    assert proc.returncode == 0
-    printed = proc.stdout[proc.stdout.index("Targets:") :]
-    assert fast.url in printed and slow.url in printed and "client/server" in printed
 
 
 @pytest.mark.alone

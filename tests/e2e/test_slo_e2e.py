@@ -12,14 +12,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from support.runhelpers import only_run_dir, run_vllm_load
+from support.shared_runs import shared_run
 
 from vllm_load.sim.child import SimulatorProcess
 
-#: timing and rates within a tolerance: no other test's load beside them (tests/conftest.py)
-pytestmark = pytest.mark.alone
+SLO = "tpot<=25ms"
 
 
-def test_a_latency_slo_binds_below_the_throughput_peak(tmp_path):
+def run_with_an_slo(folder) -> None:
+    """The run, started with --slo, and what it printed."""
     with SimulatorProcess(
         "--time-scale",
         "1",
@@ -45,18 +46,37 @@ def test_a_latency_slo_binds_below_the_throughput_peak(tmp_path):
             "--warmup-requests",
             "2",
             "--out",
-            str(tmp_path),
+            str(folder / "runs"),
             "--slo",
-            "tpot<=25ms",
+            SLO,
         )
+    (folder / "stdout.txt").write_text(done.stdout, encoding="utf-8")
+
+
+@pytest.fixture
+def slo_run():
+    """One run shared by the two tests below: the first, an `alone` one (its levels' TPOT within
+    the SLO or not is the simulator's pace, which another test's load beside it would slow),
+    makes it, as the alone tests run first; the second only reads what it recorded (its reports,
+    their HTML and a report's own --slo), beside other tests."""
+    return shared_run("slo-e2e", run_with_an_slo)
+
+
+@pytest.mark.alone  # TPOT against a 25 ms SLO: no other test's load beside it (tests/conftest.py)
+def test_a_run_with_an_slo_judges_its_levels_by_it(slo_run):
     # the run's own summary judges its levels against its SLO
-    assert "SLOs: a request is good when it succeeded with tpot<=25ms" in done.stdout
-    run_dir = only_run_dir(tmp_path)
-    with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as fh:
-        assert json.load(fh)["settings"]["slo"] == ["tpot<=25ms"]
+    stdout = (slo_run / "stdout.txt").read_text(encoding="utf-8")
+    assert "SLOs: a request is good when it succeeded with tpot<=25ms" in stdout
+    with open(os.path.join(only_run_dir(slo_run / "runs"), "run.json"), encoding="utf-8") as fh:
+        assert json.load(fh)["settings"]["slo"] == [SLO]
+
+
+# not alone: it reads the run the test above made alone (what it recorded, not the test's pace)
+def test_a_latency_slo_binds_below_the_throughput_peak(slo_run, tmp_path):
+    run_dir = only_run_dir(slo_run / "runs")
     out, again_out = str(tmp_path / "report.html"), str(tmp_path / "again.html")
     # no --slo on the report's command line: the run's own SLO is used; and a report's own --slo
-    # replaces the run's (the two reports at once: the load is over, and each keeps a core busy)
+    # replaces the run's (the two reports at once: each keeps a core busy)
     with ThreadPoolExecutor(2) as pool:
         reports = [
             pool.submit(run_vllm_load, "report", run_dir, "-o", out, "--quiet"),
@@ -74,7 +94,7 @@ def test_a_latency_slo_binds_below_the_throughput_peak(tmp_path):
     slo = series["slo"]
     assert slo["highest_level_meeting"]["mean"] == 4
     assert slo["goodput_peak_value"] == 4 < slo["throughput_peak_value"]
-    assert slo["bound_by"].startswith("tpot<=25ms") and slo["bound_by_missed"]
+    assert slo["bound_by"].startswith(SLO) and slo["bound_by_missed"]
     assert levels[16]["goodput_req_per_s_mean"] < levels[4]["goodput_req_per_s_mean"]
     # every request good: goodput is throughput
     assert levels[4]["goodput_req_per_s_mean"] == pytest.approx(levels[4]["req_per_s_mean"])
