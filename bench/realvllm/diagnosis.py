@@ -12,7 +12,9 @@ Cases (issue 36's acceptance):
 - `kv`: `--max-model-len 384 --num-gpu-blocks-override 9` (128-token blocks: 3 requests of
   256 + 64 tokens fit), read from `vllm:cache_config_info`: 4 and 8 users are `kv_cache`;
 - issue 45's cases, nothing told either: `seqs3` (`--max-num-seqs 3`), `budget`
-  (`--max-num-batched-tokens 128`), `prefix` (the default server, a 192-token shared prefix).
+  (`--max-num-batched-tokens 128`), `prefix` (the default server, a 192-token shared prefix),
+  `budget2048` (the same budget of 128 spent: 2,048-token prompts and 16-token answers, so every
+  prefill takes 16 steps of 128 tokens; at 512/128 tokens `budget`'s steps carried ~40).
   Each saturated level's verdict is judged against the case's truth (`CASES`): right, wrong, or
   undetermined (which must name the `--server-args` that settle it); none may be wrong.
 
@@ -51,6 +53,12 @@ CASES = {
     "budget": {
         "serve": ["--max-num-batched-tokens", "128"],
         "max_model_len": 4096,
+        "truth": ("max_num_batched_tokens",),
+    },
+    "budget2048": {  # the same budget spent: 2,048-token prompts chunked 16 steps each
+        "serve": ["--max-num-batched-tokens", "128"],
+        "max_model_len": 4096,
+        "run": ["--input-tokens", "2048", "--output-tokens", "16"],
         "truth": ("max_num_batched_tokens",),
     },
     "kv": {  # 128-token blocks: 3 requests of 256 + 64 tokens fit in 9, of 512 + 128 in 16
