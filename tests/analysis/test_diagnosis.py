@@ -797,3 +797,38 @@ def test_level_evidence_reads_tokens_generated_a_step_and_the_queues_lowest_samp
             "server_waiting_min"
         ]
     )
+
+
+def test_compute_reads_the_batch_from_the_tokens_generated_per_step_not_a_short_windows_scrape():
+    # the simulator's compute regime (90 % of a step per sequence), not told, 16 -> 24 users: the
+    # top level's short window held one scrape of the running gauge (17.3, as at 16 users), while
+    # the steps generated 15.3 -> 23.6 tokens each and lengthened 17.7 -> 26.8 ms: a batch 1.54x
+    # larger at the same decode rate, throughput +7 % ("not_saturated" before, the truth compute)
+    from vllm_load.analysis.diagnosis.verdict import past_useful_gain
+
+    below = _lv(
+        16, 7375, batch=16.7, queued=0.17, step_time=0.0177, step_generated=15.3, tpot=0.0178
+    )
+    top = replace(below, value=24, tok_per_s=7858, batch=17.3, queued=0.26, step_time=0.0268)
+    top = replace(top, step_generated=23.6, tpot=0.0270)
+    verdict = past_useful_gain(top, below)
+    assert verdict is not None and verdict.kind == "compute", verdict
+    assert verdict.reason.startswith(
+        "past the point of useful gain: the batch (tokens generated per engine step) grew 1.54x "
+        "(15.3 → 23.6)"
+    )
+    assert "an engine step lengthened 17.7 → 26.8 ms" in verdict.reason
+    # where the step count is not one engine's (a request's time per output token far above
+    # the counted step), the tokens a step say nothing of the batch: the gauge is read
+    several = replace(top, tpot=0.060)
+    assert past_useful_gain(several, below) is None
+    # the same at a saturated level: its rule compares the batches too (a decode rate that
+    # seemed to fall 15 % with the gauge's 65.5 -> 94.2 kept up with the steps' 53.0 -> 92.7)
+    lower = _lv(
+        64, 30179, batch=65.5, queued=0.81, step_time=0.0158, step_generated=53.0, tpot=0.0159
+    )
+    higher = replace(lower, value=96, tok_per_s=30660, batch=94.2, queued=1.48, tpot=0.0268)
+    higher = replace(higher, queue_time=0.0135, step_time=0.0267, step_generated=92.7)
+    verdict = level_verdict(higher, lower, ServerFacts(), saturated=True)
+    assert verdict.kind == "compute", verdict
+    assert "the batch (tokens generated per engine step) grew 1.75x (53.0 → 92.7)" in verdict.reason

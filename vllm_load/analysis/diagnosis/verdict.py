@@ -244,6 +244,17 @@ class LevelEvidence:
             return False
         return self.waiting_min >= 1 and self.running_max - self.step_generated >= CARRIED
 
+    @property
+    def step_batch(self) -> float:
+        """The tokens generated per engine step where the step count is one engine's
+        (`ONE_ENGINE`) and nothing speculated: every running request yields a token a step, so
+        this is the batch as the steps saw it, counted in every step of the window; NaN where
+        unknown (`batches`)."""
+        known = (self.step_generated, self.tpot, self.step_time)
+        if any(x != x for x in known) or self.step_generated <= 0:
+            return math.nan
+        return self.step_generated if self.tpot <= ONE_ENGINE * self.step_time else math.nan
+
     def steps_full(self, budget: float | None) -> bool:
         """Engine steps are full of tokens: at `BUDGET_SHARE` of a known budget, or, the budget
         unknown, prefills spread over more steps than at the lowest level."""
@@ -443,7 +454,8 @@ def level_verdict(
             "the next level on, and this level's throughput says nothing of compute",
         )
     if not lv.waits and below is not None and below.batch == below.batch and lv.batch == lv.batch:
-        growth = lv.batch / below.batch if below.batch > 0 else math.nan
+        now, then, source = batches(lv, below)
+        growth = now / then if then > 0 else math.nan
         gain = lv.tok_per_s / below.tok_per_s if below.tok_per_s > 0 else math.nan
         steps = (
             lv.step_time / below.step_time if lv.step_time > 0 and below.step_time > 0 else math.nan
@@ -454,7 +466,7 @@ def level_verdict(
             if lv.step_time == lv.step_time and below.step_time == below.step_time:
                 step = f"; an engine step took {below.step_time * 1000:.1f} → {lv.step_time * 1000:.1f} ms"
             grew = (
-                f"the batch grew {growth:.2f}x ({below.batch:.1f} → {lv.batch:.1f}) but throughput "
+                f"the batch{source} grew {growth:.2f}x ({then:.1f} → {now:.1f}) but throughput "
                 f"only {gain:.2f}x, with nothing waiting{step}"
             )
             if lv.gpu.state() == IDLE:
@@ -517,13 +529,25 @@ def _kv_full_idle(lv: LevelEvidence, facts: ServerFacts) -> str:
     )
 
 
+def batches(lv: LevelEvidence, below: LevelEvidence) -> tuple[float, float, str]:
+    """The batch at `lv` and at `below`, and what both were read from: the tokens generated per
+    engine step where both levels know it (`LevelEvidence.step_batch`), else the window's mean
+    batch. The compute rules compare the two, and a top level's window is short: its one scrape
+    read 13.9 running where the steps generated 23.6 tokens each (a compute regime on the
+    simulator at 24 users), so the batch seemed not to grow while its steps lengthened 1.5x."""
+    if lv.step_batch == lv.step_batch and below.step_batch == below.step_batch:
+        return lv.step_batch, below.step_batch, " (tokens generated per engine step)"
+    return lv.batch, below.batch, ""
+
+
 def _decode_rate_kept(lv: LevelEvidence, below: LevelEvidence) -> float:
     """The server's decode rate (requests in the batch over the step time: the tokens a step
     hands out per second) at `lv` over `below`'s; NaN without step times. The server's own
     figure, where the client's throughput of a thin level can fall for want of measured requests."""
-    if not (lv.step_time > 0 and below.step_time > 0 and below.batch > 0):
+    now, then, _ = batches(lv, below)
+    if not (lv.step_time > 0 and below.step_time > 0 and then > 0):
         return math.nan
-    return (lv.batch / lv.step_time) / (below.batch / below.step_time)
+    return (now / lv.step_time) / (then / below.step_time)
 
 
 def past_useful_gain(lv: LevelEvidence, below: LevelEvidence | None) -> Bottleneck | None:
@@ -548,7 +572,8 @@ def past_useful_gain(lv: LevelEvidence, below: LevelEvidence | None) -> Bottlene
     # would decode -250% a second" and was told to double its GPUs)
     if below.batch < 1 or lv.step_time <= below.step_time:
         return None
-    growth, gain = lv.batch / below.batch, lv.tok_per_s / below.tok_per_s
+    now, then, source = batches(lv, below)
+    growth, gain = now / then, lv.tok_per_s / below.tok_per_s
     kept = _decode_rate_kept(lv, below)
     if growth < USEFUL_BATCH or not kept == kept:
         return None
@@ -558,9 +583,9 @@ def past_useful_gain(lv: LevelEvidence, below: LevelEvidence | None) -> Bottlene
         return None
     # the step law through both levels: step = fixed + per_seq * batch (a negative fixed part
     # means the steps grew faster than the batch: no law to read)
-    per_seq = (lv.step_time - below.step_time) / (lv.batch - below.batch)
-    fixed = lv.step_time - per_seq * lv.batch
-    doubled = 2 * lv.step_time / (lv.step_time + per_seq * lv.batch) if fixed >= 0 else math.inf
+    per_seq = (lv.step_time - below.step_time) / (now - then)
+    fixed = lv.step_time - per_seq * now
+    doubled = 2 * lv.step_time / (lv.step_time + per_seq * now) if fixed >= 0 else math.inf
     if per_doubling <= USEFUL_GAIN:
         why = f"so the server's decode rate gained {signed_pct(per_doubling - 1)} per doubling of the batch"
     elif doubled <= DOUBLED_GAIN:
@@ -574,8 +599,8 @@ def past_useful_gain(lv: LevelEvidence, below: LevelEvidence | None) -> Bottlene
     return Bottleneck(
         COMPUTE_BOUND.name,
         lv.value,
-        f"past the point of useful gain: the batch grew {growth:.2f}x ({below.batch:.1f} → "
-        f"{lv.batch:.1f}) while an engine step lengthened {below.step_time * 1000:.1f} → "
+        f"past the point of useful gain: the batch{source} grew {growth:.2f}x ({then:.1f} → "
+        f"{now:.1f}) while an engine step lengthened {below.step_time * 1000:.1f} → "
         f"{lv.step_time * 1000:.1f} ms, {why} (throughput {signed_pct(gain - 1)}), with nothing "
         "waiting (the saturation rule's 5 % still counts throughput as rising)"
         + compute_support(lv.gpu, below.gpu),
