@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from support.report_summary import report_summary
 from support.reports import report, synthetic_runs
 
 from vllm_load.analysis.levels.measure import measure_levels
@@ -259,7 +260,7 @@ def ttft_finding(findings: list[str]) -> str:
 def test_ttft_growth_without_server_metrics_names_no_cause(tmp_path):
     (run,) = synthetic_runs(tmp_path, 1)
     slow_first_tokens(run)
-    summary, _, _ = report([run], tmp_path / "r.html")
+    summary = report_summary(run)
     text = ttft_finding(summary["series"][0]["findings"])
     assert text.startswith("TTFT p99 grows") and text.endswith("at 200 concurrent.")
     assert "queue" not in text
@@ -270,6 +271,8 @@ def test_ttft_growth_with_an_empty_server_queue_is_not_put_down_to_it(tmp_path):
     (run,) = synthetic_runs(tmp_path, 1)
     slow_first_tokens(run)
     write_server_metrics(run, waiting={}, queue_s={})
+    # the whole report: of this file's runs only this one draws an evidence chart with no
+    # saturation point to mark (evidence_charts 191→193)
     summary, _, _ = report([run], tmp_path / "r.html")
     text = ttft_finding(summary["series"][0]["findings"])
     assert "requests wait in" not in text and "before their first token" not in text
@@ -284,7 +287,7 @@ def test_ttft_growth_with_requests_waiting_cites_the_servers_figures(tmp_path):
     (run,) = synthetic_runs(tmp_path, 1)
     slow_first_tokens(run)
     write_server_metrics(run, waiting={3: 100.0}, queue_s={3: 0.3})
-    summary, _, _ = report([run], tmp_path / "r.html")
+    summary = report_summary(run)
     text = ttft_finding(summary["series"][0]["findings"])
     assert (
         "; at 200 the server's metrics show 100.0 requests waiting on average "

@@ -11,6 +11,7 @@ import os
 import numpy as np
 import pandas as pd
 import pytest
+from support.report_summary import report_summary
 from support.reports import embedded_pngs, report, synthetic_runs, why_sections
 
 from vllm_load.report.evidence_charts import PANELS, evidence_chart
@@ -93,7 +94,7 @@ def test_a_busy_gpu_is_named_in_the_compute_verdict_and_drawn_on_the_evidence_ch
 def test_an_idle_simulated_gpu_rules_compute_out_and_says_simulated(tmp_path):
     run = _compute_run(tmp_path / "runs")
     add_gpu(run, util=[20, 30, 35, 40], sm=None, model=SIMULATED_MODEL)
-    summary, html, _ = report([run], tmp_path / "r.html")
+    summary = report_summary(run)
     levels = {lv["value"]: lv["bottleneck"] for lv in summary["series"][0]["levels"]}
     for users in (50.0, 100.0, 200.0):  # the batch rule's `compute` levels without the GPU
         assert levels[users]["kind"] == "undetermined", levels[users]
@@ -111,7 +112,7 @@ def test_an_idle_simulated_gpu_rules_compute_out_and_says_simulated(tmp_path):
 
 def test_a_run_without_gpu_telemetry_gets_the_same_verdicts_and_no_gpu_panel(tmp_path):
     run = _compute_run(tmp_path / "runs")
-    summary, _, _ = report([run], tmp_path / "r.html")
+    summary = report_summary(run)
     levels = {lv["value"]: lv["bottleneck"] for lv in summary["series"][0]["levels"]}
     assert [levels[u]["kind"] for u in (50.0, 100.0, 200.0)] == ["compute"] * 3
     assert not any("GPU" in lv["reason"] for lv in levels.values())

@@ -49,6 +49,7 @@ from .parallel import in_two_processes
 from .replay_section import ReplayView, replay_views
 from .summary_files import summary_dict, write_summary_csv
 from .target_section import target_rows
+from .template_cache import template_cache
 from .why import WhyView, why_view
 
 
@@ -169,6 +170,7 @@ def _environment(run: dict) -> list[tuple[str, str]]:
 def template_env() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("vllm_load.report", "templates"),
+        bytecode_cache=template_cache(),
         autoescape=jinja2.select_autoescape(enabled_extensions=("html",), default_for_string=True),
         undefined=jinja2.StrictUndefined,
         trim_blocks=False,
