@@ -22,7 +22,7 @@ def hf_tokenizer_dir(tmp_path) -> str:
 
 
 # --- sharing the machine under pytest-xdist ------------------------------------------------------
-# The default suite runs on two xdist workers (setup.cfg's addopts). Most load tests check what
+# The default suite runs on three xdist workers (setup.cfg's addopts). Most load tests check what
 # a run recorded and tolerate a busy machine; a test marked `alone` checks timing or rates
 # against a tolerance a second test's load beside it would break, so it runs with no other test
 # beside it: every test holds a shared lock on one file for its whole protocol (module fixtures
