@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import subprocess
+import sys
+import time
 
 import pytest
 from support import ROOT
@@ -68,6 +72,47 @@ def test_the_simulator_has_its_own_process_group_in_our_session():
         assert os.getpgid(pid) == pid
         assert os.getsid(pid) == os.getsid(0)
     assert _group_members(pid) == []
+
+
+STARTS_A_SIMULATOR_AND_WAITS = "\n".join(
+    [
+        "import sys, time",
+        "from vllm_load.sim.child import SimulatorProcess",
+        "sim = SimulatorProcess('--echo').start()",
+        "print(sim.proc.pid, flush=True)",
+        "time.sleep(120)",
+    ]
+)
+
+
+def test_the_simulator_ends_with_the_process_that_started_it_however_that_ends():
+    # a harness or a `tune` killed by a timeout (SIGKILL: no clean-up of its own runs) had left
+    # its simulator running, parent 1
+    parent = subprocess.Popen(
+        [sys.executable, "-c", STARTS_A_SIMULATOR_AND_WAITS],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        sim_pid = int(parent.stdout.readline())
+    finally:
+        parent.kill()
+        parent.wait(timeout=30)
+    deadline = time.monotonic() + 20
+    while _alive(sim_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _alive(sim_pid):
+        os.kill(sim_pid, signal.SIGKILL)
+        pytest.fail(f"the simulator {sim_pid} outlived the process that started it")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def test_a_failing_simulator_reports_its_output():

@@ -18,7 +18,9 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from typing import IO
+from typing import IO, Callable
+
+from ..parent_death import preexec
 
 _handed_out: set[int] = set()
 
@@ -94,7 +96,7 @@ class SimulatorProcess:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec_fn=self._own_group,
+            preexec_fn=self._in_child(),
         )
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
@@ -115,12 +117,19 @@ class SimulatorProcess:
             f"the simulator did not answer /health within {self.startup_timeout}s:\n{output}"
         )
 
-    def _own_group(self) -> None:
-        """In the child before exec: a process group of its own (Popen's process_group is Python
-        >= 3.11), reniced where asked."""
-        os.setpgrp()
-        if self.nice:
-            os.nice(self.nice)
+    def _in_child(self) -> Callable[[], None]:
+        """What the child runs before exec: a process group of its own (Popen's process_group is
+        Python >= 3.11), ended by the kernel when this process ends however it ends (a harness or
+        a `tune` killed by a timeout had left its simulator running), reniced where asked."""
+        own_group_dying_with_us = preexec(os.getpid(), own_process_group=True)
+        nice = self.nice
+
+        def setup() -> None:
+            own_group_dying_with_us()
+            if nice:
+                os.nice(nice)
+
+        return setup
 
     def output(self) -> str:
         """What the simulator printed so far (stdout and stderr)."""
