@@ -5,6 +5,8 @@ The child is `python -m vllm_load sim --host H --port P ...` in a process group 
 session, not a new one: with the kernel's autogroup scheduling a session is a CPU-share group, and a
 server in a session of its own took a whole group's share from the load process beside it (as
 `server.process.ServerProcess` found with vLLM).
+The kernel ends it when the process that started it ends, however that ends (SIGKILL by a
+timeout included): `parent_death`.
 """
 
 from __future__ import annotations
