@@ -103,3 +103,18 @@ def test_a_knee_that_stayed_where_it_was_did_not_move_however_close_the_advised_
     moved = knee_check(levels, 8.0, 8.0)
     assert knee_moved(a, moved) is True and not knee_stayed(a, moved)
     assert knee_moved(a, knee_check(levels, 4.0, None)) is None
+
+
+def test_a_modelled_knee_in_advice_is_whole_as_the_models_limits_show_it():
+    # a real vLLM's report (budget2048, nothing told) read "to ~7.93798 concurrent"
+    from vllm_load.analysis.diagnosis.advice import _moves
+    from vllm_load.analysis.diagnosis.capacity import Limit, Prediction
+
+    after = Prediction(
+        limits=(Limit("max_num_batched_tokens", 7.93798, "a budget of 1,024"),),
+        unknown=(),
+        knee=None,
+        first="max_num_batched_tokens",
+    )
+    text = _moves(1.0, after, "concurrent")
+    assert "~8 concurrent" in text and "7.9" not in text and "from its ~1 " in text

@@ -79,6 +79,12 @@ def _shown(x: float) -> str:
     return f"{x:,.0f}" if x == int(x) else f"{x:g}"
 
 
+def _about(x: float) -> str:
+    """A modelled concurrency after "~", whole as the capacity model's limits show it
+    (`Limit.text`): a real vLLM's report read "~7.93798 concurrent" beside "allows ~8"."""
+    return f"{x:,.0f}" if x >= 1 else f"{x:.1g}"
+
+
 def _knee_after(
     facts: ServerFacts, work: Workload, values: Mapping[str, float], step_cost
 ) -> Prediction:
@@ -98,7 +104,7 @@ def _moves(before: float | None, after: Prediction, noun: str) -> str:
         # limit fills, which no tested level lies past
         first = after.limits[0]
         where = (
-            f"to ~{_shown(first.concurrency)} {noun}, where the batch fills its first limit "
+            f"to ~{_about(first.concurrency)} {noun}, where the batch fills its first limit "
             "(no tested level lies past it to show the knee)"
         )
     elif after.knee is None:
@@ -106,13 +112,13 @@ def _moves(before: float | None, after: Prediction, noun: str) -> str:
     elif before is not None and after.knee <= before and after.limits:
         # moved between two tested levels only (`Situation.moves_nothing`)
         return (
-            f"the capacity model raises the first limit to ~{_shown(after.limits[0].concurrency)} "
-            f"{noun}, between two tested levels (the knee on them stays at ~{_shown(before)})"
+            f"the capacity model raises the first limit to ~{_about(after.limits[0].concurrency)} "
+            f"{noun}, between two tested levels (the knee on them stays at ~{_about(before)})"
         )
     else:
-        where = f"to ~{_shown(after.knee)} {noun} (then limited by {after.first})"
+        where = f"to ~{_about(after.knee)} {noun} (then limited by {after.first})"
     # the model's own knee before and after: the measured one may lie past it (`gap.knee_gap`)
-    start = f"from its ~{_shown(before)} " if before is not None else ""
+    start = f"from its ~{_about(before)} " if before is not None else ""
     return f"the capacity model moves the knee {start}{where}"
 
 
