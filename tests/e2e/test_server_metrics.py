@@ -127,7 +127,9 @@ def test_a_target_without_metrics_is_noted_not_an_error(tmp_path):
     assert scraper.status.samples == 0 and "HTTP 404" in scraper.status.note
 
 
-@pytest.mark.alone  # rates within a tolerance: no other test's load beside it (tests/conftest.py)
+# beside other tests' load: the token rates compare the server's counter and the client's tokens
+# over one window, between two of the run's scrapes, many scrape intervals long; the in-flight
+# and TTFT agreement is held only where the run found its client on time (below)
 def test_server_metrics_agree_with_client_output_tokens_within_2_percent(tmp_path):
     with SimulatorProcess("--time-scale", "0.1", "--max-num-seqs", "8") as sim:
         run_vllm_load(

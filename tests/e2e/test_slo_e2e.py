@@ -1,9 +1,12 @@
 """SLOs end to end: a run started with `--slo` against the simulator, and the report it gets.
 
-The simulator's steps cost 10 ms plus 2.5 ms per sequence in the batch, and every user fits in
-one batch (`--max-num-seqs 16`): TPOT is about 15, 20, 30 and 50 ms at 2, 4, 8 and 16 users,
-while throughput still rises (16 users: ~320 tok/s against ~200 at 4). With `tpot<=25ms` the
-last level meeting the SLO is 4 users, where goodput peaks, below the throughput peak.
+The simulator's steps cost 1.67 ms plus 1.67 ms per sequence in the batch (and 20 us per prefill
+token), and every user fits in one batch (`--max-num-seqs 64`): TPOT is about 3.3, 8, 75 and
+100 ms at 1, 4, 48 and 64 users, while throughput still rises (48 users: ~590 tok/s against ~480
+at 4, ~280 at 1). With `tpot<=25ms` the last level meeting the SLO is 4 users, where goodput
+peaks, below the throughput peak. The levels that meet it do so by a factor of 3 and those that
+miss it miss it by a factor of 3, so another test's load beside the run (a slower simulator, a
+late read) moves no level across it: the run needs no machine of its own.
 """
 
 import json
@@ -25,18 +28,18 @@ def run_with_an_slo(folder) -> None:
         "--time-scale",
         "1",
         "--max-num-seqs",
-        "16",
+        "64",
         "--step-base",
-        "0.01",
+        "0.00167",
         "--decode-cost",
-        "0.0025",
+        "0.00167",
     ) as sim:
         done = run_vllm_load(
             "run",
             "--host",
             sim.url,
             "--levels",
-            "2,4,8,16",
+            "1,4,48,64",
             "--input-tokens",
             "64",
             "--output-tokens",
@@ -55,14 +58,11 @@ def run_with_an_slo(folder) -> None:
 
 @pytest.fixture
 def slo_run():
-    """One run shared by the two tests below: the first, an `alone` one (its levels' TPOT within
-    the SLO or not is the simulator's pace, which another test's load beside it would slow),
-    makes it, as the alone tests run first; the second only reads what it recorded (its reports,
-    their HTML and a report's own --slo), beside other tests."""
+    """One run shared by the two tests below: the first checks what it printed and recorded, the
+    second what its reports say (their HTML and a report's own --slo)."""
     return shared_run("slo-e2e", run_with_an_slo)
 
 
-@pytest.mark.alone  # TPOT against a 25 ms SLO: no other test's load beside it (tests/conftest.py)
 def test_a_run_with_an_slo_judges_its_levels_by_it(slo_run):
     # the run's own summary judges its levels against its SLO
     stdout = (slo_run / "stdout.txt").read_text(encoding="utf-8")
@@ -71,7 +71,6 @@ def test_a_run_with_an_slo_judges_its_levels_by_it(slo_run):
         assert json.load(fh)["settings"]["slo"] == [SLO]
 
 
-# not alone: it reads the run the test above made alone (what it recorded, not the test's pace)
 def test_a_latency_slo_binds_below_the_throughput_peak(slo_run, tmp_path):
     run_dir = only_run_dir(slo_run / "runs")
     out, again_out = str(tmp_path / "report.html"), str(tmp_path / "again.html")
@@ -81,7 +80,7 @@ def test_a_latency_slo_binds_below_the_throughput_peak(slo_run, tmp_path):
         reports = [
             pool.submit(run_vllm_load, "report", run_dir, "-o", out, "--quiet"),
             pool.submit(
-                run_vllm_load, "report", run_dir, "-o", again_out, "--quiet", "--slo", "tpot<=60ms"
+                run_vllm_load, "report", run_dir, "-o", again_out, "--quiet", "--slo", "tpot<=400ms"
             ),
         ]
         for report in reports:
@@ -90,12 +89,12 @@ def test_a_latency_slo_binds_below_the_throughput_peak(slo_run, tmp_path):
         summary = json.load(fh)
     series = summary["series"][0]
     levels = {row["value"]: row for row in series["levels"]}
-    assert [levels[u]["slo_met_mean"] for u in (2, 4, 8, 16)] == [1, 1, 0, 0]
+    assert [levels[u]["slo_met_mean"] for u in (1, 4, 48, 64)] == [1, 1, 0, 0], levels
     slo = series["slo"]
     assert slo["highest_level_meeting"]["mean"] == 4
     assert slo["goodput_peak_value"] == 4 < slo["throughput_peak_value"]
     assert slo["bound_by"].startswith(SLO) and slo["bound_by_missed"]
-    assert levels[16]["goodput_req_per_s_mean"] < levels[4]["goodput_req_per_s_mean"]
+    assert levels[64]["goodput_req_per_s_mean"] < levels[4]["goodput_req_per_s_mean"]
     # goodput is throughput times the share of good requests: all of them where the simulator kept
     # its pace (a request slowed past 25 ms by another test's load beside the run is not good)
     four = levels[4]
@@ -113,4 +112,4 @@ def test_a_latency_slo_binds_below_the_throughput_peak(slo_run, tmp_path):
     # the report with its own --slo
     with open(str(tmp_path / "again.summary.json"), encoding="utf-8") as fh:
         again = json.load(fh)["series"][0]["slo"]
-    assert again["highest_level_meeting"]["mean"] == 16 and not again["bound_by_missed"]
+    assert again["highest_level_meeting"]["mean"] == 64 and not again["bound_by_missed"]
