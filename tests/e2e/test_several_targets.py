@@ -158,7 +158,6 @@ def test_two_targets_each_match_their_own_metrics(two_targets_run, tmp_path):
     assert "per target" in open(str(tmp_path / "report") + ".md", encoding="utf-8").read()
 
 
-@pytest.mark.alone
 def test_a_target_lost_mid_run_is_named_and_the_other_keeps_its_figures(tmp_path):
     out = str(tmp_path / "runs")
     with (
