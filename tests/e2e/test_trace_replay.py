@@ -171,7 +171,6 @@ def test_a_60_s_mooncake_trace_replays_on_schedule_with_its_prefix_reuse(tmp_pat
         pytest.skip(why)
 
 
-@on_schedule
 def test_a_master_and_two_workers_each_take_their_share_of_the_schedule(tmp_path):
     with SimulatorProcess("--time-scale", "0.1", nice=SERVER_NICE) as sim:
         # twice as fast: each worker's half of the schedule is as dense as the whole at 1x
