@@ -4,9 +4,9 @@ A person's path through the UI: `vllm-load run --web --web-login` against the si
 login page, Locust's page, the test started by clicking *Start*; then in the LLM tab of
 Locust's UI the charts' lines must grow, with axis labels and units, a mark at each level's
 start (with its users) and the current level shaded, under them Locust's table of the levels;
-Locust's header must show the current level's users at both levels; the charts must take
-Locust's dark theme; the `/llm` page must show the same charts; the test is stopped with the
-UI's *Stop* button. Screenshots of each view are kept in test-artifacts/ for people to look at.
+Locust's header must show the current level's users at both levels; the `/llm` page must show
+the same charts; the test is stopped with the UI's *Stop* button; then, no level current, the
+persona tab draws its charts and the charts take Locust's dark theme. Screenshots of each view are kept in test-artifacts/ for people to look at.
 
 Locust runs only as a child process (never imported here); selenium uses the Debian driver
 and browser given explicitly, with SE_OFFLINE so selenium-manager never downloads anything.
@@ -33,8 +33,15 @@ from vllm_load.web.auth import PASSWORD_ENV
 ARTIFACTS = os.path.join(ROOT, "test-artifacts")
 # each level lasts LEVEL_SECONDS (the time cap; far more requests are asked for than can finish),
 # long enough to look at a level in both views, short enough to see the level change
-LEVEL_SECONDS = 18  # (14 left too little of the last level for steps 5-7 on a loaded CI machine)
+# (beside other tests' load, at a load average of ~28 on 2 cores, the browser's steps took up to
+# 55 s of the last level: at 30 s, 3 runs of 5 ended on the cap before the browser was done;
+# the steps that need a current level now come first, the views of a stopped run after)
+LEVEL_SECONDS = 40
 LEVEL_USERS = (2, 4)
+# the simulator's pace: a request ~0.1 s, enough for every chart's lines at a fifth of the
+# requests a second of 0.02 (100-150 a second there, which beside other tests' load left the
+# load process waiting 0.5-0.7 s a second for a CPU)
+SIM_TIME_SCALE = "0.1"
 PASSWORD = "pw-browser-3f9d2c"
 RUNNING = ("spawning", "running")  # Locust's states of a test that runs
 USER = "tester"
@@ -65,10 +72,7 @@ RUN_ARGS = (
     "0",
 )
 
-pytestmark = [
-    *BROWSER_MARKS,
-    pytest.mark.alone,  # its waits for charts are timed: no other test's load beside it
-]
+pytestmark = BROWSER_MARKS
 
 
 def wait_http(url: str, proc: subprocess.Popen, log_path: str, timeout: float = 30.0) -> None:
@@ -101,60 +105,68 @@ def number(text: str) -> float:
     return float(cleaned) if re.fullmatch(r"-?\d+(\.\d+)?", cleaned) else float("nan")
 
 
+# the LLM tab's table and Locust's header, read in the page in one call: a read is one step of
+# the page's script, so React cannot re-render them under it, and the two are of one render (read
+# cell by cell, ~45 driver calls, a busy machine's read could outlast the UI's 2 s re-render and
+# came back empty on a stale element: beside other tests' load a level current for its whole 18 s
+# was never seen; read apart, a level's change between them paired level 0 with level 1's users)
+PAGE_STATE = """
+const header = document.querySelector('header');
+const rows = (() => {
+  for (const table of document.querySelectorAll('table')) {
+    const titles = [...table.querySelectorAll('thead th')].map(th => th.innerText.trim());
+    if (!titles.includes('Total tok/s') || !titles.includes('Level')) continue;
+    return [...table.querySelectorAll('tbody tr')]
+      .map(tr => [...tr.querySelectorAll('td')].map(td => td.innerText.trim()))
+      .filter(cells => cells.length === titles.length)
+      .map(cells => Object.fromEntries(titles.map((title, i) => [title, cells[i]])));
+  }
+  return [];
+})();
+return [rows, header ? header.innerText : ''];
+"""
+
+
 def llm_tab_rows(driver) -> list[dict[str, str]]:
     """The LLM tab's table as {column title: cell text} per row (empty while it is not rendered)."""
-    from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.common.by import By
-
-    try:
-        for table in driver.find_elements(By.TAG_NAME, "table"):
-            titles = [th.text.strip() for th in table.find_elements(By.CSS_SELECTOR, "thead th")]
-            if "Total tok/s" not in titles or "Level" not in titles:
-                continue
-            rows = []
-            for tr in table.find_elements(By.CSS_SELECTOR, "tbody tr"):
-                cells = [td.text.strip() for td in tr.find_elements(By.TAG_NAME, "td")]
-                if len(cells) == len(titles):
-                    rows.append(dict(zip(titles, cells)))
-            return rows
-    except StaleElementReferenceException:  # React re-rendered the table while we read it
-        pass
-    return []
+    return driver.execute_script(PAGE_STATE)[0]
 
 
-def current_level(driver) -> tuple[int, int] | None:
+def current_of(rows: list[dict[str, str]]) -> tuple[int, int] | None:
     """(level, users) of the row the LLM tab's table marks current."""
-    for row in llm_tab_rows(driver):
+    for row in rows:
         if row["Level"].endswith("(current)"):
             return int(row["Level"].split()[0]), int(row["Users"])
     return None
 
 
-def header_users(driver) -> int | None:
-    """The user count in Locust's header (its "Users" label, then the figure)."""
-    from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.common.by import By
+def current_level(driver) -> tuple[int, int] | None:
+    return current_of(llm_tab_rows(driver))
 
-    try:
-        lines = [
-            line.strip() for line in driver.find_element(By.TAG_NAME, "header").text.split("\n")
-        ]
-    except StaleElementReferenceException:
-        return None
+
+def users_in(header: str) -> int | None:
+    """The user count in Locust's header text (its "Users" label, then the figure)."""
+    lines = [line.strip() for line in header.split("\n") if line.strip()]
     if "Users" in lines and lines.index("Users") + 1 < len(lines):
         value = number(lines[lines.index("Users") + 1])
         return int(value) if value == value else None
     return None
 
 
-def settled_header_users(driver, within: float = 2.0) -> int | None:
-    """`header_users` read again while it finds no figure (the header re-rendered under the
-    read: a stale element, or its text between two renders, which a busy machine makes likely),
-    for up to `within` seconds; a figure, once read, is returned as it is."""
+def header_users(driver) -> int | None:
+    return users_in(driver.execute_script(PAGE_STATE)[1])
+
+
+def level_and_header(driver, within: float = 2.0) -> tuple[tuple[int, int] | None, int | None]:
+    """The table's current level and the header's users, of one render; read again while the
+    header shows no figure (between two renders, which a busy machine makes likely), for up to
+    `within` seconds."""
     deadline = time.monotonic() + within
-    while (users := header_users(driver)) is None and time.monotonic() < deadline:
+    while True:
+        rows, header = driver.execute_script(PAGE_STATE)
+        if (users := users_in(header)) is not None or time.monotonic() >= deadline:
+            return current_of(rows), users
         time.sleep(0.05)
-    return users
 
 
 # what the charts show, read in the page: per chart its lines' points, axis labels and marks
@@ -210,6 +222,7 @@ def check_charts(
     driver=None,
     started: float = 0.0,
     log_path: str = "",
+    running: bool = True,
 ) -> None:
     """Every chart with its unit, times, a mark per level started with its users, the current
     level shaded: while the test runs. The last level ends at its time cap, LEVEL_SECONDS after
@@ -226,6 +239,9 @@ def check_charts(
         expected = [f"L{i} · {LEVEL_USERS[i]} users" for i in range(levels_started)]
         assert chart["marks"][:levels_started] == expected, (key, chart["marks"])
         assert chart["legend"], chart
+    if not running:  # stopped: no level is current
+        assert all(chart["current"] == 0 for chart in state.values()), state
+        return
     unshaded = [key for key, chart in state.items() if chart["current"] != 1]
     if unshaded and driver is not None:
         skip_if_ended(driver, started, f"no current level shaded in {unshaded}", log_path)
@@ -246,7 +262,7 @@ def test_llm_charts_in_chromium_after_starting_from_the_ui(tmp_path):
     log_path = str(tmp_path / "run.log")
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    with SimulatorProcess("--time-scale", "0.02") as sim, open(log_path, "w") as log:
+    with SimulatorProcess("--time-scale", SIM_TIME_SCALE) as sim, open(log_path, "w") as log:
         proc = start_web_run(
             sim.url,
             port,
@@ -329,8 +345,9 @@ def test_llm_charts_in_chromium_after_starting_from_the_ui(tmp_path):
                 seen = []
                 for _ in range(6):
                     time.sleep(0.5)
-                    if current_level(driver) == (level, users):
-                        seen.append(settled_header_users(driver))
+                    current, header = level_and_header(driver)
+                    if current == (level, users):
+                        seen.append(header)
                 assert seen and set(seen) == {users}, (level, users, seen)
 
             # 5. the lines grew, every chart has its units, times and both levels' marks
@@ -370,7 +387,6 @@ def test_llm_charts_in_chromium_after_starting_from_the_ui(tmp_path):
             assert number(rows[1]["Output tok/s"]) > 0, rows
             driver.save_screenshot(shots["webui-llm-tab.png"])
 
-            # 5b. the persona tab: the same kind of charts, a line per persona (here the one)
             def click_tab(title: str):
                 found = [
                     t
@@ -380,72 +396,10 @@ def test_llm_charts_in_chromium_after_starting_from_the_ui(tmp_path):
                 assert found, explain(f"no {title} tab")
                 found[0].click()
 
-            click_tab("LLM by persona")
-            by_persona = "#vllm-load-persona-charts"
-            try:
-                personas = wait(10).until(
-                    lambda d: (
-                        (c := charts(d, by_persona))
-                        .get("persona-tokens", {})
-                        .get("points", {})
-                        .get(PERSONA, 0)
-                        >= 3
-                        and c
-                    )
-                )
-            except TimeoutException:
-                raise AssertionError(
-                    explain(f"no persona charts: {charts(driver, by_persona)}")
-                ) from None
-            check_charts(
-                personas,
-                levels_started=2,
-                units=PERSONA_UNITS,
-                driver=driver,
-                started=last_level_at,
-                log_path=log_path,
-            )
-            for key, chart in personas.items():
-                assert chart["legend"] == [PERSONA] and chart["points"][PERSONA] >= 3, (key, chart)
-            assert not driver.find_elements(
-                By.CSS_SELECTOR, tab_charts
-            )  # one tab's charts at a time
-            # its table names the one persona too (an empty table read as "no data")
-            try:
-                wait(10).until(
-                    lambda d: any(
-                        c.text.strip() == PERSONA
-                        for c in d.find_elements(By.CSS_SELECTOR, "table td")
-                    )
-                )
-            except TimeoutException:
-                raise AssertionError(explain(f"no table row for {PERSONA}")) from None
-            driver.save_screenshot(shots["webui-llm-personas.png"])
-            click_tab("LLM")
-            wait(10).until(lambda d: charts(d, tab_charts).get("tokens", {}).get("points"))
+            # the steps that need the last level current come first, while it lasts (its time
+            # cap ends it: LEVEL_SECONDS); the views of what the run drew come once it is stopped
 
-            # 6. Locust's dark theme (its switch stores the choice in localStorage.theme)
-            driver.execute_script("localStorage.theme = 'dark'")
-            driver.refresh()
-            try:
-                dark = wait(10).until(
-                    lambda d: (
-                        (c := charts(d, tab_charts)).get("tokens", {}).get("background")
-                        == "rgb(39, 39, 42)"
-                        and c
-                    )
-                )
-            except TimeoutException:
-                raise AssertionError(
-                    explain(f"charts not dark: {charts(driver, tab_charts)}")
-                ) from None
-            check_charts(
-                dark, levels_started=2, driver=driver, started=last_level_at, log_path=log_path
-            )
-            driver.save_screenshot(shots["webui-llm-tab-dark.png"])
-            driver.execute_script("localStorage.theme = 'light'")
-
-            # 7. the /llm page: the same charts, the current level, the levels' table
+            # 6. the /llm page: the same charts, the current level, the levels' table
             driver.get(base + "/llm")
             try:
                 page = wait(10).until(
@@ -469,22 +423,86 @@ def test_llm_charts_in_chromium_after_starting_from_the_ui(tmp_path):
             )
             driver.save_screenshot(shots["webui-llm.png"])
 
-            # 8. stop the test from the UI: Locust's status goes to STOPPED and the LLM page says so
+            # 7. stop the test from the UI: Locust's status goes to STOPPED and the LLM page says so
             driver.get(base + "/")
-            stop = wait(20).until(
-                lambda d: next(
-                    (
-                        b
-                        for b in d.find_elements(By.TAG_NAME, "button")
-                        if b.text.strip().upper() == "STOP"
-                    ),
-                    None,
+            try:
+                stop = wait(20).until(
+                    lambda d: next(
+                        (
+                            b
+                            for b in d.find_elements(By.TAG_NAME, "button")
+                            if b.text.strip().upper() == "STOP"
+                        ),
+                        None,
+                    )
                 )
-            )
+            except TimeoutException:
+                skip_if_ended(driver, last_level_at, "no Stop button", log_path)
+                raise AssertionError(explain("no Stop button while the test runs")) from None
             stop.click()
             wait(15).until(lambda d: "STOPPED" in d.find_element(By.TAG_NAME, "body").text.upper())
             driver.get(base + "/llm")
             wait(10).until(lambda d: d.find_element(By.ID, "level").text.endswith("(stopped)"))
+
+            # 8. the persona tab: the same kind of charts, a line per persona (here the one); the
+            #    test stopped, no level is current
+            driver.get(base + "/")
+            click_tab("LLM by persona")
+            by_persona = "#vllm-load-persona-charts"
+            try:
+                personas = wait(10).until(
+                    lambda d: (
+                        (c := charts(d, by_persona))
+                        .get("persona-tokens", {})
+                        .get("points", {})
+                        .get(PERSONA, 0)
+                        >= 3
+                        and c
+                    )
+                )
+            except TimeoutException:
+                raise AssertionError(
+                    explain(f"no persona charts: {charts(driver, by_persona)}")
+                ) from None
+            check_charts(personas, levels_started=2, units=PERSONA_UNITS, running=False)
+            for key, chart in personas.items():
+                assert chart["legend"] == [PERSONA] and chart["points"][PERSONA] >= 3, (key, chart)
+            assert not driver.find_elements(
+                By.CSS_SELECTOR, tab_charts
+            )  # one tab's charts at a time
+            # its table names the one persona too (an empty table read as "no data")
+            try:
+                wait(10).until(
+                    lambda d: any(
+                        c.text.strip() == PERSONA
+                        for c in d.find_elements(By.CSS_SELECTOR, "table td")
+                    )
+                )
+            except TimeoutException:
+                raise AssertionError(explain(f"no table row for {PERSONA}")) from None
+            driver.save_screenshot(shots["webui-llm-personas.png"])
+            click_tab("LLM")
+            wait(10).until(lambda d: charts(d, tab_charts).get("tokens", {}).get("points"))
+
+            # 9. Locust's dark theme (its switch stores the choice in localStorage.theme)
+            driver.execute_script("localStorage.theme = 'dark'")
+            driver.refresh()
+            try:
+                dark = wait(10).until(
+                    lambda d: (
+                        (c := charts(d, tab_charts)).get("tokens", {}).get("background")
+                        == "rgb(39, 39, 42)"
+                        and c
+                    )
+                )
+            except TimeoutException:
+                raise AssertionError(
+                    explain(f"charts not dark: {charts(driver, tab_charts)}")
+                ) from None
+            check_charts(dark, levels_started=2, running=False)
+            driver.save_screenshot(shots["webui-llm-tab-dark.png"])
+            driver.execute_script("localStorage.theme = 'light'")
+
         finally:
             if driver is not None:
                 driver.quit()
