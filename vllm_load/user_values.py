@@ -12,8 +12,6 @@ import re
 import tempfile
 from urllib.parse import urlsplit
 
-import yaml
-
 
 class SettingsError(ValueError):
     """A bad option value; the message is one line saying what is wrong."""
@@ -255,6 +253,10 @@ def load_meta_file(path: str) -> dict[str, str]:
 
     Nested mappings are flattened with dots (`gpu: {count: 8}` -> `gpu.count=8`).
     """
+    # at call time: every process imports this module (the simulator, Locust, a report), and
+    # PyYAML cost each ~17 ms of CPU at start for a file only --meta-file reads
+    import yaml
+
     try:
         with open(path, encoding="utf-8") as fh:
             data = yaml.safe_load(fh)

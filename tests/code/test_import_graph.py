@@ -288,18 +288,22 @@ _PROCESSES = {
     # the whole parser (`build_parser()`), which imports every subcommand module
     "command": (
         "from vllm_load.cli.main import build_parser; build_parser()",
-        ("pandas", "matplotlib", "scipy", "locust", "gevent", "aiohttp", "flask"),
+        ("pandas", "matplotlib", "scipy", "locust", "gevent", "aiohttp", "flask", "yaml"),
     ),
-    "load process": ("import vllm_load.locustfile", ("pandas", "matplotlib", "scipy", "aiohttp")),
+    "load process": (
+        "import vllm_load.locustfile",
+        ("pandas", "matplotlib", "scipy", "aiohttp", "yaml"),
+    ),
     # a command builds only its own subcommand's parser: `run` and `sim` (every test's simulator)
-    # never pay for the results store's SQLAlchemy, nor `run` for the simulator's aiohttp
+    # never pay for the results store's SQLAlchemy, nor `run` for the simulator's aiohttp; none
+    # for PyYAML, which only --meta-file reads
     "run command": (
         "from vllm_load.cli.main import build_parser; build_parser(only='run')",
-        ("sqlalchemy", "pandas", "locust", "aiohttp"),
+        ("sqlalchemy", "pandas", "locust", "aiohttp", "yaml"),
     ),
     "sim command": (
         "from vllm_load.cli.main import build_parser; build_parser(only='sim')",
-        ("sqlalchemy", "pandas", "locust", "gevent"),
+        ("sqlalchemy", "pandas", "locust", "gevent", "yaml"),
     ),
     # a path that names no run is refused before the analysis's imports (~1.5 s of CPU)
     "report refusing a path": (

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .frame_records import row_dicts
 from .levels import as_floats
 
 SESSION_COLUMNS: tuple[str, ...] = (
@@ -165,7 +166,7 @@ def _fan_out_summary(table: pd.DataFrame, requests: pd.DataFrame | None) -> dict
     return {
         "subagent_sessions": float(subagents),
         "fanned_out": float((table["subagents"] > 0).sum()),
-        "flight": flight.to_dict("records"),
+        "flight": row_dicts(flight),
     }
 
 

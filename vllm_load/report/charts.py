@@ -22,6 +22,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
 
+from ..analysis.frame_records import row_dicts
 from ..analysis.levels.hist import bucket_values  # noqa: E402
 from ..analysis.series.saturation import TOTAL_TOKENS, Throughput  # noqa: E402
 from ..load_kinds import CONCURRENCY  # noqa: E402
@@ -255,7 +256,7 @@ def run_timeline(run: RunSummary) -> Chart | None:
         ax.set_xlabel("seconds since the first level started")
         ax.set_ylim(bottom=0)
         metrics = run.metrics
-        for rec in metrics.to_dict("records"):
+        for rec in row_dicts(metrics):
             start = rec.get("level_start")
             if start == start and start is not None:
                 ax.axvline(start - t0, color="grey", linestyle="--", linewidth=0.8, alpha=0.7)

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
+from ..analysis.frame_records import row_dicts
 from ..analysis.levels.locust_csv import PERCENTILES, PlateauRule
 from ..analysis.series.saturation import SaturationRule
 from . import charts
@@ -66,7 +67,7 @@ def timeline_chart(run: LocustRun) -> Chart | None:
         ax.set_ylabel("successful requests/s", color="tab:blue")
         ax.set_xlabel("seconds since Locust's first history row")
         ax.set_ylim(bottom=0)
-        for rec in run.metrics.to_dict("records"):
+        for rec in row_dicts(run.metrics):
             ax.axvspan(
                 rec["window_start"] - t0, rec["window_end"] - t0, color="tab:green", alpha=0.1
             )
@@ -122,7 +123,7 @@ def _run_view(i: int, run: LocustRun) -> LocustRunView:
         }
         for p in run.levels.plateaus
     ]
-    failures = run.source.failures.to_dict("records") if run.source.failures is not None else []
+    failures = row_dicts(run.source.failures) if run.source.failures is not None else []
     return LocustRunView(run, f"run-{i + 1}", failures, plateaus, timeline_chart(run))
 
 

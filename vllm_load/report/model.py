@@ -26,6 +26,7 @@ from ..analysis.decisions.speculation_k import (
 from ..analysis.decisions.speculation_verdict import speculation_diagnosis
 from ..analysis.diagnosis.headline import Headline, headline
 from ..analysis.diagnosis.series import SeriesDiagnosis, diagnose_runs
+from ..analysis.frame_records import row_dicts
 from ..analysis.levels.breakdown import conversation_summary, persona_table, turn_table
 from ..analysis.levels.disagg import disagg_findings
 from ..analysis.levels.gpu import gpu_findings
@@ -270,7 +271,7 @@ def rate_findings(runs: Sequence[RunSummary], rule: RateRule = RateRule()) -> li
     judged = [
         (r.run_id, rec)
         for r in runs
-        for rec in r.metrics.to_dict("records")
+        for rec in row_dicts(r.metrics)
         if rec.get("rate_kept_up") in (True, False)
     ]
     if not judged:

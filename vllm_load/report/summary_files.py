@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
+from ..analysis.frame_records import row_dicts
 from ..analysis.series.stats import STAT_SUFFIXES
 from ..load_kinds import kind_named
 from .gpu_section import gpu_json
@@ -51,7 +52,7 @@ FORMAT = 2
 
 
 def records(frame: pd.DataFrame) -> list[dict]:
-    return [clean(r) for r in frame.to_dict("records")]
+    return [clean(r) for r in row_dicts(frame)]
 
 
 def level_records(frame: pd.DataFrame) -> list[dict]:

@@ -32,6 +32,7 @@ import pandas as pd
 from ...figures import per_request
 from ...load_kinds import LoadKind, kind_named
 from ...slo import Objective, SloSpec, Threshold
+from ..frame_records import row_dicts
 from ..levels import cancelled, group_percentiles
 from ..levels.measure import LevelMeasurement
 from ..levels.spans import success_spans
@@ -181,7 +182,7 @@ def level_goodput(
     good_measured = good_requests(labelled, spec)
     judged_rows = ~cancelled(labelled)  # (closed by the client on purpose: neither good nor late)
     rows = []
-    for rec in metrics.to_dict("records"):
+    for rec in row_dicts(metrics):
         in_level = (labelled["level"] == rec["level"]).to_numpy() & judged_rows
         measured = labelled[in_level]
         row: dict = {"level": rec["level"], **_good(measured, good_measured[in_level], spec)}
@@ -252,8 +253,7 @@ def format_goodput_table(metrics: pd.DataFrame, goodput: pd.DataFrame, spec: Slo
         return ""
     kinds = level_kinds(metrics)
     names = {
-        rec["level"]: kind_named(rec.get("kind")).number(rec["value"])
-        for rec in metrics.to_dict("records")
+        rec["level"]: kind_named(rec.get("kind")).number(rec["value"]) for rec in row_dicts(metrics)
     }
     header = (
         kinds[0].unit if len(kinds) == 1 else "level",
@@ -262,7 +262,7 @@ def format_goodput_table(metrics: pd.DataFrame, goodput: pd.DataFrame, spec: Slo
         "goodput out tok/s",
     )
     rows = [(*header, "SLOs", "bound by")]
-    for rec in goodput.to_dict("records"):
+    for rec in row_dicts(goodput):
         met = rec["slo_met"]
         blank = UNKNOWN if rec["slo_unknown"] == 1 else "-"
         rows.append(

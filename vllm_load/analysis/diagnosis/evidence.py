@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..frame_records import row_dicts
 from ..levels.server_side import counter_delta, gauge_mean
 
 #: the per-level columns `level_evidence` adds to a run's table
@@ -133,6 +134,6 @@ def level_evidence(server: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
     """Per level of a run's table (`level`, `window_start`, `window_end`): its evidence."""
     rows = [
         {"level": rec["level"], **evidence_over(server, rec["window_start"], rec["window_end"])}
-        for rec in metrics.to_dict("records")
+        for rec in row_dicts(metrics)
     ]
     return pd.DataFrame(rows, columns=["level", *EVIDENCE_COLUMNS])

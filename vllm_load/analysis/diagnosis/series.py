@@ -10,6 +10,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from ...run_format.gpu_metrics import simulated
+from ..frame_records import row_dicts
 from ..series.saturation import Saturation
 from .advice import Advice, Workload
 from .capacity import Prediction, fit_step_cost, predict
@@ -198,7 +199,7 @@ def diagnose_series(
     `gpu_simulated`: some run's GPU figures came from the simulator; `lengths`: the exact prompt
     and output lengths the requests were sent with (`configured_lengths`), else the levels'
     means are the capacity model's workload."""
-    rows = curve.to_dict("records")
+    rows = row_dicts(curve)
     verdicts, facts = level_verdicts(rows, "_mean", facts, saturation, no_server, gpu_simulated)
     work = _workload(curve, "_mean")
     if lengths is not None:
@@ -348,7 +349,7 @@ def diagnose_runs(
     per_run = []
     for run, metrics in runs:
         verdicts, _ = level_verdicts(
-            metrics.to_dict("records"),
+            row_dicts(metrics),
             "",
             diagnosis.facts,
             saturation,

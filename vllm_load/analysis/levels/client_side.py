@@ -24,6 +24,7 @@ import pandas as pd
 
 from ...load_kinds import kind_named
 from ...run_format.optional_csv import CsvRead, read_optional_csv
+from ..frame_records import row_dicts
 
 CPU_LIMIT = 80.0  # percent of one core
 LAG_LIMIT_MS = 10.0
@@ -78,7 +79,7 @@ def level_merged_chunks(requests: pd.DataFrame, metrics: pd.DataFrame) -> pd.Dat
     chunks, merged = as_floats(requests, "n_chunks"), as_floats(requests, "chunks_merged")
     known = ~np.isnan(merged)
     rows = []
-    for rec in metrics.to_dict("records"):
+    for rec in row_dicts(metrics):
         ws, we = rec["window_start"], rec["window_end"]
         mask = (level == rec["level"]) & ok
         if ws == ws and we == we:
@@ -130,7 +131,7 @@ def level_client_health(
         level_merged_chunks(requests, metrics).set_index("level") if requests is not None else None
     )
     rows = []
-    for rec in metrics.to_dict("records"):
+    for rec in row_dicts(metrics):
         part = _window_part(health, rec)
         cpu, lag = _max(part, "cpu_percent"), _max(part, "loop_lag_mean_ms")
         wait = _max(part, "runqueue_wait_ms_per_s")
@@ -229,7 +230,7 @@ def health_problems(client_levels: pd.DataFrame | None) -> list[str]:
     if client_levels is None or client_levels.empty:
         return []
     out = []
-    for row in client_levels.to_dict("records"):
+    for row in row_dicts(client_levels):
         level = kind_named(row.get("kind")).text(row.get("value", row["users"]))
         if row["client_bound"]:
             out.append(f"{level}: possibly client-bound ({row['reason']})")

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ...figures import disagg_columns
+from ..frame_records import row_dicts
 from .server_side import counter_growth
 
 #: the per-level column that says why a disaggregated level has no figures ("" if it has)
@@ -87,7 +88,7 @@ def with_disagg(
         return metrics
     rows = [
         split_over(prefill, decode, rec["window_start"], rec["window_end"])
-        for rec in metrics.to_dict("records")
+        for rec in row_dicts(metrics)
     ]
     out = metrics.copy()
     for column in (*disagg_columns(), UNKNOWN):

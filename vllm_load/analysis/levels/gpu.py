@@ -26,6 +26,7 @@ import pandas as pd
 from ...figures import gpu_columns
 from ...run_format.gpu_metrics import source_line
 from ...server.dcgm import ENERGY, FB_USED, GPU_UTIL, POWER, SM_ACTIVE
+from ..frame_records import row_dicts
 from .server_side import counter_delta, gauge_mean
 
 #: a window must span this many updates of the energy counter for its growth to be read
@@ -103,7 +104,7 @@ def level_gpu_figures(gpu: pd.DataFrame | None, metrics: pd.DataFrame) -> pd.Dat
         return out
     series = gpu_series(gpu)
     rows: list[dict[str, float]] = []
-    for rec in metrics.to_dict("records"):
+    for rec in row_dicts(metrics):
         a, b = float(rec["window_start"]), float(rec["window_end"])
         if not (a == a and b == b and b > a):
             rows.append({})

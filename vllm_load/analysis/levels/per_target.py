@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ...run_format.stream_columns import StreamColumns
+from ..frame_records import row_dicts
 from . import as_floats
 from .breakdown import label_table
 from .server_side import TOLERANCE, level_server_figures
@@ -155,10 +156,7 @@ def _server_cells(target: TargetFigures, level: int) -> dict:
 
 def rows_of(target: TargetFigures) -> list[dict]:
     """One row per level of the target: its measured requests' figures and its server's."""
-    return [
-        {**row, **_server_cells(target, int(row["level"]))}
-        for row in target.table.to_dict("records")
-    ]
+    return [{**row, **_server_cells(target, int(row["level"]))} for row in row_dicts(target.table)]
 
 
 def _clock(ts: float) -> str:

@@ -65,6 +65,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..frame_records import row_dicts
 from . import group_percentiles
 
 RATE_COLUMNS: tuple[str, ...] = (
@@ -295,7 +296,7 @@ def rate_verdicts(metrics: pd.DataFrame, rule: RateRule = RateRule()) -> dict[in
     """{level: verdict} for the open-loop levels of `metrics` with a measured achieved rate. The
     achieved rate is judged against the offered one, whatever the arrivals."""
     out: dict[int, RateVerdict] = {}
-    for rec in metrics.to_dict("records"):
+    for rec in row_dicts(metrics):
         requested, achieved = _float(rec.get("requested_rate")), _float(rec.get("achieved_rate"))
         if math.isnan(requested) or math.isnan(achieved):
             continue

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..frame_records import row_dicts
 from .server_side import counter_delta, gauge_mean
 
 #: a level has a server queue when its requests waited in it at least this long on average
@@ -35,7 +36,7 @@ def level_queue(server: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
     enough to say whether requests waited, not to compare figures to a few percent
     (`server_side` does that)."""
     rows = []
-    for rec in metrics.to_dict("records"):
+    for rec in row_dicts(metrics):
         a, b = rec["window_start"], rec["window_end"]
         count = counter_delta(server, "queue_time_count", a, b)
         total = counter_delta(server, "queue_time_sum", a, b)

@@ -37,6 +37,7 @@ import pandas as pd
 
 from ...run_format.optional_csv import CsvRead, read_optional_csv
 from ...run_format.stream_columns import StreamColumns
+from ..frame_records import row_dicts
 from .spans import success_spans
 from .window_rates import RequestSpans, work_in_window
 
@@ -244,7 +245,7 @@ def level_server_figures(
     t = server["ts"].to_numpy(np.float64)
     t_last = t[-1] if len(t) else np.nan
     rows = []
-    for rec in metrics.to_dict("records"):
+    for rec in row_dicts(metrics):
         lo, hi = scrape_window(server, rec["window_start"], rec["window_end"], events)
         a, b = (t[lo], t[hi]) if lo >= 0 else (np.nan, np.nan)
         window = b - a

@@ -25,6 +25,7 @@ import pandas as pd
 
 from ...figures import spec_columns, spec_position_key
 from ...run_format.files import spec_position_columns as scraped_positions
+from ..frame_records import row_dicts
 from .server_side import counter_growth
 
 #: the per-level column that says why a speculating server's level has no figures ("" if it has)
@@ -78,7 +79,7 @@ def level_speculation(server: pd.DataFrame | None, metrics: pd.DataFrame) -> pd.
     assert server is not None  # speculating() checked it
     rows = [
         {"level": rec["level"], **spec_over(server, rec["window_start"], rec["window_end"])}
-        for rec in metrics.to_dict("records")
+        for rec in row_dicts(metrics)
     ]
     return pd.DataFrame(rows)
 

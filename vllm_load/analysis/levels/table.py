@@ -10,6 +10,7 @@ import pandas as pd
 
 from ...figures import TABLE, Figure, level_figures, shown_in
 from ...load_kinds import CONCURRENCY, LoadKind, kind_named
+from ..frame_records import row_dicts
 from . import as_floats
 from . import failed as failed_requests
 
@@ -114,7 +115,7 @@ def format_level_table(
     columns = table_columns(metrics)
     rows = [[h for h, *_ in columns] + (["bottleneck"] if bottlenecks else [])]
     read_timed = [f.key for f in level_figures() if f.read_timed]
-    for rec in metrics.to_dict("records"):
+    for rec in row_dicts(metrics):
         lv = rec.get("level")
         marks = {
             **{
@@ -142,7 +143,7 @@ def format_level_table(
         for row in rows
     ]
     lines.insert(1, "  ".join("-" * wd for wd in widths))
-    names = {rec["level"]: level_name(rec) for rec in metrics.to_dict("records")}
+    names = {rec["level"]: level_name(rec) for rec in row_dicts(metrics)}
     marked = [(lv, why) for lv, why in sorted(late.items()) if lv in names]
     if marked:
         lines.append(

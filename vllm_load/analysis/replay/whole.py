@@ -20,6 +20,7 @@ from ...figures import PERCENTILES
 from ...run_format.stream_columns import StreamColumns
 from ...slo import SloSpec
 from ..decisions.goodput import UNKNOWN, binding_text, level_goodput
+from ..frame_records import row_dicts
 from ..levels import as_floats
 from ..levels.measure import LevelMeasurement, measure_levels
 from .server_rate import ServerSpan, ServerView
@@ -97,7 +98,7 @@ def _slo(
     requests: pd.DataFrame, measurement: LevelMeasurement, level: int, spec: SloSpec
 ) -> ReplaySlo | None:
     goodput = level_goodput(requests, measurement, spec)
-    rows = goodput[goodput["level"] == level].to_dict("records")
+    rows = row_dicts(goodput[goodput["level"] == level])
     if not rows:
         return None
     row = rows[0]
@@ -127,7 +128,7 @@ def replay_totals(
     if not (as_floats(requests["level"]) == level).any():
         return None
     measurement = replay_measurement(requests, steps, level, streams)
-    rows = measurement.metrics[measurement.metrics["level"] == level].to_dict("records")
+    rows = row_dicts(measurement.metrics[measurement.metrics["level"] == level])
     row = rows[0]
     a, b = float(row["window_start"]), float(row["window_end"])
     sent, end = sent_spans(requests)

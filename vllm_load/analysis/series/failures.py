@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..frame_records import row_dicts
 from ..levels import failed as failed_requests
 from ..levels.client_side import shown_past
 from ..levels.measure import LevelMeasurement
@@ -187,7 +188,7 @@ def level_problems(
     else:
         judged = measured
     levels = metrics["level"].to_numpy(np.int64)
-    records = metrics.to_dict("records")
+    records = row_dicts(metrics)
     out = []
     for i, level in enumerate(levels):
         if measured[i] == 0:
