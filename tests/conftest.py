@@ -22,11 +22,12 @@ def hf_tokenizer_dir(tmp_path) -> str:
 
 
 # --- sharing the machine under pytest-xdist ------------------------------------------------------
-# The default suite runs on three xdist workers (setup.cfg's addopts). Most load tests check what
-# a run recorded and tolerate a busy machine; a test marked `alone` checks timing or rates
-# against a tolerance a second test's load beside it would break, so it runs with no other test
-# beside it: every test holds a shared lock on one file for its whole protocol (module fixtures
-# included), an `alone` one (and every `slow` or `real_vllm` one) an exclusive lock. A turnstile
+# The default suite runs on three xdist workers (setup.cfg's addopts), and every test in it holds
+# beside the others' load (docs/development.md says how). A test marked `alone`, and every `slow`,
+# `timing` or `real_vllm` one, checks timing or rates against a tolerance a second test's load
+# beside it would break, so it runs with no other test beside it: every test holds a shared lock
+# on one file for its whole protocol (module fixtures included), an alone one an exclusive lock
+# (the other workers idle meanwhile: none is in the default suite). A turnstile
 # taken around the acquiring keeps the other worker's next tests from starving an exclusive one.
 
 
