@@ -67,21 +67,23 @@ def log_in(driver, base: str, user: str, password: str, timeout: float = 20.0) -
     driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
 
 
-def start_button(driver, timeout: float = 20.0):
-    """Locust's *Start* (the start form's submit button), once the page the driver is on has it."""
+def labelled(driver, css: str, label: str, timeout: float = 20.0):
+    """The first element matching `css` whose text reads `label` (any case), once the page the
+    driver is on has one; selenium's TimeoutException after `timeout` seconds."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     return WebDriverWait(driver, timeout, poll_frequency=0.25).until(
         lambda d: next(
-            (
-                b
-                for b in d.find_elements(By.CSS_SELECTOR, "form button[type=submit]")
-                if b.text.strip().upper() == "START"
-            ),
+            (e for e in d.find_elements(By.CSS_SELECTOR, css) if e.text.strip().upper() == label),
             None,
         )
     )
+
+
+def start_button(driver, timeout: float = 20.0):
+    """Locust's *Start* (the start form's submit button), once the page the driver is on has it."""
+    return labelled(driver, "form button[type=submit]", "START", timeout)
 
 
 def click_start(driver, timeout: float = 20.0) -> None:

@@ -24,7 +24,7 @@ import urllib.request
 
 import pytest
 from support import ROOT
-from support.browser import BROWSER_MARKS, click_start, log_in, new_browser
+from support.browser import BROWSER_MARKS, click_start, labelled, log_in, new_browser
 from support.runhelpers import start_web_run, terminate
 
 from vllm_load.sim.child import SimulatorProcess, free_port
@@ -296,16 +296,7 @@ def test_llm_charts_in_chromium_after_starting_from_the_ui(tmp_path):
 
             # 3. the LLM tab of Locust's UI: its charts above Locust's table of the levels
             try:
-                tab = wait(20).until(
-                    lambda d: next(
-                        (
-                            t
-                            for t in d.find_elements(By.CSS_SELECTOR, "[role=tab]")
-                            if t.text.strip().upper() == "LLM"
-                        ),
-                        None,
-                    )
-                )
+                tab = labelled(driver, "[role=tab]", "LLM")
             except TimeoutException:
                 raise AssertionError(explain("no LLM tab after Start")) from None
             tab.click()
@@ -426,16 +417,7 @@ def test_llm_charts_in_chromium_after_starting_from_the_ui(tmp_path):
             # 7. stop the test from the UI: Locust's status goes to STOPPED and the LLM page says so
             driver.get(base + "/")
             try:
-                stop = wait(20).until(
-                    lambda d: next(
-                        (
-                            b
-                            for b in d.find_elements(By.TAG_NAME, "button")
-                            if b.text.strip().upper() == "STOP"
-                        ),
-                        None,
-                    )
-                )
+                stop = labelled(driver, "button", "STOP")
             except TimeoutException:
                 skip_if_ended(driver, last_level_at, "no Stop button", log_path)
                 raise AssertionError(explain("no Stop button while the test runs")) from None
