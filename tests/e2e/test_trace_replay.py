@@ -93,12 +93,20 @@ def check_replay(requests: pd.DataFrame, steps: pd.DataFrame, run: dict, run_dir
     print(on_time.sentence())
     assert on_time.p99 == pytest.approx(np.percentile(late, 99))
     ratios = [w.server.output_ratio for w in replay.windows]
-    compared = [r for r in ratios if r == r]
     print("per-window client/server generated tok/s:", [round(r, 4) for r in ratios])
-    assert len(ratios) >= 5 and all(abs(r - 1) <= 0.02 for r in compared)
+    assert len(ratios) >= 5
     # a window not compared says why, from the run's own scrapes (late or slow on a busy host)
     assert all(w.server.why_not not in ("", NOT_SCRAPED) for w in uncompared(replay))
     return replay
+
+
+def windows_off(replayed: Replay) -> list[str]:
+    """The compared windows whose client tok/s is more than 2 % off the server's counters."""
+    return [
+        f"{w.start_s:.1f} s: {w.server.output_ratio:.4f}"
+        for w in replayed.windows
+        if w.server.output_ratio == w.server.output_ratio and abs(w.server.output_ratio - 1) > 0.02
+    ]
 
 
 def uncompared(replayed: Replay) -> list[ReplayWindow]:
@@ -164,6 +172,7 @@ def test_a_60_s_mooncake_trace_replays_on_schedule_with_its_prefix_reuse(tmp_pat
         )
     assert proc.returncode == 0, proc.stderr[-2000:]
     replayed = check_replay(requests, steps, run, run_dir)
+    assert not windows_off(replayed)
     assert run["trace"]["duration"] > 55  # the whole minute, at its own speed
     check_summary(proc.stdout, replayed)
     assert held_to_schedule(replayed), replayed.lateness
@@ -171,6 +180,9 @@ def test_a_60_s_mooncake_trace_replays_on_schedule_with_its_prefix_reuse(tmp_pat
         pytest.skip(why)
 
 
+# alone again: beside two busy loops it failed once in three tries (2026-11-29, its reason not
+# kept), and under coverage a compared window read 3.5 % apart (windows_off)
+@on_schedule
 def test_a_master_and_two_workers_each_take_their_share_of_the_schedule(tmp_path):
     with SimulatorProcess("--time-scale", "0.1", nice=SERVER_NICE) as sim:
         # twice as fast: each worker's half of the schedule is as dense as the whole at 1x
@@ -190,6 +202,12 @@ def test_a_master_and_two_workers_each_take_their_share_of_the_schedule(tmp_path
     # (check_summary) and found its own client busy (client-late or client-bound, from its
     # client health), and the tolerance is skipped with both reasons
     skipped = []
+    # a send backlog on a starved client moves tokens across a window's edges: off by more than
+    # 2 % only where the run found its client busy (3.5 % under coverage beside load, 2026-11-29)
+    if off := windows_off(replayed):
+        flagged = client_flags(run_dir)
+        assert flagged, f"windows off with no client flag: {off}"
+        skipped.append(f"client/server tok/s more than 2 % apart in windows {off} ({flagged})")
     if not held_to_schedule(replayed):
         flagged = client_flags(run_dir)
         assert flagged, f"late with no client flag: {replayed.lateness.sentence()}"
