@@ -27,7 +27,7 @@ def hf_tokenizer_dir(tmp_path) -> str:
 # `timing` or `real_vllm` one, checks timing or rates against a tolerance a second test's load
 # beside it would break, so it runs with no other test beside it: every test holds a shared lock
 # on one file for its whole protocol (module fixtures included), an alone one an exclusive lock
-# (the other workers idle meanwhile: none is in the default suite). A turnstile
+# (the other workers idle meanwhile: one is in the default suite). A turnstile
 # taken around the acquiring keeps the other worker's next tests from starving an exclusive one.
 
 
