@@ -134,3 +134,27 @@ def test_the_demos_server_sends_each_stream_a_token_no_faster_than_the_client_re
     # at the slower pace, still a whole wave of every level's users measured (fewer is flagged)
     levels = [int(v) for v in demo.DEMO_DEFAULTS["levels"].split(",")]
     assert demo.DEMO_DEFAULTS["requests_per_level"] >= max(levels)
+
+
+def test_the_demos_simulator_yields_the_cpu_to_the_client(monkeypatch):
+    # issue 46 item 4: the simulator shares the client's two cores; at the same priority the load
+    # process waited behind its steps (run-queue wait past 100 ms/s marks a level client late)
+    import argparse
+
+    from vllm_load.cli import demo
+
+    started = {}
+
+    class Started(Exception):
+        pass
+
+    def simulator(*args, **kwargs):
+        started.update(args=args, **kwargs)
+        raise Started
+
+    monkeypatch.setattr(demo, "SimulatorProcess", simulator)
+    args = argparse.Namespace(sim_arg=["--max-num-seqs=32"])
+    with pytest.raises(Started):
+        demo.main(args)
+    assert started["nice"] == demo.SIM_NICE >= 5
+    assert started["args"] == (*demo.SIM_ARGS, "--max-num-seqs=32")
