@@ -224,3 +224,21 @@ def test_a_server_that_exited_leaves_nothing_of_its_group_after_stop():
     server.stop(timeout=30.0)
     assert time.monotonic() - t0 < 5.0  # not the SIGTERM timeout: nothing ignored it
     assert not _group_members(process.pid)
+
+
+@LINUX_ONLY
+def test_a_server_whose_guard_cannot_start_is_not_started(tmp_path, monkeypatch):
+    # unguarded, a killed vllm-load would leave it running: refused, saying where to look
+    from vllm_load.server import group_guard
+    from vllm_load.server.process import ServerError, ServerProcess
+
+    monkeypatch.setattr(group_guard, "__file__", str(tmp_path / "no-such-guard.py"))
+    log = tmp_path / "server.log"
+    server = ServerProcess(f"echo started > {tmp_path / 'ran'}; sleep 30", str(log))
+    try:
+        with pytest.raises(ServerError, match="was not started.*server.log"):
+            server.start()
+    finally:
+        server.stop()
+    assert "no-such-guard.py" in log.read_text()  # the guard's own error
+    assert server.process is None and not (tmp_path / "ran").exists()

@@ -80,7 +80,7 @@ class ServerProcess:
             os.makedirs(os.path.dirname(os.path.abspath(self.log_path)), exist_ok=True)
             self._log = open(self.log_path, "ab")
         out = self._log or subprocess.DEVNULL
-        guard = _Guard.start() if GUARDED else None
+        guard = _Guard.start(out) if GUARDED else None
         try:
             self.process = subprocess.Popen(
                 self.command,
@@ -95,9 +95,14 @@ class ServerProcess:
                 # setpgrp, as Popen's process_group is Python >= 3.11
                 preexec_fn=guard.joined_by_shell if guard else os.setpgrp,
             )
-        except BaseException:
+        except BaseException as e:
             if guard is not None:
                 guard.end()
+            if guard is not None and isinstance(e, subprocess.SubprocessError):
+                raise ServerError(
+                    "the server command was not started: the process that ends it with vllm-load "
+                    f"did not start (see {self.log_path or 'its error'})"
+                ) from e
             raise
         finally:
             if guard is not None:
@@ -145,7 +150,7 @@ class _Guard:
         self._from_guard = from_guard
 
     @classmethod
-    def start(cls) -> "_Guard":
+    def start(cls, log: IO[bytes] | int) -> "_Guard":
         to_guard_r, to_guard_w = os.pipe()
         from_guard_r, from_guard_w = os.pipe()
         parent = os.getpid()
@@ -161,7 +166,7 @@ class _Guard:
                 [sys.executable, "-I", "-S", group_guard.__file__, str(ORPHAN_GRACE_S)],
                 stdin=to_guard_r,
                 stdout=from_guard_w,
-                stderr=subprocess.DEVNULL,
+                stderr=log,
                 preexec_fn=armed,
             )
         except BaseException:
