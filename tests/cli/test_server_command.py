@@ -1,11 +1,13 @@
 """Setting one flag of a server command (`server/server_command.py`), as `tune --advice` makes
 configuration B: `--flag V` and `--flag=V` replaced, an absent flag appended, and the lines
-where either would run something else than meant refused."""
+where either would run something else than meant refused. And the server a tune or campaign
+starts (`server/process.py`): stopped whole, in our session, and ended with a killed vllm-load."""
 
 from __future__ import annotations
 
 import os
 import shlex
+import sys
 
 import pytest
 
@@ -135,3 +137,108 @@ def test_a_started_server_has_its_own_process_group_in_our_session(tmp_path):
     finally:
         server.stop(timeout=5.0)
     assert process.poll() is not None
+
+
+def _group_members(pgid: int) -> list[int]:
+    """The running processes of process group `pgid` (/proc; a zombie holds nothing)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        state, _ppid, pgrp = stat[stat.rindex(b")") + 2 :].split()[:3]
+        if int(pgrp) == pgid and state != b"Z":
+            found.append(int(name))
+    return found
+
+
+LINUX_ONLY = pytest.mark.skipif(
+    not os.path.isdir("/proc"), reason="Linux's parent-death signal and /proc"
+)
+IGNORES_SIGTERM = (
+    f"{shlex.quote(sys.executable)} -c "
+    "'import signal, time; signal.signal(15, signal.SIG_IGN); time.sleep(300)'"
+)
+
+
+@LINUX_ONLY
+@pytest.mark.parametrize(
+    "command, then",
+    [
+        ("sleep 300 & sleep 300; wait", "sleep"),
+        ("cd / && sh -c 'sleep 300 & exec sleep 300'", "sleep"),
+        # killed while stop() waits for a server that ignores SIGTERM: SIGKILL after the grace
+        (f"{IGNORES_SIGTERM} & {IGNORES_SIGTERM}", "stop"),
+    ],
+)
+def test_a_server_group_ends_when_vllm_load_is_killed(command, then):
+    # a SIGKILLed vllm-load never calls stop(); a parent-death signal on the shell alone did not
+    # reach what the shell forked, and the server kept running with parent 1
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    starter = (
+        "import time; from vllm_load.server import process; process.ORPHAN_GRACE_S = 1.0; "
+        f"server = process.ServerProcess({command!r}); print(server.start().pid, flush=True); "
+        + ("time.sleep(300)" if then == "sleep" else "time.sleep(1); server.stop(timeout=300)")
+    )
+    vllm_load = subprocess.Popen([sys.executable, "-c", starter], stdout=subprocess.PIPE)
+    pgid = None
+    try:
+        assert vllm_load.stdout is not None
+        pgid = int(vllm_load.stdout.readline())
+        deadline = time.monotonic() + 20
+        while len(_group_members(pgid)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the shell (or its exec'd sleep), two more, and the guard
+        assert len(_group_members(pgid)) >= 3, "the server command did not start its processes"
+        time.sleep(2 if then == "stop" else 0)  # stop() has sent SIGTERM and waits
+        assert len(_group_members(pgid)) >= 2
+        vllm_load.kill()
+        vllm_load.wait()
+        deadline = time.monotonic() + 5
+        while _group_members(pgid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _group_members(pgid), "the server's processes outlived a killed vllm-load"
+    finally:
+        vllm_load.kill()
+        vllm_load.wait()
+        if pgid is not None and _group_members(pgid):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def test_a_server_that_exited_leaves_nothing_of_its_group_after_stop():
+    import time
+
+    from vllm_load.server.process import ServerProcess
+
+    server = ServerProcess("exit 3")
+    process = server.start()
+    assert process.wait(timeout=10) == 3
+    t0 = time.monotonic()
+    server.stop(timeout=30.0)
+    assert time.monotonic() - t0 < 5.0  # not the SIGTERM timeout: nothing ignored it
+    assert not _group_members(process.pid)
+
+
+@LINUX_ONLY
+def test_a_server_whose_guard_cannot_start_is_not_started(tmp_path, monkeypatch):
+    # unguarded, a killed vllm-load would leave it running: refused, saying where to look
+    from vllm_load.server import group_guard
+    from vllm_load.server.process import ServerError, ServerProcess
+
+    monkeypatch.setattr(group_guard, "__file__", str(tmp_path / "no-such-guard.py"))
+    log = tmp_path / "server.log"
+    server = ServerProcess(f"echo started > {tmp_path / 'ran'}; sleep 30", str(log))
+    try:
+        with pytest.raises(ServerError, match="was not started.*server.log"):
+            server.start()
+    finally:
+        server.stop()
+    assert "no-such-guard.py" in log.read_text()  # the guard's own error
+    assert server.process is None and not (tmp_path / "ran").exists()
