@@ -159,3 +159,12 @@ def test_a_late_client_over_a_compute_bound_level_names_both_and_advises_nothing
     assert client_over_compute(client, ninety_six, sixty_four, "not_saturated") is client
     grown = replace(ninety_six, step_generated=80.0)
     assert client_over_compute(client, grown, sixty_four, "compute") is client
+
+
+def test_the_live_verdict_names_both_as_the_report_does():
+    from vllm_load.run.live_verdict import live_verdict
+
+    _, sixty_four, ninety_six = _sim_13_compute()
+    assert live_verdict(ninety_six, sixty_four, ServerFacts()).kind == "client"  # below unknown
+    both = live_verdict(ninety_six, sixty_four, ServerFacts(), "compute")
+    assert both.kind == "undetermined" and "compute-bound" in both.reason
