@@ -39,7 +39,13 @@ from typing import TYPE_CHECKING, Sequence
 from ..analysis.diagnosis.facts import ServerFacts, server_facts
 from ..analysis.diagnosis.gpu_evidence import GpuEvidence
 from ..analysis.diagnosis.kinds import NOT_SATURATED, UNDETERMINED, Bottleneck
-from ..analysis.diagnosis.verdict import WAITING_MIN, LevelEvidence, level_verdict, with_baseline
+from ..analysis.diagnosis.verdict import (
+    WAITING_MIN,
+    LevelEvidence,
+    client_over_compute,
+    level_verdict,
+    with_baseline,
+)
 from ..analysis.number_text import signed_pct
 from ..server.dcgm import GPU_UTIL, POWER, SM_ACTIVE
 
@@ -134,8 +140,12 @@ def gpu_evidence_of(
     )
 
 
-def live_verdict(lv: LevelEvidence, below: LevelEvidence | None, facts: ServerFacts) -> Bottleneck:
-    """A level's verdict so far (see the module's docstring for how the knee is guessed)."""
+def live_verdict(
+    lv: LevelEvidence, below: LevelEvidence | None, facts: ServerFacts, below_kind: str = ""
+) -> Bottleneck:
+    """A level's verdict so far (see the module's docstring for how the knee is guessed);
+    `below_kind`: the level below's verdict (a late client over a compute-bound level names
+    both, as the report's `client_over_compute`)."""
     gain = (
         lv.tok_per_s / below.tok_per_s - 1
         if below is not None and below.tok_per_s > 0
@@ -144,7 +154,7 @@ def live_verdict(lv: LevelEvidence, below: LevelEvidence | None, facts: ServerFa
     stalled = _finite(gain) and gain < GAIN_MIN
     verdict = level_verdict(lv, below, facts, lv.waits or lv.kv_full(facts) or stalled)
     if verdict.kind != NOT_SATURATED.name:
-        return verdict
+        return client_over_compute(verdict, lv, below, below_kind)
     room = [
         f"{lv.queued:.1f} requests waiting (fewer than {WAITING_MIN})"
         if _finite(lv.queued)
@@ -169,6 +179,7 @@ class LiveVerdicts:
         self.current: tuple[int, float, float] | None = None  # level, users, start
         self.fixed: dict[int, dict] = {}  # the levels that ended: their verdict
         self.below: LevelEvidence | None = None  # the last level that ended with evidence
+        self.below_kind = ""  # ... and its verdict
         self.lowest: LevelEvidence | None = None  # the first, whose prefill steps are the base
 
     def facts(self) -> ServerFacts:
@@ -187,7 +198,7 @@ class LiveVerdicts:
         verdict, evidence = self._judge(users, start, at)
         self.fixed[level] = verdict
         if evidence is not None:
-            self.below = evidence
+            self.below, self.below_kind = evidence, verdict["kind"]
             if self.lowest is None:
                 self.lowest = evidence
         self.current = None
@@ -212,7 +223,7 @@ class LiveVerdicts:
             evidence = replace(evidence, gpu=gpu)
         if self.lowest is not None:  # prefill steps against the lowest level's (verdict.py)
             evidence = with_baseline([self.lowest, evidence])[1]
-        verdict = live_verdict(evidence, self.below, self.facts())
+        verdict = live_verdict(evidence, self.below, self.facts(), self.below_kind)
         return {"kind": verdict.kind, "reason": verdict.reason}, evidence
 
     def verdicts(self, now: float) -> dict[int, dict]:

@@ -9,7 +9,9 @@ tokens a step carries as a spent budget does, and a budget pins the batch as a c
 tells them apart is the prefill: a spent budget chunks it over at least ~prompt / tokens-per-step
 engine steps (`LevelEvidence.prefills_unchunked`), a cap leaves it whole; and a spent budget
 leaves a prefill unfinished in most steps, so fewer tokens are generated a step than requests run
-while the queue never empties, which a full batch never does (`LevelEvidence.prefills_carried`).
+while the queue never empties, which a full batch never does (`LevelEvidence.prefills_carried`);
+where every running request yields a token a step instead, no budget was spent
+(`LevelEvidence.prefills_finished`).
 
 A given or default flag the server's own figures
 contradict is dropped and named (`contradicted`): the measured figure wins.
@@ -64,8 +66,7 @@ def cap_plateau(levels: list[LevelEvidence], facts: ServerFacts) -> float | None
         for lv in _waiting_for_capacity(levels, facts)
         if lv.running_max == lv.running_max
         and lv.running_max > 0
-        and lv.batch == lv.batch
-        and lv.batch >= CAP_SHARE * lv.running_max
+        and lv.batch_seen >= CAP_SHARE * lv.running_max
         and not lv.steps_full(budget)
     ]
     if len(held) < PLATEAU_LEVELS or _carried(held):
@@ -77,10 +78,16 @@ def cap_plateau(levels: list[LevelEvidence], facts: ServerFacts) -> float | None
         return None  # more load, and no more waiting: not a cap holding requests back
     tokens = [lv.step_tokens for lv in held if lv.step_tokens == lv.step_tokens]
     pinned = len(tokens) < len(held) or max(tokens) - min(tokens) <= BUDGET_PIN * max(tokens)
-    if budget is None and pinned and not all(lv.prefills_unchunked for lv in held):
+    if (
+        budget is None
+        and pinned
+        and not all(lv.prefills_unchunked for lv in held)
+        and not all(lv.prefills_finished for lv in held)
+    ):
         # steps pinned at one token count fit a spent budget as well: on the simulator a budget
         # of 40 (and of 2048) held the batch at its peak at two levels just as a cap does; a
-        # budget is ruled out only where no prefill was chunked as a spent one would chunk it
+        # budget is ruled out only where no prefill was chunked as a spent one would chunk it,
+        # or none was left unfinished while requests waited (a spent budget leaves one)
         return None
     return float(round(max(peaks)))
 
@@ -111,8 +118,8 @@ def budget_pin(levels: list[LevelEvidence], facts: ServerFacts) -> float | None:
         and (cap or not all(lv.spread for lv in held))
     ):
         return None  # unless every level left prefills unfinished, which a full batch never does
-    if all(lv.prefills_unchunked for lv in held):
-        return None  # no prefill was chunked: no budget was spent, whatever pinned the steps
+    if all(lv.prefills_unchunked for lv in held) or all(lv.prefills_finished for lv in held):
+        return None  # no prefill was chunked, or none left unfinished: no budget was spent
     return float(round(sum(tokens) / len(tokens)))
 
 

@@ -27,7 +27,13 @@ from .kinds import (
     kind_named,
     with_advice,
 )
-from .verdict import LevelEvidence, level_verdict, past_useful_gain, with_baseline
+from .verdict import (
+    LevelEvidence,
+    client_over_compute,
+    level_verdict,
+    past_useful_gain,
+    with_baseline,
+)
 
 #: what a level none of whose requests was measured reads instead of a verdict
 NOT_MEASURED_REASON = (
@@ -156,7 +162,7 @@ def level_verdicts(
     kept = [lv for lv in evidence if not lv.left_out and lv.value not in unmeasured]
     past = [lv for lv in kept if knee is None or lv.value >= knee]
     facts = infer_limits(past, contradicted(kept, facts))
-    verdicts, below = [], None
+    verdicts, below, below_kind = [], None, ""
     for lv in evidence:
         if lv.value in unmeasured:  # nothing to judge: its figures are no level's
             verdicts.append(Bottleneck(NOT_MEASURED.name, lv.value, NOT_MEASURED_REASON))
@@ -169,9 +175,10 @@ def level_verdicts(
             # hold requests back at a configured limit: more load there adds waiting requests
             held = level_verdict(lv, below, facts, True, no_server)
             verdict = held if kind_named(held.kind).configured else verdict
+        verdict = client_over_compute(verdict, lv, below, below_kind)
         verdicts.append(verdict)
         if not lv.left_out:
-            below = lv
+            below, below_kind = lv, verdict.kind
     return verdicts, facts
 
 

