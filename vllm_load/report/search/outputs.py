@@ -100,10 +100,15 @@ def as_markdown(v: SearchView) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def search_files(directory: str) -> SearchFiles:
+    """Where a search's page, JSON and Markdown are in `directory`."""
+    return SearchFiles(*(os.path.join(directory, f"{STEM}.{e}") for e in ("html", "json", "md")))
+
+
 def write_search_outputs(directory: str, page: SearchPage) -> SearchFiles:
     """The page, its JSON and its Markdown in `directory`; returns their paths."""
     v = view(page)
-    files = SearchFiles(*(os.path.join(directory, f"{STEM}.{e}") for e in ("html", "json", "md")))
+    files = search_files(directory)
     write_atomic(files.json, json.dumps(as_json(v), indent=2))
     write_atomic(files.markdown, as_markdown(v))
     write_atomic(files.html, render_html(v))
