@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 from ...analysis.number_text import num
 from ...run_format.files import write_atomic
-from .page import render_html
 from .page_model import PointRow, SearchPage, SearchView, finite, view
 
 STEM = "pareto"
@@ -107,6 +106,10 @@ def search_files(directory: str) -> SearchFiles:
 
 def write_search_outputs(directory: str, page: SearchPage) -> SearchFiles:
     """The page, its JSON and its Markdown in `directory`; returns their paths."""
+    # at call time: the page draws with matplotlib (~1 s to import), which a tuning whose page
+    # is left as it was (`cli/tuning/written`) never needs
+    from .page import render_html
+
     v = view(page)
     files = search_files(directory)
     write_atomic(files.json, json.dumps(as_json(v), indent=2))
