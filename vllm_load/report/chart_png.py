@@ -31,9 +31,6 @@ def tight_png(fig: plt.Figure) -> bytes:
     and its pixels cropped. Only a figure that draws past its own edge (a title above it, a
     legend below) is drawn a second time, around what it draws."""
     buf = io.BytesIO()
-    if fig.get_suptitle():  # drawn above its edge: measured first, as savefig does
-        fig.savefig(buf, format="png", bbox_inches="tight")
-        return buf.getvalue()
     dpi = matplotlib.rcParams["savefig.dpi"]
     fig.set_dpi(fig.dpi if dpi == "figure" else float(dpi))
     canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)

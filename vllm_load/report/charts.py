@@ -71,6 +71,14 @@ def figure(width: float = 7.5, height: float = 3.6, ncols: int = 1):
     return fig, list(axes[0])
 
 
+def run_title(fig, text: str) -> None:
+    """`text` above a figure's panels and their titles, inside the figure: drawn once
+    (`tight_png`), where a title placed above the figure's edge made it be drawn twice."""
+    height = fig.get_figheight()
+    fig.subplots_adjust(top=1 - 0.62 / height)
+    fig.suptitle(text, fontsize=9, y=1 - 0.08 / height)
+
+
 def _axis_label(series: Sequence[SeriesReport]) -> str:
     """The x-axis title for these series' levels: users, requests/s, or both when mixed (each
     series still has its own curve: runs of the two kinds are never in one series)."""
