@@ -113,9 +113,10 @@ def test_tune_ranks_larger_max_num_seqs_first_on_throughput(tmp_path):
         assert r["goodput_peak"] > 0 and r["slo_value"] == 32
     summary = json.loads((tmp_path / "t" / "report.summary.json").read_text())
     assert len(summary["series"]) == 2  # one series per configuration
-    # a second invocation resumes: nothing runs again
-    again = run_vllm_load("tune", *tuning, timeout=120)
+    # a second invocation resumes: nothing runs again, nor is the report or the page redrawn
+    again = run_vllm_load("tune", *tuning, "--slo", "e2e_p99<=100s", timeout=120)
     assert again.stdout.count("already completed") == 2
+    assert "Report unchanged" in again.stdout and "Page unchanged" in again.stdout
     if ratio <= 1.5:  # a client the run found busy caps what it could measure of the 16
         flags = {d: f for d in dirs["16"] if (f := client_flags(d))}
         miss = f"peak tok/s x{ratio:.2f} ({by_seqs}), not > 1.5"

@@ -134,6 +134,8 @@ def test_the_advice_loop_runs_a_and_b_in_turns_keeps_its_verdict_and_resumes(tmp
     # the same command again: every run is kept, the verdict given again
     again = run_vllm_load(*loop, timeout=120)
     assert again.stdout.count("already completed") == 4
+    # nor are the report and the comparison drawn again
+    assert "Report unchanged" in again.stdout and "Comparison unchanged" in again.stdout
     assert "starting the server" not in again.stdout
     assert "peak total tok/s: A" in again.stdout and verdict["text"] in again.stdout
     # the same directory with another comparison is refused, not mixed in

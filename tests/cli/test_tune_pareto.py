@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-from types import SimpleNamespace
 
 import pytest
 
@@ -33,7 +32,7 @@ def _synthetic(base: str, seqs: int, levels: tuple[int, ...], gpus: str | None) 
 
 
 def _no_report(run_dirs, directory, slo):
-    return SimpleNamespace(html=os.path.join(directory, "report.html"))
+    return os.path.join(directory, "report.html")
 
 
 @pytest.fixture
@@ -225,3 +224,32 @@ def test_a_guided_search_page_draws_each_configuration_at_its_slo_max(tmp_path):
     assert data["slo_per_user_tok_per_s"] == pytest.approx(25.0)
     html = (tmp_path / "pareto.html").read_text()
     assert "vllm serve m --max-num-seqs 8" in html and "step 2" in html
+
+
+def test_a_page_that_shows_what_it_already_shows_is_not_rewritten(tmp_path, capsys):
+    """A resume that ran nothing gives the same page: it is not drawn again (one line says so);
+    a page with anything changed, or with a file gone, is."""
+    from vllm_load.analysis.decisions.guided_search import GuidedStep
+    from vllm_load.cli.tuning.pareto_points import guided_page, search_page
+
+    steps = [
+        GuidedStep(0, {"max_num_seqs": "2"}, "vllm serve m", "start", None, slo_max=[4.0]),
+    ]
+    search = {"slo": ["e2e_p90<=200ms"]}
+
+    def page(line: str):
+        return guided_page("g", search, steps, {"line": line}, "users", None)
+
+    html = tmp_path / "pareto.html"
+    search_page(page("best: SLO-max 4 users"), str(tmp_path))
+    html.write_text("drawn before")  # what a rewrite would replace
+    capsys.readouterr()
+    search_page(page("best: SLO-max 4 users"), str(tmp_path))
+    assert "Page unchanged" in capsys.readouterr().out
+    assert html.read_text() == "drawn before"
+    search_page(page("best: SLO-max 8 users"), str(tmp_path))  # a new result: drawn again
+    assert "Page unchanged" not in capsys.readouterr().out
+    assert "8 users" in html.read_text()
+    (tmp_path / "pareto.md").unlink()
+    search_page(page("best: SLO-max 8 users"), str(tmp_path))
+    assert (tmp_path / "pareto.md").is_file()

@@ -277,8 +277,7 @@ def main(args: argparse.Namespace) -> int:
     state.save(directory)
     completed = [d for r in results if r.outcome == "completed" for d in r.run_dirs]
     if completed:
-        paths = write_report(completed, directory, args.slo)
-        print(f"Report: {paths.html}")
+        print(f"Report: {write_report(completed, directory, args.slo)}")
     print(f"Configuration table: {os.path.join(directory, 'configurations.md')}")
     # at call time: its page draws with matplotlib, kept out of every command's start
     from .tuning.pareto_points import matrix_page, search_page

@@ -8,8 +8,6 @@ a chart.
 
 from __future__ import annotations
 
-import base64
-import io
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
@@ -26,6 +24,7 @@ from ..analysis.frame_records import row_dicts
 from ..analysis.levels.hist import bucket_values  # noqa: E402
 from ..analysis.series.saturation import TOTAL_TOKENS, Throughput  # noqa: E402
 from ..load_kinds import CONCURRENCY  # noqa: E402
+from .chart_png import png_base64 as png_base64  # noqa: E402  (every chart module's)
 from .model import RunSummary, SeriesReport  # noqa: E402
 
 if TYPE_CHECKING:
@@ -40,6 +39,9 @@ STYLE: dict[RcKeyType, Any] = {
     "axes.spines.right": False,
     "font.size": 9,
     "legend.fontsize": 8,
+    # room below the axes for their tick labels and label, so that a chart draws inside its
+    # figure and is drawn once (`tight_png`); the saved PNG is cropped to what it draws
+    "figure.subplot.bottom": 0.15,
     "text.parse_math": False,
 }
 
@@ -63,18 +65,18 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "x"
 
 
-def png_base64(fig: plt.Figure) -> str:
-    """The figure as base64 PNG (for a data: URI), and closed."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight")
-    plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
 def figure(width: float = 7.5, height: float = 3.6, ncols: int = 1):
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(1, ncols, figsize=(width, height), squeeze=False)
     return fig, list(axes[0])
+
+
+def run_title(fig, text: str) -> None:
+    """`text` above a figure's panels and their titles, inside the figure: drawn once
+    (`tight_png`), where a title placed above the figure's edge made it be drawn twice."""
+    height = fig.get_figheight()
+    fig.subplots_adjust(top=1 - 0.62 / height)
+    fig.suptitle(text, fontsize=9, y=1 - 0.08 / height)
 
 
 def _axis_label(series: Sequence[SeriesReport]) -> str:

@@ -7,8 +7,6 @@ jinja2's autoescaping.
 
 from __future__ import annotations
 
-import base64
-import io
 import math
 from dataclasses import dataclass
 
@@ -100,14 +98,12 @@ def throughput_chart(data: CompareData) -> charts.Chart | None:
         ax.set_ylabel("total tok/s")
         ax.set_ylim(bottom=0)
         ax.legend()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", bbox_inches="tight")
-        charts.plt.close(fig)
+        png = charts.png_base64(fig)
     return charts.Chart(
         key="ab-throughput",
         title=f"Total throughput of {data.a.name} and {data.b.name} per level",
         alt=f"total tok/s per level, {data.a.name} against {data.b.name}",
-        png_base64=base64.b64encode(buf.getvalue()).decode("ascii"),
+        png_base64=png,
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .charts import STYLE, Chart, figure, floats, log_level_axis, plt, png_base64, slug
+from .charts import STYLE, Chart, figure, floats, log_level_axis, plt, png_base64, run_title, slug
 from .model import RunSummary
 
 #: the TTFT parts, in the order they happen: (level column, legend)
@@ -46,9 +46,7 @@ def disagg_levels(run: RunSummary) -> Chart | None:
         bandwidth.set_title("KV bandwidth (bytes / transfer seconds)")
         for ax in (split, bandwidth):
             log_level_axis(ax, list(values), run.axis.label)
-        fig.suptitle(
-            f"Run {run.run_id}: disaggregated prefill/decode per level", fontsize=9, y=1.03
-        )
+        run_title(fig, f"Run {run.run_id}: disaggregated prefill/decode per level")
         png = png_base64(fig)
     return Chart(
         f"disagg-{slug(run.run_id)}",

@@ -213,14 +213,11 @@ def evidence_chart(s: SeriesReport, anchor: str) -> EvidenceChart:
             Line2D([], [], color=colour, linestyle=style, label=f"{names[colour]} ({at:,.0f})")
             for at, colour, style in knees
         ]
-        fig.legend(
-            handles=handles,
-            loc="lower center",
-            ncol=min(len(handles), 5),
-            bbox_to_anchor=(0.5, -0.06 / nrows),
-            fontsize=8,
-        )
-        fig.tight_layout()
+        ncol = min(len(handles), 5)
+        fig.legend(handles=handles, loc="lower center", ncol=ncol, bbox_to_anchor=(0.5, 0.0))
+        # the legend's rows below the panels, inside the figure: it is drawn once (`tight_png`)
+        legend_rows = math.ceil(len(handles) / max(ncol, 1))
+        fig.tight_layout(rect=(0, (0.08 + 0.25 * legend_rows) / fig.get_figheight(), 1, 1))
         png = png_base64(fig)
     drawn = tuple(panel.key for panel, _ in present)
     gpu_words = ("and SIMULATED GPU " if fake else "and GPU ") if with_gpu else ""

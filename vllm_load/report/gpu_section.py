@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..run_format.gpu_metrics import gpu_record, simulated, source_line
-from .charts import STYLE, Chart, figure, floats, log_level_axis, plt, png_base64, slug
+from .charts import STYLE, Chart, figure, floats, log_level_axis, plt, png_base64, run_title, slug
 from .model import RunSummary
 
 
@@ -39,7 +39,7 @@ def gpu_levels(run: RunSummary) -> Chart | None:
         power.set_title("power, mean over the measured window")
         for ax in (util, power):
             log_level_axis(ax, list(values), run.axis.label)
-        fig.suptitle(f"Run {run.run_id}: {kind} per level", fontsize=9, y=1.03)
+        run_title(fig, f"Run {run.run_id}: {kind} per level")
         png = png_base64(fig)
     return Chart(
         f"gpu-{slug(run.run_id)}",

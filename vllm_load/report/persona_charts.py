@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .charts import STYLE, Chart, figure, floats, log_level_axis, plt, png_base64, slug
+from .charts import STYLE, Chart, figure, floats, log_level_axis, plt, png_base64, run_title, slug
 from .model import RunSummary
 
 
@@ -65,7 +65,7 @@ def _per_label(run: RunSummary, table: pd.DataFrame, label: str, noun: str) -> C
             ax.set_title(title)
         axes[0].legend(loc="best")
         axes[2].legend(loc="best")
-        fig.suptitle(f"Run {run.run_id} per {noun}", fontsize=9, y=1.03)
+        run_title(fig, f"Run {run.run_id} per {noun}")
         png = png_base64(fig)
     return Chart(
         f"{noun}s-{slug(run.run_id)}",
@@ -110,7 +110,7 @@ def turns(run: RunSummary) -> Chart | None:
             ax.set_xticks(turn)
             ax.set_xticklabels([f"{t:.0f}" for t in turn])
             ax.set_ylim(bottom=0)
-        fig.suptitle(f"Run {run.run_id} per conversation turn", fontsize=9, y=1.03)
+        run_title(fig, f"Run {run.run_id} per conversation turn")
         png = png_base64(fig)
     return Chart(
         f"turns-{slug(run.run_id)}",

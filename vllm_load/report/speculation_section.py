@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..figures import spec_position_keys
-from .charts import STYLE, Chart, figure, floats, log_level_axis, plt, png_base64, slug
+from .charts import STYLE, Chart, figure, floats, log_level_axis, plt, png_base64, run_title, slug
 from .model import RunSummary
 
 
@@ -40,7 +40,7 @@ def speculation_levels(run: RunSummary) -> Chart | None:
         positions.legend(loc="best")
         for ax in (length, positions):
             log_level_axis(ax, list(values), run.axis.label)
-        fig.suptitle(f"Run {run.run_id}: speculative decoding per level", fontsize=9, y=1.03)
+        run_title(fig, f"Run {run.run_id}: speculative decoding per level")
         png = png_base64(fig)
     return Chart(
         f"speculation-{slug(run.run_id)}",

@@ -138,7 +138,6 @@ def prove_advice(args: argparse.Namespace, runs: int) -> int:
     print(f"Advice record: {kept}")
     state.extra["verdict"] = verdict.conclusion
     state.save(directory)
-    report = write_report(result_a.run_dirs + result_b.run_dirs, directory, args.slo)
-    print(f"Report: {report.html}")
+    print(f"Report: {write_report(result_a.run_dirs + result_b.run_dirs, directory, args.slo)}")
     print(f"Verdict: {path}")
     return 0 if remember_group(directory, args.store, "tune") else 1

@@ -25,6 +25,7 @@ from ...analysis.decisions.advice_check import (
 from ...run_format.advice_record import DID_NOT, PAID_OFF, UNDETERMINED
 from ...run_format.files import write_atomic
 from ..errors import CommandFailed
+from . import written
 from .runs import ConfigResult, Configuration
 from .source import Diagnosis
 
@@ -192,7 +193,15 @@ def decide(
         data = build_compare_data(a.run_dirs, b.run_dirs, "A", "B")
     except ValueError as e:  # runs that cannot be read or compared
         raise CommandFailed(f"the runs of A and B cannot be compared: {e}") from None
-    paths = write_comparison(data, os.path.join(directory, COMPARISON))
+    html = os.path.join(directory, COMPARISON)
+    key = written.fingerprint(
+        "compare", written.run_files(a.run_dirs), written.run_files(b.run_dirs)
+    )
+    if written.unchanged(directory, "compare", key, [html]):
+        print("Comparison unchanged: the same runs of A and B as when it was written")
+    else:
+        write_comparison(data, html)
+        written.remember(directory, "compare", key)
     top = max(data.result.levels)
     latency = next(
         (c for c in data.result.at(top) if c.figure.key == "e2e_p99"),
@@ -210,7 +219,7 @@ def decide(
         ),
         level_text=lambda level: level_text(level, data.a.axis),
         compare_outcome=outcome_text(data),
-        compare_path=paths.html,
+        compare_path=html,
     )
 
 

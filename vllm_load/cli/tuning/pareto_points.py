@@ -7,12 +7,14 @@ the page, never drawn per GPU of a guess."""
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 
 from ...analysis.decisions.guided_search import GuidedStep
 from ...analysis.decisions.pareto import ConfigurationPoint, per_user, per_user_limit
-from ...report.search.outputs import write_search_outputs
+from ...report.search.outputs import search_files, write_search_outputs
 from ...report.search.page_model import LevelJudged, PathTable, SearchPage
 from ...slo import SloSpec, parse_slo
+from . import written
 from .guided_report import step_rows
 from .runs import ConfigResult, Configuration
 from .slo_max_report import item_cell
@@ -229,8 +231,15 @@ METHOD = (
 
 
 def search_page(page: SearchPage, directory: str) -> str:
-    """Write the page, its JSON and Markdown in `directory`; what the final lines name."""
-    files = write_search_outputs(directory, page)
+    """Write the page, its JSON and Markdown in `directory`; what the final lines name. Not
+    rebuilt (and one line says so) where it was last written showing this same page."""
+    files = search_files(directory)
+    key = written.fingerprint("page", asdict(page))
+    if written.unchanged(directory, "page", key, [files.html, files.json, files.markdown]):
+        print("Page unchanged: it shows the same configurations and results as when it was written")
+    else:
+        write_search_outputs(directory, page)
+        written.remember(directory, "page", key)
     return f"{files.html} (and {files.json}, {files.markdown})"
 
 

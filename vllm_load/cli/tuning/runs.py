@@ -20,6 +20,7 @@ from ...user_values import SettingsError
 from ..errors import CommandFailed, Interrupted, server_log
 from ..run import run_headless
 from ..run_end import failed_levels
+from . import written
 
 STATE_FILE = "tune.json"
 RESUME = "run the same command again to do the remaining runs (completed ones are kept)"
@@ -128,15 +129,21 @@ def _at_peak(curve, column: str, peak) -> float:
     return float(row[column].iloc[0]) if len(row) else math.nan
 
 
-def write_report(run_dirs: list[str], directory: str, slo: list[str] | None):
+def write_report(run_dirs: list[str], directory: str, slo: list[str] | None) -> str:
     """The report of the tuning's completed runs, `report.html` in its directory (each
-    configuration a series); returns its paths."""
+    configuration a series); returns its path. Not rebuilt (and one line says so) where it was
+    last written from these same runs and options (`written`)."""
+    html = os.path.join(directory, "report.html")
+    key = written.fingerprint("report", written.run_files(run_dirs), slo or [])
+    if written.unchanged(directory, "report", key, [html]):
+        print("Report unchanged: the same completed runs and options as when it was written")
+        return html
     # at call time: keeps pandas and matplotlib out of every command's start (cli.main)
     from ...report.render import build_report
 
-    return build_report(
-        run_dirs, os.path.join(directory, "report.html"), progress=True, slo=parse_slo(slo)
-    )
+    paths = build_report(run_dirs, html, progress=True, slo=parse_slo(slo))
+    written.remember(directory, "report", key)
+    return paths.html
 
 
 @dataclass

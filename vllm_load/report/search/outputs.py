@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 from ...analysis.number_text import num
 from ...run_format.files import write_atomic
-from .page import render_html
 from .page_model import PointRow, SearchPage, SearchView, finite, view
 
 STEM = "pareto"
@@ -100,10 +99,19 @@ def as_markdown(v: SearchView) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def search_files(directory: str) -> SearchFiles:
+    """Where a search's page, JSON and Markdown are in `directory`."""
+    return SearchFiles(*(os.path.join(directory, f"{STEM}.{e}") for e in ("html", "json", "md")))
+
+
 def write_search_outputs(directory: str, page: SearchPage) -> SearchFiles:
     """The page, its JSON and its Markdown in `directory`; returns their paths."""
+    # at call time: the page draws with matplotlib (~1 s to import), which a tuning whose page
+    # is left as it was (`cli/tuning/written`) never needs
+    from .page import render_html
+
     v = view(page)
-    files = SearchFiles(*(os.path.join(directory, f"{STEM}.{e}") for e in ("html", "json", "md")))
+    files = search_files(directory)
     write_atomic(files.json, json.dumps(as_json(v), indent=2))
     write_atomic(files.markdown, as_markdown(v))
     write_atomic(files.html, render_html(v))
