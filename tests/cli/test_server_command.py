@@ -227,12 +227,24 @@ def test_a_server_that_exited_leaves_nothing_of_its_group_after_stop():
 
 
 @LINUX_ONLY
-def test_a_server_whose_guard_cannot_start_is_not_started(tmp_path, monkeypatch):
-    # unguarded, a killed vllm-load would leave it running: refused, saying where to look
-    from vllm_load.server import group_guard
+@pytest.mark.parametrize("guard_ended_first", [False, True], ids=["racing", "guard-ended-first"])
+def test_a_server_whose_guard_cannot_start_is_not_started(tmp_path, monkeypatch, guard_ended_first):
+    # unguarded, a killed vllm-load would leave it running: refused, saying where to look; also
+    # where the guard had ended before the shell wrote to it (the shell died of SIGPIPE, and Popen
+    # took it for a started server: a fresh-clone CI run, 2026-11-30)
+    from vllm_load.server import process
     from vllm_load.server.process import ServerError, ServerProcess
 
-    monkeypatch.setattr(group_guard, "__file__", str(tmp_path / "no-such-guard.py"))
+    monkeypatch.setattr(process.group_guard, "__file__", str(tmp_path / "no-such-guard.py"))
+    if guard_ended_first:
+        start = process._Guard.start.__func__
+
+        def start_then_end(cls, log):
+            guard = start(cls, log)
+            guard.process.wait()
+            return guard
+
+        monkeypatch.setattr(process._Guard, "start", classmethod(start_then_end))
     log = tmp_path / "server.log"
     server = ServerProcess(f"echo started > {tmp_path / 'ran'}; sleep 30", str(log))
     try:

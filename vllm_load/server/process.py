@@ -179,11 +179,16 @@ class _Guard:
         return cls(process, to_guard_w, from_guard_r)
 
     def joined_by_shell(self) -> None:
-        """In the server's shell, before exec: a group of its own, which the guard joins."""
+        """In the server's shell, before exec: a group of its own, which the guard joins. SIGPIPE
+        is blocked meanwhile: the child runs this with SIGPIPE's default action restored, so a
+        guard that had already ended killed the shell on the write, silently (Popen took that
+        for a started server: a CI run, 2026-11-30), where it must fail the start."""
         os.setpgrp()
-        os.write(self._to_guard, b"%d\n" % os.getpid())
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
+        os.write(self._to_guard, b"%d\n" % os.getpid())  # EPIPE: an OSError, the start fails
         if not os.read(self._from_guard, 16):
             raise OSError("the server's guard ended before joining its process group")
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGPIPE})
 
     def close_pipes(self) -> None:
         os.close(self._to_guard)
