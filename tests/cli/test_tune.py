@@ -108,7 +108,11 @@ def test_tune_ranks_larger_max_num_seqs_first_on_throughput(tmp_path):
     # the simulator's model: 16 sequences per step serve ~4x the tokens of 4 at 32 users
     ratio = min(by_seqs["16"]) / max(by_seqs["4"])
     print(f"peak tok/s by max_num_seqs: {by_seqs} (x{ratio:.2f}); most running: {running}")
-    assert state["best"]["throughput"]["max_num_seqs"] == "16"
+    # the ranking follows what was measured, on any machine; that 16 measured more is checked
+    # below, excused only where the run flagged its client (a coverage run beside another suite,
+    # load ~7: x0.91, and tune rightly ranked 4 first)
+    measured_best = max(by_seqs, key=lambda seqs: sum(by_seqs[seqs]) / len(by_seqs[seqs]))
+    assert state["best"]["throughput"]["max_num_seqs"] == measured_best
     for r in results:  # every request good: the goodput peak is at the highest level
         assert r["goodput_peak"] > 0 and r["slo_value"] == 32
     summary = json.loads((tmp_path / "t" / "report.summary.json").read_text())
@@ -121,6 +125,7 @@ def test_tune_ranks_larger_max_num_seqs_first_on_throughput(tmp_path):
         flags = {d: f for d in dirs["16"] if (f := client_flags(d))}
         miss = f"peak tok/s x{ratio:.2f} ({by_seqs}), not > 1.5"
         skip_where_flagged(miss, flags, "max_num_seqs 16 over 2")
+    assert measured_best == "16"
 
 
 def most_running(run_dir: str) -> float:
