@@ -6,6 +6,7 @@ reasoning; timing is that of any other token."""
 from __future__ import annotations
 
 import pytest
+from support.host_wait import HostWait, within
 from support.sim_http import call, sse_events
 
 from vllm_load.client.sse import SseMeter
@@ -171,17 +172,24 @@ def test_reasoning_tokens_cost_a_decode_step_like_any_other(tmp_path):
     trace = str(tmp_path / "trace.jsonl")
     args = ("--ttft", "0.05", "--itl", "0.05", "--reasoning-tokens", "5", "--trace", trace)
     with SimulatorProcess(*args) as sim:
+        host = HostWait(simulator=sim.proc.pid)
+        before = host.read()
         status, text = call(
             sim.url + "/v1/chat/completions",
             {"messages": MESSAGES, "max_tokens": 10, "ignore_eos": True, **STREAM},
             headers={"X-Request-Id": "r"},
         )
+        after = host.read()
     assert status == 200 and [list(d) for d in deltas(text)][4:6] == [["reasoning"], ["content"]]
     record = read_trace(trace)["r"]
     gaps = [b - a for a, b in zip(record.tokens, record.tokens[1:])]
     assert len(gaps) == 9
-    # the switch from reasoning to answer (gap 4) is one inter-token step like every other
-    assert all(abs(gap - 0.05) < 0.02 for gap in gaps), gaps
+    # the switch from reasoning to answer (gap 4) is one inter-token step like every other; the
+    # worst gap held, or its excess covered by the simulator's own wait for a CPU (two suites
+    # side by side, load ~6: a gap of 94 ms)
+    worst = max(range(len(gaps)), key=lambda i: abs(gaps[i] - 0.05))
+    shown = [round(gap * 1000, 1) for gap in gaps]
+    within(gaps[worst], 0.05, 0.02, before, after, f"inter-token gap {worst} of {shown} ms")
 
 
 def test_the_option_is_checked():
