@@ -16,9 +16,11 @@ from vllm_load.sim.child import SimulatorProcess
 SEED = 46
 
 
-def check(tries: list[Try], sim_url: str, tmp_path, seed: int) -> None:
+def check(tries: list[Try], sim_url: str, tmp_path, seed: int) -> list[tuple[Try, str]]:
+    """Make each try (again where the run ended before a signal) and fail on any problem; the
+    tries as made, each with its output directory."""
     rng = random.Random(seed)
-    failed = []
+    failed, made = [], []
     for i, attempt in enumerate(tries):
         out = str(tmp_path / f"try{i}")
         for again in range(3):  # a run that ended before any signal was sent tells nothing
@@ -29,10 +31,12 @@ def check(tries: list[Try], sim_url: str, tmp_path, seed: int) -> None:
             if attempt.sent:
                 break
         assert attempt.sent, f"{attempt.describe()}: the run ended before a signal, 3 times"
+        made.append((attempt, out))
         problems = attempt.problems(out)
         if problems:
             failed.append(f"{attempt.describe()}: {problems}\n{attempt.stderr[-2000:]}")
     assert not failed, "\n\n".join(failed)
+    return made
 
 
 # before Locust (vllm-load's imports and checks), then while Locust starts: each signal, once
@@ -49,10 +53,13 @@ EARLY = [
 
 def test_each_stop_signal_early_in_a_run_ends_it_with_130_and_one_line(tmp_path):
     with SimulatorProcess("--ttft", "0.02", "--itl", "0.01") as sim:
-        check(EARLY, sim.url, tmp_path, SEED)
+        made = check([dataclasses.replace(attempt) for attempt in EARLY], sim.url, tmp_path, SEED)
     # stopped before Locust started, a run leaves no directory behind (nor a claim of one)
-    before = [i for i, attempt in enumerate(EARLY) if attempt.phase == "before"]
-    assert not [d for i in before for d in run_dirs(str(tmp_path / f"try{i}"))]
+    before = [out for attempt, out in made if attempt.phase == "before"]
+    unstarted = [out for attempt, out in made if not attempt.locust_started]
+    assert set(unstarted) <= set(before), "a signal at Locust's start or later came before it"
+    assert unstarted, "no 'before' try was signalled before Locust started"
+    assert not [d for out in unstarted for d in run_dirs(out)]
 
 
 @pytest.mark.slow

@@ -49,6 +49,8 @@ class Try:
     code: int | None = None
     stderr: str = ""
     sent: int = 0  # signals sent before the run exited (0: it ended first, the try tells nothing)
+    #: whether the command had started Locust (a child) when its first signal was sent
+    locust_started: bool = False
 
     def describe(self) -> str:
         where = "group" if self.to_group else "parent"
@@ -126,13 +128,26 @@ def catches(pid: int, signum: int) -> bool:
     return bool(int(mask, 16) >> (signum - 1) & 1)
 
 
+#: the latest moment of the "before" phase drawn, in seconds after the command takes the signals
+BEFORE_S = 0.05
+
+
+def _sleep_while(seconds: float, holds) -> None:
+    """Sleep `seconds`, or less where `holds()` stops holding first."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and holds():
+        time.sleep(0.005)
+
+
 def wait_for_phase(proc: subprocess.Popen, phase: str, out: str, rng: random.Random) -> None:
     """Return at a random moment of `phase` of the run `proc` (or when it has exited)."""
     if phase == "before":
         # vllm-load's imports and its checks of the target, from when the command takes the
-        # stop signals (Python's own start-up before that runs none of its code)
+        # stop signals (Python's own start-up before that runs none of its code) until it starts
+        # Locust: 0.6 s and more on some hosts, 75 ms on an AMD EPYC one, so the moment is drawn
+        # within BEFORE_S and ends early where Locust starts first
         if _wait(proc, lambda: catches(proc.pid, signal.SIGTERM)):
-            time.sleep(rng.uniform(0.0, 0.6))
+            _sleep_while(rng.uniform(0.0, BEFORE_S), lambda: not _has_child(proc))
         return
     if phase == "startup":
         if _wait(proc, lambda: _has_child(proc)):
@@ -163,6 +178,7 @@ def stop_a_run(host: str, out: str, attempt: Try, rng: random.Random, timeout: f
     try:
         wait_for_phase(proc, attempt.phase, out, rng)
         locust = _children(proc)
+        attempt.locust_started = bool(locust)
         for i in range(attempt.count):
             if i:
                 time.sleep(rng.uniform(0.0, 0.3))
