@@ -9,6 +9,7 @@ import tempfile
 
 import pytest
 from support.shared_runs import LOCK_DIR_ENV
+from support.worker_order import spread
 
 
 @pytest.fixture
@@ -72,11 +73,18 @@ def is_alone(item) -> bool:
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's own reordering by fixture scope
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
     """The alone tests first, together: xdist hands the first worker its first tests in one
     batch, so it runs them back to back, holding the machine, while the other waits once,
-    instead of each alone test waiting for whatever the other worker was running."""
-    items.sort(key=lambda item: not is_alone(item))
+    instead of each alone test waiting for whatever the other worker was running. The others
+    spread over the workers' first shares (support/worker_order.py)."""
+    alone = [item for item in items if is_alone(item)]
+    others = [item for item in items if not is_alone(item)]
+    workers = getattr(config, "workerinput", {}).get("workercount", 0)
+    if workers > 1:
+        by_id = {item.nodeid: item for item in others}
+        others = [by_id[nodeid] for nodeid in spread(list(by_id), workers)]
+    items[:] = alone + others
 
 
 class MachineLock:
