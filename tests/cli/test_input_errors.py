@@ -162,6 +162,21 @@ def test_a_busy_simulator_port_is_one_line():
     assert f"port {port} is busy" in line and "choose another --port" in line
 
 
+def test_a_busy_web_ui_port_is_one_line_before_the_target_is_asked(tmp_path):
+    # Locust binds the web UI in its own process: a port in use there was a traceback and exit 2
+    # after the target's checks; here no target answers, so a refusal means it was checked first
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = vllm_load(
+            "run", "--host", f"http://127.0.0.1:{free_port()}", "--web", "--web-port", str(port),
+            "--out", str(tmp_path), timeout=60,
+        )  # fmt: skip
+    line = one_error_line(proc, "run")
+    assert f"--web-port {port} is busy" in line and "choose another --web-port" in line
+
+
 @pytest.mark.parametrize(
     "host, says",
     [("http://10.0.0.5", "is a URL"), ("10.0.0.5:5557", "has a port: give the port with")],

@@ -13,6 +13,7 @@ import pytest
 from support import ROOT
 from support.sim_http import call
 
+from vllm_load.sim import child
 from vllm_load.sim.child import SimulatorProcess, free_port
 
 
@@ -48,6 +49,16 @@ def test_free_port_never_hands_out_a_port_twice():
     # the kernel offers a just-closed port again; a simulator and a web UI once got the same one
     ports = [free_port() for _ in range(300)]
     assert len(set(ports)) == len(ports)
+
+
+def test_free_port_draws_below_the_kernels_own_range(monkeypatch):
+    # the kernel puts a connection's local end in its ephemeral range: a port it offered a probe
+    # could be taken so before a web UI bound it (a second suite beside: EADDRINUSE)
+    top = child.ephemeral_start()
+    ports = [free_port() for _ in range(50)]
+    assert all(child.LOWEST_DRAWN <= port < top for port in ports), (top, ports)
+    monkeypatch.setattr(child, "ephemeral_start", lambda: child.LOWEST_DRAWN + 10)
+    assert free_port() > 0  # no room to draw: the kernel's choice
 
 
 def test_workers_share_the_port_and_stop_together():

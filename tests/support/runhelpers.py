@@ -85,11 +85,19 @@ def skip_where_flagged(misses: object, flags: dict, what: str) -> None:
     pytest.skip(f"{what} not held ({misses}) where the run flagged its client: {flags}")
 
 
+def still_running(proc: subprocess.Popen, waiting_for: str) -> None:
+    """Fail, with the end of what it printed where that was kept, if `proc` has exited."""
+    if proc.poll() is not None:
+        printed = proc.communicate()[0]
+        kept = f":\n{printed[-3000:]}" if printed else " (its output was not kept)"
+        raise AssertionError(f"the run exited {proc.returncode} before {waiting_for}{kept}")
+
+
 def wait_for_rows(out: str, rows: int, proc: subprocess.Popen, timeout: float = 60.0) -> str:
     """The run directory once its requests.csv has `rows` records."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.communicate()[0][-3000:]
+        still_running(proc, f"{rows} requests were recorded")
         for path in glob.glob(os.path.join(out, "*", "*", "requests.csv")):
             with open(path, encoding="utf-8") as fh:
                 if sum(1 for _ in fh) > rows:
@@ -102,7 +110,7 @@ def wait_for_level(out: str, level: int, proc: subprocess.Popen, timeout: float 
     """The run directory once its steps.csv says `level` has started."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.communicate()[0][-3000:]
+        still_running(proc, f"level {level} started")
         for path in glob.glob(os.path.join(out, "*", "*", "steps.csv")):
             with open(path, encoding="utf-8") as fh:
                 if sum(1 for _ in fh) > level + 1:  # the header, then a row per level started
@@ -146,7 +154,7 @@ def wait_for_ui(base: str, proc: subprocess.Popen, timeout: float = 30.0) -> Non
     """Wait until the web UI at `base` answers (its login page), while `proc` is still running."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.communicate()[0][-3000:]
+        still_running(proc, "its web UI answered")
         try:
             requests.get(base + "/login", timeout=2)
             return

@@ -1,15 +1,18 @@
 """What a command that starts a run checks on this machine before Locust starts: the files its
 options name can be read (--tokenizer, --dataset), its run directory can be written, the GPU
-telemetry it asks for can be read (--gpu-metrics, --gpu-nvml) and --prometheus's port is free.
+telemetry it asks for can be read (--gpu-metrics, --gpu-nvml) and --prometheus's and the web
+UI's ports are free.
 Each failure is one line (a `SettingsError`) instead of a traceback, or a Locust that starts,
 fails and prints its whole summary."""
 
 from __future__ import annotations
 
+import errno
 import os
 
 from ..client.replay_share import trace_segment
 from ..settings import Settings
+from ..sim.child import listen_error
 from ..tokenization.choose import load_tokenizer
 from ..user_values import SettingsError, writable_directory
 from ..workload.datasets import dataset_path, load_dataset
@@ -60,3 +63,23 @@ def check_prometheus_port(settings: Settings) -> None:
         from ..run.prometheus_export import listen_socket  # at call time: no Locust here
 
         listen_socket(settings.prometheus).close()
+
+
+def check_web_port(host: str, port: int) -> None:
+    """Refuse, in one line, a web UI address that cannot be listened on now: Locust binds it in
+    its own process, after the target's checks, and printed a traceback and exited 2 where
+    something listened there already."""
+    where = f"{host or '*'}:{port}"
+    error = listen_error("" if host in ("", "*") else host, port)
+    if error is None:
+        return
+    reason = error.strerror or str(error)
+    if error.errno == errno.EADDRINUSE:
+        raise SettingsError(
+            f"--web-port {port} is busy ({where}: {reason}): stop what listens there, or choose "
+            "another --web-port"
+        )
+    raise SettingsError(
+        f"the web UI cannot listen on {where} ({reason}): give --web-host an address of this "
+        "machine"
+    )

@@ -37,6 +37,7 @@ from .preflight import (
     check_gpu_sources,
     check_input_files,
     check_prometheus_port,
+    check_web_port,
     check_writable,
 )
 from .run_end import (
@@ -185,6 +186,8 @@ def prepare(args: argparse.Namespace) -> Launch:
     segment = check_input_files(settings)
     check_gpu_sources(settings)
     check_prometheus_port(settings)
+    if getattr(args, "web", False):
+        check_web_port(args.web_host, args.web_port)
     builtin_synthetic = args.locustfile == LOCUSTFILE and not settings.dataset
     model, plan = check_target(args.host, settings, exact_prompts=builtin_synthetic, trace=segment)
     check_other_targets(args.host, model, plan, settings)

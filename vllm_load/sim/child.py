@@ -12,6 +12,7 @@ timeout included): `parent_death`.
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -27,10 +28,36 @@ from ..parent_death import preexec
 _handed_out: set[int] = set()
 
 
+#: the lowest port free_port draws from, below the kernel's ephemeral range
+LOWEST_DRAWN = 10000
+
+
+def ephemeral_start() -> int:
+    """The first port the kernel hands out by itself (to a bind of port 0, to a connection's
+    local end): Linux's net.ipv4.ip_local_port_range, else the IANA range's 49152."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 49152
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nothing listens on right now (the kernel's choice), and not one this process
-    was given before: the kernel may offer a port again as soon as the probe closes, so two calls
-    in a row (a simulator's port, then a web UI's) could otherwise get the same one."""
+    """A TCP port nothing listens on right now, and not one this process was given before.
+
+    Drawn at random below the kernel's ephemeral range, where the kernel never puts a port by
+    itself: a port it offered to a probe (port 0) could be the local end of another process's
+    next connection before our server binds it, and on a busy machine (a second test suite
+    beside, thousands of connections to simulators) a web UI then failed to bind with
+    EADDRINUSE. Only another explicit choice can take it meanwhile, one in ~20,000. Falls back
+    to the kernel's choice where that range is too small to draw from."""
+    top = ephemeral_start()
+    draw = random.SystemRandom()
+    for _ in range(100 if top - LOWEST_DRAWN >= 1000 else 0):
+        port = draw.randrange(LOWEST_DRAWN, top)
+        if port not in _handed_out and _bind_probe(host, port):
+            _handed_out.add(port)
+            return port
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind((host, 0))
@@ -38,6 +65,16 @@ def free_port(host: str = "127.0.0.1") -> int:
         if port not in _handed_out:
             _handed_out.add(port)
             return port
+
+
+def _bind_probe(host: str, port: int) -> bool:
+    """Whether a socket could bind `host`:`port` now (nothing listens or connects from it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def listen_error(host: str, port: int) -> OSError | None:
