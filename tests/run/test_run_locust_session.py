@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from vllm_load.cli.locust_process import Stopper, child_options, run_locust
+from vllm_load.cli.locust_process import Stopper, child_options, group_ended, run_locust
 
 
 def test_locust_runs_in_its_own_process_group_inside_our_session(capfd):
@@ -128,3 +128,14 @@ def test_stop_signals_before_locust_exists_are_acted_on_when_it_starts():
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def test_the_command_waits_for_locusts_other_processes_before_its_last_line():
+    # a leader that exits at once, leaving a member of its group running 0.5 s (as `--processes`
+    # workers stopped at Locust's start outlived it)
+    leader = subprocess.Popen(["sh", "-c", "sleep 0.5 & exit 0"], preexec_fn=os.setpgrp)
+    leader.wait()
+    assert group_ended(leader.pid, timeout=0.1) is False  # the member still runs
+    started = time.monotonic()
+    assert group_ended(leader.pid, timeout=5.0) is True
+    assert time.monotonic() - started < 2.0

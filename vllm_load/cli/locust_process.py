@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 
 from ..parent_death import preexec
@@ -112,6 +113,7 @@ def run_locust(
         )
         stopper.started(child)
         code = child.wait()
+        group_ended(child.pid)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -121,6 +123,45 @@ def run_locust(
     if stopper.killed:
         raise Stopped(code)
     return code
+
+
+#: how long the command waits for Locust's other processes once its first has exited
+GROUP_END_S = 5.0
+
+
+def group_ended(pgid: int, timeout: float = GROUP_END_S) -> bool:
+    """Wait until no live process is left in Locust's process group `pgid`, up to `timeout`
+    seconds; whether none is. The workers `--processes` forks log as they stop, and stopped at
+    Locust's start they outlived their parent: a worker's "already stopping" came after the
+    command's last line. (The group's leader is reaped already: a member left is a worker; one
+    that ended but was not reaped, a zombie, does not count.)"""
+    deadline = time.monotonic() + timeout
+    while _group_alive(pgid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of group `pgid` runs (/proc where there is one, else a signal 0)."""
+    if not os.path.isdir("/proc/self"):
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended meanwhile
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            return True
+    return False
 
 
 def child_options() -> dict:
