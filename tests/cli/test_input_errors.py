@@ -174,7 +174,7 @@ def test_a_busy_web_ui_port_is_one_line_before_the_target_is_asked(tmp_path):
             "--out", str(tmp_path), timeout=60,
         )  # fmt: skip
     line = one_error_line(proc, "run")
-    assert f"--web-port {port} is busy" in line and "choose another --web-port" in line
+    assert f"the web UI: port {port} is busy" in line and "choose another --web-port" in line
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from ..parent_death import preexec
 from ..run_format.claim import Claim
 from ..run_format.unfinished import close_unfinished
+from ..server.group_guard import others_running
 from ..settings import Settings, option_argv
 from ..sim.child import free_port
 from ..stop_signals import COMMAND_STOP, block_in_child, listened
@@ -136,32 +137,11 @@ def group_ended(pgid: int, timeout: float = GROUP_END_S) -> bool:
     command's last line. (The group's leader is reaped already: a member left is a worker; one
     that ended but was not reaped, a zombie, does not count.)"""
     deadline = time.monotonic() + timeout
-    while _group_alive(pgid):
+    while others_running(pgid, os.getpid()):
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.02)
     return True
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether a process of group `pgid` runs (/proc where there is one, else a signal 0)."""
-    if not os.path.isdir("/proc/self"):
-        try:
-            os.killpg(pgid, 0)
-        except (ProcessLookupError, PermissionError):
-            return False
-        return True
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # ended meanwhile
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            return True
-    return False
 
 
 def child_options() -> dict:

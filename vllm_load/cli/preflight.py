@@ -7,12 +7,11 @@ fails and prints its whole summary."""
 
 from __future__ import annotations
 
-import errno
 import os
 
 from ..client.replay_share import trace_segment
 from ..settings import Settings
-from ..sim.child import listen_error
+from ..sim.child import listen_refusal
 from ..tokenization.choose import load_tokenizer
 from ..user_values import SettingsError, writable_directory
 from ..workload.datasets import dataset_path, load_dataset
@@ -69,17 +68,6 @@ def check_web_port(host: str, port: int) -> None:
     """Refuse, in one line, a web UI address that cannot be listened on now: Locust binds it in
     its own process, after the target's checks, and printed a traceback and exited 2 where
     something listened there already."""
-    where = f"{host or '*'}:{port}"
-    error = listen_error("" if host in ("", "*") else host, port)
-    if error is None:
-        return
-    reason = error.strerror or str(error)
-    if error.errno == errno.EADDRINUSE:
-        raise SettingsError(
-            f"--web-port {port} is busy ({where}: {reason}): stop what listens there, or choose "
-            "another --web-port"
-        )
-    raise SettingsError(
-        f"the web UI cannot listen on {where} ({reason}): give --web-host an address of this "
-        "machine"
-    )
+    refusal = listen_refusal("" if host in ("", "*") else host, port, "--web-port", "--web-host")
+    if refusal:
+        raise SettingsError(f"the web UI: {refusal}")

@@ -11,6 +11,7 @@ timeout included): `parent_death`.
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import signal
@@ -55,7 +56,7 @@ def free_port(host: str = "127.0.0.1") -> int:
     draw = random.SystemRandom()
     for _ in range(100 if top - LOWEST_DRAWN >= 1000 else 0):
         port = draw.randrange(LOWEST_DRAWN, top)
-        if port not in _handed_out and _bind_probe(host, port):
+        if port not in _handed_out and listen_error(host, port) is None:
             _handed_out.add(port)
             return port
     while True:
@@ -65,16 +66,6 @@ def free_port(host: str = "127.0.0.1") -> int:
         if port not in _handed_out:
             _handed_out.add(port)
             return port
-
-
-def _bind_probe(host: str, port: int) -> bool:
-    """Whether a socket could bind `host`:`port` now (nothing listens or connects from it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
 
 
 def listen_error(host: str, port: int) -> OSError | None:
@@ -93,6 +84,21 @@ def listen_error(host: str, port: int) -> OSError | None:
     except OSError as e:
         return e
     return None
+
+
+def listen_refusal(host: str, port: int, port_option: str, host_option: str) -> str:
+    """Why a server of ours cannot listen on `host`:`port`, as one line naming the option to
+    change ("" when it can)."""
+    error = listen_error(host, port)
+    if error is None:
+        return ""
+    where, reason = f"{host or '*'}:{port}", error.strerror or str(error)
+    if error.errno == errno.EADDRINUSE:
+        return (
+            f"port {port} is busy ({where}: {reason}): stop what listens there, or choose "
+            f"another {port_option}"
+        )
+    return f"cannot listen on {where} ({reason}): give {host_option} an address of this machine"
 
 
 class SimulatorProcess:

@@ -8,7 +8,6 @@ length is the 40 options, each declared with its help, and their checks: one pla
 from __future__ import annotations
 
 import argparse
-import errno
 import os
 import signal
 import sys
@@ -17,7 +16,7 @@ import time
 from ..parent_death import die_with_parent
 from ..tokenization.choose import load_tokenizer
 from ..user_values import SettingsError, port_argument
-from .child import listen_error
+from .child import listen_refusal
 from .config import (
     DEFAULT_MODEL,
     REASONING_FIELDS,
@@ -761,17 +760,9 @@ def _worker_main(config: SimConfig) -> None:
 
 
 def _check_listen(host: str, option: str, port: int) -> None:
-    error = listen_error(host, port)
-    if error is not None:
-        where, reason = f"{host}:{port}", error.strerror or str(error)
-        if error.errno == errno.EADDRINUSE:
-            raise SettingsError(
-                f"port {port} is busy ({where}: {reason}): stop the server running "
-                f"there, or choose another {option}"
-            )
-        raise SettingsError(
-            f"cannot listen on {where} ({reason}): give --host an address of this machine"
-        )
+    refusal = listen_refusal(host, port, option, "--host")
+    if refusal:
+        raise SettingsError(refusal)
 
 
 def main(args: argparse.Namespace) -> int:
