@@ -48,7 +48,7 @@ def spread(nodeids: list[str], workers: int) -> list[str]:
 
     for w in (0, 1):
         for path, tests in files.items():
-            if weight(path + "::") == w:
+            if weight(path) == w:
                 i = min(range(workers), key=lambda i: (len(parts[i][w]), size(i)))
                 parts[i][w].extend(tests)
     light = [nodeid for nodeid in nodeids if weight(nodeid) == 2]
