@@ -95,13 +95,22 @@ def test_a_latency_slo_binds_below_the_throughput_peak(slo_run, tmp_path):
     assert slo["goodput_peak_value"] == 4 < slo["throughput_peak_value"]
     assert slo["bound_by"].startswith(SLO) and slo["bound_by_missed"]
     assert levels[64]["goodput_req_per_s_mean"] < levels[4]["goodput_req_per_s_mean"]
-    # goodput is throughput times the share of good requests: all of them where the simulator kept
-    # its pace (a request slowed past 25 ms by another test's load beside the run is not good)
+    # with every request good, goodput is throughput; a request slowed past 25 ms by another
+    # test's load beside the run is not good. The good share counts the level's measured
+    # requests, goodput (as throughput) the work inside its window, so the two ratios can differ
+    # by the requests crossing the window's two edges: at most 4 at each, at 4 users
     four = levels[4]
-    assert four["slo_good_share_mean"] > 0.5
-    assert four["goodput_req_per_s_mean"] == pytest.approx(
-        four["req_per_s_mean"] * four["slo_good_share_mean"]
+    share, goodput, rate = (
+        four["slo_good_share_mean"],
+        four["goodput_req_per_s_mean"],
+        four["req_per_s_mean"],
     )
+    assert share > 0.5
+    if share == 1:
+        assert goodput == pytest.approx(rate)
+    else:
+        assert goodput < rate
+        assert abs(goodput / rate - share) <= 2 * 4 / four["measured_mean"], four
     assert series["findings"][0].startswith(
         "Highest concurrency meeting the SLOs (tpot<=25ms): 4 concurrent"
     )

@@ -311,3 +311,19 @@ def test_the_client_health_never_says_it_kept_up_beside_late_levels(tmp_path):
         "No load process went over 80% CPU or 10 ms mean event-loop lag during any measured "
         "window, but the client was late at 1 level(s) (below)."
     ) in html
+
+
+def test_a_worker_lost_after_its_level_ended_is_said_without_blaming_a_level(tmp_path):
+    (run,) = synthetic_runs(tmp_path, 1)
+    thin_out_level(run, 1)
+    entry = {"worker": "vm_1f2e", "lost_at": 1.0, "level": 1, "in_flight": 0}
+    edit_run_json(run, workers_lost=[{**entry, "during_level": False}])
+    summary, _, _ = report([run], tmp_path / "after.html")
+    findings = summary["series"][0]["findings"]
+    run_id = summary["runs"][0]["run_id"]
+    assert (
+        f"Run {run_id} lost load worker vm_1f2e after level 50 concurrent had ended, while no "
+        "level ran (0 requests in flight abandoned): no level held less than its load for it."
+    ) in findings
+    # the level's short concurrency is the client's to explain, not the loss's
+    assert any(f.startswith(SHORT) and "first at 50 (" in f for f in findings)

@@ -145,3 +145,30 @@ def test_the_recorder_takes_back_an_abandoned_request_that_got_its_row(tmp_path)
     recorder.write_run_json()
     assert recorder.run_info["requests_abandoned"] == {"total": 1, "by_level": {"0": 1}}
     recorder.close("completed")
+
+
+def test_a_worker_lost_while_no_level_ran_cost_no_level_its_load():
+    from vllm_load.cli.run_end import lost_workers_line
+    from vllm_load.run.end_summary import lost_by_level
+
+    during = {"worker": "vm_1f", "level": 1, "in_flight": 2, "during_level": True}
+    after = {"worker": "vm_2e", "level": 1, "in_flight": 0, "during_level": False}
+    older = {"worker": "vm_3d", "level": 0}  # recorded before the field: taken as during
+    run = {"workers_lost": [during, after, older]}
+    lost = lost_workers(run)
+    assert [w.held_less() for w in lost] == [1, None, 0]
+    assert [w.when() for w in lost] == [
+        "during level 1",
+        "after level 1 had ended",
+        "during level 0",
+    ]
+    assert lost_by_level(lost) == {
+        1: "worker vm_1f, 2 requests in flight abandoned",
+        0: "worker vm_3d",
+    }
+    # the exit status names the losses that cost a level its load, and only those
+    line = lost_workers_line(run)
+    assert "vm_1f was lost during level 1" in line and "vm_3d" in line
+    assert "vm_2e" not in line
+    assert lost_workers_line({"workers_lost": [after]}) == ""
+    assert LostWorker.of({**after, "during_level": "no"}).during_level  # damaged: not trusted

@@ -7,7 +7,7 @@ import json
 import os
 
 from ..run.outcomes import EXIT_CODES
-from ..run_format.lost_workers import lost_workers
+from ..run_format.lost_workers import lost_during_levels
 from ..server.loss import still_answers, target_lost
 from ..stop_when import stopped_by_line
 
@@ -88,13 +88,13 @@ def lost_targets_line(run: dict, api_key: str | None) -> str:
 
 
 def lost_workers_line(run: dict) -> str:
-    """One line naming the load workers a run lost and what went with them ("" when none)."""
-    lost = lost_workers(run)
+    """One line naming the load workers a run lost while a level ran and what went with them
+    ("" when none): a worker that went silent only as the test stopped cost no level its load."""
     return "; ".join(
         f"{w.named()} was lost"
-        + (f" during level {w.level}" if w.level is not None else "")
+        + (f" {when}" if (when := w.when()) else "")
         + (f" ({what})" if (what := w.what_was_lost()) else "")
-        for w in lost
+        for w in lost_during_levels(run)
     )
 
 

@@ -28,7 +28,7 @@ from ..analysis.series.saturation import SaturationRule
 from ..figures import spec_position_keys
 from ..load_kinds import KINDS
 from ..run_format.files import write_atomic
-from ..run_format.lost_workers import LostWorker
+from ..run_format.lost_workers import LostWorker, lost_workers
 from ..server.loss import MIN_STREAK, NO_ANSWER_SHARE
 from ..slo import SloSpec
 from . import charts, disagg_section, gpu_section, persona_charts, speculation_section
@@ -98,11 +98,8 @@ def lost_worker_text(entry) -> str:
     run.json `workers_lost` entry (older runs list bare ids, or no host, pid or count)."""
     lost = LostWorker.of(entry)
     what = lost.what_was_lost()
-    return (
-        lost.named()
-        + (f", lost during level {lost.level}" if lost.level is not None else "")
-        + (f": {what}" if what else "")
-    )
+    when = lost.when()
+    return lost.named() + (f", lost {when}" if when else "") + (f": {what}" if what else "")
 
 
 #: what the key findings stand on, for the methodology (the queue rule follows it)
@@ -309,9 +306,7 @@ def _views(
             }
             for e in row_dicts(r.errors)
         ]
-        lost_levels = {
-            w.get("level") for w in r.run.get("workers_lost") or [] if isinstance(w, dict)
-        }
+        lost_levels = {w.held_less() for w in lost_workers(r.run)} - {None}
         (
             timeline,
             server_chart,

@@ -46,9 +46,9 @@ def lost_by_level(lost: list[LostWorker]) -> dict[int, str]:
     """{level: the workers lost during it, named, and what went with them}: the table's legend."""
     out: dict[int, list[str]] = {}
     for w in lost:
-        if w.level is not None:
+        if (level := w.held_less()) is not None:
             what = w.what_was_lost()
-            out.setdefault(w.level, []).append(w.named() + (f", {what}" if what else ""))
+            out.setdefault(level, []).append(w.named() + (f", {what}" if what else ""))
     return {lv: "; ".join(texts) for lv, texts in out.items()}
 
 
@@ -94,6 +94,15 @@ def print_summary(run_dir: str) -> EndChecks | None:
             f"{abandoned} request(s) in flight were cut off{why}: no rows, counted in run.json",
             flush=True,
         )
+    for w in lost:
+        if not w.during_level:
+            what = w.what_was_lost()
+            print(
+                f"{w.named()} was lost {w.when()}, while no level ran"
+                + (f" ({what})" if what else "")
+                + ": no level held less than its load for it",
+                flush=True,
+            )
     if stopped:
         print(f"\nStopped early: {stopped}", flush=True)
     print(f"\nRun directory: {run_dir}", flush=True)

@@ -528,13 +528,13 @@ class RunSession:
         entry: dict[str, Any] = {"worker": worker, "lost_at": time.time(), "level": level}
         if process := self.worker_processes.get(worker):
             entry.update(host=process.host, pid=process.pid)
-        entry.update(found=found, in_flight=len(in_flight))
-        if worker in self.worker_flights:  # what it counted itself, at its last report
-            entry["in_flight_reported"] = self.worker_flights[worker][1]
         levels = self.recorder.levels
         running = (
             self.controller.phase == "running" and bool(levels[level:]) and not levels[level].end_ts
         )
+        entry.update(found=found, in_flight=len(in_flight), during_level=running)
+        if worker in self.worker_flights:  # what it counted itself, at its last report
+            entry["in_flight_reported"] = self.worker_flights[worker][1]
         share = self.trace_shares.get(level, {}).get(worker)
         if running and share is not None:
             entry["unsent"] = self.follower.forgo(level, worker, share)
@@ -542,8 +542,9 @@ class RunSession:
             self.lost_levels.add(level)
         self.recorder.run_info["workers_lost"].append(entry)
         logger.warning(
-            "worker %s lost during level %d (%s): %d request(s) in flight abandoned",
+            "worker %s lost %s level %d (%s): %d request(s) in flight abandoned",
             worker,
+            "during" if running else "after",
             level,
             found.replace("_", " "),
             len(in_flight),

@@ -17,6 +17,9 @@ class LostWorker:
     found: str = ""  # how: `process_exited` (a local worker) or `missing_heartbeats`
     in_flight: int | None = None  # its requests in flight then, abandoned (None: not recorded)
     unsent: int = 0  # a trace level's requests of its share it had not sent yet, never sent
+    # whether a level was running then (False: found lost while none ran, between levels or as
+    # the test stopped, so no level held less than its load for it; older runs: taken as running)
+    during_level: bool = True
 
     @classmethod
     def of(cls, entry: object) -> "LostWorker":
@@ -31,6 +34,7 @@ class LostWorker:
             str(entry.get("found") or ""),
             _whole(entry.get("in_flight")),
             _whole(entry.get("unsent")) or 0,
+            entry.get("during_level") is not False,
         )
 
     def named(self) -> str:
@@ -44,6 +48,20 @@ class LostWorker:
             if part
         )
         return f"worker {self.worker}" + (f" ({where})" if where else "")
+
+    def held_less(self) -> int | None:
+        """The level that held less than its load for the loss (None: none did, or unknown)."""
+        return self.level if self.during_level else None
+
+    def when(self) -> str:
+        """`during level 2`, `after level 2 had ended`, or "" (not recorded)."""
+        if self.level is None:
+            return ""
+        return (
+            f"during level {self.level}"
+            if self.during_level
+            else f"after level {self.level} had ended"
+        )
 
     def what_was_lost(self) -> str:
         """`3 requests in flight abandoned, 40 of its trace share never sent` ("" when unknown)."""
@@ -60,6 +78,12 @@ def lost_workers(run: dict) -> list[LostWorker]:
     """run.json's `workers_lost`, read."""
     entries = run.get("workers_lost") or []
     return [LostWorker.of(e) for e in entries] if isinstance(entries, list) else []
+
+
+def lost_during_levels(run: dict) -> list[LostWorker]:
+    """The workers of `lost_workers` lost while a level ran: the ones that cost a level its
+    load (a worker that went silent as the test stopped cost none)."""
+    return [w for w in lost_workers(run) if w.during_level]
 
 
 def _whole(value: object) -> int | None:

@@ -111,6 +111,13 @@ class RunOutcome:
         return out
 
     def _lost_sentence(self, worker: LostWorker, level: float) -> str:
+        if not worker.during_level:  # (found silent between levels or as the test stopped)
+            after = f" after level {self._levels([level])} had ended" if level == level else ""
+            what = worker.what_was_lost() or "its requests in flight were never recorded"
+            return (
+                f"Run {self.run_id} lost load {worker.named()}{after}, while no level ran "
+                f"({what}): no level held less than its load for it."
+            )
         during = f" during level {self._levels([level])}" if level == level else ""
         what = (
             f"its {worker.in_flight:,} request(s) in flight were abandoned (never recorded)"
@@ -193,7 +200,9 @@ def run_outcome(
 
 def lost_levels(outcomes: Sequence[RunOutcome]) -> set[float]:
     """The levels (as the series names them) during which some run lost a load worker."""
-    return {level for o in outcomes for _, level in o.workers_lost if level == level}
+    return {
+        level for o in outcomes for w, level in o.workers_lost if level == level and w.during_level
+    }
 
 
 def unreached(outcomes: Sequence[RunOutcome]) -> tuple[float, ...]:
