@@ -832,3 +832,55 @@ def test_compute_reads_the_batch_from_the_tokens_generated_per_step_not_a_short_
     verdict = level_verdict(higher, lower, ServerFacts(), saturated=True)
     assert verdict.kind == "compute", verdict
     assert "the batch (tokens generated per engine step) grew 1.75x (53.0 → 92.7)" in verdict.reason
+
+
+def test_a_full_cache_at_the_batch_a_cap_holds_is_not_called_the_cache():
+    # seed 49's 24-mixed on the simulator: --max-num-seqs 32 beside a cache of 32 requests at full
+    # length, 96 users: usage 99 %, 61 waiting, 32.0 tokens generated a step, no preemption. The
+    # cache's advice (more blocks) would have left the cap binding
+    both = _lv(96, 11874, batch=31.0, running_max=32.0, queued=61.4, kv_max=0.99)
+    cap32 = ServerFacts({"max_num_seqs": Fact(32.0, GIVEN)})
+    told = level_verdict(both, None, cap32, saturated=True)
+    assert told.kind == "max_num_seqs", told.reason
+    assert "the KV cache is full too (usage 99%" in told.reason
+    assert "the cap turns requests away first" in told.reason
+    # not told the cap: a cap of 32 fits as well as the cache, and its value settles it
+    blind = level_verdict(both, None, ServerFacts(), saturated=True)
+    assert blind.kind == "undetermined", blind.reason
+    assert "a sequence cap of 32 would hold it there as well" in blind.reason
+    assert '--server-args "--max-num-seqs N"' in blind.reason
+    # a cache that evicts is the cache's doing, cap or not: a cap never preempts
+    evicting = replace(both, preemptions_per_s=0.4)
+    for facts in (cap32, ServerFacts()):
+        assert level_verdict(evicting, None, facts, saturated=True).kind == "kv_cache"
+    # a batch below a known cap, or swinging well under its peak, is the cache's
+    below = replace(both, batch=20.0, running_max=21.0)
+    assert level_verdict(below, None, cap32, saturated=True).kind == "kv_cache"
+    swinging = replace(both, batch=20.0, running_max=32.0)
+    assert level_verdict(swinging, None, ServerFacts(), saturated=True).kind == "kv_cache"
+
+
+BLOCKS_257 = {"num_gpu_blocks": Fact(257.0, READ), "block_size": Fact(16.0, READ)}
+
+
+def test_a_cache_that_averaged_room_for_another_prompt_did_not_turn_requests_away():
+    # 24-mixed again, as vLLM admits: a waiting request once its prompt's 6 blocks are free, so a
+    # cache turning requests away stays at 1 - 6/256 = 97.7 % or above; this one averaged 92.9 %
+    both = _lv(96, 11874, batch=31.0, running_max=32.0, queued=61.4, kv_max=0.99)
+    both = replace(both, kv_mean=0.929, prompt_tokens=96.0)
+    blind = level_verdict(both, None, ServerFacts(BLOCKS_257), saturated=True)
+    assert blind.kind == "undetermined", blind.reason
+    assert "reached 99% but averaged 93%, room for another prompt (none from 98%)" in blind.reason
+    assert '--server-args "--max-num-seqs N"' in blind.reason
+    told = level_verdict(
+        both, None, ServerFacts({**BLOCKS_257, "max_num_seqs": Fact(32.0, GIVEN)}), True
+    )
+    assert told.kind == "max_num_seqs" and "the cap is what turns them away" in told.reason
+    # a cache that averaged at its no-room line did turn them away: its verdict, the cap named
+    full = level_verdict(replace(both, kv_mean=0.985), None, ServerFacts(BLOCKS_257), True)
+    assert full.kind == "kv_cache", full.reason
+    assert "it averaged 98%, with no room for another prompt from 98%" in full.reason
+    assert "a sequence cap of 32, if one was set, would bind with it" in full.reason
+    # the line counts the whole prompt, so the margin is the gauge's, not a prefix hit's
+    near = level_verdict(replace(both, kv_mean=0.96), None, ServerFacts(BLOCKS_257), True)
+    assert near.kind == "kv_cache", near.reason

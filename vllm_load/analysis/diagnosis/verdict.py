@@ -77,6 +77,7 @@ from .kinds import (
 )
 
 KV_MIN_FULL = 0.5  # ... but never below this
+ROOM_MARGIN = 0.02  # the KV cache's mean usage this far under its no-room line: it had room
 CAP_SHARE = 0.90  # the batch at this share of the sequence cap counts as pinned at it
 BUDGET_SHARE = 0.90  # engine steps this full of the token budget count as full
 WAITING_MIN = 0.5  # requests waiting on average, at least, for "requests wait" ...
@@ -135,6 +136,7 @@ class LevelEvidence:
     queue_time: float = math.nan  # mean seconds a request waited (vllm:request_queue_time_seconds)
     waiting_capacity: float = math.nan
     kv_max: float = math.nan
+    kv_mean: float = math.nan  # the usage gauge's mean over the window
     preemptions_per_s: float = math.nan
     step_tokens: float = math.nan
     step_time: float = math.nan
@@ -170,6 +172,7 @@ class LevelEvidence:
             queue_time=get("server_queue_time"),
             waiting_capacity=get("server_waiting_capacity"),
             kv_max=get("server_kv_usage_max"),
+            kv_mean=get("server_kv_usage"),
             preemptions_per_s=get("server_preemptions_per_s"),
             step_tokens=get("server_step_tokens"),
             step_time=get("server_step_time"),
@@ -316,6 +319,19 @@ class LevelEvidence:
             self.kv_max == self.kv_max and self.kv_max >= kv_full_at(facts, self.prompt_tokens)
         ) or self.preempted
 
+    def kv_room_on_average(self, facts: ServerFacts) -> bool | None:
+        """Whether the KV cache had room for another whole prompt on average over the window:
+        its mean usage `ROOM_MARGIN` or more under `no_room_at` (None where a figure is
+        missing). vLLM admits a waiting request once its prompt's blocks are free, so a cache
+        that turns requests away stays at that line or above while they wait; one that averages
+        under it held room a cap (or something else) kept them from. On the simulator a cap of
+        32 beside a cache of 32 requests at full length averaged 88 % against a line of 98 %;
+        caches that bound alone averaged at or above their lines."""
+        line = no_room_at(facts, self.prompt_tokens)
+        if line != line or self.kv_mean != self.kv_mean:
+            return None
+        return self.kv_mean < line - ROOM_MARGIN
+
     def figures(self) -> dict[str, float]:
         """The evidence as JSON shows it (known figures only)."""
         named = {
@@ -324,6 +340,7 @@ class LevelEvidence:
             "queue_time_s": self.queue_time,
             "waiting_for_capacity": self.waiting_capacity,
             "kv_cache_usage_max": self.kv_max,
+            "kv_cache_usage_mean": self.kv_mean,
             "preemptions_per_s": self.preemptions_per_s,
             "tokens_per_step": self.step_tokens,
             "step_time_s": self.step_time,
@@ -338,19 +355,29 @@ class LevelEvidence:
         return {**{k: v for k, v in named.items() if v == v}, **self.gpu.figures()}
 
 
+def no_room_at(facts: ServerFacts, prompt_tokens: float) -> float:
+    """The KV-cache usage from which what is left cannot hold one more request's whole prompt
+    (its blocks counted whole; one block is vLLM's null block, never used); NaN where the
+    server's blocks or the prompts are unknown. A prefix-cache hit needs fewer blocks: counting
+    the whole prompt puts the line lower, so a cache is said to have had room only where it had
+    room for more than the new request needed."""
+    blocks = facts.kv_blocks_tokens
+    if blocks is None or not (prompt_tokens == prompt_tokens and prompt_tokens > 0):
+        return math.nan
+    n_blocks, size = blocks
+    usable = n_blocks - 1
+    if usable <= 0:
+        return math.nan
+    return 1 - math.ceil(prompt_tokens / size) / usable
+
+
 def kv_full_at(facts: ServerFacts, prompt_tokens: float) -> float:
     """The KV-cache usage at which the cache counts as full: `KV_FULL`, or lower where the
     server's blocks are known and what is left could not hold one more request's prompt (vLLM
     admits a request only with blocks for its prompt: 36 of 41 blocks of 16 tokens in use leave
     no room for a 128-token prompt, at 88 %). One block is vLLM's null block, never used."""
-    blocks = facts.kv_blocks_tokens
-    if blocks is None or not (prompt_tokens == prompt_tokens and prompt_tokens > 0):
-        return KV_FULL
-    n_blocks, size = blocks
-    usable = n_blocks - 1
-    if usable <= 0:
-        return KV_FULL
-    return max(KV_MIN_FULL, min(KV_FULL, 1 - math.ceil(prompt_tokens / size) / usable))
+    line = no_room_at(facts, prompt_tokens)
+    return KV_FULL if line != line else max(KV_MIN_FULL, min(KV_FULL, line))
 
 
 def with_baseline(levels: list[LevelEvidence]) -> list[LevelEvidence]:
@@ -432,9 +459,16 @@ def level_verdict(
         return verdict(
             UNDETERMINED, no_server or "the server's /metrics gave no figures for this level"
         )
+    cap_fact = facts.get("max_num_seqs")
+    cap = facts.number("max_num_seqs")
     if lv.kv_full(facts) and lv.queued == lv.queued and not lv.waits and not lv.preempted:
         return verdict(UNDETERMINED, _kv_full_idle(lv, facts))
-    if lv.kv_full(facts):
+    # a full cache that evicted nothing holds the batch just as a cap at the same number does
+    at_cap = cap is not None and cap > 0 and lv.waits and lv.batch_seen >= CAP_SHARE * cap
+    blind = lv.kv_full(facts) and not lv.preempted and lv.waits and not cap and _held_at_peak(lv)
+    if blind and lv.kv_room_on_average(facts) is not False:
+        return verdict(UNDETERMINED, _kv_full_or_cap(lv, facts))
+    if lv.kv_full(facts) and not (at_cap and not lv.preempted):
         parts = []
         if lv.kv_max == lv.kv_max:
             full = kv_full_at(facts, lv.prompt_tokens)
@@ -446,11 +480,25 @@ def level_verdict(
             parts.append(f"{lv.preemptions_per_s:.2f} preemptions/s (vllm:num_preemptions_total)")
         if lv.waits:
             parts.append(f"{lv.queued:.1f} requests waiting")
-        return verdict(KV_CACHE, "the KV cache is full: " + ", ".join(parts))
-    cap_fact = facts.get("max_num_seqs")
-    cap = facts.number("max_num_seqs")
-    if cap and lv.waits and lv.batch_seen >= CAP_SHARE * cap:
+        also = ""
+        if blind:  # (its mean usage left no room for another prompt: the cache turned them away)
+            also = (
+                f"; it averaged {_pct(lv.kv_mean)}, with no room for another prompt from "
+                f"{_pct(no_room_at(facts, lv.prompt_tokens))}, so the cache turned requests away "
+                f"(a sequence cap of {lv.running_max:.0f}, if one was set, would bind with it: "
+                '--server-args "--max-num-seqs N" tells)'
+            )
+        return verdict(KV_CACHE, "the KV cache is full: " + ", ".join(parts) + also)
+    if at_cap:
         kv = f", KV-cache usage at most {_pct(lv.kv_max)}" if lv.kv_max == lv.kv_max else ""
+        if lv.kv_full(facts) and lv.kv_room_on_average(facts):
+            kv = f"; the KV cache {_room_text(lv, facts)}: the cap is what turns them away"
+        elif lv.kv_full(facts):  # (and nothing evicted: the cap turns requests away first)
+            kv = (
+                f"; the KV cache is full too (usage {_pct(lv.kv_max)}, full at "
+                f"{_pct(kv_full_at(facts, lv.prompt_tokens))}, no preemption): the cap turns "
+                "requests away first, and the cache would hold a larger batch no further"
+            )
         return verdict(
             SEQUENCE_CAP,
             f"the batch is full: {_batch_text(lv)} requests in it against --max-num-seqs "
@@ -611,6 +659,43 @@ def _kv_full_idle(lv: LevelEvidence, facts: ServerFacts) -> str:
         f"waiting ({lv.queued:.1f}) and no preemption: it held nothing back yet and binds from the "
         "next level on (a higher level would tell), where another limit (a sequence cap as "
         "full) may bind with it"
+    )
+
+
+def _held_at_peak(lv: LevelEvidence) -> bool:
+    """The batch held at the running gauge's peak (both known), as a cap would hold it."""
+    known = lv.batch == lv.batch and lv.running_max == lv.running_max and lv.running_max > 0
+    return known and lv.batch_seen >= CAP_SHARE * lv.running_max
+
+
+def _kv_full_or_cap(lv: LevelEvidence, facts: ServerFacts) -> str:
+    """Why a full KV cache that evicted nothing, with the sequence cap unknown and the batch held
+    at its peak, is no verdict where the cache averaged room for another prompt (or its room is
+    unknown): a cap at that batch holds it there just as well (vLLM turns requests away at the
+    cap before it looks for blocks), and only the cap's value tells them apart. On the simulator
+    a cap of 32 beside a cache of 32 requests at full length, at 96 users: usage 99 % at most,
+    93 % on average, 61 waiting, 32.0 tokens generated a step; the cache's advice (more blocks)
+    would have left the cap binding."""
+    if lv.kv_room_on_average(facts):
+        cache = f"the KV cache {_room_text(lv, facts)}"
+    else:
+        cache = (
+            f"the KV cache is full (usage {_pct(lv.kv_max)}, full at "
+            f"{_pct(kv_full_at(facts, lv.prompt_tokens))})"
+        )
+    return (
+        f"{cache}, with {lv.queued:.1f} waiting and no preemption, and the batch held at "
+        f"{_batch_text(lv)} (its peak {lv.running_max:.0f}): a sequence cap of "
+        f"{lv.running_max:.0f} would hold it there as well, and the cap is not known; the "
+        'server\'s flags settle it: --server-args "--max-num-seqs N"'
+    )
+
+
+def _room_text(lv: LevelEvidence, facts: ServerFacts) -> str:
+    """`reached 99% but averaged 93%, room for another prompt (none from 97%)`."""
+    return (
+        f"reached {_pct(lv.kv_max)} but averaged {_pct(lv.kv_mean)}, room for another prompt "
+        f"(none from {_pct(no_room_at(facts, lv.prompt_tokens))})"
     )
 
 
