@@ -17,8 +17,8 @@ from vllm_load.analysis.levels.client_side import (
     read_client_health,
 )
 from vllm_load.analysis.levels.measure import level_metrics
+from vllm_load.analysis.levels.scrapes import gauge_mean
 from vllm_load.analysis.levels.server_side import (
-    gauge_mean,
     level_server_figures,
     read_server_metrics,
     run_token_check,

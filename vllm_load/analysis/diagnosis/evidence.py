@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..frame_records import row_dicts
-from ..levels.server_side import counter_delta, gauge_mean
+from ..levels.scrapes import counter_delta, gauge_mean, gauge_peak
 
 #: the per-level columns `level_evidence` adds to a run's table
 EVIDENCE_COLUMNS = (
@@ -112,7 +112,7 @@ def evidence_over(server: pd.DataFrame, a: float, b: float) -> dict[str, float]:
         "server_running_max": _window_max(server, "running", a, b),
         "server_queued": queued,
         "server_waiting_capacity": gauge_mean(server, "waiting_capacity", a, b),
-        "server_kv_usage_max": _window_max(server, "kv_cache_usage", a, b),
+        "server_kv_usage_max": gauge_peak(server, "kv_cache_usage", a, b),
         "server_kv_usage": gauge_mean(server, "kv_cache_usage", a, b),
         "server_preemptions_per_s": _ratio(
             counter_delta(server, "preemptions_total", a, b), window

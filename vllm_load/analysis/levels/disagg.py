@@ -27,7 +27,7 @@ import pandas as pd
 
 from ...figures import disagg_columns
 from ..frame_records import row_dicts
-from .server_side import counter_growth
+from .scrapes import counter_growth
 
 #: the per-level column that says why a disaggregated level has no figures ("" if it has)
 UNKNOWN = "pd_unknown"

@@ -27,7 +27,7 @@ from ...figures import gpu_columns
 from ...run_format.gpu_metrics import source_line
 from ...server.dcgm import ENERGY, FB_USED, GPU_UTIL, POWER, SM_ACTIVE
 from ..frame_records import row_dicts
-from .server_side import counter_delta, gauge_mean
+from .scrapes import counter_delta, gauge_mean
 
 #: a window must span this many updates of the energy counter for its growth to be read
 MIN_UPDATES = 4

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..frame_records import row_dicts
-from .server_side import counter_delta, gauge_mean
+from .scrapes import counter_delta, gauge_mean
 
 #: a level has a server queue when its requests waited in it at least this long on average
 #: (`vllm:request_queue_time_seconds`) and at least `QUEUE_TTFT_SHARE` of the level's TTFT p50 ...

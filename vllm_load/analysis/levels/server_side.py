@@ -38,6 +38,7 @@ import pandas as pd
 from ...run_format.optional_csv import CsvRead, read_optional_csv
 from ...run_format.stream_columns import StreamColumns
 from ..frame_records import row_dicts
+from .scrapes import counter_delta, gauge_mean, samples_max
 from .spans import success_spans
 from .window_rates import RequestSpans, work_in_window
 
@@ -52,7 +53,6 @@ EVENT_MARGIN = (
 EDGE_SHARE = (
     0.01  # the edge samples' dating may blur this share of the window, at most (half the tolerance)
 )
-GAUGE_POINTS = 200  # points a gauge is averaged over within a window
 
 #: why the client's and the server's figures can differ, for the report
 DISAGREEMENT_CAUSES = (
@@ -78,33 +78,6 @@ def scrape_interval(server: pd.DataFrame, configured: float | None = None) -> fl
         return float(configured)
     gaps = np.diff(server["ts"].to_numpy(np.float64))
     return float(np.median(gaps)) if len(gaps) else np.nan
-
-
-def _column(frame: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:
-    if column not in frame:
-        return np.array([]), np.array([])
-    t = frame["ts"].to_numpy(np.float64)
-    v = pd.to_numeric(frame[column], errors="coerce").to_numpy(np.float64)
-    ok = ~np.isnan(v)
-    return t[ok], v[ok]
-
-
-def counter_delta(frame: pd.DataFrame, column: str, a: float, b: float) -> float:
-    """How much a counter grew over [a, b], interpolated between samples; NaN when the samples
-    do not cover both edges."""
-    t, v = _column(frame, column)
-    if len(t) < 2 or not (a == a and b == b) or a < t[0] or b > t[-1]:
-        return np.nan
-    return float(np.interp(b, t, v) - np.interp(a, t, v))
-
-
-def gauge_mean(frame: pd.DataFrame, column: str, a: float, b: float) -> float:
-    """A gauge's mean over [a, b], linear between samples; NaN without samples around it."""
-    t, v = _column(frame, column)
-    if len(t) < 2 or not (a == a and b == b) or b <= a or a < t[0] or b > t[-1]:
-        inside = v[(t >= a) & (t <= b)] if len(t) else v
-        return float(inside.mean()) if len(inside) else np.nan
-    return float(np.interp(np.linspace(a, b, GAUGE_POINTS), t, v).mean())
 
 
 def scrape_window(
@@ -319,7 +292,7 @@ def level_server_figures(
                     and abs(ttft_diff) > TTFT_TOLERANCE
                     and abs(mine["client_ttft_mean"] - server_ttft) > TTFT_FLOOR
                 ),
-                "kv_cache_usage_max": _level_max(server, "kv_cache_usage", start, end),
+                "kv_cache_usage_max": samples_max(server, "kv_cache_usage", start, end),
                 "preemptions": counter_delta(server, "preemptions_total", start, min(end, t_last)),
             }
         )
@@ -346,12 +319,6 @@ def _prefix_cache(server: pd.DataFrame, start: float, end: float) -> dict[str, f
     }
 
 
-def _level_max(server: pd.DataFrame, column: str, start: float, end: float) -> float:
-    t, v = _column(server, column)
-    inside = v[(t >= start) & (t <= end)]
-    return float(inside.max()) if len(inside) else np.nan
-
-
 def run_token_check(server: pd.DataFrame, requests: pd.DataFrame) -> dict:
     """Generated tokens the server counted over the whole run against the completions the client
     received (usage counts of every request); exact when nothing else used the server."""
@@ -366,32 +333,3 @@ def run_token_check(server: pd.DataFrame, requests: pd.DataFrame) -> dict:
         "client_completion_tokens": client_tokens,
         "difference": diff,
     }
-
-
-def counter_growth(
-    frame: pd.DataFrame, columns: tuple[str, ...] | list[str], a: float, b: float
-) -> dict[str, float] | str:
-    """Each counter's growth between the first and the last scrape inside [a, b] (NaN where the
-    scrapes lack it), or why there is none: fewer than two scrapes inside, or a counter that went
-    back between two of them (the server restarted: a difference would be meaningless)."""
-    t = frame["ts"].to_numpy(np.float64)
-    inside = np.flatnonzero((t >= a) & (t <= b)) if a == a and b == b else np.array([], int)
-    if len(inside) < 2:
-        return "fewer than two scrapes inside the measured window"
-    lo, hi = inside[0], inside[-1]
-    out = {}
-    for column in columns:
-        if column not in frame:
-            out[column] = np.nan
-            continue
-        v = pd.to_numeric(frame[column], errors="coerce").to_numpy(np.float64)[lo : hi + 1]
-        read = ~np.isnan(v)
-        drops = np.flatnonzero(np.diff(v[read]) < 0)
-        if len(drops):
-            at = t[lo : hi + 1][read][drops[0] + 1]
-            return (
-                f"{column} went back between scrapes (at {at:.1f}): the server's counters were "
-                "reset, a restart"
-            )
-        out[column] = v[-1] - v[0]
-    return out

@@ -26,7 +26,7 @@ import pandas as pd
 from ...figures import spec_columns, spec_position_key
 from ...run_format.files import spec_position_columns as scraped_positions
 from ..frame_records import row_dicts
-from .server_side import counter_growth
+from .scrapes import counter_growth
 
 #: the per-level column that says why a speculating server's level has no figures ("" if it has)
 UNKNOWN = "spec_unknown"

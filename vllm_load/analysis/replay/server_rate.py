@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..levels.server_side import counter_delta, resolvable, scrape_window
+from ..levels.scrapes import counter_delta
+from ..levels.server_side import resolvable, scrape_window
 from ..levels.window_rates import RequestSpans, work_in_window
 
 #: why a stretch was not compared when the server had no /metrics scraped

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..levels import as_floats
-from ..levels.server_side import counter_delta
+from ..levels.scrapes import counter_delta
 
 LATE_LIMIT_S = 0.005
 PREFIX_TOLERANCE = 0.05
