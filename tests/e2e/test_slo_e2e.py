@@ -98,19 +98,16 @@ def test_a_latency_slo_binds_below_the_throughput_peak(slo_run, tmp_path):
     # with every request good, goodput is throughput; a request slowed past 25 ms by another
     # test's load beside the run is not good. The good share counts the level's measured
     # requests, goodput (as throughput) the work inside its window, so the two ratios can differ
-    # by the requests crossing the window's two edges: at most 4 at each, at 4 users
+    # by the requests crossing the window's two edges, measured or not: at most 4 at each, at 4
+    # users (loaded: every measured request good, goodput 29.34 against 29.44 req/s)
     four = levels[4]
     share, goodput, rate = (
         four["slo_good_share_mean"],
         four["goodput_req_per_s_mean"],
         four["req_per_s_mean"],
     )
-    assert share > 0.5
-    if share == 1:
-        assert goodput == pytest.approx(rate)
-    else:
-        assert goodput < rate
-        assert abs(goodput / rate - share) <= 2 * 4 / four["measured_mean"], four
+    assert share > 0.5 and goodput <= rate
+    assert abs(goodput / rate - share) <= 2 * 4 / four["measured_mean"], four
     assert series["findings"][0].startswith(
         "Highest concurrency meeting the SLOs (tpot<=25ms): 4 concurrent"
     )

@@ -234,6 +234,9 @@ class RunSession:
         self.closed = False
         self._closing: Event | None = None  # set once a close is done; a second close waits for it
         self.stopped_at: float | None = None
+        # a stop signal (Ctrl-C, SIGTERM) came: the run was interrupted, whatever its workers
+        # did as it stopped (starved of a CPU, they miss heartbeats while they quit)
+        self.signalled = False
         logger.info("run directory: %s", run_dir)
 
     # lifecycle ---------------------------------------------------------------------------------
@@ -483,7 +486,8 @@ class RunSession:
 
     def check_workers(self) -> None:
         """Record workers the master lost (`worker_loss`): Locust counts a worker missing after 3
-        missed heartbeats; one the master forked is lost once its process has exited."""
+        missed heartbeats (unless a stop signal came: a worker quitting on a busy machine misses
+        them too); one the master forked is lost once its process has exited."""
         runner = self.environment.runner
         if not isinstance(runner, MasterRunner):
             return
@@ -491,7 +495,7 @@ class RunSession:
         for client in list(runner.clients.all):
             if client.id in lost:
                 continue
-            if client.state == STATE_MISSING:
+            if client.state == STATE_MISSING and not self.signalled:  # (not one quitting)
                 self._lose(client.id, MISSING_HEARTBEATS)
             elif self._exited(client.id) and client.id not in self._exits_seen:
                 self._exits_seen.add(client.id)
@@ -605,7 +609,7 @@ class RunSession:
             else "completed"
             if self.completed
             else "workers_lost"
-            if self.all_workers_lost()
+            if self.all_workers_lost() and not self.signalled
             else "interrupted"
         )
         self.recorder.close(outcome, reason=outcome)

@@ -200,6 +200,9 @@ class StopSignals:
             logger.warning("%s: already stopping, closing the run", signal.Signals(signum).name)
             return
         self.stopping = True
+        session = RunSession.current(self.environment) if self.environment is not None else None
+        if session is not None:
+            session.signalled = True
         gevent.get_hub().loop.run_callback(self._stop)
 
     def _stop(self) -> None:
