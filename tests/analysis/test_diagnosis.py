@@ -893,3 +893,6 @@ def test_a_cap_named_to_settle_a_level_is_never_below_the_batch_it_ran():
     reason = level_verdict(lv, None, ServerFacts(), saturated=True).reason
     assert "a sequence cap of 2 (the batch held near its peak)" in reason, reason
     assert "a sequence cap of 1 " not in reason
+    # ... but a Little's-law batch a little over the peak names the peak (the simulator, cap 32)
+    near = replace(lv, batch=32.8, running_max=32.0, queued=65.0)
+    assert "a sequence cap of 32 " in level_verdict(near, None, ServerFacts(), True).reason

