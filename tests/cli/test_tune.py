@@ -79,6 +79,10 @@ def test_tune_ranks_larger_max_num_seqs_first_on_throughput(tmp_path):
         "24",
         "--warmup-requests",
         "4",
+        # a configuration's run lasts 2-3 s here: scrapes every second read its running gauge
+        # 3 times, at 4 where the cap was 16 (a loaded host); five a second see the batch full
+        "--metrics-interval",
+        "0.2",
         "--out",
         str(tmp_path),
         "--name",

@@ -53,6 +53,37 @@ def test_reanchors_after_a_while(monkeypatch):
     assert clock.wall(108.0) == 1_700_000_110.0  # and held again for 5 s
 
 
+class PreemptedClocks(SteppedClocks):
+    """`SteppedClocks` whose perf_counter() moves `step` seconds at every read, as on a machine
+    that preempts the process between any two reads."""
+
+    step = 0.0
+
+    def perf_counter(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_a_pair_of_reads_preempted_between_them_is_no_anchor(monkeypatch):
+    """An offset from a pair of reads a preemption split is off by half the gap: the last offset
+    is kept and the anchor tried again soon, so one stretch's timestamps never move against the
+    next one's by a loaded machine's delay."""
+    import vllm_load.client.clock as clock_module
+
+    clocks = PreemptedClocks(perf=100.0, wall_offset=1_700_000_000.0)
+    monkeypatch.setattr(clock_module, "time", clocks)
+    clock = WallClock()
+    assert clock.wall(100.0) == 1_700_000_100.0  # (the first anchor is taken, tight)
+    clocks.now, clocks.step = 105.5, 0.002  # 2 ms between any two reads, 5 s on
+    assert clock.wall(105.5) == 1_700_000_105.5  # the last offset, not one 1 ms off
+    clocks.step = 0.0
+    clocks.wall_offset += 2.0  # (the wall clock moved meanwhile)
+    clocks.now += 0.1
+    assert clock.wall(clocks.now) == clocks.now + 1_700_000_000.0  # retried after 0.5 s, not yet
+    clocks.now += 0.5
+    assert clock.wall(clocks.now) == clocks.now + 1_700_000_002.0  # a tight pair: anchored again
+
+
 def test_kernel_receive_timestamp_dates_bytes_when_they_arrived_not_when_read():
     import socket
     import sys

@@ -6,7 +6,11 @@ request leaves a gap between the two reads in which the OS may preempt the proce
 `start_ts + ttft` is off by the preemption (tens of µs or more on a busy machine). Converting
 one `perf_counter()` reading with a per-process offset cannot be split like that. The offset
 is re-anchored every few seconds (so NTP slewing of the wall clock is followed) from the
-tightest of a few paired reads.
+tightest of a few paired reads, and only from a pair read within `TIGHT_GAP`: on a busy machine
+every pair can be preempted, and an offset taken from such a pair is off by up to half its gap,
+which moves every later `start_ts` against the earlier ones (a subagent's last request read as
+ending 2 ms after its parent's next one started, at load ~10). A loose anchor keeps the last
+offset and is tried again `RETRY_SECONDS` later.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import sys
 import time
 
 REANCHOR_SECONDS = 5.0
+RETRY_SECONDS = 0.5
+TIGHT_GAP = 200e-6  # a pair of reads further apart was preempted between them
 _PAIRED_READS = 5
 
 
@@ -37,6 +43,9 @@ class WallClock:
             after = time.perf_counter()
             if best_gap is None or after - before < best_gap:
                 best_gap, offset = after - before, wall - (before + after) / 2
+        if best_gap is not None and best_gap > TIGHT_GAP and self._next_anchor >= 0:
+            self._next_anchor = time.perf_counter() + RETRY_SECONDS  # keep the last offset
+            return
         self._offset = offset
         self._next_anchor = time.perf_counter() + REANCHOR_SECONDS
 
