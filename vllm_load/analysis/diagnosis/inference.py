@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .facts import DEFAULT, GIVEN, INFERRED, READ, Fact, ServerFacts
-from .verdict import CAP_SHARE, WAITING_MIN, LevelEvidence
+from .verdict import WAITING_MIN, LevelEvidence
 
 PLATEAU = 0.10  # running-gauge peaks within this relative spread of each other form a plateau
 PLATEAU_LEVELS = 2  # ... at this many saturated levels at least (one level is no plateau)
@@ -64,10 +64,7 @@ def cap_plateau(levels: list[LevelEvidence], facts: ServerFacts) -> float | None
     held = [
         lv
         for lv in _waiting_for_capacity(levels, facts)
-        if lv.running_max == lv.running_max
-        and lv.running_max > 0
-        and lv.batch_seen >= CAP_SHARE * lv.running_max
-        and not lv.steps_full(budget)
+        if lv.held_at_peak and not lv.steps_full(budget)
     ]
     if len(held) < PLATEAU_LEVELS or _carried(held):
         return None  # a cap leaves no prefill unfinished while requests wait: a budget does

@@ -319,6 +319,13 @@ class LevelEvidence:
             self.kv_max == self.kv_max and self.kv_max >= kv_full_at(facts, self.prompt_tokens)
         ) or self.preempted
 
+    @property
+    def held_at_peak(self) -> bool:
+        """The batch (`batch_seen`) held at the running gauge's peak, as a cap holds it; False
+        where either is unknown."""
+        peak = self.running_max
+        return peak == peak and peak > 0 and self.batch_seen >= CAP_SHARE * peak
+
     def kv_room_on_average(self, facts: ServerFacts) -> bool | None:
         """Whether the KV cache had room for another whole prompt on average over the window:
         its mean usage `ROOM_MARGIN` or more under `no_room_at` (None where a figure is
@@ -461,14 +468,18 @@ def level_verdict(
         )
     cap_fact = facts.get("max_num_seqs")
     cap = facts.number("max_num_seqs")
-    if lv.kv_full(facts) and lv.queued == lv.queued and not lv.waits and not lv.preempted:
+    cache_full = lv.kv_full(facts)
+    if cache_full and lv.queued == lv.queued and not lv.waits and not lv.preempted:
         return verdict(UNDETERMINED, _kv_full_idle(lv, facts))
     # a full cache that evicted nothing holds the batch just as a cap at the same number does
+    # (vLLM turns requests away at the cap before it looks for blocks)
     at_cap = cap is not None and cap > 0 and lv.waits and lv.batch_seen >= CAP_SHARE * cap
-    blind = lv.kv_full(facts) and not lv.preempted and lv.waits and not cap and _held_at_peak(lv)
-    if blind and lv.kv_room_on_average(facts) is not False:
-        return verdict(UNDETERMINED, _kv_full_or_cap(lv, facts))
-    if lv.kv_full(facts) and not (at_cap and not lv.preempted):
+    evicted_nothing = cache_full and not lv.preempted and lv.waits
+    room = lv.kv_room_on_average(facts) if evicted_nothing else None
+    blind = evicted_nothing and not cap and lv.held_at_peak
+    if blind and room is not False:
+        return verdict(UNDETERMINED, _kv_full_or_cap(lv, facts, room))
+    if cache_full and not (at_cap and evicted_nothing):
         parts = []
         if lv.kv_max == lv.kv_max:
             full = kv_full_at(facts, lv.prompt_tokens)
@@ -491,9 +502,9 @@ def level_verdict(
         return verdict(KV_CACHE, "the KV cache is full: " + ", ".join(parts) + also)
     if at_cap:
         kv = f", KV-cache usage at most {_pct(lv.kv_max)}" if lv.kv_max == lv.kv_max else ""
-        if lv.kv_full(facts) and lv.kv_room_on_average(facts):
+        if room:
             kv = f"; the KV cache {_room_text(lv, facts)}: the cap is what turns them away"
-        elif lv.kv_full(facts):  # (and nothing evicted: the cap turns requests away first)
+        elif cache_full:  # (and nothing evicted: the cap turns requests away first)
             kv = (
                 f"; the KV cache is full too (usage {_pct(lv.kv_max)}, full at "
                 f"{_pct(kv_full_at(facts, lv.prompt_tokens))}, no preemption): the cap turns "
@@ -675,13 +686,7 @@ def _cap_fit(lv: LevelEvidence) -> float:
     return float(round(batch)) if batch == batch and batch >= peak + 1 else float(round(peak))
 
 
-def _held_at_peak(lv: LevelEvidence) -> bool:
-    """The batch held at the running gauge's peak (both known), as a cap would hold it."""
-    known = lv.batch == lv.batch and lv.running_max == lv.running_max and lv.running_max > 0
-    return known and lv.batch_seen >= CAP_SHARE * lv.running_max
-
-
-def _kv_full_or_cap(lv: LevelEvidence, facts: ServerFacts) -> str:
+def _kv_full_or_cap(lv: LevelEvidence, facts: ServerFacts, room: bool | None) -> str:
     """Why a full KV cache that evicted nothing, with the sequence cap unknown and the batch held
     at its peak, is no verdict where the cache averaged room for another prompt (or its room is
     unknown): a cap at that batch holds it there just as well (vLLM turns requests away at the
@@ -689,7 +694,7 @@ def _kv_full_or_cap(lv: LevelEvidence, facts: ServerFacts) -> str:
     a cap of 32 beside a cache of 32 requests at full length, at 96 users: usage 99 % at most,
     93 % on average, 61 waiting, 32.0 tokens generated a step; the cache's advice (more blocks)
     would have left the cap binding."""
-    if lv.kv_room_on_average(facts):
+    if room:
         cache = f"the KV cache {_room_text(lv, facts)}"
     else:
         cache = (

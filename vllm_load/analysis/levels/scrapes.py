@@ -46,12 +46,8 @@ def gauge_peak(frame: pd.DataFrame, column: str, a: float, b: float) -> float:
     16-block cache at 8 users: one sample of 67 % inside, a mean of 80 %). The edges themselves
     are not taken as a peak: interpolated toward the next level's first scrape, a level whose
     three samples read 33 % would peak at 62 %. NaN where neither is known."""
-    t, v = _column(frame, column)
-    inside = v[(t >= a) & (t <= b)] if len(t) and a == a and b == b else v[:0]
     known = [
-        x
-        for x in (inside.max() if len(inside) else np.nan, gauge_mean(frame, column, a, b))
-        if x == x
+        x for x in (samples_max(frame, column, a, b), gauge_mean(frame, column, a, b)) if x == x
     ]
     return float(max(known)) if known else np.nan
 
