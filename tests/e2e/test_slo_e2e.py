@@ -106,7 +106,8 @@ def test_a_latency_slo_binds_below_the_throughput_peak(slo_run, tmp_path):
         four["goodput_req_per_s_mean"],
         four["req_per_s_mean"],
     )
-    assert share > 0.5 and goodput <= rate
+    # (summed over a subset, goodput can exceed the equal throughput in its last bits)
+    assert share > 0.5 and goodput <= rate * (1 + 1e-12)
     assert abs(goodput / rate - share) <= 2 * 4 / four["measured_mean"], four
     assert series["findings"][0].startswith(
         "Highest concurrency meeting the SLOs (tpot<=25ms): 4 concurrent"
